@@ -1,0 +1,576 @@
+//! The Balancer: an immutable snapshot of the set swapped on update, method interning, and the
+//! select/report plumbing around the strategies.
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::{Error, Status};
+use crate::invoker::{Invoker, Outcome};
+use crate::rng::Rng;
+use crate::stats::InvokerState;
+use crate::strategy::{Ctx, Prepared, Strategy};
+use crate::weight::{effective_weight, time_dependent_until};
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+
+/// Method ids are small integers; this many may be interned per balancer.
+pub const MAX_METHODS: u32 = 1 << 20;
+
+/// One invoker of a snapshot.
+pub(crate) struct Member {
+    pub id: u64,
+    pub address: Arc<str>,
+    pub zone: Option<Arc<str>>,
+    pub weight: i32,
+    pub start_time_ms: i64,
+    /// Resolved: the invoker's own warm-up, or the balancer default when it gave a negative one.
+    pub warmup_ms: i32,
+    pub state: Arc<InvokerState>,
+}
+
+/// An immutable view of the set. Readers load it without blocking; update swaps a new one in.
+pub(crate) struct Snapshot {
+    pub generation: u64,
+    pub members: Box<[Member]>,
+    pub by_id: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
+    /// Positions 0..n, so that "every invoker" is a candidate slice like any other.
+    pub all: Box<[u32]>,
+    /// Weights depend on time before this instant (ms); `i64::MIN` when no invoker warms up.
+    pub time_dependent_until_ms: i64,
+    pub prepared: Prepared,
+}
+
+impl Snapshot {
+    fn empty() -> Snapshot {
+        Snapshot {
+            generation: 0,
+            members: Box::new([]),
+            by_id: HashMap::default(),
+            all: Box::new([]),
+            time_dependent_until_ms: i64::MIN,
+            prepared: None,
+        }
+    }
+
+    pub fn position(&self, id: u64) -> Option<usize> {
+        self.by_id.get(&id).map(|&p| p as usize)
+    }
+}
+
+/// Ids are caller-chosen integers: one multiply spreads them well enough for a hash table.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v ^ (v >> 32))
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
+    }
+}
+
+/// Per-method state owned by the strategy (round-robin counters, response windows).
+#[derive(Default)]
+pub struct MethodState {
+    ext: OnceLock<Box<dyn Any + Send + Sync>>,
+}
+
+impl MethodState {
+    pub(crate) fn ext<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> &T {
+        self.ext
+            .get_or_init(|| Box::new(init()))
+            .downcast_ref::<T>()
+            .expect("a balancer has one strategy, so one method-state type")
+    }
+
+    pub(crate) fn ext_if_present<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.ext.get()?.downcast_ref::<T>()
+    }
+}
+
+const SEGMENTS: usize = 21;
+
+/// Interned method names. Ids are dense; state lives in segments of doubling size so that a
+/// lookup by id is two loads and never blocks, and existing entries never move.
+struct Methods {
+    names: Mutex<HashMap<Box<str>, u32>>,
+    count: AtomicU32,
+    segments: [OnceLock<Box<[MethodState]>>; SEGMENTS],
+}
+
+impl Methods {
+    fn new() -> Methods {
+        let m = Methods {
+            names: Mutex::new(HashMap::new()),
+            count: AtomicU32::new(0),
+            segments: std::array::from_fn(|_| OnceLock::new()),
+        };
+        m.intern("").expect("the service level always fits");
+        m
+    }
+
+    fn locate(id: u32) -> (usize, usize) {
+        let k = 31 - (id + 1).leading_zeros();
+        (k as usize, (id + 1 - (1 << k)) as usize)
+    }
+
+    fn get(&self, id: u32) -> Option<&MethodState> {
+        if id >= self.count.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        let (seg, off) = Self::locate(id);
+        self.segments[seg].get().map(|s| &s[off])
+    }
+
+    fn intern(&self, name: &str) -> Result<u32, Error> {
+        let mut names = self.names.lock();
+        if let Some(&id) = names.get(name) {
+            return Ok(id);
+        }
+        let id = names.len() as u32;
+        if id >= MAX_METHODS {
+            return Err(Error::new(
+                Status::LimitExceeded,
+                format!(
+                    "too many methods: at most {MAX_METHODS} names may be interned per balancer"
+                ),
+            ));
+        }
+        let (seg, _) = Self::locate(id);
+        self.segments[seg]
+            .get_or_init(|| (0..1usize << seg).map(|_| MethodState::default()).collect());
+        names.insert(name.into(), id);
+        self.count
+            .store(id + 1, std::sync::atomic::Ordering::Release);
+        Ok(id)
+    }
+
+    fn names_by_id(&self) -> Vec<Box<str>> {
+        let names = self.names.lock();
+        let mut v = vec![Box::<str>::from(""); names.len()];
+        for (name, &id) in names.iter() {
+            v[id as usize] = name.clone();
+        }
+        v
+    }
+
+    fn each(&self, mut f: impl FnMut(&MethodState)) {
+        for id in 0..self.count.load(std::sync::atomic::Ordering::Acquire) {
+            if let Some(m) = self.get(id) {
+                f(m);
+            }
+        }
+    }
+}
+
+struct Inner {
+    config: Config,
+    strategy: Box<dyn Strategy>,
+    snapshot: ArcSwap<Snapshot>,
+    methods: Methods,
+    update_lock: Mutex<()>,
+    rng: Rng,
+}
+
+/// A load balancer over one set of invokers. Thread-safe: share it by reference or clone it
+/// (clones share everything).
+#[derive(Clone)]
+pub struct Balancer {
+    inner: Arc<Inner>,
+}
+
+thread_local! {
+    /// Candidate bitset and positions of subset calls, reused so that select never allocates
+    /// in steady state.
+    static SCRATCH: RefCell<(Vec<u64>, Vec<u32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+impl Balancer {
+    pub fn new(config: &str) -> Result<Balancer, Error> {
+        Ok(Self::with_config(Config::parse(config)?))
+    }
+
+    pub fn with_config(config: Config) -> Balancer {
+        let strategy = config.strategy.build(&config);
+        Balancer {
+            inner: Arc::new(Inner {
+                rng: Rng::new(config.seed),
+                strategy,
+                config,
+                snapshot: ArcSwap::from_pointee(Snapshot::empty()),
+                methods: Methods::new(),
+                update_lock: Mutex::new(()),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub fn strategy_name(&self) -> &'static str {
+        self.inner.strategy.kind().name()
+    }
+
+    /// Replaces the whole set atomically. State of ids that stay is kept; state of ids that left
+    /// is dropped. A rejected update changes nothing.
+    pub fn update(&self, invokers: &[Invoker]) -> Result<(), Error> {
+        validate(invokers)?;
+        let inner = &*self.inner;
+        let _guard = inner.update_lock.lock();
+        let old = inner.snapshot.load_full();
+        let mut by_id = HashMap::with_capacity_and_hasher(invokers.len(), Default::default());
+        let mut until = i64::MIN;
+        let members: Box<[Member]> = invokers
+            .iter()
+            .enumerate()
+            .map(|(pos, inv)| {
+                by_id.insert(inv.id, pos as u32);
+                let previous = old.position(inv.id).map(|p| &old.members[p]);
+                let warmup_ms = if inv.warmup_ms < 0 {
+                    inner.config.warmup_ms
+                } else {
+                    inv.warmup_ms
+                };
+                until = until.max(time_dependent_until(
+                    inv.weight,
+                    inv.start_time_ms,
+                    warmup_ms,
+                ));
+                Member {
+                    id: inv.id,
+                    address: match previous {
+                        Some(p) if *p.address == *inv.address => p.address.clone(),
+                        _ => Arc::from(inv.address.as_str()),
+                    },
+                    zone: inv.zone.as_deref().map(Arc::from),
+                    weight: inv.weight,
+                    start_time_ms: inv.start_time_ms,
+                    warmup_ms,
+                    state: previous.map_or_else(Default::default, |p| p.state.clone()),
+                }
+            })
+            .collect();
+        let prepared = inner.strategy.prepare(&members, &old);
+        let snapshot = Arc::new(Snapshot {
+            generation: old.generation + 1,
+            all: (0..members.len() as u32).collect(),
+            members,
+            by_id,
+            time_dependent_until_ms: until,
+            prepared,
+        });
+        inner.snapshot.store(snapshot.clone());
+        let clock = Clock::new(0);
+        inner
+            .methods
+            .each(|m| inner.strategy.after_update(m, &snapshot, &clock));
+        Ok(())
+    }
+
+    /// Interns a method name (the empty name is id 0, the service level).
+    pub fn method(&self, name: &str) -> Result<u32, Error> {
+        self.inner.methods.intern(name)
+    }
+
+    pub fn select(&self, method: u32, key: &[u8], now_us: i64) -> Result<u64, Status> {
+        self.select_among(method, key, &[], &[], now_us)
+    }
+
+    /// Picks an invoker among `candidates` (empty: the whole set), avoiding `excluded` (ids a
+    /// failover already tried). Counts the call as in flight until it is reported.
+    pub fn select_among(
+        &self,
+        method: u32,
+        key: &[u8],
+        candidates: &[u64],
+        excluded: &[u64],
+        now_us: i64,
+    ) -> Result<u64, Status> {
+        let inner = &*self.inner;
+        let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
+        let snapshot = inner.snapshot.load();
+        let n = snapshot.members.len();
+        if n == 0 {
+            return Err(Status::NoProvider);
+        }
+        let clock = Clock::new(now_us);
+        let pick = |positions: &[u32], is_all: bool, mask: &[u64]| -> Result<usize, Status> {
+            // As Dubbo: a single candidate is returned without running the strategy.
+            if positions.len() == 1 {
+                return Ok(positions[0] as usize);
+            }
+            inner.strategy.select(&Ctx {
+                snapshot: &snapshot,
+                method: method_state,
+                method_id: method,
+                candidates: positions,
+                is_all,
+                mask,
+                key,
+                clock: &clock,
+                rng: &inner.rng,
+            })
+        };
+        let pos = if candidates.is_empty() && excluded.is_empty() {
+            pick(&snapshot.all, true, &[])?
+        } else {
+            SCRATCH.with(|cell| {
+                let mut scratch = cell.borrow_mut();
+                let (mask, positions) = &mut *scratch;
+                mask.clear();
+                if candidates.is_empty() {
+                    mask.resize(n.div_ceil(64), u64::MAX);
+                    if n % 64 != 0 {
+                        mask[n / 64] = (1u64 << (n % 64)) - 1;
+                    }
+                } else {
+                    mask.resize(n.div_ceil(64), 0);
+                    for id in candidates {
+                        let p = snapshot.position(*id).ok_or(Status::UnknownCandidate)?;
+                        mask[p / 64] |= 1 << (p % 64);
+                    }
+                }
+                for id in excluded {
+                    if let Some(p) = snapshot.position(*id) {
+                        mask[p / 64] &= !(1 << (p % 64));
+                    }
+                }
+                positions.clear();
+                for (w, &bits) in mask.iter().enumerate() {
+                    let mut b = bits;
+                    while b != 0 {
+                        positions.push((w * 64 + b.trailing_zeros() as usize) as u32);
+                        b &= b - 1;
+                    }
+                }
+                if positions.is_empty() {
+                    return Err(Status::NoCandidate);
+                }
+                let is_all = positions.len() == n;
+                pick(positions, is_all, mask)
+            })?
+        };
+        let member = &snapshot.members[pos];
+        member.state.methods.get_or_insert(method).begin();
+        Ok(member.id)
+    }
+
+    /// Ends a call. A report for an id no longer in the set is accepted and ignored.
+    pub fn report(
+        &self,
+        method: u32,
+        id: u64,
+        elapsed_us: i64,
+        outcome: Outcome,
+        now_us: i64,
+    ) -> Result<(), Status> {
+        let inner = &*self.inner;
+        inner.methods.get(method).ok_or(Status::UnknownMethod)?;
+        if elapsed_us < 0 {
+            return Err(Status::InvalidArgument);
+        }
+        let snapshot = inner.snapshot.load();
+        let Some(pos) = snapshot.position(id) else {
+            return Ok(());
+        };
+        let stats = snapshot.members[pos].state.methods.get_or_insert(method);
+        stats.end();
+        match outcome {
+            Outcome::Success => {
+                stats.succeeded.fetch_add(1, Relaxed);
+                stats
+                    .succeeded_elapsed_ms
+                    .fetch_add((elapsed_us / 1000) as u64, Relaxed);
+                stats
+                    .succeeded_elapsed_us
+                    .fetch_add(elapsed_us as u64, Relaxed);
+            }
+            Outcome::Failure => {
+                stats.failed.fetch_add(1, Relaxed);
+            }
+            Outcome::Timeout => {
+                stats.failed.fetch_add(1, Relaxed);
+                stats.timeouts.fetch_add(1, Relaxed);
+            }
+            Outcome::Cancelled => return Ok(()),
+        }
+        inner
+            .strategy
+            .on_report(stats, elapsed_us, outcome, &Clock::new(now_us));
+        Ok(())
+    }
+
+    /// Feeds what a Dubbo provider returns in its `lb_adaptive` attachment (`curTime`, `load`)
+    /// plus the call's response time; used by `adaptive`, ignored by others.
+    pub fn report_provider_metrics(
+        &self,
+        method: u32,
+        id: u64,
+        provider_time_ms: i64,
+        cpu_load: f64,
+        rt_us: i64,
+        now_us: i64,
+    ) -> Result<(), Status> {
+        let inner = &*self.inner;
+        inner.methods.get(method).ok_or(Status::UnknownMethod)?;
+        if !cpu_load.is_finite() || cpu_load < 0.0 || rt_us < 0 || provider_time_ms < 0 {
+            return Err(Status::InvalidArgument);
+        }
+        let snapshot = inner.snapshot.load();
+        let Some(pos) = snapshot.position(id) else {
+            return Ok(());
+        };
+        let stats = snapshot.members[pos].state.methods.get_or_insert(method);
+        let clock = Clock::new(now_us);
+        let mut model = stats.model.lock();
+        if model.pick_time_ms == 0 {
+            model.pick_time_ms = clock.now_ms();
+        }
+        // Out-of-order reports are discarded, as Dubbo's AdaptiveMetrics does.
+        if model.provider_time_ms > provider_time_ms {
+            return Ok(());
+        }
+        model.provider_time_ms = provider_time_ms;
+        model.current_time_ms = provider_time_ms;
+        model.cpu_load = cpu_load;
+        model.last_latency_ms = rt_us / 1000;
+        model.ewma = 0.5 * model.ewma + 0.5 * model.last_latency_ms as f64;
+        Ok(())
+    }
+
+    /// A JSON snapshot of the set and its counters (summed over methods, plus a per-method
+    /// breakdown); effective weights are evaluated at `now_us`.
+    pub fn stats_json(&self, now_us: i64) -> String {
+        let inner = &*self.inner;
+        let snapshot = inner.snapshot.load();
+        let names = inner.methods.names_by_id();
+        let now_ms = Clock::new(now_us).now_ms();
+        let mut out = String::with_capacity(256 + snapshot.members.len() * 256);
+        out.push_str("{\"strategy\":");
+        json_str(&mut out, inner.strategy.kind().name());
+        out.push_str(",\"invokers\":[");
+        for (i, m) in snapshot.members.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let mut sums = [0u64; 6];
+            let mut per_method = String::new();
+            for (method, s) in m.state.methods.iter() {
+                let row = [
+                    s.active() as u64,
+                    s.selected.load(Relaxed),
+                    s.succeeded.load(Relaxed),
+                    s.failed.load(Relaxed),
+                    s.timeouts.load(Relaxed),
+                    s.succeeded_elapsed_us.load(Relaxed),
+                ];
+                for (sum, v) in sums.iter_mut().zip(row) {
+                    *sum += v;
+                }
+                if !per_method.is_empty() {
+                    per_method.push(',');
+                }
+                per_method.push_str("{\"method\":");
+                json_str(
+                    &mut per_method,
+                    names.get(method as usize).map_or("", |n| n),
+                );
+                per_method.push_str(&format!(
+                    ",\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{}}}",
+                    row[0], row[1], row[2], row[3], row[4]
+                ));
+            }
+            out.push_str(&format!("{{\"id\":{},\"address\":", m.id));
+            json_str(&mut out, &m.address);
+            if let Some(zone) = &m.zone {
+                out.push_str(",\"zone\":");
+                json_str(&mut out, zone);
+            }
+            let mean_us = sums[5].checked_div(sums[2]).unwrap_or(0);
+            out.push_str(&format!(
+                ",\"weight\":{},\"effective_weight\":{},\"start_time_ms\":{},\"warmup_ms\":{},\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{},\"mean_success_us\":{}",
+                m.weight,
+                effective_weight(m.weight, m.start_time_ms, m.warmup_ms, now_ms),
+                m.start_time_ms,
+                m.warmup_ms,
+                sums[0],
+                sums[1],
+                sums[2],
+                sums[3],
+                sums[4],
+                mean_us
+            ));
+            inner.strategy.stats_fields(m, &mut out);
+            out.push_str(",\"methods\":[");
+            out.push_str(&per_method);
+            out.push_str("]}");
+        }
+        out.push_str("]}");
+        out
+    }
+}
+
+fn validate(invokers: &[Invoker]) -> Result<(), Error> {
+    let mut seen: HashMap<u64, usize, BuildHasherDefault<IdHasher>> =
+        HashMap::with_capacity_and_hasher(invokers.len(), Default::default());
+    for (i, inv) in invokers.iter().enumerate() {
+        if inv.id > i64::MAX as u64 {
+            return Err(Error::new(
+                Status::IdOutOfRange,
+                format!(
+                    "invoker #{i}: id {} is above INT64_MAX (select returns ids as int64)",
+                    inv.id
+                ),
+            ));
+        }
+        if inv.weight < 0 {
+            return Err(Error::new(
+                Status::NegativeWeight,
+                format!(
+                    "invoker #{i} (id {}): weight {} is negative",
+                    inv.id, inv.weight
+                ),
+            ));
+        }
+        if let Some(first) = seen.insert(inv.id, i) {
+            return Err(Error::new(
+                Status::DuplicateId,
+                format!(
+                    "invoker #{i}: id {} is already used by invoker #{first}",
+                    inv.id
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}

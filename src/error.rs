@@ -1,0 +1,131 @@
+//! Status codes shared by the Rust API and the C ABI, and the error type of cold calls.
+
+use std::fmt;
+
+/// Outcome of a call, stable across releases: the numeric values are the C ABI's status codes
+/// and are never renumbered. Hot calls (`select`, `report`) return a bare `Status` so that an
+/// error never allocates; cold calls return [`Error`], which adds a message.
+#[repr(i32)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    Ok = 0,
+    NullPointer = 1,
+    InvalidUtf8 = 2,
+    InvalidConfig = 3,
+    NegativeWeight = 4,
+    DuplicateId = 5,
+    IdOutOfRange = 6,
+    NoProvider = 7,
+    NoCandidate = 8,
+    UnknownCandidate = 9,
+    UnknownMethod = 10,
+    UnknownOutcome = 11,
+    BufferTooSmall = 12,
+    Panic = 13,
+    InvalidArgument = 14,
+    LimitExceeded = 15,
+}
+
+const ALL: [Status; 16] = [
+    Status::Ok,
+    Status::NullPointer,
+    Status::InvalidUtf8,
+    Status::InvalidConfig,
+    Status::NegativeWeight,
+    Status::DuplicateId,
+    Status::IdOutOfRange,
+    Status::NoProvider,
+    Status::NoCandidate,
+    Status::UnknownCandidate,
+    Status::UnknownMethod,
+    Status::UnknownOutcome,
+    Status::BufferTooSmall,
+    Status::Panic,
+    Status::InvalidArgument,
+    Status::LimitExceeded,
+];
+
+impl Status {
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// Accepts a code or its negation (hot calls return `-status`).
+    pub fn from_code(code: i32) -> Option<Status> {
+        let c = code.checked_abs()?;
+        ALL.get(c as usize).copied()
+    }
+
+    /// Static, NUL-terminated text (the C ABI hands out a pointer to it).
+    pub(crate) fn message_nul(self) -> &'static str {
+        match self {
+            Status::Ok => "ok\0",
+            Status::NullPointer => {
+                "a required pointer is NULL (handle, output, or data with a non-zero length)\0"
+            }
+            Status::InvalidUtf8 => "text is not valid UTF-8\0",
+            Status::InvalidConfig => "invalid configuration\0",
+            Status::NegativeWeight => "an invoker weight is negative\0",
+            Status::DuplicateId => "an invoker id appears twice in the set\0",
+            Status::IdOutOfRange => "an invoker id is above INT64_MAX\0",
+            Status::NoProvider => "no provider: the invoker set is empty\0",
+            Status::NoCandidate => "no candidate left: every candidate is excluded\0",
+            Status::UnknownCandidate => "a candidate id is not in the current invoker set\0",
+            Status::UnknownMethod => {
+                "unknown method id: use an id returned by plb_balancer_method\0"
+            }
+            Status::UnknownOutcome => {
+                "unknown outcome: expected 0 (success), 1 (failure), 2 (timeout) or 3 (cancelled)\0"
+            }
+            Status::BufferTooSmall => "buffer too small: the needed length was written to *len\0",
+            Status::Panic => {
+                "internal error: a panic inside polylb was caught (please report it)\0"
+            }
+            Status::InvalidArgument => "invalid argument\0",
+            Status::LimitExceeded => "limit exceeded\0",
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        let m = self.message_nul();
+        &m[..m.len() - 1]
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for Status {}
+
+/// Error of a cold call: a status plus a message that names what was wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub status: Status,
+    pub message: String,
+}
+
+impl Error {
+    pub(crate) fn new(status: Status, message: impl Into<String>) -> Error {
+        Error {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Status> for Error {
+    fn from(status: Status) -> Error {
+        Error::new(status, status.message())
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}

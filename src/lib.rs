@@ -1,0 +1,41 @@
+//! polylb: load balancing for RPC clients.
+//!
+//! Apache Dubbo's six strategies (`random`, `roundrobin`, `leastactive`, `shortestresponse`,
+//! `consistenthash`, `adaptive`) behave exactly as Dubbo's do; newer strategies get new names.
+//! One [`Balancer`] holds one set of invokers (providers) and picks one per call:
+//!
+//! ```
+//! use polylb::{Balancer, Invoker, Outcome};
+//!
+//! let lb = Balancer::new("loadbalance=leastactive").unwrap();
+//! lb.update(&[
+//!     Invoker::new(1, "10.0.0.1:20880"),
+//!     Invoker::new(2, "10.0.0.2:20880").weight(200),
+//! ]).unwrap();
+//! let say_hello = lb.method("sayHello").unwrap();
+//! let id = lb.select(say_hello, b"", 0).unwrap();
+//! // ... make the call, then:
+//! lb.report(say_hello, id, 1_250, Outcome::Success, 0).unwrap();
+//! ```
+//!
+//! Times are Unix microseconds passed by the caller (`now_us`; 0 = the library's clock), so
+//! simulations and tests run in virtual time.
+
+mod balancer;
+mod clock;
+mod config;
+mod error;
+pub mod ffi;
+mod invoker;
+mod rng;
+mod stats;
+mod strategy;
+mod weight;
+
+pub use balancer::{Balancer, MAX_METHODS};
+pub use clock::wall_clock_us;
+pub use config::Config;
+pub use error::{Error, Status};
+pub use invoker::{Invoker, Outcome};
+pub use strategy::StrategyKind;
+pub use weight::{effective_weight, warmup_weight};

@@ -1,0 +1,215 @@
+//! Live per-(invoker, method) counters, created on first use and kept while the invoker stays
+//! in the set. Reads and writes are lock-free atomics, except the small latency model that
+//! adaptive-style strategies update together under a per-entry lock.
+
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+/// Counters of one invoker for one method.
+#[derive(Default)]
+pub struct CallStats {
+    /// Calls in flight: +1 on select, -1 on report. Never below 0.
+    pub active: AtomicI64,
+    pub selected: AtomicU64,
+    pub succeeded: AtomicU64,
+    /// Failures and timeouts.
+    pub failed: AtomicU64,
+    pub timeouts: AtomicU64,
+    /// Sum of successful latencies truncated to whole ms per call, as Dubbo's RpcStatus keeps it.
+    pub succeeded_elapsed_ms: AtomicU64,
+    pub succeeded_elapsed_us: AtomicU64,
+    /// Where shortestresponse's current window starts (counter values at the last reset).
+    pub window_succeeded: AtomicU64,
+    pub window_elapsed_ms: AtomicU64,
+    /// State that a strategy updates as a unit (latency estimates, provider metrics).
+    pub model: Mutex<LatencyModel>,
+}
+
+/// Latency/load model fields; each strategy documents which ones it uses.
+#[derive(Default, Clone, Debug)]
+pub struct LatencyModel {
+    // Dubbo adaptive (AdaptiveMetrics), times in ms.
+    pub provider_time_ms: i64,
+    pub current_time_ms: i64,
+    pub cpu_load: f64,
+    pub last_latency_ms: i64,
+    /// 0 means "not yet initialised": set to the creation time on first use.
+    pub pick_time_ms: i64,
+    pub ewma: f64,
+}
+
+impl CallStats {
+    pub fn begin(&self) {
+        self.active.fetch_add(1, Relaxed);
+        self.selected.fetch_add(1, Relaxed);
+    }
+
+    /// Undo one in-flight call; a report without a matching select never drives it negative.
+    pub fn end(&self) {
+        let _ =
+            self.active
+                .fetch_update(Relaxed, Relaxed, |a| if a > 0 { Some(a - 1) } else { None });
+    }
+
+    pub fn active(&self) -> i64 {
+        self.active.load(Relaxed).max(0)
+    }
+}
+
+const EMPTY: u32 = u32::MAX;
+const FIRST_CAPACITY: usize = 2;
+
+/// A table of open addressing that never deletes: a key slot, once claimed by CAS, belongs to
+/// that method for the table's life, and its stats start zeroed, so readers need no lock and
+/// no initialisation handshake. A full table chains to one four times larger.
+struct Table {
+    keys: Box<[AtomicU32]>,
+    values: Box<[CallStats]>,
+    next: OnceLock<Box<Table>>,
+}
+
+impl Table {
+    fn new(capacity: usize) -> Table {
+        Table {
+            keys: (0..capacity).map(|_| AtomicU32::new(EMPTY)).collect(),
+            values: (0..capacity).map(|_| CallStats::default()).collect(),
+            next: OnceLock::new(),
+        }
+    }
+
+    fn start(&self, method: u32) -> usize {
+        (method.wrapping_mul(0x9E37_79B9) as usize) % self.keys.len()
+    }
+}
+
+/// Per-invoker map from method id to its counters: sparse (memory only for methods used on
+/// this invoker) and lock-free.
+#[derive(Default)]
+pub struct MethodStats {
+    head: OnceLock<Box<Table>>,
+}
+
+impl MethodStats {
+    pub fn get(&self, method: u32) -> Option<&CallStats> {
+        let mut table = self.head.get()?;
+        loop {
+            let n = table.keys.len();
+            let start = table.start(method);
+            for i in 0..n {
+                let slot = (start + i) % n;
+                match table.keys[slot].load(std::sync::atomic::Ordering::Acquire) {
+                    k if k == method => return Some(&table.values[slot]),
+                    EMPTY => return None,
+                    _ => {}
+                }
+            }
+            table = table.next.get()?;
+        }
+    }
+
+    pub fn get_or_insert(&self, method: u32) -> &CallStats {
+        let mut table = self
+            .head
+            .get_or_init(|| Box::new(Table::new(FIRST_CAPACITY)));
+        loop {
+            let n = table.keys.len();
+            let start = table.start(method);
+            for i in 0..n {
+                let slot = (start + i) % n;
+                let key = &table.keys[slot];
+                let mut current = key.load(std::sync::atomic::Ordering::Acquire);
+                if current == EMPTY {
+                    match key.compare_exchange(
+                        EMPTY,
+                        method,
+                        std::sync::atomic::Ordering::AcqRel,
+                        std::sync::atomic::Ordering::Acquire,
+                    ) {
+                        Ok(_) => return &table.values[slot],
+                        Err(actual) => current = actual,
+                    }
+                }
+                if current == method {
+                    return &table.values[slot];
+                }
+            }
+            let bigger = n * 4;
+            table = table.next.get_or_init(|| Box::new(Table::new(bigger)));
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &CallStats)> {
+        let mut table: Option<&Table> = self.head.get().map(|b| &**b);
+        std::iter::from_fn(move || {
+            let t = table?;
+            table = t.next.get().map(|b| &**b);
+            Some(t)
+        })
+        .flat_map(|t| {
+            t.keys.iter().zip(t.values.iter()).filter_map(|(k, v)| {
+                let k = k.load(std::sync::atomic::Ordering::Acquire);
+                (k != EMPTY).then_some((k, v))
+            })
+        })
+    }
+}
+
+/// Everything kept about one invoker while its id stays in the set.
+#[derive(Default)]
+pub struct InvokerState {
+    pub methods: MethodStats,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn sparse_map_grows_and_finds() {
+        let m = MethodStats::default();
+        assert!(m.get(0).is_none());
+        for k in (0..500).rev() {
+            m.get_or_insert(k * 7).selected.fetch_add(k as u64, Relaxed);
+        }
+        for k in 0..500 {
+            assert_eq!(m.get(k * 7).unwrap().selected.load(Relaxed), k as u64);
+            assert!(m.get(k * 7 + 1).is_none());
+        }
+        assert_eq!(m.iter().count(), 500);
+    }
+
+    #[test]
+    fn concurrent_inserts_agree() {
+        let m = Arc::new(MethodStats::default());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for k in 0..200 {
+                        m.get_or_insert(k).begin();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        for k in 0..200 {
+            assert_eq!(m.get(k).unwrap().active(), 4);
+        }
+        assert_eq!(m.iter().count(), 200);
+    }
+
+    #[test]
+    fn end_never_goes_negative() {
+        let s = CallStats::default();
+        s.end();
+        assert_eq!(s.active(), 0);
+        s.begin();
+        s.end();
+        s.end();
+        assert_eq!(s.active.load(Relaxed), 0);
+    }
+}

@@ -1,0 +1,102 @@
+//! `adaptive`: power of two choices by Dubbo's provider-load formula (AdaptiveLoadBalance).
+//!
+//! Load = cpuLoad · (√ewma + 1) · (inflight + 1) / (successRatio · weight + 1). Until a provider
+//! reports metrics its cpuLoad is 0, so every load is 0, every comparison ties and the choice
+//! falls back to a weighted coin between the two candidates: the same degradation as Dubbo.
+
+use super::{Ctx, Strategy, StrategyKind};
+use crate::config::Config;
+use crate::error::Status;
+use std::sync::atomic::Ordering::Relaxed;
+
+pub(crate) struct Adaptive {
+    timeout_ms: i32,
+}
+
+impl Adaptive {
+    pub fn new(config: &Config) -> Self {
+        Adaptive {
+            timeout_ms: config.timeout_ms,
+        }
+    }
+
+    /// Dubbo's AdaptiveMetrics.getLoad, including its side effects: the latency estimate decays
+    /// (halving per elapsed timeout) each time it is evaluated, and the first evaluation after a
+    /// provider report applies a 2×timeout penalty.
+    fn load(&self, ctx: &Ctx<'_>, pos: usize, weight: i32) -> f64 {
+        let stats = ctx.stats_or_insert(pos);
+        let now = ctx.clock.now_ms();
+        let timeout = self.timeout_ms;
+        let mut m = stats.model.lock();
+        if m.pick_time_ms == 0 {
+            m.pick_time_ms = now;
+        }
+        // Not picked for two timeouts: load 0 forces a pick (Dubbo computes 2·timeout in 32 bits).
+        if now - m.pick_time_ms > timeout.wrapping_mul(2) as i64 {
+            return 0.0;
+        }
+        if m.current_time_ms > 0 {
+            let multiple = (now - m.current_time_ms) / timeout as i64 + 1;
+            if multiple > 0 {
+                if m.provider_time_ms == m.current_time_ms {
+                    m.last_latency_ms = timeout as i64 * 2;
+                } else {
+                    // Java masks a long shift count to its low six bits.
+                    m.last_latency_ms >>= multiple & 63;
+                }
+                m.ewma = 0.5 * m.ewma + 0.5 * m.last_latency_ms as f64;
+                m.current_time_ms = now;
+            }
+        }
+        let requests = stats.selected.load(Relaxed) as f64;
+        let successes = stats.succeeded.load(Relaxed) as f64;
+        let inflight = stats.active() as f64;
+        m.cpu_load * (m.ewma.sqrt() + 1.0) * (inflight + 1.0)
+            / ((successes / (requests + 1.0)) * weight as f64 + 1.0)
+    }
+
+    fn choose_low_load(&self, ctx: &Ctx<'_>, a: usize, b: usize) -> usize {
+        let (wa, wb) = (ctx.weight(a), ctx.weight(b));
+        let (la, lb) = (self.load(ctx, a, wa), self.load(ctx, b, wb));
+        if la.to_bits() == lb.to_bits() {
+            let total = wa as i64 + wb as i64;
+            if total > 0 {
+                return if (ctx.rng.below(total as u64) as i64) < wa as i64 {
+                    a
+                } else {
+                    b
+                };
+            }
+            return if ctx.rng.below(2) == 0 { a } else { b };
+        }
+        if la > lb {
+            b
+        } else {
+            a
+        }
+    }
+}
+
+impl Strategy for Adaptive {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::Adaptive
+    }
+
+    fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
+        let c = ctx.candidates;
+        let (a, b) = if c.len() == 2 {
+            (c[0], c[1])
+        } else {
+            let n = c.len() as u64;
+            let first = ctx.rng.below(n);
+            let mut second = ctx.rng.below(n - 1);
+            if second >= first {
+                second += 1;
+            }
+            (c[first as usize], c[second as usize])
+        };
+        let chosen = self.choose_low_load(ctx, a as usize, b as usize);
+        ctx.stats_or_insert(chosen).model.lock().pick_time_ms = ctx.clock.now_ms();
+        Ok(chosen)
+    }
+}

@@ -1,0 +1,158 @@
+//! The Strategy trait, the per-call view strategies work on, and the name → constructor table.
+//!
+//! A strategy sees one immutable [`Snapshot`] of the invoker set, the candidate positions of
+//! this call (always in set order), the method's state and a lazily read clock. It returns a
+//! position; the balancer does the bookkeeping (in-flight counts) around it.
+
+mod adaptive;
+mod consistent_hash;
+mod least_active;
+mod random;
+mod round_robin;
+mod shortest_response;
+mod ties;
+
+use crate::balancer::{Member, MethodState, Snapshot};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::Status;
+use crate::rng::Rng;
+use crate::stats::CallStats;
+use crate::weight::effective_weight;
+use std::any::Any;
+use std::sync::Arc;
+
+/// Data a strategy derives from a whole set (a ring, prefix sums), built on update only.
+pub(crate) type Prepared = Option<Arc<dyn Any + Send + Sync>>;
+
+pub(crate) trait Strategy: Send + Sync + 'static {
+    fn kind(&self) -> StrategyKind;
+
+    /// Builds derived data for a new set. `previous` lets it reuse what did not change.
+    fn prepare(&self, _members: &[Member], _previous: &Snapshot) -> Prepared {
+        None
+    }
+
+    fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status>;
+
+    /// A call ended (after the balancer has updated the common counters).
+    fn on_report(
+        &self,
+        _stats: &CallStats,
+        _elapsed_us: i64,
+        _outcome: crate::Outcome,
+        _clock: &Clock,
+    ) {
+    }
+
+    /// A new set was swapped in; per-method state may be brought up to date here (cold path).
+    fn after_update(&self, _method: &MethodState, _snapshot: &Snapshot, _clock: &Clock) {}
+
+    /// Extra, strategy-specific JSON fields for one invoker in `stats` (`,"key":value` pairs).
+    fn stats_fields(&self, _member: &Member, _out: &mut String) {}
+}
+
+/// Every strategy name polylb knows. Dubbo's six keep Dubbo's meaning forever.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum StrategyKind {
+    Random,
+    RoundRobin,
+    LeastActive,
+    ShortestResponse,
+    ConsistentHash,
+    Adaptive,
+}
+
+impl StrategyKind {
+    pub const ALL: &'static [StrategyKind] = &[
+        StrategyKind::Random,
+        StrategyKind::RoundRobin,
+        StrategyKind::LeastActive,
+        StrategyKind::ShortestResponse,
+        StrategyKind::ConsistentHash,
+        StrategyKind::Adaptive,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyKind::Random => "random",
+            StrategyKind::RoundRobin => "roundrobin",
+            StrategyKind::LeastActive => "leastactive",
+            StrategyKind::ShortestResponse => "shortestresponse",
+            StrategyKind::ConsistentHash => "consistenthash",
+            StrategyKind::Adaptive => "adaptive",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<StrategyKind> {
+        Self::ALL.iter().copied().find(|k| k.name() == name)
+    }
+
+    pub(crate) fn build(self, config: &Config) -> Box<dyn Strategy> {
+        match self {
+            StrategyKind::Random => Box::new(random::Random),
+            StrategyKind::RoundRobin => Box::new(round_robin::RoundRobin),
+            StrategyKind::LeastActive => Box::new(least_active::LeastActive),
+            StrategyKind::ShortestResponse => {
+                Box::new(shortest_response::ShortestResponse::new(config))
+            }
+            StrategyKind::ConsistentHash => Box::new(consistent_hash::ConsistentHash::new(config)),
+            StrategyKind::Adaptive => Box::new(adaptive::Adaptive::new(config)),
+        }
+    }
+}
+
+/// One select call as a strategy sees it.
+pub(crate) struct Ctx<'a> {
+    pub snapshot: &'a Snapshot,
+    pub method: &'a MethodState,
+    pub method_id: u32,
+    /// Candidate positions in set order; at least two (a single candidate never reaches a strategy).
+    pub candidates: &'a [u32],
+    /// True when the candidates are the whole set (fast paths over prepared data apply).
+    pub is_all: bool,
+    /// Membership bitset over positions; meaningful only when `!is_all`.
+    pub mask: &'a [u64],
+    pub key: &'a [u8],
+    pub clock: &'a Clock,
+    pub rng: &'a Rng,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn member(&self, pos: usize) -> &'a Member {
+        &self.snapshot.members[pos]
+    }
+
+    /// True when no invoker's weight depends on time at this call (no warm-up in progress), so
+    /// configured weights and data prepared from them are exact. Reads the clock only while some
+    /// invoker is still warming up.
+    pub fn weights_static(&self) -> bool {
+        let until = self.snapshot.time_dependent_until_ms;
+        until == i64::MIN || self.clock.now_ms() >= until
+    }
+
+    /// Effective weight of a position now (Dubbo's getWeight).
+    pub fn weight(&self, pos: usize) -> i32 {
+        let m = self.member(pos);
+        if self.snapshot.time_dependent_until_ms == i64::MIN {
+            return m.weight;
+        }
+        effective_weight(m.weight, m.start_time_ms, m.warmup_ms, self.clock.now_ms())
+    }
+
+    pub fn stats(&self, pos: usize) -> Option<&'a CallStats> {
+        self.member(pos).state.methods.get(self.method_id)
+    }
+
+    pub fn stats_or_insert(&self, pos: usize) -> &'a CallStats {
+        self.member(pos).state.methods.get_or_insert(self.method_id)
+    }
+
+    pub fn active(&self, pos: usize) -> i64 {
+        self.stats(pos).map_or(0, |s| s.active())
+    }
+
+    pub fn contains(&self, pos: usize) -> bool {
+        self.is_all || self.mask[pos / 64] & (1u64 << (pos % 64)) != 0
+    }
+}

@@ -1,0 +1,343 @@
+//! `roundrobin`: smooth weighted round robin, exactly Dubbo's sequence (RoundRobinLoadBalance).
+//!
+//! Dubbo walks every invoker on every pick (O(n)). With static weights the sequence from a given
+//! state is periodic with period Σw/gcd(w), so polylb computes one period ahead (on update, or
+//! once enough O(n) picks have paid for it) and then serves picks in O(1) from it, producing the
+//! identical sequence. Counters are per method, keyed by invoker id; an invoker that leaves keeps
+//! its counter until a select finds it unused for more than 60 s (Dubbo's recycling), so one
+//! re-added within that period resumes where it was.
+
+use super::{Ctx, Prepared, Strategy, StrategyKind};
+use crate::balancer::{IdHasher, Member, MethodState, Snapshot};
+use crate::clock::Clock;
+use crate::error::Status;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
+
+pub(crate) struct RoundRobin;
+
+/// Dubbo's RECYCLE_PERIOD: a constant, not configurable.
+const RECYCLE_MS: i64 = 60_000;
+/// Bounds on a precomputed period: its length, and the work to simulate it (steps × invokers).
+const MAX_PERIOD: u64 = 1 << 18;
+const MAX_SIMULATION: u64 = 1 << 24;
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    weight: i32,
+    current: i64,
+    last_update_ms: i64,
+}
+
+/// One period of picks from a known start state, for one generation of the set.
+struct Period {
+    generation: u64,
+    ids: Arc<[u64]>,
+    weights: Arc<[i32]>,
+    order: Arc<[u32]>,
+    /// Counters at `order[0]`; `None` means all zero (the shared period of a fresh method).
+    start: Option<Box<[i64]>>,
+    total: i64,
+    next: usize,
+}
+
+/// The period from all-zero counters, shared by every method that starts fresh on this set.
+struct FreshPeriod {
+    ids: Arc<[u64]>,
+    weights: Arc<[i32]>,
+    order: Arc<[u32]>,
+    total: i64,
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<u64, Entry, BuildHasherDefault<IdHasher>>,
+    period: Option<Period>,
+    /// While a period is live: the last-update time of every invoker of the set.
+    last_select_ms: i64,
+    /// While a period is live: the oldest last-update among entries of invokers that left.
+    oldest_departed_ms: i64,
+    /// O(n) picks over the whole set since the period was lost, and when to try to rebuild it
+    /// (after about one period's worth, so rebuilding at most doubles the O(n) cost).
+    slow_picks: u64,
+    rebuild_at: u64,
+}
+
+#[derive(Default)]
+struct PerMethod {
+    state: Mutex<State>,
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Σw / gcd(w), or `None` when all weights are zero.
+fn period_length(weights: impl Iterator<Item = i32>) -> Option<(u64, i64)> {
+    let (mut g, mut total) = (0u64, 0i64);
+    for w in weights {
+        g = gcd(g, w as u64);
+        total += w as i64;
+    }
+    (total > 0).then(|| (total as u64 / g, total))
+}
+
+/// Runs `steps` smooth-WRR picks from `current` (mutated), returning the positions picked.
+fn simulate(current: &mut [i64], weights: &[i32], total: i64, steps: u64) -> Vec<u32> {
+    let mut order = Vec::with_capacity(steps as usize);
+    for _ in 0..steps {
+        let (mut best, mut max) = (0usize, i64::MIN);
+        for j in 0..current.len() {
+            current[j] += weights[j] as i64;
+            if j == 0 || current[j] > max {
+                max = current[j];
+                best = j;
+            }
+        }
+        current[best] -= total;
+        order.push(best as u32);
+    }
+    order
+}
+
+fn affordable(length: u64, n: usize) -> bool {
+    length <= MAX_PERIOD && length.saturating_mul(n as u64) <= MAX_SIMULATION
+}
+
+impl State {
+    /// Writes the counters implied by the live period back into `entries` and drops it.
+    fn materialize(&mut self) {
+        let Some(p) = self.period.take() else { return };
+        let mut picks = vec![0i64; p.ids.len()];
+        for &pos in &p.order[..p.next] {
+            picks[pos as usize] += 1;
+        }
+        let steps = p.next as i64;
+        for (j, &id) in p.ids.iter().enumerate() {
+            let start = p.start.as_ref().map_or(0, |s| s[j]);
+            let w = p.weights[j];
+            self.entries.insert(
+                id,
+                Entry {
+                    weight: w,
+                    current: start + steps * w as i64 - p.total * picks[j],
+                    last_update_ms: self.last_select_ms,
+                },
+            );
+        }
+    }
+
+    /// Tries to precompute the period for `snapshot` from the current counters (which must be
+    /// materialized). Walks the set as a Dubbo select would first do: creates missing entries,
+    /// resets the counter of an invoker whose weight changed.
+    fn build_period(&mut self, snapshot: &Snapshot, now_ms: i64) -> bool {
+        let members = &snapshot.members;
+        let Some((length, total)) = period_length(members.iter().map(|m| m.weight)) else {
+            return false;
+        };
+        if !affordable(length, members.len()) {
+            return false;
+        }
+        let mut start: Vec<i64> = Vec::with_capacity(members.len());
+        for m in members.iter() {
+            let e = self.entries.entry(m.id).or_insert(Entry {
+                weight: m.weight,
+                current: 0,
+                last_update_ms: now_ms,
+            });
+            if e.weight != m.weight {
+                e.weight = m.weight;
+                e.current = 0;
+            }
+            start.push(e.current);
+        }
+        let fresh = snapshot
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<FreshPeriod>());
+        let period = match fresh {
+            Some(f) if start.iter().all(|&c| c == 0) => Period {
+                generation: snapshot.generation,
+                ids: f.ids.clone(),
+                weights: f.weights.clone(),
+                order: f.order.clone(),
+                start: None,
+                total: f.total,
+                next: 0,
+            },
+            _ => {
+                let weights: Vec<i32> = members.iter().map(|m| m.weight).collect();
+                let mut current = start.clone();
+                let order = simulate(&mut current, &weights, total, length);
+                // From an arbitrary state the sequence may need a few steps to settle into its
+                // cycle; serve such a state by the O(n) walk rather than risk a wrong sequence.
+                if current != start {
+                    return false;
+                }
+                Period {
+                    generation: snapshot.generation,
+                    ids: members.iter().map(|m| m.id).collect(),
+                    weights: weights.into(),
+                    order: order.into(),
+                    start: Some(start.into()),
+                    total,
+                    next: 0,
+                }
+            }
+        };
+        self.period = Some(period);
+        self.last_select_ms = now_ms;
+        self.oldest_departed_ms = self
+            .entries
+            .iter()
+            .filter(|(id, _)| snapshot.position(**id).is_none())
+            .map(|(_, e)| e.last_update_ms)
+            .min()
+            .unwrap_or(i64::MAX);
+        true
+    }
+
+    fn recycle_departed(&mut self, snapshot: &Snapshot, now_ms: i64) {
+        self.entries.retain(|id, e| {
+            snapshot.position(*id).is_some() || now_ms - e.last_update_ms <= RECYCLE_MS
+        });
+        self.oldest_departed_ms = self
+            .entries
+            .iter()
+            .filter(|(id, _)| snapshot.position(**id).is_none())
+            .map(|(_, e)| e.last_update_ms)
+            .min()
+            .unwrap_or(i64::MAX);
+    }
+
+    /// Dubbo's select, O(n): add each weight, take the first maximum, subtract the total.
+    fn walk(&mut self, ctx: &Ctx<'_>, now_ms: i64) -> usize {
+        let mut best: Option<(usize, u64)> = None;
+        let mut max = i64::MIN;
+        let mut total = 0i64;
+        for &pos in ctx.candidates {
+            let pos = pos as usize;
+            let w = ctx.weight(pos);
+            let id = ctx.member(pos).id;
+            let e = self.entries.entry(id).or_insert(Entry {
+                weight: w,
+                current: 0,
+                last_update_ms: now_ms,
+            });
+            if e.weight != w {
+                e.weight = w;
+                e.current = 0;
+            }
+            e.current += w as i64;
+            e.last_update_ms = now_ms;
+            if best.is_none() || e.current > max {
+                max = e.current;
+                best = Some((pos, id));
+            }
+            total += w as i64;
+        }
+        if ctx.candidates.len() != self.entries.len() {
+            self.entries
+                .retain(|_, e| now_ms - e.last_update_ms <= RECYCLE_MS);
+        }
+        let (pos, id) = best.expect("at least two candidates");
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.current -= total;
+        }
+        pos
+    }
+}
+
+impl Strategy for RoundRobin {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::RoundRobin
+    }
+
+    fn prepare(&self, members: &[Member], _previous: &Snapshot) -> Prepared {
+        let (length, total) = period_length(members.iter().map(|m| m.weight))?;
+        if !affordable(length, members.len()) {
+            return None;
+        }
+        let weights: Vec<i32> = members.iter().map(|m| m.weight).collect();
+        let mut current = vec![0i64; members.len()];
+        let order = simulate(&mut current, &weights, total, length);
+        debug_assert!(
+            current.iter().all(|&c| c == 0),
+            "smooth WRR returns to zero after Σw/g picks"
+        );
+        Some(Arc::new(FreshPeriod {
+            ids: members.iter().map(|m| m.id).collect(),
+            weights: weights.into(),
+            order: order.into(),
+            total,
+        }))
+    }
+
+    fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
+        let per_method = ctx.method.ext(PerMethod::default);
+        let now_ms = ctx.clock.now_ms();
+        let mut st = per_method.state.lock();
+        let fast = ctx.is_all && ctx.weights_static();
+        if fast {
+            if let Some(p) = st
+                .period
+                .as_mut()
+                .filter(|p| p.generation == ctx.snapshot.generation)
+            {
+                let pos = p.order[p.next] as usize;
+                p.next = (p.next + 1) % p.order.len();
+                st.last_select_ms = now_ms;
+                if now_ms.saturating_sub(st.oldest_departed_ms) > RECYCLE_MS {
+                    st.recycle_departed(ctx.snapshot, now_ms);
+                }
+                return Ok(pos);
+            }
+        }
+        st.materialize();
+        let pos = st.walk(ctx, now_ms);
+        if fast {
+            st.slow_picks += 1;
+            if st.slow_picks >= st.rebuild_at {
+                let built = st.build_period(ctx.snapshot, now_ms);
+                st.slow_picks = 0;
+                // A failed attempt (too long a period, or a state not yet on its cycle) is
+                // retried after twice as many O(n) picks.
+                let length =
+                    period_length(ctx.snapshot.members.iter().map(|m| m.weight)).map_or(1, |l| l.0);
+                st.rebuild_at = if built {
+                    length.max(16)
+                } else {
+                    (st.rebuild_at.max(length) * 2).min(1 << 20)
+                };
+            }
+        }
+        Ok(pos)
+    }
+
+    fn after_update(&self, method: &MethodState, snapshot: &Snapshot, clock: &Clock) {
+        let Some(per_method) = method.ext_if_present::<PerMethod>() else {
+            return;
+        };
+        let mut st = per_method.state.lock();
+        st.materialize();
+        if snapshot.members.is_empty() {
+            return;
+        }
+        let now_ms = if st.last_select_ms != 0 {
+            st.last_select_ms
+        } else {
+            clock.now_ms()
+        };
+        let static_weights = snapshot.time_dependent_until_ms == i64::MIN
+            || clock.now_ms() >= snapshot.time_dependent_until_ms;
+        if static_weights {
+            st.build_period(snapshot, now_ms);
+        }
+    }
+}

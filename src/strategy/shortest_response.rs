@@ -1,0 +1,76 @@
+//! `shortestresponse`: the lowest (window-average successful latency × (in flight + 1)),
+//! weighted random among ties (Dubbo's ShortestResponseLoadBalance, 2.7.14+ with the window).
+
+use super::{ties::least_by, Ctx, Strategy, StrategyKind};
+use crate::config::Config;
+use crate::error::Status;
+use crate::stats::CallStats;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+
+pub(crate) struct ShortestResponse {
+    slide_period_ms: i64,
+}
+
+/// When the method's current window started. Dubbo keeps one per balancer instance; polylb keeps
+/// one per method, so a busy method's reset does not wipe a quiet one's only samples.
+struct Window {
+    started_ms: AtomicI64,
+}
+
+impl ShortestResponse {
+    pub fn new(config: &Config) -> Self {
+        ShortestResponse {
+            slide_period_ms: config.slide_period_ms,
+        }
+    }
+}
+
+/// Average successful latency in the window (whole ms, integer division as Dubbo) × (active + 1).
+/// An invoker with no success in the window estimates 0 and so wins: Dubbo's documented quirk.
+fn estimate(stats: Option<&CallStats>) -> i64 {
+    let Some(s) = stats else { return 0 };
+    let succeeded = s
+        .succeeded
+        .load(Relaxed)
+        .saturating_sub(s.window_succeeded.load(Relaxed));
+    if succeeded == 0 {
+        return 0;
+    }
+    let elapsed = s
+        .succeeded_elapsed_ms
+        .load(Relaxed)
+        .saturating_sub(s.window_elapsed_ms.load(Relaxed));
+    ((elapsed / succeeded) as i64).saturating_mul(s.active() + 1)
+}
+
+impl Strategy for ShortestResponse {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::ShortestResponse
+    }
+
+    fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
+        let window = ctx.method.ext(|| Window {
+            started_ms: AtomicI64::new(ctx.clock.now_ms()),
+        });
+        let pos = least_by(ctx, |pos| estimate(ctx.stats(pos)));
+        // A tumbling window, reset lazily after the pick (the triggering select still saw the
+        // old window, as in Dubbo). One thread wins the CAS and moves every window start.
+        let now = ctx.clock.now_ms();
+        let started = window.started_ms.load(Relaxed);
+        if now - started > self.slide_period_ms
+            && window
+                .started_ms
+                .compare_exchange(started, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            for m in ctx.snapshot.members.iter() {
+                if let Some(s) = m.state.methods.get(ctx.method_id) {
+                    s.window_succeeded.store(s.succeeded.load(Relaxed), Relaxed);
+                    s.window_elapsed_ms
+                        .store(s.succeeded_elapsed_ms.load(Relaxed), Relaxed);
+                }
+            }
+        }
+        Ok(pos)
+    }
+}

@@ -1,0 +1,74 @@
+#![allow(dead_code)]
+//! Helpers shared by the integration tests.
+
+use polylb::{Balancer, Invoker};
+use std::path::PathBuf;
+
+/// The conformance vector files: the copy in tests/vectors and every file the project's shared
+/// folder holds beside the checkout (where a larger set may be dropped).
+pub fn vector_files() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in [root.join("tests/vectors"), root.join("../shared/vectors")] {
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            found.sort();
+            files.extend(found);
+        }
+    }
+    assert!(!files.is_empty(), "no vector files found");
+    files
+}
+
+pub fn provider(n: u64) -> Invoker {
+    Invoker::new(n, format!("10.0.0.{n}:20880"))
+}
+
+pub fn balancer(config: &str, invokers: &[Invoker]) -> Balancer {
+    let b = Balancer::new(config).unwrap();
+    b.update(invokers).unwrap();
+    b
+}
+
+pub fn stat(b: &Balancer, now_us: i64, id: u64, field: &str) -> i64 {
+    let v: serde_json::Value = serde_json::from_str(&b.stats_json(now_us)).unwrap();
+    v["invokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"].as_u64() == Some(id))
+        .unwrap_or_else(|| panic!("id {id} not in stats"))[field]
+        .as_i64()
+        .unwrap()
+}
+
+/// Counts picks per id over `draws` selects, reporting each as a success at once.
+pub fn counts(
+    b: &Balancer,
+    method: u32,
+    draws: usize,
+    now_us: i64,
+) -> std::collections::BTreeMap<u64, usize> {
+    let mut c = std::collections::BTreeMap::new();
+    for _ in 0..draws {
+        let id = b.select(method, b"", now_us).unwrap();
+        b.report(method, id, 1000, polylb::Outcome::Success, now_us)
+            .unwrap();
+        *c.entry(id).or_default() += 1;
+    }
+    c
+}
+
+/// Asserts `count` is within `sigmas` binomial standard deviations of `draws * p`.
+pub fn assert_binomial(count: usize, draws: usize, p: f64, sigmas: f64, what: &str) {
+    let mean = draws as f64 * p;
+    let sd = (draws as f64 * p * (1.0 - p)).sqrt().max(1.0);
+    assert!(
+        (count as f64 - mean).abs() <= sigmas * sd,
+        "{what}: {count} picks, expected {mean:.1} ± {:.1}",
+        sigmas * sd
+    );
+}
