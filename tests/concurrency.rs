@@ -1,0 +1,111 @@
+//! Four threads select and report while a fifth replaces the set 10 000 times.
+
+mod common;
+use common::*;
+use polylb::{Balancer, Invoker, Outcome, StrategyKind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+fn set(round: u64) -> Vec<Invoker> {
+    // Rotating membership (ids 1..=12, 4 to 11 of them) and weights, so every kind of churn
+    // happens: departures, re-additions, weight changes and address changes.
+    let n = 4 + round % 8;
+    (0..n)
+        .map(|k| {
+            let id = 1 + (round + k) % 12;
+            Invoker::new(id, format!("10.0.{}.{id}:20880", round % 3))
+                .weight(((round + k) % 5) as i32 * 50)
+        })
+        .collect()
+}
+
+#[test]
+fn select_report_under_constant_updates_ends_with_nothing_in_flight() {
+    for kind in StrategyKind::ALL {
+        let b = Arc::new(Balancer::new(&format!("loadbalance={}", kind.name())).unwrap());
+        b.update(&set(0)).unwrap();
+        let methods: Vec<u32> = ["", "a", "b"]
+            .iter()
+            .map(|m| b.method(m).unwrap())
+            .collect();
+        let done = Arc::new(AtomicBool::new(false));
+        let workers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (b, done, methods) = (b.clone(), done.clone(), methods.clone());
+                std::thread::spawn(move || {
+                    let mut i = 0u64;
+                    let mut picks = 0u64;
+                    while !done.load(Ordering::Relaxed) || i < 2000 {
+                        let m = methods[(i % 3) as usize];
+                        let key = (t * 1_000_003 + i).to_le_bytes();
+                        let r = if i % 5 == 0 {
+                            b.select_among(m, &key, &[], &[1 + i % 12], 0)
+                        } else {
+                            b.select(m, &key, 0)
+                        };
+                        if let Ok(id) = r {
+                            let outcome = [
+                                Outcome::Success,
+                                Outcome::Failure,
+                                Outcome::Timeout,
+                                Outcome::Cancelled,
+                            ][(i % 4) as usize];
+                            b.report(m, id, (i % 7) as i64 * 100, outcome, 0).unwrap();
+                            picks += 1;
+                        }
+                        i += 1;
+                    }
+                    picks
+                })
+            })
+            .collect();
+        for round in 1..=10_000 {
+            b.update(&set(round)).unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        let picks: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        assert!(picks > 8000, "{}: only {picks} picks", kind.name());
+        // Every invoker of the final set, in every method: nothing left in flight.
+        let v: serde_json::Value = serde_json::from_str(&b.stats_json(0)).unwrap();
+        for inv in v["invokers"].as_array().unwrap() {
+            assert_eq!(inv["active"], 0, "{}: {inv}", kind.name());
+        }
+        // And the balancer still works on the last set.
+        let id = b.select(0, b"k", 0).unwrap();
+        assert!(set(10_000).iter().any(|i| i.id == id));
+    }
+}
+
+#[test]
+fn stable_set_in_flight_returns_to_exactly_zero() {
+    for kind in StrategyKind::ALL {
+        let invokers: Vec<Invoker> = (1..=6).map(provider).collect();
+        let b = Arc::new(balancer(&format!("loadbalance={}", kind.name()), &invokers));
+        let workers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let b = b.clone();
+                std::thread::spawn(move || {
+                    let mut held = Vec::new();
+                    for i in 0..20_000u64 {
+                        held.push(b.select(0, &(t ^ i).to_le_bytes(), 0).unwrap());
+                        if held.len() > 8 {
+                            let id = held.remove(0);
+                            b.report(0, id, 100, Outcome::Success, 0).unwrap();
+                        }
+                    }
+                    for id in held {
+                        b.report(0, id, 100, Outcome::Success, 0).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        for id in 1..=6 {
+            assert_eq!(stat(&b, 0, id, "active"), 0, "{}", kind.name());
+        }
+        let total: i64 = (1..=6).map(|id| stat(&b, 0, id, "selected")).sum();
+        assert_eq!(total, 80_000);
+    }
+}

@@ -1,0 +1,282 @@
+//! roundrobin against a direct model of Dubbo's algorithm (a map keyed by invoker identity,
+//! O(n) walk, 60 s recycling), through updates, weight changes, subsets and time jumps.
+
+mod common;
+use common::*;
+use polylb::{Balancer, Invoker};
+use std::collections::HashMap;
+
+/// Dubbo's RoundRobinLoadBalance.doSelect, written as plainly as possible.
+#[derive(Default)]
+struct DubboModel {
+    map: HashMap<u64, (i32, i64, i64)>,
+}
+
+impl DubboModel {
+    fn select(&mut self, list: &[(u64, i32)], now_ms: i64) -> u64 {
+        if list.len() == 1 {
+            return list[0].0;
+        }
+        let (mut best, mut max, mut total) = (None, i64::MIN, 0i64);
+        for &(id, w) in list {
+            let e = self.map.entry(id).or_insert((w, 0, now_ms));
+            if e.0 != w {
+                *e = (w, 0, e.2);
+            }
+            e.1 += w as i64;
+            e.2 = now_ms;
+            if best.is_none() || e.1 > max {
+                max = e.1;
+                best = Some(id);
+            }
+            total += w as i64;
+        }
+        if list.len() != self.map.len() {
+            self.map.retain(|_, e| now_ms - e.2 <= 60_000);
+        }
+        let id = best.unwrap();
+        self.map.get_mut(&id).unwrap().1 -= total;
+        id
+    }
+}
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound
+    }
+}
+
+#[test]
+fn sequences_equal_dubbo_model_across_churn_subsets_and_time() {
+    for seed in 1..=40u64 {
+        let mut rng = Lcg(seed);
+        let b = Balancer::new("loadbalance=roundrobin").unwrap();
+        let m = b.method("m").unwrap();
+        let mut model = DubboModel::default();
+        let mut now_ms = 1_700_000_000_000i64;
+        let mut set: Vec<(u64, i32)> = (1..=4).map(|id| (id, 1 + rng.next(5) as i32)).collect();
+        b.update(
+            &set.iter()
+                .map(|&(id, w)| provider(id).weight(w))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        for step in 0..600 {
+            match rng.next(40) {
+                0 => {
+                    // Membership and weight churn: remove one, re-add old ids, change a weight.
+                    let n = 1 + rng.next(6) as usize;
+                    let mut ids: Vec<u64> = Vec::new();
+                    while ids.len() < n {
+                        let id = 1 + rng.next(8);
+                        if !ids.contains(&id) {
+                            ids.push(id);
+                        }
+                    }
+                    set = ids
+                        .iter()
+                        .map(|&id| {
+                            let old = set.iter().find(|e| e.0 == id).map(|e| e.1);
+                            let w = match old {
+                                Some(w) if rng.next(3) > 0 => w,
+                                _ => rng.next(6) as i32,
+                            };
+                            (id, w)
+                        })
+                        .collect();
+                    let invokers: Vec<Invoker> =
+                        set.iter().map(|&(id, w)| provider(id).weight(w)).collect();
+                    b.update(&invokers).unwrap();
+                }
+                1 => now_ms += 61_000,
+                2 => now_ms += rng.next(30_000) as i64,
+                3 if set.len() > 2 => {
+                    // A failover retry: exclude one tried invoker.
+                    let tried = set[rng.next(set.len() as u64) as usize].0;
+                    let rest: Vec<(u64, i32)> =
+                        set.iter().copied().filter(|e| e.0 != tried).collect();
+                    let want = model.select(&rest, now_ms);
+                    let got = b
+                        .select_among(m, b"", &[], &[tried], now_ms * 1000)
+                        .unwrap();
+                    assert_eq!(got, want, "seed {seed} step {step} (excluding {tried})");
+                    b.report(m, got, 1, polylb::Outcome::Success, now_ms * 1000)
+                        .unwrap();
+                }
+                _ => {
+                    for _ in 0..1 + rng.next(30) {
+                        let want = model.select(&set, now_ms);
+                        let got = b.select(m, b"", now_ms * 1000).unwrap();
+                        assert_eq!(got, want, "seed {seed} step {step}, set {set:?}");
+                        b.report(m, got, 1, polylb::Outcome::Success, now_ms * 1000)
+                            .unwrap();
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn long_sequence_at_n_1000_equals_model() {
+    let mut rng = Lcg(7);
+    let set: Vec<(u64, i32)> = (0..1000)
+        .map(|id| (id, 50 + rng.next(3) as i32 * 25))
+        .collect();
+    let invokers: Vec<Invoker> = set
+        .iter()
+        .map(|&(id, w)| Invoker::new(id, format!("h{id}:1")).weight(w))
+        .collect();
+    let b = balancer("loadbalance=roundrobin", &invokers);
+    let mut model = DubboModel::default();
+    for k in 0..30_000 {
+        assert_eq!(
+            b.select(0, b"", 1000).unwrap(),
+            model.select(&set, 1),
+            "pick {k}"
+        );
+    }
+}
+
+#[test]
+fn weight_change_resets_only_that_invoker() {
+    let mut model = DubboModel::default();
+    let b = balancer(
+        "loadbalance=roundrobin",
+        &[
+            provider(1).weight(5),
+            provider(2).weight(1),
+            provider(3).weight(1),
+        ],
+    );
+    let mut set = vec![(1, 5), (2, 1), (3, 1)];
+    for _ in 0..3 {
+        assert_eq!(b.select(0, b"", 1000).unwrap(), model.select(&set, 1));
+    }
+    set[1].1 = 4;
+    b.update(&[
+        provider(1).weight(5),
+        provider(2).weight(4),
+        provider(3).weight(1),
+    ])
+    .unwrap();
+    for _ in 0..50 {
+        assert_eq!(b.select(0, b"", 1000).unwrap(), model.select(&set, 1));
+    }
+}
+
+#[test]
+fn full_cycle_counts_equal_weights_and_ties_go_to_the_earliest() {
+    let weights = [3, 7, 0, 5, 5];
+    let invokers: Vec<Invoker> = weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| provider(i as u64).weight(w))
+        .collect();
+    let b = balancer("loadbalance=roundrobin", &invokers);
+    let mut counts = [0; 5];
+    for _ in 0..20 {
+        counts[b.select(0, b"", 1000).unwrap() as usize] += 1;
+    }
+    assert_eq!(counts, [3, 7, 0, 5, 5]);
+    let b = balancer(
+        "loadbalance=roundrobin",
+        &[provider(1), provider(2), provider(3)],
+    );
+    let seq: Vec<u64> = (0..6).map(|_| b.select(0, b"", 1000).unwrap()).collect();
+    assert_eq!(seq, [1, 2, 3, 1, 2, 3]);
+}
+
+#[test]
+fn readded_within_60s_resumes_after_60s_restarts() {
+    let base = 1_700_000_000_000i64;
+    let full = [
+        provider(1).weight(1),
+        provider(2).weight(2),
+        provider(3).weight(3),
+    ];
+    let run = |gap_ms: i64| {
+        let b = balancer("loadbalance=roundrobin", &full);
+        let mut model = DubboModel::default();
+        let list = vec![(1, 1), (2, 2), (3, 3)];
+        for _ in 0..3 {
+            assert_eq!(
+                b.select(0, b"", base * 1000).unwrap(),
+                model.select(&list, base)
+            );
+        }
+        b.update(&full[..2]).unwrap();
+        let t = base + gap_ms;
+        assert_eq!(
+            b.select(0, b"", t * 1000).unwrap(),
+            model.select(&list[..2], t)
+        );
+        b.update(&full).unwrap();
+        let seq: Vec<u64> = (0..12)
+            .map(|_| b.select(0, b"", t * 1000).unwrap())
+            .collect();
+        let want: Vec<u64> = (0..12).map(|_| model.select(&list, t)).collect();
+        assert_eq!(seq, want, "gap {gap_ms}");
+        seq
+    };
+    assert_ne!(
+        run(30_000),
+        run(61_000),
+        "recycling after 60 s must change the sequence"
+    );
+}
+
+#[test]
+fn methods_keep_separate_positions() {
+    let b = balancer(
+        "loadbalance=roundrobin",
+        &[provider(1), provider(2), provider(3)],
+    );
+    let a = b.method("a").unwrap();
+    let c = b.method("c").unwrap();
+    assert_eq!(b.select(a, b"", 1000).unwrap(), 1);
+    assert_eq!(b.select(a, b"", 1000).unwrap(), 2);
+    assert_eq!(
+        b.select(c, b"", 1000).unwrap(),
+        1,
+        "method c starts its own rotation"
+    );
+    assert_eq!(b.select(a, b"", 1000).unwrap(), 3);
+}
+
+#[test]
+fn concurrent_picks_are_exact() {
+    let b = std::sync::Arc::new(balancer(
+        "loadbalance=roundrobin",
+        &[
+            provider(1).weight(1),
+            provider(2).weight(9),
+            provider(3).weight(6),
+        ],
+    ));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let b = b.clone();
+            std::thread::spawn(move || {
+                let mut c = [0usize; 4];
+                for _ in 0..16_000 {
+                    c[b.select(0, b"", 1000).unwrap() as usize] += 1;
+                }
+                c
+            })
+        })
+        .collect();
+    let mut total = [0usize; 4];
+    for t in threads {
+        for (s, v) in total.iter_mut().zip(t.join().unwrap()) {
+            *s += v;
+        }
+    }
+    // 64000 picks = 4000 full periods of 16: exact, where Dubbo is only approximately so.
+    assert_eq!(total[1..], [4000, 36000, 24000]);
+}

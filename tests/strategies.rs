@@ -1,0 +1,411 @@
+//! Behaviour of Dubbo's strategies beyond the vectors: weighted distributions, ties, windows,
+//! rings under churn and subsets, adaptive's metrics, per-method isolation, provider churn.
+
+mod common;
+use common::*;
+use polylb::{Balancer, Invoker, Outcome, Status};
+
+const NOW: i64 = 1_700_000_000_000_000; // µs
+
+#[test]
+fn random_follows_weights_and_never_picks_zero() {
+    let b = balancer(
+        "loadbalance=random&seed=1",
+        &[
+            provider(1).weight(1),
+            provider(2).weight(9),
+            provider(3).weight(0),
+            provider(4).weight(6),
+        ],
+    );
+    let draws = 160_000;
+    let c = counts(&b, 0, draws, NOW);
+    assert_eq!(c.get(&3), None, "zero weight picked");
+    assert_binomial(c[&1], draws, 1.0 / 16.0, 5.0, "weight 1");
+    assert_binomial(c[&2], draws, 9.0 / 16.0, 5.0, "weight 9");
+    assert_binomial(c[&4], draws, 6.0 / 16.0, 5.0, "weight 6");
+}
+
+#[test]
+fn random_is_uniform_when_weights_equal_or_all_zero() {
+    for w in [100, 0] {
+        let invokers: Vec<Invoker> = (1..=5).map(|i| provider(i).weight(w)).collect();
+        let b = balancer("seed=2", &invokers);
+        let c = counts(&b, 0, 50_000, NOW);
+        for i in 1..=5 {
+            assert_binomial(c[&i], 50_000, 0.2, 5.0, &format!("weight {w}, invoker {i}"));
+        }
+    }
+}
+
+#[test]
+fn random_subset_uses_warmup_weights() {
+    // Invoker 2 started 60 s ago with the default 10 min warm-up: weight 100 → 10.
+    let now_ms = NOW / 1000;
+    let b = balancer(
+        "seed=3",
+        &[
+            provider(1),
+            provider(2).start_time_ms(now_ms - 60_000),
+            provider(3),
+        ],
+    );
+    let mut c = [0usize; 4];
+    let draws = 110_000;
+    for _ in 0..draws {
+        let id = b.select_among(0, b"", &[1, 2], &[], NOW).unwrap();
+        b.report(0, id, 1, Outcome::Cancelled, NOW).unwrap();
+        c[id as usize] += 1;
+    }
+    assert_binomial(c[2], draws, 10.0 / 110.0, 5.0, "warming invoker");
+    // Full set, warm-up over: prepared prefix sums give the configured weights.
+    let later = NOW + 700_000_000;
+    let c = counts(&b, 0, 30_000, later);
+    assert_binomial(c[&2], 30_000, 1.0 / 3.0, 5.0, "warm invoker");
+}
+
+#[test]
+fn leastactive_prefers_fewest_in_flight_and_weights_ties() {
+    let b = balancer(
+        "loadbalance=leastactive&seed=4",
+        &[
+            provider(1).weight(1),
+            provider(2).weight(9),
+            provider(3).weight(6),
+        ],
+    );
+    // One call in flight on 3 (as Dubbo's fixture): it must never be picked while it lasts.
+    let busy = b.select_among(0, b"", &[3], &[], NOW).unwrap();
+    assert_eq!(busy, 3);
+    let draws = 100_000;
+    let c = counts(&b, 0, draws, NOW);
+    assert_eq!(c.get(&3), None);
+    assert_binomial(c[&1], draws, 0.1, 5.0, "weight 1 of 1:9 ties");
+}
+
+#[test]
+fn leastactive_weight_one_last_candidate_is_reachable() {
+    // Dubbo's old `offset <= 0` made a weight-1 last candidate unreachable.
+    let b = balancer(
+        "loadbalance=leastactive&seed=5",
+        &[provider(1).weight(3), provider(2).weight(1)],
+    );
+    let c = counts(&b, 0, 40_000, NOW);
+    assert_binomial(c[&2], 40_000, 0.25, 5.0, "weight-1 last candidate");
+}
+
+#[test]
+fn shortestresponse_prefers_fast_and_resets_its_window() {
+    let b = balancer(
+        "loadbalance=shortestresponse&seed=6",
+        &[provider(1), provider(2)],
+    );
+    // Invoker 1 answered in 50 ms, invoker 2 in 5 ms.
+    for (id, us) in [(1, 50_000), (2, 5_000)] {
+        b.select_among(0, b"", &[id], &[], NOW).unwrap();
+        b.report(0, id, us, Outcome::Success, NOW).unwrap();
+    }
+    for _ in 0..100 {
+        let id = b.select(0, b"", NOW).unwrap();
+        assert_eq!(id, 2);
+        b.report(0, id, 5_000, Outcome::Success, NOW).unwrap();
+    }
+    // 31 s later the first select resets the window (and still uses the old data) ...
+    let later = NOW + 31_000_000;
+    assert_eq!(b.select(0, b"", later).unwrap(), 2);
+    b.report(0, 2, 5_000, Outcome::Cancelled, later).unwrap();
+    // ... after which no one has a success in the window: all estimates are 0, plain weighted random.
+    let b2 = balancer(
+        "loadbalance=shortestresponse&seed=6",
+        &[provider(1), provider(2)],
+    );
+    let first = b2.select(0, b"", NOW).unwrap(); // the window starts with the method's first pick
+    b2.report(0, first, 0, Outcome::Cancelled, NOW).unwrap();
+    b2.select_among(0, b"", &[1], &[], NOW).unwrap();
+    b2.report(0, 1, 50_000, Outcome::Success, NOW).unwrap();
+    b2.select(0, b"", NOW + 31_000_000).unwrap(); // triggers the reset
+    let mut picks = [0usize; 3];
+    for _ in 0..20_000 {
+        let id = b2.select(0, b"", NOW + 31_000_000).unwrap();
+        b2.report(0, id, 0, Outcome::Cancelled, NOW + 31_000_000)
+            .unwrap();
+        picks[id as usize] += 1;
+    }
+    assert_binomial(picks[1], 20_000, 0.5, 5.0, "after the window reset");
+}
+
+#[test]
+fn shortestresponse_counts_in_flight() {
+    let b = balancer(
+        "loadbalance=shortestresponse&seed=7",
+        &[provider(1), provider(2)],
+    );
+    for (id, us) in [(1, 10_000), (2, 15_000)] {
+        b.select_among(0, b"", &[id], &[], NOW).unwrap();
+        b.report(0, id, us, Outcome::Success, NOW).unwrap();
+    }
+    // 10 ms × (1 + 1 in flight) = 20 > 15 ms × 1: the slower idle invoker wins.
+    b.select_among(0, b"", &[1], &[], NOW).unwrap();
+    assert_eq!(b.select(0, b"", NOW).unwrap(), 2);
+}
+
+fn ring_pick(b: &Balancer, key: &str) -> u64 {
+    let id = b.select(0, key.as_bytes(), NOW).unwrap();
+    b.report(0, id, 1, Outcome::Cancelled, NOW).unwrap();
+    id
+}
+
+#[test]
+fn consistenthash_removal_moves_only_the_removed_keys() {
+    let invokers: Vec<Invoker> = (1..=10).map(provider).collect();
+    let b = balancer("loadbalance=consistenthash", &invokers);
+    let keys: Vec<String> = (0..5000).map(|i| format!("user-{i}")).collect();
+    let before: Vec<u64> = keys.iter().map(|k| ring_pick(&b, k)).collect();
+    let mut without_7 = invokers.clone();
+    without_7.retain(|i| i.id != 7);
+    b.update(&without_7).unwrap();
+    let mut moved = 0;
+    for (k, &was) in keys.iter().zip(&before) {
+        let now = ring_pick(&b, k);
+        if was == 7 {
+            moved += 1;
+            assert_ne!(now, 7);
+        } else {
+            assert_eq!(now, was, "key {k} moved though its invoker stayed");
+        }
+    }
+    assert!(moved > 200, "invoker 7 owned {moved} keys");
+    // A weight change or reordering by id alone keeps the ring: same picks.
+    let reweighted: Vec<Invoker> = without_7.iter().cloned().map(|i| i.weight(1)).collect();
+    b.update(&reweighted).unwrap();
+    assert!(keys
+        .iter()
+        .zip(&before)
+        .all(|(k, &was)| was == 7 || ring_pick(&b, k) == was));
+}
+
+#[test]
+fn consistenthash_subset_answers_as_a_ring_of_the_subset() {
+    let invokers: Vec<Invoker> = (1..=8).map(provider).collect();
+    let full = balancer("loadbalance=consistenthash", &invokers);
+    let subset_ids = [2u64, 3, 5, 8];
+    let sub_invokers: Vec<Invoker> = invokers
+        .iter()
+        .filter(|i| subset_ids.contains(&i.id))
+        .cloned()
+        .collect();
+    let sub = balancer("loadbalance=consistenthash", &sub_invokers);
+    for i in 0..3000 {
+        let key = format!("k{i}");
+        let a = full
+            .select_among(0, key.as_bytes(), &subset_ids, &[], NOW)
+            .unwrap();
+        let b = sub.select(0, key.as_bytes(), NOW).unwrap();
+        assert_eq!(a, b, "key {key}");
+        // Excluding the ring's choice walks on to the next candidate clockwise.
+        let c = full
+            .select_among(0, key.as_bytes(), &subset_ids, &[a], NOW)
+            .unwrap();
+        assert_ne!(c, a);
+    }
+}
+
+#[test]
+fn consistenthash_same_key_same_invoker_and_spreads_keys() {
+    let invokers: Vec<Invoker> = (1..=5).map(provider).collect();
+    let b = balancer("loadbalance=consistenthash", &invokers);
+    let first = ring_pick(&b, "arg1");
+    assert!((0..10_000).all(|_| ring_pick(&b, "arg1") == first));
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..1000 {
+        seen.insert(ring_pick(&b, &format!("arg{i}")));
+    }
+    assert_eq!(seen.len(), 5);
+}
+
+#[test]
+fn adaptive_without_metrics_is_a_weighted_coin() {
+    let b = balancer(
+        "loadbalance=adaptive&seed=8",
+        &[provider(1).weight(100), provider(2).weight(300)],
+    );
+    let draws = 40_000;
+    let c = counts(&b, 0, draws, NOW);
+    assert_binomial(c[&1], draws, 0.25, 5.0, "weight 100 of 100:300");
+}
+
+#[test]
+fn adaptive_steers_to_the_lower_provider_load() {
+    let b = balancer(
+        "loadbalance=adaptive&seed=9",
+        &[provider(1), provider(2), provider(3)],
+    );
+    let mut now = NOW;
+    let mut c = [0usize; 4];
+    for _ in 0..3000 {
+        now += 1000;
+        let id = b.select(0, b"", now).unwrap();
+        c[id as usize] += 1;
+        // Provider 3 is overloaded: high CPU and slow answers; 1 and 2 are fine.
+        let (load, rt) = if id == 3 {
+            (400.0, 500_000)
+        } else {
+            (10.0, 10_000)
+        };
+        b.report(0, id, rt, Outcome::Success, now).unwrap();
+        b.report_provider_metrics(0, id, now / 1000, load, rt, now)
+            .unwrap();
+    }
+    assert!(c[3] * 5 < c[1].min(c[2]), "overloaded provider got {c:?}");
+    assert_eq!(
+        b.report_provider_metrics(0, 1, 1, f64::NAN, 0, now),
+        Err(Status::InvalidArgument)
+    );
+}
+
+#[test]
+fn adaptive_forces_a_pick_after_two_timeouts() {
+    // Invoker 2 looks terrible, but once it has not been picked for 2 × timeout its load is 0.
+    let b = balancer(
+        "loadbalance=adaptive&timeout=100&seed=10",
+        &[provider(1), provider(2)],
+    );
+    let t0 = NOW / 1000;
+    for id in [1, 2] {
+        b.select_among(0, b"", &[id], &[], NOW).unwrap();
+        b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+    }
+    b.report_provider_metrics(0, 1, t0, 1.0, 1000, NOW).unwrap();
+    b.report_provider_metrics(0, 2, t0, 1000.0, 900_000, NOW)
+        .unwrap();
+    let picks: Vec<u64> = (0..5)
+        .map(|k| b.select(0, b"", NOW + k * 1000).unwrap())
+        .collect();
+    assert!(picks.iter().all(|&id| id == 1), "{picks:?}");
+    // 250 ms later invoker 2 was not picked for more than 200 ms: forced.
+    let later = NOW + 250_000;
+    assert_eq!(b.select(0, b"", later).unwrap(), 2);
+}
+
+#[test]
+fn methods_are_isolated() {
+    let b = balancer(
+        "loadbalance=leastactive&seed=11",
+        &[provider(1), provider(2)],
+    );
+    let slow = b.method("slow").unwrap();
+    let fast = b.method("fast").unwrap();
+    assert_eq!(b.method("slow").unwrap(), slow, "interning is stable");
+    // Two calls of `slow` in flight on invoker 1 do not affect `fast`.
+    for _ in 0..2 {
+        b.select_among(slow, b"", &[1], &[], NOW).unwrap();
+    }
+    assert_eq!(b.select(slow, b"", NOW).unwrap(), 2);
+    let c = counts(&b, fast, 20_000, NOW);
+    assert_binomial(c[&1], 20_000, 0.5, 5.0, "fast method");
+    assert_eq!(b.select(99, b"", NOW), Err(Status::UnknownMethod));
+    assert_eq!(
+        b.report(99, 1, 0, Outcome::Success, NOW),
+        Err(Status::UnknownMethod)
+    );
+}
+
+#[test]
+fn churn_drops_state_of_departed_ids_and_reports_for_them_are_harmless() {
+    let b = balancer(
+        "loadbalance=leastactive&seed=12",
+        &[provider(1), provider(2), provider(3)],
+    );
+    for _ in 0..3 {
+        b.select_among(0, b"", &[1], &[], NOW).unwrap();
+    }
+    assert_eq!(stat(&b, NOW, 1, "active"), 3);
+    b.update(&[provider(2), provider(3)]).unwrap();
+    b.report(0, 1, 10, Outcome::Success, NOW).unwrap(); // departed: ignored
+    b.report(0, 42, 10, Outcome::Failure, NOW).unwrap(); // never known: ignored
+    b.update(&[provider(1), provider(2), provider(3)]).unwrap();
+    assert_eq!(
+        stat(&b, NOW, 1, "active"),
+        0,
+        "re-added invoker starts fresh"
+    );
+    // A late report of a call selected before the departure cannot drive it negative.
+    b.report(0, 1, 10, Outcome::Success, NOW).unwrap();
+    assert_eq!(stat(&b, NOW, 1, "active"), 0);
+    // Surviving ids keep their counters.
+    b.select_among(0, b"", &[2], &[], NOW).unwrap();
+    b.update(&[provider(2), provider(4)]).unwrap();
+    assert_eq!(stat(&b, NOW, 2, "active"), 1);
+}
+
+#[test]
+fn select_among_semantics_and_errors() {
+    let b = balancer("seed=13", &[provider(1), provider(2), provider(3)]);
+    assert_eq!(
+        b.select_among(0, b"", &[1, 9], &[], NOW),
+        Err(Status::UnknownCandidate)
+    );
+    assert_eq!(
+        b.select_among(0, b"", &[1, 2], &[1, 2], NOW),
+        Err(Status::NoCandidate)
+    );
+    assert_eq!(
+        b.select_among(0, b"", &[], &[1, 2, 3], NOW),
+        Err(Status::NoCandidate)
+    );
+    for _ in 0..200 {
+        let id = b.select_among(0, b"", &[], &[2, 77], NOW).unwrap();
+        assert_ne!(id, 2);
+        b.report(0, id, 1, Outcome::Cancelled, NOW).unwrap();
+    }
+    assert_eq!(b.select_among(0, b"", &[3, 2], &[2], NOW), Ok(3));
+    let empty = Balancer::new("").unwrap();
+    assert_eq!(empty.select(0, b"", NOW), Err(Status::NoProvider));
+    empty.update(&[]).unwrap();
+    assert_eq!(empty.select(0, b"", NOW), Err(Status::NoProvider));
+}
+
+#[test]
+fn rejected_updates_change_nothing() {
+    let b = balancer("seed=14", &[provider(1), provider(2)]);
+    let bad: [(&[Invoker], Status); 3] = [
+        (&[provider(3), provider(3)], Status::DuplicateId),
+        (
+            &[provider(3), provider(4).weight(-1)],
+            Status::NegativeWeight,
+        ),
+        (&[Invoker::new(u64::MAX, "x:1")], Status::IdOutOfRange),
+    ];
+    for (set, status) in bad {
+        assert_eq!(b.update(set).unwrap_err().status, status);
+        for _ in 0..50 {
+            let id = b.select(0, b"", NOW).unwrap();
+            assert!(id == 1 || id == 2);
+            b.report(0, id, 1, Outcome::Cancelled, NOW).unwrap();
+        }
+    }
+}
+
+#[test]
+fn outcomes_update_the_right_counters() {
+    let b = balancer("seed=15", &[provider(1)]);
+    for outcome in [
+        Outcome::Success,
+        Outcome::Failure,
+        Outcome::Timeout,
+        Outcome::Cancelled,
+    ] {
+        b.select(0, b"", NOW).unwrap();
+        assert_eq!(stat(&b, NOW, 1, "active"), 1);
+        b.report(0, 1, 2_000, outcome, NOW).unwrap();
+        assert_eq!(stat(&b, NOW, 1, "active"), 0);
+    }
+    assert_eq!(stat(&b, NOW, 1, "succeeded"), 1);
+    assert_eq!(stat(&b, NOW, 1, "failures"), 2);
+    assert_eq!(stat(&b, NOW, 1, "timeouts"), 1);
+    assert_eq!(stat(&b, NOW, 1, "selected"), 4);
+    assert_eq!(
+        b.report(0, 1, -1, Outcome::Success, NOW),
+        Err(Status::InvalidArgument)
+    );
+}
