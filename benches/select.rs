@@ -1,1 +1,162 @@
-fn main() {}
+//! select + report per strategy at n = 2, 10, 100, 1000, on 1 and 2 threads, each beside a
+//! floor measured in the same run (research/floors.md): a bounded random pick, a weighted pick
+//! by binary search, MD5 of the key + ring lookup, and the O(n) nginx smooth-WRR loop.
+//! `python3 benches/ratios.py` prints every strategy as a ratio to its floor.
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
+use md5::{Digest, Md5};
+use polylb::{Balancer, Invoker, Outcome};
+use std::time::{Duration, Instant};
+
+const SIZES: [usize; 4] = [2, 10, 100, 1000];
+const STRATEGIES: [&str; 6] = [
+    "random",
+    "roundrobin",
+    "leastactive",
+    "shortestresponse",
+    "consistenthash",
+    "adaptive",
+];
+
+struct Wy(u64);
+impl Wy {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0xa076_1d64_78bd_642f);
+        let t = (self.0 as u128).wrapping_mul((self.0 ^ 0xe703_7ed1_a0b4_28db) as u128);
+        ((t >> 64) as u64) ^ (t as u64)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+fn invokers(n: usize) -> Vec<Invoker> {
+    (0..n)
+        .map(|i| {
+            Invoker::new(i as u64, format!("10.0.{}.{}:20880", i / 250, i % 250))
+                .weight(100 + (i % 3) as i32 * 50)
+        })
+        .collect()
+}
+
+fn keys() -> Vec<[u8; 16]> {
+    let mut wy = Wy(7);
+    (0..4096)
+        .map(|_| (wy.next() as u128 | ((wy.next() as u128) << 64)).to_le_bytes())
+        .collect()
+}
+
+fn floors(c: &mut Criterion) {
+    let mut g = c.benchmark_group("floor");
+    let keys = keys();
+    for n in SIZES {
+        let weights: Vec<i64> = invokers(n).iter().map(|i| i.weight as i64).collect();
+        let prefix: Vec<i64> = weights
+            .iter()
+            .scan(0, |s, w| {
+                *s += w;
+                Some(*s)
+            })
+            .collect();
+        let total = *prefix.last().unwrap();
+        let mut wy = Wy(1);
+        g.bench_with_input(BenchmarkId::new("uniform", n), &n, |b, &n| {
+            b.iter(|| black_box(wy.below(n as u64)))
+        });
+        g.bench_with_input(BenchmarkId::new("weighted", n), &n, |b, _| {
+            b.iter(|| {
+                let off = wy.below(total as u64) as i64;
+                black_box(prefix.partition_point(|&s| s <= off))
+            })
+        });
+        let mut current = vec![0i64; n];
+        g.bench_with_input(BenchmarkId::new("swrr_loop", n), &n, |b, _| {
+            b.iter(|| {
+                let (mut best, mut max) = (0, i64::MIN);
+                for (j, c) in current.iter_mut().enumerate() {
+                    *c += weights[j];
+                    if *c > max {
+                        max = *c;
+                        best = j;
+                    }
+                }
+                current[best] -= total;
+                black_box(best)
+            })
+        });
+        let mut points: Vec<u32> = (0..n * 160).map(|_| wy.next() as u32).collect();
+        points.sort_unstable();
+        let mut k = 0;
+        g.bench_with_input(BenchmarkId::new("md5_ring", n), &n, |b, _| {
+            b.iter(|| {
+                k = (k + 1) & 4095;
+                let d = Md5::digest(keys[k]);
+                let h = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+                let i = points.partition_point(|&p| p < h);
+                black_box(if i == points.len() { 0 } else { i })
+            })
+        });
+    }
+    g.finish();
+}
+
+fn select_report(c: &mut Criterion) {
+    let keys = keys();
+    let mut g = c.benchmark_group("select_report");
+    for strategy in STRATEGIES {
+        for n in SIZES {
+            let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
+            b.update(&invokers(n)).unwrap();
+            let now = polylb::wall_clock_us();
+            let mut k = 0;
+            g.bench_with_input(BenchmarkId::new(strategy, n), &n, |bench, _| {
+                bench.iter(|| {
+                    k = (k + 1) & 4095;
+                    let id = b.select(0, &keys[k], now).unwrap();
+                    b.report(0, id, 1000, Outcome::Success, now).unwrap();
+                    black_box(id)
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+/// Two threads on one shared balancer: wall time per operation over both threads.
+fn two_threads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("select_report_2threads");
+    for strategy in ["random", "leastactive", "roundrobin", "adaptive"] {
+        for n in [10, 1000] {
+            let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
+            b.update(&invokers(n)).unwrap();
+            g.bench_with_input(BenchmarkId::new(strategy, n), &n, |bench, _| {
+                bench.iter_custom(|iters| {
+                    let start = Instant::now();
+                    std::thread::scope(|s| {
+                        for _ in 0..2 {
+                            s.spawn(|| {
+                                for _ in 0..iters.div_ceil(2) {
+                                    let id = b.select(0, b"", 0).unwrap();
+                                    b.report(0, id, 1000, Outcome::Success, 0).unwrap();
+                                }
+                            });
+                        }
+                    });
+                    start.elapsed()
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(900))
+        .sample_size(20)
+        .without_plots()
+}
+
+criterion_group! { name = benches; config = config(); targets = floors, select_report, two_threads }
+criterion_main!(benches);

@@ -79,7 +79,8 @@ impl Table {
     }
 
     fn start(&self, method: u32) -> usize {
-        (method.wrapping_mul(0x9E37_79B9) as usize) % self.keys.len()
+        // Capacities are powers of two: a mask instead of a division on every lookup.
+        (method.wrapping_mul(0x9E37_79B9) as usize) & (self.keys.len() - 1)
     }
 }
 
@@ -97,7 +98,7 @@ impl MethodStats {
             let n = table.keys.len();
             let start = table.start(method);
             for i in 0..n {
-                let slot = (start + i) % n;
+                let slot = (start + i) & (n - 1);
                 match table.keys[slot].load(std::sync::atomic::Ordering::Acquire) {
                     k if k == method => return Some(&table.values[slot]),
                     EMPTY => return None,
@@ -116,7 +117,7 @@ impl MethodStats {
             let n = table.keys.len();
             let start = table.start(method);
             for i in 0..n {
-                let slot = (start + i) % n;
+                let slot = (start + i) & (n - 1);
                 let key = &table.keys[slot];
                 let mut current = key.load(std::sync::atomic::Ordering::Acquire);
                 if current == EMPTY {

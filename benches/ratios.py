@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""Reads criterion's estimates from target/criterion and prints each strategy's select+report
+time beside the floor it is judged against, measured in the same run, as a ratio."""
+import json, pathlib, sys
+
+root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "target/criterion")
+
+def ns(group, name, n):
+    f = root / group / name / str(n) / "new" / "estimates.json"
+    if not f.exists():
+        return None
+    return json.loads(f.read_text())["median"]["point_estimate"]
+
+FLOOR = {"random": "weighted", "leastactive": "uniform", "adaptive": "uniform", "p2c": "uniform",
+         "peakewma": "uniform", "shortestresponse": "uniform", "consistenthash": "md5_ring",
+         "boundedhash": "md5_ring", "roundrobin": "swrr_loop"}
+print(f"{'strategy':<18}{'n':>6}{'ns/op':>10}{'floor':>12}{'floor ns':>10}{'ratio':>8}")
+for group in ["select_report", "select_report_2threads"]:
+    d = root / group
+    if not d.exists():
+        continue
+    print(f"-- {group}")
+    for strat in sorted(p.name for p in d.iterdir() if p.is_dir() and p.name != "report"):
+        for n in (2, 10, 100, 1000):
+            t = ns(group, strat, n)
+            if t is None:
+                continue
+            fl = FLOOR.get(strat, "uniform")
+            f = ns("floor", fl, n)
+            ratio = f"{t / f:.2f}" if f else "-"
+            print(f"{strat:<18}{n:>6}{t:>10.1f}{fl:>12}{(f or 0):>10.1f}{ratio:>8}")

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Every test of the project: Rust (core, C ABI from C, header), Python, Go, Java, plus smoke
+# runs of the benchmarks and the simulator so their commands keep working.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==== %s\n' "$*"; }
+
+step "rust: format and lints"
+cargo fmt --all -- --check
+cargo clippy --release --all-targets -- -D warnings
+
+step "rust: build the libraries (.so, .a) and the header"
+cargo build --release
+
+step "rust: tests (core, Dubbo vectors, C ABI from C, header)"
+cargo test --release
+
+step "benchmarks: smoke (each benchmark runs once)"
+cargo bench --bench select -- --test >/dev/null
+if [ -f benches/beyond.rs ]; then cargo bench --bench beyond -- --test >/dev/null; fi
+
+step "python binding"
+bash bindings/python/run-tests.sh
+
+step "go binding"
+bash bindings/go/run-tests.sh
+
+step "java binding and Dubbo adapter"
+bash bindings/java/run-tests.sh
+
+step "all tests passed"
