@@ -58,7 +58,7 @@ impl CallStats {
 }
 
 const EMPTY: u32 = u32::MAX;
-const FIRST_CAPACITY: usize = 2;
+const FIRST_CAPACITY: usize = 8;
 
 /// A table of open addressing that never deletes: a key slot, once claimed by CAS, belongs to
 /// that method for the table's life, and its stats start zeroed, so readers need no lock and
@@ -84,16 +84,38 @@ impl Table {
     }
 }
 
+/// Methods whose counters live inline in the invoker's own allocation: a scan over invokers
+/// (leastactive, shortestresponse) then touches one object per invoker instead of three.
+const INLINE: usize = 2;
+
 /// Per-invoker map from method id to its counters: sparse (memory only for methods used on
-/// this invoker) and lock-free.
-#[derive(Default)]
+/// this invoker) and lock-free. The first methods used live inline; more overflow into tables.
 pub struct MethodStats {
-    head: OnceLock<Box<Table>>,
+    inline_keys: [AtomicU32; INLINE],
+    inline: [CallStats; INLINE],
+    overflow: OnceLock<Box<Table>>,
+}
+
+impl Default for MethodStats {
+    fn default() -> Self {
+        MethodStats {
+            inline_keys: std::array::from_fn(|_| AtomicU32::new(EMPTY)),
+            inline: Default::default(),
+            overflow: OnceLock::new(),
+        }
+    }
 }
 
 impl MethodStats {
     pub fn get(&self, method: u32) -> Option<&CallStats> {
-        let mut table = self.head.get()?;
+        for slot in 0..INLINE {
+            match self.inline_keys[slot].load(std::sync::atomic::Ordering::Acquire) {
+                k if k == method => return Some(&self.inline[slot]),
+                EMPTY => return None,
+                _ => {}
+            }
+        }
+        let mut table = self.overflow.get()?;
         loop {
             let n = table.keys.len();
             let start = table.start(method);
@@ -110,28 +132,20 @@ impl MethodStats {
     }
 
     pub fn get_or_insert(&self, method: u32) -> &CallStats {
+        for slot in 0..INLINE {
+            if claim(&self.inline_keys[slot], method) {
+                return &self.inline[slot];
+            }
+        }
         let mut table = self
-            .head
+            .overflow
             .get_or_init(|| Box::new(Table::new(FIRST_CAPACITY)));
         loop {
             let n = table.keys.len();
             let start = table.start(method);
             for i in 0..n {
                 let slot = (start + i) & (n - 1);
-                let key = &table.keys[slot];
-                let mut current = key.load(std::sync::atomic::Ordering::Acquire);
-                if current == EMPTY {
-                    match key.compare_exchange(
-                        EMPTY,
-                        method,
-                        std::sync::atomic::Ordering::AcqRel,
-                        std::sync::atomic::Ordering::Acquire,
-                    ) {
-                        Ok(_) => return &table.values[slot],
-                        Err(actual) => current = actual,
-                    }
-                }
-                if current == method {
+                if claim(&table.keys[slot], method) {
                     return &table.values[slot];
                 }
             }
@@ -141,19 +155,37 @@ impl MethodStats {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (u32, &CallStats)> {
-        let mut table: Option<&Table> = self.head.get().map(|b| &**b);
-        std::iter::from_fn(move || {
+        let inline = self.inline_keys.iter().zip(self.inline.iter());
+        let mut table: Option<&Table> = self.overflow.get().map(|b| &**b);
+        let tables = std::iter::from_fn(move || {
             let t = table?;
             table = t.next.get().map(|b| &**b);
             Some(t)
         })
-        .flat_map(|t| {
-            t.keys.iter().zip(t.values.iter()).filter_map(|(k, v)| {
-                let k = k.load(std::sync::atomic::Ordering::Acquire);
-                (k != EMPTY).then_some((k, v))
-            })
+        .flat_map(|t| t.keys.iter().zip(t.values.iter()));
+        inline.chain(tables).filter_map(|(k, v)| {
+            let k = k.load(std::sync::atomic::Ordering::Acquire);
+            (k != EMPTY).then_some((k, v))
         })
     }
+}
+
+/// True when `key` holds `method`, claiming it first if it was empty.
+fn claim(key: &AtomicU32, method: u32) -> bool {
+    let current = key.load(std::sync::atomic::Ordering::Acquire);
+    if current == method {
+        return true;
+    }
+    current == EMPTY
+        && match key.compare_exchange(
+            EMPTY,
+            method,
+            std::sync::atomic::Ordering::AcqRel,
+            std::sync::atomic::Ordering::Acquire,
+        ) {
+            Ok(_) => true,
+            Err(actual) => actual == method,
+        }
 }
 
 /// Everything kept about one invoker while its id stays in the set.
