@@ -1,0 +1,151 @@
+"""Per-call cost of the Python binding, against floors measured in the same run (timeit).
+
+    python3 bindings/python/bench.py            # about a minute
+    python3 bindings/python/bench.py --quick    # a few seconds, rougher
+
+The floor for select+report is the same two C functions called through ctypes with the same
+argtypes and argument shapes, but with a NULL handle: the library answers at once (a panic
+guard and a NULL check, a few ns), so what remains is exactly the ctypes cost that any
+binding of this ABI must pay: argument conversion, the GIL release, the foreign call and the
+result conversion. That is fairer than a zero-argument export such as plb_abi_version, whose
+call skips the per-argument conversion that dominates ctypes' cost (shown too, for reference).
+
+Rows are timed in interleaved rounds (every row once per round, so a burst of load from
+another process hits all rows alike) with the thread's CPU clock (time.thread_time, so time
+spent descheduled is not counted), and each row reports its best round in ns per operation,
+loop overhead included. Absolute numbers move a lot on a shared VM; the ratios within one run
+are the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import random
+import sys
+import time
+import timeit
+from typing import Any, Dict, List, Tuple
+
+import polylb
+from polylb import Invoker, Outcome
+from polylb._ffi import lib
+
+SUCCESS = int(Outcome.SUCCESS)
+
+
+def measure_rounds(
+    statements: List[str], namespace: Dict[str, Any], number: int, rounds: int
+) -> List[float]:
+    """Best ns per operation of each statement over interleaved rounds."""
+    timers = [timeit.Timer(s, globals=namespace, timer=time.thread_time) for s in statements]
+    for timer in timers:
+        timer.timeit(number // 10 or 1)  # warm up caches and the specialising interpreter
+    best = [float("inf")] * len(timers)
+    for _ in range(rounds):
+        for index, timer in enumerate(timers):
+            best[index] = min(best[index], timer.timeit(number) / number * 1e9)
+    return best
+
+
+def weighted_invokers(n: int) -> List[Invoker]:
+    rng = random.Random(1)
+    return [Invoker(i, f"10.0.{i // 250}.{i % 250}:20880", weight=rng.randint(1, 100)) for i in range(n)]
+
+
+def bisect_picker(n: int) -> Tuple[List[int], List[int], int]:
+    weights = [invoker.weight for invoker in weighted_invokers(n)]
+    cumulative: List[int] = []
+    total = 0
+    for weight in weights:
+        total += weight
+        cumulative.append(total)
+    return list(range(n)), cumulative, total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer iterations (rough numbers)")
+    parser.add_argument("-n", "--invokers", type=int, default=10, help="invokers in the set (default 10)")
+    args = parser.parse_args()
+    number, rounds = (10_000, 5) if args.quick else (50_000, 15)
+
+    select_raw, report_raw = lib.plb_select, lib.plb_report
+    abi_version = lib.plb_abi_version
+    n = args.invokers
+
+    balancers = {}
+    for strategy in ("random", "roundrobin", "leastactive", "consistenthash"):
+        balancer = polylb.Balancer(strategy)
+        balancer.update(weighted_invokers(n))
+        balancers[strategy] = balancer
+    lb = balancers["random"]
+    handle = lb._handle
+    say_hello = lb.method("sayHello")
+    population, cumulative, total = bisect_picker(n)
+
+    namespace: Dict[str, Any] = {
+        "select_raw": select_raw,
+        "report_raw": report_raw,
+        "abi_version": abi_version,
+        "handle": handle,
+        "SUCCESS": SUCCESS,
+        "Outcome": Outcome,
+        "lb": lb,
+        "rr": balancers["roundrobin"],
+        "la": balancers["leastactive"],
+        "ch": balancers["consistenthash"],
+        "say_hello": say_hello,
+        "bisect": bisect.bisect,
+        "random": random.random,
+        "cumulative": cumulative,
+        "total": total,
+        "population": population,
+    }
+
+    rows: List[Tuple[str, str]] = [
+        ("floor: ctypes select+report, same argtypes, NULL handle", "select_raw(0, 0, None, 0, 0); report_raw(0, 0, 1, 100, SUCCESS, 0)"),
+        ("floor: ctypes plb_abi_version() x2 (no arguments)", "abi_version(); abi_version()"),
+        ("raw ctypes select+report on a real handle (random)", "report_raw(handle, 0, select_raw(handle, 0, None, 0, 0), 100, SUCCESS, 0)"),
+        ("binding: lb.select() + lb.report() (random)", "lb.report(lb.select(), 100, SUCCESS)"),
+        ("binding: same, Outcome enum", "lb.report(lb.select(), 100, Outcome.SUCCESS)"),
+        ("binding: same, method id", "lb.report(lb.select(method=say_hello), 100, SUCCESS, method=say_hello)"),
+        ("binding: roundrobin", "rr.report(rr.select(), 100, SUCCESS)"),
+        ("binding: leastactive", "la.report(la.select(), 100, SUCCESS)"),
+        ("binding: consistenthash, str key", "ch.report(ch.select(key='user-42'), 100, SUCCESS)"),
+        ("binding: with lb.call(): pass", "with lb.call(): pass"),
+        ("floor: ctypes select alone, NULL handle", "select_raw(0, 0, None, 0, 0)"),
+        ("binding: lb.select() alone", "lb.select()"),
+        ("pure Python: bisect weighted pick", "population[bisect(cumulative, random() * total)]"),
+    ]
+
+    # random's pick does not depend on in-flight counts, so "lb.select() alone" leaving calls
+    # in flight does not change what it measures.
+    timings = measure_rounds([statement for _, statement in rows], namespace, number, rounds)
+    results = {label: value for (label, _), value in zip(rows, timings)}
+
+    floor = results[rows[0][0]]
+    print(f"python {sys.version.split()[0]}, libpolylb {polylb.library_version()}, n={n} invokers, "
+          f"best of {rounds} interleaved rounds x {number} calls per row, thread CPU time\n")
+    print("| what | ns per op | × floor |")
+    print("|---|---:|---:|")
+    for label, _ in rows:
+        value = results[label]
+        print(f"| {label} | {value:.0f} | {value / floor:.2f} |")
+    select_floor = results["floor: ctypes select alone, NULL handle"]
+    bisect_ns = results["pure Python: bisect weighted pick"]
+    select_ns = results["binding: lb.select() alone"]
+    print()
+    binding = results["binding: lb.select() + lb.report() (random)"]
+    raw = results["raw ctypes select+report on a real handle (random)"]
+    print(f"select+report / floor = {binding / floor:.2f} (goal <= 1.5)")
+    print(f"select+report / raw ctypes on the same handle = {binding / raw:.2f} (the binding's own share)")
+    print(f"select alone / select floor = {select_ns / select_floor:.2f}")
+    print(f"select alone / pure-Python bisect pick = {select_ns / bisect_ns:.2f}")
+    for balancer in balancers.values():
+        balancer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

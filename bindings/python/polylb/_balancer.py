@@ -1,0 +1,611 @@
+"""The Pythonic face of libpolylb: :class:`Balancer`, :class:`Invoker` and :class:`Call`.
+
+This module only marshals arguments, owns the native handle and turns status codes into
+exceptions; every balancing decision is made by the library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import weakref
+from ctypes import byref, c_size_t, c_uint32, c_void_p, create_string_buffer
+from dataclasses import dataclass
+from time import perf_counter_ns
+from types import TracebackType
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+)
+
+from . import _ffi
+from ._errors import (
+    BalancerClosedError,
+    ConfigError,
+    IdOutOfRangeError,
+    InvalidArgumentError,
+    InvalidUtf8Error,
+    NegativeWeightError,
+    PolylbError,
+    error_for,
+)
+from ._ffi import Outcome, PlbInvoker, Status, uint64_array
+
+#: A hash key: bytes are used as they are, text as its UTF-8 encoding.
+Key = Union[bytes, str, bytearray, memoryview]
+#: A method: an id from :meth:`Balancer.method` (fastest), or its name (interned on first use).
+Method = Union[int, str]
+#: Invoker ids: any sequence of ints, or a prebuilt array from :func:`id_array` (fastest).
+Ids = Union[Sequence[int], "ctypes.Array[ctypes.c_uint64]", Iterable[int]]
+ConfigValue = Union[str, int, float, bool]
+
+# The hot calls, bound once: a module global is a cached lookup on CPython, cheaper than an
+# attribute chain (_ffi.lib.plb_select) on every call.
+_plb_select = _ffi.lib.plb_select
+_plb_select_among = _ffi.lib.plb_select_among
+_plb_report = _ffi.lib.plb_report
+
+# Enum members bound once: on Python 3.11 each `Outcome.SUCCESS` lookup costs ~50-100 ns.
+_SUCCESS, _FAILURE, _TIMEOUT, _CANCELLED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.TIMEOUT, Outcome.CANCELLED
+
+_UINT64_END = 1 << 64
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+# Error messages longer than this are truncated by the library, never an error in themselves.
+_MESSAGE_CAPACITY = 1024
+_FIRST_STATS_CAPACITY = 4096
+
+
+def id_array(ids: Iterable[int]) -> "ctypes.Array[ctypes.c_uint64]":
+    """A C array of invoker ids for ``among=``/``exclude=``.
+
+    Passing a list works too; building the array once and reusing it saves the conversion on
+    every select when the same candidate set is used many times.
+    """
+    return uint64_array(ids if isinstance(ids, (list, tuple)) else tuple(ids))
+
+
+@dataclass(frozen=True)
+class Invoker:
+    """One provider, as registered with :meth:`Balancer.update`.
+
+    ``id`` is the caller's stable identity (unique in a set, 0 <= id <= 2**63 - 1) and is what
+    :meth:`Balancer.select` returns. ``address`` (e.g. ``"10.0.0.1:20880"``) places the invoker on
+    the consistent-hash ring. ``start_time_ms`` is the provider's start (Unix ms; 0 = unknown, no
+    warm-up); ``warmup_ms`` < 0 means the balancer's default (Dubbo's 600000).
+    """
+
+    id: int
+    address: Union[str, bytes]
+    weight: int = 100
+    start_time_ms: int = 0
+    warmup_ms: int = -1
+    zone: Optional[Union[str, bytes]] = None
+
+
+def _utf8(text: Union[str, bytes], what: str) -> bytes:
+    """Text as UTF-8; bytes pass unchanged so the library, not Python, judges their encoding."""
+    if isinstance(text, bytes):
+        return text
+    if isinstance(text, str):
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError as error:  # lone surrogates cannot be UTF-8
+            raise InvalidUtf8Error(Status.INVALID_UTF8, f"{what} is not valid UTF-8: {error}") from None
+    raise TypeError(f"{what} must be str or bytes, not {type(text).__name__}")
+
+
+def _key_bytes(key: Key) -> bytes:
+    if isinstance(key, str):
+        return _utf8(key, "key")
+    if isinstance(key, (bytearray, memoryview)):
+        return bytes(key)
+    raise TypeError(f"key must be bytes or str, not {type(key).__name__}")
+
+
+def _config_value(key: str, value: ConfigValue) -> str:
+    if isinstance(value, bool):  # before int: bool is an int subclass
+        text = "true" if value else "false"
+    elif isinstance(value, float):
+        text = repr(value)
+    else:
+        text = str(value)
+    if "&" in text:
+        # The format has no escaping: an '&' would silently start a new key.
+        raise ConfigError(Status.INVALID_CONFIG, f"value of {key!r} contains '&': {text!r}")
+    return text
+
+
+def _config_pair(key: str, value: ConfigValue) -> str:
+    if not key or "&" in key or "=" in key:
+        raise ConfigError(Status.INVALID_CONFIG, f"invalid config key {key!r}")
+    return f"{key}={_config_value(key, value)}"
+
+
+def build_config(
+    loadbalance: Optional[str] = None,
+    config: Union[str, bytes, Mapping[str, Optional[ConfigValue]], None] = None,
+    params: Optional[Mapping[str, Optional[ConfigValue]]] = None,
+) -> bytes:
+    """The config string :class:`Balancer` passes to the library, from its arguments.
+
+    Rule for keyword parameters: every ``_`` in the name becomes ``.`` (``hash_nodes=160`` is
+    ``hash.nodes=160``), since Dubbo's keys use dots and no key uses an underscore. A key that
+    cannot be spelled that way goes in ``config`` (a string, or a mapping whose keys are taken
+    verbatim). ``None`` values are left out, meaning "the library's default". Booleans are written
+    ``true``/``false``. Order: ``loadbalance``, then ``config``, then the keywords; a key given
+    twice is the library's error (``ConfigError``), not silently overridden.
+    """
+    parts: List[bytes] = []
+    if loadbalance is not None:
+        parts.append(_config_pair("loadbalance", loadbalance).encode("utf-8"))
+    if isinstance(config, (str, bytes)):
+        if config:
+            parts.append(_utf8(config, "config"))
+    elif config is not None:
+        for key, value in config.items():
+            if value is not None:
+                parts.append(_utf8(_config_pair(key, value), "config"))
+    for name, param in (params or {}).items():
+        if param is not None:
+            parts.append(_utf8(_config_pair(name.replace("_", "."), param), "config"))
+    return b"&".join(parts)
+
+
+def _check_range(value: int, low: int, high: int, what: str) -> None:
+    # ctypes silently wraps integers that overflow a C field; refuse them instead.
+    if not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidArgumentError(
+            Status.INVALID_ARGUMENT, f"{what} {value} does not fit its C type ({low}..{high})"
+        )
+
+
+def _to_struct(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
+    if not isinstance(invoker, Invoker):
+        raise TypeError(f"update() takes Invoker objects, not {type(invoker).__name__}")
+    if not isinstance(invoker.id, int):
+        raise TypeError(f"invoker id must be an int, not {type(invoker.id).__name__}")
+    if not 0 <= invoker.id < _UINT64_END:
+        # Below 2**64 the library itself rejects ids above INT64_MAX; only what ctypes would wrap
+        # around into a valid-looking id is caught here.
+        raise IdOutOfRangeError(
+            Status.ID_OUT_OF_RANGE, f"invoker id {invoker.id} is outside 0..{_INT64_MAX}"
+        )
+    if isinstance(invoker.weight, int) and invoker.weight < _INT32_MIN:
+        raise NegativeWeightError(
+            Status.NEGATIVE_WEIGHT, f"invoker {invoker.id}: negative weight {invoker.weight}"
+        )
+    _check_range(invoker.weight, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: weight")
+    _check_range(invoker.start_time_ms, _INT64_MIN, _INT64_MAX, f"invoker {invoker.id}: start_time_ms")
+    _check_range(invoker.warmup_ms, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: warmup_ms")
+    address = _utf8(invoker.address, f"invoker {invoker.id}: address")
+    zone = None if invoker.zone is None else _utf8(invoker.zone, f"invoker {invoker.id}: zone")
+    keep_alive.append(address)
+    if zone is not None:
+        keep_alive.append(zone)
+    return PlbInvoker(
+        invoker.id,
+        address,
+        len(address),
+        invoker.weight,
+        invoker.start_time_ms,
+        invoker.warmup_ms,
+        zone,
+        0 if zone is None else len(zone),
+    )
+
+
+def _type_error(error: ctypes.ArgumentError, parameters: Tuple[str, ...]) -> TypeError:
+    """ctypes' "argument 4: TypeError: wrong type" as a TypeError naming the parameter."""
+    text = str(error)
+    head, _, detail = text.partition(": ")
+    try:
+        name = parameters[int(head.split()[-1]) - 1]
+    except (ValueError, IndexError):
+        return TypeError(text)
+    if detail.startswith("TypeError: "):
+        detail = detail[len("TypeError: "):]
+    return TypeError(f"{name}: {detail}")
+
+
+# C parameter names of the hot calls, for _type_error.
+_SELECT_PARAMS = ("balancer", "method", "key", "key_len", "now_us")
+_SELECT_AMONG_PARAMS = (
+    "balancer", "method", "key", "key_len", "among", "n_among", "exclude", "n_exclude", "now_us",
+)
+_REPORT_PARAMS = ("balancer", "method", "id", "elapsed_us", "outcome", "now_us")
+_METRICS_PARAMS = ("balancer", "method", "id", "provider_time_ms", "cpu_load", "rt_us", "now_us")
+
+
+def _message(buffer: "ctypes.Array[ctypes.c_char]", length: c_size_t) -> str:
+    # *len is what was written without the NUL; min() also keeps a library that reported the
+    # untruncated length from making us read past what it wrote.
+    used = min(length.value, len(buffer) - 1)
+    return buffer.raw[:used].decode("utf-8", "replace")
+
+
+def _outcome_of(exc_type: Optional[Type[BaseException]]) -> Outcome:
+    if exc_type is None:
+        return _SUCCESS
+    if issubclass(exc_type, TimeoutError):  # also socket.timeout and, since 3.11, asyncio's
+        return _TIMEOUT
+    if issubclass(exc_type, Exception):
+        return _FAILURE
+    # KeyboardInterrupt, SystemExit, asyncio.CancelledError...: the call was abandoned by this
+    # side, which says nothing about the provider, so only the in-flight count is undone.
+    return _CANCELLED
+
+
+class Balancer:
+    """A load balancer over a set of invokers, backed by one libpolylb handle.
+
+    ``Balancer(loadbalance="leastactive", hash_nodes=160)`` or
+    ``Balancer(config="loadbalance=consistenthash&hash.nodes=160")``; see :func:`build_config`
+    for how keyword parameters become config keys. Thread-safe: any number of threads may select,
+    report and update at once. :meth:`close` (or leaving a ``with`` block) frees the handle; it
+    must not race with calls still running in other threads (join them first). Calls after close
+    raise :class:`BalancerClosedError`. A balancer that is garbage-collected unclosed is freed by a
+    ``weakref.finalize`` safety net.
+    """
+
+    __slots__ = ("_handle", "_finalizer", "_methods", "_config", "_stats_capacity", "__weakref__")
+
+    _handle: Optional[int]
+
+    def __init__(
+        self,
+        loadbalance: Optional[str] = None,
+        *,
+        config: Union[str, bytes, Mapping[str, Optional[ConfigValue]], None] = None,
+        **params: Optional[ConfigValue],
+    ) -> None:
+        # Set first so that __repr__/close work even when creation fails below.
+        self._handle = None
+        self._methods: Dict[str, int] = {"": 0}
+        self._stats_capacity = _FIRST_STATS_CAPACITY
+        raw = build_config(loadbalance, config, params)
+        self._config = raw.decode("utf-8", "replace")
+        out = c_void_p()
+        message = create_string_buffer(_MESSAGE_CAPACITY)
+        message_len = c_size_t()
+        status = _ffi.lib.plb_balancer_new(
+            raw, len(raw), byref(out), message, _MESSAGE_CAPACITY, byref(message_len)
+        )
+        if status:
+            raise error_for(status, _message(message, message_len))
+        if not out.value:
+            raise PolylbError(Status.NULL_POINTER, "plb_balancer_new returned no handle")
+        self._handle = out.value
+        # Holds only the address, not self, so it cannot keep the balancer alive; it runs once,
+        # whichever comes first: close(), garbage collection or interpreter exit.
+        self._finalizer = weakref.finalize(self, _ffi.lib.plb_balancer_free, out.value)
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Free the native balancer. Idempotent. Later calls raise :class:`BalancerClosedError`."""
+        if self._handle is not None:
+            # Drop the handle before freeing, so that a select from another thread sees NULL
+            # (a clean error) rather than a freed address, as far as ordering allows.
+            self._handle = None
+            self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def __enter__(self) -> "Balancer":
+        self._open_handle()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._handle is None else "open"
+        return f"<polylb.Balancer {self._config!r} {state}>"
+
+    @property
+    def config(self) -> str:
+        """The config string given to the library."""
+        return self._config
+
+    def _open_handle(self) -> int:
+        handle = self._handle
+        if handle is None:
+            raise BalancerClosedError()
+        return handle
+
+    def _hot_error(self, status: int) -> PolylbError:
+        # A closed balancer passes a NULL handle, which the library answers with NULL_POINTER;
+        # this keeps the "is it closed?" check off the hot path.
+        if self._handle is None:
+            return BalancerClosedError()
+        return error_for(status)
+
+    # -- cold calls -------------------------------------------------------------------------
+
+    def update(self, invokers: Iterable[Invoker]) -> None:
+        """Replace the whole invoker set atomically (an empty set is allowed).
+
+        State of ids that stay (active counts, latency windows, round-robin weights) is kept.
+        """
+        handle = self._open_handle()
+        keep_alive: List[bytes] = []
+        structs = [_to_struct(invoker, keep_alive) for invoker in invokers]
+        array = (PlbInvoker * len(structs))(*structs)
+        message = create_string_buffer(_MESSAGE_CAPACITY)
+        message_len = c_size_t()
+        status = _ffi.lib.plb_balancer_update(
+            handle, array, len(structs), message, _MESSAGE_CAPACITY, byref(message_len)
+        )
+        del keep_alive  # the library has copied what it keeps
+        if status:
+            raise error_for(status, _message(message, message_len))
+
+    def method(self, name: Union[str, bytes]) -> int:
+        """The id of a method name, for the ``method=`` argument of select and report.
+
+        The same name always gives the same id; ``""`` is 0, the service level. Names are cached
+        here, so passing ``method="sayHello"`` to select is fine, if a little slower than the id.
+        """
+        handle = self._open_handle()
+        if isinstance(name, str):
+            cached = self._methods.get(name)
+            if cached is not None:
+                return cached
+        raw = _utf8(name, "method name")
+        out = c_uint32()
+        status = _ffi.lib.plb_balancer_method(handle, raw, len(raw), byref(out))
+        if status:
+            raise error_for(status)
+        if isinstance(name, str):
+            self._methods[name] = out.value
+        return out.value
+
+    def _method_id(self, method: Method) -> int:
+        if isinstance(method, (str, bytes)):
+            return self.method(method)
+        if isinstance(method, int):
+            return int(method)  # an IntEnum or other int subclass
+        raise TypeError(f"method must be an id (int) or a name (str), not {type(method).__name__}")
+
+    def stats(self, now_us: int = 0) -> Dict[str, Any]:
+        """A snapshot of the balancer's state, parsed from the library's JSON.
+
+        ``{"strategy": ..., "invokers": [{"id", "address", "weight", "effective_weight",
+        "active", "selected", "failures", ...strategy-specific fields}]}``; effective weights are
+        evaluated at ``now_us`` (Unix microseconds; 0 = now).
+        """
+        handle = self._open_handle()
+        capacity = self._stats_capacity
+        length = c_size_t()
+        while True:
+            buffer = create_string_buffer(capacity)
+            status = _ffi.lib.plb_balancer_stats(handle, now_us, buffer, capacity, byref(length))
+            if status == Status.BUFFER_TOO_SMALL and length.value >= capacity:
+                # *len is the size needed without the NUL; the set may still grow before the
+                # retry (a concurrent update), hence the loop.
+                capacity = length.value + 1
+                continue
+            if status:
+                raise error_for(status)
+            break
+        self._stats_capacity = capacity
+        result: Dict[str, Any] = json.loads(buffer.raw[: length.value])
+        return result
+
+    # -- hot calls --------------------------------------------------------------------------
+
+    def select(
+        self,
+        key: Optional[Key] = None,
+        method: Method = 0,
+        among: Optional[Ids] = None,
+        exclude: Optional[Ids] = None,
+        now_us: int = 0,
+    ) -> int:
+        """Pick an invoker and count the call as in flight; returns its id.
+
+        ``key`` is the consistent-hash key (str is hashed as UTF-8). ``among`` restricts the pick
+        to those ids (``None`` or empty: all, as in the C ABI); ``exclude`` names ids already tried
+        (avoided while another candidate remains; ids not in the set are ignored). Every select
+        must be followed by one :meth:`report` for the returned id (or use :meth:`call`).
+        """
+        if key is None:
+            key_len = 0
+        else:
+            if key.__class__ is not bytes:
+                key = _key_bytes(key)
+            key_len = len(key)
+        if method.__class__ is not int:
+            method = self._method_id(method)
+        if among is None and exclude is None:
+            try:
+                picked: int = _plb_select(self._handle, method, key, key_len, now_us)
+            except ctypes.ArgumentError as error:
+                raise _type_error(error, _SELECT_PARAMS) from None
+        else:
+            picked = self._select_among(method, key, key_len, among, exclude, now_us)
+        if picked < 0:
+            raise self._hot_error(-picked)
+        return picked
+
+    def _select_among(
+        self,
+        method: int,
+        key: Optional[bytes],
+        key_len: int,
+        among: Optional[Ids],
+        exclude: Optional[Ids],
+        now_us: int,
+    ) -> int:
+        if among is not None and not isinstance(among, ctypes.Array):
+            among = id_array(among)
+        if exclude is not None and not isinstance(exclude, ctypes.Array):
+            exclude = id_array(exclude)
+        try:
+            picked: int = _plb_select_among(
+                self._handle,
+                method,
+                key,
+                key_len,
+                among,
+                0 if among is None else len(among),
+                exclude,
+                0 if exclude is None else len(exclude),
+                now_us,
+            )
+        except ctypes.ArgumentError as error:
+            raise _type_error(error, _SELECT_AMONG_PARAMS) from None
+        return picked
+
+    def report(
+        self,
+        id: int,
+        elapsed_us: int,
+        outcome: Union[Outcome, int],
+        method: Method = 0,
+        now_us: int = 0,
+    ) -> None:
+        """End a call started by :meth:`select`: its latency in microseconds and how it ended.
+
+        A report for an id that has since left the set is accepted and ignored.
+        """
+        if method.__class__ is not int:
+            method = self._method_id(method)
+        try:
+            status: int = _plb_report(self._handle, method, id, elapsed_us, outcome, now_us)
+        except ctypes.ArgumentError as error:
+            raise _type_error(error, _REPORT_PARAMS) from None
+        if status:
+            raise self._hot_error(status)
+
+    def report_provider_metrics(
+        self,
+        id: int,
+        provider_time_ms: int,
+        cpu_load: float,
+        rt_us: int,
+        method: Method = 0,
+        now_us: int = 0,
+    ) -> None:
+        """For ``adaptive``: what a Dubbo provider sends back in its ``lb_adaptive`` attachment.
+
+        ``provider_time_ms`` is the provider's clock, ``cpu_load`` its load (>= 0, not NaN) and
+        ``rt_us`` its own measured response time.
+        """
+        if method.__class__ is not int:
+            method = self._method_id(method)
+        try:
+            status: int = _ffi.lib.plb_report_provider_metrics(
+                self._handle, method, id, provider_time_ms, cpu_load, rt_us, now_us
+            )
+        except ctypes.ArgumentError as error:
+            raise _type_error(error, _METRICS_PARAMS) from None
+        if status:
+            raise self._hot_error(status)
+
+    def call(
+        self,
+        key: Optional[Key] = None,
+        method: Method = 0,
+        among: Optional[Ids] = None,
+        exclude: Optional[Ids] = None,
+    ) -> "Call":
+        """A context manager around one RPC: selects on entry, reports on exit.
+
+        ::
+
+            with balancer.call(key=user_id, method="sayHello") as call:
+                send(addresses[call.id])
+
+        The elapsed time is measured with ``time.perf_counter_ns``. The outcome is success when
+        the block ends normally, timeout on ``TimeoutError``, failure on any other ``Exception``
+        and cancelled on ``BaseException``s that are not ``Exception``s (``KeyboardInterrupt``,
+        ``asyncio.CancelledError``); set ``call.outcome`` inside the block to decide it yourself.
+        Exceptions are never swallowed. Works with ``async with`` too.
+        """
+        if method.__class__ is not int:
+            method = self._method_id(method)
+        return Call(self, key, method, among, exclude)
+
+
+class Call:
+    """One RPC in flight; see :meth:`Balancer.call`. ``id`` is the selected invoker."""
+
+    __slots__ = ("_balancer", "_key", "_method", "_among", "_exclude", "_started_ns", "id", "outcome")
+
+    def __init__(
+        self,
+        balancer: Balancer,
+        key: Optional[Key],
+        method: int,
+        among: Optional[Ids],
+        exclude: Optional[Ids],
+    ) -> None:
+        self._balancer = balancer
+        self._key = key
+        self._method = method
+        self._among = among
+        self._exclude = exclude
+        self._started_ns = 0
+        #: The selected invoker's id (set on entry).
+        self.id: int = -1
+        #: ``None`` until set: then the outcome is derived from how the block ended.
+        self.outcome: Optional[Union[Outcome, int]] = None
+
+    def __enter__(self) -> "Call":
+        self.id = self._balancer.select(self._key, self._method, self._among, self._exclude)
+        # Started after select: the elapsed time is the RPC's, which is what strategies compare.
+        self._started_ns = perf_counter_ns()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:  # never swallows the exception
+        elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
+        outcome = self.outcome if self.outcome is not None else _outcome_of(exc_type)
+        self._balancer.report(self.id, elapsed_us, outcome, self._method)
+
+    async def __aenter__(self) -> "Call":
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        self.__exit__(exc_type, exc, traceback)
+
+    def __repr__(self) -> str:
+        return f"<polylb.Call id={self.id} outcome={self.outcome!r}>"
+
+
+def library_version() -> str:
+    """The loaded libpolylb's version string, e.g. ``"0.1.0"``."""
+    raw: Optional[bytes] = _ffi.lib.plb_version()
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+__all__: Tuple[str, ...] = ("Balancer", "Call", "Invoker", "build_config", "id_array", "library_version")

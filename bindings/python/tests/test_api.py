@@ -1,0 +1,390 @@
+"""The Pythonic API: config building, update/select/report, methods, stats, lifetimes, calls."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from typing import Any
+
+import pytest
+
+import polylb
+from conftest import by_id, invokers
+from polylb import Balancer, Invoker, Outcome
+
+
+# -- config -----------------------------------------------------------------------------------
+
+
+def test_keyword_params_map_underscores_to_dots() -> None:
+    assert polylb.build_config("consistenthash", params={"hash_nodes": 160}) == (
+        b"loadbalance=consistenthash&hash.nodes=160"
+    )
+    assert (
+        polylb.build_config(params={"shortestresponse_slidePeriod": 5000})
+        == b"shortestresponse.slidePeriod=5000"
+    )
+
+
+def test_config_string_mapping_and_keywords_combine_in_order() -> None:
+    assert polylb.build_config("random", "seed=1", {"warmup": 10}) == b"loadbalance=random&seed=1&warmup=10"
+    assert polylb.build_config(config={"hash.nodes": 8, "seed": None}) == b"hash.nodes=8"
+    assert polylb.build_config(config=b"seed=3") == b"seed=3"
+    assert polylb.build_config() == b""
+
+
+def test_config_values_are_formatted_plainly() -> None:
+    assert polylb.build_config(params={"a": True, "b": False, "c": 0.5, "d": None}) == b"a=true&b=false&c=0.5"
+
+
+def test_config_values_cannot_smuggle_keys() -> None:
+    with pytest.raises(polylb.ConfigError):
+        polylb.build_config(params={"seed": "1&loadbalance=roundrobin"})
+    with pytest.raises(polylb.ConfigError):
+        polylb.build_config(config={"a=b": 1})
+
+
+def test_balancer_accepts_every_spelling(balancer_factory: Any) -> None:
+    for balancer in (
+        balancer_factory("consistenthash", hash_nodes=160),
+        balancer_factory(loadbalance="consistenthash", hash_nodes=160),
+        balancer_factory(config="loadbalance=consistenthash&hash.nodes=160"),
+        balancer_factory(config={"loadbalance": "consistenthash", "hash.nodes": 160}),
+    ):
+        assert balancer.config == "loadbalance=consistenthash&hash.nodes=160"
+        assert balancer.stats()["strategy"] == "consistenthash"
+
+
+def test_default_strategy_is_random(balancer_factory: Any) -> None:
+    assert balancer_factory().stats()["strategy"] == "random"
+
+
+# -- invokers, select, report -----------------------------------------------------------------
+
+
+def test_invoker_defaults() -> None:
+    invoker = Invoker(7, "10.0.0.7:20880")
+    assert (invoker.weight, invoker.start_time_ms, invoker.warmup_ms, invoker.zone) == (100, 0, -1, None)
+
+
+def test_update_select_report_roundtrip(balancer_factory: Any) -> None:
+    lb = balancer_factory("roundrobin")
+    lb.update(invokers(3))
+    picked = lb.select()
+    assert picked in (1, 2, 3)
+    assert by_id(lb.stats())[picked]["active"] == 1
+    lb.report(picked, 1500, Outcome.SUCCESS)
+    row = by_id(lb.stats())[picked]
+    assert (row["active"], row["selected"]) == (0, 1)
+
+
+def test_stats_reflect_registration(balancer_factory: Any) -> None:
+    lb = balancer_factory()
+    lb.update(
+        [
+            Invoker(5, "10.0.0.5:20880", weight=7, zone="eu-1"),
+            Invoker(6, b"10.0.0.6:20880", start_time_ms=0, warmup_ms=1000, zone=b"eu-2"),
+        ]
+    )
+    rows = by_id(lb.stats())
+    assert rows[5]["address"] == "10.0.0.5:20880" and rows[5]["weight"] == 7
+    assert rows[6]["address"] == "10.0.0.6:20880" and rows[6]["weight"] == 100
+    for row in rows.values():
+        for field in ("id", "address", "weight", "effective_weight", "active", "selected", "failures"):
+            assert field in row
+    assert [row["id"] for row in lb.stats()["invokers"]] == [5, 6]  # the update's order
+
+
+def test_update_replaces_the_set(balancer_factory: Any) -> None:
+    lb = balancer_factory("roundrobin")
+    lb.update(invokers(3))
+    lb.update([Invoker(9, "10.0.0.9:20880")])
+    assert {lb.select() for _ in range(5)} == {9}
+    lb.update([])
+    with pytest.raises(polylb.NoProviderError):
+        lb.select()
+
+
+def test_outcomes_are_counted(balancer_factory: Any) -> None:
+    lb = balancer_factory("roundrobin")
+    lb.update([Invoker(1, "10.0.0.1:20880")])
+    for outcome in (Outcome.SUCCESS, Outcome.FAILURE, Outcome.TIMEOUT, Outcome.CANCELLED, 0):
+        lb.report(lb.select(), 10, outcome)
+    row = by_id(lb.stats())[1]
+    assert row["active"] == 0 and row["selected"] == 5
+    assert row["failures"] >= 1
+
+
+def test_report_for_departed_id_is_harmless(balancer_factory: Any) -> None:
+    lb = balancer_factory()
+    lb.update(invokers(2))
+    lb.report(12345, 10, Outcome.SUCCESS)
+    picked = lb.select()
+    lb.update([Invoker(3, "10.0.0.3:20880")])
+    lb.report(picked, 10, Outcome.FAILURE)
+    assert by_id(lb.stats())[3]["active"] == 0
+
+
+def test_among_and_exclude(balancer_factory: Any) -> None:
+    lb = balancer_factory("roundrobin")
+    lb.update(invokers(5))
+    for _ in range(20):
+        assert lb.select(among=[2, 4]) in (2, 4)
+        assert lb.select(exclude=[1, 2, 3, 4]) == 5
+        assert lb.select(among=(1, 2, 3), exclude={1, 2}) == 3
+        assert lb.select(among=iter([4])) == 4
+    prebuilt = polylb.id_array([3, 5])
+    assert {lb.select(among=prebuilt) for _ in range(10)} == {3, 5}
+    # unknown ids in exclude are ignored
+    assert lb.select(among=[1], exclude=[99]) == 1
+
+
+def test_empty_among_means_all_as_in_the_c_abi(balancer_factory: Any) -> None:
+    lb = balancer_factory("roundrobin")
+    lb.update(invokers(3))
+    assert {lb.select(among=[]) for _ in range(6)} == {1, 2, 3}
+
+
+def test_key_spellings_hash_the_same(balancer_factory: Any) -> None:
+    lb = balancer_factory("consistenthash")
+    lb.update(invokers(5))
+    for i in range(30):
+        text = f"user-{i}-ünïcode"
+        expected = lb.select(key=text.encode("utf-8"))
+        assert lb.select(key=text) == expected
+        assert lb.select(key=bytearray(text.encode("utf-8"))) == expected
+        assert lb.select(key=memoryview(text.encode("utf-8"))) == expected
+        assert lb.select(key=text, among=[1, 2, 3, 4, 5]) == expected
+
+
+def test_key_with_nul_bytes_is_hashed_whole(balancer_factory: Any) -> None:
+    lb = balancer_factory("consistenthash")
+    lb.update(invokers(5))
+    picks = {lb.select(key=b"\x00" + bytes([i])) for i in range(64)}
+    assert len(picks) > 1  # the length is passed, so bytes after a NUL matter
+
+
+# -- methods ----------------------------------------------------------------------------------
+
+
+def test_method_ids(balancer_factory: Any) -> None:
+    lb = balancer_factory()
+    assert lb.method("") == 0
+    say_hello = lb.method("sayHello")
+    assert say_hello != 0
+    assert lb.method("sayHello") == say_hello
+    assert lb.method(b"sayHello") == say_hello
+    assert lb.method("sayBye") not in (0, say_hello)
+    assert lb.method("日本") == lb.method("日本".encode("utf-8"))
+
+
+def test_methods_keep_separate_state(balancer_factory: Any) -> None:
+    lb = balancer_factory("roundrobin")
+    lb.update(invokers(2))
+    hello = lb.method("sayHello")
+    picked = lb.select(method=hello)
+    rows = by_id(lb.stats())
+    per_method = {m["method"]: m for m in rows[picked]["methods"]}
+    assert per_method["sayHello"]["active"] == 1
+    lb.report(picked, 10, Outcome.SUCCESS, method="sayHello")  # by name works too
+    assert by_id(lb.stats())[picked]["active"] == 0
+
+
+def test_method_by_name_in_select(balancer_factory: Any) -> None:
+    lb = balancer_factory("roundrobin")
+    lb.update(invokers(2))
+    picked = lb.select(method="sayHello")
+    lb.report(picked, 10, Outcome.SUCCESS, method=lb.method("sayHello"))
+    assert all(row["active"] == 0 for row in lb.stats()["invokers"])
+
+
+# -- stats ------------------------------------------------------------------------------------
+
+
+def test_stats_grow_their_buffer(balancer_factory: Any) -> None:
+    lb = balancer_factory()
+    lb.update([Invoker(i, f"host-{i:05d}.example.internal:20880") for i in range(3000)])
+    lb._stats_capacity = 16  # start far too small: the retry must size it from *len
+    stats = lb.stats()
+    assert len(stats["invokers"]) == 3000
+    assert stats["invokers"][2999]["address"] == "host-02999.example.internal:20880"
+    assert lb._stats_capacity > 100_000  # remembered for next time
+
+
+def test_stats_effective_weight_at_time(balancer_factory: Any) -> None:
+    lb = balancer_factory()
+    start_ms = 1_700_000_000_000
+    lb.update([Invoker(1, "10.0.0.1:20880", weight=100, start_time_ms=start_ms, warmup_ms=10_000)])
+    assert by_id(lb.stats(now_us=(start_ms + 5_000) * 1000))[1]["effective_weight"] == 50
+    assert by_id(lb.stats(now_us=(start_ms + 20_000) * 1000))[1]["effective_weight"] == 100
+
+
+# -- lifetimes --------------------------------------------------------------------------------
+
+
+def test_close_is_idempotent_and_final() -> None:
+    lb = Balancer()
+    lb.update(invokers(2))
+    assert not lb.closed
+    lb.close()
+    lb.close()
+    assert lb.closed
+    assert "closed" in repr(lb)
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda lb: lb.select(),
+        lambda lb: lb.select(key="k", among=[1], exclude=[2]),
+        lambda lb: lb.report(1, 10, Outcome.SUCCESS),
+        lambda lb: lb.report_provider_metrics(1, 1, 0.5, 10),
+        lambda lb: lb.update(invokers(1)),
+        lambda lb: lb.method("sayHello"),
+        lambda lb: lb.stats(),
+        lambda lb: lb.call().__enter__(),
+        lambda lb: lb.__enter__(),
+    ],
+)
+def test_use_after_close_raises_a_clear_error(use: Any) -> None:
+    lb = Balancer()
+    lb.update(invokers(2))
+    lb.close()
+    with pytest.raises(polylb.BalancerClosedError) as info:
+        use(lb)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, polylb.PolylbError)
+    assert "closed" in str(info.value)
+
+
+def test_with_block_closes() -> None:
+    with Balancer("roundrobin") as lb:
+        lb.update(invokers(2))
+        lb.select()
+    assert lb.closed
+
+
+def test_failed_creation_leaves_nothing_to_free() -> None:
+    with pytest.raises(polylb.ConfigError):
+        Balancer(loadbalance="nope")
+
+
+def test_garbage_collection_frees_the_handle() -> None:
+    lb = Balancer()
+    lb.update(invokers(2))
+    finalizer = lb._finalizer
+    assert finalizer.alive
+    del lb
+    gc.collect()
+    assert not finalizer.alive
+
+
+def test_close_detaches_the_finalizer() -> None:
+    lb = Balancer()
+    finalizer = lb._finalizer
+    lb.close()
+    assert not finalizer.alive
+
+
+# -- the call context manager -----------------------------------------------------------------
+
+
+def _single(balancer_factory: Any, strategy: str = "roundrobin") -> Balancer:
+    lb: Balancer = balancer_factory(strategy)
+    lb.update([Invoker(1, "10.0.0.1:20880")])
+    return lb
+
+
+def test_call_success_measures_elapsed(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        assert call.id == 1
+        assert by_id(lb.stats())[1]["active"] == 1
+        time.sleep(0.02)
+    row = by_id(lb.stats())[1]
+    assert (row["active"], row["selected"], row["failures"]) == (0, 1, 0)
+    assert row["succeeded"] == 1
+    assert row["mean_success_us"] >= 20_000
+
+
+def test_call_exception_is_failure_and_propagates(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+    with pytest.raises(ConnectionError):
+        with lb.call():
+            raise ConnectionError("refused")
+    row = by_id(lb.stats())[1]
+    assert (row["active"], row["failures"], row["timeouts"], row["succeeded"]) == (0, 1, 0, 0)
+
+
+def test_call_timeout_error_is_timeout(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+    with pytest.raises(TimeoutError):
+        with lb.call():
+            raise TimeoutError()
+    row = by_id(lb.stats())[1]
+    assert (row["active"], row["timeouts"]) == (0, 1)
+
+
+def test_call_keyboard_interrupt_is_cancelled(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+    with pytest.raises(KeyboardInterrupt):
+        with lb.call():
+            raise KeyboardInterrupt()
+    row = by_id(lb.stats())[1]
+    assert (row["active"], row["failures"], row["succeeded"]) == (0, 0, 0)
+
+
+def test_call_outcome_can_be_set(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        call.outcome = Outcome.FAILURE  # e.g. an error response that raised nothing
+    assert by_id(lb.stats())[1]["failures"] == 1
+
+
+def test_call_with_method_key_and_subset(balancer_factory: Any) -> None:
+    lb = balancer_factory("consistenthash")
+    lb.update(invokers(4))
+    with lb.call(key="user-1", method="sayHello", among=[2, 3], exclude=[2]) as call:
+        assert call.id == 3
+    assert all(row["active"] == 0 for row in lb.stats()["invokers"])
+
+
+def test_call_select_failure_reports_nothing(balancer_factory: Any) -> None:
+    lb = balancer_factory()
+    with pytest.raises(polylb.NoProviderError):
+        with lb.call():
+            pytest.fail("the body must not run")
+
+
+def test_async_call(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+
+    async def main() -> None:
+        async with lb.call() as call:
+            assert call.id == 1
+            await asyncio.sleep(0)
+        try:
+            async with lb.call():
+                raise asyncio.CancelledError()
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(main())
+    row = by_id(lb.stats())[1]
+    assert (row["active"], row["selected"], row["succeeded"], row["failures"]) == (0, 2, 1, 0)
+
+
+# -- module surface ---------------------------------------------------------------------------
+
+
+def test_versions_and_path() -> None:
+    assert polylb.ABI_VERSION == 1
+    assert polylb.library_version()[0].isdigit()
+    assert polylb.library_path().endswith(polylb._ffi.library_filename())
+
+
+def test_status_text_for_every_code() -> None:
+    for status in polylb.Status:
+        assert polylb._ffi.status_text(status)
+        assert polylb._ffi.status_text(-status) == polylb._ffi.status_text(status)
+    assert polylb._ffi.status_text(12345)

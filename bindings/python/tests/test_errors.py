@@ -1,0 +1,286 @@
+"""Every bad input ends in the right exception (never a crash), carrying the library's message."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+import polylb
+from conftest import by_id, invokers
+from polylb import Invoker, Outcome, Status
+
+
+# -- config -----------------------------------------------------------------------------------
+
+
+def test_misspelled_key_names_the_nearest() -> None:
+    with pytest.raises(polylb.ConfigError) as info:
+        polylb.Balancer(config="loadBalance=roundrobin")
+    error = info.value
+    assert error.status is Status.INVALID_CONFIG
+    assert "loadBalance" in error.message and "did you mean 'loadbalance'" in error.message
+    assert str(error) == error.message
+    assert isinstance(error, ValueError)
+
+
+def test_misspelled_keyword_param() -> None:
+    with pytest.raises(polylb.ConfigError, match="hash.nodes"):
+        polylb.Balancer("consistenthash", hash_node=160)
+
+
+def test_unknown_key() -> None:
+    with pytest.raises(polylb.ConfigError, match="frobnicate"):
+        polylb.Balancer(frobnicate=1)
+
+
+def test_unknown_strategy_suggests() -> None:
+    with pytest.raises(polylb.ConfigError, match="roundrobin"):
+        polylb.Balancer("roundrobbin")
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"hash_nodes": 3},
+        {"hash_nodes": "many"},
+        {"hash_nodes": -160},
+        {"timeout": 0},
+        {"seed": -1},
+        {"seed": 1.5},
+        {"warmup": "soon"},
+        {"shortestresponse_slidePeriod": -1},
+    ],
+)
+def test_bad_values(params: Any) -> None:
+    with pytest.raises(polylb.ConfigError):
+        polylb.Balancer(**params)
+
+
+def test_duplicate_key_between_string_and_keywords() -> None:
+    with pytest.raises(polylb.ConfigError, match="twice"):
+        polylb.Balancer("random", config="loadbalance=roundrobin")
+
+
+def test_pair_without_equals() -> None:
+    with pytest.raises(polylb.ConfigError):
+        polylb.Balancer(config="loadbalance")
+
+
+def test_config_bytes_not_utf8() -> None:
+    with pytest.raises(polylb.InvalidUtf8Error) as info:
+        polylb.Balancer(config=b"loadbalance=\xff\xfe")
+    assert info.value.status is Status.INVALID_UTF8
+
+
+def test_config_lone_surrogate() -> None:
+    with pytest.raises(polylb.InvalidUtf8Error):
+        polylb.Balancer(config="seed=\udc80")
+
+
+# -- update -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def lb(balancer_factory: Any) -> polylb.Balancer:
+    balancer: polylb.Balancer = balancer_factory("roundrobin")
+    balancer.update(invokers(3))
+    return balancer
+
+
+def test_negative_weight(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.NegativeWeightError, match="negative") as info:
+        lb.update([Invoker(1, "10.0.0.1:20880", weight=-1)])
+    assert info.value.status is Status.NEGATIVE_WEIGHT
+    with pytest.raises(polylb.NegativeWeightError):
+        lb.update([Invoker(1, "10.0.0.1:20880", weight=-(2**40))])
+
+
+def test_weight_beyond_int32(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.InvalidArgumentError, match="weight"):
+        lb.update([Invoker(1, "10.0.0.1:20880", weight=2**31)])
+
+
+def test_other_fields_beyond_their_c_types(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.InvalidArgumentError, match="warmup_ms"):
+        lb.update([Invoker(1, "a:1", warmup_ms=2**31)])
+    with pytest.raises(polylb.InvalidArgumentError, match="start_time_ms"):
+        lb.update([Invoker(1, "a:1", start_time_ms=2**63)])
+
+
+def test_duplicate_id(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.DuplicateIdError, match="7"):
+        lb.update([Invoker(7, "10.0.0.1:20880"), Invoker(7, "10.0.0.2:20880")])
+
+
+@pytest.mark.parametrize("bad_id", [2**63, 2**64 - 1, 2**64, -1, -(2**70)])
+def test_id_out_of_range(lb: polylb.Balancer, bad_id: int) -> None:
+    with pytest.raises(polylb.IdOutOfRangeError) as info:
+        lb.update([Invoker(bad_id, "10.0.0.1:20880")])
+    assert info.value.status is Status.ID_OUT_OF_RANGE
+
+
+def test_largest_id_is_accepted(lb: polylb.Balancer) -> None:
+    lb.update([Invoker(2**63 - 1, "10.0.0.1:20880")])
+    assert lb.select() == 2**63 - 1
+
+
+def test_address_not_utf8(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.InvalidUtf8Error, match="address"):
+        lb.update([Invoker(1, b"10.0.0.1:\xff")])
+
+
+def test_zone_not_utf8(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.InvalidUtf8Error, match="zone"):
+        lb.update([Invoker(1, "10.0.0.1:20880", zone=b"\xc3\x28")])
+
+
+def test_address_lone_surrogate(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.InvalidUtf8Error):
+        lb.update([Invoker(1, "10.0.0.1:\ud800")])
+
+
+def test_wrong_types_are_type_errors(lb: polylb.Balancer) -> None:
+    with pytest.raises(TypeError):
+        lb.update([Invoker("1", "10.0.0.1:20880")])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        lb.update([Invoker(1, "10.0.0.1:20880", weight=1.5)])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        lb.update([Invoker(1, 20880)])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        lb.update([(1, "10.0.0.1:20880")])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        lb.select(key=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        lb.select(method=1.0)  # type: ignore[arg-type]
+
+
+def test_rejected_update_changes_nothing(lb: polylb.Balancer) -> None:
+    for bad in (
+        [Invoker(9, "a:1"), Invoker(9, "b:1")],
+        [Invoker(9, "a:1", weight=-5)],
+        [Invoker(9, b"\xff")],
+    ):
+        with pytest.raises(polylb.PolylbError):
+            lb.update(bad)
+    assert sorted(by_id(lb.stats())) == [1, 2, 3]
+
+
+# -- select -----------------------------------------------------------------------------------
+
+
+def test_empty_set_is_no_provider(balancer_factory: Any) -> None:
+    fresh = balancer_factory()
+    with pytest.raises(polylb.NoProviderError) as info:
+        fresh.select()
+    assert info.value.status is Status.NO_PROVIDER
+    assert "no provider" in info.value.message
+    fresh.update([])
+    with pytest.raises(polylb.NoProviderError):
+        fresh.select(among=[1])
+
+
+def test_all_excluded_is_no_candidate(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.NoCandidateError):
+        lb.select(exclude=[1, 2, 3])
+    with pytest.raises(polylb.NoCandidateError):
+        lb.select(among=[2], exclude=[2])
+
+
+def test_unknown_candidate(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.UnknownCandidateError) as info:
+        lb.select(among=[1, 99])
+    assert isinstance(info.value, LookupError)
+    with pytest.raises(polylb.UnknownCandidateError):
+        lb.select(among=[-1])  # wraps to 2**64 - 1 in C: still not a member
+
+
+def test_unknown_method(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.UnknownMethodError):
+        lb.select(method=12345)
+    with pytest.raises(polylb.UnknownMethodError):
+        lb.report(1, 10, Outcome.SUCCESS, method=12345)
+    with pytest.raises(polylb.UnknownMethodError):
+        lb.report_provider_metrics(1, 1, 0.5, 10, method=12345)
+
+
+def test_method_name_not_utf8(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.InvalidUtf8Error):
+        lb.method(b"say\xffHello")
+    with pytest.raises(polylb.InvalidUtf8Error):
+        lb.method("say\udc00Hello")
+    with pytest.raises(TypeError):
+        lb.method(42)  # type: ignore[arg-type]
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("outcome", [4, -1, 1000])
+def test_unknown_outcome(lb: polylb.Balancer, outcome: int) -> None:
+    picked = lb.select()
+    with pytest.raises(polylb.UnknownOutcomeError) as info:
+        lb.report(picked, 10, outcome)
+    assert info.value.status is Status.UNKNOWN_OUTCOME
+    lb.report(picked, 10, Outcome.SUCCESS)
+
+
+def test_negative_elapsed(lb: polylb.Balancer) -> None:
+    picked = lb.select()
+    with pytest.raises(polylb.InvalidArgumentError):
+        lb.report(picked, -1, Outcome.SUCCESS)
+    lb.report(picked, 0, Outcome.SUCCESS)
+
+
+def test_non_integer_elapsed_is_a_type_error(lb: polylb.Balancer) -> None:
+    with pytest.raises(TypeError):
+        lb.report(1, 1.5, Outcome.SUCCESS)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (1, math.nan, 10),
+        (1, -0.1, 10),
+        (1, math.inf, 10),
+        (1, 0.5, -1),
+        (-1, 0.5, 10),
+    ],
+)
+def test_bad_provider_metrics(lb: polylb.Balancer, args: Any) -> None:
+    provider_time_ms, cpu_load, rt_us = args
+    with pytest.raises(polylb.InvalidArgumentError):
+        lb.report_provider_metrics(1, provider_time_ms, cpu_load, rt_us)
+
+
+# -- limits -----------------------------------------------------------------------------------
+
+
+def test_too_many_methods(balancer_factory: Any) -> None:
+    lb = balancer_factory()
+    # Interning as bytes skips the binding's name cache, keeping this test fast and lean.
+    with pytest.raises(polylb.LimitExceededError):
+        for i in range(1, (1 << 20) + 2):
+            lb.method(b"m%d" % i)
+    assert lb.method("") == 0  # still usable
+
+
+# -- the exception classes themselves ---------------------------------------------------------
+
+
+def test_every_status_has_its_class() -> None:
+    for status in Status:
+        if status is Status.OK:
+            continue
+        error = polylb._errors.error_for(status)
+        assert type(error) is not polylb.PolylbError, status
+        assert error.status is status
+        assert error.message == polylb._ffi.status_text(status)
+
+
+def test_unknown_status_keeps_its_number() -> None:
+    error = polylb._errors.error_for(99)
+    assert type(error) is polylb.PolylbError
+    assert error.status == 99
+    assert "99" in repr(error)

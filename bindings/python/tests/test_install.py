@@ -1,0 +1,135 @@
+"""Loading: the bundled library, the POLYLB_LIBRARY override and the fail-fast checks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Dict, Optional
+
+import pytest
+
+import polylb
+from conftest import PYTHON_DIR
+
+PACKAGE_DIR = Path(polylb.__file__).resolve().parent
+RUNNING_FROM_SOURCE = PACKAGE_DIR == (PYTHON_DIR / "polylb").resolve()
+
+
+def run_python(code: str, cwd: Path, env_changes: Dict[str, Optional[str]]) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    for name, value in env_changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def importable_env() -> Dict[str, Optional[str]]:
+    """An environment where a child process imports this same polylb, minus any override."""
+    return {"PYTHONPATH": str(PACKAGE_DIR.parent), "POLYLB_LIBRARY": None}
+
+
+@pytest.mark.skipif(RUNNING_FROM_SOURCE, reason="polylb is imported from the source tree, not installed")
+def test_installed_package_bundles_the_library() -> None:
+    bundled = PACKAGE_DIR / polylb._ffi.library_filename()
+    assert bundled.is_file()
+    assert (PACKAGE_DIR / "py.typed").is_file()
+    if not os.environ.get("POLYLB_LIBRARY"):
+        assert Path(polylb.library_path()) == bundled
+
+
+@pytest.mark.skipif(RUNNING_FROM_SOURCE, reason="polylb is imported from the source tree, not installed")
+def test_installed_package_works_from_any_directory(tmp_path: Path) -> None:
+    result = run_python(
+        """
+        import polylb
+        with polylb.Balancer("roundrobin") as lb:
+            lb.update([polylb.Invoker(1, "10.0.0.1:20880")])
+            assert lb.select() == 1
+        print(polylb.library_path())
+        """,
+        cwd=tmp_path,
+        env_changes={"PYTHONPATH": None, "POLYLB_LIBRARY": None},
+    )
+    assert result.returncode == 0, result.stderr
+    assert Path(result.stdout.strip()).parent == PACKAGE_DIR
+
+
+def test_env_override_is_used(tmp_path: Path) -> None:
+    copy = tmp_path / polylb._ffi.library_filename()
+    shutil.copy(polylb.library_path(), copy)
+    result = run_python(
+        "import polylb; print(polylb.library_path())",
+        cwd=tmp_path,
+        env_changes={**importable_env(), "POLYLB_LIBRARY": str(copy)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(copy)
+
+
+def test_env_override_that_points_nowhere_fails_fast(tmp_path: Path) -> None:
+    result = run_python(
+        "import polylb",
+        cwd=tmp_path,
+        env_changes={**importable_env(), "POLYLB_LIBRARY": str(tmp_path / "missing.so")},
+    )
+    assert result.returncode != 0
+    assert "ImportError" in result.stderr and "POLYLB_LIBRARY" in result.stderr
+
+
+def _compile_stub(tmp_path: Path, source: str) -> Path:
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None or sys.platform != "linux":
+        pytest.skip("needs a C compiler on Linux to build a stand-in library")
+    c_file = tmp_path / "stub.c"
+    c_file.write_text(source)
+    library = tmp_path / "libstub.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(c_file)], check=True)
+    return library
+
+
+def test_abi_version_mismatch_fails_fast(tmp_path: Path) -> None:
+    stub = _compile_stub(tmp_path, "unsigned int plb_abi_version(void) { return 2; }\n")
+    result = run_python(
+        "import polylb",
+        cwd=tmp_path,
+        env_changes={**importable_env(), "POLYLB_LIBRARY": str(stub)},
+    )
+    assert result.returncode != 0
+    assert "ImportError" in result.stderr
+    assert "C ABI version 2" in result.stderr and "needs version 1" in result.stderr
+
+
+def test_library_missing_a_symbol_fails_fast(tmp_path: Path) -> None:
+    stub = _compile_stub(tmp_path, "unsigned int plb_abi_version(void) { return 1; }\n")
+    result = run_python(
+        "import polylb",
+        cwd=tmp_path,
+        env_changes={**importable_env(), "POLYLB_LIBRARY": str(stub)},
+    )
+    assert result.returncode != 0
+    assert "ImportError" in result.stderr and "does not export plb_" in result.stderr
+
+
+def test_not_a_library_fails_fast(tmp_path: Path) -> None:
+    bogus = tmp_path / "libpolylb.so"
+    bogus.write_text("not an ELF file")
+    result = run_python(
+        "import polylb",
+        cwd=tmp_path,
+        env_changes={**importable_env(), "POLYLB_LIBRARY": str(bogus)},
+    )
+    assert result.returncode != 0
+    assert "ImportError" in result.stderr and "cannot load" in result.stderr

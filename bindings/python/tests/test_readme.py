@@ -1,0 +1,49 @@
+"""The README's quick start runs as written, and its error table covers every exception."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+
+import polylb
+from conftest import PYTHON_DIR
+
+README = (PYTHON_DIR / "README.md").read_text(encoding="utf-8")
+
+
+def section(title: str) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, flags=re.M | re.S)
+    assert match, f"README has no '## {title}' section"
+    return match.group(1)
+
+
+def test_quick_start_runs() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", section("Quick start"), flags=re.S)
+    assert blocks, "no python block in the quick start"
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        exec(compile(blocks[0], "README.md:quick-start", "exec"), {"__name__": "readme"})
+    assert "'id': 1" in output.getvalue()
+
+
+def test_error_table_lists_every_exception() -> None:
+    errors = section("Errors")
+    exported = [
+        name
+        for name in polylb.__all__
+        if isinstance(getattr(polylb, name), type) and issubclass(getattr(polylb, name), polylb.PolylbError)
+    ]
+    failure_statuses = len(polylb.Status) - 1  # all but OK
+    assert len(exported) == failure_statuses + 2  # plus PolylbError and BalancerClosedError
+    for name in exported:
+        if name != "PolylbError":
+            assert f"| `{name}` |" in errors, f"{name} missing from the README error table"
+    for status in polylb.Status:
+        if status is not polylb.Status.OK:
+            assert f"{int(status)} `{status.name}`" in errors, f"{status.name} missing from the table"
+
+
+def test_every_exception_is_exported_under_its_status() -> None:
+    for status, cls in polylb._errors.ERROR_CLASSES.items():
+        assert getattr(polylb, cls.__name__) is cls, status

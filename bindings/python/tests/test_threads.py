@@ -1,0 +1,111 @@
+"""Concurrency: many threads selecting and reporting while another replaces the invoker set.
+
+ctypes' CDLL releases the GIL around each call, so these calls really do overlap inside the
+library. Afterwards nothing may be left in flight: every select was matched by one report, and
+reports for invokers that left the set in between are ignored without going below zero.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, List
+
+import pytest
+
+import polylb
+from conftest import invokers
+from polylb import Invoker, Outcome
+
+STRATEGIES = ["random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive"]
+WORKERS = 16
+CALLS_PER_WORKER = 400
+
+FULL_SET = invokers(8)
+# Shares ids 1..6 with FULL_SET (their state must survive), drops 7 and 8, adds 9 and 10.
+OTHER_SET = invokers(6) + [Invoker(9, "10.0.0.9:20880"), Invoker(10, "10.0.0.10:20880", weight=50)]
+OUTCOMES = [Outcome.SUCCESS, Outcome.SUCCESS, Outcome.FAILURE, Outcome.TIMEOUT, Outcome.CANCELLED]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_select_and_report_while_updating(strategy: str, balancer_factory: Any) -> None:
+    lb: polylb.Balancer = balancer_factory(strategy)
+    lb.update(FULL_SET)
+    hello = lb.method("sayHello")
+    done = threading.Event()
+    updates = 0
+
+    def updater() -> None:
+        nonlocal updates
+        while not done.is_set():
+            lb.update(OTHER_SET if updates % 2 == 0 else FULL_SET)
+            updates += 1
+            lb.stats()  # reading a snapshot concurrently is fine too
+
+    def worker(seed: int) -> int:
+        rng = random.Random(seed)
+        selected = 0
+        for i in range(CALLS_PER_WORKER):
+            method = hello if i % 2 else 0
+            if i % 7 == 0:
+                # a subset of ids that every version of the set contains
+                picked = lb.select(key=f"user-{rng.randrange(1000)}", method=method, among=[1, 2, 3], exclude=[2])
+                assert picked in (1, 3)
+            else:
+                picked = lb.select(key=f"user-{rng.randrange(1000)}", method=method)
+            selected += 1
+            lb.report(picked, rng.randrange(100, 5_000), rng.choice(OUTCOMES), method=method)
+        return selected
+
+    update_thread = threading.Thread(target=updater)
+    update_thread.start()
+    try:
+        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+            results: List[int] = list(pool.map(worker, range(WORKERS)))
+    finally:
+        done.set()
+        update_thread.join()
+
+    assert sum(results) == WORKERS * CALLS_PER_WORKER
+    assert updates > 0
+    lb.update(FULL_SET)  # bring ids 7 and 8 back: their fresh state must be idle too
+    stats = lb.stats()
+    assert len(stats["invokers"]) == len(FULL_SET)
+    for row in stats["invokers"]:
+        assert row["active"] == 0, row
+        for per_method in row.get("methods", []):
+            assert per_method["active"] == 0, row
+
+
+def test_concurrent_calls_through_the_context_manager(balancer_factory: Any) -> None:
+    lb: polylb.Balancer = balancer_factory("leastactive")
+    lb.update(invokers(4))
+
+    def worker(n: int) -> None:
+        for i in range(200):
+            try:
+                with lb.call(method="sayHello"):
+                    if (n + i) % 5 == 0:
+                        raise ConnectionError("simulated")
+            except ConnectionError:
+                pass
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        list(pool.map(worker, range(WORKERS)))
+    stats = lb.stats()
+    assert sum(row["selected"] for row in stats["invokers"]) == WORKERS * 200
+    assert sum(row["failures"] for row in stats["invokers"]) == WORKERS * 200 // 5
+    assert all(row["active"] == 0 for row in stats["invokers"])
+
+
+def test_method_interning_from_many_threads(balancer_factory: Any) -> None:
+    lb: polylb.Balancer = balancer_factory()
+
+    def worker(n: int) -> List[int]:
+        return [lb.method(f"m{i}") for i in range(100)]
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        results = list(pool.map(worker, range(WORKERS)))
+    assert all(ids == results[0] for ids in results)
+    assert len(set(results[0])) == 100
