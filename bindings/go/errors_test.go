@@ -1,0 +1,192 @@
+package polylb_test
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+)
+
+// wantStatus checks err is an *Error with the given status, that errors.Is
+// matches the sentinel, and that the message says something.
+func wantStatus(t *testing.T, what string, err error, sentinel *polylb.Error) *polylb.Error {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: no error, want %v", what, sentinel.Status)
+		return nil
+	}
+	var e *polylb.Error
+	if !errors.As(err, &e) {
+		t.Errorf("%s: %T %v, want *polylb.Error", what, err, err)
+		return nil
+	}
+	if e.Status != sentinel.Status || !errors.Is(err, sentinel) {
+		t.Errorf("%s: status %v (%v), want %v", what, e.Status, err, sentinel.Status)
+	}
+	if e.Message == "" || !strings.Contains(err.Error(), sentinel.Status.String()) {
+		t.Errorf("%s: unhelpful error %q", what, err)
+	}
+	return e
+}
+
+func TestBadConfig(t *testing.T) {
+	for _, c := range []struct {
+		config, mentions string
+	}{
+		{"loadBalance=roundrobin", "did you mean 'loadbalance'"}, // Dubbo's classic silent typo
+		{"hash.node=160", "'hash.nodes'"},
+		{"loadbalance=roundrobbin", "'roundrobin'"},
+		{"loadbalance=nope", "nope"},
+		{"loadbalance=consistenthash&hash.nodes=3", "hash.nodes"}, // empty ring
+		{"hash.nodes=abc", "hash.nodes"},
+		{"seed=-1", "seed"},
+		{"timeout=0", "timeout"},
+		{"loadbalance", "loadbalance"},
+		{"seed=1&seed=2", "twice"},
+	} {
+		lb, err := polylb.New(c.config)
+		if lb != nil {
+			t.Errorf("%q: got a balancer", c.config)
+			lb.Close()
+		}
+		e := wantStatus(t, c.config, err, polylb.ErrInvalidConfig)
+		if e != nil && !strings.Contains(e.Message, c.mentions) {
+			t.Errorf("%q: message %q does not mention %q", c.config, e.Message, c.mentions)
+		}
+	}
+	_, err := polylb.New("loadbalance=\xff")
+	wantStatus(t, "invalid UTF-8 config", err, polylb.ErrInvalidUTF8)
+}
+
+func TestBadInvokerSets(t *testing.T) {
+	lb := newBalancer(t, "", weighted(1, 2))
+	negative := weighted(1, -1)
+	wantStatus(t, "negative weight", lb.Update(negative), polylb.ErrNegativeWeight)
+	wantStatus(t, "duplicate id", lb.Update([]polylb.Invoker{provider(1), provider(2), provider(1)}), polylb.ErrDuplicateID)
+	wantStatus(t, "id above INT64_MAX", lb.Update([]polylb.Invoker{provider(1 << 63)}), polylb.ErrIDOutOfRange)
+	bad := provider(3)
+	bad.Address = "10.0.0.3:\xff"
+	wantStatus(t, "invalid UTF-8 address", lb.Update([]polylb.Invoker{bad}), polylb.ErrInvalidUTF8)
+	bad = provider(3)
+	bad.Zone = "\xfe"
+	wantStatus(t, "invalid UTF-8 zone", lb.Update([]polylb.Invoker{bad}), polylb.ErrInvalidUTF8)
+
+	// A rejected set changes nothing.
+	if s := stats(t, lb); len(s.Invokers) != 2 || s.Invokers[1].Weight != 2 {
+		t.Errorf("set changed by a rejected update: %+v", s.Invokers)
+	}
+	// The detailed message names the culprit.
+	err := lb.Update([]polylb.Invoker{provider(7), provider(7)})
+	if !strings.Contains(err.Error(), "7") {
+		t.Errorf("duplicate-id message does not name the id: %v", err)
+	}
+}
+
+func TestSelectErrors(t *testing.T) {
+	lb := newBalancer(t, "loadbalance=random&seed=42", nil)
+	m := method(t, lb, "sayHello")
+	_, err := lb.Select(m, nil)
+	wantStatus(t, "select before any update", err, polylb.ErrNoProvider)
+
+	if err := lb.Update(weighted(1, 2, 3)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = lb.SelectAmong(m, nil, []uint64{1, 42}, nil)
+	wantStatus(t, "unknown candidate", err, polylb.ErrUnknownCandidate)
+	_, err = lb.SelectAmong(m, nil, []uint64{1, 2}, []uint64{2, 1})
+	wantStatus(t, "every candidate excluded", err, polylb.ErrNoCandidate)
+	_, err = lb.SelectAmong(m, nil, nil, []uint64{1, 2, 3})
+	wantStatus(t, "the whole set excluded", err, polylb.ErrNoCandidate)
+	_, err = lb.Select(polylb.Method(999), nil)
+	wantStatus(t, "unknown method", err, polylb.ErrUnknownMethod)
+	_, err = lb.SelectAmong(polylb.Method(999), nil, []uint64{1}, nil)
+	wantStatus(t, "unknown method among", err, polylb.ErrUnknownMethod)
+
+	if err := lb.Update(nil); err != nil {
+		t.Fatalf("an empty set is allowed: %v", err)
+	}
+	_, err = lb.Select(m, nil)
+	wantStatus(t, "select from an empty set", err, polylb.ErrNoProvider)
+	_, err = lb.SelectAmong(m, nil, nil, []uint64{1})
+	wantStatus(t, "select among an empty set", err, polylb.ErrNoProvider)
+}
+
+func TestReportErrors(t *testing.T) {
+	lb := newBalancer(t, "loadbalance=adaptive", weighted(1, 2))
+	m := method(t, lb, "sayHello")
+	wantStatus(t, "unknown outcome", lb.Report(m, 1, time.Millisecond, polylb.Outcome(4)), polylb.ErrUnknownOutcome)
+	wantStatus(t, "negative outcome", lb.Report(m, 1, time.Millisecond, polylb.Outcome(-1)), polylb.ErrUnknownOutcome)
+	wantStatus(t, "unknown method", lb.Report(polylb.Method(999), 1, 0, polylb.Success), polylb.ErrUnknownMethod)
+	wantStatus(t, "negative elapsed", lb.Report(m, 1, -time.Millisecond, polylb.Success), polylb.ErrInvalidArgument)
+	wantStatus(t, "NaN load", lb.ReportProviderMetrics(m, 1, time.Now(), math.NaN(), time.Millisecond), polylb.ErrInvalidArgument)
+	wantStatus(t, "negative load", lb.ReportProviderMetrics(m, 1, time.Now(), -1, time.Millisecond), polylb.ErrInvalidArgument)
+	wantStatus(t, "metrics, unknown method", lb.ReportProviderMetrics(polylb.Method(999), 1, time.Now(), 1, 0), polylb.ErrUnknownMethod)
+
+	// Reports for ids not in the set are accepted and ignored.
+	if err := lb.Report(m, 12345, time.Millisecond, polylb.Success); err != nil {
+		t.Errorf("report for an unknown id: %v", err)
+	}
+	if err := lb.ReportProviderMetrics(m, 12345, time.Now(), 1, time.Millisecond); err != nil {
+		t.Errorf("metrics for an unknown id: %v", err)
+	}
+	// And a report without a select never drives active below 0.
+	if err := lb.Report(m, 1, time.Millisecond, polylb.Success); err != nil {
+		t.Fatal(err)
+	}
+	if inv, _ := stats(t, lb).Invoker(1); inv.Active != 0 {
+		t.Errorf("active %d after an unmatched report", inv.Active)
+	}
+}
+
+func TestMethodNames(t *testing.T) {
+	lb := newBalancer(t, "", nil)
+	if m := method(t, lb, ""); m != polylb.ServiceLevel {
+		t.Errorf(`Method("") = %d, want ServiceLevel`, m)
+	}
+	a, b := method(t, lb, "sayHello"), method(t, lb, "sayBye")
+	if a == b || a == polylb.ServiceLevel || method(t, lb, "sayHello") != a {
+		t.Errorf("ids: sayHello %d, sayBye %d, sayHello again %d", a, b, method(t, lb, "sayHello"))
+	}
+	_, err := lb.Method("say\xffHello")
+	wantStatus(t, "invalid UTF-8 method", err, polylb.ErrInvalidUTF8)
+}
+
+func TestMethodLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("interns 2^20 names")
+	}
+	lb := newBalancer(t, "", nil)
+	const limit = 1 << 20 // the library's documented maximum, "" included
+	for i := 1; i < limit; i++ {
+		if _, err := lb.Method(strconv.Itoa(i)); err != nil {
+			t.Fatalf("method %d: %v", i, err)
+		}
+	}
+	_, err := lb.Method("one-too-many")
+	wantStatus(t, "method limit", err, polylb.ErrLimitExceeded)
+}
+
+func TestErrorValues(t *testing.T) {
+	err := error(&polylb.Error{Status: polylb.StatusNoProvider, Message: "no provider: the invoker set is empty"})
+	if !errors.Is(err, polylb.ErrNoProvider) || errors.Is(err, polylb.ErrNoCandidate) {
+		t.Error("errors.Is matches by status only")
+	}
+	if got := err.Error(); got != "polylb: no provider: the invoker set is empty (PLB_ERR_NO_PROVIDER)" {
+		t.Errorf("Error() = %q", got)
+	}
+	if errors.Is(polylb.ErrClosed, polylb.ErrNoProvider) {
+		t.Error("ErrClosed is not a library status")
+	}
+	for s := polylb.StatusOK; s <= polylb.StatusLimitExceeded; s++ {
+		if strings.HasPrefix(s.String(), "PLB_STATUS(") || s.Text() == "" {
+			t.Errorf("status %d: name %q, text %q", s, s.String(), s.Text())
+		}
+	}
+	if polylb.Status(99).String() != "PLB_STATUS(99)" || polylb.Status(99).Text() == "" {
+		t.Errorf("unknown status: %q / %q", polylb.Status(99).String(), polylb.Status(99).Text())
+	}
+}

@@ -1,0 +1,98 @@
+package polylb_test
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+)
+
+// A round-robin balancer over two providers weighted 3:1: select before each
+// call, report after it. README.md shows this function's body verbatim
+// (TestReadmeShowsTheExample checks it).
+func Example() {
+	lb, err := polylb.New("loadbalance=roundrobin")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lb.Close()
+
+	big := polylb.NewInvoker(1, "10.0.0.1:20880")
+	big.Weight = 300
+	small := polylb.NewInvoker(2, "10.0.0.2:20880")
+	if err := lb.Update([]polylb.Invoker{big, small}); err != nil {
+		log.Fatal(err)
+	}
+
+	sayHello, err := lb.Method("sayHello")
+	if err != nil {
+		log.Fatal(err)
+	}
+	var picks []uint64
+	for i := 0; i < 8; i++ {
+		id, err := lb.Select(sayHello, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		start := time.Now()
+		// ... send the call to provider id ...
+		if err := lb.Report(sayHello, id, time.Since(start), polylb.Success); err != nil {
+			log.Fatal(err)
+		}
+		picks = append(picks, id)
+	}
+	fmt.Println("picks:", picks)
+
+	stats, err := lb.Stats()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, inv := range stats.Invokers {
+		fmt.Printf("%s: selected %d, in flight %d\n", inv.Address, inv.Selected, inv.Active)
+	}
+	// Output:
+	// picks: [1 1 2 1 1 1 2 1]
+	// 10.0.0.1:20880: selected 6, in flight 0
+	// 10.0.0.2:20880: selected 2, in flight 0
+}
+
+// Failover: retry on another provider, excluding the ones already tried, as
+// Dubbo's failover cluster does. The consistent-hash key keeps a user on one
+// provider while it is healthy.
+func ExampleBalancer_SelectAmong() {
+	lb, err := polylb.New("loadbalance=consistenthash")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lb.Close()
+	var providers []polylb.Invoker
+	for n := uint64(1); n <= 3; n++ {
+		providers = append(providers, polylb.NewInvoker(n, fmt.Sprintf("10.0.0.%d:20880", n)))
+	}
+	if err := lb.Update(providers); err != nil {
+		log.Fatal(err)
+	}
+
+	key := []byte("user-1")
+	var tried []uint64
+	for attempt := 0; ; attempt++ {
+		id, err := lb.SelectAmong(polylb.ServiceLevel, key, nil, tried)
+		if errors.Is(err, polylb.ErrNoCandidate) {
+			fmt.Println("every provider failed")
+			break
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("attempt", attempt, "->", providers[id-1].Address)
+		lb.Report(polylb.ServiceLevel, id, time.Millisecond, polylb.Failure) // pretend it failed
+		tried = append(tried, id)
+	}
+	// Output:
+	// attempt 0 -> 10.0.0.3:20880
+	// attempt 1 -> 10.0.0.1:20880
+	// attempt 2 -> 10.0.0.2:20880
+	// every provider failed
+}

@@ -1,0 +1,494 @@
+// Package polylb is the Go binding of polylb, a load-balancing library for RPC
+// clients (Apache Dubbo's six strategies, exact, plus latency-aware ones),
+// written in Rust and called here through its C ABI (include/polylb.h).
+//
+// The binding is thin: it marshals arguments, manages the lifetime of the
+// library handle and turns status codes into errors. Every balancing decision
+// is made by the library.
+//
+// A Balancer is safe for concurrent use by many goroutines, including Update
+// while others Select and Report, and Close while others are mid-call.
+//
+// Linking: the package links the static library built by `cargo build
+// --release` at the repository root (target/release/libpolylb.a) and reads
+// the header from include/. Both paths are relative to this directory, so the
+// module is used from a checkout of the polylb repository (see README.md).
+package polylb
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include
+#cgo LDFLAGS: ${SRCDIR}/../../target/release/libpolylb.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+
+// No polylb function calls back into Go, and none keeps a pointer it was
+// given after returning (the contract: the library copies what it keeps).
+// Saying so lets cgo skip the callback preparation and keeps []byte keys,
+// candidate lists and out-parameters on the caller's stack (no allocation).
+#cgo noescape plb_select
+#cgo nocallback plb_select
+#cgo noescape plb_select_among
+#cgo nocallback plb_select_among
+#cgo nocallback plb_report
+#cgo nocallback plb_report_provider_metrics
+#cgo nocallback plb_abi_version
+#cgo noescape plb_balancer_new
+#cgo nocallback plb_balancer_new
+#cgo noescape plb_balancer_method
+#cgo nocallback plb_balancer_method
+#cgo noescape plb_balancer_stats
+#cgo nocallback plb_balancer_stats
+#cgo noescape plb_balancer_update
+#cgo nocallback plb_balancer_update
+#cgo nocallback plb_balancer_free
+
+#include <stdlib.h>
+#include "polylb.h"
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Method is an interned method name (see Balancer.Method). Per-method state
+// (round-robin position, latency windows, …) is keyed by it.
+type Method uint32
+
+// ServiceLevel is the method id of the empty name: state shared by the
+// whole service. It is valid on every Balancer without calling Method.
+const ServiceLevel Method = 0
+
+// Outcome is how a call ended, passed to Report.
+type Outcome int32
+
+// Outcomes understood by the library. Cancelled means the request was never
+// sent: the report only undoes the in-flight count.
+const (
+	Success   Outcome = C.PLB_OUTCOME_SUCCESS
+	Failure   Outcome = C.PLB_OUTCOME_FAILURE
+	Timeout   Outcome = C.PLB_OUTCOME_TIMEOUT
+	Cancelled Outcome = C.PLB_OUTCOME_CANCELLED
+)
+
+// Defaults of an Invoker as Dubbo has them (see NewInvoker).
+const (
+	DefaultWeight   int32 = 100
+	DefaultWarmupMs int32 = -1 // any negative value: the balancer's default (Dubbo: 10 min)
+)
+
+// Invoker is one provider as registered with Update.
+type Invoker struct {
+	// ID is the caller's stable identity of the provider, unique within a
+	// set and at most math.MaxInt64 (Select returns it through an int64).
+	ID uint64
+	// Address is Dubbo's host:port, e.g. "10.0.0.1:20880"; it places the
+	// invoker on the consistent-hash ring.
+	Address string
+	// Weight must be >= 0. The zero value means "never picked while another
+	// invoker has weight", so use NewInvoker for Dubbo's default of 100.
+	Weight int32
+	// StartTimeMs is the provider's start time in Unix milliseconds; 0 means
+	// unknown, which disables warm-up (as in Dubbo).
+	StartTimeMs int64
+	// WarmupMs is the warm-up period; negative means the balancer's default
+	// and 0 means no warm-up.
+	WarmupMs int32
+	// Zone is optional; "" means none.
+	Zone string
+}
+
+// NewInvoker returns an invoker with Dubbo's defaults: weight 100, unknown
+// start time (no warm-up), default warm-up period, no zone.
+func NewInvoker(id uint64, address string) Invoker {
+	return Invoker{ID: id, Address: address, Weight: DefaultWeight, WarmupMs: DefaultWarmupMs}
+}
+
+// Balancer owns one library balancer. Create it with New and release it
+// with Close; a cleanup frees it if it becomes unreachable without Close.
+type Balancer struct {
+	handle *C.plb_balancer // set by New, never changed; freed exactly once
+
+	// calls counts the calls currently inside the library, plus closedBit
+	// once Close has run. It lets Close be called while other goroutines are
+	// mid-call: the handle is freed by whichever of Close and the last
+	// in-flight call finishes last, so C never sees a freed handle.
+	calls   atomic.Int64
+	freed   atomic.Bool
+	cleanup runtime.Cleanup
+
+	// statsHint is the buffer size the last Stats needed, so a steady set
+	// needs one C call per Stats instead of a too-small round trip.
+	statsHint atomic.Int64
+}
+
+const closedBit = int64(1) << 62
+
+// errBufSize bounds the detailed error text of cold calls; the library
+// truncates longer messages rather than failing.
+const errBufSize = 1024
+
+// New creates a balancer from a configuration string of Dubbo URL parameters,
+// e.g. "loadbalance=consistenthash&hash.nodes=160". An unknown or misspelled
+// key, or a bad value, is an ErrInvalidConfig whose message names the key.
+func New(config string) (*Balancer, error) {
+	if got := uint32(C.plb_abi_version()); got != C.PLB_ABI_VERSION {
+		return nil, fmt.Errorf("polylb: the linked library has ABI version %d, this binding was built against %d (rebuild target/release/libpolylb.a)", got, C.PLB_ABI_VERSION)
+	}
+	var handle *C.plb_balancer
+	var errBuf [errBufSize]byte
+	var errLen C.size_t
+	rc := C.plb_balancer_new(stringPtr(config), C.size_t(len(config)), &handle,
+		(*C.char)(unsafe.Pointer(&errBuf[0])), C.size_t(len(errBuf)), &errLen)
+	if rc != C.PLB_OK {
+		return nil, messageError(rc, errText(errBuf[:], errLen))
+	}
+	b := &Balancer{handle: handle}
+	b.statsHint.Store(4096)
+	// Safety net only: the cleanup runs once b is unreachable, which cannot
+	// happen while a method of b is running (each one touches b.calls after
+	// its C call), so it never races with an in-flight call.
+	b.cleanup = runtime.AddCleanup(b, freeUnclosedHandle, handle)
+	return b, nil
+}
+
+// cleanupsRun counts handles freed by the cleanup rather than by Close; the
+// tests use it to check the safety net works.
+var cleanupsRun atomic.Int64
+
+func freeUnclosedHandle(handle *C.plb_balancer) {
+	C.plb_balancer_free(handle)
+	cleanupsRun.Add(1)
+}
+
+// Close releases the library balancer. It is idempotent and always returns
+// nil. Calls that start after Close return ErrClosed; calls already inside
+// the library finish normally and the last of them frees the handle.
+func (b *Balancer) Close() error {
+	previous := b.calls.Or(closedBit)
+	if previous&closedBit != 0 {
+		return nil // already closed
+	}
+	b.cleanup.Stop()
+	if previous == 0 {
+		b.free()
+	}
+	return nil
+}
+
+// enter registers a call into the library; it fails once Close has run.
+func (b *Balancer) enter() bool {
+	if b.calls.Add(1)&closedBit != 0 {
+		b.leave()
+		return false
+	}
+	return true
+}
+
+// leave ends a call; the last call out after Close frees the handle.
+func (b *Balancer) leave() {
+	if b.calls.Add(-1) == closedBit {
+		b.free()
+	}
+}
+
+func (b *Balancer) free() {
+	// Close and a departing call can both see "closed, nothing in flight".
+	if b.freed.CompareAndSwap(false, true) {
+		C.plb_balancer_free(b.handle)
+	}
+}
+
+// Update atomically replaces the whole invoker set. State of ids that stay is
+// kept. An empty set is allowed; Select then fails with ErrNoProvider.
+func (b *Balancer) Update(invokers []Invoker) error {
+	// The C array holds pointers to the address and zone bytes, and cgo
+	// forbids passing C a Go pointer to memory that holds Go pointers
+	// (unless each is pinned). The array and all strings are therefore
+	// copied into one C allocation, freed when the call returns: one malloc
+	// per update, nothing for the GC to track, and the rule holds whatever
+	// the strings point at. Update is a cold call and the library copies
+	// the set anyway, so the extra copy costs nothing that matters.
+	// (runtime.Pinner would avoid the copy but needs one Pin per string and
+	// a Go-allocated array, with nothing gained on this path.)
+	arrayBytes := uintptr(len(invokers)) * unsafe.Sizeof(C.plb_invoker{})
+	total := arrayBytes
+	for i := range invokers {
+		total += uintptr(len(invokers[i].Address) + len(invokers[i].Zone))
+	}
+	var array *C.plb_invoker
+	if len(invokers) > 0 {
+		block := C.malloc(C.size_t(total)) // cgo's malloc never returns nil
+		defer C.free(block)
+		array = (*C.plb_invoker)(block)
+		entries := unsafe.Slice(array, len(invokers))
+		text := unsafe.Slice((*byte)(unsafe.Add(block, arrayBytes)), total-arrayBytes)
+		for i, inv := range invokers {
+			var address, zone *C.uint8_t
+			address, text = copyToC(text, inv.Address)
+			zone, text = copyToC(text, inv.Zone)
+			entries[i] = C.plb_invoker{
+				id:            C.uint64_t(inv.ID),
+				address:       address,
+				address_len:   C.size_t(len(inv.Address)),
+				weight:        C.int32_t(inv.Weight),
+				start_time_ms: C.int64_t(inv.StartTimeMs),
+				warmup_ms:     C.int32_t(inv.WarmupMs),
+				zone:          zone,
+				zone_len:      C.size_t(len(inv.Zone)),
+			}
+		}
+	}
+	if !b.enter() {
+		return ErrClosed
+	}
+	var errBuf [errBufSize]byte
+	var errLen C.size_t
+	rc := C.plb_balancer_update(b.handle, array, C.size_t(len(invokers)),
+		(*C.char)(unsafe.Pointer(&errBuf[0])), C.size_t(len(errBuf)), &errLen)
+	b.leave()
+	runtime.KeepAlive(b)
+	if rc != C.PLB_OK {
+		return messageError(rc, errText(errBuf[:], errLen))
+	}
+	return nil
+}
+
+// copyToC copies s to the front of dst (C memory) and returns a pointer to
+// the copy (nil for "", which the ABI reads as empty) and the rest of dst.
+func copyToC(dst []byte, s string) (*C.uint8_t, []byte) {
+	if len(s) == 0 {
+		return nil, dst
+	}
+	copy(dst, s)
+	return (*C.uint8_t)(unsafe.Pointer(&dst[0])), dst[len(s):]
+}
+
+// Method interns a method name and returns its id for Select and Report.
+// The same name always gets the same id; "" is ServiceLevel.
+func (b *Balancer) Method(name string) (Method, error) {
+	if !b.enter() {
+		return 0, ErrClosed
+	}
+	var id C.uint32_t
+	rc := C.plb_balancer_method(b.handle, stringPtr(name), C.size_t(len(name)), &id)
+	b.leave()
+	runtime.KeepAlive(b)
+	if rc != C.PLB_OK {
+		return 0, statusError(rc)
+	}
+	return Method(id), nil
+}
+
+// Select picks an invoker for one call and returns its id. The call counts as
+// in flight until Report. key is the consistent-hash key (other strategies
+// ignore it; nil is fine). The library's clock is used.
+func (b *Balancer) Select(method Method, key []byte) (uint64, error) {
+	return b.selectAt(method, key, 0)
+}
+
+// SelectAt is Select at a caller-supplied time (virtual time for simulators
+// and tests). The zero time.Time means the library's clock.
+func (b *Balancer) SelectAt(method Method, key []byte, now time.Time) (uint64, error) {
+	return b.selectAt(method, key, unixMicros(now))
+}
+
+func (b *Balancer) selectAt(method Method, key []byte, nowUs int64) (uint64, error) {
+	if !b.enter() {
+		return 0, ErrClosed
+	}
+	r := C.plb_select(b.handle, C.uint32_t(method), bytesPtr(key), C.size_t(len(key)), C.int64_t(nowUs))
+	b.leave()
+	runtime.KeepAlive(b)
+	if r < 0 {
+		return 0, statusError(r)
+	}
+	return uint64(r), nil
+}
+
+// SelectAmong picks among a subset: candidates (nil or empty = every invoker)
+// minus excluded (ids already tried, e.g. by failover; ids not in the set are
+// ignored). A candidate that is not in the set is ErrUnknownCandidate; when
+// every candidate is excluded the result is ErrNoCandidate.
+func (b *Balancer) SelectAmong(method Method, key []byte, candidates, excluded []uint64) (uint64, error) {
+	return b.selectAmongAt(method, key, candidates, excluded, 0)
+}
+
+// SelectAmongAt is SelectAmong at a caller-supplied time (zero = library clock).
+func (b *Balancer) SelectAmongAt(method Method, key []byte, candidates, excluded []uint64, now time.Time) (uint64, error) {
+	return b.selectAmongAt(method, key, candidates, excluded, unixMicros(now))
+}
+
+func (b *Balancer) selectAmongAt(method Method, key []byte, candidates, excluded []uint64, nowUs int64) (uint64, error) {
+	if !b.enter() {
+		return 0, ErrClosed
+	}
+	r := C.plb_select_among(b.handle, C.uint32_t(method), bytesPtr(key), C.size_t(len(key)),
+		idsPtr(candidates), C.size_t(len(candidates)),
+		idsPtr(excluded), C.size_t(len(excluded)), C.int64_t(nowUs))
+	b.leave()
+	runtime.KeepAlive(b)
+	if r < 0 {
+		return 0, statusError(r)
+	}
+	return uint64(r), nil
+}
+
+// Report ends a call started by Select: how long it took and how it ended.
+// A report for an id no longer in the set is accepted and ignored. elapsed is
+// passed in whole microseconds; a negative one is ErrInvalidArgument.
+func (b *Balancer) Report(method Method, id uint64, elapsed time.Duration, outcome Outcome) error {
+	return b.reportAt(method, id, elapsed, outcome, 0)
+}
+
+// ReportAt is Report at a caller-supplied time (zero = library clock).
+func (b *Balancer) ReportAt(method Method, id uint64, elapsed time.Duration, outcome Outcome, now time.Time) error {
+	return b.reportAt(method, id, elapsed, outcome, unixMicros(now))
+}
+
+func (b *Balancer) reportAt(method Method, id uint64, elapsed time.Duration, outcome Outcome, nowUs int64) error {
+	if !b.enter() {
+		return ErrClosed
+	}
+	rc := C.plb_report(b.handle, C.uint32_t(method), C.uint64_t(id),
+		C.int64_t(elapsed.Microseconds()), C.int32_t(outcome), C.int64_t(nowUs))
+	b.leave()
+	runtime.KeepAlive(b)
+	if rc != C.PLB_OK {
+		return statusError(rc)
+	}
+	return nil
+}
+
+// ReportProviderMetrics feeds the adaptive strategy with what a Dubbo provider
+// sends back in its lb_adaptive attachment: its clock (curTime) and CPU load,
+// plus the round-trip time the consumer measured. A NaN or negative load is
+// ErrInvalidArgument.
+func (b *Balancer) ReportProviderMetrics(method Method, id uint64, providerTime time.Time, cpuLoad float64, rt time.Duration) error {
+	return b.reportProviderMetricsAt(method, id, providerTime, cpuLoad, rt, 0)
+}
+
+// ReportProviderMetricsAt is ReportProviderMetrics at a caller-supplied time
+// (zero = library clock).
+func (b *Balancer) ReportProviderMetricsAt(method Method, id uint64, providerTime time.Time, cpuLoad float64, rt time.Duration, now time.Time) error {
+	return b.reportProviderMetricsAt(method, id, providerTime, cpuLoad, rt, unixMicros(now))
+}
+
+func (b *Balancer) reportProviderMetricsAt(method Method, id uint64, providerTime time.Time, cpuLoad float64, rt time.Duration, nowUs int64) error {
+	if !b.enter() {
+		return ErrClosed
+	}
+	rc := C.plb_report_provider_metrics(b.handle, C.uint32_t(method), C.uint64_t(id),
+		C.int64_t(unixMillis(providerTime)), C.double(cpuLoad), C.int64_t(rt.Microseconds()), C.int64_t(nowUs))
+	b.leave()
+	runtime.KeepAlive(b)
+	if rc != C.PLB_OK {
+		return statusError(rc)
+	}
+	return nil
+}
+
+// Stats returns the live per-invoker counters, with effective (warm-up)
+// weights evaluated now by the library's clock.
+func (b *Balancer) Stats() (Stats, error) {
+	return b.StatsAt(time.Time{})
+}
+
+// StatsAt is Stats with effective weights evaluated at now (zero = library
+// clock).
+func (b *Balancer) StatsAt(now time.Time) (Stats, error) {
+	raw, err := b.StatsJSON(now)
+	if err != nil {
+		return Stats{}, err
+	}
+	var stats Stats
+	if err := json.Unmarshal(raw, &stats); err != nil {
+		return Stats{}, fmt.Errorf("polylb: stats JSON from the library does not parse: %w", err)
+	}
+	return stats, nil
+}
+
+// StatsJSON returns the library's stats document unparsed (zero now = library
+// clock), including fields this binding does not model.
+func (b *Balancer) StatsJSON(now time.Time) ([]byte, error) {
+	nowUs := unixMicros(now)
+	size := b.statsHint.Load()
+	// The set can grow between the size query and the retry (another
+	// goroutine may Update), so retry a few times, each with some slack.
+	for attempt := 0; attempt < 8; attempt++ {
+		buf := make([]byte, size)
+		var needed C.size_t
+		if !b.enter() {
+			return nil, ErrClosed
+		}
+		rc := C.plb_balancer_stats(b.handle, C.int64_t(nowUs),
+			(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &needed)
+		b.leave()
+		runtime.KeepAlive(b)
+		switch rc {
+		case C.PLB_OK:
+			return buf[:needed], nil
+		case C.PLB_ERR_BUFFER_TOO_SMALL:
+			size = int64(needed) + 1 + int64(needed)/4 // +1: the NUL is not counted
+			b.statsHint.Store(size)
+		default:
+			return nil, statusError(rc)
+		}
+	}
+	return nil, statusError(C.int32_t(C.PLB_ERR_BUFFER_TOO_SMALL))
+}
+
+// Version is the library's version, e.g. "0.1.0".
+func Version() string {
+	return C.GoString(C.plb_version())
+}
+
+// ABIVersion is the C ABI version of the linked library. It is also the
+// cheapest possible call into the library, which the benchmarks use as the
+// cgo floor.
+func ABIVersion() uint32 {
+	return uint32(C.plb_abi_version())
+}
+
+func unixMicros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0 // the ABI's "use the library's clock"
+	}
+	return t.UnixMicro()
+}
+
+func unixMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// The pointer helpers below hand C the address of Go memory that holds no Go
+// pointers (bytes, integers), which cgo allows for the duration of the call.
+// An empty slice or string becomes (nil or any pointer, 0), which the ABI
+// reads as empty.
+
+func bytesPtr(b []byte) *C.uint8_t {
+	return (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
+func stringPtr(s string) *C.uint8_t {
+	return (*C.uint8_t)(unsafe.Pointer(unsafe.StringData(s)))
+}
+
+func idsPtr(ids []uint64) *C.uint64_t {
+	return (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(ids)))
+}
+
+// errText is the message the library wrote into an error buffer (it stops
+// at the buffer, whatever length it reports).
+func errText(buf []byte, n C.size_t) []byte {
+	if int(n) < len(buf) {
+		return buf[:n]
+	}
+	return buf[:len(buf)-1]
+}

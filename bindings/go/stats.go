@@ -1,0 +1,110 @@
+package polylb
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+)
+
+// Stats is the library's stats document (plb_balancer_stats), parsed.
+type Stats struct {
+	// Strategy is the strategy name, e.g. "roundrobin".
+	Strategy string `json:"strategy"`
+	// Invokers are in the set's order (the order of the last Update).
+	Invokers []InvokerStats `json:"invokers"`
+	// Extra holds top-level fields this binding does not name, undecoded.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// InvokerStats are the live counters of one invoker, summed over methods.
+type InvokerStats struct {
+	ID      uint64 `json:"id"`
+	Address string `json:"address"`
+	Zone    string `json:"zone"`
+	// Weight is the configured weight; EffectiveWeight is the weight after
+	// warm-up at the time the stats were taken.
+	Weight          int64 `json:"weight"`
+	EffectiveWeight int64 `json:"effective_weight"`
+	// Active is the number of calls selected and not yet reported.
+	Active    int64  `json:"active"`
+	Selected  uint64 `json:"selected"`
+	Succeeded uint64 `json:"succeeded"`
+	// Failures counts failures and timeouts; Timeouts only the latter.
+	Failures uint64 `json:"failures"`
+	Timeouts uint64 `json:"timeouts"`
+	// Methods is the per-method breakdown of the counters above.
+	Methods []MethodStats `json:"methods"`
+	// Extra holds the fields this binding does not name (strategy-specific
+	// state, resolved warm-up, mean latency, …), undecoded.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// MethodStats are the counters of one invoker for one method.
+type MethodStats struct {
+	Method    string `json:"method"` // the interned name; "" is the service level
+	Active    int64  `json:"active"`
+	Selected  uint64 `json:"selected"`
+	Succeeded uint64 `json:"succeeded"`
+	Failures  uint64 `json:"failures"`
+	Timeouts  uint64 `json:"timeouts"`
+}
+
+// Invoker returns the stats of the invoker with the given id.
+func (s Stats) Invoker(id uint64) (InvokerStats, bool) {
+	for _, inv := range s.Invokers {
+		if inv.ID == id {
+			return inv, true
+		}
+	}
+	return InvokerStats{}, false
+}
+
+// The document may gain fields (the ABI allows strategy-specific ones), so
+// both levels keep whatever they do not name in Extra instead of dropping it.
+
+func (s *Stats) UnmarshalJSON(data []byte) error {
+	type plain Stats // no UnmarshalJSON method: avoids recursion
+	var named plain
+	if err := json.Unmarshal(data, &named); err != nil {
+		return err
+	}
+	extra, err := unnamedFields(data, reflect.TypeFor[Stats]())
+	if err != nil {
+		return err
+	}
+	*s = Stats(named)
+	s.Extra = extra
+	return nil
+}
+
+func (s *InvokerStats) UnmarshalJSON(data []byte) error {
+	type plain InvokerStats
+	var named plain
+	if err := json.Unmarshal(data, &named); err != nil {
+		return err
+	}
+	extra, err := unnamedFields(data, reflect.TypeFor[InvokerStats]())
+	if err != nil {
+		return err
+	}
+	*s = InvokerStats(named)
+	s.Extra = extra
+	return nil
+}
+
+// unnamedFields returns the object's fields that no json tag of t names, or
+// nil when there are none.
+func unnamedFields(data []byte, t reflect.Type) (map[string]json.RawMessage, error) {
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(data, &all); err != nil {
+		return nil, err
+	}
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		delete(all, name)
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	return all, nil
+}

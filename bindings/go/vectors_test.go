@@ -1,0 +1,251 @@
+package polylb_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+)
+
+// Dubbo conformance vectors: outputs of Dubbo's own load balancers (see
+// research/dubbo-spec.md). The files are read from the repository's copy
+// (tests/vectors), from the shared folder beside the checkout when present,
+// and from $POLYLB_VECTORS (a file or a directory), so a larger set can be
+// run without changing the tests.
+
+type vectorFile struct {
+	ConsistentHash *struct {
+		Keys  []string          `json:"keys"`
+		Cases []json.RawMessage `json:"cases"`
+	} `json:"consistent_hash"`
+	RoundRobin *struct {
+		Sequences []struct {
+			Weights []int32 `json:"weights"`
+			Picks   []int   `json:"picks"`
+		} `json:"sequences"`
+	} `json:"round_robin"`
+	Warmup *struct {
+		NowMs        int64 `json:"now_ms"`
+		ViaGetWeight []struct {
+			Weight      *int64 `json:"weight"`
+			WarmupMs    *int64 `json:"warmup_ms"`
+			TimestampMs *int64 `json:"timestamp_ms"`
+			Expected    int64  `json:"expected"`
+		} `json:"via_getWeight"`
+	} `json:"warmup"`
+}
+
+type consistentHashCase struct {
+	Name          string   `json:"name"`
+	HashNodes     *int     `json:"hash_nodes"`
+	HashArguments string   `json:"hash_arguments"`
+	Keys          []string `json:"keys"`
+	// Either one provider list, or a before/after pair on one balancer (a
+	// removal: the ring is rebuilt for the new set).
+	Providers       []string `json:"providers"`
+	Picks           []string `json:"picks"`
+	ProvidersBefore []string `json:"providers_before"`
+	PicksBefore     []string `json:"picks_before"`
+	ProvidersAfter  []string `json:"providers_after"`
+	PicksAfter      []string `json:"picks_after"`
+}
+
+func vectorFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	add := func(path string) {
+		info, err := os.Stat(path)
+		if err != nil {
+			return
+		}
+		if !info.IsDir() {
+			files = append(files, path)
+			return
+		}
+		found, _ := filepath.Glob(filepath.Join(path, "*.json"))
+		files = append(files, found...)
+	}
+	add(filepath.Join("..", "..", "tests", "vectors"))
+	add(filepath.Join("..", "..", "..", "shared", "vectors"))
+	if extra := os.Getenv("POLYLB_VECTORS"); extra != "" {
+		add(extra)
+	}
+	if len(files) == 0 {
+		t.Fatal("no vector files: expected ../../tests/vectors/*.json (or set POLYLB_VECTORS)")
+	}
+	return files
+}
+
+func loadVectors(t *testing.T) map[string]vectorFile {
+	t.Helper()
+	all := map[string]vectorFile{}
+	for _, path := range vectorFiles(t) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v vectorFile
+		if err := json.Unmarshal(data, &v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		all[path] = v
+	}
+	return all
+}
+
+func TestVectorsConsistentHash(t *testing.T) {
+	checked := 0
+	for path, v := range loadVectors(t) {
+		if v.ConsistentHash == nil {
+			continue
+		}
+		for _, raw := range v.ConsistentHash.Cases {
+			var c consistentHashCase
+			if err := json.Unmarshal(raw, &c); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if c.HashArguments != "" && c.HashArguments != "0" {
+				// The caller builds the key from the arguments; the vectors
+				// give one key string per call only for the first argument.
+				t.Logf("%s: case %s: hash.arguments=%q, skipped", path, c.Name, c.HashArguments)
+				continue
+			}
+			nodes := 160
+			if c.HashNodes != nil {
+				nodes = *c.HashNodes
+			}
+			keys := c.Keys
+			if keys == nil {
+				keys = v.ConsistentHash.Keys
+			}
+			lb := newBalancer(t, fmt.Sprintf("loadbalance=consistenthash&hash.nodes=%d", nodes), nil)
+			m := method(t, lb, "sayHello")
+			phases := [][2][]string{{c.Providers, c.Picks}}
+			if c.Providers == nil {
+				phases = [][2][]string{{c.ProvidersBefore, c.PicksBefore}, {c.ProvidersAfter, c.PicksAfter}}
+			}
+			for _, phase := range phases {
+				providers, picks := phase[0], phase[1]
+				invokers := make([]polylb.Invoker, len(providers))
+				for i, address := range providers {
+					invokers[i] = polylb.NewInvoker(uint64(i+1), address)
+				}
+				if err := lb.Update(invokers); err != nil {
+					t.Fatalf("%s: case %s: %v", path, c.Name, err)
+				}
+				if len(picks) != len(keys) {
+					t.Fatalf("%s: case %s: %d picks for %d keys", path, c.Name, len(picks), len(keys))
+				}
+				for i, key := range keys {
+					id, err := lb.Select(m, []byte(key))
+					if err != nil {
+						t.Fatalf("%s: case %s, key %q: %v", path, c.Name, key, err)
+					}
+					if got := invokers[id-1].Address; got != picks[i] {
+						t.Errorf("%s: case %s, key %q: picked %s, Dubbo picks %s", path, c.Name, key, got, picks[i])
+					}
+					checked++
+				}
+			}
+		}
+	}
+	if checked < 120 {
+		t.Errorf("checked only %d consistent-hash picks", checked)
+	}
+}
+
+func TestVectorsRoundRobin(t *testing.T) {
+	checked := 0
+	for path, v := range loadVectors(t) {
+		if v.RoundRobin == nil {
+			continue
+		}
+		for _, seq := range v.RoundRobin.Sequences {
+			lb := newBalancer(t, "loadbalance=roundrobin", weighted(seq.Weights...))
+			m := method(t, lb, "sayHello")
+			for k, want := range seq.Picks {
+				// Dubbo's vectors freeze the clock: every select at one instant.
+				id, err := lb.SelectAt(m, nil, virtualNow)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := int(id) - 1; got != want {
+					t.Fatalf("%s: weights %v, pick %d: index %d, Dubbo %d", path, seq.Weights, k, got, want)
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 120 {
+		t.Errorf("checked only %d round-robin picks", checked)
+	}
+}
+
+// TestVectorsWarmup maps each vector's Dubbo URL parameters to invoker fields
+// as the Java adapter does, then reads the effective weight from Stats at the
+// vector's clock:
+//   - weight absent → 100; negative → 0 (Dubbo clamps, polylb rejects);
+//   - timestamp absent → 0 (unknown start: no warm-up);
+//   - warmup absent → -1 (polylb's default, 600000 as Dubbo's); a negative
+//     warmup → 0, because Dubbo reads warmup <= 0 as "no warm-up" while a
+//     negative warmup_ms means "default" to polylb.
+func TestVectorsWarmup(t *testing.T) {
+	checked := 0
+	for path, v := range loadVectors(t) {
+		if v.Warmup == nil {
+			continue
+		}
+		now := time.UnixMilli(v.Warmup.NowMs)
+		// One balancer, one invoker per vector: a single Stats call checks all.
+		invokers := make([]polylb.Invoker, len(v.Warmup.ViaGetWeight))
+		for i, c := range v.Warmup.ViaGetWeight {
+			inv := provider(uint64(i + 1))
+			if c.Weight != nil {
+				inv.Weight = int32(max(*c.Weight, 0))
+			}
+			if c.TimestampMs != nil {
+				inv.StartTimeMs = *c.TimestampMs
+			}
+			if c.WarmupMs != nil {
+				inv.WarmupMs = int32(max(*c.WarmupMs, 0))
+			}
+			invokers[i] = inv
+		}
+		lb := newBalancer(t, "", invokers)
+		s, err := lb.StatsAt(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range v.Warmup.ViaGetWeight {
+			got, ok := s.Invoker(uint64(i + 1))
+			if !ok {
+				t.Fatalf("%s: invoker %d missing from stats", path, i+1)
+			}
+			if got.EffectiveWeight != c.Expected {
+				t.Errorf("%s: case %d (%s): effective weight %d, Dubbo %d", path, i, describe(c.Weight, c.WarmupMs, c.TimestampMs), got.EffectiveWeight, c.Expected)
+			}
+			checked++
+		}
+	}
+	if checked < 40 {
+		t.Errorf("checked only %d warm-up weights", checked)
+	}
+}
+
+func describe(values ...*int64) string {
+	var parts []string
+	for i, v := range values {
+		name := []string{"weight", "warmup_ms", "timestamp_ms"}[i]
+		if v == nil {
+			parts = append(parts, name+"=null")
+		} else {
+			parts = append(parts, fmt.Sprintf("%s=%d", name, *v))
+		}
+	}
+	return strings.Join(parts, " ")
+}
