@@ -288,8 +288,10 @@ class Balancer:
             raise PolylbError(Status.NULL_POINTER, "plb_balancer_new returned no handle")
         self._handle = out.value
         # Holds only the address, not self, so it cannot keep the balancer alive; it runs once,
-        # whichever comes first: close(), garbage collection or interpreter exit.
+        # on close() or when the balancer is garbage-collected. Not at interpreter exit: daemon
+        # threads still run then and may be inside the library, and the OS reclaims the memory.
         self._finalizer = weakref.finalize(self, _ffi.lib.plb_balancer_free, out.value)
+        self._finalizer.atexit = False
 
     # -- lifetime ---------------------------------------------------------------------------
 

@@ -279,6 +279,13 @@ def test_garbage_collection_frees_the_handle() -> None:
     assert not finalizer.alive
 
 
+def test_finalizer_does_not_run_at_interpreter_exit() -> None:
+    # daemon threads may still be inside the library while atexit handlers run
+    lb = Balancer()
+    assert lb._finalizer.atexit is False
+    lb.close()
+
+
 def test_close_detaches_the_finalizer() -> None:
     lb = Balancer()
     finalizer = lb._finalizer

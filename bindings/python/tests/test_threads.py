@@ -109,3 +109,30 @@ def test_method_interning_from_many_threads(balancer_factory: Any) -> None:
         results = list(pool.map(worker, range(WORKERS)))
     assert all(ids == results[0] for ids in results)
     assert len(set(results[0])) == 100
+
+
+def test_interpreter_exit_with_daemon_threads_still_selecting(tmp_path: Any) -> None:
+    # The finalizer must not free a balancer that daemon threads are still using at exit.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = """
+import threading, time, polylb
+lb = polylb.Balancer("leastactive")
+lb.update([polylb.Invoker(i, f"10.0.0.{i}:20880") for i in range(1, 5)])
+def spin():
+    while True:
+        lb.report(lb.select(), 100, polylb.Outcome.SUCCESS)
+for _ in range(4):
+    threading.Thread(target=spin, daemon=True).start()
+time.sleep(0.2)
+print("exiting")
+"""
+    env = dict(os.environ, PYTHONPATH=str(Path(polylb.__file__).resolve().parent.parent))
+    for _ in range(3):
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0 and "exiting" in result.stdout, result.stderr
