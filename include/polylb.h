@@ -26,25 +26,25 @@
 #include <stdint.h>
 #include <stddef.h>
 
-/*
- Version of the C ABI. Bindings check it at load time and refuse a mismatch.
+/**
+ * Version of the C ABI. Bindings check it at load time and refuse a mismatch.
  */
 #define PLB_ABI_VERSION 1
 
 #define PLB_OK 0
 
-/*
- A required pointer is NULL: the handle, an output, or data with a non-zero length.
+/**
+ * A required pointer is NULL: the handle, an output, or data with a non-zero length.
  */
 #define PLB_ERR_NULL_POINTER 1
 
-/*
- Config, address, zone or method name is not valid UTF-8.
+/**
+ * Config, address, zone or method name is not valid UTF-8.
  */
 #define PLB_ERR_INVALID_UTF8 2
 
-/*
- Unknown config key (the message suggests the nearest), bad value or duplicate key.
+/**
+ * Unknown config key (the message suggests the nearest), bad value or duplicate key.
  */
 #define PLB_ERR_INVALID_CONFIG 3
 
@@ -52,50 +52,50 @@
 
 #define PLB_ERR_DUPLICATE_ID 5
 
-/*
- An invoker id is above INT64_MAX (select returns ids as int64_t).
+/**
+ * An invoker id is above INT64_MAX (select returns ids as int64_t).
  */
 #define PLB_ERR_ID_OUT_OF_RANGE 6
 
-/*
- The invoker set is empty.
+/**
+ * The invoker set is empty.
  */
 #define PLB_ERR_NO_PROVIDER 7
 
-/*
- Every candidate is excluded.
+/**
+ * Every candidate is excluded.
  */
 #define PLB_ERR_NO_CANDIDATE 8
 
-/*
- A candidate id is not in the current invoker set.
+/**
+ * A candidate id is not in the current invoker set.
  */
 #define PLB_ERR_UNKNOWN_CANDIDATE 9
 
-/*
- A method id that plb_balancer_method did not return.
+/**
+ * A method id that plb_balancer_method did not return.
  */
 #define PLB_ERR_UNKNOWN_METHOD 10
 
 #define PLB_ERR_UNKNOWN_OUTCOME 11
 
-/*
- The stats buffer is too small; *len holds the length needed (without the NUL).
+/**
+ * The stats buffer is too small; *len holds the length needed (without the NUL).
  */
 #define PLB_ERR_BUFFER_TOO_SMALL 12
 
-/*
- A bug inside polylb was caught at the boundary; the balancer remains usable.
+/**
+ * A bug inside polylb was caught at the boundary; the balancer remains usable.
  */
 #define PLB_ERR_PANIC 13
 
-/*
- An argument out of its domain: negative elapsed time, NaN or negative load.
+/**
+ * An argument out of its domain: negative elapsed time, NaN or negative load.
  */
 #define PLB_ERR_INVALID_ARGUMENT 14
 
-/*
- A limit was exceeded (at most 2^20 method names per balancer).
+/**
+ * A limit was exceeded (at most 2^20 method names per balancer).
  */
 #define PLB_ERR_LIMIT_EXCEEDED 15
 
@@ -105,44 +105,44 @@
 
 #define PLB_OUTCOME_TIMEOUT 2
 
-/*
- The call was never sent: only its in-flight count is undone.
+/**
+ * The call was never sent: only its in-flight count is undone.
  */
 #define PLB_OUTCOME_CANCELLED 3
 
-/*
- A balancer. Opaque; every function taking `const plb_balancer *` is safe to call from many
- threads at once.
+/**
+ * A balancer. Opaque; every function taking `const plb_balancer *` is safe to call from many
+ * threads at once.
  */
 typedef struct plb_balancer plb_balancer;
 
-/*
- One provider, borrowed for the duration of plb_balancer_update (which copies it).
+/**
+ * One provider, borrowed for the duration of plb_balancer_update (which copies it).
  */
 typedef struct {
-  /*
-   Stable identity, unique in the set, at most INT64_MAX.
+  /**
+   * Stable identity, unique in the set, at most INT64_MAX.
    */
   uint64_t id;
-  /*
-   UTF-8 `host:port`, not NUL-terminated; places the invoker on the consistent-hash ring.
+  /**
+   * UTF-8 `host:port`, not NUL-terminated; places the invoker on the consistent-hash ring.
    */
   const uint8_t *address;
   size_t address_len;
-  /*
-   At least 0 (Dubbo's default is 100).
+  /**
+   * At least 0 (Dubbo's default is 100).
    */
   int32_t weight;
-  /*
-   Provider start time, Unix ms; 0 or less = unknown (no warm-up).
+  /**
+   * Provider start time, Unix ms; 0 or less = unknown (no warm-up).
    */
   int64_t start_time_ms;
-  /*
-   Warm-up period in ms; negative = the balancer's `warmup` (default 600000).
+  /**
+   * Warm-up period in ms; negative = the balancer's `warmup` (default 600000).
    */
   int32_t warmup_ms;
-  /*
-   Optional UTF-8 zone; (NULL, 0) for none.
+  /**
+   * Optional UTF-8 zone; (NULL, 0) for none.
    */
   const uint8_t *zone;
   size_t zone_len;
@@ -152,77 +152,77 @@ typedef struct {
 extern "C" {
 #endif // __cplusplus
 
-/*
- Creates a balancer from a config string of Dubbo URL parameters
- (`loadbalance=roundrobin&warmup=600000`; empty = `random` with Dubbo's defaults).
- On success writes the handle to `*out`; on failure leaves it untouched and, if `err` is not
- NULL, writes a NUL-terminated message (truncated to `err_cap`) and its length to `*err_len`.
+/**
+ * Creates a balancer from a config string of Dubbo URL parameters
+ * (`loadbalance=roundrobin&warmup=600000`; empty = `random` with Dubbo's defaults).
+ * On success writes the handle to `*out`; on failure leaves it untouched and, if `err` is not
+ * NULL, writes a NUL-terminated message (truncated to `err_cap`) and its length to `*err_len`.
  */
 int32_t plb_balancer_new(const uint8_t *config, size_t config_len, plb_balancer **out, char *err, size_t err_cap, size_t *err_len);
 
-/*
- Frees a balancer. NULL is a no-op. Call it once, after every other call on it has returned.
+/**
+ * Frees a balancer. NULL is a no-op. Call it once, after every other call on it has returned.
  */
 void plb_balancer_free(plb_balancer *b);
 
-/*
- Replaces the whole invoker set atomically (the array and its strings are copied). State of
- ids that stay is kept. A rejected set changes nothing. An empty set is accepted: selects then
- fail with PLB_ERR_NO_PROVIDER.
+/**
+ * Replaces the whole invoker set atomically (the array and its strings are copied). State of
+ * ids that stay is kept. A rejected set changes nothing. An empty set is accepted: selects then
+ * fail with PLB_ERR_NO_PROVIDER.
  */
 int32_t plb_balancer_update(const plb_balancer *b, const plb_invoker *invokers, size_t n, char *err, size_t err_cap, size_t *err_len);
 
-/*
- Interns a method name and writes its id to `*out_method`. The empty name is id 0 (the
- service level). Per-method state (counters, round-robin position) is kept per id.
+/**
+ * Interns a method name and writes its id to `*out_method`. The empty name is id 0 (the
+ * service level). Per-method state (counters, round-robin position) is kept per id.
  */
 int32_t plb_balancer_method(const plb_balancer *b, const uint8_t *name, size_t name_len, uint32_t *out_method);
 
-/*
- Writes a JSON snapshot of the set and its counters (effective weights at `now_us`) plus a
- NUL. If it does not fit, returns PLB_ERR_BUFFER_TOO_SMALL with the needed length in `*len`.
+/**
+ * Writes a JSON snapshot of the set and its counters (effective weights at `now_us`) plus a
+ * NUL. If it does not fit, returns PLB_ERR_BUFFER_TOO_SMALL with the needed length in `*len`.
  */
 int32_t plb_balancer_stats(const plb_balancer *b, int64_t now_us, char *buf, size_t cap, size_t *len);
 
-/*
- Picks an invoker for one call of `method` and counts the call as in flight until
- plb_report. `key` is the consistent-hash key (ignored by other strategies; may be NULL with
- length 0). Returns the invoker id (>= 0) or a negated status. Never allocates in steady state.
+/**
+ * Picks an invoker for one call of `method` and counts the call as in flight until
+ * plb_report. `key` is the consistent-hash key (ignored by other strategies; may be NULL with
+ * length 0). Returns the invoker id (>= 0) or a negated status. Never allocates in steady state.
  */
 int64_t plb_select(const plb_balancer *b, uint32_t method, const uint8_t *key, size_t key_len, int64_t now_us);
 
-/*
- plb_select over a subset: `candidates` (NULL/0 = the whole set; each must be in the set) minus
- `excluded` (ids already tried by a failover; unknown ones are ignored). Every strategy scans in
- set order; a subset is only a membership filter. If nothing is left: -PLB_ERR_NO_CANDIDATE.
+/**
+ * plb_select over a subset: `candidates` (NULL/0 = the whole set; each must be in the set) minus
+ * `excluded` (ids already tried by a failover; unknown ones are ignored). Every strategy scans in
+ * set order; a subset is only a membership filter. If nothing is left: -PLB_ERR_NO_CANDIDATE.
  */
 int64_t plb_select_among(const plb_balancer *b, uint32_t method, const uint8_t *key, size_t key_len, const uint64_t *candidates, size_t n_candidates, const uint64_t *excluded, size_t n_excluded, int64_t now_us);
 
-/*
- Ends a call: `elapsed_us` (>= 0) and a PLB_OUTCOME_* value. A report for an id no longer in
- the set is accepted and ignored; in-flight counts never go below 0.
+/**
+ * Ends a call: `elapsed_us` (>= 0) and a PLB_OUTCOME_* value. A report for an id no longer in
+ * the set is accepted and ignored; in-flight counts never go below 0.
  */
 int32_t plb_report(const plb_balancer *b, uint32_t method, uint64_t id, int64_t elapsed_us, int32_t outcome, int64_t now_us);
 
-/*
- Provider-side metrics for `adaptive` (what a Dubbo provider returns in its `lb_adaptive`
- attachment): the provider's clock in ms, its CPU load (>= 0) and the call's response time.
- Reports older than the last one are ignored. Other strategies accept and ignore them.
+/**
+ * Provider-side metrics for `adaptive` (what a Dubbo provider returns in its `lb_adaptive`
+ * attachment): the provider's clock in ms, its CPU load (>= 0) and the call's response time.
+ * Reports older than the last one are ignored. Other strategies accept and ignore them.
  */
 int32_t plb_report_provider_metrics(const plb_balancer *b, uint32_t method, uint64_t id, int64_t provider_time_ms, double cpu_load, int64_t rt_us, int64_t now_us);
 
-/*
- Static text for any status value, positive or negated (as plb_select returns it). Never NULL.
+/**
+ * Static text for any status value, positive or negated (as plb_select returns it). Never NULL.
  */
 const char *plb_status_str(int32_t status);
 
-/*
- The library version, e.g. "0.1.0" (static, NUL-terminated).
+/**
+ * The library version, e.g. "0.1.0" (static, NUL-terminated).
  */
 const char *plb_version(void);
 
-/*
- PLB_ABI_VERSION of the loaded library.
+/**
+ * PLB_ABI_VERSION of the loaded library.
  */
 uint32_t plb_abi_version(void);
 
