@@ -1,0 +1,184 @@
+package io.polylb.bench;
+
+import io.polylb.dubbo.PolylbClusterFilter;
+import io.polylb.dubbo.PolylbLoadBalance;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+import org.apache.dubbo.common.URL;
+import org.apache.dubbo.rpc.Invocation;
+import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.Result;
+import org.apache.dubbo.rpc.RpcException;
+import org.apache.dubbo.rpc.RpcInvocation;
+import org.apache.dubbo.rpc.cluster.LoadBalance;
+import org.apache.dubbo.rpc.cluster.loadbalance.ConsistentHashLoadBalance;
+import org.apache.dubbo.rpc.cluster.loadbalance.LeastActiveLoadBalance;
+import org.apache.dubbo.rpc.cluster.loadbalance.RandomLoadBalance;
+import org.apache.dubbo.rpc.cluster.loadbalance.RoundRobinLoadBalance;
+import org.apache.dubbo.rpc.cluster.loadbalance.ShortestResponseLoadBalance;
+import org.apache.dubbo.rpc.model.ApplicationModel;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * (b) LoadBalance.select(invokers, url, invocation): Dubbo's own balancers against polylb's
+ * adapter, same invokers, same invocations, same JVM. Each (impl, strategy, n) runs in its own
+ * fork so the call site stays monomorphic, as in an application using one balancer.
+ *
+ * <p>Provider URLs are realistic: 20 parameters, distinct {@code weight} = 100 + 7i and a
+ * {@code timestamp} an hour or more in the past (no warm-up). Invocations cycle through 1000
+ * pre-built calls whose argument is a distinct random 16-character string.
+ *
+ * <p>The polylb side also ends each invocation as Dubbo's cluster layer does
+ * ({@link PolylbClusterFilter#releaseUnsent}: one more JNI call that undoes the in-flight count),
+ * so it pays for select + report while Dubbo's pays for select only.
+ */
+@BenchmarkMode(Mode.AverageTime)
+@OutputTimeUnit(TimeUnit.NANOSECONDS)
+@Warmup(iterations = 3, time = 1)
+@Measurement(iterations = 5, time = 1)
+@Fork(1)
+@State(Scope.Benchmark)
+public class DubboSelectBench {
+    @Param({"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash"})
+    public String strategy;
+
+    @Param({"dubbo", "polylb"})
+    public String impl;
+
+    @Param({"10", "100"})
+    public int n;
+
+    private LoadBalance lb;
+    private List<Invoker<Object>> invokers;
+    private URL consumerUrl;
+    private RpcInvocation[] invocations;
+    private int cursor;
+    private boolean polylb;
+
+    static final class ProviderInvoker implements Invoker<Object> {
+        private final URL url;
+
+        ProviderInvoker(URL url) {
+            this.url = url;
+        }
+
+        @Override
+        public Class<Object> getInterface() {
+            return Object.class;
+        }
+
+        @Override
+        public Result invoke(Invocation invocation) throws RpcException {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public URL getUrl() {
+            return url;
+        }
+
+        @Override
+        public boolean isAvailable() {
+            return true;
+        }
+
+        @Override
+        public void destroy() {}
+    }
+
+    @Setup(Level.Trial)
+    public void setUp() {
+        long now = System.currentTimeMillis();
+        invokers = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            String url = "dubbo://10.0." + (i / 250) + "." + (i % 250) + ":20880/com.example.DemoService"
+                    + "?anyhost=true&application=demo-provider&deprecated=false&dubbo=2.0.2&dynamic=true"
+                    + "&generic=false&interface=com.example.DemoService&methods=echo,sayGoodbye,sayHello"
+                    + "&pid=" + (1000 + i) + "&release=3.3.6&service-name-mapping=true&side=provider"
+                    + "&threads=200&timeout=3000&token=false&version=1.0.0&group=demo&revision=1.0.0"
+                    + "&weight=" + (100 + 7 * i) + "&timestamp=" + (now - 3_600_000L - 1000L * i);
+            invokers.add(new ProviderInvoker(URL.valueOf(url)));
+        }
+        consumerUrl = URL.valueOf("consumer://10.1.0.1/com.example.DemoService?interface=com.example.DemoService"
+                + "&side=consumer&version=1.0.0&group=demo");
+        SplittableRandom random = new SplittableRandom(42);
+        invocations = new RpcInvocation[1000];
+        for (int i = 0; i < invocations.length; i++) {
+            StringBuilder arg = new StringBuilder();
+            for (int c = 0; c < 16; c++) {
+                arg.append((char) ('a' + random.nextInt(26)));
+            }
+            invocations[i] = new RpcInvocation("sayHello", "com.example.DemoService", "demo/com.example.DemoService:1.0.0",
+                    new Class<?>[] {String.class}, new Object[] {arg.toString()});
+        }
+        polylb = "polylb".equals(impl);
+        lb = polylb ? polylbBalancer(strategy) : dubboBalancer(strategy);
+    }
+
+    private static LoadBalance dubboBalancer(String strategy) {
+        switch (strategy) {
+            case "random":
+                return new RandomLoadBalance();
+            case "roundrobin":
+                return new RoundRobinLoadBalance();
+            case "leastactive":
+                return new LeastActiveLoadBalance();
+            case "shortestresponse":
+                ShortestResponseLoadBalance sr = new ShortestResponseLoadBalance();
+                sr.setApplicationModel(ApplicationModel.defaultModel());
+                return sr;
+            case "consistenthash":
+                return new ConsistentHashLoadBalance();
+            default:
+                throw new IllegalArgumentException(strategy);
+        }
+    }
+
+    private static LoadBalance polylbBalancer(String strategy) {
+        switch (strategy) {
+            case "random":
+                return new PolylbLoadBalance.Random();
+            case "roundrobin":
+                return new PolylbLoadBalance.RoundRobin();
+            case "leastactive":
+                return new PolylbLoadBalance.LeastActive();
+            case "shortestresponse":
+                return new PolylbLoadBalance.ShortestResponse();
+            case "consistenthash":
+                return new PolylbLoadBalance.ConsistentHash();
+            default:
+                throw new IllegalArgumentException(strategy);
+        }
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+        if (lb instanceof PolylbLoadBalance) {
+            ((PolylbLoadBalance) lb).destroy();
+        }
+    }
+
+    @Benchmark
+    public Invoker<Object> select() {
+        RpcInvocation invocation = invocations[cursor++ % invocations.length];
+        Invoker<Object> chosen = lb.select(invokers, consumerUrl, invocation);
+        if (polylb) {
+            PolylbClusterFilter.releaseUnsent(invocation);
+        }
+        return chosen;
+    }
+}

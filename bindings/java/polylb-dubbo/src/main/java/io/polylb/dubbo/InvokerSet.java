@@ -1,0 +1,132 @@
+package io.polylb.dubbo;
+
+import java.util.IdentityHashMap;
+import java.util.List;
+import org.apache.dubbo.rpc.Invoker;
+
+/**
+ * An immutable snapshot of the providers of one service as registered with polylb: each
+ * Invoker object, its stable polylb id and the URL parameters polylb needs.
+ *
+ * <p>Dubbo hands the balancer a list per call (after routing); this class answers, cheaply,
+ * "is that list exactly this set, a subset of it, or does it hold providers we do not know?".
+ */
+final class InvokerSet {
+    static final InvokerSet EMPTY = new InvokerSet(0, new Invoker<?>[0], new long[0], new DubboUrls.ProviderParams[0]);
+
+    /** Grows with every replacement, so a balancer never goes back to an older set. */
+    final long generation;
+    final Invoker<?>[] invokers;
+    final long[] ids;
+    final DubboUrls.ProviderParams[] params;
+    private final IdentityHashMap<Invoker<?>, Integer> positionByInvoker;
+    private final LongIntMap positionById;
+
+    /**
+     * The last per-call list object found to equal this set (same members, same order); lets
+     * the common case (a directory handing out the same list) skip the O(n) comparison. Racy
+     * writes are fine: any value it holds was verified.
+     */
+    volatile List<?> lastEqualList;
+
+    /**
+     * Size of the last strict subset checked for destroyed providers: a removal shows up as a
+     * smaller list once, a router's subsets repeat their sizes, so the check runs rarely.
+     */
+    volatile int lastCheckedSubsetSize = -1;
+
+    InvokerSet(long generation, Invoker<?>[] invokers, long[] ids, DubboUrls.ProviderParams[] params) {
+        this.generation = generation;
+        this.invokers = invokers;
+        this.ids = ids;
+        this.params = params;
+        this.positionByInvoker = new IdentityHashMap<>(invokers.length * 2);
+        this.positionById = new LongIntMap(invokers.length);
+        for (int i = 0; i < invokers.length; i++) {
+            positionByInvoker.put(invokers[i], i);
+            positionById.put(ids[i], i);
+        }
+    }
+
+    int size() {
+        return invokers.length;
+    }
+
+    /** Position of an Invoker object in this set, or -1. */
+    int positionOf(Invoker<?> invoker) {
+        Integer p = positionByInvoker.get(invoker);
+        return p == null ? -1 : p;
+    }
+
+    /** The Invoker with a polylb id, or null if the id is not in this set. */
+    Invoker<?> invokerById(long id) {
+        int p = positionById.get(id);
+        return p < 0 ? null : invokers[p];
+    }
+
+    static final int EQUAL = -1;
+    static final int UNKNOWN_MEMBER = -2;
+
+    /**
+     * Compares a per-call list with this set. Returns {@link #EQUAL} when it holds exactly this
+     * set's invokers in this order, {@link #UNKNOWN_MEMBER} when it holds an invoker this set
+     * lacks, otherwise the number of candidates written to {@code candidates} (its ids).
+     */
+    int match(List<? extends Invoker<?>> list, long[] candidates) {
+        boolean sameOrder = list.size() == invokers.length;
+        int i = 0;
+        // An iterator, not get(i): Dubbo's routed BitList walks its bitmap on every get.
+        for (Invoker<?> invoker : list) {
+            int p = positionOf(invoker);
+            if (p < 0) {
+                return UNKNOWN_MEMBER;
+            }
+            sameOrder &= p == i;
+            candidates[i++] = ids[p];
+        }
+        return sameOrder ? EQUAL : i;
+    }
+
+    /** A minimal open-addressing map from id to position (ids are never negative). */
+    static final class LongIntMap {
+        private final long[] keys;
+        private final int[] values;
+        private final int mask;
+
+        LongIntMap(int expected) {
+            int capacity = Integer.highestOneBit(Math.max(4, expected * 2 - 1)) << 1;
+            keys = new long[capacity];
+            values = new int[capacity];
+            mask = capacity - 1;
+            java.util.Arrays.fill(keys, -1L);
+        }
+
+        private static int slot(long key) {
+            long h = key * 0x9E3779B97F4A7C15L;
+            return (int) (h ^ (h >>> 32));
+        }
+
+        void put(long key, int value) {
+            int i = slot(key) & mask;
+            while (keys[i] != -1L && keys[i] != key) {
+                i = (i + 1) & mask;
+            }
+            keys[i] = key;
+            values[i] = value;
+        }
+
+        int get(long key) {
+            int i = slot(key) & mask;
+            while (true) {
+                long k = keys[i];
+                if (k == key) {
+                    return values[i];
+                }
+                if (k == -1L) {
+                    return -1;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+    }
+}

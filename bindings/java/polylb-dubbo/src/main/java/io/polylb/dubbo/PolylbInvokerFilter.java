@@ -1,0 +1,86 @@
+package io.polylb.dubbo;
+
+import static org.apache.dubbo.common.constants.CommonConstants.CONSUMER;
+
+import io.polylb.Outcome;
+import org.apache.dubbo.common.extension.Activate;
+import org.apache.dubbo.rpc.BaseFilter;
+import org.apache.dubbo.rpc.Filter;
+import org.apache.dubbo.rpc.Invocation;
+import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.Result;
+import org.apache.dubbo.rpc.RpcException;
+
+/**
+ * Reports each attempt's latency and outcome to polylb. A consumer filter wraps each provider
+ * invoker, so every failover attempt is timed on its own. Calls not balanced by polylb pass
+ * through untouched (one attribute lookup).
+ *
+ * <p>Outcomes follow Dubbo's ActiveLimitFilter: a response, even one carrying a business
+ * exception, is a success; an RpcException timeout is {@link Outcome#TIMEOUT}; any other error
+ * a {@link Outcome#FAILURE}. For {@code adaptive}, the provider's {@code lb_adaptive} reply is
+ * parsed as Dubbo's AdaptiveLoadBalanceFilter parses it, fed to polylb, and stripped.
+ */
+@Activate(group = CONSUMER, order = Integer.MAX_VALUE)
+public class PolylbInvokerFilter implements Filter, BaseFilter.Listener {
+
+    @Override
+    public Result invoke(Invoker<?> invoker, Invocation invocation) throws RpcException {
+        Selections selections = Selections.of(invocation);
+        if (selections != null) {
+            selections.start(invoker.getUrl());
+        }
+        return invoker.invoke(invocation);
+    }
+
+    @Override
+    public void onResponse(Result appResponse, Invoker<?> invoker, Invocation invocation) {
+        Selections.Selection s = finish(invoker, invocation);
+        if (s == null) {
+            return;
+        }
+        long elapsedUs = elapsedUs(s);
+        if (s.adaptive) {
+            try {
+                DubboUrls.ProviderMetrics metrics = DubboUrls.parseAdaptiveAttachment(
+                        appResponse.getAttachment(PolylbLoadBalance.ADAPTIVE_ATTACHMENT));
+                if (metrics != null) {
+                    s.balancer.reportProviderMetrics(s.method, s.id, metrics.providerTimeMs(), metrics.load(),
+                            elapsedUs, 0);
+                }
+            } catch (RuntimeException ignored) {
+                // Bad metrics must not fail the call (Dubbo drops them too).
+            } finally {
+                appResponse.getAttachments().remove(PolylbLoadBalance.ADAPTIVE_ATTACHMENT);
+            }
+        }
+        report(s, elapsedUs, Outcome.SUCCESS);
+    }
+
+    @Override
+    public void onError(Throwable t, Invoker<?> invoker, Invocation invocation) {
+        Selections.Selection s = finish(invoker, invocation);
+        if (s == null) {
+            return;
+        }
+        boolean timeout = t instanceof RpcException && ((RpcException) t).isTimeout();
+        report(s, elapsedUs(s), timeout ? Outcome.TIMEOUT : Outcome.FAILURE);
+    }
+
+    private static Selections.Selection finish(Invoker<?> invoker, Invocation invocation) {
+        Selections selections = Selections.of(invocation);
+        return selections == null ? null : selections.finish(invoker.getUrl());
+    }
+
+    private static long elapsedUs(Selections.Selection s) {
+        return Math.max(0, (System.nanoTime() - s.startNanos) / 1000);
+    }
+
+    private static void report(Selections.Selection s, long elapsedUs, Outcome outcome) {
+        try {
+            s.balancer.report(s.method, s.id, elapsedUs, outcome);
+        } catch (RuntimeException ignored) {
+            // The balancer was closed during shutdown; nothing to account for any more.
+        }
+    }
+}

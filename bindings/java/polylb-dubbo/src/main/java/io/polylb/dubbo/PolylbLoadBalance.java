@@ -1,0 +1,264 @@
+package io.polylb.dubbo;
+
+import io.polylb.PolylbException;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.dubbo.common.URL;
+import org.apache.dubbo.common.resource.Disposable;
+import org.apache.dubbo.rpc.Invocation;
+import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.RpcException;
+import org.apache.dubbo.rpc.cluster.loadbalance.AbstractLoadBalance;
+import org.apache.dubbo.rpc.support.RpcUtils;
+
+/**
+ * Dubbo {@code LoadBalance} backed by polylb; selected with {@code loadbalance="polylb"}, the
+ * strategy coming from the URL parameter {@value #STRATEGY_KEY} (default {@code random}), or with
+ * a per-strategy name such as {@code loadbalance="polylb-leastactive"} (the nested classes).
+ *
+ * <p>Per service (serviceKey) one provider set is registered with polylb and updated only when
+ * Dubbo's list holds a provider polylb does not know, or drops a destroyed one; a routed subset
+ * is passed as candidates. Feedback (latency, outcome, provider load) comes from
+ * {@link PolylbInvokerFilter}; picks Dubbo discards are released by {@link PolylbClusterFilter}.
+ *
+ * <p>URL parameters read (method level first, from the first provider, as Dubbo does):
+ * {@value #STRATEGY_KEY}, {@code hash.nodes} and {@code hash.arguments} (hashing strategies),
+ * {@code timeout} (adaptive), {@value #EXTRA_CONFIG_KEY} (extra polylb configuration, e.g.
+ * {@code seed=42}); per provider: {@code weight}, {@code timestamp}, {@code warmup}, {@code zone}.
+ */
+public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable {
+    public static final String NAME = "polylb";
+    public static final String STRATEGY_KEY = "polylb.strategy";
+    public static final String EXTRA_CONFIG_KEY = "polylb.config";
+    static final String DEFAULT_STRATEGY = "random";
+    static final String ADAPTIVE_ATTACHMENT = "lb_adaptive";
+    /** What Dubbo's AdaptiveLoadBalance asks providers for. */
+    static final String ADAPTIVE_ATTACHMENT_REQUEST = "mem,load";
+    private static final Set<String> HASHING = Set.of("consistenthash", "boundedhash");
+
+    private static final ThreadLocal<long[]> CANDIDATES = ThreadLocal.withInitial(() -> new long[64]);
+
+    private final String fixedStrategy;
+    private final ConcurrentHashMap<String, ServiceState> services = new ConcurrentHashMap<>();
+
+    /** {@code loadbalance="polylb"}: the strategy comes from {@value #STRATEGY_KEY}. */
+    public PolylbLoadBalance() {
+        this(null);
+    }
+
+    protected PolylbLoadBalance(String fixedStrategy) {
+        this.fixedStrategy = fixedStrategy;
+    }
+
+    @Override
+    protected <T> Invoker<T> doSelect(List<Invoker<T>> invokers, URL url, Invocation invocation) {
+        URL firstUrl = invokers.get(0).getUrl();
+        ServiceState state = service(firstUrl.getServiceKey());
+        String methodName = RpcUtils.getMethodName(invocation);
+        ServiceState.MethodBinding binding = binding(state, methodName, invokers);
+        byte[] key = binding.hashArguments == null ? null : DubboUrls.hashKey(invocation, binding.hashArguments);
+        ServiceState.NativeBalancer nb = binding.balancer;
+
+        // Retries only happen when another thread changed the set between our steps.
+        for (int attempt = 0; attempt < 4; attempt++) {
+            InvokerSet set = state.set;
+            long[] candidates = null;
+            int count = 0;
+            if (invokers != set.lastEqualList) {
+                candidates = scratch(invokers.size());
+                int match = set.match(invokers, candidates);
+                if (match == InvokerSet.UNKNOWN_MEMBER) {
+                    state.cover(invokers);
+                    continue;
+                }
+                if (match == InvokerSet.EQUAL) {
+                    set.lastEqualList = invokers;
+                    candidates = null;
+                } else {
+                    if (match != set.lastCheckedSubsetSize) {
+                        set.lastCheckedSubsetSize = match;
+                        if (state.prune(invokers) != set) {
+                            continue; // a destroyed provider left; match against the smaller set
+                        }
+                    }
+                    count = match;
+                }
+            }
+            nb.sync(set);
+            long id;
+            try {
+                id = candidates == null
+                        ? nb.balancer.select(binding.methodId, key)
+                        : nb.balancer.selectAmong(binding.methodId, key, candidates, count, null, 0, 0);
+            } catch (PolylbException e) {
+                if (nb.applied != set) {
+                    continue; // raced with an update; e.g. a candidate of the old set is gone
+                }
+                throw new RpcException("polylb could not select a provider for " + firstUrl.getServiceKey()
+                        + "." + methodName + ": " + e.getMessage(), e);
+            }
+            Invoker<?> chosen = set.invokerById(id);
+            if (chosen == null || nb.applied != set) {
+                // The balancer moved to a newer set between sync and select, so the pick may not
+                // be in this call's list: undo it and start over with the current set.
+                Selections.cancel(new Selections.Selection(nb.balancer, binding.methodId, id, null, false));
+                continue;
+            }
+            Selections.record(invocation,
+                    new Selections.Selection(nb.balancer, binding.methodId, id, chosen.getUrl(), binding.adaptive));
+            if (binding.adaptive) {
+                invocation.setAttachment(ADAPTIVE_ATTACHMENT, ADAPTIVE_ATTACHMENT_REQUEST);
+            }
+            @SuppressWarnings("unchecked")
+            Invoker<T> result = (Invoker<T>) chosen;
+            return result;
+        }
+        throw new RpcException("polylb: the provider list of " + firstUrl.getServiceKey()
+                + " kept changing during select; giving up after 4 attempts");
+    }
+
+    private ServiceState service(String serviceKey) {
+        String key = serviceKey == null ? "" : serviceKey;
+        ServiceState state = services.get(key);
+        if (state == null) {
+            state = services.computeIfAbsent(key, k -> new ServiceState());
+        }
+        return state;
+    }
+
+    private static long[] scratch(int n) {
+        long[] buffer = CANDIDATES.get();
+        if (buffer.length < n) {
+            buffer = new long[Math.max(n, buffer.length * 2)];
+            CANDIDATES.set(buffer);
+        }
+        return buffer;
+    }
+
+    /**
+     * Resolves (and caches per method) the strategy, configuration and method id; recomputed
+     * only when the first provider's URL object changes, because Dubbo reads these parameters
+     * from it.
+     */
+    private ServiceState.MethodBinding binding(ServiceState state, String methodName, List<? extends Invoker<?>> invokers) {
+        Invoker<?> first = invokers.get(0);
+        URL url = first.getUrl();
+        ServiceState.MethodBinding binding = state.bindingsByMethod.get(methodName);
+        if (binding != null && binding.configUrl == url) {
+            return binding;
+        }
+        String strategy = fixedStrategy != null
+                ? fixedStrategy
+                : url.getMethodParameter(methodName, STRATEGY_KEY, DEFAULT_STRATEGY);
+        StringBuilder config = new StringBuilder("loadbalance=").append(strategy);
+        int[] hashArguments = null;
+        if (HASHING.contains(strategy)) {
+            config.append("&hash.nodes=")
+                    .append(url.getMethodParameter(methodName, DubboUrls.HASH_NODES, DubboUrls.DEFAULT_HASH_NODES));
+            hashArguments = DubboUrls.hashArguments(url, methodName);
+        }
+        boolean adaptive = "adaptive".equals(strategy);
+        if (adaptive) {
+            config.append("&timeout=")
+                    .append(url.getMethodPositiveParameter(methodName, DubboUrls.TIMEOUT, DubboUrls.DEFAULT_TIMEOUT_MS));
+        }
+        String extra = url.getMethodParameter(methodName, EXTRA_CONFIG_KEY);
+        if (extra != null && !extra.isEmpty()) {
+            config.append('&').append(extra);
+        }
+        boolean uniformWeights = "random".equals(strategy) && !DubboUrls.declaresWeight(first, methodName);
+        ServiceState.NativeBalancer nb;
+        try {
+            nb = state.balancerFor(config.toString(), uniformWeights);
+        } catch (PolylbException e) {
+            throw new RpcException("polylb: bad load-balancing configuration for " + url.getServiceKey() + "."
+                    + methodName + " (" + config + "): " + e.getMessage(), e);
+        }
+        binding = new ServiceState.MethodBinding(url, nb, nb.methodId(methodName), hashArguments, adaptive);
+        state.bindingsByMethod.put(methodName, binding);
+        return binding;
+    }
+
+    /**
+     * polylb's view of a service (serviceKey, e.g. {@code com.example.DemoService} or
+     * {@code group/com.example.DemoService:1.0}): one stats JSON per native balancer, with
+     * per-provider weights, effective weights, in-flight and success/failure counters.
+     */
+    public List<String> statsJson(String serviceKey) {
+        ServiceState state = services.get(serviceKey);
+        return state == null ? List.of() : state.statsJson();
+    }
+
+    /** Frees every native balancer (Dubbo calls this when the application shuts down). */
+    @Override
+    public void destroy() {
+        for (ServiceState state : services.values()) {
+            state.close();
+        }
+        services.clear();
+    }
+
+    /** {@code loadbalance="polylb-random"}: Dubbo's weighted random with warm-up. */
+    public static class Random extends PolylbLoadBalance {
+        public Random() {
+            super("random");
+        }
+    }
+
+    /** {@code loadbalance="polylb-roundrobin"}: Dubbo's smooth weighted round robin. */
+    public static class RoundRobin extends PolylbLoadBalance {
+        public RoundRobin() {
+            super("roundrobin");
+        }
+    }
+
+    /** {@code loadbalance="polylb-leastactive"}: fewest calls in flight, weighted tie-break. */
+    public static class LeastActive extends PolylbLoadBalance {
+        public LeastActive() {
+            super("leastactive");
+        }
+    }
+
+    /** {@code loadbalance="polylb-shortestresponse"}: Dubbo's windowed mean latency x (active + 1). */
+    public static class ShortestResponse extends PolylbLoadBalance {
+        public ShortestResponse() {
+            super("shortestresponse");
+        }
+    }
+
+    /** {@code loadbalance="polylb-consistenthash"}: Dubbo's ketama ring (hash.nodes, hash.arguments). */
+    public static class ConsistentHash extends PolylbLoadBalance {
+        public ConsistentHash() {
+            super("consistenthash");
+        }
+    }
+
+    /** {@code loadbalance="polylb-adaptive"}: Dubbo's P2C over provider-reported load. */
+    public static class Adaptive extends PolylbLoadBalance {
+        public Adaptive() {
+            super("adaptive");
+        }
+    }
+
+    /** {@code loadbalance="polylb-p2c"}: weighted power of two choices (a polylb strategy). */
+    public static class P2c extends PolylbLoadBalance {
+        public P2c() {
+            super("p2c");
+        }
+    }
+
+    /** {@code loadbalance="polylb-peakewma"}: peak-EWMA latency P2C (a polylb strategy). */
+    public static class PeakEwma extends PolylbLoadBalance {
+        public PeakEwma() {
+            super("peakewma");
+        }
+    }
+
+    /** {@code loadbalance="polylb-boundedhash"}: consistent hashing with bounded load (a polylb strategy). */
+    public static class BoundedHash extends PolylbLoadBalance {
+        public BoundedHash() {
+            super("boundedhash");
+        }
+    }
+}

@@ -1,0 +1,332 @@
+package io.polylb.dubbo;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.gson.JsonElement;
+import com.google.gson.JsonParser;
+import io.polylb.Balancer;
+import io.polylb.PolylbException;
+import io.polylb.Status;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.dubbo.common.extension.ExtensionLoader;
+import org.apache.dubbo.config.ApplicationConfig;
+import org.apache.dubbo.config.ProtocolConfig;
+import org.apache.dubbo.config.ReferenceConfig;
+import org.apache.dubbo.config.ServiceConfig;
+import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+import org.apache.dubbo.rpc.cluster.LoadBalance;
+import org.apache.dubbo.rpc.model.ApplicationModel;
+import org.apache.dubbo.rpc.model.FrameworkModel;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A real Dubbo consumer calling three real Dubbo providers (dubbo protocol, 127.0.0.1 only, direct
+ * URLs, no registry) through the polylb LoadBalance. Each provider and the consumer live in their
+ * own FrameworkModel, as separate processes would.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class DubboEndToEndTest {
+    static final String[] NAMES = {"A", "B", "C"};
+    /** callId -> providers that served an attempt of it, in order. */
+    static final Map<String, List<String>> ATTEMPTS = new ConcurrentHashMap<>();
+    static final Map<String, AtomicInteger> CALLS = new ConcurrentHashMap<>();
+    /** Extra latency per provider name, ms. */
+    static final Map<String, Integer> EXTRA_DELAY_MS = new ConcurrentHashMap<>();
+
+    private static final List<FrameworkModel> FRAMEWORKS = new ArrayList<>();
+    private static final List<DubboBootstrap> BOOTSTRAPS = new ArrayList<>();
+    private static String directUrls;
+
+    public static final class NamedEcho implements EchoService {
+        private final String name;
+
+        NamedEcho(String name) {
+            this.name = name;
+        }
+
+        private void record(String callId) {
+            ATTEMPTS.computeIfAbsent(callId, k -> Collections.synchronizedList(new ArrayList<>())).add(name);
+            CALLS.computeIfAbsent(name, k -> new AtomicInteger()).incrementAndGet();
+        }
+
+        @Override
+        public String work(String callId, int delayMs) {
+            record(callId);
+            sleep(delayMs + EXTRA_DELAY_MS.getOrDefault(name, 0));
+            return name;
+        }
+
+        @Override
+        public String slowOn(String slowProvider, String callId, int sleepMs) {
+            record(callId);
+            if (name.equals(slowProvider)) {
+                sleep(sleepMs);
+            }
+            return name;
+        }
+
+        private static void sleep(int ms) {
+            if (ms <= 0) {
+                return;
+            }
+            try {
+                Thread.sleep(ms);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    static int freeLoopbackPort() throws IOException {
+        try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getByName("127.0.0.1"))) {
+            return socket.getLocalPort();
+        }
+    }
+
+    private static ApplicationConfig application(String name) {
+        ApplicationConfig app = new ApplicationConfig(name);
+        app.setQosEnable(false); // no QoS server (it would listen on 22222)
+        app.setRegisterMode("interface");
+        return app;
+    }
+
+    /**
+     * Dubbo replaces 127.0.0.1 by the machine's first non-loopback address when it connects
+     * (NetUtils.filterLocalHost); pinning its cached local address keeps every byte on loopback.
+     * (Dubbo's server still listens on 0.0.0.0: it treats any 127.x bind address as "any host".)
+     */
+    static void pinDubboLocalHostToLoopback() {
+        try {
+            Class<?> netUtils = Class.forName("org.apache.dubbo.common.utils.NetUtils");
+            java.lang.reflect.Field hostAddress = netUtils.getDeclaredField("HOST_ADDRESS");
+            hostAddress.setAccessible(true);
+            hostAddress.set(null, "127.0.0.1");
+            java.lang.reflect.Field localAddress = netUtils.getDeclaredField("LOCAL_ADDRESS");
+            localAddress.setAccessible(true);
+            localAddress.set(null, InetAddress.getByName("127.0.0.1"));
+        } catch (ReflectiveOperationException | IOException e) {
+            throw new IllegalStateException("cannot keep Dubbo on loopback", e);
+        }
+    }
+
+    @BeforeAll
+    static void startProviders() throws IOException {
+        pinDubboLocalHostToLoopback();
+        List<String> urls = new ArrayList<>();
+        for (String name : NAMES) {
+            int port = freeLoopbackPort();
+            FrameworkModel framework = new FrameworkModel();
+            FRAMEWORKS.add(framework);
+            ProtocolConfig protocol = new ProtocolConfig("dubbo", port);
+            protocol.setHost("127.0.0.1");
+            protocol.setParameters(Map.of("bind.ip", "127.0.0.1"));
+            protocol.setSerialization("hessian2");
+            ServiceConfig<EchoService> service = new ServiceConfig<>();
+            service.setInterface(EchoService.class);
+            service.setRef(new NamedEcho(name));
+            service.setRegister(false);
+            DubboBootstrap bootstrap = DubboBootstrap.newInstance(framework)
+                    .application(application("provider-" + name))
+                    .registry(new org.apache.dubbo.config.RegistryConfig("N/A"))
+                    .protocol(protocol)
+                    .service(service)
+                    .start();
+            BOOTSTRAPS.add(bootstrap);
+            urls.add("dubbo://127.0.0.1:" + port + "/" + EchoService.class.getName());
+        }
+        directUrls = String.join(";", urls);
+    }
+
+    @AfterAll
+    static void stopAll() {
+        for (DubboBootstrap bootstrap : BOOTSTRAPS) {
+            try {
+                bootstrap.stop();
+            } catch (RuntimeException ignored) {
+                // best effort
+            }
+        }
+        for (FrameworkModel framework : FRAMEWORKS) {
+            framework.destroy();
+        }
+    }
+
+    /** A consumer in its own FrameworkModel; returns the proxy and its bootstrap (to stop). */
+    private static Consumer consumer(String loadbalance, int timeoutMs, int retries) {
+        FrameworkModel framework = new FrameworkModel();
+        ReferenceConfig<EchoService> reference = new ReferenceConfig<>();
+        reference.setInterface(EchoService.class);
+        reference.setUrl(directUrls);
+        reference.setLoadbalance(loadbalance);
+        reference.setCluster("failover");
+        reference.setRetries(retries);
+        reference.setTimeout(timeoutMs);
+        reference.setCheck(false);
+        DubboBootstrap bootstrap = DubboBootstrap.newInstance(framework)
+                .application(application("consumer-" + loadbalance))
+                .registry(new org.apache.dubbo.config.RegistryConfig("N/A"))
+                .reference(reference)
+                .start();
+        return new Consumer(framework, bootstrap, reference.get());
+    }
+
+    static final class Consumer implements AutoCloseable {
+        final FrameworkModel framework;
+        final DubboBootstrap bootstrap;
+        final EchoService echo;
+
+        Consumer(FrameworkModel framework, DubboBootstrap bootstrap, EchoService echo) {
+            this.framework = framework;
+            this.bootstrap = bootstrap;
+            this.echo = echo;
+        }
+
+        /** polylb's stats for the service, from the consumer's own LoadBalance extension. */
+        List<String> stats(String loadbalance) {
+            ApplicationModel app = bootstrap.getApplicationModel();
+            LoadBalance lb = app.getExtensionLoader(LoadBalance.class).getExtension(loadbalance);
+            return ((PolylbLoadBalance) lb).statsJson(EchoService.class.getName());
+        }
+
+        @Override
+        public void close() {
+            bootstrap.stop();
+            framework.destroy();
+        }
+    }
+
+    @Test
+    void failoverNeverRetriesTheProviderThatTimedOut() {
+        try (Consumer consumer = consumer("polylb-roundrobin", 250, 2)) {
+            int failovers = 0;
+            for (int i = 0; i < 24; i++) {
+                // Blocks of three calls share a slow provider, so round robin meets it in every block.
+            String slow = NAMES[(i / 3) % 3];
+                String callId = "failover-" + i;
+                String servedBy = consumer.echo.slowOn(slow, callId, 800);
+                List<String> attempts = ATTEMPTS.get(callId);
+                assertNotEquals(slow, servedBy, "call " + callId + " attempts " + attempts);
+                assertEquals(attempts.size(), attempts.stream().distinct().count(),
+                        "a failover retried a provider it had tried: " + attempts);
+                if (attempts.size() > 1) {
+                    failovers++;
+                }
+            }
+            assertTrue(failovers >= 4, "round robin must have hit the slow provider first sometimes: " + failovers);
+            awaitNoneInFlight(consumer, "polylb-roundrobin");
+        }
+    }
+
+    @Test
+    void leastActiveSteersAwayFromASlowProvider() throws Exception {
+        steersAwayFromSlowProvider("polylb-leastactive");
+    }
+
+    @Test
+    void peakEwmaSteersAwayFromASlowProvider() throws Exception {
+        try (Balancer probe = new Balancer("loadbalance=peakewma")) {
+            probe.strategy();
+        } catch (PolylbException e) {
+            Assumptions.assumeTrue(e.status() != Status.INVALID_CONFIG,
+                    "polylb has no 'peakewma' strategy yet: " + e.getMessage());
+            throw e;
+        }
+        steersAwayFromSlowProvider("polylb-peakewma");
+    }
+
+    private void steersAwayFromSlowProvider(String loadbalance) throws Exception {
+        try (Consumer consumer = consumer(loadbalance, 2000, 0)) {
+            // Warm up (connections, JIT, serialization) with three equal providers first.
+            runConcurrently(consumer, loadbalance + "-warmup-", 6, 40);
+            // C answers ~150 ms later than A and B: far slower even when a busy CI machine slows
+            // everything down.
+            EXTRA_DELAY_MS.put("C", 150);
+            Map<String, AtomicInteger> served = runConcurrently(consumer, loadbalance + "-", 6, 60);
+            int a = count(served, "A");
+            int b = count(served, "B");
+            int c = count(served, "C");
+            String counts = loadbalance + " A=" + a + " B=" + b + " C=" + c;
+            assertEquals(360, a + b + c, counts);
+            // Unsteered (random, round robin) C would get a third: 120 calls.
+            assertTrue(c * 3 < Math.min(a, b) && c < 60,
+                    "the slow provider was not avoided: " + counts + "; " + consumer.stats(loadbalance));
+            awaitNoneInFlight(consumer, loadbalance);
+        } finally {
+            EXTRA_DELAY_MS.remove("C");
+        }
+    }
+
+    /** {@code threads} callers making {@code callsEach} calls; returns calls served per provider. */
+    private static Map<String, AtomicInteger> runConcurrently(Consumer consumer, String prefix, int threads,
+            int callsEach) throws Exception {
+        Map<String, AtomicInteger> served = new ConcurrentHashMap<>();
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        try {
+            List<Future<?>> futures = new ArrayList<>();
+            AtomicInteger seq = new AtomicInteger();
+            for (int t = 0; t < threads; t++) {
+                futures.add(pool.submit(() -> {
+                    for (int i = 0; i < callsEach; i++) {
+                        String name = consumer.echo.work(prefix + seq.incrementAndGet(), 1);
+                        served.computeIfAbsent(name, k -> new AtomicInteger()).incrementAndGet();
+                    }
+                    return null;
+                }));
+            }
+            for (Future<?> f : futures) {
+                f.get(90, TimeUnit.SECONDS);
+            }
+        } finally {
+            pool.shutdown();
+        }
+        return served;
+    }
+
+    private static int count(Map<String, AtomicInteger> served, String name) {
+        AtomicInteger n = served.get(name);
+        return n == null ? 0 : n.get();
+    }
+
+    /** Every pick was reported (or released): polylb's in-flight counters are back to 0. */
+    private static void awaitNoneInFlight(Consumer consumer, String loadbalance) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        String last = "";
+        while (System.nanoTime() < deadline) {
+            int active = 0;
+            for (String json : consumer.stats(loadbalance)) {
+                last = json;
+                for (JsonElement m : JsonParser.parseString(json).getAsJsonObject().getAsJsonArray("invokers")) {
+                    active += m.getAsJsonObject().get("active").getAsInt();
+                }
+            }
+            if (active == 0 && !last.isEmpty()) {
+                return;
+            }
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+        throw new AssertionError("calls still counted in flight: " + last);
+    }
+}

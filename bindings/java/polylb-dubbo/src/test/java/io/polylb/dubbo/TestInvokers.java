@@ -1,0 +1,94 @@
+package io.polylb.dubbo;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.dubbo.common.URL;
+import org.apache.dubbo.rpc.Invocation;
+import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.Result;
+import org.apache.dubbo.rpc.RpcException;
+import org.apache.dubbo.rpc.RpcInvocation;
+
+/** Plain Dubbo invokers and invocations, as Dubbo's own load-balancer tests build them. */
+final class TestInvokers {
+    static final String SERVICE = "com.example.DemoService";
+
+    private TestInvokers() {}
+
+    static final class FakeInvoker implements Invoker<Object> {
+        private final URL url;
+        volatile boolean available = true;
+
+        FakeInvoker(URL url) {
+            this.url = url;
+        }
+
+        @Override
+        public Class<Object> getInterface() {
+            return Object.class;
+        }
+
+        @Override
+        public Result invoke(Invocation invocation) throws RpcException {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public URL getUrl() {
+            return url;
+        }
+
+        @Override
+        public boolean isAvailable() {
+            return available;
+        }
+
+        @Override
+        public void destroy() {
+            available = false;
+        }
+
+        @Override
+        public String toString() {
+            return url.getAddress();
+        }
+    }
+
+    static FakeInvoker invoker(int n, String params) {
+        String query = params == null || params.isEmpty() ? "" : "?" + params;
+        return new FakeInvoker(URL.valueOf("dubbo://10.0.0." + n + ":20880/" + SERVICE + query));
+    }
+
+    /** Providers 1..n with the given URL parameters each (null = none). */
+    static List<Invoker<Object>> invokers(String... params) {
+        List<Invoker<Object>> list = new ArrayList<>();
+        for (int i = 0; i < params.length; i++) {
+            list.add(invoker(i + 1, params[i]));
+        }
+        return list;
+    }
+
+    static List<Invoker<Object>> weighted(int... weights) {
+        List<Invoker<Object>> list = new ArrayList<>();
+        for (int i = 0; i < weights.length; i++) {
+            list.add(invoker(i + 1, "weight=" + weights[i]));
+        }
+        return list;
+    }
+
+    static RpcInvocation call(String method, Object... args) {
+        Class<?>[] types = new Class<?>[args.length];
+        for (int i = 0; i < args.length; i++) {
+            types[i] = args[i] == null ? Object.class : args[i].getClass();
+        }
+        return new RpcInvocation(method, SERVICE, SERVICE, types, args);
+    }
+
+    /** A generic call, as GenericService.$invoke(method, types, args) sends it. */
+    static RpcInvocation genericCall(String method, Object... args) {
+        String[] types = new String[args.length];
+        java.util.Arrays.fill(types, "java.lang.String");
+        return new RpcInvocation("$invoke", SERVICE, SERVICE,
+                new Class<?>[] {String.class, String[].class, Object[].class}, new Object[] {method, types, args});
+    }
+}

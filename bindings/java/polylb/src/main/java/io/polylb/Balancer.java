@@ -1,0 +1,298 @@
+package io.polylb;
+
+import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A polylb load balancer over one set of invokers. Thread-safe: share one instance.
+ *
+ * <pre>{@code
+ * try (Balancer lb = new Balancer("loadbalance=leastactive")) {
+ *     lb.update(List.of(Invoker.of(1, "10.0.0.1:20880"), Invoker.of(2, "10.0.0.2:20880").withWeight(200)));
+ *     int sayHello = lb.method("sayHello");
+ *     long id = lb.select(sayHello);
+ *     // ... make the call to invoker `id`, then:
+ *     lb.report(sayHello, id, elapsedMicros, Outcome.SUCCESS);
+ * }
+ * }</pre>
+ *
+ * <p>Every {@code select} counts a call as in flight until it is {@linkplain #report reported}
+ * (report {@link Outcome#CANCELLED} for a pick that was never sent).
+ *
+ * <p>Times ({@code nowUs}) are Unix microseconds; 0 means the library's own clock. Passing
+ * explicit times makes tests and simulations deterministic.
+ *
+ * <p>Lifetime: {@link #close()} frees the native balancer; a {@link Cleaner} frees it if the
+ * object becomes unreachable without being closed. Close only after all calls on it have
+ * returned: a call racing {@code close()} may use freed memory (checking for that would cost a
+ * contended atomic on every call).
+ */
+public final class Balancer implements AutoCloseable {
+    /** The method id of the service level, and of the empty method name. */
+    public static final int SERVICE_METHOD = 0;
+
+    private static final Cleaner CLEANER = Cleaner.create();
+    private static final long[] NO_IDS = new long[0];
+
+    private final AtomicLong handle;
+    private final Cleaner.Cleanable cleanable;
+
+    /**
+     * Creates a balancer from Dubbo-style URL parameters, e.g.
+     * {@code "loadbalance=consistenthash&hash.nodes=160"} ({@code loadbalance} defaults to {@code random}).
+     *
+     * @throws PolylbException {@link Status#INVALID_CONFIG} with a message naming the bad key
+     */
+    public Balancer(String config) {
+        Objects.requireNonNull(config, "config");
+        long[] handleOut = new long[1];
+        String[] messageOut = new String[1];
+        int status = Native.create(config, handleOut, messageOut);
+        if (status != 0) {
+            throw PolylbException.of(status, messageOut[0]);
+        }
+        this.handle = new AtomicLong(handleOut[0]);
+        this.cleanable = CLEANER.register(this, new Free(handle));
+    }
+
+    /** Frees the native balancer once, whether from close() or from the Cleaner. */
+    private static final class Free implements Runnable {
+        private final AtomicLong handle;
+
+        Free(AtomicLong handle) {
+            this.handle = handle;
+        }
+
+        @Override
+        public void run() {
+            long h = handle.getAndSet(0);
+            if (h != 0) {
+                Native.free(h);
+            }
+        }
+    }
+
+    private long live() {
+        long h = handle.get();
+        if (h == 0) {
+            throw new IllegalStateException("polylb balancer is closed");
+        }
+        return h;
+    }
+
+    /**
+     * Replaces the whole set atomically. State of ids that stay (round-robin position, in-flight
+     * counts, latency history) is kept. A rejected update changes nothing.
+     *
+     * @throws PolylbException e.g. {@link Status#DUPLICATE_ID}, {@link Status#NEGATIVE_WEIGHT},
+     *     {@link Status#ID_OUT_OF_RANGE} (negative id)
+     */
+    public void update(List<Invoker> invokers) {
+        Objects.requireNonNull(invokers, "invokers");
+        int n = invokers.size();
+        long[] ids = new long[n];
+        String[] addresses = new String[n];
+        int[] weights = new int[n];
+        long[] startTimes = new long[n];
+        int[] warmups = new int[n];
+        String[] zones = null;
+        for (int i = 0; i < n; i++) {
+            Invoker invoker = Objects.requireNonNull(invokers.get(i), "invoker");
+            ids[i] = invoker.id();
+            addresses[i] = invoker.address();
+            weights[i] = invoker.weight();
+            startTimes[i] = invoker.startTimeMs();
+            warmups[i] = invoker.warmupMs();
+            if (invoker.zone() != null) {
+                if (zones == null) {
+                    zones = new String[n];
+                }
+                zones[i] = invoker.zone();
+            }
+        }
+        String[] messageOut = new String[1];
+        try {
+            int status = Native.update(live(), ids, addresses, weights, startTimes, warmups, zones, messageOut);
+            if (status != 0) {
+                throw PolylbException.of(status, messageOut[0]);
+            }
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /**
+     * Interns a method name; use the returned id on the hot path. The empty name is
+     * {@link #SERVICE_METHOD}. Call once per method and keep the id.
+     */
+    public int method(String name) {
+        Objects.requireNonNull(name, "name");
+        try {
+            long id = Native.method(live(), name.getBytes(StandardCharsets.UTF_8));
+            if (id < 0) {
+                throw PolylbException.of(id);
+            }
+            return (int) id;
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /** Picks an invoker id for {@code method} among the whole set. */
+    public long select(int method) {
+        return select(method, null, 0);
+    }
+
+    /** Picks an invoker id; {@code key} (may be null) is the hash key of hashing strategies. */
+    public long select(int method, byte[] key) {
+        return select(method, key, 0);
+    }
+
+    /**
+     * Picks an invoker id at time {@code nowUs} (0 = now).
+     *
+     * @throws PolylbException {@link Status#NO_PROVIDER} for an empty set,
+     *     {@link Status#UNKNOWN_METHOD} for an id not returned by {@link #method}
+     */
+    public long select(int method, byte[] key, long nowUs) {
+        try {
+            long id = Native.select(live(), method, key, key == null ? 0 : key.length, nowUs);
+            if (id < 0) {
+                throw PolylbException.of(id);
+            }
+            return id;
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /**
+     * Picks among {@code candidates} (null or empty: the whole set), avoiding {@code excluded}
+     * (ids a failover already tried) while any other candidate remains.
+     */
+    public long selectAmong(int method, byte[] key, long[] candidates, long[] excluded) {
+        long[] c = candidates == null ? NO_IDS : candidates;
+        long[] e = excluded == null ? NO_IDS : excluded;
+        return selectAmong(method, key, c, c.length, e, e.length, 0);
+    }
+
+    /**
+     * As {@link #selectAmong(int, byte[], long[], long[])} with the first {@code candidateCount}
+     * / {@code excludedCount} elements of reusable arrays, at time {@code nowUs} (0 = now).
+     *
+     * @throws PolylbException {@link Status#UNKNOWN_CANDIDATE} for a candidate not in the set,
+     *     {@link Status#NO_CANDIDATE} when every candidate is excluded... see {@link Status}
+     * @throws IndexOutOfBoundsException when a count exceeds its array
+     */
+    public long selectAmong(int method, byte[] key, long[] candidates, int candidateCount, long[] excluded,
+            int excludedCount, long nowUs) {
+        // The native side copies exactly `count` elements, trusting these checks.
+        Objects.checkFromIndexSize(0, candidateCount, candidates == null ? 0 : candidates.length);
+        Objects.checkFromIndexSize(0, excludedCount, excluded == null ? 0 : excluded.length);
+        try {
+            long id = Native.selectAmong(live(), method, key, key == null ? 0 : key.length, candidates,
+                    candidateCount, excluded, excludedCount, nowUs);
+            if (id < 0) {
+                throw PolylbException.of(id);
+            }
+            return id;
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /** Ends a call selected earlier, now. */
+    public void report(int method, long id, long elapsedUs, Outcome outcome) {
+        report(method, id, elapsedUs, outcome, 0);
+    }
+
+    /**
+     * Ends a call selected earlier: its latency and outcome. A report for an id no longer in the
+     * set is accepted and ignored.
+     *
+     * @throws PolylbException {@link Status#INVALID_ARGUMENT} for a negative elapsed time
+     */
+    public void report(int method, long id, long elapsedUs, Outcome outcome, long nowUs) {
+        int code = outcome.code(); // null outcome: NullPointerException before any native call
+        try {
+            int status = Native.report(live(), method, id, elapsedUs, code, nowUs);
+            if (status != 0) {
+                throw PolylbException.of(status);
+            }
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /**
+     * Feeds what a Dubbo provider returned in its {@code lb_adaptive} attachment ({@code curTime}
+     * in ms and {@code load}) plus the call's response time; used by {@code adaptive}.
+     */
+    public void reportProviderMetrics(int method, long id, long providerTimeMs, double cpuLoad, long rtUs,
+            long nowUs) {
+        try {
+            int status = Native.reportProviderMetrics(live(), method, id, providerTimeMs, cpuLoad, rtUs, nowUs);
+            if (status != 0) {
+                throw PolylbException.of(status);
+            }
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /** The set and its counters as JSON, effective weights evaluated now. */
+    public String statsJson() {
+        return statsJson(0);
+    }
+
+    /** The set and its counters as JSON, effective weights evaluated at {@code nowUs}. */
+    public String statsJson(long nowUs) {
+        try {
+            String json = Native.stats(live(), nowUs);
+            if (json == null) {
+                throw PolylbException.of(Status.PANIC.code());
+            }
+            return json;
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /** The strategy's canonical name, e.g. {@code "roundrobin"}. */
+    public String strategy() {
+        try {
+            String name = Native.strategy(live());
+            if (name == null) {
+                throw PolylbException.of(Status.PANIC.code());
+            }
+            return name;
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    public boolean isClosed() {
+        return handle.get() == 0;
+    }
+
+    /** Frees the native balancer. Idempotent. Call only once no other call is running. */
+    @Override
+    public void close() {
+        cleanable.clean();
+    }
+
+    /** The native library's version, e.g. {@code "0.1.0"}. */
+    public static String nativeVersion() {
+        return Native.version();
+    }
+
+    @Override
+    public String toString() {
+        long h = handle.get();
+        return h == 0 ? "Balancer[closed]" : "Balancer[" + strategy() + "]";
+    }
+}

@@ -1,0 +1,115 @@
+package io.polylb;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.util.Locale;
+
+/**
+ * Loads the JNI library, in this order:
+ * <ol>
+ *   <li>the file named by the system property {@value #PATH_PROPERTY}, if set (no fallback: a
+ *       wrong path is an error, not a silent switch to another copy);</li>
+ *   <li>the copy packed in the jar at {@code META-INF/native/<os>-<arch>/<file>}, extracted to a
+ *       temporary file (a JVM can only {@code System.load} a file);</li>
+ *   <li>{@code System.loadLibrary("polylb_jni")}, i.e. {@code java.library.path}.</li>
+ * </ol>
+ */
+final class NativeLoader {
+    static final String PATH_PROPERTY = "polylb.library.path";
+    static final String LIBRARY_NAME = "polylb_jni";
+
+    private NativeLoader() {}
+
+    static void load() {
+        String override = System.getProperty(PATH_PROPERTY);
+        if (override != null && !override.isEmpty()) {
+            System.load(Paths.get(override).toAbsolutePath().toString());
+            return;
+        }
+        String fileName = System.mapLibraryName(LIBRARY_NAME);
+        UnsatisfiedLinkError extractionFailure = null;
+        for (String platform : platforms()) {
+            String resource = "/META-INF/native/" + platform + "/" + fileName;
+            try (InputStream in = NativeLoader.class.getResourceAsStream(resource)) {
+                if (in == null) {
+                    continue;
+                }
+                loadExtracted(in, fileName);
+                return;
+            } catch (IOException | UnsatisfiedLinkError e) {
+                extractionFailure = new UnsatisfiedLinkError("could not load " + resource + ": " + e);
+                extractionFailure.initCause(e);
+            }
+        }
+        try {
+            System.loadLibrary(LIBRARY_NAME);
+        } catch (UnsatisfiedLinkError e) {
+            UnsatisfiedLinkError error = new UnsatisfiedLinkError("polylb: no native library for "
+                    + String.join(" or ", platforms()) + " in the jar (META-INF/native/...), and "
+                    + fileName + " is not on java.library.path; set -D" + PATH_PROPERTY + "=/path/to/" + fileName);
+            error.initCause(extractionFailure != null ? extractionFailure : e);
+            throw error;
+        }
+    }
+
+    private static void loadExtracted(InputStream in, String fileName) throws IOException {
+        int dot = fileName.lastIndexOf('.');
+        Path file = Files.createTempFile(fileName.substring(0, dot) + "-", fileName.substring(dot));
+        try {
+            Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
+            System.load(file.toAbsolutePath().toString());
+        } finally {
+            // The mapping survives the unlink on Unix; Windows keeps the file locked while loaded.
+            try {
+                Files.deleteIfExists(file);
+            } catch (IOException e) {
+                file.toFile().deleteOnExit();
+            }
+        }
+    }
+
+    /** Resource directory names for this machine, most specific first. */
+    static String[] platforms() {
+        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
+        String arch = normalizeArch(System.getProperty("os.arch", ""));
+        if (os.startsWith("linux")) {
+            String glibc = "linux-" + arch;
+            return isMusl() ? new String[] {glibc + "-musl", glibc} : new String[] {glibc};
+        }
+        if (os.startsWith("mac") || os.startsWith("darwin")) {
+            return new String[] {"osx-" + arch};
+        }
+        if (os.startsWith("windows")) {
+            return new String[] {"windows-" + arch};
+        }
+        return new String[] {os.replaceAll("[^a-z0-9]", "") + "-" + arch};
+    }
+
+    static String normalizeArch(String arch) {
+        String a = arch.toLowerCase(Locale.ROOT);
+        switch (a) {
+            case "amd64":
+            case "x86_64":
+            case "x64":
+                return "x86_64";
+            case "aarch64":
+            case "arm64":
+                return "aarch64";
+            default:
+                return a.replaceAll("[^a-z0-9_]", "");
+        }
+    }
+
+    /** A glibc build fails to load on musl (Alpine), so musl gets its own directory. */
+    private static boolean isMusl() {
+        try (var entries = Files.newDirectoryStream(Paths.get("/lib"), "ld-musl-*")) {
+            return entries.iterator().hasNext();
+        } catch (IOException | RuntimeException e) {
+            return false;
+        }
+    }
+}

@@ -1,0 +1,263 @@
+package io.polylb;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+
+class BalancerTest {
+    private static final long NOW_MS = 1_700_000_000_000L;
+    private static final long NOW_US = NOW_MS * 1000;
+
+    private static List<Invoker> invokers(int... weights) {
+        List<Invoker> list = new ArrayList<>();
+        for (int i = 0; i < weights.length; i++) {
+            list.add(Invoker.of(i + 1, "10.0.0." + (i + 1) + ":20880").withWeight(weights[i]));
+        }
+        return list;
+    }
+
+    @Test
+    void reportsVersionAndStrategy() {
+        assertFalse(Balancer.nativeVersion().isEmpty());
+        try (Balancer random = new Balancer("");
+                Balancer rr = new Balancer("loadbalance=roundrobin")) {
+            assertEquals("random", random.strategy());
+            assertEquals("roundrobin", rr.strategy());
+        }
+    }
+
+    @Test
+    void roundRobinFollowsDubbosSmoothSequence() {
+        try (Balancer lb = new Balancer("loadbalance=roundrobin")) {
+            lb.update(invokers(5, 1, 1));
+            int m = lb.method("sayHello");
+            StringBuilder seq = new StringBuilder();
+            for (int i = 0; i < 7; i++) {
+                long id = lb.select(m);
+                lb.report(m, id, 100, Outcome.SUCCESS);
+                seq.append(id - 1);
+            }
+            assertEquals("0010200", seq.toString());
+        }
+    }
+
+    @Test
+    void consistentHashIsStablePerKeyAndSpreadsKeys() {
+        try (Balancer lb = new Balancer("loadbalance=consistenthash")) {
+            lb.update(invokers(100, 100, 100, 100, 100));
+            int m = lb.method("get");
+            Set<Long> seen = new HashSet<>();
+            for (int k = 0; k < 500; k++) {
+                byte[] key = ("user-" + k).getBytes(StandardCharsets.UTF_8);
+                long first = lb.select(m, key);
+                lb.report(m, first, 10, Outcome.SUCCESS);
+                long again = lb.select(m, key);
+                lb.report(m, again, 10, Outcome.SUCCESS);
+                assertEquals(first, again);
+                seen.add(first);
+            }
+            assertEquals(5, seen.size());
+        }
+    }
+
+    @Test
+    void candidatesAndExclusionsAreHonoured() {
+        try (Balancer lb = new Balancer("loadbalance=random")) {
+            lb.update(invokers(100, 100, 100, 100));
+            int m = lb.method("m");
+            long[] candidates = {2, 4, 99};
+            for (int i = 0; i < 200; i++) {
+                long id = lb.selectAmong(m, null, candidates, 2, null, 0, 0);
+                assertTrue(id == 2 || id == 4, "picked " + id);
+                lb.report(m, id, 1, Outcome.CANCELLED);
+                long notTwo = lb.selectAmong(m, null, new long[] {2, 4}, new long[] {2});
+                assertEquals(4, notTwo);
+                lb.report(m, notTwo, 1, Outcome.CANCELLED);
+                long notOne = lb.selectAmong(m, null, null, new long[] {1});
+                assertNotEquals(1, notOne);
+                lb.report(m, notOne, 1, Outcome.CANCELLED);
+            }
+        }
+    }
+
+    @Test
+    void statsShowCountersAndWarmUpWeights() {
+        try (Balancer lb = new Balancer("loadbalance=leastactive")) {
+            lb.update(List.of(
+                    Invoker.of(7, "10.0.0.7:20880").withStartTimeMs(NOW_MS - 300_000).withZone("zone-é"),
+                    Invoker.of(8, "10.0.0.8:20880").withStartTimeMs(NOW_MS - 60_000).withWarmupMs(120_000),
+                    Invoker.of(9, "[::1]:20880").withWeight(14).withStartTimeMs(NOW_MS - 300_000)));
+            Map<Long, Integer> weights = effectiveWeights(lb.statsJson(NOW_US));
+            assertEquals(50, weights.get(7L));
+            assertEquals(50, weights.get(8L));
+            assertEquals(6, weights.get(9L), "Dubbo's float32 rounding: 14 * 0.5 -> 6");
+
+            int m = lb.method("sayHello");
+            long id = lb.select(m);
+            String during = lb.statsJson(NOW_US);
+            assertTrue(during.contains("\"active\":1"), during);
+            lb.report(m, id, 1500, Outcome.SUCCESS);
+            String after = lb.statsJson(NOW_US);
+            assertTrue(after.contains("\"succeeded\":1"), after);
+            assertTrue(after.contains("zone-é"), after);
+            assertTrue(after.contains("\"sayHello\""), after);
+        }
+    }
+
+    static Map<Long, Integer> effectiveWeights(String json) {
+        Map<Long, Integer> out = new HashMap<>();
+        Matcher m = Pattern.compile("\\{\"id\":(\\d+),.*?\"effective_weight\":(-?\\d+)").matcher(json);
+        while (m.find()) {
+            out.put(Long.parseLong(m.group(1)), Integer.parseInt(m.group(2)));
+        }
+        return out;
+    }
+
+    @Test
+    void methodIdsAreInternedOnce() {
+        try (Balancer lb = new Balancer("")) {
+            assertEquals(Balancer.SERVICE_METHOD, lb.method(""));
+            int a = lb.method("a");
+            assertEquals(a, lb.method("a"));
+            assertNotEquals(a, lb.method("b"));
+            assertNotEquals(a, lb.method("日本語"));
+        }
+    }
+
+    @Test
+    void badInputBecomesExceptionsWithTheLibrarysMessage() {
+        PolylbException config = assertThrows(PolylbException.class, () -> new Balancer("loadBalance=random"));
+        assertEquals(Status.INVALID_CONFIG, config.status());
+        assertTrue(config.getMessage().contains("loadBalance"), config.getMessage());
+        assertEquals(Status.INVALID_CONFIG,
+                assertThrows(PolylbException.class, () -> new Balancer("loadbalance=nosuch")).status());
+        assertEquals(Status.INVALID_CONFIG,
+                assertThrows(PolylbException.class, () -> new Balancer("loadbalance=consistenthash&hash.nodes=2"))
+                        .status());
+
+        try (Balancer lb = new Balancer("loadbalance=roundrobin")) {
+            int m = lb.method("m");
+            assertEquals(Status.NO_PROVIDER, assertThrows(PolylbException.class, () -> lb.select(m)).status());
+            assertEquals(Status.DUPLICATE_ID, assertThrows(PolylbException.class,
+                    () -> lb.update(List.of(Invoker.of(1, "a:1"), Invoker.of(1, "b:1")))).status());
+            assertEquals(Status.NEGATIVE_WEIGHT, assertThrows(PolylbException.class,
+                    () -> lb.update(List.of(Invoker.of(1, "a:1").withWeight(-1)))).status());
+            assertEquals(Status.ID_OUT_OF_RANGE, assertThrows(PolylbException.class,
+                    () -> lb.update(List.of(Invoker.of(-1, "a:1")))).status());
+            assertThrows(NullPointerException.class, () -> Invoker.of(1, null));
+            assertThrows(NullPointerException.class, () -> lb.update(null));
+
+            lb.update(invokers(1, 2, 3));
+            assertEquals(Status.UNKNOWN_METHOD, assertThrows(PolylbException.class, () -> lb.select(12345)).status());
+            assertEquals(Status.UNKNOWN_METHOD, assertThrows(PolylbException.class, () -> lb.select(-1)).status());
+            assertEquals(Status.UNKNOWN_CANDIDATE, assertThrows(PolylbException.class,
+                    () -> lb.selectAmong(m, null, new long[] {42}, null)).status());
+            assertEquals(Status.NO_CANDIDATE, assertThrows(PolylbException.class,
+                    () -> lb.selectAmong(m, null, new long[] {1, 2}, new long[] {1, 2})).status());
+            assertThrows(IndexOutOfBoundsException.class,
+                    () -> lb.selectAmong(m, null, new long[] {1}, 5, null, 0, 0));
+            assertThrows(IndexOutOfBoundsException.class,
+                    () -> lb.selectAmong(m, null, null, 0, new long[0], -1, 0));
+            assertEquals(Status.INVALID_ARGUMENT, assertThrows(PolylbException.class,
+                    () -> lb.report(m, 1, -5, Outcome.SUCCESS)).status());
+            assertEquals(Status.UNKNOWN_METHOD, assertThrows(PolylbException.class,
+                    () -> lb.report(999, 1, 5, Outcome.SUCCESS)).status());
+            assertThrows(NullPointerException.class, () -> lb.report(m, 1, 5, null));
+            assertEquals(Status.INVALID_ARGUMENT, assertThrows(PolylbException.class,
+                    () -> lb.reportProviderMetrics(m, 1, NOW_MS, Double.NaN, 10, 0)).status());
+            // A report for an id that is not in the set is harmless.
+            lb.report(m, 77, 5, Outcome.FAILURE);
+            // A rejected update changed nothing.
+            assertEquals(3, effectiveWeights(lb.statsJson()).size());
+        }
+    }
+
+    @Test
+    void closedBalancerThrowsInsteadOfCrashing() {
+        Balancer lb = new Balancer("");
+        lb.update(invokers(1));
+        lb.close();
+        lb.close(); // idempotent
+        assertTrue(lb.isClosed());
+        assertThrows(IllegalStateException.class, () -> lb.select(0));
+        assertThrows(IllegalStateException.class, () -> lb.report(0, 1, 1, Outcome.SUCCESS));
+        assertThrows(IllegalStateException.class, () -> lb.update(invokers(1)));
+        assertThrows(IllegalStateException.class, lb::statsJson);
+        assertEquals("Balancer[closed]", lb.toString());
+    }
+
+    @Test
+    void unclosedBalancersAreFreedByTheCleaner() throws InterruptedException {
+        for (int i = 0; i < 2000; i++) {
+            Balancer lb = new Balancer("loadbalance=consistenthash");
+            lb.update(invokers(1, 2, 3));
+            lb.select(0, new byte[] {1});
+        }
+        System.gc();
+        Thread.sleep(50);
+    }
+
+    @Test
+    void largeKeysAndSetsCrossTheBoundary() {
+        try (Balancer lb = new Balancer("loadbalance=consistenthash")) {
+            int n = 1000;
+            int[] weights = new int[n];
+            java.util.Arrays.fill(weights, 100);
+            lb.update(invokers(weights));
+            int m = lb.method("m");
+            byte[] bigKey = new byte[10_000];
+            long id = lb.select(m, bigKey);
+            assertEquals(id, lb.select(m, bigKey));
+            long[] all = new long[n];
+            for (int i = 0; i < n; i++) {
+                all[i] = i + 1;
+            }
+            // More candidates than the native stack buffer holds.
+            long among = lb.selectAmong(m, bigKey, all, new long[] {id});
+            assertNotEquals(id, among);
+        }
+    }
+
+    @Test
+    void concurrentSelectAndReportKeepCountersConsistent() throws Exception {
+        try (Balancer lb = new Balancer("loadbalance=leastactive")) {
+            lb.update(invokers(100, 100, 100, 100));
+            int m = lb.method("m");
+            ExecutorService pool = Executors.newFixedThreadPool(4);
+            List<Future<?>> futures = new ArrayList<>();
+            for (int t = 0; t < 4; t++) {
+                futures.add(pool.submit(() -> {
+                    for (int i = 0; i < 20_000; i++) {
+                        long id = lb.select(m);
+                        lb.report(m, id, 50, (i % 10 == 0) ? Outcome.FAILURE : Outcome.SUCCESS);
+                    }
+                }));
+                // Updates racing selects must be safe too.
+                lb.update(invokers(100, 100, 100, 100));
+            }
+            for (Future<?> f : futures) {
+                f.get(60, TimeUnit.SECONDS);
+            }
+            pool.shutdown();
+            String stats = lb.statsJson();
+            assertFalse(stats.matches("(?s).*\"active\":[1-9].*"), stats);
+        }
+    }
+}

@@ -1,0 +1,39 @@
+package io.polylb;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+
+import org.junit.jupiter.api.Test;
+
+class NativeLoaderTest {
+    @Test
+    void architecturesAreNormalized() {
+        assertEquals("x86_64", NativeLoader.normalizeArch("amd64"));
+        assertEquals("x86_64", NativeLoader.normalizeArch("x86_64"));
+        assertEquals("aarch64", NativeLoader.normalizeArch("arm64"));
+        assertEquals("aarch64", NativeLoader.normalizeArch("aarch64"));
+    }
+
+    @Test
+    void theJarCarriesTheLibraryForThisMachine() {
+        String file = System.mapLibraryName(NativeLoader.LIBRARY_NAME);
+        String platform = NativeLoader.platforms()[NativeLoader.platforms().length - 1];
+        assertNotNull(NativeLoader.class.getResource("/META-INF/native/" + platform + "/" + file),
+                "missing META-INF/native/" + platform + "/" + file);
+        Native.ensureLoaded();
+        assertEquals(Native.ABI_VERSION, Native.abiVersion());
+    }
+
+    @Test
+    void everyStatusCodeHasText() {
+        for (Status s : Status.values()) {
+            if (s != Status.UNKNOWN) {
+                assertEquals(s, Status.of(s.code()));
+                assertEquals(s, Status.of(-s.code()));
+                assertNotNull(Native.statusMessage(s.code()), s.name());
+            }
+        }
+        assertEquals(Status.UNKNOWN, Status.of(999));
+        assertEquals("PANIC", PolylbException.of(-13).status().name());
+    }
+}
