@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import random
+import statistics
 import sys
 import time
 import timeit
@@ -36,16 +37,21 @@ SUCCESS = int(Outcome.SUCCESS)
 
 def measure_rounds(
     statements: List[str], namespace: Dict[str, Any], number: int, rounds: int
-) -> List[float]:
-    """Best ns per operation of each statement over interleaved rounds."""
+) -> List[List[float]]:
+    """ns per operation of each statement (outer list) in each interleaved round (inner list)."""
     timers = [timeit.Timer(s, globals=namespace, timer=time.thread_time) for s in statements]
     for timer in timers:
         timer.timeit(number // 10 or 1)  # warm up caches and the specialising interpreter
-    best = [float("inf")] * len(timers)
+    samples: List[List[float]] = [[] for _ in timers]
     for _ in range(rounds):
         for index, timer in enumerate(timers):
-            best[index] = min(best[index], timer.timeit(number) / number * 1e9)
-    return best
+            samples[index].append(timer.timeit(number) / number * 1e9)
+    return samples
+
+
+def paired_ratio(numerator: List[float], denominator: List[float]) -> float:
+    """Median over rounds of the per-round ratio: load that shifts a whole round cancels out."""
+    return statistics.median(n / d for n, d in zip(numerator, denominator))
 
 
 def weighted_invokers(n: int) -> List[Invoker]:
@@ -67,8 +73,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations (rough numbers)")
     parser.add_argument("-n", "--invokers", type=int, default=10, help="invokers in the set (default 10)")
+    parser.add_argument("--number", type=int, help="calls per row per round (overrides --quick)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (overrides --quick)")
     args = parser.parse_args()
     number, rounds = (10_000, 5) if args.quick else (50_000, 15)
+    number, rounds = args.number or number, args.rounds or rounds
 
     select_raw, report_raw = lib.plb_select, lib.plb_report
     abi_version = lib.plb_abi_version
@@ -121,8 +130,9 @@ def main() -> int:
 
     # random's pick does not depend on in-flight counts, so "lb.select() alone" leaving calls
     # in flight does not change what it measures.
-    timings = measure_rounds([statement for _, statement in rows], namespace, number, rounds)
-    results = {label: value for (label, _), value in zip(rows, timings)}
+    samples = measure_rounds([statement for _, statement in rows], namespace, number, rounds)
+    rounds_of = {label: values for (label, _), values in zip(rows, samples)}
+    results = {label: min(values) for label, values in rounds_of.items()}
 
     floor = results[rows[0][0]]
     print(f"python {sys.version.split()[0]}, libpolylb {polylb.library_version()}, n={n} invokers, "
@@ -136,12 +146,19 @@ def main() -> int:
     bisect_ns = results["pure Python: bisect weighted pick"]
     select_ns = results["binding: lb.select() alone"]
     print()
-    binding = results["binding: lb.select() + lb.report() (random)"]
-    raw = results["raw ctypes select+report on a real handle (random)"]
-    print(f"select+report / floor = {binding / floor:.2f} (goal <= 1.5)")
-    print(f"select+report / raw ctypes on the same handle = {binding / raw:.2f} (the binding's own share)")
-    print(f"select alone / select floor = {select_ns / select_floor:.2f}")
-    print(f"select alone / pure-Python bisect pick = {select_ns / bisect_ns:.2f}")
+    binding = "binding: lb.select() + lb.report() (random)"
+    raw = "raw ctypes select+report on a real handle (random)"
+    floor_label = rows[0][0]
+    select_label = "binding: lb.select() alone"
+    print("ratios: best round / best round, and in brackets the median of per-round ratios")
+    print(f"select+report / floor = {results[binding] / floor:.2f} "
+          f"[{paired_ratio(rounds_of[binding], rounds_of[floor_label]):.2f}] (goal <= 1.5)")
+    print(f"select+report / raw ctypes on the same handle = {results[binding] / results[raw]:.2f} "
+          f"[{paired_ratio(rounds_of[binding], rounds_of[raw]):.2f}] (the binding's own share)")
+    print(f"select alone / select floor = {select_ns / select_floor:.2f} "
+          f"[{paired_ratio(rounds_of[select_label], rounds_of['floor: ctypes select alone, NULL handle']):.2f}]")
+    print(f"select alone / pure-Python bisect pick = {select_ns / bisect_ns:.2f} "
+          f"[{paired_ratio(rounds_of[select_label], rounds_of['pure Python: bisect weighted pick']):.2f}]")
     for balancer in balancers.values():
         balancer.close()
     return 0

@@ -426,9 +426,10 @@ class Balancer:
         """Pick an invoker and count the call as in flight; returns its id.
 
         ``key`` is the consistent-hash key (str is hashed as UTF-8). ``among`` restricts the pick
-        to those ids (``None`` or empty: all, as in the C ABI); ``exclude`` names ids already tried
-        (avoided while another candidate remains; ids not in the set are ignored). Every select
-        must be followed by one :meth:`report` for the returned id (or use :meth:`call`).
+        to those ids (``None`` or empty: all, as in the C ABI); ``exclude`` removes ids already
+        tried by a failover (ids not in the set are ignored; if nothing is left,
+        :class:`NoCandidateError`). Every select must be followed by one :meth:`report` for the
+        returned id (or use :meth:`call`).
         """
         if key is None:
             key_len = 0

@@ -47,3 +47,4 @@ def test_error_table_lists_every_exception() -> None:
 def test_every_exception_is_exported_under_its_status() -> None:
     for status, cls in polylb._errors.ERROR_CLASSES.items():
         assert getattr(polylb, cls.__name__) is cls, status
+
