@@ -236,6 +236,17 @@ class DubboEndToEndTest {
     }
 
     @Test
+    void adaptiveGetsProviderLoadAndBalancesEndToEnd() throws Exception {
+        // Providers answer the lb_adaptive request with curTime/load (Dubbo's ProfilerServerFilter).
+        try (Consumer consumer = consumer("polylb-adaptive", 2000, 0)) {
+            Map<String, AtomicInteger> served = runConcurrently(consumer, "adaptive-", 3, 40);
+            int total = count(served, "A") + count(served, "B") + count(served, "C");
+            assertEquals(120, total, served.toString());
+            awaitNoneInFlight(consumer, "polylb-adaptive");
+        }
+    }
+
+    @Test
     void leastActiveSteersAwayFromASlowProvider() throws Exception {
         steersAwayFromSlowProvider("polylb-leastactive");
     }

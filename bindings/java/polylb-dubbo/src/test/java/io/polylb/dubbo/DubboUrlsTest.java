@@ -1,0 +1,72 @@
+package io.polylb.dubbo;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import org.apache.dubbo.common.URL;
+import org.junit.jupiter.api.Test;
+
+class DubboUrlsTest {
+    private static String key(int[] indexes, Object... args) {
+        return new String(DubboUrls.hashKey(TestInvokers.call("m", args), indexes), StandardCharsets.UTF_8);
+    }
+
+    @Test
+    void hashKeysAreBuiltAsDubboBuildsThem() {
+        assertEquals("user-39", key(new int[] {0, 1}, "user-3", 9));
+        assertEquals("null", key(new int[] {0}, (Object) null));
+        assertEquals("", key(new int[] {5, -1}, "a"));
+        assertEquals("b", key(new int[] {1, 7}, "a", "b"));
+        assertEquals("", key(new int[] {0}));
+        String generic = new String(DubboUrls.hashKey(TestInvokers.genericCall("m", "x", "y"), new int[] {1, 0}),
+                StandardCharsets.UTF_8);
+        assertEquals("yx", generic);
+    }
+
+    @Test
+    void hashArgumentsParseLikeDubbo() {
+        URL url = URL.valueOf("dubbo://10.0.0.1:20880/S?hash.arguments=0,,2&m.hash.arguments=1");
+        assertArrayEquals(new int[] {0, 2}, DubboUrls.hashArguments(url, "other"));
+        assertArrayEquals(new int[] {1}, DubboUrls.hashArguments(url, "m"));
+        assertArrayEquals(new int[] {0}, DubboUrls.hashArguments(URL.valueOf("dubbo://h:1/S"), "m"));
+        assertThrows(NumberFormatException.class,
+                () -> DubboUrls.hashArguments(URL.valueOf("dubbo://h:1/S?hash.arguments=a"), "m"));
+    }
+
+    @Test
+    void providerParamsFollowDubbosGetWeightInputs() {
+        DubboUrls.ProviderParams p = DubboUrls.providerParams(TestInvokers.invoker(1, "weight=-3&timestamp=99"));
+        assertEquals(0, p.weight());
+        assertEquals(0, p.startTimeMs());
+        p = DubboUrls.providerParams(TestInvokers.invoker(1, "weight=7&timestamp=99&warmup=-5"));
+        assertEquals(7, p.weight());
+        assertEquals(99, p.startTimeMs());
+        assertEquals(0, p.warmupMs(), "warmup <= 0 means none in Dubbo; 0 (not negative) for polylb");
+        p = DubboUrls.providerParams(TestInvokers.invoker(1, null));
+        assertEquals(100, p.weight());
+        assertEquals(-1, p.warmupMs());
+        assertTrue(DubboUrls.declaresWeight(TestInvokers.invoker(1, "timestamp=1"), "m"));
+        assertTrue(DubboUrls.declaresWeight(TestInvokers.invoker(1, "m.weight=3"), "m"));
+        assertFalse(DubboUrls.declaresWeight(TestInvokers.invoker(1, "other.weight=3"), "m"));
+    }
+
+    @Test
+    void adaptiveAttachmentsParseLikeDubbo() {
+        DubboUrls.ProviderMetrics m = DubboUrls.parseAdaptiveAttachment("curTime:1700000000123,load:57.5");
+        assertEquals(1700000000123L, m.providerTimeMs());
+        assertEquals(57.5, m.load());
+        m = DubboUrls.parseAdaptiveAttachment("curTime:12,load:-100.0");
+        assertEquals(0.0, m.load(), "a negative load is not numeric for Dubbo: 0");
+        m = DubboUrls.parseAdaptiveAttachment("load:3,junk,curTime:x");
+        assertEquals(0, m.providerTimeMs());
+        assertEquals(3.0, m.load());
+        assertNull(DubboUrls.parseAdaptiveAttachment("curTime:5,load:."), "Double.parseDouble(\".\") fails");
+        assertNull(DubboUrls.parseAdaptiveAttachment(""));
+        assertNull(DubboUrls.parseAdaptiveAttachment(null));
+    }
+}
