@@ -2,6 +2,9 @@ package io.polylb;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.management.ManagementFactory;
 
 import org.junit.jupiter.api.Test;
 
@@ -22,6 +25,14 @@ class NativeLoaderTest {
                 "missing META-INF/native/" + platform + "/" + file);
         Native.ensureLoaded();
         assertEquals(Native.ABI_VERSION, Native.abiVersion());
+    }
+
+    @Test
+    void testsRunUnderCheckJniWhenBuiltByMaven() {
+        if (Boolean.getBoolean("polylb.test.expectCheckJni")) {
+            assertTrue(ManagementFactory.getRuntimeMXBean().getInputArguments().contains("-Xcheck:jni"),
+                    ManagementFactory.getRuntimeMXBean().getInputArguments().toString());
+        }
     }
 
     @Test

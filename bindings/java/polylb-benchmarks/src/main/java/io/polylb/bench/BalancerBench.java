@@ -107,6 +107,14 @@ public class BalancerBench {
         return random.select(method);
     }
 
+    /** polylb weighted random restricted to candidates = every id (a long[] of n crosses JNI). */
+    @Benchmark
+    public long polylbRandomSelectAmongAllReport() {
+        long id = random.selectAmong(method, null, ids, n, null, 0, 0);
+        random.report(method, id, 1000, Outcome.SUCCESS);
+        return id;
+    }
+
     /** polylb consistent hash (16-char key through a byte[]), select + report. */
     @Benchmark
     public long polylbConsistentHashSelectReport() {

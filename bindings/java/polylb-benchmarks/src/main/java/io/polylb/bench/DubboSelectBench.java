@@ -13,6 +13,7 @@ import org.apache.dubbo.rpc.Result;
 import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.RpcInvocation;
 import org.apache.dubbo.rpc.cluster.LoadBalance;
+import org.apache.dubbo.rpc.cluster.router.state.BitList;
 import org.apache.dubbo.rpc.cluster.loadbalance.ConsistentHashLoadBalance;
 import org.apache.dubbo.rpc.cluster.loadbalance.LeastActiveLoadBalance;
 import org.apache.dubbo.rpc.cluster.loadbalance.RandomLoadBalance;
@@ -62,12 +63,21 @@ public class DubboSelectBench {
     @Param({"10", "100"})
     public int n;
 
+    /**
+     * {@code arraylist}: the same list object every call (as Dubbo's own benchmarks and a static
+     * list). {@code bitlist}: a fresh clone of a BitList per call, which is what Dubbo 3's router
+     * chain hands a LoadBalance in production; the clone is paid by both sides.
+     */
+    @Param({"arraylist"})
+    public String list;
+
     private LoadBalance lb;
     private List<Invoker<Object>> invokers;
     private URL consumerUrl;
     private RpcInvocation[] invocations;
     private int cursor;
     private boolean polylb;
+    private BitList<Invoker<Object>> directory;
 
     static final class ProviderInvoker implements Invoker<Object> {
         private final URL url;
@@ -125,6 +135,7 @@ public class DubboSelectBench {
             invocations[i] = new RpcInvocation("sayHello", "com.example.DemoService", "demo/com.example.DemoService:1.0.0",
                     new Class<?>[] {String.class}, new Object[] {arg.toString()});
         }
+        directory = "bitlist".equals(list) ? new BitList<>(invokers) : null;
         polylb = "polylb".equals(impl);
         lb = polylb ? polylbBalancer(strategy) : dubboBalancer(strategy);
     }
@@ -175,7 +186,8 @@ public class DubboSelectBench {
     @Benchmark
     public Invoker<Object> select() {
         RpcInvocation invocation = invocations[cursor++ % invocations.length];
-        Invoker<Object> chosen = lb.select(invokers, consumerUrl, invocation);
+        List<Invoker<Object>> routed = directory == null ? invokers : directory.clone();
+        Invoker<Object> chosen = lb.select(routed, consumerUrl, invocation);
         if (polylb) {
             PolylbClusterFilter.releaseUnsent(invocation);
         }

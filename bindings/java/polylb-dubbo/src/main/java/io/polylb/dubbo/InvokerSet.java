@@ -3,6 +3,7 @@ package io.polylb.dubbo;
 import java.util.IdentityHashMap;
 import java.util.List;
 import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.cluster.router.state.BitList;
 
 /**
  * An immutable snapshot of the providers of one service as registered with polylb: each
@@ -28,6 +29,13 @@ final class InvokerSet {
      * writes are fine: any value it holds was verified.
      */
     volatile List<?> lastEqualList;
+
+    /**
+     * Dubbo's router chain hands out a fresh BitList per call, a view over the directory's
+     * list: when that origin list was found equal to this set, a BitList over all of it (no bit
+     * cleared, no tail) is equal too, without walking it (BitList iteration locks per element).
+     */
+    volatile List<?> lastEqualOrigin;
 
     /**
      * Size of the last strict subset checked for destroyed providers: a removal shows up as a
@@ -62,6 +70,31 @@ final class InvokerSet {
     Invoker<?> invokerById(long id) {
         int p = positionById.get(id);
         return p < 0 ? null : invokers[p];
+    }
+
+    /** True when {@code list} is known, without walking it, to equal this set. */
+    boolean knownEqual(List<?> list) {
+        if (list == lastEqualList) {
+            return true;
+        }
+        if (list instanceof BitList) {
+            BitList<?> bits = (BitList<?>) list;
+            List<?> origin = bits.getOriginList();
+            return origin == lastEqualOrigin && origin.size() == bits.size() && !bits.hasMoreElementInTailList();
+        }
+        return false;
+    }
+
+    /** Remembers a list found equal by {@link #match}, for {@link #knownEqual}. */
+    void rememberEqual(List<?> list) {
+        lastEqualList = list;
+        if (list instanceof BitList) {
+            BitList<?> bits = (BitList<?>) list;
+            List<?> origin = bits.getOriginList();
+            if (origin.size() == bits.size() && !bits.hasMoreElementInTailList()) {
+                lastEqualOrigin = origin;
+            }
+        }
     }
 
     static final int EQUAL = -1;

@@ -65,7 +65,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             InvokerSet set = state.set;
             long[] candidates = null;
             int count = 0;
-            if (invokers != set.lastEqualList) {
+            if (!set.knownEqual(invokers)) {
                 candidates = scratch(invokers.size());
                 int match = set.match(invokers, candidates);
                 if (match == InvokerSet.UNKNOWN_MEMBER) {
@@ -73,7 +73,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                     continue;
                 }
                 if (match == InvokerSet.EQUAL) {
-                    set.lastEqualList = invokers;
+                    set.rememberEqual(invokers);
                     candidates = null;
                 } else {
                     if (match != set.lastCheckedSubsetSize) {
@@ -190,12 +190,14 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         return state == null ? List.of() : state.statsJson();
     }
 
-    /** Frees every native balancer (Dubbo calls this when the application shuts down). */
+    /**
+     * Forgets every service (Dubbo calls this when the application shuts down). The native
+     * balancers are not closed here: calls may still be running on other threads, and freeing
+     * under them would crash the JVM. Each is freed by its Cleaner once unreachable, which the
+     * reachability fences in io.polylb.Balancer make safe.
+     */
     @Override
     public void destroy() {
-        for (ServiceState state : services.values()) {
-            state.close();
-        }
         services.clear();
     }
 

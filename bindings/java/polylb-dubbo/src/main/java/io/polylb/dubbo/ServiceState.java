@@ -15,7 +15,7 @@ import org.apache.dubbo.common.URL;
  * and the native balancers its methods use (normally one; methods whose URL parameters ask for
  * another strategy or ring size get their own).
  */
-final class ServiceState implements AutoCloseable {
+final class ServiceState {
     private final ConcurrentHashMap<String, Long> idsByIdentity = new ConcurrentHashMap<>();
     private final AtomicLong nextId = new AtomicLong();
     private final ConcurrentHashMap<String, NativeBalancer> balancersByConfig = new ConcurrentHashMap<>();
@@ -190,14 +190,5 @@ final class ServiceState implements AutoCloseable {
             out.add(nb.balancer.statsJson());
         }
         return out;
-    }
-
-    @Override
-    public void close() {
-        for (NativeBalancer nb : balancersByConfig.values()) {
-            nb.balancer.close();
-        }
-        balancersByConfig.clear();
-        bindingsByMethod.clear();
     }
 }

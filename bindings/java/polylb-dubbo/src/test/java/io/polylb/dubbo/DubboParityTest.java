@@ -117,6 +117,36 @@ class DubboParityTest {
     }
 
     @Test
+    void routerChainBitListsGiveTheSameAnswersAsDubbo() {
+        List<Invoker<Object>> origin = tenProviders("weight=100");
+        org.apache.dubbo.rpc.cluster.router.state.BitList<Invoker<Object>> directory =
+                new org.apache.dubbo.rpc.cluster.router.state.BitList<>(origin);
+        ConsistentHashLoadBalance dubbo = new ConsistentHashLoadBalance();
+        PolylbLoadBalance polylb = track(new PolylbLoadBalance.ConsistentHash());
+        SplittableRandom random = new SplittableRandom(11);
+        for (int k = 0; k < 3000; k++) {
+            // As Dubbo's router chain: a fresh clone per call, sometimes with providers routed away.
+            org.apache.dubbo.rpc.cluster.router.state.BitList<Invoker<Object>> routed = directory.clone();
+            if (k % 3 == 0) {
+                routed.remove(origin.get(random.nextInt(origin.size())));
+                routed.remove(origin.get(random.nextInt(origin.size())));
+            }
+            RpcInvocation inv = call("get", "key-" + k);
+            assertSame(dubbo.select(routed, routed.get(0).getUrl(), inv), pick(polylb, routed, inv), "key-" + k);
+        }
+        RoundRobinLoadBalance dubboRr = new RoundRobinLoadBalance();
+        PolylbLoadBalance polylbRr = track(new PolylbLoadBalance.RoundRobin());
+        List<Invoker<Object>> weightedOrigin = weighted(3, 5, 7, 11, 13);
+        org.apache.dubbo.rpc.cluster.router.state.BitList<Invoker<Object>> weightedDirectory =
+                new org.apache.dubbo.rpc.cluster.router.state.BitList<>(weightedOrigin);
+        for (int i = 0; i < 500; i++) {
+            org.apache.dubbo.rpc.cluster.router.state.BitList<Invoker<Object>> routed = weightedDirectory.clone();
+            RpcInvocation inv = call("sayHello");
+            assertSame(dubboRr.select(routed, routed.get(0).getUrl(), inv), pick(polylbRr, routed, inv));
+        }
+    }
+
+    @Test
     void roundRobinSequencesEqualDubbos() {
         int[][] weightSets = {{5, 1, 1}, {1, 2, 3, 4}, {100, 100, 100}, {1000, 1, 1}, {0, 3, 0, 2},
             {107, 114, 121, 128, 135, 142, 149, 156, 163, 170}};
