@@ -182,6 +182,14 @@ class BalancerTest {
             assertThrows(NullPointerException.class, () -> lb.report(m, 1, 5, null));
             assertEquals(Status.INVALID_ARGUMENT, assertThrows(PolylbException.class,
                     () -> lb.reportProviderMetrics(m, 1, NOW_MS, Double.NaN, 10, 0)).status());
+            // Text Java can hold but UTF-8 cannot (a lone surrogate) is cleaned or rejected, never fatal.
+            try {
+                lb.update(List.of(Invoker.of(5, "\uD800bad:1"), Invoker.of(6, "ok:1").withZone("\uDFFF")));
+            } catch (PolylbException e) {
+                assertEquals(Status.INVALID_UTF8, e.status());
+            }
+            lb.method("\uD800");
+            lb.update(invokers(1, 2, 3));
             // A report for an id that is not in the set is harmless.
             lb.report(m, 77, 5, Outcome.FAILURE);
             // A rejected update changed nothing.
