@@ -1,0 +1,413 @@
+//! polylb's simulator: every strategy on real failure scenarios, in virtual time, through the
+//! library's public Rust API (one `Balancer` per consumer). See docs/simulator.md.
+//!
+//! ```text
+//! cargo run --release --example simulate                      # the default set (~1 min, 2 cores)
+//! cargo run --release --example simulate -- --help
+//! ```
+
+mod engine;
+mod oracle;
+mod policy;
+mod provider;
+mod report;
+mod rng;
+mod scenario;
+
+use engine::{PolicySpec, RunResult, RunSpec};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// Every strategy the simulator tries by default: Dubbo's six and the newer ones (skipped with a
+/// notice while the library does not know them yet).
+pub const DEFAULT_STRATEGIES: &[&str] = &[
+    "random",
+    "roundrobin",
+    "leastactive",
+    "shortestresponse",
+    "consistenthash",
+    "adaptive",
+    "p2c",
+    "peakewma",
+    "boundedhash",
+];
+
+const HELP: &str = "\
+polylb simulator: compares load-balancing strategies on failure scenarios in virtual time.
+
+USAGE: cargo run --release --example simulate -- [OPTIONS]
+
+OPTIONS (lists are comma-separated):
+  --scenarios LIST    scenario ids or names (default: all)
+                        1 incident   8 providers, 5% heavy requests (20x)
+                        2a slow1     one provider of 4 is +5 ms
+                        2b slow2     two providers of 4 are +5 ms
+                        3 gcpause    one provider of 4 stalls 500 ms every 10 s
+                        4 fastfail   one provider of 4 answers errors in 1 ms
+                        5 scaleout   4 warm providers, 4 cold ones join
+                        6 churn      a crash and a freeze, each provider back later
+                        7 hotkeys    Zipf keys, a provider removed half-way
+                        8 herding    50+ consumers, providers of unequal speed
+  --strategies LIST   strategy names, optionally with options: 'p2c&choices=4' (default:
+                      random,roundrobin,leastactive,shortestresponse,consistenthash,adaptive,
+                      p2c,peakewma,boundedhash; unknown names are skipped with a notice)
+  --no-oracles        do not run the oracle bounds (oracle-jsq, oracle-sed)
+  --loads LIST        offered load, fraction or percent of capacity (default: 0.7,0.85)
+  --consumers LIST    consumers, each with its own balancer (default: 1,50)
+  --seed N            first seed (default: 1)
+  --seeds K           seeds per run, seed..seed+K-1; tables show the median (default: 1)
+  --duration SECS     virtual seconds per run (default: per scenario, 15-30 s)
+  --workers N         concurrency limit of every provider (default: 4)
+  --service KIND      service-time distribution: lognormal (default, cv 1), lognormal:CV, exp
+  --timeout MS        client timeout per attempt (default: 1000)
+  --retries N         failover retries after a failure or timeout, 0-3 (default: 0)
+  --jobs N            worker threads (default: available cores)
+  --out DIR           report directory (default: target/simulate)
+  --quiet             no progress lines
+  -h, --help          this text
+";
+
+struct Args {
+    scenarios: Vec<String>,
+    strategies: Vec<String>,
+    oracles: bool,
+    loads: Vec<f64>,
+    consumers: Vec<usize>,
+    seed: u64,
+    seeds: u64,
+    duration_us: Option<i64>,
+    model: scenario::Model,
+    timeout_us: i64,
+    retries: u32,
+    jobs: usize,
+    out: PathBuf,
+    quiet: bool,
+}
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        scenarios: scenario::ALL_IDS.iter().map(|s| s.to_string()).collect(),
+        strategies: DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect(),
+        oracles: true,
+        loads: vec![0.7, 0.85],
+        consumers: vec![1, 50],
+        seed: 1,
+        seeds: 1,
+        duration_us: None,
+        model: scenario::Model::default(),
+        timeout_us: 1_000_000,
+        retries: 0,
+        jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/simulate"),
+        quiet: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let (flag, inline) = match flag.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (flag, None),
+        };
+        let mut value = || -> Result<String, String> {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        let num = |v: String, what: &str| -> Result<f64, String> {
+            v.parse::<f64>()
+                .map_err(|_| format!("{what}: '{v}' is not a number"))
+        };
+        match flag.as_str() {
+            "-h" | "--help" => {
+                print!("{HELP}");
+                std::process::exit(0);
+            }
+            "--scenarios" | "--scenario" => {
+                let v = list(&value()?);
+                a.scenarios = if v.iter().any(|s| s == "all") {
+                    scenario::ALL_IDS.iter().map(|s| s.to_string()).collect()
+                } else {
+                    v
+                };
+            }
+            "--strategies" | "--strategy" => {
+                let v = list(&value()?);
+                a.strategies = if v.iter().any(|s| s == "all") {
+                    DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect()
+                } else {
+                    v
+                };
+            }
+            "--no-oracles" => a.oracles = false,
+            "--loads" | "--load" => {
+                a.loads = list(&value()?)
+                    .into_iter()
+                    .map(|s| {
+                        let x = num(s, "--loads")?;
+                        Ok(if x > 2.0 { x / 100.0 } else { x })
+                    })
+                    .collect::<Result<_, String>>()?;
+            }
+            "--consumers" => {
+                a.consumers = list(&value()?)
+                    .into_iter()
+                    .map(|s| {
+                        s.parse::<usize>()
+                            .map_err(|_| format!("--consumers: '{s}'"))
+                    })
+                    .collect::<Result<_, String>>()?;
+            }
+            "--seed" => a.seed = num(value()?, "--seed")? as u64,
+            "--seeds" => a.seeds = (num(value()?, "--seeds")? as u64).max(1),
+            "--duration" => a.duration_us = Some((num(value()?, "--duration")? * 1e6) as i64),
+            "--workers" => a.model.workers = (num(value()?, "--workers")? as u32).max(1),
+            "--service" => {
+                let v = value()?;
+                match v.split_once(':') {
+                    _ if v == "exp" => a.model.exponential = true,
+                    _ if v == "lognormal" => a.model.exponential = false,
+                    Some(("lognormal", cv)) => {
+                        a.model.exponential = false;
+                        a.model.cv = num(cv.to_string(), "--service lognormal:CV")?;
+                        if a.model.cv.is_nan() || a.model.cv <= 0.0 {
+                            return Err("--service: the cv must be positive".into());
+                        }
+                    }
+                    _ => return Err(format!("--service: '{v}' (exp, lognormal, lognormal:CV)")),
+                }
+            }
+            "--timeout" => a.timeout_us = (num(value()?, "--timeout")? * 1e3) as i64,
+            "--retries" => a.retries = (num(value()?, "--retries")? as u32).min(3),
+            "--jobs" | "-j" => a.jobs = (num(value()?, "--jobs")? as usize).max(1),
+            "--out" => a.out = PathBuf::from(value()?),
+            "--quiet" | "-q" => a.quiet = true,
+            other => return Err(format!("unknown option '{other}' (see --help)")),
+        }
+    }
+    if a.loads.iter().any(|&l| l.is_nan() || l <= 0.0 || l >= 2.0) {
+        return Err("--loads: each load must be in (0, 2)".into());
+    }
+    if a.consumers.iter().any(|&c| c == 0 || c > 100_000) {
+        return Err("--consumers: each count must be in 1..=100000".into());
+    }
+    Ok(a)
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("simulate: {e}");
+            std::process::exit(2);
+        }
+    };
+    let mut scenarios = Vec::new();
+    for id in &args.scenarios {
+        match scenario::build(id, args.duration_us, &args.model) {
+            Some(s) => scenarios.push(s),
+            None => {
+                eprintln!("simulate: unknown scenario '{id}' (see --help)");
+                std::process::exit(2);
+            }
+        }
+    }
+    // Strategies the library does not know (yet) are skipped, with the library's own message.
+    let mut policies: Vec<PolicySpec> = Vec::new();
+    for s in &args.strategies {
+        let p = PolicySpec::parse(s);
+        if let PolicySpec::Library(name) = &p {
+            if let Err(e) = polylb::Balancer::new(&format!("loadbalance={name}")) {
+                eprintln!("notice: skipping strategy '{name}': {e}");
+                continue;
+            }
+        }
+        if !policies.contains(&p) {
+            policies.push(p);
+        }
+    }
+    if args.oracles {
+        for k in [oracle::OracleKind::Jsq, oracle::OracleKind::Sed] {
+            let p = PolicySpec::Oracle(k);
+            if !policies.contains(&p) {
+                policies.push(p);
+            }
+        }
+    }
+    if policies.is_empty() {
+        eprintln!("simulate: no strategy to run");
+        std::process::exit(2);
+    }
+
+    let mut specs: Vec<RunSpec> = Vec::new();
+    for sc in &scenarios {
+        for &load in &args.loads {
+            let mut counts: Vec<usize> = args
+                .consumers
+                .iter()
+                .map(|&c| c.max(sc.min_consumers))
+                .collect();
+            counts.sort_unstable();
+            counts.dedup();
+            for &consumers in &counts {
+                for p in &policies {
+                    for k in 0..args.seeds {
+                        specs.push(RunSpec {
+                            scenario: sc.clone(),
+                            policy: p.clone(),
+                            load,
+                            consumers,
+                            seed: args.seed + k,
+                            timeout_us: args.timeout_us,
+                            retries: args.retries,
+                            buckets: 120,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    let total = specs.len();
+    let cost: Vec<f64> = specs
+        .iter()
+        .map(|s| s.load * s.scenario.capacity_rps * s.scenario.duration_us as f64 / 1e6)
+        .collect();
+    let virtual_calls: f64 = cost.iter().sum();
+    if !args.quiet {
+        eprintln!(
+            "simulate: {} runs ({} scenarios x {} policies x {} loads x consumers {:?} x {} seeds), \
+             ~{:.1} M simulated calls, {} threads",
+            total,
+            scenarios.len(),
+            policies.len(),
+            args.loads.len(),
+            args.consumers,
+            args.seeds,
+            virtual_calls / 1e6,
+            args.jobs
+        );
+    }
+    // Longest runs first: better packing on few cores.
+    let mut order: Vec<usize> = (0..total).collect();
+    order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]));
+
+    let started = Instant::now();
+    let specs = Arc::new(specs);
+    let order = Arc::new(order);
+    let next = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel::<(usize, Result<RunResult, String>)>();
+    let mut handles = Vec::new();
+    for _ in 0..args.jobs.min(total.max(1)) {
+        let (specs, order, next, tx) = (specs.clone(), order.clone(), next.clone(), tx.clone());
+        handles.push(std::thread::spawn(move || loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            if k >= order.len() {
+                break;
+            }
+            let i = order[k];
+            let r = engine::run(&specs[i]);
+            if tx.send((i, r)).is_err() {
+                break;
+            }
+        }));
+    }
+    drop(tx);
+    let mut results: Vec<Option<RunResult>> = (0..total).map(|_| None).collect();
+    let mut done = 0usize;
+    let mut done_cost = 0.0;
+    let mut last_print = Instant::now();
+    let mut rejected: Vec<String> = Vec::new();
+    loop {
+        match rx.recv_timeout(Duration::from_millis(500)) {
+            Ok((i, r)) => {
+                done += 1;
+                done_cost += cost[i];
+                match r {
+                    Ok(r) => results[i] = Some(r),
+                    Err(e) => {
+                        let msg = format!("{}: {e}", specs[i].policy.label());
+                        if !rejected.contains(&msg) {
+                            eprintln!("notice: skipping {msg}");
+                            rejected.push(msg);
+                        }
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if !args.quiet && (last_print.elapsed() >= Duration::from_secs(3) || done == total) {
+            last_print = Instant::now();
+            let el = started.elapsed().as_secs_f64();
+            let frac = done_cost / virtual_calls.max(1.0);
+            let eta = if frac > 0.02 {
+                format!("~{:.0} s left", el / frac - el)
+            } else {
+                "estimating".into()
+            };
+            eprintln!(
+                "progress: {done}/{total} runs, {:.0} % of simulated calls, {el:.0} s elapsed, {eta}",
+                frac * 100.0
+            );
+        }
+        if done == total {
+            break;
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    let results: Vec<RunResult> = results.into_iter().flatten().collect();
+    // Every call has ended, so the library should count nothing in flight.
+    for r in &results {
+        if let Some(n) = r.in_flight_left.filter(|&n| n != 0) {
+            eprintln!(
+                "warning: {} on {} (load {}, {} consumers, seed {}): the library still counts {n} \
+                 calls in flight after every call was reported",
+                r.policy, r.scenario, r.load, r.consumers, r.seed
+            );
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let settings = report::Settings {
+        loads: args.loads.clone(),
+        consumers: args.consumers.clone(),
+        seeds: args.seeds,
+        seed: args.seed,
+        timeout_us: args.timeout_us,
+        retries: args.retries,
+        wall_s: wall,
+        jobs: args.jobs,
+        command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+    };
+    let rep = report::Report::new(&scenarios, &policies, results, settings);
+    print!("{}", rep.text_table());
+    match rep.write_files(&args.out) {
+        Ok(files) => {
+            if !args.quiet {
+                eprintln!(
+                    "simulate: {} runs in {:.1} s; report: {}",
+                    total,
+                    wall,
+                    files.display()
+                );
+            }
+        }
+        Err(e) => {
+            eprintln!(
+                "simulate: cannot write the report to {}: {e}",
+                args.out.display()
+            );
+            std::process::exit(1);
+        }
+    }
+}

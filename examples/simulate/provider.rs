@@ -1,0 +1,274 @@
+//! A simulated provider: a FIFO queue in front of a fixed number of workers (its concurrency
+//! limit), a service-time distribution, and the faults the scenarios inject: a slowdown, extra
+//! latency that holds no worker, periodic stalls (GC pauses), fast failures, a JIT-cold start,
+//! a process crash (connections reset) and a frozen host (no answer at all).
+
+use std::collections::VecDeque;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Dist {
+    Exponential,
+    /// Lognormal with this shape (sigma of the underlying normal).
+    LogNormal(f64),
+}
+
+/// A service time of mean 1 from a request's fixed draws (a standard normal `z` and a unit
+/// exponential `e`), so that a request has the same size wherever it is served.
+pub fn unit_service(dist: Dist, z: f64, e: f64) -> f64 {
+    match dist {
+        Dist::Exponential => e,
+        Dist::LogNormal(sigma) => (sigma * z - 0.5 * sigma * sigma).exp(),
+    }
+}
+
+/// Periodic stalls: no progress at all during `[first + k·period, first + k·period + length)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stall {
+    pub first_us: i64,
+    pub period_us: i64,
+    pub length_us: i64,
+}
+
+/// A JIT-cold start: service times are multiplied by `1 + (factor - 1)·exp(-age/tau)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cold {
+    pub factor: f64,
+    pub tau_us: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderSpec {
+    /// Concurrency limit: requests served at once; the rest wait in FIFO order.
+    pub workers: u32,
+    /// Mean service time of a cost-1 request at full speed.
+    pub mean_service_us: f64,
+    pub dist: Dist,
+    /// Service-time multiplier (2.0 = half the capacity).
+    pub slowdown: f64,
+    /// Added to every response after service; holds no worker (a slow dependency or network).
+    pub extra_delay_us: i64,
+    pub stall: Option<Stall>,
+    /// Answers every call with an error after this long, without queueing.
+    pub fast_fail_us: Option<i64>,
+    /// Applies after each (re)start; a provider up from time 0 is warm.
+    pub cold: Option<Cold>,
+    /// Requests beyond this many waiting are rejected at once (a full thread-pool queue).
+    pub queue_limit: usize,
+}
+
+impl ProviderSpec {
+    pub fn new(workers: u32, mean_service_us: f64, dist: Dist) -> ProviderSpec {
+        ProviderSpec {
+            workers,
+            mean_service_us,
+            dist,
+            slowdown: 1.0,
+            extra_delay_us: 0,
+            stall: None,
+            fast_fail_us: None,
+            cold: None,
+            queue_limit: 100_000,
+        }
+    }
+
+    /// Can this provider answer successfully at all (in steady state)?
+    pub fn can_succeed(&self) -> bool {
+        self.fast_fail_us.is_none()
+    }
+
+    /// Requests per second it completes at full speed, given the mean request cost.
+    pub fn capacity_rps(&self, mean_cost: f64) -> f64 {
+        if !self.can_succeed() {
+            return 0.0;
+        }
+        let mut busy_fraction = 1.0;
+        if let Some(s) = self.stall {
+            busy_fraction -= s.length_us as f64 / s.period_us as f64;
+        }
+        self.workers as f64 * 1e6 * busy_fraction
+            / (self.mean_service_us * mean_cost * self.slowdown)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    Up,
+    /// The process is gone but the host answers: calls are refused at once.
+    ProcessDown,
+    /// The host is gone: calls get no answer at all (the client times out).
+    Frozen,
+}
+
+pub struct Provider {
+    pub spec: ProviderSpec,
+    pub health: Health,
+    /// Bumped on every crash so that completions scheduled before it are ignored.
+    pub epoch: u32,
+    /// Start of the current process, for the cold-start model (None: warm since forever).
+    pub started_us: Option<i64>,
+    pub queue: VecDeque<u32>,
+    pub in_service: Vec<u32>,
+    // Accounting.
+    busy_integral_us: f64,
+    last_change_us: i64,
+    /// Exponentially smoothed utilisation (tau = 1 s), what a provider reports as its load.
+    util_ewma: f64,
+}
+
+const UTIL_TAU_US: f64 = 1_000_000.0;
+
+impl Provider {
+    pub fn new(spec: ProviderSpec) -> Provider {
+        Provider {
+            spec,
+            health: Health::Up,
+            epoch: 0,
+            started_us: None,
+            queue: VecDeque::new(),
+            in_service: Vec::new(),
+            busy_integral_us: 0.0,
+            last_change_us: 0,
+            util_ewma: 0.0,
+        }
+    }
+
+    pub fn in_system(&self) -> usize {
+        self.in_service.len() + self.queue.len()
+    }
+
+    pub fn busy(&self) -> u32 {
+        self.in_service.len() as u32
+    }
+
+    /// Brings the busy-time integral and the smoothed utilisation up to `now` (call before the
+    /// number of busy workers changes).
+    pub fn account(&mut self, now_us: i64) {
+        let dt = (now_us - self.last_change_us) as f64;
+        if dt > 0.0 {
+            let u = self.busy() as f64 / self.spec.workers as f64;
+            self.busy_integral_us += self.busy() as f64 * dt;
+            let keep = (-dt / UTIL_TAU_US).exp();
+            self.util_ewma = self.util_ewma * keep + u * (1.0 - keep);
+            self.last_change_us = now_us;
+        }
+    }
+
+    /// Fraction of worker time used over `[0, end_us]`.
+    pub fn utilisation(&mut self, end_us: i64) -> f64 {
+        self.account(end_us);
+        if end_us <= 0 {
+            return 0.0;
+        }
+        self.busy_integral_us / (self.spec.workers as f64 * end_us as f64)
+    }
+
+    /// The load a Dubbo provider would attach to its response (0–100).
+    pub fn reported_load(&mut self, now_us: i64) -> f64 {
+        self.account(now_us);
+        (self.util_ewma * 100.0).clamp(0.0, 100.0)
+    }
+
+    pub fn cold_multiplier(&self, now_us: i64) -> f64 {
+        match (self.spec.cold, self.started_us) {
+            (Some(c), Some(start)) => {
+                let age = (now_us - start).max(0) as f64;
+                1.0 + (c.factor - 1.0) * (-age / c.tau_us).exp()
+            }
+            _ => 1.0,
+        }
+    }
+
+    /// When `work` µs of service starting at `start_us` completes, skipping stalls.
+    pub fn finish_time(&self, start_us: i64, work_us: f64) -> i64 {
+        let work = (work_us.round() as i64).max(1);
+        let Some(s) = self.spec.stall else {
+            return start_us + work;
+        };
+        let mut t = start_us;
+        let mut left = work;
+        loop {
+            // The stall window at or before t, and the next one.
+            let k = if t < s.first_us {
+                -1
+            } else {
+                (t - s.first_us) / s.period_us
+            };
+            if k >= 0 {
+                let ws = s.first_us + k * s.period_us;
+                if t < ws + s.length_us {
+                    t = ws + s.length_us;
+                }
+            }
+            let next = s.first_us + (k + 1) * s.period_us;
+            if t + left <= next {
+                return t + left;
+            }
+            left -= next - t;
+            t = next;
+        }
+    }
+
+    /// If stalled at `now`, how long until the stall ends.
+    pub fn stall_remaining(&self, now_us: i64) -> i64 {
+        let Some(s) = self.spec.stall else { return 0 };
+        if now_us < s.first_us {
+            return 0;
+        }
+        let ws = s.first_us + (now_us - s.first_us) / s.period_us * s.period_us;
+        (ws + s.length_us - now_us).max(0)
+    }
+
+    /// The oracle's estimate of a new request's response time here: it knows the provider's
+    /// true speed now (slowdown, cold start, extra latency, a stall in progress) and the exact
+    /// number of requests in the system, but not their sizes.
+    pub fn expected_delay(&self, now_us: i64, mean_cost: f64) -> f64 {
+        if self.health != Health::Up || self.spec.fast_fail_us.is_some() {
+            return f64::INFINITY;
+        }
+        let c = self.spec.workers as f64;
+        let s = self.spec.mean_service_us
+            * mean_cost
+            * self.spec.slowdown
+            * self.cold_multiplier(now_us);
+        let n = self.in_system() as f64;
+        let wait = if n < c { 0.0 } else { (n - c + 1.0) * s / c };
+        self.stall_remaining(now_us) as f64 + wait + s + self.spec.extra_delay_us as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_service_has_mean_one() {
+        let mut r = crate::rng::SimRng::new(3);
+        let n = 400_000;
+        for dist in [Dist::Exponential, Dist::LogNormal(0.8326)] {
+            let m: f64 = (0..n)
+                .map(|_| unit_service(dist, r.standard_normal(), r.exponential(1.0)))
+                .sum::<f64>()
+                / n as f64;
+            assert!((m - 1.0).abs() < 0.02, "{dist:?}: {m}");
+        }
+    }
+
+    #[test]
+    fn stalls_are_skipped() {
+        let mut spec = ProviderSpec::new(1, 1000.0, Dist::Exponential);
+        spec.stall = Some(Stall {
+            first_us: 100,
+            period_us: 1000,
+            length_us: 50,
+        });
+        let p = Provider::new(spec);
+        assert_eq!(p.finish_time(0, 50.0), 50);
+        assert_eq!(p.finish_time(0, 100.0), 100);
+        assert_eq!(p.finish_time(0, 101.0), 151);
+        assert_eq!(p.finish_time(120, 10.0), 160);
+        assert_eq!(p.finish_time(0, 2000.0), 2000 + 50 * 2);
+        assert_eq!(p.stall_remaining(110), 40);
+        assert_eq!(p.stall_remaining(1110), 40);
+        assert_eq!(p.stall_remaining(1160), 0);
+    }
+}

@@ -1,0 +1,373 @@
+//! The scenarios: each is a fleet of providers, a request mix, a key distribution and a
+//! timeline of membership changes and faults. Offered load is a fraction of `capacity_rps`, the
+//! capacity of the providers that can succeed (documented per scenario).
+
+use crate::provider::{Cold, Dist, ProviderSpec, Stall};
+use crate::rng::Zipf;
+use std::sync::Arc;
+
+/// Mean service time of a cost-1 request at full speed.
+pub const BASE_SERVICE_US: f64 = 1_000.0;
+/// Workers (the concurrency limit) per provider.
+pub const WORKERS: u32 = 4;
+/// Coefficient of variation of the lognormal service time (1: as variable as an exponential,
+/// with a heavier far tail).
+pub const CV: f64 = 1.0;
+/// Warm-up announced by providers that (re)start during a run (Dubbo's `warmup`, here short
+/// enough to matter within a run).
+pub const WARMUP_MS: i32 = 20_000;
+/// How long the registry takes to notice a dead provider and tell consumers.
+pub const REGISTRY_DELAY_US: i64 = 2_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Action {
+    /// The provider (re)starts — cold if its spec says so — and is registered with its start
+    /// time and warm-up.
+    Join(usize),
+    /// The registry drops the provider from the consumers' sets.
+    Leave(usize),
+    /// The process dies: calls in flight fail at once (connection reset); new calls are refused.
+    Crash(usize),
+    /// The host stops answering: calls in flight and new calls get no answer (client timeout).
+    Freeze(usize),
+    /// The provider's service-time multiplier changes (for requests starting from now).
+    Speed(usize, f64),
+}
+
+#[derive(Clone, Debug)]
+pub enum Keys {
+    Uniform(usize),
+    Zipf(Arc<Zipf>),
+}
+
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Short id used on the command line and in file names ("1", "2a", …).
+    pub id: &'static str,
+    pub name: &'static str,
+    pub title: &'static str,
+    pub providers: Vec<ProviderSpec>,
+    /// Registered (and running) at time 0.
+    pub initial: Vec<usize>,
+    pub timeline: Vec<(i64, Action)>,
+    /// Probability and cost multiplier of heavy requests.
+    pub heavy: Option<(f64, f64)>,
+    pub keys: Keys,
+    /// Requests per second that load 1.0 means.
+    pub capacity_rps: f64,
+    pub capacity_note: &'static str,
+    pub duration_us: i64,
+    /// The scenario needs at least this many consumers (herding).
+    pub min_consumers: usize,
+    /// Remove this provider at this time and measure hashing quality (scenario 7).
+    pub hash_probe: Option<(i64, usize)>,
+}
+
+pub const ALL_IDS: &[&str] = &["1", "2a", "2b", "3", "4", "5", "6", "7", "8"];
+
+impl Scenario {
+    pub fn mean_cost(&self) -> f64 {
+        match self.heavy {
+            Some((p, f)) => (1.0 - p) + p * f,
+            None => 1.0,
+        }
+    }
+
+    pub fn label(&self) -> String {
+        format!("{}-{}", self.id, self.name)
+    }
+
+    pub fn is_hash_scenario(&self) -> bool {
+        self.hash_probe.is_some()
+    }
+}
+
+/// The provider model shared by every scenario (command-line `--workers`, `--cv`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Model {
+    pub workers: u32,
+    /// Coefficient of variation of the lognormal service time.
+    pub cv: f64,
+    /// Exponential service times instead (coefficient of variation 1, a lighter far tail).
+    pub exponential: bool,
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Model {
+            workers: WORKERS,
+            cv: CV,
+            exponential: false,
+        }
+    }
+}
+
+impl Model {
+    pub fn provider(&self) -> ProviderSpec {
+        let dist = if self.exponential {
+            Dist::Exponential
+        } else {
+            Dist::LogNormal((1.0 + self.cv * self.cv).ln().sqrt())
+        };
+        ProviderSpec::new(self.workers, BASE_SERVICE_US, dist)
+    }
+}
+
+fn cold() -> Cold {
+    Cold {
+        factor: 5.0,
+        tau_us: 4_000_000.0,
+    }
+}
+
+fn capacity(specs: &[ProviderSpec], which: impl Fn(usize) -> bool, mean_cost: f64) -> f64 {
+    specs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| which(*i))
+        .map(|(_, s)| s.capacity_rps(mean_cost))
+        .sum()
+}
+
+fn secs(s: f64) -> i64 {
+    (s * 1e6) as i64
+}
+
+/// Builds a scenario by id (`"1"`, `"2a"`, … or its name) for a run of `duration_us`
+/// (None = the scenario's default). Timelines scale with the duration where they can.
+pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenario> {
+    let id = ALL_IDS
+        .iter()
+        .copied()
+        .find(|&k| k == id || scenario_name(k) == id)?;
+    let d = duration_us.unwrap_or_else(|| default_duration_us(id));
+    let normal = || model.provider();
+    let frac = |f: f64| (d as f64 * f) as i64;
+    let uniform = Keys::Uniform(10_000);
+    let s = match id {
+        "1" => {
+            let providers = vec![normal(); 8];
+            let heavy = Some((0.05, 20.0));
+            let mean_cost = 0.95 + 0.05 * 20.0;
+            Scenario {
+                id,
+                name: scenario_name(id),
+                title: "The incident: 8 providers, 5 % heavy requests (20x the cost)",
+                capacity_rps: capacity(&providers, |_| true, mean_cost),
+                capacity_note: "8 providers",
+                initial: (0..8).collect(),
+                providers,
+                timeline: vec![],
+                heavy,
+                keys: uniform,
+                duration_us: d,
+                min_consumers: 1,
+                hash_probe: None,
+            }
+        }
+        "2a" | "2b" => {
+            let slow = if id == "2a" { 1 } else { 2 };
+            let mut providers = vec![normal(); 4];
+            for p in providers.iter_mut().take(slow) {
+                p.extra_delay_us = 5_000;
+            }
+            Scenario {
+                id,
+                name: scenario_name(id),
+                title: if slow == 1 {
+                    "One slow provider of 4 (+5 ms per response)"
+                } else {
+                    "Two slow providers of 4 (+5 ms per response)"
+                },
+                capacity_rps: capacity(&providers, |_| true, 1.0),
+                capacity_note: "4 providers (the +5 ms holds no worker)",
+                initial: (0..4).collect(),
+                providers,
+                timeline: vec![],
+                heavy: None,
+                keys: uniform,
+                duration_us: d,
+                min_consumers: 1,
+                hash_probe: None,
+            }
+        }
+        "3" => {
+            let mut providers = vec![normal(); 8];
+            providers[0].stall = Some(Stall {
+                first_us: frac(0.08).min(secs(2.0)),
+                period_us: secs(10.0),
+                length_us: secs(0.5),
+            });
+            Scenario {
+                id,
+                name: scenario_name(id),
+                title: "GC pause: one provider of 8 stalls for 500 ms every 10 s",
+                capacity_rps: capacity(&providers, |_| true, 1.0),
+                capacity_note: "8 providers, the paused one counted at 95 %",
+                initial: (0..8).collect(),
+                providers,
+                timeline: vec![],
+                heavy: None,
+                keys: uniform,
+                duration_us: d,
+                min_consumers: 1,
+                hash_probe: None,
+            }
+        }
+        "4" => {
+            let mut providers = vec![normal(); 4];
+            providers[0].fast_fail_us = Some(1_000);
+            Scenario {
+                id,
+                name: scenario_name(id),
+                title: "A provider of 4 fails fast (errors in 1 ms)",
+                capacity_rps: capacity(&providers, |i| i != 0, 1.0),
+                capacity_note: "the 3 healthy providers",
+                initial: (0..4).collect(),
+                providers,
+                timeline: vec![],
+                heavy: None,
+                keys: uniform,
+                duration_us: d,
+                min_consumers: 1,
+                hash_probe: None,
+            }
+        }
+        "5" => {
+            let mut providers = vec![normal(); 8];
+            for p in providers.iter_mut().skip(4) {
+                p.cold = Some(cold());
+            }
+            let join = frac(0.2);
+            Scenario {
+                id,
+                name: scenario_name(id),
+                title: "Scale-out: 4 warm providers, 4 new cold ones join (JIT 5x slower, warm-up 20 s)",
+                capacity_rps: capacity(&providers, |i| i < 4, 1.0),
+                capacity_note: "the 4 warm providers (the load that triggered the scale-out)",
+                initial: (0..4).collect(),
+                providers,
+                timeline: (4..8).map(|p| (join, Action::Join(p))).collect(),
+                heavy: None,
+                keys: uniform,
+                duration_us: d,
+                min_consumers: 1,
+                hash_probe: None,
+            }
+        }
+        "6" => {
+            let mut providers = vec![normal(); 8];
+            for p in providers.iter_mut() {
+                p.cold = Some(cold());
+            }
+            let (a, b) = (2, 5);
+            // The registry's delay, shortened in short runs so that every event keeps its order.
+            let delay = REGISTRY_DELAY_US.min(frac(0.1));
+            let timeline = vec![
+                (frac(0.2), Action::Crash(a)),
+                (frac(0.2) + delay, Action::Leave(a)),
+                (frac(0.45), Action::Join(a)),
+                (frac(0.6), Action::Freeze(b)),
+                (frac(0.6) + delay, Action::Leave(b)),
+                (frac(0.85), Action::Join(b)),
+            ];
+            Scenario {
+                id,
+                name: scenario_name(id),
+                title: "Churn: a process crash (reset) and a host freeze (no answer), each back later, cold",
+                capacity_rps: capacity(&providers, |i| i != 0, 1.0),
+                capacity_note: "7 providers (one is down at a time)",
+                initial: (0..8).collect(),
+                providers,
+                timeline,
+                heavy: None,
+                keys: uniform,
+                duration_us: d,
+                min_consumers: 1,
+                hash_probe: None,
+            }
+        }
+        "7" => {
+            let providers = vec![normal(); 8];
+            let removed = 3;
+            let at = frac(0.5);
+            Scenario {
+                id,
+                name: scenario_name(id),
+                title: "Hot keys: Zipf(1.0) over 10 000 keys, 8 providers, one removed half-way",
+                capacity_rps: capacity(&providers, |i| i != removed, 1.0),
+                capacity_note: "7 providers (one is removed half-way)",
+                initial: (0..8).collect(),
+                providers,
+                timeline: vec![(at, Action::Leave(removed))],
+                heavy: None,
+                keys: Keys::Zipf(Arc::new(Zipf::new(10_000, 1.0))),
+                duration_us: d,
+                min_consumers: 1,
+                hash_probe: Some((at, removed)),
+            }
+        }
+        "8" => {
+            // Unequal speeds give latency-chasing consumers something to herd on; half-way
+            // through, the fastest and the slowest providers swap speeds (a noisy neighbour
+            // moves), so whoever herded onto the fast ones must move away quickly.
+            let fast = 0.7;
+            let slow = 1.6;
+            let mut providers = vec![normal(); 8];
+            for (i, p) in providers.iter_mut().enumerate() {
+                p.slowdown = match i {
+                    0 | 1 => fast,
+                    6 | 7 => slow,
+                    _ => 1.0,
+                };
+            }
+            let at = frac(0.5);
+            Scenario {
+                id,
+                name: scenario_name(id),
+                title: "Herding: 50+ consumers, 8 providers of unequal speed (0.7x/1x/1.6x service time); fastest and slowest swap half-way",
+                capacity_rps: capacity(&providers, |_| true, 1.0),
+                capacity_note: "8 providers at their own speeds",
+                initial: (0..8).collect(),
+                providers,
+                timeline: vec![
+                    (at, Action::Speed(0, slow)),
+                    (at, Action::Speed(1, slow)),
+                    (at, Action::Speed(6, fast)),
+                    (at, Action::Speed(7, fast)),
+                ],
+                heavy: None,
+                keys: uniform,
+                duration_us: d,
+                min_consumers: 50,
+                hash_probe: None,
+            }
+        }
+        _ => return None,
+    };
+    Some(s)
+}
+
+pub fn scenario_name(id: &str) -> &'static str {
+    match id {
+        "1" => "incident",
+        "2a" => "slow1",
+        "2b" => "slow2",
+        "3" => "gcpause",
+        "4" => "fastfail",
+        "5" => "scaleout",
+        "6" => "churn",
+        "7" => "hotkeys",
+        "8" => "herding",
+        _ => "?",
+    }
+}
+
+pub fn default_duration_us(id: &str) -> i64 {
+    match id {
+        // The incident's tail comes from rare pile-ups of heavy requests: a longer run steadies it.
+        "1" => secs(30.0),
+        "3" | "5" | "6" => secs(25.0),
+        _ => secs(15.0),
+    }
+}
