@@ -14,12 +14,15 @@ import java.util.Locale;
  *   <li>the file named by the system property {@value #PATH_PROPERTY}, if set (no fallback: a
  *       wrong path is an error, not a silent switch to another copy);</li>
  *   <li>the copy packed in the jar at {@code META-INF/native/<os>-<arch>/<file>}, extracted to a
- *       temporary file (a JVM can only {@code System.load} a file);</li>
+ *       temporary file (a JVM can only {@code System.load} a file) in {@value #TMPDIR_PROPERTY}
+ *       or {@code java.io.tmpdir};</li>
  *   <li>{@code System.loadLibrary("polylb_jni")}, i.e. {@code java.library.path}.</li>
  * </ol>
  */
 final class NativeLoader {
     static final String PATH_PROPERTY = "polylb.library.path";
+    /** Where to extract the library (default java.io.tmpdir; set it when /tmp is mounted noexec). */
+    static final String TMPDIR_PROPERTY = "polylb.tmpdir";
     static final String LIBRARY_NAME = "polylb_jni";
 
     private NativeLoader() {}
@@ -58,7 +61,12 @@ final class NativeLoader {
 
     private static void loadExtracted(InputStream in, String fileName) throws IOException {
         int dot = fileName.lastIndexOf('.');
-        Path file = Files.createTempFile(fileName.substring(0, dot) + "-", fileName.substring(dot));
+        String prefix = fileName.substring(0, dot) + "-";
+        String suffix = fileName.substring(dot);
+        String dir = System.getProperty(TMPDIR_PROPERTY);
+        Path file = dir == null || dir.isEmpty()
+                ? Files.createTempFile(prefix, suffix)
+                : Files.createTempFile(Paths.get(dir), prefix, suffix);
         try {
             Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
             System.load(file.toAbsolutePath().toString());
