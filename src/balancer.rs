@@ -395,9 +395,13 @@ impl Balancer {
                 stats
                     .succeeded_elapsed_ms
                     .fetch_add((elapsed_us / 1000) as u64, Relaxed);
-                stats
+                let before = stats
                     .succeeded_elapsed_us
                     .fetch_add(elapsed_us as u64, Relaxed);
+                if before.checked_add(elapsed_us as u64).is_none() {
+                    // Saturate rather than wrap: a wrapped sum would read as a small mean.
+                    stats.succeeded_elapsed_us.store(u64::MAX, Relaxed);
+                }
             }
             Outcome::Failure => {
                 stats.failed.fetch_add(1, Relaxed);
@@ -479,7 +483,7 @@ impl Balancer {
                     s.succeeded_elapsed_us.load(Relaxed),
                 ];
                 for (sum, v) in sums.iter_mut().zip(row) {
-                    *sum += v;
+                    *sum = sum.saturating_add(v);
                 }
                 if !per_method.is_empty() {
                     per_method.push(',');

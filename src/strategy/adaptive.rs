@@ -36,7 +36,8 @@ impl Adaptive {
             return 0.0;
         }
         if m.current_time_ms > 0 {
-            let multiple = (now - m.current_time_ms) / timeout as i64 + 1;
+            // Java long arithmetic: a provider clock far ahead wraps, it must not panic.
+            let multiple = now.wrapping_sub(m.current_time_ms) / timeout as i64 + 1;
             if multiple > 0 {
                 if m.provider_time_ms == m.current_time_ms {
                     m.last_latency_ms = timeout as i64 * 2;

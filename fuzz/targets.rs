@@ -1,0 +1,598 @@
+//! The fuzz targets' bodies, shared by the libFuzzer binaries (`fuzz/fuzz_targets/*.rs`) and by
+//! the stable-Rust replay in `tests/fuzz_corpus.rs`, so both run exactly the same checks.
+//!
+//! Each target drives polylb only through its C ABI and checks the documented contract: every
+//! status is one the call may return for that input, select answers a current candidate,
+//! caller buffers are NUL-terminated and never written past `cap`, and once every select has
+//! been reported no call is left in flight. A violated check panics (libFuzzer records a crash).
+
+#![allow(dead_code)]
+
+use polylb::ffi::*;
+use std::collections::HashMap;
+use std::ptr::{null, null_mut};
+
+const STRATEGIES: [&str; 6] = [
+    "random",
+    "roundrobin",
+    "leastactive",
+    "shortestresponse",
+    "consistenthash",
+    "adaptive",
+];
+
+/// Reads the input front to back; past the end every read is 0, so any input is a program.
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        Reader { data, pos: 0 }
+    }
+    fn done(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+    fn u8(&mut self) -> u8 {
+        let b = self.data.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        b
+    }
+    fn u64(&mut self) -> u64 {
+        (0..8).fold(0u64, |v, _| (v << 8) | self.u8() as u64)
+    }
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        let start = self.pos.min(self.data.len());
+        let end = (start + n).min(self.data.len());
+        self.pos = start + n;
+        &self.data[start..end]
+    }
+}
+
+/// Checks a message the library wrote into a caller buffer of `cap` bytes (`fill` elsewhere).
+fn check_message(buf: &[u8], cap: usize, len: usize, fill: u8) {
+    if cap == 0 {
+        assert_eq!(len, 0, "nothing may be written with cap 0");
+    } else {
+        assert!(len < cap, "message length {len} with cap {cap}");
+        assert_eq!(buf[len], 0, "message not NUL-terminated");
+        assert!(
+            std::str::from_utf8(&buf[..len]).is_ok(),
+            "message not UTF-8"
+        );
+    }
+    let written = if cap == 0 { 0 } else { len + 1 };
+    assert!(
+        buf[written..].iter().all(|&b| b == fill),
+        "bytes written past the message"
+    );
+}
+
+/// Config parsing through `plb_balancer_new`: the status agrees with the Rust parser, the error
+/// buffer is used within its capacity, and an accepted config yields a working balancer.
+pub fn config(data: &[u8]) {
+    const FILL: u8 = 0xA5;
+    let cap = data.len() % 97;
+    let mut err = [FILL; 128];
+    let mut err_len = usize::MAX;
+    let mut out: *mut plb_balancer = null_mut();
+    let status = unsafe {
+        plb_balancer_new(
+            data.as_ptr(),
+            data.len(),
+            &mut out,
+            err.as_mut_ptr() as *mut _,
+            cap,
+            &mut err_len,
+        )
+    };
+    check_message(&err, cap, err_len, FILL);
+    let expected = match std::str::from_utf8(data) {
+        Err(_) => Err(PLB_ERR_INVALID_UTF8),
+        Ok(text) => match polylb::Config::parse(text) {
+            Ok(c) => {
+                assert!((4..=65536).contains(&c.hash_nodes), "{c:?}");
+                assert!(c.timeout_ms > 0 && c.slide_period_ms > 0, "{c:?}");
+                // Keys are independent and each appears once: their order cannot matter.
+                let reversed: Vec<&str> = text.split('&').rev().collect();
+                assert_eq!(
+                    polylb::Config::parse(&reversed.join("&")).as_ref(),
+                    Ok(&c),
+                    "pair order changed the config"
+                );
+                Ok(c)
+            }
+            Err(e) => {
+                assert_eq!(e.status.code(), PLB_ERR_INVALID_CONFIG, "{}", e.message);
+                assert!(!e.message.is_empty());
+                Err(PLB_ERR_INVALID_CONFIG)
+            }
+        },
+    };
+    match expected {
+        Err(code) => {
+            assert_eq!(status, code);
+            assert!(out.is_null(), "out written on failure");
+            if cap > 1 {
+                assert!(err_len > 0, "a failure must say why");
+            }
+        }
+        Ok(c) => {
+            assert_eq!(status, PLB_OK);
+            assert!(!out.is_null());
+            assert_eq!(err_len, 0);
+            exercise(out, c.strategy.name());
+            unsafe { plb_balancer_free(out) };
+        }
+    }
+}
+
+/// A short smoke run on a freshly created balancer: three invokers, every hot call once.
+fn exercise(b: *mut plb_balancer, strategy: &str) {
+    let addrs = ["10.0.0.1:20880", "10.0.0.2:20880", "10.0.0.3:20880"];
+    let set: Vec<plb_invoker> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| invoker(i as u64 + 1, a.as_bytes(), 100 * (i as i32 + 1)))
+        .collect();
+    unsafe {
+        let s = plb_balancer_update(b, set.as_ptr(), set.len(), null_mut(), 0, null_mut());
+        assert_eq!(s, PLB_OK);
+        let mut m = u32::MAX;
+        assert_eq!(plb_balancer_method(b, b"m".as_ptr(), 1, &mut m), PLB_OK);
+        let now = 1_700_000_000_000_000;
+        for k in 0u8..4 {
+            let id = plb_select(b, m, [k].as_ptr(), 1, now);
+            assert!((1..=3).contains(&id), "select gave {id}");
+            assert_eq!(plb_report(b, m, id as u64, 1000, 0, now), PLB_OK);
+        }
+        let json = stats(b, now, 64);
+        assert!(json.starts_with(&format!("{{\"strategy\":\"{strategy}\"")));
+        assert_all_idle(&json);
+    }
+}
+
+fn invoker(id: u64, address: &[u8], weight: i32) -> plb_invoker {
+    plb_invoker {
+        id,
+        address: address.as_ptr(),
+        address_len: address.len(),
+        weight,
+        start_time_ms: 0,
+        warmup_ms: -1,
+        zone: null(),
+        zone_len: 0,
+    }
+}
+
+/// Reads the stats JSON through a buffer of `first_cap` bytes, then through one just big enough
+/// if that was too small; checks the length protocol both times.
+unsafe fn stats(b: *const plb_balancer, now: i64, first_cap: usize) -> String {
+    const FILL: u8 = 0x5A;
+    let mut buf = vec![FILL; first_cap];
+    let mut len = usize::MAX;
+    let ptr = if first_cap == 0 {
+        null_mut()
+    } else {
+        buf.as_mut_ptr() as *mut _
+    };
+    let s = plb_balancer_stats(b, now, ptr, first_cap, &mut len);
+    if s == PLB_ERR_BUFFER_TOO_SMALL {
+        assert!(
+            len >= first_cap,
+            "needed {len} but cap {first_cap} was too small"
+        );
+        assert!(buf.iter().all(|&b| b == FILL), "written although too small");
+        let needed = len;
+        buf = vec![FILL; needed + 1];
+        let s = plb_balancer_stats(b, now, buf.as_mut_ptr() as *mut _, needed + 1, &mut len);
+        assert_eq!(s, PLB_OK);
+        assert_eq!(len, needed, "the stats changed size between two calls");
+    } else {
+        assert_eq!(s, PLB_OK);
+    }
+    assert_eq!(buf[len], 0, "stats not NUL-terminated");
+    let json = std::str::from_utf8(&buf[..len])
+        .expect("stats are UTF-8")
+        .to_owned();
+    assert!(
+        json.starts_with("{\"strategy\":") && json.ends_with("]}"),
+        "{json}"
+    );
+    json
+}
+
+/// Every `"active":N` in the stats (per invoker and per method) is 0.
+pub fn assert_all_idle(json: &str) {
+    for (i, _) in json.match_indices("\"active\":") {
+        let rest = &json[i + "\"active\":".len()..];
+        assert!(
+            rest.starts_with('0') && !rest[1..].starts_with(|c: char| c.is_ascii_digit()),
+            "a call is still in flight after every select was reported: {}",
+            &json[i..(i + 24).min(json.len())]
+        );
+    }
+}
+
+/// One invoker of an update, with the storage its pointers borrow.
+struct Spec {
+    id: u64,
+    address: Vec<u8>,
+    null_address: bool,
+    weight: i32,
+    start_time_ms: i64,
+    warmup_ms: i32,
+    zone: Option<Vec<u8>>,
+}
+
+fn pick<T: Copy>(r: &mut Reader, table: &[T], otherwise: impl FnOnce(u8) -> T) -> T {
+    let b = r.u8();
+    table
+        .get(b as usize)
+        .copied()
+        .unwrap_or_else(|| otherwise(b))
+}
+
+fn read_spec(r: &mut Reader, now_ms: i64) -> Spec {
+    let id_sel = r.u8();
+    let id = match id_sel {
+        250..=255 => i64::MAX as u64 + 1 + (id_sel - 250) as u64 * 0x1000_0000_0000_0000,
+        249 => i64::MAX as u64,
+        x => (x % 24) as u64,
+    };
+    let addr_sel = r.u8();
+    let (address, null_address) = match addr_sel {
+        255 => (vec![0xC3, 0x28], false), // invalid UTF-8
+        254 => (Vec::new(), false),
+        253 => (vec![b'x'; 8], true), // NULL with a non-zero length
+        x => (format!("10.0.{}.{id}:20880", x % 3).into_bytes(), false),
+    };
+    let weight = pick(r, &[100, 0, i32::MAX, -1, i32::MIN, 1], |b| b as i32 * 7);
+    let start_time_ms = pick(
+        r,
+        &[0, now_ms - 1000, now_ms + 5000, i64::MAX, i64::MIN, -5, 1],
+        |_| 0,
+    );
+    let warmup_ms = pick(r, &[-1, 0, i32::MAX, i32::MIN, 10_000], |b| b as i32 * 997);
+    let zone = match r.u8() {
+        0 => Some(b"zone-a".to_vec()),
+        1 => Some(vec![0xFF]),
+        _ => None,
+    };
+    Spec {
+        id,
+        address,
+        null_address,
+        weight,
+        start_time_ms,
+        warmup_ms,
+        zone,
+    }
+}
+
+/// The status `plb_balancer_update` must return for `specs` (checks in the documented order:
+/// text fields invoker by invoker, then ids, weights and duplicates invoker by invoker).
+fn expected_update(specs: &[Spec]) -> i32 {
+    for s in specs {
+        if s.null_address {
+            return PLB_ERR_NULL_POINTER;
+        }
+        if std::str::from_utf8(&s.address).is_err() {
+            return PLB_ERR_INVALID_UTF8;
+        }
+        if let Some(z) = &s.zone {
+            if std::str::from_utf8(z).is_err() {
+                return PLB_ERR_INVALID_UTF8;
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for s in specs {
+        if s.id > i64::MAX as u64 {
+            return PLB_ERR_ID_OUT_OF_RANGE;
+        }
+        if s.weight < 0 {
+            return PLB_ERR_NEGATIVE_WEIGHT;
+        }
+        if !seen.insert(s.id) {
+            return PLB_ERR_DUPLICATE_ID;
+        }
+    }
+    PLB_OK
+}
+
+fn read_ids(r: &mut Reader) -> (Vec<u64>, bool) {
+    let sel = r.u8();
+    let ids = (0..sel % 6).map(|_| (r.u8() % 26) as u64).collect();
+    (ids, sel == 0xFF)
+}
+
+/// A byte-driven sequence of ABI calls on one balancer (at most 300 calls per input).
+pub fn abi_sequence(data: &[u8]) {
+    let mut r = Reader::new(data);
+    let strategy = STRATEGIES[r.u8() as usize % STRATEGIES.len()];
+    let config = format!(
+        "loadbalance={strategy}&seed={}&hash.nodes={}&timeout={}",
+        r.u8(),
+        4 + r.u8() % 40,
+        1 + r.u8() as u32 * 100
+    );
+    let mut b: *mut plb_balancer = null_mut();
+    let s = unsafe {
+        plb_balancer_new(
+            config.as_ptr(),
+            config.len(),
+            &mut b,
+            null_mut(),
+            0,
+            null_mut(),
+        )
+    };
+    assert_eq!(s, PLB_OK, "{config}");
+
+    let mut names: HashMap<Vec<u8>, u32> = HashMap::from([(Vec::new(), 0)]);
+    let mut methods: Vec<u32> = vec![0];
+    let mut set: Vec<u64> = Vec::new();
+    let mut outstanding: Vec<(u32, u64)> = Vec::new();
+    let mut now: i64 = 1_700_000_000_000_000;
+    let mut calls = 0;
+    while !r.done() && calls < 300 {
+        calls += 1;
+        let op = r.u8();
+        let method = {
+            let sel = r.u8();
+            if sel < 240 {
+                methods[sel as usize % methods.len()]
+            } else if sel == 255 {
+                u32::MAX
+            } else {
+                methods.len() as u32 + (sel - 240) as u32
+            }
+        };
+        let known_method = (method as usize) < methods.len();
+        match op % 10 {
+            0 => {
+                // update
+                let n = r.u8() % 17;
+                let specs: Vec<Spec> = (0..n).map(|_| read_spec(&mut r, now / 1000)).collect();
+                let raw: Vec<plb_invoker> = specs
+                    .iter()
+                    .map(|s| plb_invoker {
+                        id: s.id,
+                        address: if s.null_address {
+                            null()
+                        } else {
+                            s.address.as_ptr()
+                        },
+                        address_len: s.address.len(),
+                        weight: s.weight,
+                        start_time_ms: s.start_time_ms,
+                        warmup_ms: s.warmup_ms,
+                        zone: s.zone.as_ref().map_or(null(), |z| z.as_ptr()),
+                        zone_len: s.zone.as_ref().map_or(0, |z| z.len()),
+                    })
+                    .collect();
+                let null_array = n > 0 && r.u8() == 0xFF;
+                let cap = r.u8() as usize % 48;
+                let mut err = [0xEEu8; 64];
+                let mut err_len = usize::MAX;
+                let status = unsafe {
+                    plb_balancer_update(
+                        b,
+                        if null_array { null() } else { raw.as_ptr() },
+                        raw.len(),
+                        err.as_mut_ptr() as *mut _,
+                        cap,
+                        &mut err_len,
+                    )
+                };
+                check_message(&err, cap, err_len, 0xEE);
+                let expected = if null_array {
+                    PLB_ERR_NULL_POINTER
+                } else {
+                    expected_update(&specs)
+                };
+                assert_eq!(status, expected, "update status");
+                if status == PLB_OK {
+                    assert_eq!(err_len, 0);
+                    set = specs.iter().map(|s| s.id).collect();
+                }
+            }
+            1 => {
+                // method
+                let name: Vec<u8> = match r.u8() % 8 {
+                    0 => Vec::new(),
+                    1 => vec![0xF0, 0x28, 0x8C, 0x28],
+                    k => format!("m{}", k as u32 * 3 + r.u8() as u32 % 5).into_bytes(),
+                };
+                let null_name = !name.is_empty() && r.u8() == 0xFF;
+                let mut out = u32::MAX;
+                let status = unsafe {
+                    plb_balancer_method(
+                        b,
+                        if null_name { null() } else { name.as_ptr() },
+                        name.len(),
+                        &mut out,
+                    )
+                };
+                if null_name {
+                    assert_eq!(status, PLB_ERR_NULL_POINTER);
+                } else if std::str::from_utf8(&name).is_err() {
+                    assert_eq!(status, PLB_ERR_INVALID_UTF8);
+                } else {
+                    assert_eq!(status, PLB_OK);
+                    let id = *names.entry(name).or_insert(methods.len() as u32);
+                    assert_eq!(out, id, "a name's id is stable and ids are dense");
+                    if id as usize == methods.len() {
+                        methods.push(id);
+                    }
+                }
+            }
+            2 | 3 => {
+                // select / select_among
+                let key_len = r.u8() as usize % 24;
+                let key = r.take(key_len).to_vec();
+                let among = op % 10 == 3;
+                let (cands, null_cands) = if among {
+                    read_ids(&mut r)
+                } else {
+                    (Vec::new(), false)
+                };
+                let (excl, null_excl) = if among {
+                    read_ids(&mut r)
+                } else {
+                    (Vec::new(), false)
+                };
+                let null_cands = null_cands && !cands.is_empty();
+                let null_excl = null_excl && !excl.is_empty();
+                let got = unsafe {
+                    plb_select_among(
+                        b,
+                        method,
+                        key.as_ptr(),
+                        key.len(),
+                        if null_cands { null() } else { cands.as_ptr() },
+                        cands.len(),
+                        if null_excl { null() } else { excl.as_ptr() },
+                        excl.len(),
+                        now,
+                    )
+                };
+                let allowed: Vec<u64> = set
+                    .iter()
+                    .copied()
+                    .filter(|id| cands.is_empty() || cands.contains(id))
+                    .filter(|id| !excl.contains(id))
+                    .collect();
+                let expected_err = if null_cands || null_excl {
+                    Some(PLB_ERR_NULL_POINTER)
+                } else if !known_method {
+                    Some(PLB_ERR_UNKNOWN_METHOD)
+                } else if set.is_empty() {
+                    Some(PLB_ERR_NO_PROVIDER)
+                } else if cands.iter().any(|c| !set.contains(c)) {
+                    Some(PLB_ERR_UNKNOWN_CANDIDATE)
+                } else if allowed.is_empty() {
+                    Some(PLB_ERR_NO_CANDIDATE)
+                } else {
+                    None
+                };
+                match expected_err {
+                    Some(code) => assert_eq!(got, -(code as i64), "select status"),
+                    None => {
+                        assert!(
+                            got >= 0 && allowed.contains(&(got as u64)),
+                            "select gave {got}, allowed {allowed:?}"
+                        );
+                        outstanding.push((method, got as u64));
+                    }
+                }
+            }
+            4 | 5 => {
+                // report
+                let sel = r.u8() as usize;
+                let (method, id, from_outstanding) = if !outstanding.is_empty() && sel < 200 {
+                    let (m, id) = outstanding[sel % outstanding.len()];
+                    (m, id, true)
+                } else {
+                    (method, (sel % 26) as u64, false)
+                };
+                let known_method = (method as usize) < methods.len();
+                let elapsed = pick(&mut r, &[0, i64::MAX, -1, i64::MIN, 1], |b| b as i64 * 997);
+                let outcome = pick(&mut r, &[0, 1, 2, 3, 0, 1, 2, 3, 4, -1, i32::MAX], |b| {
+                    (b % 4) as i32
+                });
+                let status = unsafe { plb_report(b, method, id, elapsed, outcome, now) };
+                let expected = if !(0..=3).contains(&outcome) {
+                    PLB_ERR_UNKNOWN_OUTCOME
+                } else if !known_method {
+                    PLB_ERR_UNKNOWN_METHOD
+                } else if elapsed < 0 {
+                    PLB_ERR_INVALID_ARGUMENT
+                } else {
+                    PLB_OK
+                };
+                assert_eq!(status, expected, "report status");
+                if status == PLB_OK && from_outstanding {
+                    let i = outstanding
+                        .iter()
+                        .position(|&x| x == (method, id))
+                        .expect("present");
+                    outstanding.swap_remove(i);
+                }
+            }
+            6 => {
+                // provider metrics (adaptive uses them, others ignore them)
+                let id = (r.u8() % 26) as u64;
+                let provider_time = pick(&mut r, &[0, -1, i64::MAX, i64::MIN], |b| {
+                    now / 1000 + b as i64
+                });
+                let cpu = match r.u8() {
+                    0 => f64::NAN,
+                    1 => -1.0,
+                    2 => f64::INFINITY,
+                    3 => f64::MAX,
+                    4 => f64::from_bits(r.u64()),
+                    x => x as f64 / 50.0,
+                };
+                let rt = pick(&mut r, &[0, -1, i64::MAX], |b| b as i64 * 1000);
+                let status = unsafe {
+                    plb_report_provider_metrics(b, method, id, provider_time, cpu, rt, now)
+                };
+                let expected = if !known_method {
+                    PLB_ERR_UNKNOWN_METHOD
+                } else if !cpu.is_finite() || cpu < 0.0 || rt < 0 || provider_time < 0 {
+                    PLB_ERR_INVALID_ARGUMENT
+                } else {
+                    PLB_OK
+                };
+                assert_eq!(status, expected, "provider metrics status");
+            }
+            7 => {
+                // stats, through a buffer of varying size
+                let cap = match r.u8() {
+                    0 => 0,
+                    x => x as usize * 5,
+                };
+                let json = unsafe { stats(b, now, cap) };
+                assert!(json.starts_with(&format!("{{\"strategy\":\"{strategy}\"")));
+                for id in &set {
+                    assert!(
+                        json.contains(&format!("{{\"id\":{id},")),
+                        "{id} not in stats"
+                    );
+                }
+            }
+            8 => {
+                // time moves: forwards, backwards, to the extremes, or to the library's clock
+                now = match r.u8() {
+                    0 => 0,
+                    1 => i64::MAX,
+                    2 => i64::MIN,
+                    3 => -1,
+                    4 => 1_700_000_000_000_000,
+                    x if x < 64 => now.saturating_sub(x as i64 * 1_000_000),
+                    x => now.saturating_add(x as i64 * 250_000),
+                };
+            }
+            _ => {
+                let code = r.u64() as i32;
+                let text = unsafe { std::ffi::CStr::from_ptr(plb_status_str(code)) };
+                assert!(!text.to_bytes().is_empty());
+                assert!(text.to_str().is_ok());
+            }
+        }
+    }
+    // Report every call still in flight; nothing may remain counted.
+    let end = 1_700_000_000_000_000;
+    for (m, id) in outstanding.drain(..) {
+        assert_eq!(
+            unsafe { plb_report(b, m, id, 0, PLB_OUTCOME_CANCELLED, end) },
+            PLB_OK
+        );
+    }
+    let json = unsafe { stats(b, end, 0) };
+    assert_all_idle(&json);
+    unsafe { plb_balancer_free(b) };
+}
