@@ -119,7 +119,7 @@ typedef struct plb_balancer plb_balancer;
 /**
  * One provider, borrowed for the duration of plb_balancer_update (which copies it).
  */
-typedef struct {
+typedef struct plb_invoker {
   /**
    * Stable identity, unique in the set, at most INT64_MAX.
    */
@@ -158,58 +158,58 @@ extern "C" {
  * On success writes the handle to `*out`; on failure leaves it untouched and, if `err` is not
  * NULL, writes a NUL-terminated message (truncated to `err_cap`) and its length to `*err_len`.
  */
-int32_t plb_balancer_new(const uint8_t *config, size_t config_len, plb_balancer **out, char *err, size_t err_cap, size_t *err_len);
+int32_t plb_balancer_new(const uint8_t *config, size_t config_len, struct plb_balancer **out, char *err, size_t err_cap, size_t *err_len);
 
 /**
  * Frees a balancer. NULL is a no-op. Call it once, after every other call on it has returned.
  */
-void plb_balancer_free(plb_balancer *b);
+void plb_balancer_free(struct plb_balancer *b);
 
 /**
  * Replaces the whole invoker set atomically (the array and its strings are copied). State of
  * ids that stay is kept. A rejected set changes nothing. An empty set is accepted: selects then
  * fail with PLB_ERR_NO_PROVIDER.
  */
-int32_t plb_balancer_update(const plb_balancer *b, const plb_invoker *invokers, size_t n, char *err, size_t err_cap, size_t *err_len);
+int32_t plb_balancer_update(const struct plb_balancer *b, const struct plb_invoker *invokers, size_t n, char *err, size_t err_cap, size_t *err_len);
 
 /**
  * Interns a method name and writes its id to `*out_method`. The empty name is id 0 (the
  * service level). Per-method state (counters, round-robin position) is kept per id.
  */
-int32_t plb_balancer_method(const plb_balancer *b, const uint8_t *name, size_t name_len, uint32_t *out_method);
+int32_t plb_balancer_method(const struct plb_balancer *b, const uint8_t *name, size_t name_len, uint32_t *out_method);
 
 /**
  * Writes a JSON snapshot of the set and its counters (effective weights at `now_us`) plus a
  * NUL. If it does not fit, returns PLB_ERR_BUFFER_TOO_SMALL with the needed length in `*len`.
  */
-int32_t plb_balancer_stats(const plb_balancer *b, int64_t now_us, char *buf, size_t cap, size_t *len);
+int32_t plb_balancer_stats(const struct plb_balancer *b, int64_t now_us, char *buf, size_t cap, size_t *len);
 
 /**
  * Picks an invoker for one call of `method` and counts the call as in flight until
  * plb_report. `key` is the consistent-hash key (ignored by other strategies; may be NULL with
  * length 0). Returns the invoker id (>= 0) or a negated status. Never allocates in steady state.
  */
-int64_t plb_select(const plb_balancer *b, uint32_t method, const uint8_t *key, size_t key_len, int64_t now_us);
+int64_t plb_select(const struct plb_balancer *b, uint32_t method, const uint8_t *key, size_t key_len, int64_t now_us);
 
 /**
  * plb_select over a subset: `candidates` (NULL/0 = the whole set; each must be in the set) minus
  * `excluded` (ids already tried by a failover; unknown ones are ignored). Every strategy scans in
  * set order; a subset is only a membership filter. If nothing is left: -PLB_ERR_NO_CANDIDATE.
  */
-int64_t plb_select_among(const plb_balancer *b, uint32_t method, const uint8_t *key, size_t key_len, const uint64_t *candidates, size_t n_candidates, const uint64_t *excluded, size_t n_excluded, int64_t now_us);
+int64_t plb_select_among(const struct plb_balancer *b, uint32_t method, const uint8_t *key, size_t key_len, const uint64_t *candidates, size_t n_candidates, const uint64_t *excluded, size_t n_excluded, int64_t now_us);
 
 /**
  * Ends a call: `elapsed_us` (>= 0) and a PLB_OUTCOME_* value. A report for an id no longer in
  * the set is accepted and ignored; in-flight counts never go below 0.
  */
-int32_t plb_report(const plb_balancer *b, uint32_t method, uint64_t id, int64_t elapsed_us, int32_t outcome, int64_t now_us);
+int32_t plb_report(const struct plb_balancer *b, uint32_t method, uint64_t id, int64_t elapsed_us, int32_t outcome, int64_t now_us);
 
 /**
  * Provider-side metrics for `adaptive` (what a Dubbo provider returns in its `lb_adaptive`
  * attachment): the provider's clock in ms, its CPU load (>= 0) and the call's response time.
  * Reports older than the last one are ignored. Other strategies accept and ignore them.
  */
-int32_t plb_report_provider_metrics(const plb_balancer *b, uint32_t method, uint64_t id, int64_t provider_time_ms, double cpu_load, int64_t rt_us, int64_t now_us);
+int32_t plb_report_provider_metrics(const struct plb_balancer *b, uint32_t method, uint64_t id, int64_t provider_time_ms, double cpu_load, int64_t rt_us, int64_t now_us);
 
 /**
  * Static text for any status value, positive or negated (as plb_select returns it). Never NULL.

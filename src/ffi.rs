@@ -277,6 +277,10 @@ pub unsafe extern "C" fn plb_balancer_stats(
         let json = b.stats_json(now_us);
         *len = json.len();
         if json.len() >= cap {
+            if cap > 0 {
+                // Never leave the caller a stale or unterminated string.
+                *buf = 0;
+            }
             return PLB_ERR_BUFFER_TOO_SMALL;
         }
         std::ptr::copy_nonoverlapping(json.as_ptr(), buf as *mut u8, json.len());
