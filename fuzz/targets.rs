@@ -12,14 +12,10 @@ use polylb::ffi::*;
 use std::collections::HashMap;
 use std::ptr::{null, null_mut};
 
-const STRATEGIES: [&str; 6] = [
-    "random",
-    "roundrobin",
-    "leastactive",
-    "shortestresponse",
-    "consistenthash",
-    "adaptive",
-];
+/// Every strategy the library knows, Dubbo's six first: new ones are covered as they land.
+fn strategies() -> Vec<&'static str> {
+    polylb::StrategyKind::ALL.iter().map(|k| k.name()).collect()
+}
 
 /// Reads the input front to back; past the end every read is 0, so any input is a program.
 struct Reader<'a> {
@@ -318,7 +314,10 @@ fn read_ids(r: &mut Reader) -> (Vec<u64>, bool) {
 /// A byte-driven sequence of ABI calls on one balancer (at most 300 calls per input).
 pub fn abi_sequence(data: &[u8]) {
     let mut r = Reader::new(data);
-    let strategy = STRATEGIES[r.u8() as usize % STRATEGIES.len()];
+    let strategy = {
+        let all = strategies();
+        all[r.u8() as usize % all.len()]
+    };
     let config = format!(
         "loadbalance={strategy}&seed={}&hash.nodes={}&timeout={}",
         r.u8(),

@@ -6,14 +6,10 @@ use polylb::effective_weight;
 use polylb::ffi::*;
 use std::ptr::{null, null_mut};
 
-const STRATEGIES: [&str; 6] = [
-    "random",
-    "roundrobin",
-    "leastactive",
-    "shortestresponse",
-    "consistenthash",
-    "adaptive",
-];
+/// Every strategy the library knows, Dubbo's six first: new ones are covered as they land.
+fn strategies() -> Vec<&'static str> {
+    polylb::StrategyKind::ALL.iter().map(|k| k.name()).collect()
+}
 const NOW: i64 = 1_700_000_000_000_000;
 
 struct Lb(*mut plb_balancer);
@@ -168,7 +164,7 @@ fn assert_idle(stats: &serde_json::Value) {
 /// strategies do not eject), failures and timeouts are counted exactly, nothing stays in flight.
 #[test]
 fn providers_that_always_fail() {
-    for strategy in STRATEGIES {
+    for strategy in strategies() {
         let lb = Lb::new(&format!("loadbalance={strategy}"));
         assert_eq!(lb.update(&providers(4, 100)), PLB_OK);
         let m = lb.method("call");
@@ -231,7 +227,7 @@ fn one_failing_provider_among_slow_healthy_ones() {
 #[test]
 fn time_that_goes_backwards() {
     let start_ms = NOW / 1000;
-    for strategy in STRATEGIES {
+    for strategy in strategies() {
         let lb = Lb::new(&format!("loadbalance={strategy}&seed=1"));
         let mut set = providers(5, 100);
         for (k, p) in set.iter_mut().enumerate() {
@@ -278,7 +274,7 @@ fn time_that_goes_backwards() {
 /// PLB_ERR_INVALID_ARGUMENT and change nothing. The mean latency never wraps around.
 #[test]
 fn elapsed_zero_and_max() {
-    for strategy in STRATEGIES {
+    for strategy in strategies() {
         let lb = Lb::new(&format!("loadbalance={strategy}"));
         assert_eq!(lb.update(&providers(3, 100)), PLB_OK);
         let methods = [lb.method("a"), lb.method("b"), lb.method("c")];
@@ -341,7 +337,7 @@ fn elapsed_zero_and_max() {
 #[test]
 fn weights_of_i32_max_over_many_invokers() {
     let n = 10_000u64;
-    for strategy in STRATEGIES {
+    for strategy in strategies() {
         let lb = Lb::new(&format!("loadbalance={strategy}&hash.nodes=8"));
         let mut set = providers(n, i32::MAX);
         set.push(Provider::new(n + 1, 0));
@@ -406,7 +402,7 @@ fn one_hundred_thousand_invokers() {
     let set = providers(n, 100);
     let all: Vec<u64> = (1..=n).collect();
     let odd: Vec<u64> = (1..=n).filter(|i| i % 2 == 1).collect();
-    for strategy in STRATEGIES {
+    for strategy in strategies() {
         let lb = Lb::new(&format!("loadbalance={strategy}"));
         assert_eq!(lb.update(&set), PLB_OK, "{strategy}");
         let m = lb.method("m");
@@ -443,7 +439,7 @@ fn one_hundred_thousand_invokers() {
 /// PLB_ERR_LIMIT_EXCEEDED and the balancer keeps working.
 #[test]
 fn ten_thousand_methods() {
-    for strategy in STRATEGIES {
+    for strategy in strategies() {
         let lb = Lb::new(&format!("loadbalance={strategy}"));
         assert_eq!(lb.update(&providers(4, 100)), PLB_OK);
         let ids: Vec<u32> = (0..10_000).map(|k| lb.method(&format!("m{k}"))).collect();
@@ -508,7 +504,7 @@ fn keys_of_one_mebibyte() {
         x ^= x << 17;
         *b = x as u8;
     }
-    for strategy in STRATEGIES {
+    for strategy in strategies() {
         let lb = Lb::new(&format!("loadbalance={strategy}"));
         assert_eq!(lb.update(&providers(8, 100)), PLB_OK);
         for _ in 0..4 {
