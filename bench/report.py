@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""bench/run.sh's helper: turns each suite's output into JSON lines, then writes BENCHMARKS.md.
+
+    report.py parse-go go.txt                      go test -bench output -> JSON lines
+    report.py parse-jmh a.json [b.json ...]        JMH -rf json -> JSON lines
+    report.py parse-python N bench-output.txt      bindings/python/bench.py table -> JSON lines
+    report.py write DIR OUT.md SMOKE SECONDS       DIR/*.jsonl -> BENCHMARKS.md
+
+A JSON line: {"suite","kind","impl","name","n","threads","value","unit"}; kind is select (ns per
+operation), update (µs per rebuild), memory (bytes) or meta (load average, duration).
+"""
+import json
+import pathlib
+import re
+import statistics
+import sys
+import time
+
+
+def line(suite, kind, impl, name, n, threads, value, unit="ns"):
+    print(json.dumps(dict(suite=suite, kind=kind, impl=impl, name=name, n=n, threads=threads,
+                          value=round(value, 3), unit=unit)))
+
+
+def parse_go(path):
+    impls = {"Floor": "floor", "Polylb": "polylb", "DubboGo": "dubbo-go"}
+    for text in open(path):
+        m = re.match(r"Benchmark(\w+)/(\S+?)(?:-(\d+))?\s+\d+\s+([\d.]+) ns/op", text)
+        if not m:
+            continue
+        group, rest, cpu, ns = m.groups()
+        parts = rest.split("/")
+        n = 0
+        if parts[-1].startswith("n="):
+            n = int(parts.pop()[2:])
+        line("go", "select", impls.get(group, group), "/".join(parts), n, int(cpu or 1), float(ns))
+
+
+def parse_jmh(paths):
+    for path in paths:
+        p = pathlib.Path(path)
+        if not p.exists():
+            continue
+        for e in json.loads(p.read_text() or "[]"):
+            cls, bench = e["benchmark"].rsplit(".", 2)[-2:]
+            raw = [v for fork in e["primaryMetric"]["rawData"] for v in fork]
+            med = statistics.median(raw)
+            params = e.get("params", {})
+            n = int(params.get("n", 0))
+            if cls == "BalancerBench":
+                impl = "floor" if bench.startswith("javaFloor") else "polylb"
+                line("java", "select", impl, bench, n, e["threads"], med)
+            else:
+                line("java", "select", params["impl"] if params["impl"] != "dubbo" else "dubbo",
+                     params["strategy"], n, e["threads"], med)
+
+
+PY_ROWS = {
+    "floor: ctypes select+report, same argtypes, NULL handle": ("floor", "ctypes-select+report"),
+    "binding: lb.select() + lb.report() (random)": ("polylb", "random"),
+    "binding: roundrobin": ("polylb", "roundrobin"),
+    "binding: leastactive": ("polylb", "leastactive"),
+    "binding: consistenthash, str key": ("polylb", "consistenthash"),
+    "binding: lb.select() alone": ("polylb", "random select alone"),
+    "floor: ctypes select alone, NULL handle": ("floor", "ctypes-select"),
+    "pure Python: bisect weighted pick": ("pure-python", "bisect weighted pick"),
+}
+
+
+def parse_python(n, path):
+    for text in open(path):
+        m = re.match(r"\| (.+?) \| ([\d.]+) \|", text)
+        if m and m.group(1) in PY_ROWS:
+            impl, name = PY_ROWS[m.group(1)]
+            line("python", "select", impl, name, int(n), 1, float(m.group(2)))
+
+
+# ------------------------------------------------------------------ report
+
+def load(d):
+    rows, meta = {}, {}
+    for f in sorted(pathlib.Path(d).glob("*.jsonl")):
+        for text in f.read_text().splitlines():
+            if not text.strip():
+                continue
+            r = json.loads(text)
+            if r["kind"] == "meta":
+                meta[r["suite"]] = r
+            else:  # a row measured in several processes: the median of them
+                rows.setdefault((r["suite"], r["kind"], r["impl"], r["name"], r["n"], r["threads"]),
+                                []).append(r["value"])
+    return {k: statistics.median(v) for k, v in rows.items()}, meta
+
+
+def fmt(v):
+    if v is None:
+        return "–"
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}×" if a is not None and b else "–"
+
+
+def speedup(peer, ours):
+    if peer is None or not ours:
+        return "–"
+    s = peer / ours
+    return f"**{s:.1f}×**" if s >= 1 else f"**{s:.2f}×** (behind)"
+
+
+# (polylb strategy, floor name, floor n or None for same n, peer impl, peer name, note)
+COMPARE = {
+    "rust": [
+        ("random", "weighted", None, "pingora", "Weighted<fnv>", ""),
+        ("random", "weighted", None, "pingora", "Weighted<Random>", ""),
+        ("roundrobin", "swrr_loop", None, "pingora", "RoundRobin", "pingora: not smooth (w consecutive picks)"),
+        ("consistenthash", "md5_ring", None, "pingora", "Ketama", "pingora: CRC32, polylb: Dubbo's MD5"),
+        ("peakewma", "p2c", None, "tower", "PeakEwma", "tower: private endpoints per thread"),
+        ("p2c", "p2c", None, "tower", "PeakEwma", ""),
+        ("leastactive", "leastactive_scan", None, "tower", "PeakEwma", "Dubbo least active is O(n)"),
+    ],
+    "go": [
+        (s, "cgo-2calls", 0, "dubbo-go", s, "") for s in
+        ["random", "roundrobin", "leastactive", "consistenthash", "p2c"]
+    ],
+    "java": [
+        ("polylbRandomSelectReport", "javaFloorWeightedPick", None, None, None, "io.polylb.Balancer"),
+        ("polylbConsistentHashSelectReport", "javaFloorWeightedPick", None, None, None, "io.polylb.Balancer"),
+    ] + [
+        (s, "javaFloorWeightedPick", None, "dubbo", s, "LoadBalance.select (adapter pays select+report)")
+        for s in ["random", "roundrobin", "leastactive", "consistenthash"]
+    ],
+    "python": [
+        (s, "ctypes-select+report", None, "pure-python", s, "") for s in
+        ["random", "roundrobin", "leastactive", "consistenthash"]
+    ],
+}
+
+TITLES = {
+    "rust": "Rust: polylb (in-process) vs pingora-load-balancing 0.9.1 and tower 0.5.3 PeakEwma",
+    "go": "Go: polylb cgo binding vs apache/dubbo-go v3.3.1 cluster/loadbalance",
+    "java": "Java: polylb (JNI) vs Dubbo 3.3's own LoadBalance classes (JMH)",
+    "python": "Python: polylb ctypes binding vs a pure-Python pick",
+}
+POLYLB_IMPL = {"rust": "polylb", "go": "polylb", "java": "polylb", "python": "polylb"}
+
+
+def table(rows, suite, out):
+    sizes = sorted({k[4] for k in rows if k[0] == suite and k[1] == "select" and k[4]})
+    threads = sorted({k[5] for k in rows if k[0] == suite and k[1] == "select"})
+    for t in threads:
+        out.append(f"\n#### {t} thread{'s' if t > 1 else ''}\n")
+        out.append("| polylb | n | polylb ns/op | floor | floor ns/op | polylb × floor | peer | peer ns/op | "
+                   "peer × floor | polylb speed-up over peer |")
+        out.append("|---|---:|---:|---|---:|---:|---|---:|---:|---:|")
+        for ours, fl, fl_n, peer_impl, peer, note in COMPARE[suite]:
+            for n in sizes:
+                v = rows.get((suite, "select", "polylb", ours, n, t))
+                if v is None:
+                    continue
+                f = rows.get((suite, "select", "floor", fl, n if fl_n is None else fl_n, t))
+                if f is None:  # e.g. the O(n) smooth-WRR floor is timed on 1 thread only
+                    f = rows.get((suite, "select", "floor", fl, n, 1))
+                p = rows.get((suite, "select", peer_impl, peer, n, t)) if peer_impl else None
+                label = f"{peer_impl} {peer}" if peer_impl else "no peer"
+                if note:
+                    label += f" ({note})"
+                out.append(f"| {ours} | {n} | {fmt(v)} | {fl} | {fmt(f)} | {ratio(v, f)} | {label} | "
+                           f"{fmt(p)} | {ratio(p, f)} | {speedup(p, v)} |")
+        extra = sorted({k[3] for k in rows if k[0] == suite and k[1] == "select" and k[2] == "floor"
+                        and k[5] == t})
+        if extra:
+            cells = []
+            for name in extra:
+                vals = [f"n={n}: {fmt(rows[(suite, 'select', 'floor', name, n, t)])}"
+                        for n in [0] + sizes if (suite, "select", "floor", name, n, t) in rows]
+                cells.append(f"{name} ({', '.join(vals)})")
+            out.append(f"\nFloors in this run, ns/op: " + "; ".join(cells) + ".")
+
+
+def write(d, path, smoke, seconds):
+    rows, meta = load(d)
+    out = ["# BENCHMARKS: polylb beside its floors and the peers each language's users would pick", ""]
+    import subprocess
+    try:
+        rev = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                             cwd=pathlib.Path(__file__).parent).stdout.strip()
+    except OSError:
+        rev = "?"
+    total = sum(m.get("seconds", 0) for m in meta.values())
+    out.append(f"Generated by `bash bench/run.sh{' --smoke' if smoke == '1' else ''}` on "
+               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; the suites took {total} s "
+               f"(this invocation {seconds} s, builds included), polylb at `{rev}`"
+               f" (`-dirty`: uncommitted changes in the working tree were measured). "
+               "The machine is a 2-vCPU VM shared with other jobs: absolute ns move by ±20–50 % (much more "
+               "under load); **read the ratios**, each taken against a floor or a peer measured in the same "
+               "run (same process for Rust; same `go test` / JMH / timeit run for the others).")
+    if smoke == "1":
+        out.append("\n**SMOKE RUN: tiny iteration counts; these numbers only show that the command works.**")
+    out.append("")
+    intro = pathlib.Path(__file__).with_name("BENCHMARKS.intro.md")
+    if intro.exists():
+        out.append(intro.read_text())
+    notes = pathlib.Path(__file__).with_name("BENCHMARKS.notes.md")
+    if notes.exists() and smoke != "1":
+        out.append(notes.read_text())
+    out.append("\n# The tables")
+    for suite in ["rust", "go", "java", "python"]:
+        if not any(k[0] == suite for k in rows):
+            continue
+        m = meta.get(suite, {})
+        out.append(f"\n## {TITLES[suite]}\n")
+        if m:
+            out.append(f"Load average (1/5/15 min) at start: {m.get('load_start')}; at end: {m.get('load_end')}; "
+                       f"suite took {m.get('seconds')} s.")
+        table(rows, suite, out)
+        upd = {k: v for k, v in rows.items() if k[0] == suite and k[1] == "update"}
+        if upd:
+            out.append("\n#### Update (rebuild) at n = 1000, membership changing on every update (µs, median)\n")
+            out.append("| impl | selector | µs per update | polylb ÷ pingora (same kind) |")
+            out.append("|---|---|---:|---:|")
+            same = {"consistenthash": "Ketama", "random": "Weighted<fnv>", "roundrobin": "RoundRobin",
+                    "leastactive": "Weighted<fnv>"}
+            for k, v in sorted(upd.items(), key=lambda kv: (kv[0][2] != "polylb", kv[0][3])):
+                peer = rows.get((suite, "update", "pingora", same.get(k[3], ""), 1000, 1)) if k[2] == "polylb" else None
+                cell = f"{v / peer:.2f}× (vs {same[k[3]]})" if peer else ""
+                out.append(f"| {k[2]} | {k[3]} | {fmt(v)} | {cell} |")
+        mem = {k: v for k, v in rows.items() if k[0] == suite and k[1] == "memory"}
+        if mem:
+            out.append("\n#### Memory (counting global allocator, n = 1000; live bytes after update and a few selects)\n")
+            out.append("| impl | selector | bytes per invoker |")
+            out.append("|---|---|---:|")
+            for k, v in sorted(mem.items(), key=lambda kv: (kv[0][2] != "polylb", kv[0][3])):
+                unit = " per method" if "methods" in k[3] else ""
+                out.append(f"| {k[2]} | {k[3]} | {v:,.1f}{unit} |")
+    pathlib.Path(path).write_text("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "parse-go":
+        parse_go(sys.argv[2])
+    elif cmd == "parse-jmh":
+        parse_jmh(sys.argv[2:])
+    elif cmd == "parse-python":
+        parse_python(sys.argv[2], sys.argv[3])
+    elif cmd == "write":
+        write(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])

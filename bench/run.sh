@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# polylb beside the floors and the peers each language's users would pick, in one run, on the
+# same invoker sets; writes BENCHMARKS.md at the repository root.
+#
+#   bash bench/run.sh            # the full suite (about 10-15 minutes on 2 cores)
+#   bash bench/run.sh --smoke    # tiny iteration counts: only checks that the command works;
+#                                # writes target/bench-peers-smoke/, never BENCHMARKS.md
+#
+# Suites (each writes JSON lines to target/bench-peers/<suite>.jsonl; bench/report.py joins them):
+#   rust    bench/rust-peers: pingora-load-balancing 0.9.1 and tower 0.5 PeakEwma (crates.io)
+#   go      bench/go-peers: apache/dubbo-go v3.3.1 cluster/loadbalance (Go module proxy)
+#   java    bindings/java/polylb-benchmarks (JMH): Dubbo 3.3's own LoadBalance classes
+#   python  bench/python_peers.py: pure-Python balancers doing the same work per call
+# SUITES="rust go" bash bench/run.sh runs a subset (the report keeps the other suites' last
+# results if their files exist). OUT=path overrides BENCHMARKS.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+SMOKE=0
+[[ "${1:-}" == "--smoke" ]] && SMOKE=1
+SUITES=${SUITES:-"rust go java python"}
+if [[ $SMOKE == 1 ]]; then  # a smoke run never overwrites the real results
+    OUTDIR=$ROOT/target/bench-peers-smoke
+    OUT=${OUT:-$OUTDIR/BENCHMARKS.md}
+else
+    OUTDIR=$ROOT/target/bench-peers
+    OUT=${OUT:-$ROOT/BENCHMARKS.md}
+fi
+mkdir -p "$OUTDIR"
+START=$(date +%s)
+
+log() { echo "[bench $(($(date +%s) - START))s] $*" >&2; }
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+# suite metadata line: load average at the start and end of the suite, duration
+meta() { # suite start_load start_time
+    printf '{"suite":"%s","kind":"meta","load_start":"%s","load_end":"%s","seconds":%d,"smoke":%d}\n' \
+        "$1" "$2" "$(loadavg)" $(($(date +%s) - $3)) "$SMOKE" >> "$OUTDIR/$1.jsonl"
+}
+
+log "building libpolylb (release)"
+if ! cargo build --release -q -p polylb -p polylb-jni >&2; then
+    log "WARNING: cargo build failed; the Go, Java and Python suites use the libraries already in target/release"
+fi
+
+FAILED=""
+run_suite() {
+    local suite=$1 t0 l0
+    t0=$(date +%s)
+    l0=$(loadavg)
+    case $suite in
+    rust)
+        log "rust: building bench/rust-peers (pingora, tower)"
+        profile=release
+        [[ $SMOKE == 1 ]] && profile=smoke
+        (cd bench/rust-peers && CARGO_TARGET_DIR=$ROOT/bench/rust-peers/target cargo build --profile "$profile" -q >&2)
+        bin=$ROOT/bench/rust-peers/target/$profile/polylb-rust-peers
+        log "rust: running (load $l0)"
+        # 3 processes (the report takes each row's median over them); the smoke run: 1, tiny
+        : > "$OUTDIR/rust.jsonl"
+        if [[ $SMOKE == 1 ]]; then
+            "$bin" --smoke >> "$OUTDIR/rust.jsonl"
+        else
+            for _ in 1 2 3; do
+                "$bin" >> "$OUTDIR/rust.jsonl"
+            done
+        fi
+        ;;
+    go)
+        log "go: bench/go-peers (dubbo-go v3.3.1 vs the polylb cgo binding) (load $l0)"
+        bt=200ms
+        [[ $SMOKE == 1 ]] && bt=20x
+        (cd bench/go-peers && go test -run '^$' -bench . -cpu 1,2 -benchtime "$bt" -timeout 20m) \
+            > "$OUTDIR/go.txt"
+        python3 bench/report.py parse-go "$OUTDIR/go.txt" > "$OUTDIR/go.jsonl"
+        ;;
+    java)
+        log "java: JMH, Dubbo's LoadBalance vs the polylb adapter (load $l0)"
+        jar=bindings/java/polylb-benchmarks/target/benchmarks.jar
+        if [[ ! -f $jar ]]; then
+            (cd bindings/java && mvn -B -q -Pbench install -DskipTests -Dpolylb.cargo.skip=true >&2)
+        fi
+        if [[ $SMOKE == 1 ]]; then
+            # JMH allows one instance per machine (/tmp/jmh.lock); the smoke run only checks that
+            # the command works, so it runs even beside someone else's JMH run
+            jvm=(-Djmh.ignoreLock=true)
+            jmh=(-wi 1 -w 100ms -i 1 -r 200ms -f 1)
+            dubbo=(-p strategy=random)
+            runs=("1 10")
+        else
+            # one JVM fork per parameter set (monomorphic call sites); 2 threads at n=100 only,
+            # to keep the suite's ~45 forks within about 5 minutes
+            jvm=()
+            jmh=(-wi 2 -w 500ms -i 3 -r 500ms -f 1)
+            dubbo=(-p strategy=random,roundrobin,leastactive,consistenthash)
+            runs=("1 10,100,1000" "2 100")
+        fi
+        : > "$OUTDIR/java.jsonl"
+        for run in "${runs[@]}"; do
+            read -r t sizes <<< "$run"
+            java "${jvm[@]}" -jar "$jar" 'BalancerBench.(javaFloorWeightedPick|polylbRandomSelectReport|polylbConsistentHashSelectReport)$' \
+                "${jmh[@]}" -p n="$sizes" -t "$t" -rf json -rff "$OUTDIR/jmh-balancer-t$t.json" \
+                -jvmArgsAppend "-Dpolylb.library.path=$ROOT/target/release/libpolylb_jni.so" >&2
+            java "${jvm[@]}" -jar "$jar" 'DubboSelectBench' "${jmh[@]}" -p n="$sizes" "${dubbo[@]}" -t "$t" \
+                -rf json -rff "$OUTDIR/jmh-dubbo-t$t.json" \
+                -jvmArgsAppend "-Dpolylb.library.path=$ROOT/target/release/libpolylb_jni.so" >&2
+            python3 bench/report.py parse-jmh "$OUTDIR/jmh-balancer-t$t.json" "$OUTDIR/jmh-dubbo-t$t.json" \
+                >> "$OUTDIR/java.jsonl"
+        done
+        ;;
+    python)
+        log "python: bench/python_peers.py (binding vs pure-Python balancers) (load $l0)"
+        args=()
+        [[ $SMOKE == 1 ]] && args+=(--smoke)
+        python3 bench/python_peers.py "${args[@]}" > "$OUTDIR/python.jsonl"
+        ;;
+    *) echo "unknown suite $suite" >&2; return 2 ;;
+    esac
+    meta "$suite" "$l0" "$t0"
+    log "$suite done in $(($(date +%s) - t0)) s"
+}
+for suite in $SUITES; do
+    # a failing suite (say, JMH refusing to start beside another JMH run) does not stop the others
+    # (not inside `if`: bash ignores set -e in a tested command, even in a subshell)
+    set +e
+    (set -e; run_suite "$suite")
+    rc=$?
+    set -e
+    if [[ $rc != 0 ]]; then
+        log "FAILED: $suite (exit $rc)"
+        FAILED="$FAILED $suite"
+    fi
+done
+
+python3 bench/report.py write "$OUTDIR" "$OUT" "$SMOKE" "$(($(date +%s) - START))"
+log "wrote $OUT in $(($(date +%s) - START)) s"
+if [[ -n $FAILED ]]; then
+    log "suites that failed:$FAILED"
+    exit 1
+fi

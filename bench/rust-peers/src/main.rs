@@ -1,0 +1,524 @@
+//! polylb beside the Rust peers a user would otherwise pick, on the same invoker sets, in one
+//! process, beside floors measured in the same run (research/floors.md, rust-peers-perf.md):
+//!
+//! - pingora-load-balancing 0.9.1: the public `LoadBalancer<S>::select(key, 256)` for
+//!   `Weighted<fnv>` (FNVHash), `RoundRobin`, `Random` and `KetamaHashing`;
+//! - tower 0.5 `PeakEwma`: power of two choices over `Load::load()`, then `call()` and the
+//!   response future polled to completion (which drops the handle: the RTT update).
+//!
+//! Output: one JSON object per line on stdout (bench/report.py turns them into BENCHMARKS.md).
+//! `--smoke`: tiny samples, only checks that everything runs.
+//!
+//! Timing: a hand-written loop, `black_box` on the input, the result accumulated. Each sample is
+//! calibrated to `SAMPLE_MS`; 1 warm-up sample, then `SAMPLES` samples, the median reported.
+//! Two-thread rows: both threads start behind a barrier on one shared balancer (tower: one
+//! private set of endpoints per thread, because `Service::call` takes `&mut self`); ns/op is wall
+//! time over both threads' operations.
+
+use md5::{Digest, Md5};
+use pingora_load_balancing::discovery::ServiceDiscovery;
+use pingora_load_balancing::selection::{
+    consistent::KetamaHashing, BackendIter, BackendSelection, FNVHash, Random, RoundRobin,
+};
+use pingora_load_balancing::{Backend, Backends, LoadBalancer};
+use polylb::{Balancer, Invoker, Outcome};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::{BTreeSet, HashMap};
+use std::convert::Infallible;
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Barrier;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+use tower::load::{CompleteOnResponse, Load, PeakEwma};
+use tower::Service;
+
+// ---------- a counting allocator (memory per invoker) ----------
+struct Counting;
+static LIVE: AtomicI64 = AtomicI64::new(0);
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
+        System.alloc(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
+        System.dealloc(p, l)
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
+        System.alloc_zeroed(l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new as i64 - l.size() as i64, Ordering::Relaxed);
+        System.realloc(p, l, new)
+    }
+}
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+fn live() -> i64 {
+    LIVE.load(Ordering::SeqCst)
+}
+
+// ---------- timing ----------
+struct Cfg {
+    sample: Duration,
+    samples: usize,
+    update_reps: usize,
+}
+
+/// One timed pass of `iters` operations on `threads` threads; wall ns per operation.
+fn pass<M, F>(threads: usize, iters: u64, make: &M) -> f64
+where
+    M: Fn() -> F + Sync,
+    F: FnMut(u64) -> u64,
+{
+    if threads == 1 {
+        let mut f = make();
+        let mut acc = 0u64;
+        let t = Instant::now();
+        for i in 0..iters {
+            acc = acc.wrapping_add(f(black_box(i)));
+        }
+        let e = t.elapsed();
+        black_box(acc);
+        return e.as_nanos() as f64 / iters as f64;
+    }
+    let barrier = Barrier::new(threads);
+    let first_start = AtomicU64::new(u64::MAX);
+    let last_end = AtomicU64::new(0);
+    let origin = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut f = make();
+                let mut acc = 0u64;
+                barrier.wait();
+                let t0 = origin.elapsed().as_nanos() as u64;
+                for i in 0..iters {
+                    acc = acc.wrapping_add(f(black_box(i)));
+                }
+                let t1 = origin.elapsed().as_nanos() as u64;
+                black_box(acc);
+                first_start.fetch_min(t0, Ordering::SeqCst);
+                last_end.fetch_max(t1, Ordering::SeqCst);
+            });
+        }
+    });
+    (last_end.into_inner() - first_start.into_inner()) as f64 / (iters * threads as u64) as f64
+}
+
+fn measure<M, F>(cfg: &Cfg, threads: usize, make: &M) -> f64
+where
+    M: Fn() -> F + Sync,
+    F: FnMut(u64) -> u64,
+{
+    // calibrate on one thread: iterations so one sample takes about cfg.sample
+    let mut iters = 16u64;
+    loop {
+        let ns = pass(1, iters, make) * iters as f64;
+        if ns >= 2e6 || iters >= 1 << 30 {
+            iters = ((iters as f64) * cfg.sample.as_nanos() as f64 / ns.max(1.0)).max(16.0) as u64;
+            break;
+        }
+        iters *= 4;
+    }
+    let per_thread = (iters / threads as u64).max(16);
+    pass(threads, per_thread, make); // warm-up
+    let mut v: Vec<f64> = (0..cfg.samples).map(|_| pass(threads, per_thread, make)).collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn emit(kind: &str, imp: &str, name: &str, n: usize, threads: usize, value: f64, unit: &str) {
+    println!(
+        "{{\"suite\":\"rust\",\"kind\":\"{kind}\",\"impl\":\"{imp}\",\"name\":\"{name}\",\"n\":{n},\"threads\":{threads},\"value\":{value:.3},\"unit\":\"{unit}\"}}"
+    );
+    eprintln!("rust {kind:<8} {imp:<8} {name:<34} n={n:<5} t={threads} {value:>12.2} {unit}");
+}
+
+// ---------- shared inputs ----------
+#[derive(Clone, Copy)]
+struct Wy(u64);
+impl Wy {
+    #[inline(always)]
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0xa076_1d64_78bd_642f);
+        let t = (self.0 as u128).wrapping_mul((self.0 ^ 0xe703_7ed1_a0b4_28db) as u128);
+        ((t >> 64) as u64) ^ (t as u64)
+    }
+    #[inline(always)]
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+static SEED: AtomicU64 = AtomicU64::new(1);
+fn wy() -> Wy {
+    Wy(SEED.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed))
+}
+
+fn weight(i: usize) -> usize {
+    100 + (i % 3) * 50
+}
+fn addr(i: usize) -> String {
+    format!("10.0.{}.{}:20880", i / 250, i % 250)
+}
+/// The polylb set: ids 0..n, weights 100/150/200 (as benches/select.rs).
+fn invokers(n: usize) -> Vec<Invoker> {
+    (0..n).map(|i| Invoker::new(i as u64, addr(i)).weight(weight(i) as i32)).collect()
+}
+/// The same set for pingora. Weighted selectors expand each backend `weight` times, so the
+/// weights are divided by their gcd 50 (2/3/4: the same proportions, a 50× smaller table).
+/// Ketama multiplies its 160 points by the weight, so it gets weight 1 (160 points each, as
+/// polylb's unweighted Dubbo ring with hash.nodes=160).
+fn backends(n: usize, ketama: bool) -> BTreeSet<Backend> {
+    (0..n)
+        .map(|i| Backend::new_with_weight(&addr(i), if ketama { 1 } else { weight(i) / 50 }).unwrap())
+        .collect()
+}
+fn keys() -> Vec<[u8; 16]> {
+    let mut w = Wy(7);
+    (0..4096).map(|_| (w.next() as u128 | ((w.next() as u128) << 64)).to_le_bytes()).collect()
+}
+
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+/// A discovery that alternates between two sets, so every `update()` is a membership change.
+struct Alternating {
+    sets: [BTreeSet<Backend>; 2],
+    next: AtomicUsize,
+}
+#[async_trait::async_trait]
+impl ServiceDiscovery for Alternating {
+    async fn discover(
+        &self,
+    ) -> pingora_error::Result<(BTreeSet<Backend>, HashMap<u64, bool>)> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) & 1;
+        Ok((self.sets[i].clone(), HashMap::new()))
+    }
+}
+fn pingora_lb<S>(n: usize, ketama: bool) -> LoadBalancer<S>
+where
+    S: BackendSelection + 'static,
+    S::Iter: BackendIter,
+{
+    let b = backends(n + 1, ketama);
+    let extra = b.iter().next_back().unwrap().clone();
+    let small = {
+        let mut s = b.clone();
+        s.remove(&extra);
+        s
+    };
+    let d = Alternating { sets: [small, b], next: AtomicUsize::new(0) };
+    let lb = LoadBalancer::<S>::from_backends(Backends::new(Box::new(d)));
+    block_on(lb.update()).unwrap(); // now the n-backend set
+    lb
+}
+
+// ---------- tower ----------
+type Svc = tower::util::ServiceFn<fn(()) -> std::future::Ready<Result<u64, Infallible>>>;
+fn ok_svc(_: ()) -> std::future::Ready<Result<u64, Infallible>> {
+    std::future::ready(Ok(1))
+}
+fn tower_set(n: usize) -> Vec<PeakEwma<Svc>> {
+    (0..n)
+        .map(|_| {
+            let s: Svc = tower::service_fn(ok_svc as fn(()) -> _);
+            // tower's defaults in balance::p2c examples: 30 ms default RTT, 10 s decay
+            PeakEwma::new(s, Duration::from_millis(30), 10e9, CompleteOnResponse::default())
+        })
+        .collect()
+}
+
+fn main() {
+    let smoke = std::env::args().any(|a| a == "--smoke");
+    let cfg = if smoke {
+        Cfg { sample: Duration::from_millis(1), samples: 3, update_reps: 3 }
+    } else {
+        Cfg { sample: Duration::from_millis(15), samples: 7, update_reps: 15 }
+    };
+    let only: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let want = |s: &str| only.as_deref().map_or(true, |o| s.contains(o));
+    let sizes = [10usize, 100, 1000];
+    let keys = keys();
+    let keys = &keys;
+
+    if want("select") {
+        for n in sizes {
+            for threads in [1usize, 2] {
+                // ----- floors -----
+                let prefix: Vec<u64> = (0..n)
+                    .scan(0u64, |s, i| {
+                        *s += weight(i) as u64;
+                        Some(*s)
+                    })
+                    .collect();
+                let total = *prefix.last().unwrap();
+                let mut points: Vec<u32> = {
+                    let mut w = Wy(3);
+                    (0..n * 160).map(|_| w.next() as u32).collect()
+                };
+                points.sort_unstable();
+                let counters: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+                let r = measure(&cfg, threads, &|| {
+                    let mut w = wy();
+                    move |_| w.below(n as u64)
+                });
+                emit("select", "floor", "uniform", n, threads, r, "ns");
+                let r = measure(&cfg, threads, &|| {
+                    let mut w = wy();
+                    let p = &prefix;
+                    move |_| {
+                        let off = w.below(total);
+                        p.partition_point(|&s| s <= off) as u64
+                    }
+                });
+                emit("select", "floor", "weighted", n, threads, r, "ns");
+                let r = measure(&cfg, threads, &|| {
+                    let mut w = wy();
+                    let c = &counters;
+                    move |_| {
+                        let a = w.below(n as u64) as usize;
+                        let mut b = w.below(n as u64 - 1) as usize;
+                        if b >= a {
+                            b += 1;
+                        }
+                        let pick = if c[a].load(Ordering::Relaxed) <= c[b].load(Ordering::Relaxed) { a } else { b };
+                        c[pick].fetch_add(1, Ordering::AcqRel);
+                        c[pick].fetch_sub(1, Ordering::AcqRel);
+                        pick as u64
+                    }
+                });
+                emit("select", "floor", "p2c", n, threads, r, "ns");
+                // Dubbo's least active is O(n) by definition: scan every in-flight count for
+                // the minimum, then count the call in and out on the winner.
+                let r = measure(&cfg, threads, &|| {
+                    let c = &counters;
+                    move |_| {
+                        let (mut best, mut min) = (0usize, u64::MAX);
+                        for (j, a) in c.iter().enumerate() {
+                            let v = a.load(Ordering::Relaxed);
+                            if v < min {
+                                min = v;
+                                best = j;
+                            }
+                        }
+                        c[best].fetch_add(1, Ordering::AcqRel);
+                        c[best].fetch_sub(1, Ordering::AcqRel);
+                        best as u64
+                    }
+                });
+                emit("select", "floor", "leastactive_scan", n, threads, r, "ns");
+                let r = measure(&cfg, threads, &|| {
+                    let pts = &points;
+                    let mut k = 0usize;
+                    move |_| {
+                        k = (k + 1) & 4095;
+                        let d = Md5::digest(keys[k]);
+                        let h = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+                        let i = pts.partition_point(|&p| p < h);
+                        (if i == pts.len() { 0 } else { i }) as u64
+                    }
+                });
+                emit("select", "floor", "md5_ring", n, threads, r, "ns");
+                if threads == 1 {
+                    let weights: Vec<i64> = (0..n).map(|i| weight(i) as i64).collect();
+                    let r = measure(&cfg, 1, &|| {
+                        let mut current = vec![0i64; n];
+                        let w = &weights;
+                        move |_| {
+                            let (mut best, mut max) = (0, i64::MIN);
+                            for (j, c) in current.iter_mut().enumerate() {
+                                *c += w[j];
+                                if *c > max {
+                                    max = *c;
+                                    best = j;
+                                }
+                            }
+                            current[best] -= total as i64;
+                            best as u64
+                        }
+                    });
+                    emit("select", "floor", "swrr_loop", n, 1, r, "ns");
+                }
+
+                // ----- polylb: select + report on one shared balancer -----
+                for strategy in ["random", "roundrobin", "leastactive", "consistenthash", "p2c", "peakewma"] {
+                    let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
+                    b.update(&invokers(n)).unwrap();
+                    let m = b.method("sayHello").unwrap();
+                    let r = measure(&cfg, threads, &|| {
+                        let b = &b;
+                        let mut k = SEED.fetch_add(1, Ordering::Relaxed) as usize;
+                        move |_| {
+                            k = (k + 1) & 4095;
+                            let id = b.select(m, &keys[k], 0).unwrap();
+                            b.report(m, id, 1000, Outcome::Success, 0).unwrap();
+                            id
+                        }
+                    });
+                    emit("select", "polylb", strategy, n, threads, r, "ns");
+                }
+
+                // ----- pingora: public LoadBalancer::select (no feedback API to call) -----
+                macro_rules! pingora_row {
+                    ($ty:ty, $name:expr, $ketama:expr) => {{
+                        let lb = pingora_lb::<$ty>(n, $ketama);
+                        let r = measure(&cfg, threads, &|| {
+                            let lb = &lb;
+                            let mut k = SEED.fetch_add(1, Ordering::Relaxed) as usize;
+                            move |_| {
+                                k = (k + 1) & 4095;
+                                let be = lb.select(&keys[k], 256).unwrap();
+                                be.weight as u64
+                            }
+                        });
+                        emit("select", "pingora", $name, n, threads, r, "ns");
+                    }};
+                }
+                pingora_row!(FNVHash, "Weighted<fnv>", false);
+                pingora_row!(Random, "Weighted<Random>", false);
+                pingora_row!(RoundRobin, "RoundRobin", false);
+                pingora_row!(KetamaHashing, "Ketama", true);
+
+                // ----- tower PeakEwma: P2C over load(), then call + complete -----
+                let r = measure(&cfg, threads, &|| {
+                    let mut set = tower_set(n);
+                    let mut w = wy();
+                    let mut cx = Context::from_waker(Waker::noop());
+                    move |_| {
+                        let a = w.below(n as u64) as usize;
+                        let mut b = w.below(n as u64 - 1) as usize;
+                        if b >= a {
+                            b += 1;
+                        }
+                        let pick = if set[a].load() <= set[b].load() { a } else { b };
+                        let fut = set[pick].call(());
+                        let mut fut = pin!(fut);
+                        match fut.as_mut().poll(&mut cx) {
+                            Poll::Ready(Ok(v)) => v + pick as u64,
+                            _ => unreachable!(),
+                        }
+                    }
+                });
+                emit("select", "tower", "PeakEwma", n, threads, r, "ns");
+            }
+        }
+    }
+
+    // ----- update (rebuild) cost at n = 1000, membership changing every time -----
+    if want("update") {
+        let n = 1000;
+        let med = |mut v: Vec<f64>| {
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            v[v.len() / 2]
+        };
+        let sets = [invokers(n), invokers(n + 1)];
+        for (strategy, cfgs) in [
+            ("consistenthash", "loadbalance=consistenthash&hash.nodes=160"),
+            ("random", "loadbalance=random"),
+            ("roundrobin", "loadbalance=roundrobin"),
+            ("leastactive", "loadbalance=leastactive"),
+        ] {
+            let b = Balancer::new(cfgs).unwrap();
+            b.update(&sets[0]).unwrap();
+            let v: Vec<f64> = (0..cfg.update_reps * 2)
+                .map(|i| {
+                    let t = Instant::now();
+                    b.update(&sets[(i + 1) & 1]).unwrap();
+                    t.elapsed().as_nanos() as f64 / 1000.0
+                })
+                .collect();
+            emit("update", "polylb", strategy, n, 1, med(v), "us");
+        }
+        macro_rules! pingora_update {
+            ($ty:ty, $name:expr, $ketama:expr) => {{
+                let lb = pingora_lb::<$ty>(n, $ketama);
+                let v: Vec<f64> = (0..cfg.update_reps * 2)
+                    .map(|_| {
+                        let t = Instant::now();
+                        block_on(lb.update()).unwrap();
+                        t.elapsed().as_nanos() as f64 / 1000.0
+                    })
+                    .collect();
+                emit("update", "pingora", $name, n, 1, med(v), "us");
+            }};
+        }
+        pingora_update!(KetamaHashing, "Ketama", true);
+        pingora_update!(FNVHash, "Weighted<fnv>", false);
+        pingora_update!(RoundRobin, "RoundRobin", false);
+    }
+
+    // ----- memory per invoker (counting allocator) -----
+    if want("memory") {
+        let n = 1000;
+        let methods = 1000;
+        for (strategy, cfgs) in [
+            ("random", "loadbalance=random"),
+            ("roundrobin", "loadbalance=roundrobin"),
+            ("leastactive", "loadbalance=leastactive"),
+            ("consistenthash", "loadbalance=consistenthash&hash.nodes=160"),
+            ("p2c", "loadbalance=p2c"),
+            ("peakewma", "loadbalance=peakewma"),
+        ] {
+            let set = invokers(n);
+            let names: Vec<String> = (0..methods).map(|i| format!("method{i}")).collect();
+            let before = live();
+            let b = Balancer::new(cfgs).unwrap();
+            b.update(&set).unwrap();
+            let after_update = live();
+            for name in &names {
+                let m = b.method(name).unwrap();
+                for k in 0..4 {
+                    let id = b.select(m, &keys[k], 0).unwrap();
+                    b.report(m, id, 1000, Outcome::Success, 0).unwrap();
+                }
+            }
+            let after_methods = live();
+            emit("memory", "polylb", strategy, n, 1, (after_update - before) as f64 / n as f64, "B/invoker");
+            emit(
+                "memory",
+                "polylb",
+                &format!("{strategy} +1000 methods"),
+                n,
+                1,
+                (after_methods - after_update) as f64 / (methods * n) as f64,
+                "B/invoker/method",
+            );
+            drop(b);
+        }
+        macro_rules! pingora_mem {
+            ($ty:ty, $name:expr, $ketama:expr) => {{
+                let small = backends(n, $ketama);
+                let d = Box::new(Alternating { sets: [small.clone(), small], next: AtomicUsize::new(0) });
+                let before = live();
+                let lb = LoadBalancer::<$ty>::from_backends(Backends::new(d));
+                block_on(lb.update()).unwrap();
+                for k in 0..4 {
+                    black_box(lb.select(&keys[k], 256));
+                }
+                let after = live();
+                emit("memory", "pingora", $name, n, 1, (after - before) as f64 / n as f64, "B/invoker");
+                drop(lb);
+            }};
+        }
+        pingora_mem!(KetamaHashing, "Ketama", true);
+        pingora_mem!(FNVHash, "Weighted<fnv>", false);
+        pingora_mem!(RoundRobin, "RoundRobin", false);
+        let before = live();
+        let set = tower_set(n);
+        let after = live();
+        emit("memory", "tower", "PeakEwma", n, 1, (after - before) as f64 / n as f64, "B/invoker");
+        drop(set);
+    }
+}
