@@ -117,6 +117,23 @@ func BenchmarkNative(b *testing.B) {
 	}
 }
 
+// BenchmarkSelectStringKey converts a string key at each call, as a caller
+// hashing on a user id would: noescape keeps the conversion on the stack.
+func BenchmarkSelectStringKey(b *testing.B) {
+	lb, method := benchBalancer(b, "loadbalance=consistenthash")
+	users := []string{"user-1", "user-2", "user-3", "user-4"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		id, err := lb.Select(method, []byte(users[i%len(users)]))
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchSink += id
+		i++
+	}
+}
+
 // BenchmarkSelect is a select alone (one cgo call), to compare with
 // Floor/cgo-1call. Calls stay "in flight", which only random ignores, so the
 // strategy is random.
