@@ -4,10 +4,11 @@
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{Error, Status};
+use crate::filter::Filter;
 use crate::invoker::{Invoker, Outcome};
 use crate::rng::Rng;
 use crate::stats::InvokerState;
-use crate::strategy::{Ctx, Prepared, Strategy};
+use crate::strategy::{Ctx, Prepared, Report, Strategy};
 use crate::weight::{effective_weight, time_dependent_until};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -183,6 +184,10 @@ struct Inner {
     methods: Methods,
     update_lock: Mutex<()>,
     rng: Rng,
+    /// Zone preference and outlier ejection; None when neither is configured.
+    filter: Option<Filter>,
+    /// The strategy's `tracks_selects()`, asked once.
+    tracks_selects: bool,
 }
 
 /// A load balancer over one set of invokers. Thread-safe: share it by reference or clone it
@@ -208,6 +213,8 @@ impl Balancer {
         Balancer {
             inner: Arc::new(Inner {
                 rng: Rng::new(config.seed),
+                filter: Filter::new(&config),
+                tracks_selects: strategy.tracks_selects(),
                 strategy,
                 config,
                 snapshot: ArcSwap::from_pointee(Snapshot::empty()),
@@ -274,6 +281,9 @@ impl Balancer {
             prepared,
         });
         inner.snapshot.store(snapshot.clone());
+        if let Some(filter) = &inner.filter {
+            filter.after_update(&snapshot);
+        }
         let clock = Clock::new(0);
         inner
             .methods
@@ -325,8 +335,16 @@ impl Balancer {
                 rng: &inner.rng,
             })
         };
+        // Zone preference and outlier ejection narrow the candidates before the strategy runs.
+        let filter = inner
+            .filter
+            .as_ref()
+            .filter(|f| f.needed(&snapshot, &clock));
         let pos = if candidates.is_empty() && excluded.is_empty() {
-            pick(&snapshot.all, true, &[])?
+            match filter {
+                None => pick(&snapshot.all, true, &[])?,
+                Some(f) => f.with_view(&snapshot, &inner.rng, pick)?,
+            }
         } else {
             SCRATCH.with(|cell| {
                 let mut scratch = cell.borrow_mut();
@@ -360,12 +378,21 @@ impl Balancer {
                 if positions.is_empty() {
                     return Err(Status::NoCandidate);
                 }
+                if let Some(f) = filter {
+                    f.restrict(&snapshot, mask, positions, &inner.rng);
+                }
                 let is_all = positions.len() == n;
                 pick(positions, is_all, mask)
             })?
         };
         let member = &snapshot.members[pos];
-        member.state.methods.get_or_insert(method).begin();
+        let stats = member.state.methods.get_or_insert(method);
+        stats.begin();
+        if inner.tracks_selects {
+            inner
+                .strategy
+                .on_select(method_state, method, stats, &clock);
+        }
         Ok(member.id)
     }
 
@@ -379,7 +406,7 @@ impl Balancer {
         now_us: i64,
     ) -> Result<(), Status> {
         let inner = &*self.inner;
-        inner.methods.get(method).ok_or(Status::UnknownMethod)?;
+        let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
         if elapsed_us < 0 {
             return Err(Status::InvalidArgument);
         }
@@ -388,7 +415,7 @@ impl Balancer {
             return Ok(());
         };
         let stats = snapshot.members[pos].state.methods.get_or_insert(method);
-        stats.end();
+        let ended = stats.end();
         match outcome {
             Outcome::Success => {
                 stats.succeeded.fetch_add(1, Relaxed);
@@ -410,11 +437,21 @@ impl Balancer {
                 stats.failed.fetch_add(1, Relaxed);
                 stats.timeouts.fetch_add(1, Relaxed);
             }
-            Outcome::Cancelled => return Ok(()),
+            Outcome::Cancelled => {}
         }
-        inner
-            .strategy
-            .on_report(stats, elapsed_us, outcome, &Clock::new(now_us));
+        let clock = Clock::new(now_us);
+        inner.strategy.on_report(&Report {
+            method: method_state,
+            method_id: method,
+            stats,
+            ended,
+            elapsed_us,
+            outcome,
+            clock: &clock,
+        });
+        if let Some(filter) = &inner.filter {
+            filter.on_report(&snapshot, pos, outcome, &clock);
+        }
         Ok(())
     }
 
@@ -519,6 +556,9 @@ impl Balancer {
                 mean_us
             ));
             inner.strategy.stats_fields(m, &mut out);
+            if let Some(filter) = &inner.filter {
+                filter.stats_fields(m, &mut out);
+            }
             out.push_str(",\"methods\":[");
             out.push_str(&per_method);
             out.push_str("]}");

@@ -20,6 +20,64 @@ pub struct Config {
     /// Fixed seed: makes every random choice reproducible (tests, simulations). Without it each
     /// thread uses its own generator, which avoids a shared atomic on the hot path.
     pub seed: Option<u64>,
+    /// p2c: candidates compared per pick (0 = every candidate).
+    pub p2c_choices: u32,
+    pub peakewma: PeakEwmaConfig,
+    /// boundedhash: an invoker takes a key while its in-flight load stays within
+    /// ⌈factor × average⌉ (weighted).
+    pub boundedhash_factor: f64,
+    /// Zone preference (every strategy): the consumer's own zone; None = off.
+    pub zone: Option<String>,
+    /// Stay entirely in the local zone while at least this percentage of it is healthy.
+    pub zone_min_healthy_percent: u32,
+    pub outlier: OutlierConfig,
+    pub slow_start: SlowStartConfig,
+}
+
+/// `peakewma`'s options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeakEwmaConfig {
+    /// Candidates compared per pick before escalation (0 = every candidate).
+    pub choices: u32,
+    /// Time constant of the latency average, ms.
+    pub decay_ms: i64,
+    /// Latency recorded for a failed or timed-out call (at least its elapsed time), ms.
+    pub failure_penalty_ms: i64,
+}
+
+/// Outlier ejection (every strategy). Off unless a rule is set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutlierConfig {
+    /// Eject after this many consecutive failures or timeouts (0 = rule off).
+    pub consecutive_failures: u32,
+    /// Eject when failures reach this percentage of a window's calls (0 = rule off).
+    pub failure_rate_percent: u32,
+    pub window_ms: i64,
+    /// Calls a window needs before the failure-rate rule applies.
+    pub min_requests: u32,
+    /// First ejection's length; the n-th consecutive ejection lasts n times as long.
+    pub base_ejection_ms: i64,
+    pub max_ejection_ms: i64,
+    /// At most this share of the set is ejected at once (at least one invoker, never all).
+    pub max_ejection_percent: u32,
+}
+
+impl OutlierConfig {
+    pub fn enabled(&self) -> bool {
+        self.consecutive_failures > 0 || self.failure_rate_percent > 0
+    }
+}
+
+/// Consumer-side slow start for the strategies beyond Dubbo: an invoker that joins an existing
+/// set ramps its weight over a window (on top of Dubbo's provider-side warm-up).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlowStartConfig {
+    /// 0 = off.
+    pub window_ms: i64,
+    /// Weight at the start of the window, percent of the full weight.
+    pub min_weight_percent: u32,
+    /// Ramp shape: weight ∝ (elapsed / window)^(1 / aggression); 1.0 is linear.
+    pub aggression: f64,
 }
 
 impl Default for Config {
@@ -31,6 +89,29 @@ impl Default for Config {
             slide_period_ms: 30_000,
             timeout_ms: 1000,
             seed: None,
+            p2c_choices: 2,
+            peakewma: PeakEwmaConfig {
+                choices: 2,
+                decay_ms: 10_000,
+                failure_penalty_ms: 1000,
+            },
+            boundedhash_factor: 1.25,
+            zone: None,
+            zone_min_healthy_percent: 70,
+            outlier: OutlierConfig {
+                consecutive_failures: 0,
+                failure_rate_percent: 0,
+                window_ms: 10_000,
+                min_requests: 20,
+                base_ejection_ms: 30_000,
+                max_ejection_ms: 300_000,
+                max_ejection_percent: 10,
+            },
+            slow_start: SlowStartConfig {
+                window_ms: 0,
+                min_weight_percent: 10,
+                aggression: 1.0,
+            },
         }
     }
 }
@@ -88,6 +169,167 @@ const KEYS: &[(&str, &str, Setter)] = &[
         c.seed = Some(int(k, v)?);
         Ok(())
     }),
+    (
+        "p2c.choices",
+        "p2c: candidates drawn (by weight) and compared per pick, 2..=16; 0 = all (default 2)",
+        |c, k, v| {
+            c.p2c_choices = choices(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "peakewma.choices",
+        "peakewma: candidates compared per pick before it escalates (up to 8 more, or all) \
+         because the best looks slow, 2..=16; 0 = all (default 2)",
+        |c, k, v| {
+            c.peakewma.choices = choices(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "peakewma.decay",
+        "peakewma: time constant of the latency average in ms, > 0; also bounds how long a \
+         slow invoker goes unprobed (default 10000)",
+        |c, k, v| {
+            c.peakewma.decay_ms = positive(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "peakewma.failurePenalty",
+        "peakewma: latency in ms recorded for a failed or timed-out call (at least its elapsed \
+         time), so fast failures do not look fast; a failing invoker is probed again after \
+         this long, then twice as late each time; 0 = elapsed time only (default 1000)",
+        |c, k, v| {
+            c.peakewma.failure_penalty_ms = non_negative(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "boundedhash.factor",
+        "boundedhash: an invoker keeps a key while its in-flight calls stay below \
+         ceil(factor x weighted average); >= 1.0 (default 1.25)",
+        |c, k, v| {
+            let f = float(k, v)?;
+            if !(1.0..=100.0).contains(&f) {
+                return Err(bad(k, v, "outside 1.0..=100.0"));
+            }
+            c.boundedhash_factor = f;
+            Ok(())
+        },
+    ),
+    (
+        "zone",
+        "zone preference (every strategy): this consumer's zone; invokers of the same zone are \
+         preferred while enough of them are healthy",
+        |c, _, v| {
+            c.zone = Some(v.to_string());
+            Ok(())
+        },
+    ),
+    (
+        "zone.minHealthyPercent",
+        "zone preference: all traffic stays local while at least this percentage of local \
+         invokers is healthy (not ejected); below, the local share shrinks in proportion \
+         and the rest spills over to every healthy invoker; 1..=100 (default 70)",
+        |c, k, v| {
+            c.zone_min_healthy_percent = percent(k, v, 1)?;
+            Ok(())
+        },
+    ),
+    (
+        "outlier.consecutiveFailures",
+        "outlier ejection (every strategy): eject an invoker after this many consecutive \
+         failures or timeouts; 0 = rule off (default 0)",
+        |c, k, v| {
+            c.outlier.consecutive_failures = int(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "outlier.failureRate",
+        "outlier ejection: eject an invoker whose failures reach this percentage of its calls in \
+         a window (outlier.windowMs, at least outlier.minRequests calls); 0 = rule off (default 0)",
+        |c, k, v| {
+            c.outlier.failure_rate_percent = percent(k, v, 0)?;
+            Ok(())
+        },
+    ),
+    (
+        "outlier.windowMs",
+        "outlier ejection: window of the failure-rate rule in ms, > 0 (default 10000)",
+        |c, k, v| {
+            c.outlier.window_ms = positive(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "outlier.minRequests",
+        "outlier ejection: calls a window needs before the failure-rate rule applies, > 0 \
+         (default 20)",
+        |c, k, v| {
+            c.outlier.min_requests = positive(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "outlier.baseEjectionMs",
+        "outlier ejection: length of a first ejection in ms; the n-th ejection in a row lasts n \
+         times as long (one step is forgiven per base period without ejection), > 0 \
+         (default 30000)",
+        |c, k, v| {
+            c.outlier.base_ejection_ms = positive(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "outlier.maxEjectionMs",
+        "outlier ejection: longest ejection in ms, > 0 (default 300000)",
+        |c, k, v| {
+            c.outlier.max_ejection_ms = positive(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "outlier.maxEjectionPercent",
+        "outlier ejection: at most this percentage of the set is ejected at once (at least one \
+         invoker, never all of them), 0..=100 (default 10)",
+        |c, k, v| {
+            c.outlier.max_ejection_percent = percent(k, v, 0)?;
+            Ok(())
+        },
+    ),
+    (
+        "slowstart.windowMs",
+        "slow start (p2c, peakewma, boundedhash): an invoker that joins an existing set ramps \
+         its weight up over this many ms (on top of Dubbo's warm-up); 0 = off (default 0)",
+        |c, k, v| {
+            c.slow_start.window_ms = non_negative(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "slowstart.minWeightPercent",
+        "slow start: weight at the start of the window, percent of the full weight, 1..=100 \
+         (default 10)",
+        |c, k, v| {
+            c.slow_start.min_weight_percent = percent(k, v, 1)?;
+            Ok(())
+        },
+    ),
+    (
+        "slowstart.aggression",
+        "slow start: ramp shape, weight ~ (elapsed / window)^(1 / aggression); 1.0 is linear, \
+         > 1 ramps faster early; 0.1..=10 (default 1.0)",
+        |c, k, v| {
+            let f = float(k, v)?;
+            if !(0.1..=10.0).contains(&f) {
+                return Err(bad(k, v, "outside 0.1..=10.0"));
+            }
+            c.slow_start.aggression = f;
+            Ok(())
+        },
+    ),
 ];
 
 impl Config {
@@ -127,7 +369,50 @@ impl Config {
                 set(&mut config, key, value)?;
             }
         }
+        config.check_options(&seen)?;
         Ok(config)
+    }
+
+    /// Options that would silently do nothing are errors, as misspelled keys are.
+    fn check_options(&self, seen: &[&str]) -> Result<(), Error> {
+        let given = |prefix: &str| seen.iter().find(|k| k.starts_with(prefix)).copied();
+        let fail = |key: &str, why: &str| {
+            Err(Error::new(
+                Status::InvalidConfig,
+                format!("config: {key} {why}"),
+            ))
+        };
+        if let Some(key) = given("outlier.") {
+            if !self.outlier.enabled() {
+                return fail(
+                    key,
+                    "has no effect: set outlier.consecutiveFailures or outlier.failureRate to \
+                     enable outlier ejection",
+                );
+            }
+        }
+        if self.outlier.max_ejection_ms < self.outlier.base_ejection_ms {
+            return fail("outlier.maxEjectionMs", "is below outlier.baseEjectionMs");
+        }
+        if given("zone.").is_some() && self.zone.is_none() {
+            return fail(
+                "zone.minHealthyPercent",
+                "has no effect without zone=<this consumer's zone>",
+            );
+        }
+        if let Some(key) = given("slowstart.") {
+            if !self.strategy.is_beyond_dubbo() {
+                return fail(
+                    key,
+                    "applies to p2c, peakewma and boundedhash only (Dubbo's strategies keep \
+                     Dubbo's warm-up, set per invoker)",
+                );
+            }
+            if self.slow_start.window_ms == 0 && key != "slowstart.windowMs" {
+                return fail(key, "has no effect without slowstart.windowMs");
+            }
+        }
+        Ok(())
     }
 
     /// Every accepted key with a one-line description (for docs and error messages).
@@ -156,6 +441,41 @@ fn positive<T: std::str::FromStr + PartialOrd + Default>(
     let v: T = int(key, value)?;
     if v <= T::default() {
         return Err(bad(key, value, "not positive"));
+    }
+    Ok(v)
+}
+
+fn non_negative<T: std::str::FromStr + PartialOrd + Default>(
+    key: &str,
+    value: &str,
+) -> Result<T, Error> {
+    let v: T = int(key, value)?;
+    if v < T::default() {
+        return Err(bad(key, value, "negative"));
+    }
+    Ok(v)
+}
+
+fn float(key: &str, value: &str) -> Result<f64, Error> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .ok_or_else(|| bad(key, value, "not a number"))
+}
+
+fn percent(key: &str, value: &str, min: u32) -> Result<u32, Error> {
+    let v: u32 = int(key, value)?;
+    if v < min || v > 100 {
+        return Err(bad(key, value, &format!("outside {min}..=100")));
+    }
+    Ok(v)
+}
+
+fn choices(key: &str, value: &str) -> Result<u32, Error> {
+    let v: u32 = int(key, value)?;
+    if v == 1 || v > 16 {
+        return Err(bad(key, value, "not 0 (all) or 2..=16"));
     }
     Ok(v)
 }

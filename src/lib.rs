@@ -26,6 +26,7 @@ mod clock;
 mod config;
 mod error;
 pub mod ffi;
+mod filter;
 mod invoker;
 mod rng;
 mod stats;
@@ -34,7 +35,7 @@ mod weight;
 
 pub use balancer::{Balancer, MAX_METHODS};
 pub use clock::wall_clock_us;
-pub use config::Config;
+pub use config::{Config, OutlierConfig, PeakEwmaConfig, SlowStartConfig};
 pub use error::{Error, Status};
 pub use invoker::{Invoker, Outcome};
 pub use strategy::StrategyKind;

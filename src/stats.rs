@@ -24,6 +24,27 @@ pub struct CallStats {
     pub window_elapsed_ms: AtomicU64,
     /// State that a strategy updates as a unit (latency estimates, provider metrics).
     pub model: Mutex<LatencyModel>,
+    /// peakewma's lock-free latency estimate (unused by other strategies).
+    pub ewma: EwmaCell,
+}
+
+/// peakewma's per-(invoker, method) state: plain atomics, so that a pick reads it without a
+/// lock. Times are the caller's `now_us` timeline (Unix µs); 0 = never.
+#[derive(Default)]
+pub struct EwmaCell {
+    /// Latency estimate in µs as `f64` bits; 0 = no sample yet.
+    pub estimate_bits: AtomicU64,
+    /// When the last sample was taken.
+    pub sampled_us: AtomicI64,
+    /// When the estimate last jumped up to a sample (a peak).
+    pub peak_us: AtomicI64,
+    /// When this invoker was last probed while it looked slow.
+    pub probed_us: AtomicI64,
+    /// Current wait between probes (doubles while probes find it still slow; 0 = not backing off).
+    pub probe_gap_us: AtomicI64,
+    /// Last sign of progress: a call ended, or the invoker went from idle to busy. While calls
+    /// are in flight, the oldest of them is at least `now - progress_us` old.
+    pub progress_us: AtomicI64,
 }
 
 /// Latency/load model fields; each strategy documents which ones it uses.
@@ -46,10 +67,11 @@ impl CallStats {
     }
 
     /// Undo one in-flight call; a report without a matching select never drives it negative.
-    pub fn end(&self) {
-        let _ =
-            self.active
-                .fetch_update(Relaxed, Relaxed, |a| if a > 0 { Some(a - 1) } else { None });
+    /// True when a call was in flight (the count went down).
+    pub fn end(&self) -> bool {
+        self.active
+            .fetch_update(Relaxed, Relaxed, |a| if a > 0 { Some(a - 1) } else { None })
+            .is_ok()
     }
 
     pub fn active(&self) -> i64 {
@@ -192,6 +214,11 @@ fn claim(key: &AtomicU32, method: u32) -> bool {
 #[derive(Default)]
 pub struct InvokerState {
     pub methods: MethodStats,
+    /// Outlier ejection: failures and ejections of the invoker (all methods together).
+    pub outlier: crate::filter::OutlierState,
+    /// Slow start: when this invoker joined the set (Unix ms, stamped by the first pick that
+    /// sees it); 0 = not yet stamped, -1 = part of the first set (no slow start).
+    pub joined_ms: AtomicI64,
 }
 
 #[cfg(test)]

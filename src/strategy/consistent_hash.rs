@@ -26,7 +26,7 @@ impl ConsistentHash {
         }
     }
 
-    fn build(&self, members: &[Member]) -> Ring {
+    pub(crate) fn build(&self, members: &[Member]) -> Ring {
         let per = self.digests_per_invoker as usize * 4;
         let mut placed: Vec<(u32, u32)> = Vec::with_capacity(members.len() * per);
         let mut number = itoa_buffer();
@@ -93,6 +93,17 @@ pub(crate) fn key_point(key: &[u8]) -> u32 {
 }
 
 impl Ring {
+    /// True when the ring was built from these addresses, in this order (only addresses place
+    /// points, so it can be kept).
+    pub(crate) fn placed_like(&self, members: &[Member]) -> bool {
+        self.addresses.len() == members.len()
+            && self
+                .addresses
+                .iter()
+                .zip(members)
+                .all(|(a, m)| **a == *m.address)
+    }
+
     /// Index of the first point at or after `h`, wrapping past the end.
     pub(crate) fn ceiling(&self, h: u32) -> usize {
         let i = self.points.partition_point(|&p| p < h);
@@ -126,13 +137,7 @@ impl Strategy for ConsistentHash {
         // weight or id churn never pays for 40 MD5 digests per invoker.
         if let Some(old) = previous.prepared.as_ref() {
             if let Some(ring) = old.downcast_ref::<Ring>() {
-                if ring.addresses.len() == members.len()
-                    && ring
-                        .addresses
-                        .iter()
-                        .zip(members)
-                        .all(|(a, m)| **a == *m.address)
-                {
+                if ring.placed_like(members) {
                     return Some(old.clone());
                 }
             }

@@ -5,12 +5,17 @@
 //! position; the balancer does the bookkeeping (in-flight counts) around it.
 
 mod adaptive;
+mod bounded_hash;
 mod consistent_hash;
 mod least_active;
+mod p2c;
+mod peak_ewma;
 mod random;
 mod round_robin;
 mod shortest_response;
+mod slow_start;
 mod ties;
+mod weighted;
 
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
@@ -35,15 +40,25 @@ pub(crate) trait Strategy: Send + Sync + 'static {
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status>;
 
-    /// A call ended (after the balancer has updated the common counters).
-    fn on_report(
+    /// True when the strategy wants [`Strategy::on_select`] after every pick (asked once, at
+    /// construction, so that strategies without it pay nothing).
+    fn tracks_selects(&self) -> bool {
+        false
+    }
+
+    /// A pick was counted in flight (also single-candidate picks, which skip `select`).
+    fn on_select(
         &self,
+        _method: &MethodState,
+        _method_id: u32,
         _stats: &CallStats,
-        _elapsed_us: i64,
-        _outcome: crate::Outcome,
         _clock: &Clock,
     ) {
     }
+
+    /// A call ended, cancelled ones included (after the balancer has updated the common
+    /// counters).
+    fn on_report(&self, _report: &Report<'_>) {}
 
     /// A new set was swapped in; per-method state may be brought up to date here (cold path).
     fn after_update(&self, _method: &MethodState, _snapshot: &Snapshot, _clock: &Clock) {}
@@ -61,6 +76,12 @@ pub enum StrategyKind {
     ShortestResponse,
     ConsistentHash,
     Adaptive,
+    /// Weighted power of d choices on calls in flight relative to weight.
+    P2c,
+    /// Power of d choices on peak-EWMA latency × (in flight + 1) / weight.
+    PeakEwma,
+    /// Consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam) on Dubbo's ring.
+    BoundedHash,
 }
 
 impl StrategyKind {
@@ -71,6 +92,9 @@ impl StrategyKind {
         StrategyKind::ShortestResponse,
         StrategyKind::ConsistentHash,
         StrategyKind::Adaptive,
+        StrategyKind::P2c,
+        StrategyKind::PeakEwma,
+        StrategyKind::BoundedHash,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,7 +105,18 @@ impl StrategyKind {
             StrategyKind::ShortestResponse => "shortestresponse",
             StrategyKind::ConsistentHash => "consistenthash",
             StrategyKind::Adaptive => "adaptive",
+            StrategyKind::P2c => "p2c",
+            StrategyKind::PeakEwma => "peakewma",
+            StrategyKind::BoundedHash => "boundedhash",
         }
+    }
+
+    /// True for the strategies polylb adds (not Dubbo's six).
+    pub fn is_beyond_dubbo(self) -> bool {
+        matches!(
+            self,
+            StrategyKind::P2c | StrategyKind::PeakEwma | StrategyKind::BoundedHash
+        )
     }
 
     pub fn from_name(name: &str) -> Option<StrategyKind> {
@@ -98,8 +133,23 @@ impl StrategyKind {
             }
             StrategyKind::ConsistentHash => Box::new(consistent_hash::ConsistentHash::new(config)),
             StrategyKind::Adaptive => Box::new(adaptive::Adaptive::new(config)),
+            StrategyKind::P2c => Box::new(p2c::P2c::new(config)),
+            StrategyKind::PeakEwma => Box::new(peak_ewma::PeakEwma::new(config)),
+            StrategyKind::BoundedHash => Box::new(bounded_hash::BoundedHash::new(config)),
         }
     }
+}
+
+/// One ended call as a strategy sees it.
+pub(crate) struct Report<'a> {
+    pub method: &'a MethodState,
+    pub method_id: u32,
+    pub stats: &'a CallStats,
+    /// True when the call was counted in flight (its report undid one in-flight count).
+    pub ended: bool,
+    pub elapsed_us: i64,
+    pub outcome: crate::Outcome,
+    pub clock: &'a Clock,
 }
 
 /// One select call as a strategy sees it.

@@ -1,0 +1,146 @@
+//! The strategies beyond Dubbo: select + report at n = 2, 10, 100, 1000, each beside floors
+//! measured in the same run:
+//! - `floor/p2c`: the bare P2C pick of research/floors.md — two distinct random indices (the same
+//!   wyrand-style generator as the library), two relaxed loads, `fetch_add` and `fetch_sub` on
+//!   the winner;
+//! - `floor/md5_ring`: MD5 of a 16-byte key and a binary search over 160·n points (boundedhash);
+//! - `beyond/random`: Dubbo's `random` through the same `Balancer` plumbing (snapshot load,
+//!   method lookup, in-flight and outcome counters), the cost every strategy pays before its own.
+//!
+//! `p2c` and `peakewma` are judged against `floor/p2c`; the ratio to `beyond/random` shows what
+//! the strategy itself adds to the plumbing. Filtered rows (`p2c+zone+outlier`) run with zone
+//! preference and outlier ejection configured (one invoker ejected for the whole run).
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
+use md5::{Digest, Md5};
+use polylb::{Balancer, Invoker, Outcome};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+const SIZES: [usize; 4] = [2, 10, 100, 1000];
+
+struct Wy(u64);
+impl Wy {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0xa076_1d64_78bd_642f);
+        let t = (self.0 as u128).wrapping_mul((self.0 ^ 0xe703_7ed1_a0b4_28db) as u128);
+        ((t >> 64) as u64) ^ (t as u64)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+fn invokers(n: usize) -> Vec<Invoker> {
+    (0..n)
+        .map(|i| {
+            Invoker::new(i as u64, format!("10.0.{}.{}:20880", i / 250, i % 250))
+                .weight(100 + (i % 3) as i32 * 50)
+                .zone(if i % 2 == 0 { "a" } else { "b" })
+        })
+        .collect()
+}
+
+fn keys() -> Vec<[u8; 16]> {
+    let mut wy = Wy(7);
+    (0..4096)
+        .map(|_| (wy.next() as u128 | ((wy.next() as u128) << 64)).to_le_bytes())
+        .collect()
+}
+
+fn floors(c: &mut Criterion) {
+    let mut g = c.benchmark_group("floor");
+    let keys = keys();
+    for n in SIZES {
+        let active: Vec<AtomicI64> = (0..n).map(|_| AtomicI64::new(0)).collect();
+        let mut wy = Wy(1);
+        g.bench_with_input(BenchmarkId::new("p2c", n), &n, |b, &n| {
+            b.iter(|| {
+                let i = wy.below(n as u64) as usize;
+                let mut j = wy.below(n as u64 - 1) as usize;
+                if j >= i {
+                    j += 1;
+                }
+                let (ai, aj) = (
+                    active[i].load(Ordering::Relaxed),
+                    active[j].load(Ordering::Relaxed),
+                );
+                let pick = if aj < ai { j } else { i };
+                active[pick].fetch_add(1, Ordering::AcqRel);
+                active[pick].fetch_sub(1, Ordering::AcqRel);
+                black_box(pick)
+            })
+        });
+        let mut points: Vec<u32> = (0..n * 160).map(|_| wy.next() as u32).collect();
+        points.sort_unstable();
+        let mut k = 0;
+        g.bench_with_input(BenchmarkId::new("md5_ring", n), &n, |b, _| {
+            b.iter(|| {
+                k = (k + 1) & 4095;
+                let d = Md5::digest(keys[k]);
+                let h = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+                let i = points.partition_point(|&p| p < h);
+                black_box(if i == points.len() { 0 } else { i })
+            })
+        });
+    }
+    g.finish();
+}
+
+fn select_report(c: &mut Criterion) {
+    let keys = keys();
+    let mut g = c.benchmark_group("beyond");
+    let configs: [(&str, &str); 6] = [
+        ("random", "loadbalance=random"),
+        ("p2c", "loadbalance=p2c"),
+        ("peakewma", "loadbalance=peakewma"),
+        ("boundedhash", "loadbalance=boundedhash"),
+        (
+            "p2c+zone+outlier",
+            "loadbalance=p2c&zone=a&outlier.consecutiveFailures=5&outlier.maxEjectionPercent=50\
+             &outlier.baseEjectionMs=100000000&outlier.maxEjectionMs=100000000",
+        ),
+        (
+            "peakewma+zone+outlier",
+            "loadbalance=peakewma&zone=a&outlier.consecutiveFailures=5\
+             &outlier.maxEjectionPercent=50&outlier.baseEjectionMs=100000000\
+             &outlier.maxEjectionMs=100000000",
+        ),
+    ];
+    for (name, config) in configs {
+        for n in SIZES {
+            let b = Balancer::new(config).unwrap();
+            b.update(&invokers(n)).unwrap();
+            let now = polylb::wall_clock_us();
+            if config.contains("outlier") {
+                // One local invoker ejected for the whole run: the filtered path, not the
+                // no-ejection shortcut.
+                for _ in 0..5 {
+                    b.report(0, 0, 1000, Outcome::Failure, now).unwrap();
+                }
+            }
+            let mut k = 0;
+            g.bench_with_input(BenchmarkId::new(name, n), &n, |bench, _| {
+                bench.iter(|| {
+                    k = (k + 1) & 4095;
+                    let id = b.select(0, &keys[k], now).unwrap();
+                    b.report(0, id, 1000 + k as i64, Outcome::Success, now)
+                        .unwrap();
+                    black_box(id)
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(900))
+        .sample_size(20)
+        .without_plots()
+}
+
+criterion_group! { name = benches; config = config(); targets = floors, select_report }
+criterion_main!(benches);

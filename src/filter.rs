@@ -1,0 +1,495 @@
+//! Candidate filters every strategy can use: outlier ejection and zone preference. The balancer
+//! applies them to a call's candidates before the strategy runs, so a strategy sees a smaller
+//! candidate set and nothing else changes. With neither option configured none of this runs,
+//! and Dubbo's strategies behave exactly as Dubbo's.
+//!
+//! - **Outlier ejection**: after `outlier.consecutiveFailures` failures in a row, or a failure
+//!   rate of `outlier.failureRate` % over a window, an invoker is skipped for a back-off that
+//!   grows with repeated ejections (`base × n`, capped). At most `outlier.maxEjectionPercent` of
+//!   the set is ejected at once (at least one invoker, never all), so a bad network cannot
+//!   eject everyone; and when a call's own candidates are all ejected, they are used anyway.
+//! - **Zone preference**: with `zone=Z`, calls go to invokers of zone Z while at least
+//!   `zone.minHealthyPercent` % of them are healthy (not ejected). Below that, the local share
+//!   shrinks in proportion (healthy fraction / threshold) and the rest spills over to every
+//!   healthy invoker; with no healthy local invoker, everything spills over.
+//!
+//! Hot path: for whole-set calls the filtered candidate list depends only on the snapshot and on
+//! which invokers are ejected, so each thread caches it (no allocation once its buffers have
+//! grown) and rebuilds it only when an ejection starts or ends (an epoch counter) or the set
+//! changes. Ejection decisions and the sweep that lifts expired ejections take a per-balancer
+//! lock; they are rare events, never part of an ordinary pick.
+
+use crate::balancer::{Member, Snapshot};
+use crate::clock::Clock;
+use crate::config::{Config, OutlierConfig};
+use crate::invoker::Outcome;
+use crate::rng::Rng;
+use parking_lot::Mutex;
+use std::cell::RefCell;
+use std::sync::atomic::{
+    AtomicI64, AtomicU32, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
+
+/// Outlier state of one invoker (all methods together: an invoker is healthy or not).
+#[derive(Default)]
+pub struct OutlierState {
+    consecutive: AtomicU32,
+    /// Ejected until this instant (Unix ms); 0 = not ejected. An expired ejection stays set
+    /// until a sweep lifts it (the next pick after it expires).
+    ejected_until_ms: AtomicI64,
+    /// Ejections in a row: the back-off multiplier.
+    ejections: AtomicU32,
+    /// When the last ejection was lifted (Unix ms).
+    lifted_ms: AtomicI64,
+    window_start_ms: AtomicI64,
+    window_calls: AtomicU32,
+    window_failures: AtomicU32,
+}
+
+impl OutlierState {
+    pub fn is_ejected(&self) -> bool {
+        self.ejected_until_ms.load(Relaxed) != 0
+    }
+
+    fn reset_counts(&self) {
+        self.consecutive.store(0, Relaxed);
+        self.window_calls.store(0, Relaxed);
+        self.window_failures.store(0, Relaxed);
+        self.window_start_ms.store(0, Relaxed);
+    }
+
+    /// Counts one call in the failure-rate window (rolling it over when it is over); returns
+    /// the window's (calls, failures) including this one.
+    fn count(&self, window_ms: i64, now_ms: i64, failed: bool) -> (u32, u32) {
+        let start = self.window_start_ms.load(Relaxed);
+        if (start == 0 || now_ms - start >= window_ms)
+            && self
+                .window_start_ms
+                .compare_exchange(start, now_ms.max(1), Relaxed, Relaxed)
+                .is_ok()
+        {
+            self.window_calls.store(0, Relaxed);
+            self.window_failures.store(0, Relaxed);
+        }
+        let calls = self.window_calls.fetch_add(1, Relaxed) + 1;
+        let failures = if failed {
+            self.window_failures.fetch_add(1, Relaxed) + 1
+        } else {
+            self.window_failures.load(Relaxed)
+        };
+        (calls, failures)
+    }
+}
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+/// The filters of one balancer and the shared bookkeeping of its ejections.
+pub(crate) struct Filter {
+    zone: Option<Box<str>>,
+    min_healthy_percent: u64,
+    outlier: Option<OutlierConfig>,
+    /// Process-unique: keys the per-thread view cache.
+    uid: u64,
+    /// Ejected invokers of the current set (expired ones included until a sweep lifts them).
+    live: AtomicU32,
+    /// Earliest end of a live ejection (Unix ms); `i64::MAX` when none.
+    next_expiry_ms: AtomicI64,
+    /// Changes whenever the set of ejected invokers changes.
+    epoch: AtomicU64,
+    /// Serialises ejections and sweeps.
+    lock: Mutex<()>,
+}
+
+/// The most invokers of a set of `n` that may be ejected at once.
+fn ejection_budget(n: usize, percent: u32) -> usize {
+    if n < 2 || percent == 0 {
+        return 0;
+    }
+    (n * percent as usize / 100).max(1).min(n - 1)
+}
+
+impl Filter {
+    /// None when no filter is configured (the balancer then skips all of this).
+    pub fn new(config: &Config) -> Option<Filter> {
+        let outlier = config.outlier.enabled().then(|| config.outlier.clone());
+        if config.zone.is_none() && outlier.is_none() {
+            return None;
+        }
+        Some(Filter {
+            zone: config.zone.as_deref().map(Box::from),
+            min_healthy_percent: config.zone_min_healthy_percent as u64,
+            outlier,
+            uid: NEXT_UID.fetch_add(1, Relaxed),
+            live: AtomicU32::new(0),
+            next_expiry_ms: AtomicI64::new(i64::MAX),
+            epoch: AtomicU64::new(0),
+            lock: Mutex::new(()),
+        })
+    }
+
+    /// Whether this pick needs filtering at all; lifts expired ejections first. Reads the clock
+    /// only while some invoker is ejected.
+    pub fn needed(&self, snapshot: &Snapshot, clock: &Clock) -> bool {
+        if self.live.load(Acquire) > 0 {
+            if clock.now_ms() >= self.next_expiry_ms.load(Relaxed) {
+                self.sweep(snapshot, clock.now_ms());
+            }
+            return true;
+        }
+        self.zone.is_some()
+    }
+
+    fn is_local(&self, member: &Member) -> bool {
+        matches!((&self.zone, &member.zone), (Some(z), Some(m)) if **z == **m)
+    }
+
+    /// The local share as a 32-bit fixed-point probability: 1 << 32 = always local.
+    fn local_share(&self, local_total: u64, local_healthy: u64) -> u64 {
+        if local_total == 0 || local_healthy == 0 {
+            return 0;
+        }
+        let needed = local_total * self.min_healthy_percent;
+        if local_healthy * 100 >= needed {
+            1 << 32
+        } else {
+            ((local_healthy * 100) << 32) / needed
+        }
+    }
+
+    fn stays_local(share: u64, rng: &Rng) -> bool {
+        share >= 1 << 32 || (share > 0 && rng.below(1 << 32) < share)
+    }
+
+    /// Runs `pick` over the filtered whole set (positions in set order, whether that is the
+    /// whole set, and the membership mask).
+    pub fn with_view<R>(
+        &self,
+        snapshot: &Snapshot,
+        rng: &Rng,
+        pick: impl FnOnce(&[u32], bool, &[u64]) -> R,
+    ) -> R {
+        VIEWS.with(|cell| {
+            let mut views = cell.borrow_mut();
+            let epoch = self.epoch.load(Acquire);
+            let slot = views.slot(self.uid, snapshot.generation, epoch);
+            let view = &mut views.entries[slot];
+            if !view.matches(self.uid, snapshot.generation, epoch) {
+                self.build(view, snapshot);
+                view.key = Some((self.uid, snapshot.generation, epoch));
+            }
+            let n = snapshot.members.len();
+            if Self::stays_local(view.local_share, rng) {
+                pick(&view.local, view.local.len() == n, &view.local_mask)
+            } else if view.healthy.len() == n {
+                pick(&snapshot.all, true, &[])
+            } else {
+                pick(&view.healthy, false, &view.healthy_mask)
+            }
+        })
+    }
+
+    fn build(&self, view: &mut View, snapshot: &Snapshot) {
+        let n = snapshot.members.len();
+        let words = n.div_ceil(64);
+        view.healthy.clear();
+        view.local.clear();
+        view.healthy_mask.clear();
+        view.healthy_mask.resize(words, 0);
+        view.local_mask.clear();
+        view.local_mask.resize(words, 0);
+        let mut local_total = 0u64;
+        for (pos, m) in snapshot.members.iter().enumerate() {
+            let local = self.is_local(m);
+            local_total += local as u64;
+            if self.outlier.is_some() && m.state.outlier.is_ejected() {
+                continue;
+            }
+            view.healthy.push(pos as u32);
+            view.healthy_mask[pos / 64] |= 1 << (pos % 64);
+            if local {
+                view.local.push(pos as u32);
+                view.local_mask[pos / 64] |= 1 << (pos % 64);
+            }
+        }
+        if view.healthy.is_empty() {
+            // Cannot happen with the ejection budget, but never leave a pick without candidates.
+            view.healthy.extend(0..n as u32);
+            view.healthy_mask.fill(u64::MAX);
+        }
+        view.local_share = self.local_share(local_total, view.local.len() as u64);
+    }
+
+    /// Filters a subset call's candidates in place (positions in set order and their mask):
+    /// ejected invokers leave unless none would remain, then the zone preference applies.
+    pub fn restrict(
+        &self,
+        snapshot: &Snapshot,
+        mask: &mut [u64],
+        positions: &mut Vec<u32>,
+        rng: &Rng,
+    ) {
+        let members = &snapshot.members;
+        let ejected =
+            |p: u32| self.outlier.is_some() && members[p as usize].state.outlier.is_ejected();
+        // Zone health counts the caller's local candidates, ejected ones included.
+        let (mut local_total, mut local_healthy) = (0u64, 0u64);
+        if self.zone.is_some() {
+            for &p in positions.iter() {
+                if self.is_local(&members[p as usize]) {
+                    local_total += 1;
+                    local_healthy += !ejected(p) as u64;
+                }
+            }
+        }
+        let mut keep_local = false;
+        if local_healthy > 0 {
+            keep_local = Self::stays_local(self.local_share(local_total, local_healthy), rng);
+        }
+        let any_ejected = self.outlier.is_some() && self.live.load(Acquire) > 0;
+        if !keep_local && !any_ejected {
+            return;
+        }
+        let keep = |p: u32| !ejected(p) && (!keep_local || self.is_local(&members[p as usize]));
+        // Decide once per candidate (another thread may eject meanwhile), in the mask.
+        let mut kept = 0;
+        for &p in positions.iter() {
+            if keep(p) {
+                kept += 1;
+            } else {
+                mask[p as usize / 64] &= !(1 << (p % 64));
+            }
+        }
+        if kept == 0 {
+            // Never leave the call without a candidate: if all of its own candidates are
+            // ejected, they are used anyway.
+            for &p in positions.iter() {
+                mask[p as usize / 64] |= 1 << (p % 64);
+            }
+            return;
+        }
+        positions.retain(|&p| mask[p as usize / 64] & (1 << (p % 64)) != 0);
+    }
+
+    /// Outlier bookkeeping for an ended call of the invoker at `pos`.
+    pub fn on_report(&self, snapshot: &Snapshot, pos: usize, outcome: Outcome, clock: &Clock) {
+        let Some(cfg) = &self.outlier else { return };
+        let state = &snapshot.members[pos].state.outlier;
+        match outcome {
+            Outcome::Cancelled => {}
+            Outcome::Success => {
+                if state.consecutive.load(Relaxed) != 0 {
+                    state.consecutive.store(0, Relaxed);
+                }
+                if cfg.failure_rate_percent > 0 && !state.is_ejected() {
+                    state.count(cfg.window_ms, clock.now_ms(), false);
+                }
+            }
+            Outcome::Failure | Outcome::Timeout => {
+                if state.is_ejected() {
+                    // Calls sent before the ejection: nothing more to learn.
+                    return;
+                }
+                let consecutive = state.consecutive.fetch_add(1, Relaxed) + 1;
+                let mut eject =
+                    cfg.consecutive_failures > 0 && consecutive >= cfg.consecutive_failures;
+                if cfg.failure_rate_percent > 0 {
+                    let (calls, failures) = state.count(cfg.window_ms, clock.now_ms(), true);
+                    eject |= calls >= cfg.min_requests
+                        && failures as u64 * 100 >= cfg.failure_rate_percent as u64 * calls as u64;
+                }
+                if eject {
+                    self.eject(snapshot, pos, cfg, clock.now_ms());
+                }
+            }
+        }
+    }
+
+    fn eject(&self, snapshot: &Snapshot, pos: usize, cfg: &OutlierConfig, now_ms: i64) {
+        let _guard = self.lock.lock();
+        let state = &snapshot.members[pos].state.outlier;
+        if state.is_ejected() {
+            return;
+        }
+        let members = &snapshot.members;
+        let ejected = members
+            .iter()
+            .filter(|m| m.state.outlier.is_ejected())
+            .count();
+        if ejected >= ejection_budget(members.len(), cfg.max_ejection_percent) {
+            // Over budget: the invoker stays; its next failure tries again.
+            return;
+        }
+        let mut n = state.ejections.load(Relaxed);
+        let lifted = state.lifted_ms.load(Relaxed);
+        if lifted > 0 {
+            // One step of back-off is forgiven per base period without an ejection.
+            let forgiven = (now_ms - lifted).max(0) / cfg.base_ejection_ms;
+            n = n.saturating_sub(forgiven.min(u32::MAX as i64) as u32);
+        }
+        n = n.saturating_add(1);
+        let length = cfg
+            .base_ejection_ms
+            .saturating_mul(n as i64)
+            .min(cfg.max_ejection_ms);
+        let until = now_ms.saturating_add(length).max(1);
+        state.ejections.store(n, Relaxed);
+        state.reset_counts();
+        state.ejected_until_ms.store(until, Relaxed);
+        self.live.store(ejected as u32 + 1, Release);
+        self.next_expiry_ms.fetch_min(until, Relaxed);
+        self.epoch.fetch_add(1, Release);
+    }
+
+    /// Lifts the ejections that are over. Skipped when another thread holds the lock (it is
+    /// sweeping or ejecting; the next pick checks again).
+    fn sweep(&self, snapshot: &Snapshot, now_ms: i64) {
+        let Some(_guard) = self.lock.try_lock() else {
+            return;
+        };
+        let mut lifted = false;
+        for m in snapshot.members.iter() {
+            let state = &m.state.outlier;
+            let until = state.ejected_until_ms.load(Relaxed);
+            if until != 0 && until <= now_ms {
+                state.reset_counts();
+                state.lifted_ms.store(now_ms.max(1), Relaxed);
+                state.ejected_until_ms.store(0, Relaxed);
+                lifted = true;
+            }
+        }
+        self.recount(snapshot);
+        if lifted {
+            self.epoch.fetch_add(1, Release);
+        }
+    }
+
+    /// Live count and next expiry from the members' states (caller holds the lock).
+    fn recount(&self, snapshot: &Snapshot) {
+        let mut live = 0;
+        let mut next = i64::MAX;
+        for m in snapshot.members.iter() {
+            let until = m.state.outlier.ejected_until_ms.load(Relaxed);
+            if until != 0 {
+                live += 1;
+                next = next.min(until);
+            }
+        }
+        self.next_expiry_ms.store(next, Relaxed);
+        self.live.store(live, Release);
+    }
+
+    /// A new set was swapped in: ejections of departed invokers are gone, and a smaller set
+    /// may hold more ejections than its budget (the ones ending first are lifted).
+    pub fn after_update(&self, snapshot: &Snapshot) {
+        let Some(cfg) = &self.outlier else { return };
+        let _guard = self.lock.lock();
+        let budget = ejection_budget(snapshot.members.len(), cfg.max_ejection_percent);
+        loop {
+            let ejected: Vec<&Member> = snapshot
+                .members
+                .iter()
+                .filter(|m| m.state.outlier.is_ejected())
+                .collect();
+            if ejected.len() <= budget {
+                break;
+            }
+            let first = ejected
+                .iter()
+                .min_by_key(|m| m.state.outlier.ejected_until_ms.load(Relaxed))
+                .expect("more ejected than the budget, so at least one");
+            let state = &first.state.outlier;
+            state.reset_counts();
+            state
+                .lifted_ms
+                .store(state.ejected_until_ms.load(Relaxed).max(1), Relaxed);
+            state.ejected_until_ms.store(0, Relaxed);
+        }
+        self.recount(snapshot);
+        self.epoch.fetch_add(1, Release);
+    }
+
+    /// Extra JSON fields of one invoker in `stats`.
+    pub fn stats_fields(&self, member: &Member, out: &mut String) {
+        if self.zone.is_some() {
+            out.push_str(if self.is_local(member) {
+                ",\"local\":true"
+            } else {
+                ",\"local\":false"
+            });
+        }
+        if self.outlier.is_some() {
+            let s = &member.state.outlier;
+            out.push_str(&format!(
+                ",\"ejected\":{},\"ejected_until_ms\":{},\"ejections\":{},\"consecutive_failures\":{}",
+                s.is_ejected(),
+                s.ejected_until_ms.load(Relaxed),
+                s.ejections.load(Relaxed),
+                s.consecutive.load(Relaxed)
+            ));
+        }
+    }
+}
+
+/// One balancer's filtered whole set, as cached by one thread.
+#[derive(Default)]
+struct View {
+    key: Option<(u64, u64, u64)>,
+    healthy: Vec<u32>,
+    healthy_mask: Vec<u64>,
+    local: Vec<u32>,
+    local_mask: Vec<u64>,
+    local_share: u64,
+}
+
+impl View {
+    fn matches(&self, uid: u64, generation: u64, epoch: u64) -> bool {
+        self.key == Some((uid, generation, epoch))
+    }
+}
+
+/// A few balancers' views per thread (a simulator may drive many balancers from one thread).
+const CACHED: usize = 4;
+
+#[derive(Default)]
+struct Views {
+    entries: [View; CACHED],
+    next: usize,
+}
+
+impl Views {
+    /// The entry of balancer `uid` (current or stale), or the one to reuse for it.
+    fn slot(&mut self, uid: u64, _generation: u64, _epoch: u64) -> usize {
+        if let Some(i) = self
+            .entries
+            .iter()
+            .position(|v| v.key.is_some_and(|k| k.0 == uid))
+        {
+            return i;
+        }
+        let i = self.next;
+        self.next = (self.next + 1) % CACHED;
+        self.entries[i].key = None;
+        i
+    }
+}
+
+thread_local! {
+    static VIEWS: RefCell<Views> = RefCell::new(Views::default());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_keeps_one_and_never_all() {
+        assert_eq!(ejection_budget(0, 10), 0);
+        assert_eq!(ejection_budget(1, 100), 0);
+        assert_eq!(ejection_budget(2, 10), 1);
+        assert_eq!(ejection_budget(4, 10), 1);
+        assert_eq!(ejection_budget(20, 10), 2);
+        assert_eq!(ejection_budget(4, 100), 3);
+        assert_eq!(ejection_budget(10, 0), 0);
+    }
+}

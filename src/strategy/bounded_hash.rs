@@ -1,0 +1,199 @@
+//! `boundedhash`: consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam,
+//! arXiv 1608.01350) on Dubbo's ring.
+//!
+//! A key goes to the first invoker clockwise from its point (Dubbo's MD5 placement, `hash.nodes`
+//! virtual nodes, so with light load a key lands exactly where `consistenthash` sends it) whose
+//! calls in flight, counting this one, stay within `⌈factor × (in flight + 1) × w / W⌉` — its
+//! weighted share of the calls in flight, times `boundedhash.factor` (1.25 by default). A hot key
+//! that would overload its invoker walks on along the ring to the next one with room; when load
+//! falls, keys return to their own invoker.
+//!
+//! No endless loop (Dubbo's attempt spun at 100 % CPU, apache/dubbo#10111): the capacities add
+//! up to at least `factor × (in flight + 1)`, more than the calls in flight, so some candidate
+//! always has room; the walk is bounded by the ring's length anyway, and a pick that found no
+//! room (racing updates) takes the least loaded candidate relative to weight. Weights (with
+//! warm-up and slow start) scale capacities; and an invoker below its full weight takes only
+//! that fraction of its keys (chosen per key, so a key it took stays with it as the weight
+//! grows) — with few calls in flight every capacity rounds up to 1, so capacities alone would
+//! let a cold invoker take all of its keys at once.
+//!
+//! The whole set's in-flight total is kept per method (one counter, +1 on select, -1 on report)
+//! so that a whole-set pick is O(walk), not O(n); it is recounted from the invokers' own counts
+//! on every update, which also forgets calls of departed invokers.
+
+use super::consistent_hash::{key_point, ConsistentHash, Ring};
+use super::slow_start::SlowStart;
+use super::weighted::{Sampler, Weights};
+use super::{Ctx, Prepared, Report, Strategy, StrategyKind};
+use crate::balancer::{Member, MethodState, Snapshot};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::Status;
+use crate::stats::CallStats;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::sync::Arc;
+
+pub(crate) struct BoundedHash {
+    placement: ConsistentHash,
+    factor: f64,
+    slow: Option<SlowStart>,
+}
+
+struct Bounded {
+    ring: Arc<Ring>,
+    weights: Weights,
+}
+
+/// Per method: calls in flight over the whole set.
+struct Load {
+    method_id: u32,
+    in_flight: AtomicI64,
+}
+
+impl Load {
+    fn of(method: &MethodState, method_id: u32) -> &Load {
+        method.ext(|| Load {
+            method_id,
+            in_flight: AtomicI64::new(0),
+        })
+    }
+}
+
+/// A fixed pseudo-random number in [0, 1) per (key point, invoker id).
+fn key_fraction(point: u32, id: u64) -> f64 {
+    let mut x = (point as u64) ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^= x >> 33;
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+impl BoundedHash {
+    pub fn new(config: &Config) -> Self {
+        BoundedHash {
+            placement: ConsistentHash::new(config),
+            factor: config.boundedhash_factor,
+            slow: SlowStart::new(config),
+        }
+    }
+}
+
+impl Strategy for BoundedHash {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::BoundedHash
+    }
+
+    fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
+        // Only addresses place points: keep the ring when they did not change.
+        let ring = previous
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<Bounded>())
+            .filter(|b| b.ring.placed_like(members))
+            .map(|b| b.ring.clone())
+            .unwrap_or_else(|| Arc::new(self.placement.build(members)));
+        Some(Arc::new(Bounded {
+            ring,
+            weights: Weights::new(members, previous, self.slow.as_ref()),
+        }))
+    }
+
+    fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
+        let b = ctx
+            .snapshot
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<Bounded>())
+            .ok_or(Status::NoProvider)?;
+        let ring = &b.ring;
+        let sampler = Sampler::new(ctx, &b.weights, self.slow.as_ref());
+        let (in_flight, total_weight) = if sampler.is_exact() {
+            let load = Load::of(ctx.method, ctx.method_id);
+            (load.in_flight.load(Relaxed).max(0), b.weights.total())
+        } else {
+            ctx.candidates.iter().fold((0i64, 0u64), |(a, w), &p| {
+                (a + ctx.active(p as usize), w + sampler.weight(p as usize))
+            })
+        };
+        // All weights 0: every candidate counts as 1 (Dubbo's rule for zero weights).
+        let all_zero = total_weight == 0;
+        let weight = |pos: usize| if all_zero { 1 } else { sampler.weight(pos) };
+        let total_weight = if all_zero {
+            ctx.candidates.len() as u64
+        } else {
+            total_weight
+        };
+        let per_weight = self.factor * (in_flight + 1) as f64 / total_weight as f64;
+        if ring.len() > 0 {
+            let point = key_point(ctx.key);
+            let start = ring.ceiling(point);
+            for step in 0..ring.len() {
+                let pos = ring.owner_at(start + step);
+                if !ctx.contains(pos) {
+                    continue;
+                }
+                let w = weight(pos);
+                if w == 0 {
+                    continue;
+                }
+                let capacity = (per_weight * w as f64).ceil();
+                if (ctx.active(pos) as f64) >= capacity {
+                    continue;
+                }
+                // Warming up or ramping: it takes the share of its keys that its weight allows
+                // (decided per key, so a key stays put and the share only grows), even when
+                // every capacity is 1 (few calls in flight).
+                if !sampler.is_exact() {
+                    let fraction = sampler.fraction_of_full(pos);
+                    if fraction < 1.0 && key_fraction(point, ctx.member(pos).id) >= fraction {
+                        continue;
+                    }
+                }
+                return Ok(pos);
+            }
+        }
+        // No room found (racing counts, or invokers without points): least loaded by weight.
+        let mut best = ctx.candidates[0] as usize;
+        let (mut best_active, mut best_weight) = (i64::MAX, 1u64);
+        for &p in ctx.candidates {
+            let p = p as usize;
+            let (a, w) = (ctx.active(p), weight(p));
+            if w > 0
+                && (a as u128 + 1) * (best_weight as u128) < (best_active as u128 + 1) * w as u128
+            {
+                (best, best_active, best_weight) = (p, a, w);
+            }
+        }
+        Ok(best)
+    }
+
+    fn tracks_selects(&self) -> bool {
+        true
+    }
+
+    fn on_select(&self, method: &MethodState, method_id: u32, _stats: &CallStats, _clock: &Clock) {
+        Load::of(method, method_id).in_flight.fetch_add(1, Relaxed);
+    }
+
+    fn on_report(&self, r: &Report<'_>) {
+        if r.ended {
+            Load::of(r.method, r.method_id)
+                .in_flight
+                .fetch_sub(1, Relaxed);
+        }
+    }
+
+    fn after_update(&self, method: &MethodState, snapshot: &Snapshot, _clock: &Clock) {
+        if let Some(load) = method.ext_if_present::<Load>() {
+            let total: i64 = snapshot
+                .members
+                .iter()
+                .filter_map(|m| m.state.methods.get(load.method_id))
+                .map(|s| s.active())
+                .sum();
+            load.in_flight.store(total, Relaxed);
+        }
+    }
+}

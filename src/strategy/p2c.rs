@@ -1,0 +1,136 @@
+//! `p2c`: weighted power of d choices on consumer-side signals only (calls in flight relative
+//! to weight). No latency, no provider metrics: the strategy for when nothing but the caller's
+//! own in-flight counts can be trusted.
+//!
+//! A pick draws a first candidate in proportion to weight (the incumbent), then `p2c.choices - 1`
+//! more distinct ones, also by weight. A later candidate j replaces the incumbent i only if it is
+//! still no more loaded than i after taking this call: `(active_j + 1) / w_j <= active_i / w_i`.
+//! With equal weights that is ordinary P2C (take the less loaded, ties stay random). With
+//! unequal weights, an idle cluster (nothing in flight) gets exactly the weights from the draw,
+//! and under load the in-flight counts settle in proportion to weight — where the usual
+//! "compare (active + 1) / w" gives an idle 99:1 pair a 100:0 split and uniform sampling gives a
+//! 99 % invoker about 66 % (tower #696).
+//!
+//! `p2c.choices=0` (or any value at least the number of candidates) compares every candidate:
+//! for small clusters where best-of-2 fails (two slow invokers of four share one pair in six).
+//! Warm-up and slow start lower the effective weight, so a new invoker with nothing in flight is
+//! drawn rarely and loses comparisons until it has its share: it is not flooded.
+
+use super::slow_start::SlowStart;
+use super::weighted::{Sampler, Weights};
+use super::{Ctx, Prepared, Strategy, StrategyKind};
+use crate::balancer::{Member, Snapshot};
+use crate::config::Config;
+use crate::error::Status;
+use std::sync::Arc;
+
+pub(crate) struct P2c {
+    /// 0 = every candidate.
+    choices: usize,
+    slow: Option<SlowStart>,
+}
+
+impl P2c {
+    pub fn new(config: &Config) -> Self {
+        P2c {
+            choices: config.p2c_choices as usize,
+            slow: SlowStart::new(config),
+        }
+    }
+}
+
+/// True when `j` (in flight `aj`, weight `wj`) should replace the incumbent `i`.
+#[inline]
+fn less_loaded(aj: i64, wj: u64, ai: i64, wi: u64) -> bool {
+    (aj as u128 + 1) * wi as u128 <= ai as u128 * wj as u128
+}
+
+impl Strategy for P2c {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::P2c
+    }
+
+    fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
+        Some(Arc::new(Weights::new(
+            members,
+            previous,
+            self.slow.as_ref(),
+        )))
+    }
+
+    fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
+        let weights = ctx
+            .snapshot
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<Weights>())
+            .ok_or(Status::NoProvider)?;
+        let k = ctx.candidates.len();
+        if (self.choices == 2 || k == 2) && Sampler::exact_for(ctx, weights, self.slow.as_ref()) {
+            // The common pick: the whole set at its configured weights, a pair.
+            let (i, j) = weights.pair(ctx.rng);
+            let Some(j) = j else { return Ok(i) };
+            let w = |p: usize| match weights.total() {
+                0 => 1,
+                _ => ctx.member(p).weight.max(0) as u64,
+            };
+            return Ok(if less_loaded(ctx.active(j), w(j), ctx.active(i), w(i)) {
+                j
+            } else {
+                i
+            });
+        }
+        let mut sampler = Sampler::new(ctx, weights, self.slow.as_ref());
+        let Some(first) = sampler.draw() else {
+            return Ok(ctx.candidates[0] as usize);
+        };
+        let (mut best, mut best_active, mut best_weight) =
+            (first, ctx.active(first), sampler.weight(first));
+        if self.choices == 0 || self.choices >= k {
+            for &p in ctx.candidates {
+                let p = p as usize;
+                if p == first || !sampler.counts(p) {
+                    continue;
+                }
+                let (a, w) = (ctx.active(p), sampler.weight(p));
+                if less_loaded(a, w, best_active, best_weight) {
+                    (best, best_active, best_weight) = (p, a, w);
+                }
+            }
+        } else {
+            for _ in 1..self.choices {
+                let Some(p) = sampler.draw() else { break };
+                let (a, w) = (ctx.active(p), sampler.weight(p));
+                if less_loaded(a, w, best_active, best_weight) {
+                    (best, best_active, best_weight) = (p, a, w);
+                }
+            }
+        }
+        Ok(best)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::less_loaded;
+
+    #[test]
+    fn rule() {
+        // Equal weights: ordinary P2C, ties keep the incumbent.
+        assert!(less_loaded(0, 1, 1, 1));
+        assert!(!less_loaded(1, 1, 1, 1));
+        assert!(!less_loaded(2, 1, 1, 1));
+        // Idle: the incumbent stays whatever the weights.
+        assert!(!less_loaded(0, 99, 0, 1));
+        assert!(!less_loaded(0, 1, 0, 99));
+        // 99:1 — the light one takes a call only when the heavy one has 99 per call of its own.
+        assert!(!less_loaded(0, 1, 98, 99));
+        assert!(less_loaded(0, 1, 99, 99));
+        assert!(!less_loaded(
+            i64::MAX - 1,
+            u32::MAX as u64,
+            0,
+            u32::MAX as u64
+        ));
+    }
+}

@@ -1,0 +1,507 @@
+//! `peakewma`: power of d choices over cost = peak-EWMA latency × (in flight + 1) / weight
+//! (Finagle, linkerd, tower), with the textbook version's known weak spots designed out.
+//!
+//! The estimate (per invoker and method, lock-free atomics):
+//! - **Peak EWMA with time decay.** A sample above the estimate replaces it at once (a peak);
+//!   a lower one is averaged in with weight `1 - exp(-Δt / peakewma.decay)`, Δt being the time
+//!   since the previous sample.
+//! - **Failures are not fast.** A failed or timed-out call is recorded as at least
+//!   `peakewma.failurePenalty` (1 s by default), so an invoker that answers errors in 1 ms looks
+//!   slow, not fast; it is probed again only after the penalty, then twice as late each time it
+//!   still fails.
+//! - **Calls in flight for longer than the estimate count as slow.** While calls are in flight
+//!   and none ends, the oldest of them is at least as old as the time since the invoker last made
+//!   progress (a call ended, or it went from idle to busy); the effective latency is the larger
+//!   of that age and the estimate. A stalled invoker looks slower every millisecond, before any
+//!   of its calls returns — with one call in flight as well as with a hundred.
+//! - **Cold start.** An invoker without a sample is priced at the method's typical estimate (an
+//!   average of the invokers' estimates as successful calls end, so weighted by traffic), so it
+//!   is neither flooded as "0 ms" nor shunned; with no sample anywhere, in flight / weight
+//!   decides.
+//!
+//! The three weak spots of the textbook design, and what this one does instead:
+//! 1. *Two slow invokers of four: best-of-2 picks the slow pair one time in six.* When the best
+//!    of the d compared candidates still looks slow (effective latency above twice the typical
+//!    one), the pick escalates: up to 8 more candidates by weight, or every candidate when that
+//!    is at most 8 more, so a slow pair is never the end of the search while a fast invoker
+//!    exists. A pick among healthy invokers still costs d looks.
+//! 2. *With a 10 s decay, an invoker that stalled for 500 ms stays shunned for about 25 s.* The
+//!    decay is tied to observed recovery: when an invoker that looks slow answers a call *sent
+//!    after* its peak was observed, clearly faster than its estimate (beyond the 25 % band
+//!    below), the cause is gone: the estimate moves halfway to the sample in log space (500 →
+//!    22 → 4.7 ms for 1 ms samples), and back to the typical estimate as soon as it no longer
+//!    looks slow. (Ordinary noise never triggers this: only an estimate above twice the
+//!    typical one does, so a high-variance service keeps its textbook peak EWMA.) To see
+//!    such calls at all, an invoker with nothing in flight that looks slow is probed: one call
+//!    (claimed by one thread) once its last sample is older than twice the typical latency (at
+//!    least decay / 1000, at most decay), so a stall that just ended is retried at once; while
+//!    probes find it still slow the wait doubles (up to decay), so a persistently slow invoker
+//!    costs a few calls, not a steady share. A 500 ms stall is forgiven within tens of
+//!    milliseconds of its end, not 25 s. An estimate nobody refreshes decays towards the
+//!    typical one (its ratio to it shrinks in log space with the decay's time constant: a
+//!    200× estimate is within 25 % after about 3.2 decays, a 2× one after about 1.1).
+//! 3. *Many consumers, each with little in flight: in-flight signals vanish.* Latency signals
+//!    are made to work alone: the in-flight age sees a stall with a single call in flight, the
+//!    failure penalty sees errors, probes see recovery; and latencies within 25 % of each other
+//!    count as equal, so that in flight and weight (not noise in the estimates) decide between
+//!    equivalent invokers instead of every consumer herding onto the one that measured 1 %
+//!    faster.
+//!
+//! Weights: the first candidate is drawn in proportion to weight and kept unless a later one is
+//! better. Between equivalent latencies, better means less loaded after this call relative to
+//! weight (as `p2c`), so an idle cluster gets exactly the weights; otherwise the cost above
+//! decides. Warm-up and slow start lower the weight, so a new invoker is not flooded.
+
+use super::slow_start::SlowStart;
+use super::weighted::{Sampler, Weights};
+use super::{Ctx, Prepared, Report, Strategy, StrategyKind};
+use crate::balancer::{Member, MethodState, Snapshot};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::Status;
+use crate::invoker::Outcome;
+use crate::stats::{CallStats, EwmaCell};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// More candidates looked at when the best of the first d looks slow.
+const ESCALATION: usize = 8;
+/// Looks slow: effective latency above this multiple of the method's typical latency.
+const SLOW: f64 = 2.0;
+/// Latencies within this ratio are equivalent: load and weight decide.
+const TIE: f64 = 1.25;
+
+pub(crate) struct PeakEwma {
+    /// 0 = every candidate.
+    choices: usize,
+    decay_us: f64,
+    penalty_us: f64,
+    probe_min_us: i64,
+    probe_max_us: i64,
+    slow: Option<SlowStart>,
+}
+
+/// Per method: the typical estimate (µs, `f64` bits; 0 = none yet), averaged over the estimates
+/// of every invoker as calls end (so weighted by traffic). It is what "slow" and "cold" are
+/// measured against, and of the same kind as the estimates (a peak EWMA of a high-variance
+/// service sits near its recent maximum, well above a mean latency).
+#[derive(Default)]
+struct Typical {
+    bits: AtomicU64,
+}
+
+impl Typical {
+    fn get(method: &MethodState) -> f64 {
+        method
+            .ext_if_present::<Typical>()
+            .map_or(0.0, |t| f64::from_bits(t.bits.load(Relaxed)))
+    }
+}
+
+/// One candidate as a pick sees it.
+#[derive(Clone, Copy)]
+struct Look {
+    pos: usize,
+    active: i64,
+    weight: u64,
+    /// The estimate (0 = no sample yet).
+    estimate: f64,
+    /// Lower bound on the age of the oldest call in flight (0 when none is).
+    age: f64,
+    /// Some(last probe time) when a probe is due: the value to claim it from.
+    probe: Option<i64>,
+}
+
+impl Look {
+    fn latency(&self, neutral: f64) -> f64 {
+        let e = if self.estimate > 0.0 {
+            self.estimate
+        } else {
+            neutral
+        };
+        e.max(self.age)
+    }
+}
+
+impl PeakEwma {
+    pub fn new(config: &Config) -> Self {
+        let decay_us = config.peakewma.decay_ms.saturating_mul(1000);
+        PeakEwma {
+            choices: config.peakewma.choices as usize,
+            decay_us: decay_us as f64,
+            penalty_us: config.peakewma.failure_penalty_ms as f64 * 1000.0,
+            probe_min_us: (decay_us / 1000).max(1),
+            probe_max_us: decay_us.max(1),
+            slow: SlowStart::new(config),
+        }
+    }
+
+    fn look(&self, ctx: &Ctx<'_>, pos: usize, weight: u64, now_us: i64, typical: f64) -> Look {
+        let mut look = Look {
+            pos,
+            active: 0,
+            weight,
+            estimate: 0.0,
+            age: 0.0,
+            probe: None,
+        };
+        let Some(stats) = ctx.stats(pos) else {
+            return look;
+        };
+        let cell = &stats.ewma;
+        look.active = stats.active();
+        look.estimate = f64::from_bits(cell.estimate_bits.load(Relaxed));
+        if typical > 0.0 && look.estimate > typical {
+            // An estimate nobody refreshes decays towards the typical one, in log space (no
+            // information is not "fast", as a decay towards 0 would say, nor "still slow").
+            let age = now_us - cell.sampled_us.load(Relaxed);
+            if age as f64 > self.decay_us / 16.0 {
+                let keep = (-(age as f64) / self.decay_us).exp();
+                look.estimate = typical * (look.estimate / typical).powf(keep);
+            }
+        }
+        if look.active > 0 {
+            let progress = cell.progress_us.load(Relaxed);
+            if progress > 0 {
+                look.age = (now_us - progress).max(0) as f64;
+            }
+        } else if typical > 0.0 && look.estimate > SLOW * typical {
+            // Idle and slow-looking: no ordinary pick would refresh its estimate.
+            look.probe = self.probe_due(cell, typical, now_us);
+        }
+        look
+    }
+
+    /// The first wait before probing an invoker that looks slow: twice the typical latency
+    /// (a stall that just ended is retried at once), clamped to [decay / 1000, decay].
+    fn first_gap(&self, typical: f64) -> i64 {
+        ((2.0 * typical) as i64).clamp(self.probe_min_us, self.probe_max_us)
+    }
+
+    /// An idle invoker that looks slow is probed once its last sample (or probe) is older than
+    /// the current gap: twice its estimate at first, doubling while probes find it still slow
+    /// (up to decay), back to the start when a sample shows recovery.
+    fn probe_due(&self, cell: &EwmaCell, typical: f64, now_us: i64) -> Option<i64> {
+        let probed = cell.probed_us.load(Relaxed);
+        let last = cell.sampled_us.load(Relaxed).max(probed);
+        let gap = match cell.probe_gap_us.load(Relaxed) {
+            0 => self.first_gap(typical),
+            g => g,
+        };
+        (now_us - last > gap).then_some(probed)
+    }
+
+    /// One thread wins the probe; the next one waits twice as long.
+    fn claim_probe(&self, ctx: &Ctx<'_>, look: &Look, now_us: i64, typical: f64) -> bool {
+        let (Some(probed), Some(stats)) = (look.probe, ctx.stats(look.pos)) else {
+            return false;
+        };
+        let cell = &stats.ewma;
+        if cell
+            .probed_us
+            .compare_exchange(probed, now_us, Relaxed, Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let gap = match cell.probe_gap_us.load(Relaxed) {
+            0 => self.first_gap(typical),
+            g => (g.saturating_mul(2)).min(self.probe_max_us),
+        };
+        cell.probe_gap_us.store(gap, Relaxed);
+        true
+    }
+
+    /// Looks at one more candidate: Some(pos) when it takes a probe, else it may become the best.
+    fn consider(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &Sampler<'_, '_>,
+        pos: usize,
+        now_us: i64,
+        typical: f64,
+        best: &mut Look,
+    ) -> Option<usize> {
+        let look = self.look(ctx, pos, sampler.weight(pos), now_us, typical);
+        if self.claim_probe(ctx, &look, now_us, typical) {
+            return Some(pos);
+        }
+        if Self::better(&look, best, typical) {
+            *best = look;
+        }
+        None
+    }
+
+    /// Looks at every candidate not drawn yet (in set order).
+    fn scan_rest(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &Sampler<'_, '_>,
+        now_us: i64,
+        typical: f64,
+        best: &mut Look,
+    ) -> Option<usize> {
+        for &p in ctx.candidates {
+            let p = p as usize;
+            if sampler.was_drawn(p) || !sampler.counts(p) || p == best.pos {
+                continue;
+            }
+            if let Some(probe) = self.consider(ctx, sampler, p, now_us, typical, best) {
+                return Some(probe);
+            }
+        }
+        None
+    }
+
+    /// The best of d looks slow: look further before settling for it (every other candidate
+    /// when that is at most `ESCALATION` more, else up to `ESCALATION` more drawn by weight).
+    fn escalate(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &mut Sampler<'_, '_>,
+        base: usize,
+        now_us: i64,
+        typical: f64,
+        mut best: Look,
+    ) -> usize {
+        if ctx.candidates.len() <= base + ESCALATION {
+            return self
+                .scan_rest(ctx, sampler, now_us, typical, &mut best)
+                .unwrap_or(best.pos);
+        }
+        for _ in 0..ESCALATION {
+            let Some(p) = sampler.draw() else { break };
+            if let Some(p) = self.consider(ctx, sampler, p, now_us, typical, &mut best) {
+                return p;
+            }
+            if best.latency(typical) <= SLOW * typical {
+                break;
+            }
+        }
+        best.pos
+    }
+
+    /// True when challenger `c` should replace incumbent `i`.
+    fn better(c: &Look, i: &Look, typical: f64) -> bool {
+        let neutral = if typical > 0.0 {
+            typical
+        } else if i.estimate > 0.0 {
+            i.estimate
+        } else if c.estimate > 0.0 {
+            c.estimate
+        } else {
+            1.0
+        };
+        let (lc, li) = (c.latency(neutral), i.latency(neutral));
+        if lc <= li * TIE && li <= lc * TIE {
+            // Equivalent latencies: less loaded after this call, relative to weight (p2c).
+            return (c.active as u128 + 1) * i.weight as u128
+                <= i.active as u128 * c.weight as u128;
+        }
+        lc * (c.active as f64 + 1.0) * (i.weight as f64)
+            < li * (i.active as f64 + 1.0) * (c.weight as f64)
+    }
+}
+
+impl Strategy for PeakEwma {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::PeakEwma
+    }
+
+    fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
+        Some(Arc::new(Weights::new(
+            members,
+            previous,
+            self.slow.as_ref(),
+        )))
+    }
+
+    fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
+        let weights = ctx
+            .snapshot
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<Weights>())
+            .ok_or(Status::NoProvider)?;
+        let now = ctx.clock.now_us();
+        let typical = Typical::get(ctx.method);
+        let k = ctx.candidates.len();
+        let base = if self.choices == 0 {
+            k
+        } else {
+            self.choices.min(k)
+        };
+        let slow = self.slow.as_ref();
+        if base == 2 && Sampler::exact_for(ctx, weights, slow) {
+            // The common pick: the whole set at its configured weights, a pair.
+            let (i, j) = weights.pair(ctx.rng);
+            let w = |p: usize| match weights.total() {
+                0 => 1,
+                _ => ctx.member(p).weight.max(0) as u64,
+            };
+            let mut best = self.look(ctx, i, w(i), now, typical);
+            if self.claim_probe(ctx, &best, now, typical) {
+                return Ok(i);
+            }
+            // Only the first weighs anything: it is the pick.
+            let Some(j) = j else { return Ok(i) };
+            let other = self.look(ctx, j, w(j), now, typical);
+            if self.claim_probe(ctx, &other, now, typical) {
+                return Ok(j);
+            }
+            if Self::better(&other, &best, typical) {
+                best = other;
+            }
+            if k == 2 || !(typical > 0.0 && best.latency(typical) > SLOW * typical) {
+                return Ok(best.pos);
+            }
+            let mut sampler = Sampler::new(ctx, weights, slow);
+            sampler.mark(i);
+            sampler.mark(j);
+            return Ok(self.escalate(ctx, &mut sampler, base, now, typical, best));
+        }
+        let mut sampler = Sampler::new(ctx, weights, slow);
+        let Some(first) = sampler.draw() else {
+            return Ok(ctx.candidates[0] as usize);
+        };
+        let mut best = self.look(ctx, first, sampler.weight(first), now, typical);
+        if self.claim_probe(ctx, &best, now, typical) {
+            return Ok(first);
+        }
+        if base >= k {
+            return Ok(self
+                .scan_rest(ctx, &sampler, now, typical, &mut best)
+                .unwrap_or(best.pos));
+        }
+        for _ in 1..base {
+            let Some(p) = sampler.draw() else { break };
+            if let Some(p) = self.consider(ctx, &sampler, p, now, typical, &mut best) {
+                return Ok(p);
+            }
+        }
+        if typical > 0.0 && best.latency(typical) > SLOW * typical {
+            return Ok(self.escalate(ctx, &mut sampler, base, now, typical, best));
+        }
+        Ok(best.pos)
+    }
+
+    fn tracks_selects(&self) -> bool {
+        true
+    }
+
+    fn on_select(&self, _method: &MethodState, _method_id: u32, stats: &CallStats, clock: &Clock) {
+        // Idle to busy: the age of the oldest call in flight counts from now.
+        if stats.active() == 1 {
+            stats.ewma.progress_us.store(clock.now_us(), Relaxed);
+        }
+    }
+
+    fn on_report(&self, r: &Report<'_>) {
+        let cell = &r.stats.ewma;
+        let now = r.clock.now_us();
+        if r.ended {
+            cell.progress_us.store(now, Relaxed);
+        }
+        let success = match r.outcome {
+            Outcome::Success => true,
+            Outcome::Failure | Outcome::Timeout => false,
+            Outcome::Cancelled => return,
+        };
+        let elapsed = r.elapsed_us.max(1) as f64;
+        let sample = if success {
+            elapsed
+        } else {
+            elapsed.max(self.penalty_us)
+        };
+        let sampled = cell.sampled_us.load(Relaxed);
+        let peak = cell.peak_us.load(Relaxed);
+        let sent = now - r.elapsed_us;
+        let typical = r.method.ext(Typical::default);
+        let typical_now = f64::from_bits(typical.bits.load(Relaxed));
+        let mut old_bits = cell.estimate_bits.load(Relaxed);
+        let (estimate, recovered) = loop {
+            let old = f64::from_bits(old_bits);
+            let (new, is_peak, recovered) = if old <= 0.0 || sample >= old {
+                (sample, true, false)
+            } else if success
+                && sent >= peak
+                && typical_now > 0.0
+                && old > SLOW * typical_now
+                && sample * TIE < old
+            {
+                // A slow-looking invoker answered a call sent after its peak was seen, clearly
+                // faster: the cause is gone. Halfway there in log space (500 ms → 22 → 4.7 → 2.2
+                // for 1 ms samples), and back to the typical estimate once no longer slow.
+                let step = (old * sample).sqrt();
+                let new = if step <= SLOW * typical_now {
+                    typical_now.max(sample)
+                } else {
+                    step
+                };
+                (new, false, true)
+            } else {
+                // Weight of the new sample: 1 - exp(-Δt / decay) (series for small steps: the
+                // common case at high rates, and cheaper than exp).
+                let x = (now - sampled).max(0) as f64 / self.decay_us;
+                let alpha = if x < 1e-3 {
+                    x * (1.0 - 0.5 * x)
+                } else {
+                    1.0 - (-x).exp()
+                };
+                (old + (sample - old) * alpha, false, false)
+            };
+            match cell.estimate_bits.compare_exchange_weak(
+                old_bits,
+                new.to_bits(),
+                Relaxed,
+                Relaxed,
+            ) {
+                Ok(_) => {
+                    if is_peak {
+                        cell.peak_us.store(now, Relaxed);
+                    }
+                    break (new, recovered);
+                }
+                Err(current) => old_bits = current,
+            }
+        };
+        cell.sampled_us.store(now, Relaxed);
+        // Probes back off only while they find no improvement; an invoker that fails is not
+        // retried before the failure penalty has passed, then twice as late each time.
+        if recovered && cell.probe_gap_us.load(Relaxed) != 0 {
+            cell.probe_gap_us.store(0, Relaxed);
+        } else if !success {
+            let gap = cell.probe_gap_us.load(Relaxed);
+            let longer = gap
+                .saturating_mul(2)
+                .max(self.penalty_us as i64)
+                .clamp(self.probe_min_us, self.probe_max_us);
+            cell.probe_gap_us.store(longer, Relaxed);
+        }
+        if success {
+            // Every 8th success of an invoker moves the typical estimate 1/8 of the way: cheap,
+            // and dominated by the invokers that take the traffic.
+            if typical_now <= 0.0 {
+                typical.bits.store(estimate.to_bits(), Relaxed);
+            } else if r.stats.succeeded.load(Relaxed) % 8 == 0 {
+                typical.bits.store(
+                    (typical_now + (estimate - typical_now) / 8.0).to_bits(),
+                    Relaxed,
+                );
+            }
+        }
+    }
+
+    fn stats_fields(&self, member: &Member, out: &mut String) {
+        let estimate = member
+            .state
+            .methods
+            .iter()
+            .map(|(_, s)| f64::from_bits(s.ewma.estimate_bits.load(Relaxed)))
+            .fold(0.0f64, f64::max);
+        out.push_str(&format!(
+            ",\"latency_estimate_us\":{}",
+            estimate.round() as i64
+        ));
+    }
+}

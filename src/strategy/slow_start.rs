@@ -1,0 +1,114 @@
+//! Consumer-side slow start for the strategies beyond Dubbo (`slowstart.windowMs`).
+//!
+//! Dubbo's warm-up needs the provider's start time; when it is unknown (0), a provider that
+//! joins is at full weight at once, and a load-aware strategy sees it with nothing in flight —
+//! the classic flood of a new node. Slow start ramps the weight of an invoker that joins an
+//! existing set from `slowstart.minWeightPercent` to 100 % over the window, as
+//! `(elapsed / window)^(1 / aggression)` (Envoy's shape), on top of Dubbo's warm-up. Invokers of
+//! the first set a balancer sees do not ramp (there is nothing to protect them from).
+//!
+//! The ramp starts at the first pick that sees the invoker (so it runs on the callers'
+//! timeline, virtual or not), and is stamped in the invoker's state, which an update keeps.
+
+use crate::balancer::{Member, Snapshot};
+use crate::clock::Clock;
+use crate::config::Config;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+
+pub(crate) struct SlowStart {
+    window_ms: i64,
+    min_fraction: f64,
+    exponent: f64,
+}
+
+/// Per snapshot: until when some weight of the set ramps.
+pub(crate) struct Ramp {
+    /// `i64::MIN`: nobody ramps; `i64::MAX`: some joined invoker is not stamped yet.
+    until_ms: AtomicI64,
+}
+
+const FIRST_SET: i64 = -1;
+const UNSTAMPED: i64 = 0;
+
+impl SlowStart {
+    pub fn new(config: &Config) -> Option<SlowStart> {
+        let c = &config.slow_start;
+        (c.window_ms > 0).then(|| SlowStart {
+            window_ms: c.window_ms,
+            min_fraction: c.min_weight_percent as f64 / 100.0,
+            exponent: 1.0 / c.aggression,
+        })
+    }
+
+    /// Marks the invokers of a first set as exempt and computes the set's ramp.
+    pub fn prepare(&self, members: &[Member], previous: &Snapshot) -> Ramp {
+        if previous.members.is_empty() {
+            for m in members {
+                let _ = m
+                    .state
+                    .joined_ms
+                    .compare_exchange(UNSTAMPED, FIRST_SET, Relaxed, Relaxed);
+            }
+        }
+        let mut until = i64::MIN;
+        for m in members {
+            match m.state.joined_ms.load(Relaxed) {
+                UNSTAMPED => until = i64::MAX,
+                FIRST_SET => {}
+                joined => until = until.max(joined.saturating_add(self.window_ms)),
+            }
+        }
+        Ramp {
+            until_ms: AtomicI64::new(until),
+        }
+    }
+
+    /// Weight multiplier of an invoker at `now_ms`, in `[min, 1]`.
+    pub fn factor(&self, member: &Member, now_ms: i64) -> f64 {
+        let joined = member.state.joined_ms.load(Relaxed);
+        if joined <= 0 {
+            return 1.0;
+        }
+        let elapsed = now_ms - joined;
+        if elapsed >= self.window_ms {
+            return 1.0;
+        }
+        if elapsed <= 0 {
+            return self.min_fraction;
+        }
+        let f = (elapsed as f64 / self.window_ms as f64).powf(self.exponent);
+        f.max(self.min_fraction)
+    }
+}
+
+impl Ramp {
+    /// True while some weight of the set ramps at this call's time. The first pick after an
+    /// update stamps the invokers that joined (once; O(n)).
+    pub fn active(&self, slow: &SlowStart, snapshot: &Snapshot, clock: &Clock) -> bool {
+        let until = self.until_ms.load(Relaxed);
+        if until == i64::MIN {
+            return false;
+        }
+        let now = clock.now_ms();
+        if until != i64::MAX {
+            return now < until;
+        }
+        let mut until = i64::MIN;
+        for m in snapshot.members.iter() {
+            let joined =
+                match m
+                    .state
+                    .joined_ms
+                    .compare_exchange(UNSTAMPED, now.max(1), Relaxed, Relaxed)
+                {
+                    Ok(_) => now.max(1),
+                    Err(j) => j,
+                };
+            if joined != FIRST_SET {
+                until = until.max(joined.saturating_add(slow.window_ms));
+            }
+        }
+        self.until_ms.store(until, Relaxed);
+        now < until
+    }
+}

@@ -1,0 +1,1419 @@
+//! The strategies beyond Dubbo (`p2c`, `peakewma`, `boundedhash`) and the options every strategy
+//! takes (zone preference, outlier ejection) plus slow start: weighted distributions, churn,
+//! concurrency, per-method isolation, warm-up, missing/zero/stale/equal metrics, failure and
+//! timeout feedback, and no allocation on the hot path.
+//!
+//! Statistical checks allow 5 binomial standard deviations; the virtual-time scenarios (a small
+//! event loop below) check bounds with wide margins, and their seeds are fixed.
+
+mod common;
+use common::*;
+use polylb::{Balancer, Invoker, Outcome, Status, StrategyKind};
+use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::Arc;
+
+const NOW: i64 = 1_700_000_000_000_000; // µs
+const NEW: [&str; 3] = ["p2c", "peakewma", "boundedhash"];
+
+// ---------------------------------------------------------------------------------------------
+// A counting allocator that counts per thread, so that the other tests of this file (running on
+// other threads) do not disturb the no-allocation check.
+
+struct Counting;
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        std::alloc::System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        std::alloc::System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        std::alloc::System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(|c| c.get())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers.
+
+fn lb(config: &str, invokers: &[Invoker]) -> Balancer {
+    balancer(config, invokers)
+}
+
+/// Selects without reporting (the call stays in flight).
+fn hold(b: &Balancer, method: u32, n: usize, now: i64) -> Vec<u64> {
+    (0..n)
+        .map(|_| b.select(method, b"", now).unwrap())
+        .collect()
+}
+
+fn active(b: &Balancer, id: u64) -> i64 {
+    stat(b, NOW, id, "active")
+}
+
+/// A closed loop with `in_flight` calls always outstanding (FIFO completion, equal latency):
+/// returns the picks per id over `draws` selects.
+fn closed_loop(b: &Balancer, in_flight: usize, draws: usize) -> BTreeMap<u64, usize> {
+    let mut queue: std::collections::VecDeque<u64> = hold(b, 0, in_flight, NOW).into();
+    let mut c = BTreeMap::new();
+    for _ in 0..draws {
+        let done = queue.pop_front().unwrap();
+        b.report(0, done, 1000, Outcome::Success, NOW).unwrap();
+        let id = b.select(0, b"", NOW).unwrap();
+        *c.entry(id).or_insert(0) += 1;
+        queue.push_back(id);
+    }
+    for id in queue {
+        b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+    }
+    c
+}
+
+/// A tiny virtual-time world: `consumers` balancers share the providers; a call is started every
+/// `gap_us` (consumers take turns) and ends after the latency `world(id, sent_us)` says.
+/// Returns every pick as (time, consumer, id).
+/// A call in flight: (ends at, consumer, invoker id, sent at, outcome code).
+type Call = (i64, usize, u64, i64, u8);
+
+struct World {
+    balancers: Vec<Balancer>,
+    calls: BinaryHeap<Reverse<Call>>,
+    now: i64,
+}
+
+impl World {
+    fn new(config: &str, consumers: usize, invokers: &[Invoker]) -> World {
+        let balancers = (0..consumers)
+            .map(|c| lb(&format!("{config}&seed={}", 17 + c), invokers))
+            .collect();
+        World {
+            balancers,
+            calls: BinaryHeap::new(),
+            now: 0,
+        }
+    }
+
+    fn run(
+        &mut self,
+        until_us: i64,
+        gap_us: i64,
+        mut world: impl FnMut(u64, i64) -> (i64, Outcome),
+        log: &mut Vec<(i64, usize, u64)>,
+    ) {
+        let mut turn = 0;
+        while self.now < until_us {
+            while let Some(&Reverse((end, c, id, sent, outcome))) = self.calls.peek() {
+                if end > self.now {
+                    break;
+                }
+                self.calls.pop();
+                let outcome = match outcome {
+                    0 => Outcome::Success,
+                    1 => Outcome::Failure,
+                    _ => Outcome::Timeout,
+                };
+                self.balancers[c]
+                    .report(0, id, end - sent, outcome, NOW + end)
+                    .unwrap();
+            }
+            let c = turn % self.balancers.len();
+            turn += 1;
+            let id = self.balancers[c].select(0, b"", NOW + self.now).unwrap();
+            let (latency, outcome) = world(id, self.now);
+            let code = match outcome {
+                Outcome::Success => 0,
+                Outcome::Failure => 1,
+                _ => 2,
+            };
+            self.calls
+                .push(Reverse((self.now + latency.max(0), c, id, self.now, code)));
+            log.push((self.now, c, id));
+            self.now += gap_us;
+        }
+    }
+}
+
+/// Share of picks of `id` among the picks in [from, to).
+fn share(log: &[(i64, usize, u64)], id: u64, from: i64, to: i64) -> f64 {
+    let window: Vec<_> = log.iter().filter(|p| p.0 >= from && p.0 < to).collect();
+    window.iter().filter(|p| p.2 == id).count() as f64 / window.len().max(1) as f64
+}
+
+/// A little deterministic jitter (±20 %) so that latencies are not all equal.
+fn jitter(base: i64, t: i64, id: u64) -> i64 {
+    let h = (t as u64 ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    base * (80 + (h >> 59) as i64 * 40 / 31) / 100
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration.
+
+#[test]
+fn new_names_and_keys_parse() {
+    for name in NEW {
+        let b = Balancer::new(&format!("loadbalance={name}")).unwrap();
+        assert_eq!(b.strategy_name(), name);
+        assert!(StrategyKind::from_name(name).unwrap().is_beyond_dubbo());
+    }
+    let c = polylb::Config::parse(
+        "loadbalance=peakewma&peakewma.choices=3&peakewma.decay=5000&peakewma.failurePenalty=0\
+         &p2c.choices=0&boundedhash.factor=1.5&zone=z1&zone.minHealthyPercent=50\
+         &outlier.consecutiveFailures=3&outlier.failureRate=40&outlier.windowMs=2000\
+         &outlier.minRequests=5&outlier.baseEjectionMs=100&outlier.maxEjectionMs=1000\
+         &outlier.maxEjectionPercent=50&slowstart.windowMs=30000&slowstart.minWeightPercent=5\
+         &slowstart.aggression=2.5",
+    )
+    .unwrap();
+    assert_eq!(c.peakewma.choices, 3);
+    assert_eq!(c.peakewma.decay_ms, 5000);
+    assert_eq!(c.peakewma.failure_penalty_ms, 0);
+    assert_eq!(c.p2c_choices, 0);
+    assert_eq!(c.boundedhash_factor, 1.5);
+    assert_eq!(c.zone.as_deref(), Some("z1"));
+    assert_eq!(c.zone_min_healthy_percent, 50);
+    assert_eq!(c.outlier.consecutive_failures, 3);
+    assert_eq!(c.outlier.failure_rate_percent, 40);
+    assert_eq!(c.outlier.max_ejection_percent, 50);
+    assert_eq!(c.slow_start.window_ms, 30000);
+    assert_eq!(c.slow_start.aggression, 2.5);
+    let keys: Vec<&str> = polylb::Config::keys().map(|(k, _)| k).collect();
+    for k in [
+        "p2c.choices",
+        "peakewma.decay",
+        "boundedhash.factor",
+        "zone",
+        "outlier.baseEjectionMs",
+    ] {
+        assert!(keys.contains(&k), "{k} missing from the key table");
+    }
+}
+
+#[test]
+fn options_that_would_do_nothing_are_errors() {
+    for (text, mention) in [
+        ("p2c.choices=1", "p2c.choices"),
+        ("p2c.choices=17", "p2c.choices"),
+        ("peakewma.decay=0", "peakewma.decay"),
+        ("peakewma.failurePenalty=-1", "peakewma.failurePenalty"),
+        ("boundedhash.factor=0.9", "boundedhash.factor"),
+        ("boundedhash.factor=nan", "boundedhash.factor"),
+        ("zone.minHealthyPercent=50", "zone"),
+        ("zone=a&zone.minHealthyPercent=0", "zone.minHealthyPercent"),
+        ("outlier.baseEjectionMs=100", "outlier.consecutiveFailures"),
+        ("outlier.failureRate=101", "outlier.failureRate"),
+        (
+            "outlier.consecutiveFailures=2&outlier.baseEjectionMs=500000",
+            "outlier.maxEjectionMs",
+        ),
+        (
+            "loadbalance=random&slowstart.windowMs=1000",
+            "p2c, peakewma and boundedhash",
+        ),
+        (
+            "loadbalance=p2c&slowstart.aggression=2",
+            "slowstart.windowMs",
+        ),
+        (
+            "loadbalance=p2c&slowstart.aggression=0",
+            "slowstart.aggression",
+        ),
+        (
+            "outlier.consecutivefailures=3",
+            "did you mean 'outlier.consecutiveFailures'",
+        ),
+    ] {
+        let e = Balancer::new(text)
+            .err()
+            .unwrap_or_else(|| panic!("{text} accepted"));
+        assert_eq!(e.status, Status::InvalidConfig, "{text}");
+        assert!(e.message.contains(mention), "{text}: {}", e.message);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weighted distribution.
+
+#[test]
+fn p2c_gives_a_99_to_1_idle_pair_its_weights() {
+    let b = lb(
+        "loadbalance=p2c&seed=1",
+        &[provider(1).weight(99), provider(2).weight(1)],
+    );
+    let draws = 100_000;
+    let c = counts(&b, 0, draws, NOW);
+    assert_binomial(c[&1], draws, 0.99, 5.0, "weight 99");
+    // Many invokers, skewed and zero weights, idle: exactly the weights.
+    let b = lb(
+        "loadbalance=p2c&seed=2",
+        &[
+            provider(1).weight(600),
+            provider(2).weight(0),
+            provider(3).weight(300),
+            provider(4).weight(60),
+            provider(5).weight(40),
+        ],
+    );
+    let c = counts(&b, 0, draws, NOW);
+    assert_eq!(c.get(&2), None, "a zero weight was picked");
+    for (id, w) in [(1, 600.0), (3, 300.0), (4, 60.0), (5, 40.0)] {
+        assert_binomial(c[&id], draws, w / 1000.0, 5.0, &format!("p2c id {id}"));
+    }
+}
+
+#[test]
+fn new_strategies_follow_weights_when_idle() {
+    // Idle, equal (or no) latency: every new strategy spreads by weight. boundedhash spreads
+    // distinct keys by its ring (weights do not place points, as in Dubbo), so it is checked
+    // with equal weights only.
+    for name in ["p2c", "peakewma"] {
+        let b = lb(
+            &format!("loadbalance={name}&seed=3&peakewma.choices=3&p2c.choices=3"),
+            &[
+                provider(1).weight(50),
+                provider(2).weight(30),
+                provider(3).weight(20),
+            ],
+        );
+        let draws = 60_000;
+        let c = counts(&b, 0, draws, NOW);
+        for (id, p) in [(1, 0.5), (2, 0.3), (3, 0.2)] {
+            assert_binomial(c[&id], draws, p, 5.0, &format!("{name} id {id}"));
+        }
+    }
+    let b = lb(
+        "loadbalance=boundedhash",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    );
+    let mut c = BTreeMap::new();
+    for k in 0..20_000u32 {
+        let id = b.select(0, &k.to_le_bytes(), NOW).unwrap();
+        b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+        *c.entry(id).or_insert(0usize) += 1;
+    }
+    for id in 1..=4 {
+        // 160 virtual nodes: shares within about ±25 % of even.
+        assert!(
+            c[&id] > 3_500 && c[&id] < 6_500,
+            "boundedhash id {id}: {}",
+            c[&id]
+        );
+    }
+}
+
+#[test]
+fn p2c_in_flight_settles_in_proportion_to_weight() {
+    let b = lb(
+        "loadbalance=p2c&seed=4",
+        &[provider(1).weight(300), provider(2).weight(100)],
+    );
+    let c = closed_loop(&b, 40, 40_000);
+    let share = c[&1] as f64 / 40_000.0;
+    assert!(
+        (share - 0.75).abs() < 0.03,
+        "weight 3:1 under load: {share}"
+    );
+    // Equal weights under load: in flight stays balanced (ordinary P2C: a small gap; comparing
+    // every candidate: at most 1).
+    for (choices, gap) in [(2, 3), (0, 1)] {
+        let b = lb(
+            &format!("loadbalance=p2c&seed=5&p2c.choices={choices}"),
+            &(1..=5).map(provider).collect::<Vec<_>>(),
+        );
+        hold(&b, 0, 53, NOW);
+        let a: Vec<i64> = (1..=5).map(|id| active(&b, id)).collect();
+        let (lo, hi) = (a.iter().min().unwrap(), a.iter().max().unwrap());
+        assert!(
+            hi - lo <= gap,
+            "choices={choices}: in flight not balanced: {a:?}"
+        );
+    }
+}
+
+#[test]
+fn peakewma_under_load_honours_weights_between_equal_latencies() {
+    let b = lb(
+        "loadbalance=peakewma&seed=6",
+        &[provider(1).weight(300), provider(2).weight(100)],
+    );
+    let c = closed_loop(&b, 40, 40_000);
+    let share = c[&1] as f64 / 40_000.0;
+    assert!(
+        (share - 0.75).abs() < 0.04,
+        "weight 3:1 under load: {share}"
+    );
+}
+
+#[test]
+fn boundedhash_capacities_follow_weights() {
+    let b = lb(
+        "loadbalance=boundedhash&boundedhash.factor=1.25",
+        &[
+            provider(1).weight(300),
+            provider(2).weight(100),
+            provider(3).weight(100),
+        ],
+    );
+    // 500 distinct keys, nothing reported: each invoker stays within ⌈1.25 × share⌉ (+1 for the
+    // pick that brought the total up).
+    for k in 0..500u32 {
+        b.select(0, &k.to_le_bytes(), NOW).unwrap();
+    }
+    for (id, w) in [(1, 0.6), (2, 0.2), (3, 0.2)] {
+        let cap = (1.25f64 * 500.0 * w).ceil() as i64 + 1;
+        assert!(active(&b, id) <= cap, "id {id}: {} > {cap}", active(&b, id));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Choices, slow pairs, full scans.
+
+#[test]
+fn p2c_more_choices_avoid_a_loaded_pair() {
+    // Invokers 1 and 2 hold 20 calls each: best-of-2 still picks them when it draws that pair
+    // (1 in 6); comparing all four never does.
+    for (choices, expected) in [("2", 1.0 / 6.0), ("4", 0.0), ("0", 0.0)] {
+        let b = lb(
+            &format!("loadbalance=p2c&seed=7&p2c.choices={choices}"),
+            &(1..=4).map(provider).collect::<Vec<_>>(),
+        );
+        for id in [1, 2] {
+            for _ in 0..20 {
+                b.select_among(0, b"", &[id], &[], NOW).unwrap();
+            }
+        }
+        let draws = 30_000;
+        let c = counts(&b, 0, draws, NOW);
+        let slow = c.get(&1).copied().unwrap_or(0) + c.get(&2).copied().unwrap_or(0);
+        if expected == 0.0 {
+            assert_eq!(slow, 0, "choices={choices}");
+        } else {
+            assert_binomial(slow, draws, expected, 5.0, "best of 2, slow pair");
+        }
+    }
+}
+
+#[test]
+fn peakewma_escalates_past_a_slow_pair() {
+    // Two slow invokers of four (10 ms vs 1 ms). Textbook best-of-2 sends them at least the
+    // slow pair's 1/6; peakewma looks further when the best of its pair looks slow.
+    let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
+    let mut w = World::new("loadbalance=peakewma", 1, &invokers);
+    let mut log = Vec::new();
+    w.run(
+        20_000_000,
+        2_000,
+        |id, t| {
+            let base = if id <= 2 { 10_000 } else { 1_000 };
+            (jitter(base, t, id), Outcome::Success)
+        },
+        &mut log,
+    );
+    let slow = share(&log, 1, 2_000_000, 20_000_000) + share(&log, 2, 2_000_000, 20_000_000);
+    assert!(
+        slow < 0.03,
+        "slow pair's share {slow:.4} (textbook best-of-2: >= 0.167)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// peakewma's latency signals.
+
+#[test]
+fn peakewma_avoids_a_slow_invoker_and_returns_when_it_recovers() {
+    let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
+    let mut w = World::new("loadbalance=peakewma", 1, &invokers);
+    let mut log = Vec::new();
+    // Invoker 1 is 20x slower for the first 10 s, then as fast as the others. Probes back off
+    // while it stays slow (at most one per decay = 10 s), so it is back within about 10 s.
+    w.run(
+        25_000_000,
+        1_000,
+        |id, t| {
+            let base = if id == 1 && t < 10_000_000 {
+                20_000
+            } else {
+                1_000
+            };
+            (jitter(base, t, id), Outcome::Success)
+        },
+        &mut log,
+    );
+    let slow = share(&log, 1, 1_000_000, 10_000_000);
+    assert!(slow < 0.02, "slow invoker's share {slow:.4}");
+    let back = share(&log, 1, 21_000_000, 25_000_000);
+    assert!(back > 0.12, "recovered invoker's share {back:.4}");
+}
+
+#[test]
+fn peakewma_forgives_a_500ms_stall_at_once() {
+    // Invoker 1 stalls for 500 ms at t = 2 s (every call sent then ends at 2.5 s), then is fast
+    // again. The textbook design (10 s decay) keeps it shunned for about 25 s.
+    let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
+    let mut w = World::new("loadbalance=peakewma&peakewma.decay=10000", 1, &invokers);
+    let mut log = Vec::new();
+    w.run(
+        12_000_000,
+        500,
+        |id, t| {
+            if id == 1 && (2_000_000..2_500_000).contains(&t) {
+                (2_500_000 - t, Outcome::Success)
+            } else {
+                (jitter(1_000, t, id), Outcome::Success)
+            }
+        },
+        &mut log,
+    );
+    // During the stall it is avoided (calls in flight for longer than the estimate look slow).
+    let during = share(&log, 1, 2_050_000, 2_500_000);
+    assert!(during < 0.05, "share during the stall {during:.4}");
+    // Back to a fair share within a fraction of a second of its end (probes see the recovery),
+    // not 25 s.
+    let back = (0..100)
+        .map(|k| 2_500_000 + k * 50_000)
+        .find(|&t| share(&log, 1, t, t + 50_000) > 0.15)
+        .expect("never back");
+    assert!(
+        back - 2_500_000 <= 300_000,
+        "back {} ms after the stall",
+        (back - 2_500_000) / 1000
+    );
+    let recovered = share(&log, 1, 3_000_000, 12_000_000);
+    assert!(
+        recovered > 0.2,
+        "share from 0.5 s after the stall {recovered:.4}"
+    );
+}
+
+#[test]
+fn peakewma_sees_a_stall_with_one_call_in_flight_per_consumer() {
+    // 40 consumers, each sending a call every 40 ms (little in flight each). Invoker 1 hangs
+    // from t = 1 s to t = 4 s (its calls return at 4 s). Each consumer learns it from its own
+    // call in flight growing old: the stalled invoker gets a handful of calls, not a quarter.
+    let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
+    let mut w = World::new("loadbalance=peakewma", 40, &invokers);
+    let mut log = Vec::new();
+    w.run(
+        6_000_000,
+        1_000,
+        |id, t| {
+            if id == 1 && (1_000_000..4_000_000).contains(&t) {
+                (4_000_000 - t, Outcome::Success)
+            } else {
+                (jitter(2_000, t, id), Outcome::Success)
+            }
+        },
+        &mut log,
+    );
+    let sent = log
+        .iter()
+        .filter(|p| p.2 == 1 && (1_000_000..4_000_000).contains(&p.0))
+        .count();
+    // A quarter of 3000 calls would be 750; each consumer sends it about one call (plus rare
+    // probes).
+    assert!(sent < 150, "{sent} calls sent to the stalled invoker");
+}
+
+#[test]
+fn peakewma_fast_failures_and_timeouts_do_not_look_fast() {
+    for bad in [Outcome::Failure, Outcome::Timeout] {
+        let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
+        let mut w = World::new("loadbalance=peakewma", 1, &invokers);
+        let mut log = Vec::new();
+        // Invoker 1 answers errors in 100 µs; the others succeed in 5 ms.
+        w.run(
+            10_000_000,
+            2_000,
+            |id, t| {
+                if id == 1 {
+                    (100, bad)
+                } else {
+                    (jitter(5_000, t, id), Outcome::Success)
+                }
+            },
+            &mut log,
+        );
+        let s = share(&log, 1, 1_000_000, 10_000_000);
+        assert!(s < 0.02, "{bad:?}: failing invoker's share {s:.4}");
+    }
+}
+
+#[test]
+fn peakewma_missing_zero_stale_and_equal_metrics() {
+    let invokers = [provider(1).weight(200), provider(2), provider(3)];
+    // Missing: no report ever (every call cancelled) → weights decide.
+    let b = lb("loadbalance=peakewma&seed=8", &invokers);
+    let draws = 40_000;
+    let mut c = BTreeMap::new();
+    for _ in 0..draws {
+        let id = b.select(0, b"", NOW).unwrap();
+        b.report(0, id, 0, Outcome::Cancelled, NOW).unwrap();
+        *c.entry(id).or_insert(0usize) += 1;
+    }
+    assert_binomial(c[&1], draws, 0.5, 5.0, "missing metrics, weight 200");
+    // Zero: latencies of 0 µs are fine (no division by zero, no NaN in stats).
+    let b = lb("loadbalance=peakewma&seed=9", &invokers);
+    let draws = 40_000;
+    let mut c = BTreeMap::new();
+    for _ in 0..draws {
+        let id = b.select(0, b"", NOW).unwrap();
+        b.report(0, id, 0, Outcome::Success, NOW).unwrap();
+        *c.entry(id).or_insert(0usize) += 1;
+    }
+    assert_binomial(c[&1], draws, 0.5, 5.0, "zero latency, weight 200");
+    let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
+    assert!(v["invokers"][0]["latency_estimate_us"].as_i64().unwrap() >= 1);
+    // Equal: all 1 ms → weights decide.
+    let c = counts(&b, 0, draws, NOW);
+    assert_binomial(c[&1], draws, 0.5, 5.0, "equal latency, weight 200");
+    // Stale: invoker 2 was slow long ago and has not been picked since. It is probed once its
+    // estimate is old, and a fast probe brings it back.
+    let b = lb(
+        "loadbalance=peakewma&seed=10",
+        &[provider(1), provider(2), provider(3)],
+    );
+    for _ in 0..100 {
+        for id in 1..=3u64 {
+            b.select_among(0, b"", &[id], &[], NOW).unwrap();
+            let latency = if id == 2 { 200_000 } else { 1_000 };
+            b.report(0, id, latency, Outcome::Success, NOW).unwrap();
+        }
+    }
+    let c = counts(&b, 0, 3000, NOW + 1000);
+    assert_eq!(
+        c.get(&2),
+        None,
+        "the slow invoker is avoided while its estimate is fresh"
+    );
+    // A minute later (6 decays) the stale estimate has decayed towards the typical one: the
+    // invoker takes its share again, and being fast there, keeps it.
+    let later = NOW + 60_000_000;
+    let mut total = BTreeMap::new();
+    for step in 0..300 {
+        for (id, n) in counts(&b, 0, 3, later + step * 10_000) {
+            *total.entry(id).or_insert(0) += n;
+        }
+    }
+    assert!(
+        total.get(&2).copied().unwrap_or(0) > 200,
+        "stale slow invoker not back: {total:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warm-up, slow start, churn.
+
+#[test]
+fn a_warming_invoker_is_not_flooded() {
+    // Invoker 4 started 6 s ago with the default 10 min warm-up: effective weight 1 of 100.
+    let now_ms = NOW / 1000;
+    for name in ["p2c", "peakewma"] {
+        let b = lb(
+            &format!("loadbalance={name}&seed=11"),
+            &[
+                provider(1),
+                provider(2),
+                provider(3),
+                provider(4).start_time_ms(now_ms - 6_000),
+            ],
+        );
+        // Under load (30 in flight) and idle alike, it gets about its weight (1 / 301), never
+        // the flood a least-loaded rule would give an empty invoker.
+        let c = closed_loop(&b, 30, 30_000);
+        let s = c.get(&4).copied().unwrap_or(0) as f64 / 30_000.0;
+        assert!(
+            s < 0.02,
+            "{name}: warming invoker's share under load {s:.4}"
+        );
+        let c = counts(&b, 0, 30_000, NOW);
+        assert_binomial(
+            c.get(&4).copied().unwrap_or(0),
+            30_000,
+            1.0 / 301.0,
+            5.0,
+            name,
+        );
+    }
+}
+
+#[test]
+fn slow_start_ramps_an_invoker_that_joins() {
+    for name in NEW {
+        let config = format!(
+            "loadbalance={name}&seed=12&slowstart.windowMs=60000&slowstart.minWeightPercent=10"
+        );
+        let first: Vec<Invoker> = (1..=3).map(provider).collect();
+        let b = lb(&config, &first);
+        // The first set does not ramp.
+        let draws = 40_000;
+        if name != "boundedhash" {
+            let c = counts(&b, 0, draws, NOW);
+            for id in 1..=3 {
+                assert_binomial(c[&id], draws, 1.0 / 3.0, 5.0, "first set");
+            }
+        }
+        let mut all = first.clone();
+        all.push(provider(4));
+        b.update(&all).unwrap();
+        if name == "boundedhash" {
+            // The joining invoker's capacity ramps: with 300 keys in flight it holds at most its
+            // ramped share (10 % weight at t = 0 → 10 of 310 → ⌈1.25 × 301 × 10 / 310⌉ = 13).
+            for k in 0..300u32 {
+                b.select(0, &k.to_le_bytes(), NOW).unwrap();
+            }
+            assert!(
+                active(&b, 4) <= 13,
+                "joining invoker holds {}",
+                active(&b, 4)
+            );
+            continue;
+        }
+        // At t = 0: 10 % of the weight; at 30 s: 50 % (linear); after 60 s: full.
+        for (dt, w) in [(0, 10.0), (30_000_000, 50.0), (61_000_000, 100.0)] {
+            let c = counts(&b, 0, draws, NOW + dt);
+            let p = w / (300.0 + w);
+            assert_binomial(
+                c.get(&4).copied().unwrap_or(0),
+                draws,
+                p,
+                5.0,
+                &format!("{name} at +{dt} µs"),
+            );
+        }
+    }
+}
+
+#[test]
+fn invokers_added_and_removed_leave_no_stale_state() {
+    for name in NEW {
+        let b = lb(
+            &format!("loadbalance={name}&seed=13"),
+            &(1..=4).map(provider).collect::<Vec<_>>(),
+        );
+        // Invoker 2 gets calls in flight and a slow estimate, then leaves with them.
+        for _ in 0..10 {
+            b.select_among(0, b"k", &[2], &[], NOW).unwrap();
+        }
+        b.report(0, 2, 900_000, Outcome::Success, NOW).unwrap();
+        b.update(&[provider(1), provider(3), provider(4)]).unwrap();
+        // Reports for the departed id are harmless.
+        for _ in 0..20 {
+            b.report(0, 2, 1000, Outcome::Success, NOW).unwrap();
+        }
+        // Back again: a fresh start (nothing in flight, no estimate, no ejection).
+        b.update(&(1..=4).map(provider).collect::<Vec<_>>())
+            .unwrap();
+        assert_eq!(active(&b, 2), 0, "{name}");
+        let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
+        if name == "peakewma" {
+            assert_eq!(v["invokers"][1]["latency_estimate_us"], 0, "{name}");
+        }
+        // And it takes its share again (keys for boundedhash: the total in flight was recounted,
+        // so capacities are not inflated by the departed calls).
+        let mut c = BTreeMap::new();
+        for k in 0..20_000u32 {
+            let id = b.select(0, &k.to_le_bytes(), NOW).unwrap();
+            b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+            *c.entry(id).or_insert(0usize) += 1;
+        }
+        let s = c.get(&2).copied().unwrap_or(0) as f64 / 20_000.0;
+        assert!(s > 0.15 && s < 0.35, "{name}: re-added invoker's share {s}");
+        // Removing everything and selecting is the usual error.
+        b.update(&[]).unwrap();
+        assert_eq!(b.select(0, b"", NOW), Err(Status::NoProvider));
+    }
+}
+
+#[test]
+fn methods_are_isolated() {
+    for name in NEW {
+        let b = lb(
+            &format!("loadbalance={name}&seed=14"),
+            &[provider(1), provider(2)],
+        );
+        let (m1, m2) = (b.method("a").unwrap(), b.method("b").unwrap());
+        // Method a: invoker 1 is loaded and slow.
+        for _ in 0..50 {
+            b.select_among(m1, b"k", &[1], &[], NOW).unwrap();
+        }
+        b.select_among(m1, b"k", &[1], &[], NOW).unwrap();
+        b.report(m1, 1, 500_000, Outcome::Failure, NOW).unwrap();
+        // Method b does not see it: both invokers share b's calls.
+        let mut c = BTreeMap::new();
+        for k in 0..4000u32 {
+            let id = b.select(m2, &k.to_le_bytes(), NOW).unwrap();
+            b.report(m2, id, 1000, Outcome::Success, NOW).unwrap();
+            *c.entry(id).or_insert(0usize) += 1;
+        }
+        let s = c.get(&1).copied().unwrap_or(0) as f64 / 4000.0;
+        assert!(
+            s > 0.35 && s < 0.65,
+            "{name}: method b sees method a's state ({s})"
+        );
+        // And method a does avoid invoker 1.
+        let c = counts(&b, m1, 1000, NOW);
+        assert!(c.get(&1).copied().unwrap_or(0) < 100, "{name}: {c:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// boundedhash.
+
+#[test]
+fn boundedhash_matches_consistenthash_under_light_load() {
+    let invokers: Vec<Invoker> = (1..=10).map(provider).collect();
+    let ch = lb("loadbalance=consistenthash", &invokers);
+    let bh = lb("loadbalance=boundedhash", &invokers);
+    for k in 0..5_000u32 {
+        let key = format!("user-{k}");
+        let a = ch.select(0, key.as_bytes(), NOW).unwrap();
+        let b = bh.select(0, key.as_bytes(), NOW).unwrap();
+        assert_eq!(a, b, "key {key}");
+        ch.report(0, a, 10, Outcome::Success, NOW).unwrap();
+        bh.report(0, b, 10, Outcome::Success, NOW).unwrap();
+    }
+}
+
+#[test]
+fn boundedhash_spreads_a_hot_key_within_the_bound_and_returns_it() {
+    let invokers: Vec<Invoker> = (1..=8).map(provider).collect();
+    let b = lb("loadbalance=boundedhash&boundedhash.factor=1.25", &invokers);
+    let owner = b.select(0, b"hot", NOW).unwrap();
+    b.report(0, owner, 10, Outcome::Success, NOW).unwrap();
+    let held: Vec<u64> = (0..400)
+        .map(|_| b.select(0, b"hot", NOW).unwrap())
+        .collect();
+    let cap = (1.25f64 * 400.0 / 8.0).ceil() as i64 + 1;
+    for id in 1..=8 {
+        assert!(active(&b, id) <= cap, "id {id}: {} > {cap}", active(&b, id));
+    }
+    // The walk went on along the ring: most invokers took part.
+    assert!((1..=8).filter(|&id| active(&b, id) > 0).count() >= 6);
+    for id in held {
+        b.report(0, id, 10, Outcome::Success, NOW).unwrap();
+    }
+    // Load gone: the key is home again.
+    assert_eq!(b.select(0, b"hot", NOW).unwrap(), owner);
+}
+
+#[test]
+fn boundedhash_never_loops() {
+    // Zero weights, a subset, exclusions, invokers with the same address (the later one owns
+    // every shared point, the earlier one none), counts that disagree (reports without selects).
+    let invokers = [
+        Invoker::new(1, "10.0.0.1:1").weight(0),
+        Invoker::new(2, "10.0.0.1:1").weight(0),
+        Invoker::new(3, "10.0.0.3:1").weight(0),
+    ];
+    let b = lb("loadbalance=boundedhash&boundedhash.factor=1.0", &invokers);
+    for k in 0..2000u32 {
+        b.report(0, 1 + (k % 3) as u64, 10, Outcome::Success, NOW)
+            .unwrap();
+        let id = b
+            .select_among(0, &k.to_le_bytes(), &[1, 2], &[2], NOW)
+            .unwrap();
+        assert_eq!(id, 1);
+        b.select(0, &k.to_le_bytes(), NOW).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Zone preference.
+
+fn zoned() -> Vec<Invoker> {
+    vec![
+        provider(1).zone("a"),
+        provider(2).zone("a"),
+        provider(3).zone("b"),
+        provider(4).zone("b"),
+        provider(5),
+    ]
+}
+
+#[test]
+fn zone_preference_keeps_calls_local_for_every_strategy() {
+    for kind in StrategyKind::ALL {
+        let b = lb(
+            &format!("loadbalance={}&zone=a&seed=15", kind.name()),
+            &zoned(),
+        );
+        for k in 0..2000u32 {
+            let id = b.select(0, &k.to_le_bytes(), NOW).unwrap();
+            b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+            assert!(id <= 2, "{}: picked {id}", kind.name());
+        }
+        // Within a caller's subset too.
+        let id = b.select_among(0, b"k", &[2, 3, 5], &[], NOW).unwrap();
+        assert_eq!(id, 2, "{}", kind.name());
+        // A subset without local invokers spills over.
+        let id = b.select_among(0, b"k", &[3, 4], &[], NOW).unwrap();
+        assert!(id == 3 || id == 4);
+    }
+}
+
+#[test]
+fn zone_preference_spills_over_as_local_health_drops() {
+    let config = "loadbalance=random&zone=a&seed=16&zone.minHealthyPercent=70\
+                  &outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50\
+                  &outlier.baseEjectionMs=1000000&outlier.maxEjectionMs=1000000";
+    let b = lb(config, &zoned());
+    // One of the two local invokers ejected: 50 % healthy < 70 % → stays local with probability
+    // 0.5 / 0.7; the rest spills over to every healthy invoker (1 local of 4).
+    b.report(0, 1, 10, Outcome::Failure, NOW).unwrap();
+    let draws = 40_000;
+    let c = counts(&b, 0, draws, NOW);
+    assert_eq!(c.get(&1), None, "ejected invoker picked");
+    let p_local = 5.0 / 7.0 + 2.0 / 7.0 * 0.25;
+    assert_binomial(c[&2], draws, p_local, 5.0, "local share at 50 % health");
+    // Both local invokers ejected: everything spills over.
+    b.report(0, 2, 10, Outcome::Failure, NOW).unwrap();
+    let c = counts(&b, 0, 3000, NOW);
+    assert_eq!(c.get(&1).or(c.get(&2)), None);
+    for id in 3..=5 {
+        assert_binomial(c[&id], 3000, 1.0 / 3.0, 5.0, "spill-over");
+    }
+}
+
+#[test]
+fn options_unset_or_inert_change_nothing() {
+    // A zone no invoker has, and outlier ejection that never fires, keep every Dubbo strategy's
+    // sequence exactly as without them (same seed).
+    for kind in StrategyKind::ALL {
+        let invokers: Vec<Invoker> = (1..=6).map(|i| provider(i).weight(10 * i as i32)).collect();
+        let plain = lb(&format!("loadbalance={}&seed=21", kind.name()), &invokers);
+        let opts = lb(
+            &format!(
+                "loadbalance={}&seed=21&zone=nowhere&outlier.consecutiveFailures=1000",
+                kind.name()
+            ),
+            &invokers,
+        );
+        for k in 0..3000u32 {
+            let key = k.to_le_bytes();
+            let a = plain.select(0, &key, NOW + k as i64).unwrap();
+            let b = opts.select(0, &key, NOW + k as i64).unwrap();
+            assert_eq!(a, b, "{} diverged at call {k}", kind.name());
+            let outcome = if k % 7 == 0 {
+                Outcome::Failure
+            } else {
+                Outcome::Success
+            };
+            let latency = 1000 + (k % 13) as i64 * 100;
+            plain
+                .report(0, a, latency, outcome, NOW + k as i64)
+                .unwrap();
+            opts.report(0, b, latency, outcome, NOW + k as i64).unwrap();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outlier ejection.
+
+#[test]
+fn outlier_ejection_backs_off_and_returns() {
+    for kind in StrategyKind::ALL {
+        let b = lb(
+            &format!(
+                "loadbalance={}&seed=17&outlier.consecutiveFailures=3&outlier.baseEjectionMs=1000\
+                 &outlier.maxEjectionMs=2500&outlier.maxEjectionPercent=50\
+                 &peakewma.failurePenalty=0",
+                kind.name()
+            ),
+            &(1..=4).map(provider).collect::<Vec<_>>(),
+        );
+        let name = kind.name();
+        let ms = |t: i64| NOW + t * 1000;
+        let picks = |t: i64| -> BTreeMap<u64, usize> {
+            let mut c = BTreeMap::new();
+            for k in 0..400u32 {
+                let id = b.select(0, &k.to_le_bytes(), ms(t)).unwrap();
+                b.report(0, id, 1000, Outcome::Success, ms(t)).unwrap();
+                *c.entry(id).or_insert(0) += 1;
+            }
+            c
+        };
+        // Two failures, a success, two failures: never 3 in a row.
+        for outcome in [
+            Outcome::Failure,
+            Outcome::Timeout,
+            Outcome::Success,
+            Outcome::Failure,
+            Outcome::Failure,
+        ] {
+            b.report(0, 1, 10, outcome, ms(0)).unwrap();
+        }
+        assert!(picks(0).contains_key(&1), "{name}: ejected too early");
+        for _ in 0..3 {
+            b.report(0, 1, 10, Outcome::Failure, ms(0)).unwrap();
+        }
+        assert!(!picks(1).contains_key(&1), "{name}: not ejected");
+        assert!(!picks(999).contains_key(&1), "{name}: back too early");
+        assert!(picks(1000).contains_key(&1), "{name}: not back after 1 s");
+        // Ejected again at once: twice as long.
+        for _ in 0..3 {
+            b.report(0, 1, 10, Outcome::Failure, ms(1000)).unwrap();
+        }
+        assert!(
+            !picks(2999).contains_key(&1),
+            "{name}: second ejection too short"
+        );
+        assert!(
+            picks(3000).contains_key(&1),
+            "{name}: second ejection too long"
+        );
+        // Third in a row: capped at 2.5 s.
+        for _ in 0..3 {
+            b.report(0, 1, 10, Outcome::Failure, ms(3000)).unwrap();
+        }
+        assert!(
+            !picks(5499).contains_key(&1),
+            "{name}: third ejection too short"
+        );
+        assert!(picks(5500).contains_key(&1), "{name}: cap not applied");
+        let v: serde_json::Value = serde_json::from_str(&b.stats_json(ms(5500))).unwrap();
+        assert_eq!(v["invokers"][0]["ejections"], 3, "{name}");
+    }
+}
+
+#[test]
+fn outlier_failure_rate_rule() {
+    let b = lb(
+        "loadbalance=p2c&seed=18&outlier.failureRate=50&outlier.minRequests=10\
+         &outlier.windowMs=1000&outlier.maxEjectionPercent=50",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    );
+    // 30 % failures (never 50 % once the window has 10 calls): stays.
+    for k in 0..50 {
+        let outcome = if k % 10 < 3 {
+            Outcome::Failure
+        } else {
+            Outcome::Success
+        };
+        b.report(0, 1, 10, outcome, NOW).unwrap();
+    }
+    assert_eq!(stat(&b, NOW, 1, "ejections"), 0);
+    // A new window at 60 %: ejected once it has 10 calls.
+    let t = NOW + 2_000_000;
+    for k in 0..10 {
+        let outcome = if k % 5 >= 2 {
+            Outcome::Failure
+        } else {
+            Outcome::Success
+        };
+        b.report(0, 1, 10, outcome, t).unwrap();
+    }
+    assert_eq!(stat(&b, t, 1, "ejections"), 1);
+    let c = counts(&b, 0, 1000, t);
+    assert_eq!(c.get(&1), None);
+}
+
+#[test]
+fn outlier_ejection_never_ejects_everyone() {
+    for percent in [10, 50, 100] {
+        let b = lb(
+            &format!(
+                "loadbalance=random&seed=19&outlier.consecutiveFailures=1\
+                 &outlier.maxEjectionPercent={percent}"
+            ),
+            &(1..=10).map(provider).collect::<Vec<_>>(),
+        );
+        // A bad network: every invoker fails.
+        for round in 0..5 {
+            for id in 1..=10 {
+                b.report(0, id, 10, Outcome::Failure, NOW + round).unwrap();
+            }
+        }
+        let ejected = (1..=10).filter(|&id| active_ejected(&b, id)).count();
+        let budget = (10 * percent / 100).clamp(1, 9);
+        assert_eq!(ejected, budget, "maxEjectionPercent={percent}");
+        let c = counts(&b, 0, 2000, NOW);
+        assert_eq!(c.len(), 10 - budget);
+        // A caller subset made only of ejected invokers is still answered.
+        let ejected_ids: Vec<u64> = (1..=10).filter(|&id| active_ejected(&b, id)).collect();
+        let id = b.select_among(0, b"", &ejected_ids, &[], NOW).unwrap();
+        assert!(ejected_ids.contains(&id));
+    }
+    // A set shrinking below its ejections lifts the extra ones.
+    let b = lb(
+        "loadbalance=p2c&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50",
+        &(1..=10).map(provider).collect::<Vec<_>>(),
+    );
+    for id in 1..=5 {
+        b.report(0, id, 10, Outcome::Failure, NOW).unwrap();
+    }
+    b.update(&(1..=4).map(provider).collect::<Vec<_>>())
+        .unwrap();
+    let ejected = (1..=4).filter(|&id| active_ejected(&b, id)).count();
+    assert_eq!(ejected, 2);
+}
+
+fn active_ejected(b: &Balancer, id: u64) -> bool {
+    let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
+    v["invokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == id)
+        .unwrap()["ejected"]
+        .as_bool()
+        .unwrap()
+}
+
+#[test]
+fn consistenthash_with_ejection_moves_only_the_ejected_keys() {
+    let invokers: Vec<Invoker> = (1..=5).map(provider).collect();
+    let b = lb(
+        "loadbalance=consistenthash&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=20",
+        &invokers,
+    );
+    let keys: Vec<String> = (0..2000).map(|k| format!("k{k}")).collect();
+    let before: Vec<u64> = keys
+        .iter()
+        .map(|k| b.select(0, k.as_bytes(), NOW).unwrap())
+        .collect();
+    b.report(0, 3, 10, Outcome::Failure, NOW).unwrap();
+    for (k, &was) in keys.iter().zip(&before) {
+        let now = b.select(0, k.as_bytes(), NOW).unwrap();
+        if was == 3 {
+            assert_ne!(now, 3);
+        } else {
+            assert_eq!(now, was, "key {k} moved");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrency and allocation.
+
+#[test]
+fn concurrent_selection_on_one_shared_instance() {
+    let configs = [
+        "loadbalance=p2c",
+        "loadbalance=peakewma",
+        "loadbalance=boundedhash",
+        "loadbalance=p2c&zone=a&outlier.consecutiveFailures=2&outlier.maxEjectionPercent=50\
+         &outlier.baseEjectionMs=1&slowstart.windowMs=1000",
+        "loadbalance=peakewma&zone=b&outlier.failureRate=30&outlier.minRequests=5\
+         &outlier.baseEjectionMs=1",
+        "loadbalance=roundrobin&zone=a&outlier.consecutiveFailures=1&outlier.baseEjectionMs=1",
+    ];
+    for config in configs {
+        let b = Arc::new(lb(config, &zoned()));
+        let methods: Vec<u32> = ["", "x"].iter().map(|m| b.method(m).unwrap()).collect();
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (b, methods) = (b.clone(), methods.clone());
+                std::thread::spawn(move || {
+                    for i in 0..20_000u64 {
+                        let m = methods[(i % 2) as usize];
+                        let now = NOW + (i as i64) * 100;
+                        let key = (t << 32 | i).to_le_bytes();
+                        let id = if i % 5 == 0 {
+                            b.select_among(m, &key, &[1, 3, 4], &[3], now).unwrap()
+                        } else {
+                            b.select(m, &key, now).unwrap()
+                        };
+                        let outcome = match (id + i) % 9 {
+                            0 => Outcome::Failure,
+                            1 => Outcome::Timeout,
+                            2 => Outcome::Cancelled,
+                            _ => Outcome::Success,
+                        };
+                        b.report(m, id, 500 + (i % 7) as i64 * 300, outcome, now)
+                            .unwrap();
+                        if i % 4000 == 0 && t == 0 {
+                            b.update(&zoned()).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
+        let mut selected = 0;
+        for inv in v["invokers"].as_array().unwrap() {
+            assert_eq!(inv["active"], 0, "{config}: calls left in flight");
+            selected += inv["selected"].as_u64().unwrap();
+        }
+        assert_eq!(selected, 80_000, "{config}");
+    }
+}
+
+#[test]
+fn no_allocation_on_the_hot_path() {
+    let now = NOW;
+    let mut configs: Vec<String> = NEW
+        .iter()
+        .map(|n| format!("loadbalance={n}&seed=1"))
+        .collect();
+    for n in NEW {
+        configs.push(format!(
+            "loadbalance={n}&seed=1&zone=a&outlier.consecutiveFailures=2\
+             &outlier.maxEjectionPercent=50&outlier.baseEjectionMs=1000000\
+             &outlier.maxEjectionMs=1000000&slowstart.windowMs=1000000"
+        ));
+    }
+    for kind in StrategyKind::ALL {
+        configs.push(format!(
+            "loadbalance={}&seed=1&zone=a&outlier.consecutiveFailures=2&outlier.failureRate=60\
+             &outlier.baseEjectionMs=1000000&outlier.maxEjectionMs=1000000",
+            kind.name()
+        ));
+    }
+    for config in configs {
+        let mut invokers = zoned();
+        // Warming and (later) joining invokers exercise the time-dependent weight paths.
+        invokers.push(provider(6).zone("a").start_time_ms(now / 1000 - 30_000));
+        let b = lb(&config, &invokers);
+        invokers.push(provider(7).zone("a"));
+        b.update(&invokers).unwrap();
+        let m = b.method("m").unwrap();
+        // Invoker 4 fails until it is ejected (for good); everyone else is fine.
+        // Round robin leaves its precomputed period on subset picks (rebuilt, amortised): whole
+        // set only there.
+        let subsets = !config.contains("roundrobin");
+        let round = |i: u64, subset: bool| {
+            let subset = subset && subsets;
+            let key = i.to_le_bytes();
+            let id = if subset {
+                b.select_among(m, &key, &[1, 2, 4, 6, 7], &[2], now + i as i64)
+                    .unwrap()
+            } else {
+                b.select(m, &key, now + i as i64).unwrap()
+            };
+            let outcome = if id == 4 {
+                Outcome::Failure
+            } else {
+                Outcome::Success
+            };
+            b.report(m, id, 1000 + (i % 50) as i64 * 100, outcome, now + i as i64)
+                .unwrap();
+        };
+        b.report(m, 4, 10, Outcome::Failure, now).unwrap();
+        b.report(m, 4, 10, Outcome::Failure, now).unwrap();
+        for i in 0..20_000 {
+            round(i, i % 2 == 0);
+        }
+        let before = allocations();
+        for i in 20_000..40_000 {
+            round(i, i % 2 == 0);
+        }
+        assert_eq!(
+            allocations() - before,
+            0,
+            "{config}: the hot path allocated"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The options against the remaining checklist: weights, churn, methods, warm-up, outcomes.
+
+#[test]
+fn options_keep_weights_within_what_they_leave() {
+    // Zone a holds invokers 1 (weight 300) and 2 (weight 100): local picks follow the weights.
+    let invokers = [
+        provider(1).zone("a").weight(300),
+        provider(2).zone("a"),
+        provider(3).zone("b").weight(500),
+    ];
+    for name in ["random", "p2c", "peakewma"] {
+        let b = lb(&format!("loadbalance={name}&zone=a&seed=22"), &invokers);
+        let draws = 40_000;
+        let c = counts(&b, 0, draws, NOW);
+        assert_eq!(c.get(&3), None, "{name}");
+        assert_binomial(c[&1], draws, 0.75, 5.0, &format!("{name} in zone"));
+    }
+    // With invoker 3 of 1..=4 ejected, the others keep their relative weights.
+    let invokers = [
+        provider(1).weight(100),
+        provider(2).weight(200),
+        provider(3),
+        provider(4).weight(700),
+    ];
+    let b = lb(
+        "loadbalance=p2c&seed=23&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=25",
+        &invokers,
+    );
+    b.report(0, 3, 10, Outcome::Timeout, NOW).unwrap();
+    let draws = 40_000;
+    let c = counts(&b, 0, draws, NOW);
+    assert_eq!(c.get(&3), None);
+    assert_binomial(c[&2], draws, 0.2, 5.0, "weight 200 of 1000 left");
+    assert_binomial(c[&4], draws, 0.7, 5.0, "weight 700 of 1000 left");
+}
+
+#[test]
+fn options_follow_churn() {
+    let b = lb(
+        "loadbalance=p2c&seed=24&zone=a&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50",
+        &[provider(1).zone("a"), provider(2).zone("a"), provider(3).zone("b"), provider(4).zone("b")],
+    );
+    b.report(0, 1, 10, Outcome::Failure, NOW).unwrap();
+    assert!(active_ejected(&b, 1));
+    // Invoker 1 leaves while ejected and comes back: a fresh start, not ejected.
+    b.update(&[
+        provider(2).zone("a"),
+        provider(3).zone("b"),
+        provider(4).zone("b"),
+    ])
+    .unwrap();
+    b.update(&[
+        provider(1).zone("a"),
+        provider(2).zone("a"),
+        provider(3).zone("b"),
+        provider(4).zone("b"),
+    ])
+    .unwrap();
+    assert!(!active_ejected(&b, 1));
+    let c = counts(&b, 0, 2000, NOW);
+    assert!(c[&1] > 700 && c[&2] > 700 && c.len() == 2, "{c:?}");
+    // Invokers change zones: the preference follows at once.
+    b.update(&[
+        provider(1).zone("b"),
+        provider(2).zone("b"),
+        provider(3).zone("a"),
+        provider(4).zone("a"),
+    ])
+    .unwrap();
+    let c = counts(&b, 0, 2000, NOW);
+    assert!(c.keys().all(|&id| id >= 3), "{c:?}");
+}
+
+#[test]
+fn outlier_state_is_per_invoker_not_per_method() {
+    // An invoker is healthy or not: failures of any method count, and an ejection applies to
+    // every method (strategy state such as in-flight counts stays per method).
+    let b = lb(
+        "loadbalance=p2c&seed=25&outlier.consecutiveFailures=3&outlier.maxEjectionPercent=50",
+        &[provider(1), provider(2), provider(3)],
+    );
+    let (m1, m2) = (b.method("a").unwrap(), b.method("b").unwrap());
+    b.report(m1, 1, 10, Outcome::Failure, NOW).unwrap();
+    b.report(m2, 1, 10, Outcome::Timeout, NOW).unwrap();
+    b.report(m1, 1, 10, Outcome::Failure, NOW).unwrap();
+    for m in [0, m1, m2] {
+        assert_eq!(counts(&b, m, 500, NOW).get(&1), None, "method {m}");
+    }
+}
+
+#[test]
+fn slow_start_and_options_compose_with_warmup() {
+    // Invoker 4 joins an existing set, warming up too (60 s of a 10 min warm-up: weight 10 of
+    // 100) and ramping (slow start 30 s from 20 %): effective weight 10 × 0.2 = 2 at first.
+    let now_ms = NOW / 1000;
+    let b = lb(
+        "loadbalance=p2c&seed=26&slowstart.windowMs=30000&slowstart.minWeightPercent=20",
+        &[provider(1), provider(2), provider(3)],
+    );
+    b.update(&[
+        provider(1),
+        provider(2),
+        provider(3),
+        provider(4).start_time_ms(now_ms - 60_000),
+    ])
+    .unwrap();
+    let draws = 60_000;
+    let c = counts(&b, 0, draws, NOW);
+    assert_binomial(
+        c.get(&4).copied().unwrap_or(0),
+        draws,
+        2.0 / 302.0,
+        5.0,
+        "warm-up x ramp",
+    );
+    // After the ramp, the warm-up alone: 90 s of 600 s → 15.
+    let c = counts(&b, 0, draws, NOW + 30_000_000);
+    assert_binomial(
+        c.get(&4).copied().unwrap_or(0),
+        draws,
+        15.0 / 315.0,
+        5.0,
+        "warm-up only",
+    );
+}
+
+#[test]
+fn p2c_and_boundedhash_count_calls_in_flight_whatever_the_outcome() {
+    // p2c's only signal is the caller's own in-flight count: failures and timeouts end calls
+    // like successes, cancelled calls undo the count; the outcome itself is outlier ejection's
+    // business.
+    for name in ["p2c", "boundedhash"] {
+        let b = lb(
+            &format!("loadbalance={name}&seed=27"),
+            &[provider(1), provider(2)],
+        );
+        for outcome in [
+            Outcome::Success,
+            Outcome::Failure,
+            Outcome::Timeout,
+            Outcome::Cancelled,
+        ] {
+            let ids = hold(&b, 0, 40, NOW);
+            assert!(active(&b, 1) + active(&b, 2) == 40);
+            for id in ids {
+                b.report(0, id, 5000, outcome, NOW).unwrap();
+            }
+            assert_eq!(active(&b, 1) + active(&b, 2), 0, "{name} {outcome:?}");
+        }
+        if name == "p2c" {
+            let c = counts(&b, 0, 4000, NOW);
+            assert!(c[&1] > 1000 && c[&2] > 1000, "{name}: {c:?}");
+        }
+    }
+}
+
+#[test]
+fn boundedhash_gives_a_warming_invoker_its_keys_gradually_and_keeps_them() {
+    // Invoker 4 started 60 s ago (10 % of its weight with the default 10 min warm-up): it takes
+    // about 10 % of the keys the ring gives it; at 300 s, about 50 % — a superset.
+    let now_ms = NOW / 1000;
+    let mut invokers: Vec<Invoker> = (1..=3).map(provider).collect();
+    invokers.push(provider(4).start_time_ms(now_ms - 60_000));
+    let b = lb("loadbalance=boundedhash", &invokers);
+    let plain = lb(
+        "loadbalance=consistenthash",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    );
+    let keys: Vec<[u8; 4]> = (0..20_000u32).map(|k| k.to_le_bytes()).collect();
+    let own: Vec<bool> = keys
+        .iter()
+        .map(|k| plain.select(0, k, NOW).unwrap() == 4)
+        .collect();
+    let pick = |t: i64| -> Vec<bool> {
+        keys.iter()
+            .map(|k| {
+                let id = b.select(0, k, t).unwrap();
+                b.report(0, id, 100, Outcome::Success, t).unwrap();
+                id == 4
+            })
+            .collect()
+    };
+    let early = pick(NOW);
+    let later = pick(NOW + 240_000_000);
+    let owned = own.iter().filter(|&&o| o).count();
+    let early_n = early.iter().filter(|&&o| o).count();
+    let later_n = later.iter().filter(|&&o| o).count();
+    assert_binomial(early_n, owned, 0.10, 5.0, "keys taken at 10 % weight");
+    assert_binomial(later_n, owned, 0.50, 5.0, "keys taken at 50 % weight");
+    assert!(
+        early.iter().zip(&later).all(|(e, l)| !e || *l),
+        "a key taken early moved away later"
+    );
+}
