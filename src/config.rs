@@ -340,7 +340,10 @@ impl Config {
             let (key, value) = pair.split_once('=').ok_or_else(|| {
                 Error::new(
                     Status::InvalidConfig,
-                    format!("config: '{pair}' has no '=': expected key=value pairs joined by '&'"),
+                    format!(
+                        "config: '{}' has no '=': expected key=value pairs joined by '&'",
+                        pair.escape_debug()
+                    ),
                 )
             })?;
             let (key, value) = (key.trim(), value.trim());
@@ -352,7 +355,8 @@ impl Config {
                 return Err(Error::new(
                     Status::InvalidConfig,
                     format!(
-                        "config: unknown key '{key}'{hint} (known keys: {})",
+                        "config: unknown key '{}'{hint} (known keys: {})",
+                        key.escape_debug(),
                         names.join(", ")
                     ),
                 ));
@@ -360,7 +364,7 @@ impl Config {
             if seen.contains(&key) {
                 return Err(Error::new(
                     Status::InvalidConfig,
-                    format!("config: key '{key}' is given twice"),
+                    format!("config: key '{}' is given twice", key.escape_debug()),
                 ));
             }
             seen.push(key);
@@ -424,7 +428,8 @@ impl Config {
 fn bad(key: &str, value: &str, why: &str) -> Error {
     Error::new(
         Status::InvalidConfig,
-        format!("config: {key}='{value}' is {why}"),
+        // Escaped: user text may hold NUL or control bytes that would cut a C string short.
+        format!("config: {key}='{}' is {why}", value.escape_debug()),
     )
 }
 
