@@ -59,12 +59,7 @@ impl Strategy for P2c {
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
-        let weights = ctx
-            .snapshot
-            .prepared
-            .as_ref()
-            .and_then(|p| p.downcast_ref::<Weights>())
-            .ok_or(Status::NoProvider)?;
+        let weights = Weights::of(ctx.snapshot)?;
         let k = ctx.candidates.len();
         if (self.choices == 2 || k == 2) && Sampler::exact_for(ctx, weights, self.slow.as_ref()) {
             // The common pick: the whole set at its configured weights, a pair.

@@ -317,12 +317,7 @@ impl Strategy for PeakEwma {
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
-        let weights = ctx
-            .snapshot
-            .prepared
-            .as_ref()
-            .and_then(|p| p.downcast_ref::<Weights>())
-            .ok_or(Status::NoProvider)?;
+        let weights = Weights::of(ctx.snapshot)?;
         let now = ctx.clock.now_us();
         let typical = Typical::get(ctx.method);
         let k = ctx.candidates.len();

@@ -16,6 +16,7 @@
 use super::slow_start::{Ramp, SlowStart};
 use super::Ctx;
 use crate::balancer::{Member, Snapshot};
+use crate::error::Status;
 
 /// Fixed-point scale of effective weights while they ramp (slow start multiplies them).
 const SCALE: u64 = 1024;
@@ -37,6 +38,15 @@ pub(crate) struct Weights {
 }
 
 impl Weights {
+    /// The weights prepared for `snapshot` by a strategy that uses them (p2c, peakewma).
+    pub(crate) fn of(snapshot: &Snapshot) -> Result<&Weights, Status> {
+        snapshot
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<Weights>())
+            .ok_or(Status::NoProvider)
+    }
+
     pub fn new(members: &[Member], previous: &Snapshot, slow: Option<&SlowStart>) -> Weights {
         let mut total = 0u64;
         let prefix = members
