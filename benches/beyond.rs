@@ -13,40 +13,14 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 use md5::{Digest, Md5};
-use polylb::{Balancer, Invoker, Outcome};
+use polylb::{Balancer, Outcome};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 const SIZES: [usize; 4] = [2, 10, 100, 1000];
 
-struct Wy(u64);
-impl Wy {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0xa076_1d64_78bd_642f);
-        let t = (self.0 as u128).wrapping_mul((self.0 ^ 0xe703_7ed1_a0b4_28db) as u128);
-        ((t >> 64) as u64) ^ (t as u64)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
-    }
-}
-
-fn invokers(n: usize) -> Vec<Invoker> {
-    (0..n)
-        .map(|i| {
-            Invoker::new(i as u64, format!("10.0.{}.{}:20880", i / 250, i % 250))
-                .weight(100 + (i % 3) as i32 * 50)
-                .zone(if i % 2 == 0 { "a" } else { "b" })
-        })
-        .collect()
-}
-
-fn keys() -> Vec<[u8; 16]> {
-    let mut wy = Wy(7);
-    (0..4096)
-        .map(|_| (wy.next() as u128 | ((wy.next() as u128) << 64)).to_le_bytes())
-        .collect()
-}
+mod common;
+use common::{invokers, keys, Wy};
 
 fn floors(c: &mut Criterion) {
     let mut g = c.benchmark_group("floor");

@@ -1,0 +1,39 @@
+//! Pieces shared by the benchmark files: the floors' random generator and the invoker sets.
+#![allow(dead_code)]
+
+use polylb::Invoker;
+
+/// wyrand with a multiply-shift bound: the same generator the library uses, so floors and
+/// strategies pay the same for randomness.
+pub struct Wy(pub u64);
+
+impl Wy {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0xa076_1d64_78bd_642f);
+        let t = (self.0 as u128).wrapping_mul((self.0 ^ 0xe703_7ed1_a0b4_28db) as u128);
+        ((t >> 64) as u64) ^ (t as u64)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// n invokers with weights 100/150/200 in turn, on distinct addresses, in zones a and b.
+pub fn invokers(n: usize) -> Vec<Invoker> {
+    (0..n)
+        .map(|i| {
+            Invoker::new(i as u64, format!("10.0.{}.{}:20880", i / 250, i % 250))
+                .weight(100 + (i % 3) as i32 * 50)
+                .zone(if i % 2 == 0 { "a" } else { "b" })
+        })
+        .collect()
+}
+
+/// 4096 distinct 16-byte hash keys, used in rotation.
+pub fn keys() -> Vec<[u8; 16]> {
+    let mut wy = Wy(7);
+    (0..4096)
+        .map(|_| (wy.next() as u128 | ((wy.next() as u128) << 64)).to_le_bytes())
+        .collect()
+}
