@@ -4,7 +4,6 @@
 //! `python3 benches/ratios.py` prints every strategy as a ratio to its floor.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
-use md5::{Digest, Md5};
 use polylb::{Balancer, Outcome};
 use std::time::{Duration, Instant};
 
@@ -59,18 +58,7 @@ fn floors(c: &mut Criterion) {
                 black_box(best)
             })
         });
-        let mut points: Vec<u32> = (0..n * 160).map(|_| wy.next() as u32).collect();
-        points.sort_unstable();
-        let mut k = 0;
-        g.bench_with_input(BenchmarkId::new("md5_ring", n), &n, |b, _| {
-            b.iter(|| {
-                k = (k + 1) & 4095;
-                let d = Md5::digest(keys[k]);
-                let h = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
-                let i = points.partition_point(|&p| p < h);
-                black_box(if i == points.len() { 0 } else { i })
-            })
-        });
+        common::bench_md5_ring(&mut g, n, &keys, &mut wy);
     }
     g.finish();
 }

@@ -37,3 +37,25 @@ pub fn keys() -> Vec<[u8; 16]> {
         .map(|_| (wy.next() as u128 | ((wy.next() as u128) << 64)).to_le_bytes())
         .collect()
 }
+
+/// The consistent-hash floor: MD5 of a key plus a binary search over 160·n sorted points.
+pub fn bench_md5_ring(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    n: usize,
+    keys: &[[u8; 16]],
+    wy: &mut Wy,
+) {
+    use md5::{Digest, Md5};
+    let mut points: Vec<u32> = (0..n * 160).map(|_| wy.next() as u32).collect();
+    points.sort_unstable();
+    let mut k = 0;
+    g.bench_with_input(criterion::BenchmarkId::new("md5_ring", n), &n, |b, _| {
+        b.iter(|| {
+            k = (k + 1) & 4095;
+            let d = Md5::digest(keys[k]);
+            let h = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+            let i = points.partition_point(|&p| p < h);
+            criterion::black_box(if i == points.len() { 0 } else { i })
+        })
+    });
+}
