@@ -13,7 +13,6 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 use polylb::{Balancer, Outcome};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 const SIZES: [usize; 4] = [2, 10, 100, 1000];
@@ -25,25 +24,8 @@ fn floors(c: &mut Criterion) {
     let mut g = c.benchmark_group("floor");
     let keys = keys();
     for n in SIZES {
-        let active: Vec<AtomicI64> = (0..n).map(|_| AtomicI64::new(0)).collect();
         let mut wy = Wy(1);
-        g.bench_with_input(BenchmarkId::new("p2c", n), &n, |b, &n| {
-            b.iter(|| {
-                let i = wy.below(n as u64) as usize;
-                let mut j = wy.below(n as u64 - 1) as usize;
-                if j >= i {
-                    j += 1;
-                }
-                let (ai, aj) = (
-                    active[i].load(Ordering::Relaxed),
-                    active[j].load(Ordering::Relaxed),
-                );
-                let pick = if aj < ai { j } else { i };
-                active[pick].fetch_add(1, Ordering::AcqRel);
-                active[pick].fetch_sub(1, Ordering::AcqRel);
-                black_box(pick)
-            })
-        });
+        common::bench_p2c(&mut g, n, &mut wy);
         common::bench_md5_ring(&mut g, n, &keys, &mut wy);
     }
     g.finish();

@@ -11,11 +11,13 @@ def ns(group, name, n):
         return None
     return json.loads(f.read_text())["median"]["point_estimate"]
 
-FLOOR = {"random": "weighted", "leastactive": "uniform", "adaptive": "uniform", "p2c": "uniform",
-         "peakewma": "uniform", "shortestresponse": "uniform", "consistenthash": "md5_ring",
+# Each strategy's own floor (the bare pick it is judged against), and the P2C floor: the same
+# kind of pick plus the in-flight accounting every select+report must do (two atomic RMWs).
+FLOOR = {"random": "weighted", "leastactive": "uniform", "adaptive": "uniform", "p2c": "p2c",
+         "peakewma": "p2c", "shortestresponse": "uniform", "consistenthash": "md5_ring",
          "boundedhash": "md5_ring", "roundrobin": "swrr_loop"}
-print(f"{'strategy':<18}{'n':>6}{'ns/op':>10}{'floor':>12}{'floor ns':>10}{'ratio':>8}")
-for group in ["select_report", "select_report_2threads"]:
+print(f"{'strategy':<18}{'n':>6}{'ns/op':>10}{'floor':>12}{'floor ns':>10}{'ratio':>8}{'/p2c':>8}")
+for group in ["select_report", "select_report_2threads", "beyond"]:
     d = root / group
     if not d.exists():
         continue
@@ -25,7 +27,9 @@ for group in ["select_report", "select_report_2threads"]:
             t = ns(group, strat, n)
             if t is None:
                 continue
-            fl = FLOOR.get(strat, "uniform")
+            fl = FLOOR.get(strat.split("+")[0], "uniform")
             f = ns("floor", fl, n)
+            p2c = ns("floor", "p2c", n)
             ratio = f"{t / f:.2f}" if f else "-"
-            print(f"{strat:<18}{n:>6}{t:>10.1f}{fl:>12}{(f or 0):>10.1f}{ratio:>8}")
+            to_p2c = f"{t / p2c:.2f}" if p2c else "-"
+            print(f"{strat:<18}{n:>6}{t:>10.1f}{fl:>12}{(f or 0):>10.1f}{ratio:>8}{to_p2c:>8}")

@@ -1,6 +1,7 @@
 //! select + report per strategy at n = 2, 10, 100, 1000, on 1 and 2 threads, each beside a
 //! floor measured in the same run (research/floors.md): a bounded random pick, a weighted pick
-//! by binary search, MD5 of the key + ring lookup, and the O(n) nginx smooth-WRR loop.
+//! by binary search, the P2C pick with in-flight accounting, MD5 of the key + ring lookup, and
+//! the O(n) nginx smooth-WRR loop.
 //! `python3 benches/ratios.py` prints every strategy as a ratio to its floor.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -59,6 +60,7 @@ fn floors(c: &mut Criterion) {
             })
         });
         common::bench_md5_ring(&mut g, n, &keys, &mut wy);
+        common::bench_p2c(&mut g, n, &mut wy);
     }
     g.finish();
 }

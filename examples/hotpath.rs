@@ -1,5 +1,5 @@
 //! Runs select+report in a loop for one strategy, for profiling:
-//! `cargo run --release --example hotpath -- leastactive 100 10000000`.
+//! `cargo run --release --example hotpath -- leastactive 100 10000000 [select|report|both]`.
 use polylb::{Balancer, Invoker, Outcome};
 
 fn main() {
@@ -10,6 +10,7 @@ fn main() {
         .get(3)
         .and_then(|s| s.parse().ok())
         .unwrap_or(10_000_000);
+    let mode = args.get(4).map_or("both", |s| s.as_str());
     let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
     let set: Vec<Invoker> = (0..n)
         .map(|i| Invoker::new(i, format!("10.0.0.{i}:20880")).weight(100 + (i % 3) as i32 * 50))
@@ -19,10 +20,15 @@ fn main() {
     let start = std::time::Instant::now();
     let mut sum = 0u64;
     for i in 0..iters {
-        let id = b.select(0, &i.to_le_bytes(), now).unwrap();
-        b.report(0, id, 1000, Outcome::Success, now).unwrap();
+        let id = match mode {
+            "report" => i % n,
+            _ => b.select(0, &i.to_le_bytes(), now).unwrap(),
+        };
+        if mode != "select" {
+            b.report(0, id, 1000, Outcome::Success, now).unwrap();
+        }
         sum = sum.wrapping_add(id);
     }
     let ns = start.elapsed().as_nanos() as f64 / iters as f64;
-    println!("{strategy} n={n}: {ns:.1} ns per select+report (checksum {sum})");
+    println!("{strategy} n={n} {mode}: {ns:.1} ns per iteration (checksum {sum})");
 }

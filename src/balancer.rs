@@ -13,10 +13,13 @@ use crate::weight::{effective_weight, time_dependent_until};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU32, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::{Arc, OnceLock};
 
 /// Method ids are small integers; this many may be interned per balancer.
@@ -38,7 +41,7 @@ pub(crate) struct Member {
 pub(crate) struct Snapshot {
     pub generation: u64,
     pub members: Box<[Member]>,
-    pub by_id: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
+    pub by_id: IdIndex,
     /// Positions 0..n, so that "every invoker" is a candidate slice like any other.
     pub all: Box<[u32]>,
     /// Weights depend on time before this instant (ms); `i64::MIN` when no invoker warms up.
@@ -51,15 +54,70 @@ impl Snapshot {
         Snapshot {
             generation: 0,
             members: Box::new([]),
-            by_id: HashMap::default(),
+            by_id: IdIndex::new(&[]),
             all: Box::new([]),
             time_dependent_until_ms: i64::MIN,
             prepared: None,
         }
     }
 
+    #[inline]
     pub fn position(&self, id: u64) -> Option<usize> {
-        self.by_id.get(&id).map(|&p| p as usize)
+        self.by_id.get(id)
+    }
+}
+
+/// Id → position for one snapshot: open addressing over a power-of-two table at most half
+/// full, built once per update, so that a report finds its invoker in about one probe.
+pub(crate) struct IdIndex {
+    /// `(id, position)`; `EMPTY_ID` marks a free slot (ids are at most `i64::MAX`).
+    slots: Box<[(u64, u32)]>,
+    shift: u32,
+}
+
+const EMPTY_ID: u64 = u64::MAX;
+
+impl IdIndex {
+    fn new(ids: &[u64]) -> IdIndex {
+        let capacity = (ids.len() * 2).next_power_of_two().max(2);
+        let mut index = IdIndex {
+            slots: vec![(EMPTY_ID, 0); capacity].into_boxed_slice(),
+            shift: 64 - capacity.trailing_zeros(),
+        };
+        let mask = capacity - 1;
+        for (pos, &id) in ids.iter().enumerate() {
+            let mut slot = index.home(id);
+            while index.slots[slot].0 != EMPTY_ID {
+                slot = (slot + 1) & mask;
+            }
+            index.slots[slot] = (id, pos as u32);
+        }
+        index
+    }
+
+    #[inline]
+    fn home(&self, id: u64) -> usize {
+        // Fibonacci hashing: the top bits of one multiply spread sequential ids evenly.
+        (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    #[inline]
+    fn get(&self, id: u64) -> Option<usize> {
+        if id == EMPTY_ID {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut slot = self.home(id);
+        loop {
+            let (k, pos) = self.slots[slot];
+            if k == id {
+                return Some(pos as usize);
+            }
+            if k == EMPTY_ID {
+                return None;
+            }
+            slot = (slot + 1) & mask;
+        }
     }
 }
 
@@ -178,6 +236,10 @@ impl Methods {
 }
 
 struct Inner {
+    /// Unique per balancer for the process's life: tells apart thread-cached snapshots.
+    uid: u64,
+    /// The current snapshot's generation, published after it is stored.
+    generation: AtomicU64,
     config: Config,
     strategy: Box<dyn Strategy>,
     snapshot: ArcSwap<Snapshot>,
@@ -186,164 +248,52 @@ struct Inner {
     rng: Rng,
     /// Zone preference and outlier ejection; None when neither is configured.
     filter: Option<Filter>,
-    /// The strategy's `tracks_selects()`, asked once.
+    /// The strategy's `tracks_selects()` and `tracks_reports()`, asked once.
     tracks_selects: bool,
+    tracks_reports: bool,
 }
 
-/// A load balancer over one set of invokers. Thread-safe: share it by reference or clone it
-/// (clones share everything).
-#[derive(Clone)]
-pub struct Balancer {
-    inner: Arc<Inner>,
-}
-
-thread_local! {
-    /// Candidate bitset and positions of subset calls, reused so that select never allocates
-    /// in steady state.
-    static SCRATCH: RefCell<(Vec<u64>, Vec<u32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
-}
-
-impl Balancer {
-    pub fn new(config: &str) -> Result<Balancer, Error> {
-        Ok(Self::with_config(Config::parse(config)?))
-    }
-
-    pub fn with_config(config: Config) -> Balancer {
-        let strategy = config.strategy.build(&config);
-        Balancer {
-            inner: Arc::new(Inner {
-                rng: Rng::new(config.seed),
-                filter: Filter::new(&config),
-                tracks_selects: strategy.tracks_selects(),
-                strategy,
-                config,
-                snapshot: ArcSwap::from_pointee(Snapshot::empty()),
-                methods: Methods::new(),
-                update_lock: Mutex::new(()),
-            }),
-        }
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.inner.config
-    }
-
-    pub fn strategy_name(&self) -> &'static str {
-        self.inner.strategy.kind().name()
-    }
-
-    /// Replaces the whole set atomically. State of ids that stay is kept; state of ids that left
-    /// is dropped. A rejected update changes nothing.
-    pub fn update(&self, invokers: &[Invoker]) -> Result<(), Error> {
-        validate(invokers)?;
-        let inner = &*self.inner;
-        let _guard = inner.update_lock.lock();
-        let old = inner.snapshot.load_full();
-        let mut by_id = HashMap::with_capacity_and_hasher(invokers.len(), Default::default());
-        let mut until = i64::MIN;
-        let members: Box<[Member]> = invokers
-            .iter()
-            .enumerate()
-            .map(|(pos, inv)| {
-                by_id.insert(inv.id, pos as u32);
-                let previous = old.position(inv.id).map(|p| &old.members[p]);
-                let warmup_ms = if inv.warmup_ms < 0 {
-                    inner.config.warmup_ms
-                } else {
-                    inv.warmup_ms
-                };
-                until = until.max(time_dependent_until(
-                    inv.weight,
-                    inv.start_time_ms,
-                    warmup_ms,
-                ));
-                Member {
-                    id: inv.id,
-                    address: match previous {
-                        Some(p) if *p.address == *inv.address => p.address.clone(),
-                        _ => Arc::from(inv.address.as_str()),
-                    },
-                    zone: inv.zone.as_deref().map(Arc::from),
-                    weight: inv.weight,
-                    start_time_ms: inv.start_time_ms,
-                    warmup_ms,
-                    state: previous.map_or_else(Default::default, |p| p.state.clone()),
-                }
-            })
-            .collect();
-        let prepared = inner.strategy.prepare(&members, &old);
-        let snapshot = Arc::new(Snapshot {
-            generation: old.generation + 1,
-            all: (0..members.len() as u32).collect(),
-            members,
-            by_id,
-            time_dependent_until_ms: until,
-            prepared,
-        });
-        inner.snapshot.store(snapshot.clone());
-        if let Some(filter) = &inner.filter {
-            filter.after_update(&snapshot);
-        }
-        let clock = Clock::new(0);
-        inner
-            .methods
-            .each(|m| inner.strategy.after_update(m, &snapshot, &clock));
-        Ok(())
-    }
-
-    /// Interns a method name (the empty name is id 0, the service level).
-    pub fn method(&self, name: &str) -> Result<u32, Error> {
-        self.inner.methods.intern(name)
-    }
-
-    pub fn select(&self, method: u32, key: &[u8], now_us: i64) -> Result<u64, Status> {
-        self.select_among(method, key, &[], &[], now_us)
-    }
-
-    /// Picks an invoker among `candidates` (empty: the whole set), avoiding `excluded` (ids a
-    /// failover already tried). Counts the call as in flight until it is reported.
-    pub fn select_among(
+impl Inner {
+    /// select_among's work on one snapshot.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn select_in(
         &self,
+        snapshot: &Snapshot,
+        method_state: &MethodState,
         method: u32,
         key: &[u8],
         candidates: &[u64],
         excluded: &[u64],
-        now_us: i64,
+        clock: &Clock,
     ) -> Result<u64, Status> {
-        let inner = &*self.inner;
-        let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
-        let snapshot = inner.snapshot.load();
         let n = snapshot.members.len();
         if n == 0 {
             return Err(Status::NoProvider);
         }
-        let clock = Clock::new(now_us);
         let pick = |positions: &[u32], is_all: bool, mask: &[u64]| -> Result<usize, Status> {
             // As Dubbo: a single candidate is returned without running the strategy.
             if positions.len() == 1 {
                 return Ok(positions[0] as usize);
             }
-            inner.strategy.select(&Ctx {
-                snapshot: &snapshot,
+            self.strategy.select(&Ctx {
+                snapshot,
                 method: method_state,
                 method_id: method,
                 candidates: positions,
                 is_all,
                 mask,
                 key,
-                clock: &clock,
-                rng: &inner.rng,
+                clock,
+                rng: &self.rng,
             })
         };
         // Zone preference and outlier ejection narrow the candidates before the strategy runs.
-        let filter = inner
-            .filter
-            .as_ref()
-            .filter(|f| f.needed(&snapshot, &clock));
+        let filter = self.filter.as_ref().filter(|f| f.needed(snapshot, clock));
         let pos = if candidates.is_empty() && excluded.is_empty() {
             match filter {
                 None => pick(&snapshot.all, true, &[])?,
-                Some(f) => f.with_view(&snapshot, &inner.rng, pick)?,
+                Some(f) => f.with_view(snapshot, &self.rng, pick)?,
             }
         } else {
             SCRATCH.with(|cell| {
@@ -379,7 +329,7 @@ impl Balancer {
                     return Err(Status::NoCandidate);
                 }
                 if let Some(f) = filter {
-                    f.restrict(&snapshot, mask, positions, &inner.rng);
+                    f.restrict(snapshot, mask, positions, &self.rng);
                 }
                 let is_all = positions.len() == n;
                 pick(positions, is_all, mask)
@@ -388,12 +338,251 @@ impl Balancer {
         let member = &snapshot.members[pos];
         let stats = member.state.methods.get_or_insert(method);
         stats.begin();
-        if inner.tracks_selects {
-            inner
-                .strategy
-                .on_select(method_state, method, stats, &clock);
+        if self.tracks_selects {
+            self.strategy.on_select(method_state, method, stats, clock);
         }
         Ok(member.id)
+    }
+
+    /// Runs `f` on the current snapshot. The thread's cached one is used while its generation
+    /// is current; otherwise (first call, after an update, nested call, or during thread
+    /// teardown) it is loaded from the arc-swap.
+    #[inline]
+    fn with_snapshot<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
+        let generation = self.generation.load(Acquire);
+        let cached = CACHE.try_with(|cell| {
+            // SAFETY: only this thread touches its cache, and never re-entrantly: the borrow
+            // ends before `f` runs, and `in_call` keeps a nested call off the slots.
+            let cache = unsafe { &mut *cell.get() };
+            if cache.in_call {
+                return (std::ptr::null(), None);
+            }
+            let slot = &mut cache.slots[self.uid as usize % CACHED];
+            let current = match &slot.snapshot {
+                Some(snap) if slot.uid == self.uid && snap.generation == generation => None,
+                _ => {
+                    slot.uid = self.uid;
+                    slot.snapshot.replace(self.snapshot.load_full())
+                }
+            };
+            cache.in_call = true;
+            let snapshot = slot.snapshot.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
+            (snapshot, current)
+        });
+        match cached {
+            Ok((snapshot, replaced)) if !snapshot.is_null() => {
+                // The replaced snapshot is dropped outside the cache borrow.
+                drop(replaced);
+                // SAFETY: the slot holds an Arc to it until this thread's next cached call,
+                // and none starts before `f` returns (`in_call` is set until then; a panic in
+                // `f` leaves it set, which only sends this thread's later calls to arc-swap).
+                let result = f(unsafe { &*snapshot });
+                let _ = CACHE.try_with(|cell| {
+                    // SAFETY: as above; a plain store to this thread's own flag.
+                    unsafe { (*cell.get()).in_call = false }
+                });
+                result
+            }
+            _ => f(&self.snapshot.load()),
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Free this thread's cached snapshot now rather than at its next reuse of the slot.
+        let _ = CACHE.try_with(|cell| {
+            // SAFETY: this thread's own cache; drop never runs inside a call on this balancer.
+            let cache = unsafe { &mut *cell.get() };
+            if cache.in_call {
+                return None;
+            }
+            let slot = &mut cache.slots[self.uid as usize % CACHED];
+            (slot.uid == self.uid)
+                .then(|| slot.snapshot.take())
+                .flatten()
+        });
+    }
+}
+
+/// A load balancer over one set of invokers. Thread-safe: share it by reference or clone it
+/// (clones share everything).
+#[derive(Clone)]
+pub struct Balancer {
+    inner: Arc<Inner>,
+}
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+/// Snapshots cached per thread, direct-mapped by balancer uid.
+const CACHED: usize = 8;
+
+struct CachedSnapshot {
+    uid: u64,
+    snapshot: Option<Arc<Snapshot>>,
+}
+
+struct SnapshotCache {
+    /// Set while this thread runs a call on a cached snapshot: a nested call (none today) must
+    /// not replace the slot that the outer one reads.
+    in_call: bool,
+    slots: [CachedSnapshot; CACHED],
+}
+
+thread_local! {
+    /// Each thread keeps the snapshot it last used of up to `CACHED` balancers, so that a call
+    /// costs a generation compare instead of arc-swap's atomic read-modify-writes. A cached
+    /// snapshot outlives an update only until this thread's next call on that balancer (or a
+    /// call on another balancer mapped to the same slot, or the balancer's drop on this
+    /// thread): ids that left are never served from it, and their state is freed then.
+    static CACHE: UnsafeCell<SnapshotCache> = const {
+        UnsafeCell::new(SnapshotCache {
+            in_call: false,
+            slots: [const { CachedSnapshot { uid: 0, snapshot: None } }; CACHED],
+        })
+    };
+}
+
+thread_local! {
+    /// Candidate bitset and positions of subset calls, reused so that select never allocates
+    /// in steady state.
+    static SCRATCH: RefCell<(Vec<u64>, Vec<u32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+impl Balancer {
+    pub fn new(config: &str) -> Result<Balancer, Error> {
+        Ok(Self::with_config(Config::parse(config)?))
+    }
+
+    pub fn with_config(config: Config) -> Balancer {
+        let strategy = config.strategy.build(&config);
+        Balancer {
+            inner: Arc::new(Inner {
+                rng: Rng::new(config.seed),
+                filter: Filter::new(&config),
+                uid: NEXT_UID.fetch_add(1, Relaxed),
+                generation: AtomicU64::new(0),
+                tracks_selects: strategy.tracks_selects(),
+                tracks_reports: strategy.tracks_reports(),
+                strategy,
+                config,
+                snapshot: ArcSwap::from_pointee(Snapshot::empty()),
+                methods: Methods::new(),
+                update_lock: Mutex::new(()),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub fn strategy_name(&self) -> &'static str {
+        self.inner.strategy.kind().name()
+    }
+
+    /// Replaces the whole set atomically. State of ids that stay is kept; state of ids that left
+    /// is dropped. A rejected update changes nothing.
+    pub fn update(&self, invokers: &[Invoker]) -> Result<(), Error> {
+        validate(invokers)?;
+        let inner = &*self.inner;
+        let _guard = inner.update_lock.lock();
+        let old = inner.snapshot.load_full();
+        let mut until = i64::MIN;
+        let members: Box<[Member]> = invokers
+            .iter()
+            .map(|inv| {
+                let previous = old.position(inv.id).map(|p| &old.members[p]);
+                let warmup_ms = if inv.warmup_ms < 0 {
+                    inner.config.warmup_ms
+                } else {
+                    inv.warmup_ms
+                };
+                until = until.max(time_dependent_until(
+                    inv.weight,
+                    inv.start_time_ms,
+                    warmup_ms,
+                ));
+                Member {
+                    id: inv.id,
+                    address: match previous {
+                        Some(p) if *p.address == *inv.address => p.address.clone(),
+                        _ => Arc::from(inv.address.as_str()),
+                    },
+                    zone: inv.zone.as_deref().map(Arc::from),
+                    weight: inv.weight,
+                    start_time_ms: inv.start_time_ms,
+                    warmup_ms,
+                    state: previous.map_or_else(Default::default, |p| p.state.clone()),
+                }
+            })
+            .collect();
+        let prepared = inner.strategy.prepare(&members, &old);
+        let snapshot = Arc::new(Snapshot {
+            generation: old.generation + 1,
+            all: (0..members.len() as u32).collect(),
+            members,
+            by_id: IdIndex::new(&invokers.iter().map(|i| i.id).collect::<Vec<_>>()),
+            time_dependent_until_ms: until,
+            prepared,
+        });
+        inner.snapshot.store(snapshot.clone());
+        // Threads compare this with their cached snapshot's generation (see `with_snapshot`).
+        inner.generation.store(snapshot.generation, Release);
+        if let Some(filter) = &inner.filter {
+            filter.after_update(&snapshot);
+        }
+        let clock = Clock::new(0);
+        inner
+            .methods
+            .each(|m| inner.strategy.after_update(m, &snapshot, &clock));
+        Ok(())
+    }
+
+    /// Interns a method name (the empty name is id 0, the service level).
+    pub fn method(&self, name: &str) -> Result<u32, Error> {
+        self.inner.methods.intern(name)
+    }
+
+    pub fn select(&self, method: u32, key: &[u8], now_us: i64) -> Result<u64, Status> {
+        let inner = &*self.inner;
+        let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
+        inner.with_snapshot(|snapshot| {
+            inner.select_in(
+                snapshot,
+                method_state,
+                method,
+                key,
+                &[],
+                &[],
+                &Clock::new(now_us),
+            )
+        })
+    }
+
+    /// Picks an invoker among `candidates` (empty: the whole set), avoiding `excluded` (ids a
+    /// failover already tried). Counts the call as in flight until it is reported.
+    pub fn select_among(
+        &self,
+        method: u32,
+        key: &[u8],
+        candidates: &[u64],
+        excluded: &[u64],
+        now_us: i64,
+    ) -> Result<u64, Status> {
+        let inner = &*self.inner;
+        let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
+        inner.with_snapshot(|snapshot| {
+            inner.select_in(
+                snapshot,
+                method_state,
+                method,
+                key,
+                candidates,
+                excluded,
+                &Clock::new(now_us),
+            )
+        })
     }
 
     /// Ends a call. A report for an id no longer in the set is accepted and ignored.
@@ -410,48 +599,31 @@ impl Balancer {
         if elapsed_us < 0 {
             return Err(Status::InvalidArgument);
         }
-        let snapshot = inner.snapshot.load();
-        let Some(pos) = snapshot.position(id) else {
-            return Ok(());
-        };
-        let stats = snapshot.members[pos].state.methods.get_or_insert(method);
-        let ended = stats.end();
-        match outcome {
-            Outcome::Success => {
-                stats.succeeded.fetch_add(1, Relaxed);
-                stats
-                    .succeeded_elapsed_ms
-                    .fetch_add((elapsed_us / 1000) as u64, Relaxed);
-                let before = stats
-                    .succeeded_elapsed_us
-                    .fetch_add(elapsed_us as u64, Relaxed);
-                if before.checked_add(elapsed_us as u64).is_none() {
-                    // Saturate rather than wrap: a wrapped sum would read as a small mean.
-                    stats.succeeded_elapsed_us.store(u64::MAX, Relaxed);
-                }
+        inner.with_snapshot(|snapshot| {
+            let Some(pos) = snapshot.position(id) else {
+                return;
+            };
+            let stats = snapshot.members[pos].state.methods.get_or_insert(method);
+            let ended = stats.end(outcome, elapsed_us as u64);
+            if !inner.tracks_reports && inner.filter.is_none() {
+                return;
             }
-            Outcome::Failure => {
-                stats.failed.fetch_add(1, Relaxed);
+            let clock = Clock::new(now_us);
+            if inner.tracks_reports {
+                inner.strategy.on_report(&Report {
+                    method: method_state,
+                    method_id: method,
+                    stats,
+                    ended,
+                    elapsed_us,
+                    outcome,
+                    clock: &clock,
+                });
             }
-            Outcome::Timeout => {
-                stats.failed.fetch_add(1, Relaxed);
-                stats.timeouts.fetch_add(1, Relaxed);
+            if let Some(filter) = &inner.filter {
+                filter.on_report(snapshot, pos, outcome, &clock);
             }
-            Outcome::Cancelled => {}
-        }
-        let clock = Clock::new(now_us);
-        inner.strategy.on_report(&Report {
-            method: method_state,
-            method_id: method,
-            stats,
-            ended,
-            elapsed_us,
-            outcome,
-            clock: &clock,
         });
-        if let Some(filter) = &inner.filter {
-            filter.on_report(&snapshot, pos, outcome, &clock);
-        }
         Ok(())
     }
 
@@ -477,10 +649,8 @@ impl Balancer {
         };
         let stats = snapshot.members[pos].state.methods.get_or_insert(method);
         let clock = Clock::new(now_us);
+        crate::strategy::touch_pick_time(stats, clock.now_ms());
         let mut model = stats.model.lock();
-        if model.pick_time_ms == 0 {
-            model.pick_time_ms = clock.now_ms();
-        }
         // Out-of-order reports are discarded, as Dubbo's AdaptiveMetrics does.
         if model.provider_time_ms > provider_time_ms {
             return Ok(());
@@ -490,6 +660,7 @@ impl Balancer {
         model.cpu_load = cpu_load;
         model.last_latency_ms = rt_us / 1000;
         model.ewma = 0.5 * model.ewma + 0.5 * model.last_latency_ms as f64;
+        stats.has_provider_metrics.store(true, Release);
         Ok(())
     }
 

@@ -2,28 +2,44 @@
 //! in the set. Reads and writes are lock-free atomics, except the small latency model that
 //! adaptive-style strategies update together under a per-entry lock.
 
+use crate::invoker::Outcome;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64,
+    Ordering::{Acquire, Relaxed},
+};
 use std::sync::OnceLock;
 
 /// Counters of one invoker for one method.
+///
+/// A select costs one atomic add and a successful report two: calls in flight are not a counter
+/// of their own but `selected - ended`, so that select and report never both write one hot
+/// word. Readers load the ended counters before `selected`, which can only overestimate the
+/// in-flight count by calls selected meanwhile, never report it below zero.
 #[derive(Default)]
 pub struct CallStats {
-    /// Calls in flight: +1 on select, -1 on report. Never below 0.
-    pub active: AtomicI64,
     pub selected: AtomicU64,
     pub succeeded: AtomicU64,
     /// Failures and timeouts.
     pub failed: AtomicU64,
+    pub cancelled: AtomicU64,
+    /// Reports that found no call of theirs in flight (a double report, or one for a call
+    /// selected before the invoker left and came back): counted above, not as ended calls.
+    pub unmatched: AtomicU64,
     pub timeouts: AtomicU64,
-    /// Sum of successful latencies truncated to whole ms per call, as Dubbo's RpcStatus keeps it.
-    pub succeeded_elapsed_ms: AtomicU64,
     pub succeeded_elapsed_us: AtomicU64,
-    /// Where shortestresponse's current window starts (counter values at the last reset).
+    /// shortestresponse only: the sum of successful latencies truncated to whole ms per call,
+    /// as Dubbo's RpcStatus keeps it, and where its current window starts.
+    pub succeeded_elapsed_ms: AtomicU64,
     pub window_succeeded: AtomicU64,
     pub window_elapsed_ms: AtomicU64,
     /// State that a strategy updates as a unit (latency estimates, provider metrics).
     pub model: Mutex<LatencyModel>,
+    /// adaptive: a provider has reported metrics for this invoker and method (until then its
+    /// load is 0 whatever the model says, so picks need not lock it).
+    pub has_provider_metrics: AtomicBool,
+    /// adaptive: when the invoker was last picked (ms; 0 = not yet), Dubbo's pickTime.
+    pub pick_time_ms: AtomicI64,
     /// peakewma's lock-free latency estimate (unused by other strategies).
     pub ewma: EwmaCell,
 }
@@ -55,27 +71,55 @@ pub struct LatencyModel {
     pub current_time_ms: i64,
     pub cpu_load: f64,
     pub last_latency_ms: i64,
-    /// 0 means "not yet initialised": set to the creation time on first use.
-    pub pick_time_ms: i64,
     pub ewma: f64,
 }
 
 impl CallStats {
     pub fn begin(&self) {
-        self.active.fetch_add(1, Relaxed);
         self.selected.fetch_add(1, Relaxed);
     }
 
-    /// Undo one in-flight call; a report without a matching select never drives it negative.
-    /// True when a call was in flight (the count went down).
-    pub fn end(&self) -> bool {
-        self.active
-            .fetch_update(Relaxed, Relaxed, |a| if a > 0 { Some(a - 1) } else { None })
-            .is_ok()
+    /// Records the end of a call. True when a call was in flight (the report matched one);
+    /// a report without a matching select never drives the in-flight count below zero.
+    pub fn end(&self, outcome: Outcome, elapsed_us: u64) -> bool {
+        let matched = self.active() > 0;
+        match outcome {
+            Outcome::Success => {
+                self.succeeded.fetch_add(1, Relaxed);
+                let before = self.succeeded_elapsed_us.fetch_add(elapsed_us, Relaxed);
+                if before.checked_add(elapsed_us).is_none() {
+                    // Saturate rather than wrap: a wrapped sum would read as a small mean.
+                    self.succeeded_elapsed_us.store(u64::MAX, Relaxed);
+                }
+            }
+            Outcome::Failure => {
+                self.failed.fetch_add(1, Relaxed);
+            }
+            Outcome::Timeout => {
+                self.failed.fetch_add(1, Relaxed);
+                self.timeouts.fetch_add(1, Relaxed);
+            }
+            Outcome::Cancelled => {
+                self.cancelled.fetch_add(1, Relaxed);
+            }
+        }
+        if !matched {
+            self.unmatched.fetch_add(1, Relaxed);
+        }
+        matched
     }
 
+    /// Calls in flight (selected, not yet reported).
+    #[inline]
     pub fn active(&self) -> i64 {
-        self.active.load(Relaxed).max(0)
+        // Ended counters first (Acquire orders the later load of `selected` after them).
+        let ended = self
+            .succeeded
+            .load(Acquire)
+            .wrapping_add(self.failed.load(Acquire))
+            .wrapping_add(self.cancelled.load(Acquire))
+            .wrapping_sub(self.unmatched.load(Acquire));
+        (self.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
     }
 }
 
@@ -129,7 +173,17 @@ impl Default for MethodStats {
 }
 
 impl MethodStats {
+    #[inline]
     pub fn get(&self, method: u32) -> Option<&CallStats> {
+        match self.inline_keys[0].load(std::sync::atomic::Ordering::Acquire) {
+            k if k == method => Some(&self.inline[0]),
+            EMPTY => None,
+            _ => self.get_slow(method),
+        }
+    }
+
+    #[inline(never)]
+    fn get_slow(&self, method: u32) -> Option<&CallStats> {
         for slot in 0..INLINE {
             match self.inline_keys[slot].load(std::sync::atomic::Ordering::Acquire) {
                 k if k == method => return Some(&self.inline[slot]),
@@ -153,7 +207,18 @@ impl MethodStats {
         }
     }
 
+    /// The method's counters, created on first use.
+    #[inline]
     pub fn get_or_insert(&self, method: u32) -> &CallStats {
+        // The first method used on an invoker is the common one: no call, one compare.
+        if self.inline_keys[0].load(std::sync::atomic::Ordering::Acquire) == method {
+            return &self.inline[0];
+        }
+        self.get_or_insert_slow(method)
+    }
+
+    #[inline(never)]
+    fn get_or_insert_slow(&self, method: u32) -> &CallStats {
         for slot in 0..INLINE {
             if claim(&self.inline_keys[slot], method) {
                 return &self.inline[slot];
@@ -265,11 +330,16 @@ mod tests {
     #[test]
     fn end_never_goes_negative() {
         let s = CallStats::default();
-        s.end();
+        assert!(!s.end(Outcome::Success, 5));
         assert_eq!(s.active(), 0);
         s.begin();
-        s.end();
-        s.end();
-        assert_eq!(s.active.load(Relaxed), 0);
+        assert_eq!(s.active(), 1);
+        assert!(s.end(Outcome::Failure, 0));
+        assert!(!s.end(Outcome::Cancelled, 0));
+        assert_eq!(s.active(), 0);
+        // The unmatched reports do not absorb a later call's in-flight count.
+        s.begin();
+        assert_eq!(s.active(), 1);
+        assert_eq!(s.unmatched.load(Relaxed), 2);
     }
 }

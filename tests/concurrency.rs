@@ -109,3 +109,42 @@ fn stable_set_in_flight_returns_to_exactly_zero() {
         assert_eq!(total, 80_000);
     }
 }
+
+/// Each thread caches the snapshots it uses (8 slots, by balancer); many balancers on one
+/// thread, updates between calls, and balancers dropped and created must never mix sets.
+#[test]
+fn many_balancers_per_thread_never_serve_another_set_or_an_old_one() {
+    let ids = |k: u64, round: u64| -> Vec<Invoker> {
+        (0..3)
+            .map(|j| provider(k * 1_000 + round * 10 + j))
+            .collect()
+    };
+    let run = move || {
+        let mut balancers: Vec<Balancer> = (0..20)
+            .map(|k| balancer("loadbalance=random", &ids(k, 0)))
+            .collect();
+        for round in 1..200u64 {
+            for (k, b) in balancers.iter().enumerate() {
+                let k = k as u64;
+                let id = b.select(0, b"", 0).unwrap();
+                // The current set only: ids of this balancer from the last update.
+                let current = (round - 1) % 7;
+                assert_eq!(id / 1_000, k, "a pick from another balancer's set");
+                assert_eq!((id % 1_000) / 10, current, "a pick from an old set");
+                b.report(0, id, 1_000, Outcome::Success, 0).unwrap();
+                b.update(&ids(k, round % 7)).unwrap();
+            }
+            if round % 50 == 0 {
+                // Drop some and create new ones: their uids (and cache slots) are new.
+                balancers.truncate(10);
+                for k in 10..20 {
+                    balancers.push(balancer("loadbalance=random", &ids(k, round % 7)));
+                }
+            }
+        }
+    };
+    let threads: Vec<_> = (0..2).map(|_| std::thread::spawn(run)).collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}

@@ -84,6 +84,95 @@ fn leastactive_prefers_fewest_in_flight_and_weights_ties() {
 }
 
 #[test]
+fn leastactive_idle_ties_follow_weights_and_skip_zero() {
+    // Idle invokers are the ties (least count 0): weighted among them, zero weight never.
+    let b = balancer(
+        "loadbalance=leastactive&seed=21",
+        &[
+            provider(1).weight(1),
+            provider(2).weight(2),
+            provider(3).weight(3),
+            provider(4).weight(40),
+            provider(5).weight(0),
+        ],
+    );
+    assert_eq!(b.select_among(0, b"", &[4], &[], NOW).unwrap(), 4);
+    let draws = 60_000;
+    let c = counts(&b, 0, draws, NOW);
+    assert_eq!((c.get(&4), c.get(&5)), (None, None));
+    assert_binomial(c[&1], draws, 1.0 / 6.0, 5.0, "weight 1 of idle 1:2:3");
+    assert_binomial(c[&3], draws, 3.0 / 6.0, 5.0, "weight 3 of idle 1:2:3");
+}
+
+#[test]
+fn leastactive_zero_weight_ties_are_uniform() {
+    // Only zero-weight invokers idle: Dubbo picks uniformly among them (total weight 0).
+    let b = balancer(
+        "loadbalance=leastactive&seed=22",
+        &[
+            provider(1).weight(50),
+            provider(2).weight(0),
+            provider(3).weight(0),
+        ],
+    );
+    assert_eq!(b.select_among(0, b"", &[1], &[], NOW).unwrap(), 1);
+    let draws = 20_000;
+    let c = counts(&b, 0, draws, NOW);
+    assert_eq!(c.get(&1), None);
+    assert_binomial(c[&2], draws, 0.5, 5.0, "zero-weight tie");
+}
+
+#[test]
+fn leastactive_busy_cluster_takes_the_least_loaded() {
+    // Nobody idle: the exact scan decides (2 in flight on 1, 1 on 2 and 3; weights 1:3).
+    let b = balancer(
+        "loadbalance=leastactive&seed=23",
+        &[
+            provider(1).weight(100),
+            provider(2).weight(1),
+            provider(3).weight(3),
+        ],
+    );
+    for id in [1, 1, 2, 3] {
+        assert_eq!(b.select_among(0, b"", &[id], &[], NOW).unwrap(), id);
+    }
+    let draws = 20_000;
+    let mut twos = 0usize;
+    for _ in 0..draws {
+        let id = b.select(0, b"", NOW).unwrap();
+        assert_ne!(id, 1);
+        twos += (id == 2) as usize;
+        b.report(0, id, 1_000, Outcome::Success, NOW).unwrap();
+    }
+    assert_binomial(
+        twos,
+        draws,
+        0.25,
+        5.0,
+        "weight 1 of 1:3 ties at one in flight",
+    );
+}
+
+#[test]
+fn a_double_report_does_not_hide_a_later_call() {
+    let b = balancer("loadbalance=leastactive", &[provider(1), provider(2)]);
+    let id = b.select_among(0, b"", &[1], &[], NOW).unwrap();
+    b.report(0, id, 1_000, Outcome::Success, NOW).unwrap();
+    b.report(0, id, 1_000, Outcome::Success, NOW).unwrap();
+    assert_eq!(stat(&b, NOW, 1, "active"), 0);
+    b.select_among(0, b"", &[1], &[], NOW).unwrap();
+    assert_eq!(stat(&b, NOW, 1, "active"), 1);
+    assert_eq!(stat(&b, NOW, 1, "selected"), 2);
+    assert_eq!(stat(&b, NOW, 1, "succeeded"), 2);
+    // The in-flight call keeps 1 out of the picks.
+    for _ in 0..50 {
+        let picked = b.select(0, b"", NOW).unwrap();
+        assert_eq!(picked, 2);
+        b.report(0, picked, 1_000, Outcome::Success, NOW).unwrap();
+    }
+}
+
+#[test]
 fn leastactive_weight_one_last_candidate_is_reachable() {
     // Dubbo's old `offset <= 0` made a weight-1 last candidate unreachable.
     let b = balancer(

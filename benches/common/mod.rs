@@ -59,3 +59,31 @@ pub fn bench_md5_ring(
         })
     });
 }
+
+/// The P2C floor of research/floors.md: two distinct random indices, two relaxed loads,
+/// `fetch_add` and `fetch_sub` on the winner — a pick with in-flight accounting and nothing else.
+pub fn bench_p2c(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    n: usize,
+    wy: &mut Wy,
+) {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    let active: Vec<AtomicI64> = (0..n).map(|_| AtomicI64::new(0)).collect();
+    g.bench_with_input(criterion::BenchmarkId::new("p2c", n), &n, |b, &n| {
+        b.iter(|| {
+            let i = wy.below(n as u64) as usize;
+            let mut j = wy.below(n as u64 - 1) as usize;
+            if j >= i {
+                j += 1;
+            }
+            let (ai, aj) = (
+                active[i].load(Ordering::Relaxed),
+                active[j].load(Ordering::Relaxed),
+            );
+            let pick = if aj < ai { j } else { i };
+            active[pick].fetch_add(1, Ordering::AcqRel);
+            active[pick].fetch_sub(1, Ordering::AcqRel);
+            criterion::black_box(pick)
+        })
+    });
+}

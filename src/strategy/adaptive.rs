@@ -7,7 +7,22 @@
 use super::{Ctx, Strategy, StrategyKind};
 use crate::config::Config;
 use crate::error::Status;
-use std::sync::atomic::Ordering::Relaxed;
+use crate::stats::CallStats;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+/// Dubbo's pickTime, initialised to the first time anyone looks at it; returns it.
+pub(crate) fn touch_pick_time(stats: &CallStats, now_ms: i64) -> i64 {
+    match stats.pick_time_ms.load(Relaxed) {
+        0 => {
+            // A racing first look may win instead: both stamps are "now".
+            let _ = stats
+                .pick_time_ms
+                .compare_exchange(0, now_ms, Relaxed, Relaxed);
+            stats.pick_time_ms.load(Relaxed)
+        }
+        t => t,
+    }
+}
 
 pub(crate) struct Adaptive {
     timeout_ms: i32,
@@ -26,13 +41,15 @@ impl Adaptive {
     fn load(&self, ctx: &Ctx<'_>, pos: usize, weight: i32) -> f64 {
         let stats = ctx.stats_or_insert(pos);
         let now = ctx.clock.now_ms();
+        let pick_time = touch_pick_time(stats, now);
+        if !stats.has_provider_metrics.load(Acquire) {
+            // cpuLoad is 0 and there is nothing to decay: Dubbo's load is 0.
+            return 0.0;
+        }
         let timeout = self.timeout_ms;
         let mut m = stats.model.lock();
-        if m.pick_time_ms == 0 {
-            m.pick_time_ms = now;
-        }
         // Not picked for two timeouts: load 0 forces a pick (Dubbo computes 2·timeout in 32 bits).
-        if now - m.pick_time_ms > timeout.wrapping_mul(2) as i64 {
+        if now - pick_time > timeout.wrapping_mul(2) as i64 {
             return 0.0;
         }
         if m.current_time_ms > 0 {
@@ -83,6 +100,10 @@ impl Strategy for Adaptive {
         StrategyKind::Adaptive
     }
 
+    fn tracks_reports(&self) -> bool {
+        false
+    }
+
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
         let c = ctx.candidates;
         let (a, b) = if c.len() == 2 {
@@ -97,7 +118,9 @@ impl Strategy for Adaptive {
             (c[first as usize], c[second as usize])
         };
         let chosen = self.choose_low_load(ctx, a as usize, b as usize);
-        ctx.stats_or_insert(chosen).model.lock().pick_time_ms = ctx.clock.now_ms();
+        ctx.stats_or_insert(chosen)
+            .pick_time_ms
+            .store(ctx.clock.now_ms(), Relaxed);
         Ok(chosen)
     }
 }

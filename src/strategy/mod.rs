@@ -5,6 +5,7 @@
 //! position; the balancer does the bookkeeping (in-flight counts) around it.
 
 mod adaptive;
+mod alias;
 mod bounded_hash;
 mod consistent_hash;
 mod least_active;
@@ -16,6 +17,8 @@ mod shortest_response;
 mod slow_start;
 mod ties;
 mod weighted;
+
+pub(crate) use adaptive::touch_pick_time;
 
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
@@ -54,6 +57,12 @@ pub(crate) trait Strategy: Send + Sync + 'static {
         _stats: &CallStats,
         _clock: &Clock,
     ) {
+    }
+
+    /// False when the strategy ignores [`Strategy::on_report`], so that reports skip the call
+    /// (asked once, at construction).
+    fn tracks_reports(&self) -> bool {
+        true
     }
 
     /// A call ended, cancelled ones included (after the balancer has updated the common
@@ -169,6 +178,12 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// The data the strategy prepared for this snapshot (None for the empty initial set).
+    #[inline]
+    pub fn prepared<T: Any>(&self) -> Option<&'a T> {
+        self.snapshot.prepared.as_ref()?.downcast_ref::<T>()
+    }
+
     pub fn member(&self, pos: usize) -> &'a Member {
         &self.snapshot.members[pos]
     }

@@ -50,6 +50,10 @@ impl Strategy for P2c {
         StrategyKind::P2c
     }
 
+    fn tracks_reports(&self) -> bool {
+        false
+    }
+
     fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
         Some(Arc::new(Weights::new(
             members,

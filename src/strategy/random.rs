@@ -1,17 +1,36 @@
 //! `random`: weighted random with warm-up (Dubbo's RandomLoadBalance).
 
+use super::alias::Alias;
 use super::{Ctx, Prepared, Strategy, StrategyKind};
 use crate::balancer::{Member, Snapshot};
 use crate::error::Status;
+use crate::rng::Rng;
 use std::sync::Arc;
 
 pub(crate) struct Random;
 
-/// Prefix sums of the configured weights of the whole set, for the common case: no subset and
-/// no warm-up in progress. Totals are 64-bit (Dubbo's int total overflows above 2^31).
-struct PrefixSums {
-    prefix: Box<[i64]>,
-    weighted: bool,
+/// The configured weights of the whole set as an alias table, for the common case: no subset
+/// and no warm-up in progress. None: uniform (equal or all-zero weights). Totals are 64-bit
+/// (Dubbo's int total overflows above 2^31).
+pub(crate) struct WholeSet {
+    pub alias: Option<Alias>,
+}
+
+impl WholeSet {
+    pub fn new(members: &[Member]) -> WholeSet {
+        WholeSet {
+            alias: Alias::new(members.iter().map(|m| m.weight.max(0) as u64)),
+        }
+    }
+
+    /// A position of the whole set with Dubbo's weighted-random distribution.
+    #[inline]
+    pub fn draw(&self, n: usize, rng: &Rng) -> usize {
+        match &self.alias {
+            Some(alias) => alias.draw(rng),
+            None => rng.below(n as u64) as usize,
+        }
+    }
 }
 
 impl Strategy for Random {
@@ -19,38 +38,18 @@ impl Strategy for Random {
         StrategyKind::Random
     }
 
+    fn tracks_reports(&self) -> bool {
+        false
+    }
+
     fn prepare(&self, members: &[Member], _previous: &Snapshot) -> Prepared {
-        let mut sum = 0i64;
-        let prefix: Box<[i64]> = members
-            .iter()
-            .map(|m| {
-                sum += m.weight as i64;
-                sum
-            })
-            .collect();
-        let same = members.iter().all(|m| m.weight == members[0].weight);
-        Some(Arc::new(PrefixSums {
-            weighted: sum > 0 && !same,
-            prefix,
-        }))
+        Some(Arc::new(WholeSet::new(members)))
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
         if ctx.is_all && ctx.weights_static() {
-            if let Some(p) = ctx
-                .snapshot
-                .prepared
-                .as_ref()
-                .and_then(|p| p.downcast_ref::<PrefixSums>())
-            {
-                let n = p.prefix.len();
-                if !p.weighted {
-                    return Ok(ctx.rng.below(n as u64) as usize);
-                }
-                let offset = ctx.rng.below(p.prefix[n - 1] as u64) as i64;
-                // The first position whose prefix sum exceeds the offset: zero weights are never
-                // picked (their prefix equals the previous one).
-                return Ok(p.prefix.partition_point(|&s| s <= offset));
+            if let Some(whole) = ctx.prepared::<WholeSet>() {
+                return Ok(whole.draw(ctx.candidates.len(), ctx.rng));
             }
         }
         Ok(weighted_pick(ctx))

@@ -259,6 +259,10 @@ impl Strategy for RoundRobin {
         StrategyKind::RoundRobin
     }
 
+    fn tracks_reports(&self) -> bool {
+        false
+    }
+
     fn prepare(&self, members: &[Member], _previous: &Snapshot) -> Prepared {
         let (length, total) = period_length(members.iter().map(|m| m.weight))?;
         if !affordable(length, members.len()) {

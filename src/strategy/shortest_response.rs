@@ -1,9 +1,10 @@
 //! `shortestresponse`: the lowest (window-average successful latency × (in flight + 1)),
 //! weighted random among ties (Dubbo's ShortestResponseLoadBalance, 2.7.14+ with the window).
 
-use super::{ties::least_by, Ctx, Strategy, StrategyKind};
+use super::{ties::least_by, Ctx, Report, Strategy, StrategyKind};
 use crate::config::Config;
 use crate::error::Status;
+use crate::invoker::Outcome;
 use crate::stats::CallStats;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
@@ -72,5 +73,13 @@ impl Strategy for ShortestResponse {
             }
         }
         Ok(pos)
+    }
+
+    fn on_report(&self, r: &Report<'_>) {
+        if r.outcome == Outcome::Success {
+            r.stats
+                .succeeded_elapsed_ms
+                .fetch_add((r.elapsed_us / 1000) as u64, Relaxed);
+        }
     }
 }
