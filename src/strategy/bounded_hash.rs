@@ -87,13 +87,14 @@ impl Strategy for BoundedHash {
 
     fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
         // Only addresses place points: keep the ring when they did not change.
-        let ring = previous
+        let old = previous
             .prepared
             .as_ref()
-            .and_then(|p| p.downcast_ref::<Bounded>())
-            .filter(|b| b.ring.placed_like(members))
-            .map(|b| b.ring.clone())
-            .unwrap_or_else(|| Arc::new(self.placement.build(members)));
+            .and_then(|p| p.downcast_ref::<Bounded>());
+        let ring = match old {
+            Some(b) if b.ring.placed_like(members) => b.ring.clone(),
+            _ => Arc::new(self.placement.build(members, old.map(|b| &*b.ring))),
+        };
         Some(Arc::new(Bounded {
             ring,
             weights: Weights::new(members, previous, self.slow.as_ref()),

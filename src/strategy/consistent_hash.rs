@@ -5,6 +5,7 @@ use crate::balancer::{Member, Snapshot};
 use crate::config::Config;
 use crate::error::Status;
 use md5::{Digest, Md5};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 pub(crate) struct ConsistentHash {
@@ -17,6 +18,9 @@ pub(crate) struct Ring {
     addresses: Box<[Arc<str>]>,
     points: Box<[u32]>,
     owners: Box<[u32]>,
+    /// Points that collided with a later invoker's and lost (Dubbo's later put wins), sorted:
+    /// with them the ring knows every placement, so the next update can reuse it.
+    shadowed: Box<[(u32, u32)]>,
 }
 
 impl ConsistentHash {
@@ -26,39 +30,91 @@ impl ConsistentHash {
         }
     }
 
-    pub(crate) fn build(&self, members: &[Member]) -> Ring {
-        let per = self.digests_per_invoker as usize * 4;
-        let mut placed: Vec<(u32, u32)> = Vec::with_capacity(members.len() * per);
-        let mut number = itoa_buffer();
+    /// The ring of `members`. Points depend only on addresses, so the points of addresses that
+    /// were on `previous` are taken from it: an update hashes only new addresses and merges
+    /// sorted runs, instead of 40 MD5 digests per invoker and a sort of 160·n points.
+    pub(crate) fn build(&self, members: &[Member], previous: Option<&Ring>) -> Ring {
+        if let Some(ring) = previous.and_then(|old| self.build_from(old, members)) {
+            return ring;
+        }
+        let mut placed: Vec<(u32, u32)> = Vec::new();
         for (pos, m) in members.iter().enumerate() {
-            for i in 0..self.digests_per_invoker {
-                let digest = Md5::new()
-                    .chain_update(m.address.as_bytes())
-                    .chain_update(format_u32(&mut number, i))
-                    .finalize();
-                for h in 0..4 {
-                    placed.push((le_word(&digest, h), pos as u32));
-                }
-            }
+            self.place(&m.address, pos as u32, &mut placed);
         }
-        // Stable sort keeps insertion order among equal points; the last one wins, as a later
-        // put() overwrites an earlier one in Dubbo's TreeMap.
-        placed.sort_by_key(|&(point, _)| point);
-        let mut points = Vec::with_capacity(placed.len());
-        let mut owners = Vec::with_capacity(placed.len());
-        for (i, &(point, owner)) in placed.iter().enumerate() {
-            if placed.get(i + 1).is_some_and(|next| next.0 == point) {
-                continue;
+        placed.sort_unstable();
+        Ring::from_placements(members, &placed)
+    }
+
+    /// The points of one address, for the invoker at `pos`.
+    fn place(&self, address: &str, pos: u32, out: &mut Vec<(u32, u32)>) {
+        let mut number = itoa_buffer();
+        for i in 0..self.digests_per_invoker {
+            let digest = Md5::new()
+                .chain_update(address.as_bytes())
+                .chain_update(format_u32(&mut number, i))
+                .finalize();
+            for h in 0..4 {
+                out.push((le_word(&digest, h), pos));
             }
-            points.push(point);
-            owners.push(owner);
-        }
-        Ring {
-            addresses: members.iter().map(|m| m.address.clone()).collect(),
-            points: points.into(),
-            owners: owners.into(),
         }
     }
+
+    /// The incremental build; None when addresses repeat (their points coincide, and which
+    /// copy a surviving point belonged to is ambiguous): the full build handles that.
+    fn build_from(&self, old: &Ring, members: &[Member]) -> Option<Ring> {
+        let mut new_pos: HashMap<&str, u32> = HashMap::with_capacity(members.len());
+        for (pos, m) in members.iter().enumerate() {
+            if new_pos.insert(&m.address, pos as u32).is_some() {
+                return None;
+            }
+        }
+        let mut remap = Vec::with_capacity(old.addresses.len());
+        let mut seen: HashMap<&str, ()> = HashMap::with_capacity(old.addresses.len());
+        for a in old.addresses.iter() {
+            if seen.insert(a, ()).is_some() {
+                return None;
+            }
+            remap.push(new_pos.get(&**a).copied());
+        }
+        // New addresses: hash them, as sorted runs to merge.
+        let mut fresh: Vec<(u32, u32)> = Vec::new();
+        for (pos, m) in members.iter().enumerate() {
+            if !seen.contains_key(&*m.address) {
+                self.place(&m.address, pos as u32, &mut fresh);
+            }
+        }
+        fresh.sort_unstable();
+        let survivors = |pairs: &mut dyn Iterator<Item = (u32, u32)>| -> Vec<(u32, u32)> {
+            pairs
+                .filter_map(|(point, owner)| remap[owner as usize].map(|p| (point, p)))
+                .collect()
+        };
+        let kept = survivors(&mut old.points.iter().copied().zip(old.owners.iter().copied()));
+        let mut shadowed = survivors(&mut old.shadowed.iter().copied());
+        // Positions may have moved: equal points must be ordered by new position again.
+        shadowed.sort_unstable();
+        // `kept` stays sorted: its points are distinct and filtering keeps their order.
+        let extra = merge(&shadowed, &fresh);
+        Some(Ring::from_placements(members, &merge(&kept, &extra)))
+    }
+}
+
+/// Merges two lists sorted by (point, position).
+fn merge(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] <= b[j] {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
 
 fn le_word(digest: &[u8], h: usize) -> u32 {
@@ -93,6 +149,28 @@ pub(crate) fn key_point(key: &[u8]) -> u32 {
 }
 
 impl Ring {
+    /// The ring of placements sorted by (point, position): among equal points the highest
+    /// position wins, as a later put() overwrites an earlier one in Dubbo's TreeMap.
+    fn from_placements(members: &[Member], placed: &[(u32, u32)]) -> Ring {
+        let mut points = Vec::with_capacity(placed.len());
+        let mut owners = Vec::with_capacity(placed.len());
+        let mut shadowed = Vec::new();
+        for (i, &(point, owner)) in placed.iter().enumerate() {
+            if placed.get(i + 1).is_some_and(|next| next.0 == point) {
+                shadowed.push((point, owner));
+                continue;
+            }
+            points.push(point);
+            owners.push(owner);
+        }
+        Ring {
+            addresses: members.iter().map(|m| m.address.clone()).collect(),
+            points: points.into(),
+            owners: owners.into(),
+            shadowed: shadowed.into(),
+        }
+    }
+
     /// True when the ring was built from these addresses, in this order (only addresses place
     /// points, so it can be kept).
     pub(crate) fn placed_like(&self, members: &[Member]) -> bool {
@@ -139,14 +217,12 @@ impl Strategy for ConsistentHash {
     fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
         // Only addresses (in order) place points: keep the ring when they did not change, so
         // weight or id churn never pays for 40 MD5 digests per invoker.
-        if let Some(old) = previous.prepared.as_ref() {
-            if let Some(ring) = old.downcast_ref::<Ring>() {
-                if ring.placed_like(members) {
-                    return Some(old.clone());
-                }
-            }
+        let old = previous.prepared.as_ref();
+        let old_ring = old.and_then(|p| p.downcast_ref::<Ring>());
+        if old_ring.is_some_and(|ring| ring.placed_like(members)) {
+            return old.cloned();
         }
-        Some(Arc::new(self.build(members)))
+        Some(Arc::new(self.build(members, old_ring)))
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
@@ -162,5 +238,74 @@ impl Strategy for ConsistentHash {
             .find(|&pos| ctx.contains(pos))
             .or_else(|| ctx.candidates.first().map(|&p| p as usize))
             .ok_or(Status::NoCandidate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    fn members(addresses: &[String]) -> Vec<Member> {
+        addresses
+            .iter()
+            .enumerate()
+            .map(|(i, a)| Member {
+                id: i as u64,
+                address: Arc::from(a.as_str()),
+                zone: None,
+                weight: 100,
+                start_time_ms: 0,
+                warmup_ms: 0,
+                state: Default::default(),
+            })
+            .collect()
+    }
+
+    /// Reusing the previous ring gives exactly the ring a full build gives, through
+    /// additions, removals, reorders (which change collision winners) and repeated addresses.
+    #[test]
+    fn incremental_build_equals_full_build() {
+        let ch = ConsistentHash {
+            digests_per_invoker: 40,
+        };
+        let rng = Rng::new(Some(11));
+        let pool: Vec<String> = (0..2_400)
+            .map(|i| format!("10.{}.{}.1:20880", i / 250, i % 250))
+            .collect();
+        let mut previous: Option<Ring> = None;
+        let mut collisions = 0;
+        for round in 0..12 {
+            let n = 1_600 + rng.below(600) as usize;
+            let mut chosen: Vec<String> = Vec::with_capacity(n);
+            let start = rng.below(pool.len() as u64) as usize;
+            for k in 0..n {
+                chosen.push(pool[(start + k * 7) % pool.len()].clone());
+            }
+            // Shuffle a window, so surviving invokers change position.
+            for k in (1..200).rev() {
+                let j = rng.below(k as u64 + 1) as usize;
+                chosen.swap(k, j);
+            }
+            if round % 5 == 4 {
+                chosen.push(chosen[3].clone());
+            }
+            let ms = members(&chosen);
+            let full = ch.build(&ms, None);
+            let incremental = ch.build(&ms, previous.as_ref());
+            assert_eq!(full.points, incremental.points, "round {round}");
+            assert_eq!(full.owners, incremental.owners, "round {round}");
+            let mut a = full.shadowed.to_vec();
+            let mut b = incremental.shadowed.to_vec();
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "round {round}");
+            if round % 5 != 4 {
+                // Distinct addresses: only true point collisions shadow anything.
+                collisions += full.shadowed.len();
+            }
+            previous = Some(incremental);
+        }
+        assert!(collisions > 0, "no collision exercised the winner rule");
     }
 }
