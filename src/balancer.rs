@@ -350,41 +350,37 @@ impl Inner {
     #[inline]
     fn with_snapshot<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
         let generation = self.generation.load(Acquire);
-        let cached = CACHE.try_with(|cell| {
-            // SAFETY: only this thread touches its cache, and never re-entrantly: the borrow
-            // ends before `f` runs, and `in_call` keeps a nested call off the slots.
-            let cache = unsafe { &mut *cell.get() };
-            if cache.in_call {
-                return (std::ptr::null(), None);
+        // One thread-local lookup per call (in a shared library each is a function call).
+        let Ok(cache) = CACHE.try_with(|cell| cell.get()) else {
+            return f(&self.snapshot.load());
+        };
+        // SAFETY: `cache` is this thread's own cache, alive until the thread exits (not during
+        // this call). Nothing else touches it while we do: `in_call` keeps a nested call (none
+        // exists today) off the slots, and the slot borrow ends before `f` runs.
+        let (snapshot, replaced) = unsafe {
+            if (*cache).in_call {
+                return f(&self.snapshot.load());
             }
-            let slot = &mut cache.slots[self.uid as usize % CACHED];
-            let current = match &slot.snapshot {
+            let slot = &mut (*cache).slots[self.uid as usize % CACHED];
+            let replaced = match &slot.snapshot {
                 Some(snap) if slot.uid == self.uid && snap.generation == generation => None,
                 _ => {
                     slot.uid = self.uid;
                     slot.snapshot.replace(self.snapshot.load_full())
                 }
             };
-            cache.in_call = true;
             let snapshot = slot.snapshot.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
-            (snapshot, current)
-        });
-        match cached {
-            Ok((snapshot, replaced)) if !snapshot.is_null() => {
-                // The replaced snapshot is dropped outside the cache borrow.
-                drop(replaced);
-                // SAFETY: the slot holds an Arc to it until this thread's next cached call,
-                // and none starts before `f` returns (`in_call` is set until then; a panic in
-                // `f` leaves it set, which only sends this thread's later calls to arc-swap).
-                let result = f(unsafe { &*snapshot });
-                let _ = CACHE.try_with(|cell| {
-                    // SAFETY: as above; a plain store to this thread's own flag.
-                    unsafe { (*cell.get()).in_call = false }
-                });
-                result
-            }
-            _ => f(&self.snapshot.load()),
-        }
+            (*cache).in_call = true;
+            (snapshot, replaced)
+        };
+        // The replaced snapshot is dropped outside the cache borrow.
+        drop(replaced);
+        // SAFETY: the slot holds an Arc to the snapshot until this thread's next cached call,
+        // and none starts before `f` returns (`in_call` is set until then; a panic in `f` leaves
+        // it set, which only sends this thread's later calls to arc-swap).
+        let result = f(unsafe { &*snapshot });
+        unsafe { (*cache).in_call = false };
+        result
     }
 }
 
