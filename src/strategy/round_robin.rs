@@ -3,7 +3,9 @@
 //! Dubbo walks every invoker on every pick (O(n)). With static weights the sequence from a given
 //! state is periodic with period Σw/gcd(w), so polylb computes one period ahead (on update, or
 //! once enough O(n) picks have paid for it) and then serves picks in O(1) from it, producing the
-//! identical sequence. Counters are per method, keyed by invoker id; an invoker that leaves keeps
+//! identical sequence. A live period is published for lock-free picks: each takes a ticket from
+//! one atomic cursor, so threads do not serialise on the method's lock. Counters are per method,
+//! keyed by invoker id; an invoker that leaves keeps
 //! its counter until a select finds it unused for more than 60 s (Dubbo's recycling), so one
 //! re-added within that period resumes where it was.
 
@@ -11,9 +13,14 @@ use super::{Ctx, Prepared, Strategy, StrategyKind};
 use crate::balancer::{IdHasher, Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::error::Status;
+use arc_swap::ArcSwapOption;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::sync::atomic::{
+    AtomicI64, AtomicU64,
+    Ordering::{AcqRel, Relaxed},
+};
 use std::sync::Arc;
 
 pub(crate) struct RoundRobin;
@@ -68,6 +75,50 @@ struct State {
 #[derive(Default)]
 struct PerMethod {
     state: Mutex<State>,
+    /// The state's period while it is live, published so that picks from it take no lock.
+    live: ArcSwapOption<Live>,
+}
+
+/// A live period as lock-free picks see it: each pick takes a ticket; the mutex holder that
+/// ends the period closes the cursor first, so the picks it counts are exactly those served.
+struct Live {
+    generation: u64,
+    order: Arc<[u32]>,
+    /// Picks served since the period's first position (`CLOSED` set once it is over).
+    cursor: AtomicU64,
+    /// The latest pick's time (ms): every invoker of the set was "updated" then, as in Dubbo.
+    last_select_ms: AtomicI64,
+    /// The oldest last-update among entries of invokers that left (recycling is due 60 s later).
+    oldest_departed_ms: AtomicI64,
+}
+
+const CLOSED: u64 = 1 << 63;
+
+impl PerMethod {
+    /// Ends the live period, if any: folds the picks it served into the state's period.
+    fn close_live(&self, st: &mut State) {
+        if let Some(live) = self.live.swap(None) {
+            // The cursor started at the period's position: it now is the position reached.
+            let reached = live.cursor.fetch_or(CLOSED, AcqRel) & !CLOSED;
+            if let Some(p) = st.period.as_mut() {
+                p.next = (reached % p.order.len() as u64) as usize;
+            }
+            st.last_select_ms = st.last_select_ms.max(live.last_select_ms.load(Relaxed));
+        }
+    }
+
+    /// Publishes the state's period for lock-free picks, from its current position.
+    fn open_live_at(&self, st: &State) {
+        if let Some(p) = &st.period {
+            self.live.store(Some(Arc::new(Live {
+                generation: p.generation,
+                order: p.order.clone(),
+                cursor: AtomicU64::new(p.next as u64),
+                last_select_ms: AtomicI64::new(st.last_select_ms),
+                oldest_departed_ms: AtomicI64::new(st.oldest_departed_ms),
+            })));
+        }
+    }
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -286,20 +337,45 @@ impl Strategy for RoundRobin {
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
         let per_method = ctx.method.ext(PerMethod::default);
         let now_ms = ctx.clock.now_ms();
-        let mut st = per_method.state.lock();
         let fast = ctx.is_all && ctx.weights_static();
+        if fast {
+            let live = per_method.live.load();
+            if let Some(live) = live
+                .as_ref()
+                .filter(|l| l.generation == ctx.snapshot.generation)
+            {
+                let ticket = live.cursor.fetch_add(1, AcqRel);
+                if ticket & CLOSED == 0 {
+                    if live.last_select_ms.load(Relaxed) < now_ms {
+                        live.last_select_ms.store(now_ms, Relaxed);
+                    }
+                    if now_ms.saturating_sub(live.oldest_departed_ms.load(Relaxed)) > RECYCLE_MS {
+                        let mut st = per_method.state.lock();
+                        st.recycle_departed(ctx.snapshot, now_ms);
+                        live.oldest_departed_ms
+                            .store(st.oldest_departed_ms, Relaxed);
+                    }
+                    return Ok(live.order[(ticket % live.order.len() as u64) as usize] as usize);
+                }
+                // Closed under us: the mutex holder has moved on; take the locked path.
+            }
+        }
+        let mut st = per_method.state.lock();
+        per_method.close_live(&mut st);
         if fast {
             if let Some(p) = st
                 .period
                 .as_mut()
                 .filter(|p| p.generation == ctx.snapshot.generation)
             {
+                // The period is still right for this set: serve from it and reopen it.
                 let pos = p.order[p.next] as usize;
                 p.next = (p.next + 1) % p.order.len();
                 st.last_select_ms = now_ms;
                 if now_ms.saturating_sub(st.oldest_departed_ms) > RECYCLE_MS {
                     st.recycle_departed(ctx.snapshot, now_ms);
                 }
+                per_method.open_live_at(&st);
                 return Ok(pos);
             }
         }
@@ -315,6 +391,7 @@ impl Strategy for RoundRobin {
                 let length =
                     period_length(ctx.snapshot.members.iter().map(|m| m.weight)).map_or(1, |l| l.0);
                 st.rebuild_at = if built {
+                    per_method.open_live_at(&st);
                     length.max(16)
                 } else {
                     (st.rebuild_at.max(length) * 2).min(1 << 20)
@@ -329,6 +406,7 @@ impl Strategy for RoundRobin {
             return;
         };
         let mut st = per_method.state.lock();
+        per_method.close_live(&mut st);
         st.materialize();
         if snapshot.members.is_empty() {
             return;
@@ -340,8 +418,8 @@ impl Strategy for RoundRobin {
         };
         let static_weights = snapshot.time_dependent_until_ms == i64::MIN
             || clock.now_ms() >= snapshot.time_dependent_until_ms;
-        if static_weights {
-            st.build_period(snapshot, now_ms);
+        if static_weights && st.build_period(snapshot, now_ms) {
+            per_method.open_live_at(&st);
         }
     }
 }
