@@ -33,12 +33,18 @@ final class DubboUrls {
     /** What polylb needs to know about one provider, read once per set change. */
     record ProviderParams(int weight, long startTimeMs, int warmupMs, String zone) {}
 
-    /**
-     * Dubbo's getWeight inputs. Differences by design: the service-level {@code weight} is read
-     * (Dubbo reads {@code <method>.weight} first; polylb keeps one weight per provider), and the
-     * warm-up arithmetic itself is done by polylb at select time.
-     */
+    /** Dubbo's getWeight inputs at the service level (what calls of a method without overrides see). */
     static ProviderParams providerParams(Invoker<?> invoker) {
+        return providerParams(invoker, null);
+    }
+
+    /**
+     * Dubbo's getWeight inputs for calls of {@code methodName} (null: the service level): the
+     * weight is {@code <methodName>.weight}, falling back to {@code weight}, read from the registry
+     * URL of a cluster invoker as Dubbo does; the multi-registry case keeps Dubbo's service-level
+     * rule. The warm-up arithmetic itself is done by polylb at select time.
+     */
+    static ProviderParams providerParams(Invoker<?> invoker, String methodName) {
         URL url = invoker.getUrl();
         URL weightUrl = url;
         if (invoker instanceof ClusterInvoker) {
@@ -53,7 +59,9 @@ final class DubboUrls {
             int weight = Math.max(weightUrl.getParameter(WEIGHT, DEFAULT_WEIGHT), 0);
             return new ProviderParams(weight, 0, 0, zone);
         }
-        int weight = weightUrl.getParameter(WEIGHT, DEFAULT_WEIGHT);
+        int weight = methodName == null
+                ? weightUrl.getParameter(WEIGHT, DEFAULT_WEIGHT)
+                : weightUrl.getMethodParameter(methodName, WEIGHT, DEFAULT_WEIGHT);
         if (weight <= 0) {
             // Dubbo applies warm-up only to positive weights and clamps negatives to 0.
             return new ProviderParams(0, 0, 0, zone);

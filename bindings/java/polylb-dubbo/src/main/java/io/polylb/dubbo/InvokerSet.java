@@ -2,6 +2,7 @@ package io.polylb.dubbo;
 
 import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.cluster.router.state.BitList;
 
@@ -19,7 +20,13 @@ final class InvokerSet {
     final long generation;
     final Invoker<?>[] invokers;
     final long[] ids;
+    /** Service-level parameters (Dubbo's getWeight inputs for a method without overrides). */
     final DubboUrls.ProviderParams[] params;
+    /**
+     * Per method name, the parameters its calls see: {@link #params} itself when no provider's
+     * {@code <method>.weight} changes anything. Filled lazily, once per (set, method).
+     */
+    private final ConcurrentHashMap<String, DubboUrls.ProviderParams[]> paramsByMethod = new ConcurrentHashMap<>();
     private final IdentityHashMap<Invoker<?>, Integer> positionByInvoker;
     private final LongIntMap positionById;
 
@@ -58,6 +65,38 @@ final class InvokerSet {
 
     int size() {
         return invokers.length;
+    }
+
+    /**
+     * The parameters calls of {@code methodName} see (Dubbo reads {@code <method>.weight} before
+     * {@code weight}); the very {@link #params} array when they are the service-level ones.
+     * Reads provider URLs on the first request per method only.
+     */
+    DubboUrls.ProviderParams[] paramsFor(String methodName) {
+        DubboUrls.ProviderParams[] p = paramsByMethod.get(methodName);
+        if (p == null) {
+            p = paramsByMethod.computeIfAbsent(methodName, this::readParams);
+        }
+        return p;
+    }
+
+    /** True when some provider's {@code <methodName>.weight} gives that method other weights. */
+    boolean methodWeightsDiffer(String methodName) {
+        return paramsFor(methodName) != params;
+    }
+
+    private DubboUrls.ProviderParams[] readParams(String methodName) {
+        DubboUrls.ProviderParams[] own = null;
+        for (int i = 0; i < invokers.length; i++) {
+            DubboUrls.ProviderParams p = DubboUrls.providerParams(invokers[i], methodName);
+            if (own == null && !p.equals(params[i])) {
+                own = params.clone();
+            }
+            if (own != null) {
+                own[i] = p;
+            }
+        }
+        return own == null ? params : own;
     }
 
     /** Position of an Invoker object in this set, or -1. */

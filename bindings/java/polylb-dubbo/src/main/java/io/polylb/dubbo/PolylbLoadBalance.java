@@ -25,7 +25,9 @@ import org.apache.dubbo.rpc.support.RpcUtils;
  * <p>URL parameters read (method level first, from the first provider, as Dubbo does):
  * {@value #STRATEGY_KEY}, {@code hash.nodes} and {@code hash.arguments} (hashing strategies),
  * {@code timeout} (adaptive), {@value #EXTRA_CONFIG_KEY} (extra polylb configuration, e.g.
- * {@code seed=42}); per provider: {@code weight}, {@code timestamp}, {@code warmup}, {@code zone}.
+ * {@code seed=42}); per provider: {@code weight} ({@code <method>.weight} first), {@code timestamp},
+ * {@code warmup}, {@code zone}. A method whose providers declare {@code <method>.weight} gets a
+ * native balancer registered with that method's weights; other methods share the service's.
  */
 public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable {
     public static final String NAME = "polylb";
@@ -58,7 +60,6 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         String methodName = RpcUtils.getMethodName(invocation);
         ServiceState.MethodBinding binding = binding(state, methodName, invokers);
         byte[] key = binding.hashArguments == null ? null : DubboUrls.hashKey(invocation, binding.hashArguments);
-        ServiceState.NativeBalancer nb = binding.balancer;
 
         // Retries only happen when another thread changed the set between our steps.
         for (int attempt = 0; attempt < 4; attempt++) {
@@ -85,12 +86,14 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                     count = match;
                 }
             }
+            ServiceState.Target target = binding.target(state, set);
+            ServiceState.NativeBalancer nb = target.balancer;
             nb.sync(set);
             long id;
             try {
                 id = candidates == null
-                        ? nb.balancer.select(binding.methodId, key)
-                        : nb.balancer.selectAmong(binding.methodId, key, candidates, count, null, 0, 0);
+                        ? nb.balancer.select(target.methodId, key)
+                        : nb.balancer.selectAmong(target.methodId, key, candidates, count, null, 0, 0);
             } catch (PolylbException e) {
                 if (nb.applied != set) {
                     continue; // raced with an update; e.g. a candidate of the old set is gone
@@ -102,11 +105,11 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             if (chosen == null || nb.applied != set) {
                 // The balancer moved to a newer set between sync and select, so the pick may not
                 // be in this call's list: undo it and start over with the current set.
-                Selections.cancel(new Selections.Selection(nb.balancer, binding.methodId, id, null, false));
+                Selections.cancel(new Selections.Selection(nb.balancer, target.methodId, id, null, false));
                 continue;
             }
             Selections.record(invocation,
-                    new Selections.Selection(nb.balancer, binding.methodId, id, chosen.getUrl(), binding.adaptive));
+                    new Selections.Selection(nb.balancer, target.methodId, id, chosen.getUrl(), binding.adaptive));
             if (binding.adaptive) {
                 invocation.setAttachment(ADAPTIVE_ATTACHMENT, ADAPTIVE_ATTACHMENT_REQUEST);
             }
@@ -139,7 +142,8 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     /**
      * Resolves (and caches per method) the strategy, configuration and method id; recomputed
      * only when the first provider's URL object changes, because Dubbo reads these parameters
-     * from it.
+     * from it. Method-level weights depend on every provider, so the binding's balancer for them
+     * is resolved per provider set ({@link ServiceState.MethodBinding#target}).
      */
     private ServiceState.MethodBinding binding(ServiceState state, String methodName, List<? extends Invoker<?>> invokers) {
         Invoker<?> first = invokers.get(0);
@@ -168,6 +172,8 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             config.append('&').append(extra);
         }
         boolean uniformWeights = "random".equals(strategy) && !DubboUrls.declaresWeight(first, methodName);
+        // Dubbo's ring ignores weights; so does random when it ignores them all (its quirk above).
+        boolean methodWeightsApply = !uniformWeights && !"consistenthash".equals(strategy);
         ServiceState.NativeBalancer nb;
         try {
             nb = state.balancerFor(config.toString(), uniformWeights);
@@ -175,7 +181,8 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             throw new RpcException("polylb: bad load-balancing configuration for " + url.getServiceKey() + "."
                     + methodName + " (" + config + "): " + e.getMessage(), e);
         }
-        binding = new ServiceState.MethodBinding(url, nb, nb.methodId(methodName), hashArguments, adaptive);
+        binding = new ServiceState.MethodBinding(url, methodName, config.toString(), nb, hashArguments, adaptive,
+                methodWeightsApply);
         state.bindingsByMethod.put(methodName, binding);
         return binding;
     }

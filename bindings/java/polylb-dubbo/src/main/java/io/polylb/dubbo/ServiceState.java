@@ -13,7 +13,8 @@ import org.apache.dubbo.common.URL;
 /**
  * Everything one Dubbo service (serviceKey) needs: its provider set, stable ids for providers,
  * and the native balancers its methods use (normally one; methods whose URL parameters ask for
- * another strategy or ring size get their own).
+ * another strategy or ring size get their own, and so does a method whose providers declare
+ * {@code <method>.weight}, registered with that method's weights).
  */
 final class ServiceState {
     private final ConcurrentHashMap<String, Long> idsByIdentity = new ConcurrentHashMap<>();
@@ -23,21 +24,82 @@ final class ServiceState {
 
     volatile InvokerSet set = InvokerSet.EMPTY;
 
-    /** A method's resolved configuration; valid while the list's first provider URL is {@code configUrl}. */
+    /**
+     * A method's resolved configuration; valid while the list's first provider URL is
+     * {@code configUrl}. Which native balancer serves the method can also depend on the provider
+     * set (method-level weights), so that part is a {@link Target} checked against the set.
+     */
     static final class MethodBinding {
         final URL configUrl;
-        final NativeBalancer balancer;
-        final int methodId;
+        final String methodName;
+        final String config;
         /** hash.arguments for hashing strategies, else null. */
         final int[] hashArguments;
         final boolean adaptive;
+        /** The service's balancer for this configuration, shared by methods without own weights. */
+        private final NativeBalancer shared;
+        private final int sharedMethodId;
+        private volatile Target target;
 
-        MethodBinding(URL configUrl, NativeBalancer balancer, int methodId, int[] hashArguments, boolean adaptive) {
+        /**
+         * @param methodWeightsApply false when weights cannot matter (random ignoring weights as
+         *     Dubbo's quirk asks, consistenthash's ring): then the target never depends on the set
+         */
+        MethodBinding(URL configUrl, String methodName, String config, NativeBalancer shared, int[] hashArguments,
+                boolean adaptive, boolean methodWeightsApply) {
             this.configUrl = configUrl;
-            this.balancer = balancer;
-            this.methodId = methodId;
+            this.methodName = methodName;
+            this.config = config;
+            this.shared = shared;
+            this.sharedMethodId = shared.methodId(methodName);
             this.hashArguments = hashArguments;
             this.adaptive = adaptive;
+            // Never equal to a set a call sees (those have generation >= 1): resolved on first use.
+            this.target = methodWeightsApply
+                    ? new Target(shared, sharedMethodId, InvokerSet.EMPTY)
+                    : new Target(shared, sharedMethodId, null);
+        }
+
+        /**
+         * The balancer and method id for calls made against {@code set}. One volatile read and a
+         * compare per call; the provider URLs are read (once per method) only when the set changed.
+         */
+        Target target(ServiceState state, InvokerSet set) {
+            Target t = target;
+            if (t.set == null || t.set == set) {
+                return t;
+            }
+            return resolve(state, set);
+        }
+
+        private Target resolve(ServiceState state, InvokerSet set) {
+            // A method that once needed its own weights keeps its balancer (sticky): its round-robin
+            // positions and in-flight counts stay in one place when an override disappears and
+            // comes back, and that balancer's weights follow the set (service level when no
+            // provider overrides any more), as Dubbo's per-method state does.
+            NativeBalancer own = state.ownWeightsBalancer(config, methodName, false);
+            if (own == null && set.methodWeightsDiffer(methodName)) {
+                own = state.ownWeightsBalancer(config, methodName, true);
+            }
+            Target t = own != null
+                    ? new Target(own, own.methodId(methodName), null)
+                    : new Target(shared, sharedMethodId, set);
+            target = t;
+            return t;
+        }
+    }
+
+    /** Where one method's calls go: a native balancer and the method's id in it. */
+    static final class Target {
+        final NativeBalancer balancer;
+        final int methodId;
+        /** The set this choice was made for; null when it holds for every set. */
+        final InvokerSet set;
+
+        Target(NativeBalancer balancer, int methodId, InvokerSet set) {
+            this.balancer = balancer;
+            this.methodId = methodId;
+            this.set = set;
         }
     }
 
@@ -49,12 +111,19 @@ final class ServiceState {
          * timestamp; such a balancer is registered with weight 100 everywhere.
          */
         private final boolean uniformWeights;
+        /**
+         * Non-null for a balancer serving one method whose providers declare
+         * {@code <method>.weight}: its invokers carry that method's weights (Dubbo's getWeight for
+         * the method). Null: the service-level weights.
+         */
+        private final String weightMethod;
         private final ConcurrentHashMap<String, Integer> methodIds = new ConcurrentHashMap<>();
         volatile InvokerSet applied = InvokerSet.EMPTY;
 
-        NativeBalancer(String config, boolean uniformWeights) {
+        NativeBalancer(String config, boolean uniformWeights, String weightMethod) {
             this.balancer = new Balancer(config);
             this.uniformWeights = uniformWeights;
+            this.weightMethod = weightMethod;
         }
 
         int methodId(String name) {
@@ -74,9 +143,10 @@ final class ServiceState {
                 if (applied.generation >= set.generation) {
                     return;
                 }
+                DubboUrls.ProviderParams[] params = weightMethod == null ? set.params : set.paramsFor(weightMethod);
                 List<Invoker> invokers = new ArrayList<>(set.size());
                 for (int i = 0; i < set.size(); i++) {
-                    DubboUrls.ProviderParams p = set.params[i];
+                    DubboUrls.ProviderParams p = params[i];
                     String address = DubboUrls.address(set.invokers[i]);
                     invokers.add(uniformWeights
                             ? new Invoker(set.ids[i], address, DubboUrls.DEFAULT_WEIGHT, 0, 0, p.zone())
@@ -92,7 +162,20 @@ final class ServiceState {
         String key = uniformWeights ? config + "#uniform-weights" : config;
         NativeBalancer nb = balancersByConfig.get(key);
         if (nb == null) {
-            nb = balancersByConfig.computeIfAbsent(key, k -> new NativeBalancer(config, uniformWeights));
+            nb = balancersByConfig.computeIfAbsent(key, k -> new NativeBalancer(config, uniformWeights, null));
+        }
+        return nb;
+    }
+
+    /**
+     * The balancer of one method with its own weights ({@code <method>.weight}), for a
+     * configuration: the existing one, else a new one when {@code create}, else null.
+     */
+    NativeBalancer ownWeightsBalancer(String config, String methodName, boolean create) {
+        String key = config + "#weights:" + methodName;
+        NativeBalancer nb = balancersByConfig.get(key);
+        if (nb == null && create) {
+            nb = balancersByConfig.computeIfAbsent(key, k -> new NativeBalancer(config, false, methodName));
         }
         return nb;
     }

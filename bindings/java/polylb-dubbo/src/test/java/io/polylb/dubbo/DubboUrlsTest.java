@@ -50,6 +50,12 @@ class DubboUrlsTest {
         p = DubboUrls.providerParams(TestInvokers.invoker(1, null));
         assertEquals(100, p.weight());
         assertEquals(-1, p.warmupMs());
+        // <method>.weight first, then weight; warm-up applies to the method's weight.
+        org.apache.dubbo.rpc.Invoker<?> methodLevel = TestInvokers.invoker(1, "weight=7&m.weight=3&n.weight=-2&timestamp=99");
+        assertEquals(new DubboUrls.ProviderParams(3, 99, -1, null), DubboUrls.providerParams(methodLevel, "m"));
+        assertEquals(new DubboUrls.ProviderParams(0, 0, 0, null), DubboUrls.providerParams(methodLevel, "n"));
+        assertEquals(new DubboUrls.ProviderParams(7, 99, -1, null), DubboUrls.providerParams(methodLevel, "other"));
+        assertEquals(DubboUrls.providerParams(methodLevel), DubboUrls.providerParams(methodLevel, "other"));
         assertTrue(DubboUrls.declaresWeight(TestInvokers.invoker(1, "timestamp=1"), "m"));
         assertTrue(DubboUrls.declaresWeight(TestInvokers.invoker(1, "m.weight=3"), "m"));
         assertFalse(DubboUrls.declaresWeight(TestInvokers.invoker(1, "other.weight=3"), "m"));
