@@ -161,12 +161,16 @@ impl MethodState {
 }
 
 const SEGMENTS: usize = 21;
+/// Methods with ids below this live in one eagerly allocated block (about 3 KB): a lookup is a
+/// bounds check and an index. Services rarely have more methods; later ones go to segments.
+const SMALL: u32 = 128;
 
 /// Interned method names. Ids are dense; state lives in segments of doubling size so that a
 /// lookup by id is two loads and never blocks, and existing entries never move.
 struct Methods {
     names: Mutex<HashMap<Box<str>, u32>>,
     count: AtomicU32,
+    small: Box<[MethodState]>,
     segments: [OnceLock<Box<[MethodState]>>; SEGMENTS],
 }
 
@@ -175,20 +179,27 @@ impl Methods {
         let m = Methods {
             names: Mutex::new(HashMap::new()),
             count: AtomicU32::new(0),
+            small: (0..SMALL).map(|_| MethodState::default()).collect(),
             segments: std::array::from_fn(|_| OnceLock::new()),
         };
         m.intern("").expect("the service level always fits");
         m
     }
 
+    /// Segment and offset of a method id at or above `SMALL`.
     fn locate(id: u32) -> (usize, usize) {
-        let k = 31 - (id + 1).leading_zeros();
-        (k as usize, (id + 1 - (1 << k)) as usize)
+        let big = id - SMALL;
+        let k = 31 - (big + 1).leading_zeros();
+        (k as usize, (big + 1 - (1 << k)) as usize)
     }
 
+    #[inline]
     fn get(&self, id: u32) -> Option<&MethodState> {
         if id >= self.count.load(std::sync::atomic::Ordering::Acquire) {
             return None;
+        }
+        if id < SMALL {
+            return Some(&self.small[id as usize]);
         }
         let (seg, off) = Self::locate(id);
         self.segments[seg].get().map(|s| &s[off])
@@ -208,9 +219,11 @@ impl Methods {
                 ),
             ));
         }
-        let (seg, _) = Self::locate(id);
-        self.segments[seg]
-            .get_or_init(|| (0..1usize << seg).map(|_| MethodState::default()).collect());
+        if id >= SMALL {
+            let (seg, _) = Self::locate(id);
+            self.segments[seg]
+                .get_or_init(|| (0..1usize << seg).map(|_| MethodState::default()).collect());
+        }
         names.insert(name.into(), id);
         self.count
             .store(id + 1, std::sync::atomic::Ordering::Release);
