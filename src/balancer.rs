@@ -284,6 +284,57 @@ impl Inner {
         if n == 0 {
             return Err(Status::NoProvider);
         }
+        // The common call (whole set, no filter) stays small; subsets and filters are out of line.
+        let pos = if candidates.is_empty() && excluded.is_empty() && self.filter.is_none() {
+            if n == 1 {
+                0
+            } else {
+                self.strategy.select(&Ctx {
+                    snapshot,
+                    method: method_state,
+                    method_id: method,
+                    candidates: &snapshot.all,
+                    is_all: true,
+                    mask: &[],
+                    key,
+                    clock,
+                    rng: &self.rng,
+                })?
+            }
+        } else {
+            self.pick_general(
+                snapshot,
+                method_state,
+                method,
+                key,
+                candidates,
+                excluded,
+                clock,
+            )?
+        };
+        let member = &snapshot.members[pos];
+        let stats = member.state.methods.get_or_insert(method);
+        stats.begin();
+        if self.tracks_selects {
+            self.strategy.on_select(method_state, method, stats, clock);
+        }
+        Ok(member.id)
+    }
+
+    /// The pick with candidates, exclusions, zone preference or outlier ejection.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn pick_general(
+        &self,
+        snapshot: &Snapshot,
+        method_state: &MethodState,
+        method: u32,
+        key: &[u8],
+        candidates: &[u64],
+        excluded: &[u64],
+        clock: &Clock,
+    ) -> Result<usize, Status> {
+        let n = snapshot.members.len();
         let pick = |positions: &[u32], is_all: bool, mask: &[u64]| -> Result<usize, Status> {
             // As Dubbo: a single candidate is returned without running the strategy.
             if positions.len() == 1 {
@@ -348,13 +399,7 @@ impl Inner {
                 pick(positions, is_all, mask)
             })?
         };
-        let member = &snapshot.members[pos];
-        let stats = member.state.methods.get_or_insert(method);
-        stats.begin();
-        if self.tracks_selects {
-            self.strategy.on_select(method_state, method, stats, clock);
-        }
-        Ok(member.id)
+        Ok(pos)
     }
 
     /// Runs `f` on the current snapshot. The thread's cached one is used while its generation
