@@ -43,6 +43,9 @@ pub struct PeakEwmaConfig {
     pub decay_ms: i64,
     /// Latency recorded for a failed or timed-out call (at least its elapsed time), ms.
     pub failure_penalty_ms: i64,
+    /// Between otherwise equal invokers, this balancer's own preference order, renewed every
+    /// this many ms (0 = off: the first candidate drawn).
+    pub preference_ms: i64,
 }
 
 /// Outlier ejection (every strategy). Off unless a rule is set.
@@ -94,6 +97,7 @@ impl Default for Config {
                 choices: 2,
                 decay_ms: 10_000,
                 failure_penalty_ms: 1000,
+                preference_ms: 0,
             },
             boundedhash_factor: 1.25,
             zone: None,
@@ -202,6 +206,17 @@ const KEYS: &[(&str, &str, Setter)] = &[
          this long, then twice as late each time; 0 = elapsed time only (default 1000)",
         |c, k, v| {
             c.peakewma.failure_penalty_ms = non_negative(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "peakewma.preferenceMs",
+        "peakewma: between invokers of equivalent latency, equal weight and equal calls in \
+         flight, prefer this balancer's own order (a hash of the ids), renewed every this many \
+         ms, instead of the first drawn; helps many consumers each with few calls in flight; \
+         0 = off (default 0)",
+        |c, k, v| {
+            c.peakewma.preference_ms = non_negative(k, v)?;
             Ok(())
         },
     ),

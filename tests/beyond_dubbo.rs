@@ -171,7 +171,7 @@ fn new_names_and_keys_parse() {
     }
     let c = polylb::Config::parse(
         "loadbalance=peakewma&peakewma.choices=3&peakewma.decay=5000&peakewma.failurePenalty=0\
-         &p2c.choices=0&boundedhash.factor=1.5&zone=z1&zone.minHealthyPercent=50\
+         &peakewma.preferenceMs=250&p2c.choices=0&boundedhash.factor=1.5&zone=z1&zone.minHealthyPercent=50\
          &outlier.consecutiveFailures=3&outlier.failureRate=40&outlier.windowMs=2000\
          &outlier.minRequests=5&outlier.baseEjectionMs=100&outlier.maxEjectionMs=1000\
          &outlier.maxEjectionPercent=50&slowstart.windowMs=30000&slowstart.minWeightPercent=5\
@@ -181,6 +181,8 @@ fn new_names_and_keys_parse() {
     assert_eq!(c.peakewma.choices, 3);
     assert_eq!(c.peakewma.decay_ms, 5000);
     assert_eq!(c.peakewma.failure_penalty_ms, 0);
+    assert_eq!(c.peakewma.preference_ms, 250);
+    assert_eq!(polylb::Config::default().peakewma.preference_ms, 0);
     assert_eq!(c.p2c_choices, 0);
     assert_eq!(c.boundedhash_factor, 1.5);
     assert_eq!(c.zone.as_deref(), Some("z1"));
@@ -209,6 +211,7 @@ fn options_that_would_do_nothing_are_errors() {
         ("p2c.choices=17", "p2c.choices"),
         ("peakewma.decay=0", "peakewma.decay"),
         ("peakewma.failurePenalty=-1", "peakewma.failurePenalty"),
+        ("peakewma.preferenceMs=-1", "peakewma.preferenceMs"),
         ("boundedhash.factor=0.9", "boundedhash.factor"),
         ("boundedhash.factor=nan", "boundedhash.factor"),
         ("zone.minHealthyPercent=50", "zone"),
@@ -354,6 +357,60 @@ fn peakewma_under_load_honours_weights_between_equal_latencies() {
     assert!(
         (share - 0.75).abs() < 0.04,
         "weight 3:1 under load: {share}"
+    );
+}
+
+#[test]
+fn peakewma_preference_orders_equal_invokers() {
+    let four: Vec<Invoker> = (1..=4).map(provider).collect();
+    let spec = "loadbalance=peakewma&peakewma.choices=0&seed=21";
+    // Off (the default): one call at a time spreads over equal invokers as drawn.
+    let b = lb(spec, &four);
+    let c = counts(&b, 0, 4000, NOW);
+    for id in 1..=4 {
+        assert_binomial(c[&id], 4000, 0.25, 5.0, "without a preference");
+    }
+    // On: within one period, calls made one at a time all go to this balancer's preferred
+    // invoker...
+    let b = lb(&format!("{spec}&peakewma.preferenceMs=1000"), &four);
+    let c = counts(&b, 0, 400, NOW);
+    assert_eq!(c.len(), 1, "one preferred invoker per period: {c:?}");
+    let preferred = *c.keys().next().unwrap();
+    // ... and calls in flight there spill to the others, one each, before any gets a second.
+    let held = hold(&b, 0, 4, NOW);
+    let mut distinct = held.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "{held:?}");
+    assert_eq!(held[0], preferred);
+    for id in held {
+        b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+    }
+    // The order is renewed every period: over 400 periods each invoker is preferred about a
+    // quarter of the time.
+    let mut firsts = BTreeMap::new();
+    for period in 1..=400i64 {
+        let now = NOW + period * 1_000_000 + 123;
+        let id = b.select(0, b"", now).unwrap();
+        b.report(0, id, 1000, Outcome::Success, now).unwrap();
+        *firsts.entry(id).or_insert(0usize) += 1;
+    }
+    for id in 1..=4 {
+        let n = firsts.get(&id).copied().unwrap_or(0);
+        assert_binomial(n, 400, 0.25, 5.0, "preferred per period");
+    }
+    // Unequal weights keep the weighted draw: an idle 99:1 pair still splits 99:1.
+    let b = lb(
+        "loadbalance=peakewma&peakewma.choices=0&peakewma.preferenceMs=1000&seed=22",
+        &[provider(1).weight(99), provider(2).weight(1)],
+    );
+    let c = counts(&b, 0, 20_000, NOW);
+    assert_binomial(
+        c.get(&2).copied().unwrap_or(0),
+        20_000,
+        0.01,
+        5.0,
+        "99:1 with a preference",
     );
 }
 

@@ -90,6 +90,34 @@ fn peakewma_avoids_the_fast_failing_provider() {
 }
 
 #[test]
+fn peakewma_preference_helps_many_consumers() {
+    // 50 consumers at 85 % load, each with about one call in flight: with a per-balancer
+    // preference between equal invokers, a consumer's calls gather where its own in-flight
+    // counts mean something (a GC pause scenario, 6 s, two seeds: 10 % and 6 % lower p99 in
+    // these runs, asserted at 4 %).
+    if !available("peakewma&peakewma.preferenceMs=1000") {
+        return;
+    }
+    for seed in [1, 2] {
+        let drawn = run("3", 6.0, "peakewma&peakewma.choices=0", 0.85, 50, seed);
+        let preferred = run(
+            "3",
+            6.0,
+            "peakewma&peakewma.choices=0&peakewma.preferenceMs=1000",
+            0.85,
+            50,
+            seed,
+        );
+        assert!(
+            preferred.p99_us < 0.96 * drawn.p99_us,
+            "seed {seed}: p99 {} with a preference vs {} without",
+            preferred.p99_us,
+            drawn.p99_us
+        );
+    }
+}
+
+#[test]
 fn boundedhash_keeps_max_mean_load_within_c() {
     // The library's default balance factor, and a tolerance for counting requests over a window
     // rather than the in-flight load the bound applies to.
