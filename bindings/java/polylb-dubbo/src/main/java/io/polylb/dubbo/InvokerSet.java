@@ -12,6 +12,13 @@ import org.apache.dubbo.rpc.cluster.router.state.BitList;
  *
  * <p>Dubbo hands the balancer a list per call (after routing); this class answers, cheaply,
  * "is that list exactly this set, a subset of it, or does it hold providers we do not know?".
+ *
+ * <p>A registry refresh replaces Invoker objects (same provider identity, possibly new
+ * parameters) while calls may still hold the previous list. The set keeps one member per
+ * provider (the newest object, see {@link ServiceState#cover}); the other objects of the same
+ * provider that calls were seen with are <em>aliases</em> of that member: they match its
+ * position and id, and the pick is handed back as the call's own object
+ * ({@link #objectInList}). Aliases are added without a new set (no native update).
  */
 final class InvokerSet {
     static final InvokerSet EMPTY = new InvokerSet(0, new Invoker<?>[0], new long[0], new DubboUrls.ProviderParams[0]);
@@ -29,6 +36,13 @@ final class InvokerSet {
     private final ConcurrentHashMap<String, DubboUrls.ProviderParams[]> paramsByMethod = new ConcurrentHashMap<>();
     private final IdentityHashMap<Invoker<?>, Integer> positionByInvoker;
     private final LongIntMap positionById;
+
+    /**
+     * Other objects of members' providers (older or newer Invoker objects with the same identity)
+     * → the member's position. Copy-on-write under the ServiceState's lock; null while empty. Read
+     * only for objects that are not members, so the per-call paths never touch it.
+     */
+    private volatile IdentityHashMap<Invoker<?>, Integer> aliases;
 
     /**
      * The last per-call list object found to equal this set (same members, same order); lets
@@ -51,6 +65,12 @@ final class InvokerSet {
     volatile int lastCheckedSubsetSize = -1;
 
     InvokerSet(long generation, Invoker<?>[] invokers, long[] ids, DubboUrls.ProviderParams[] params) {
+        this(generation, invokers, ids, params, null);
+    }
+
+    /** @param aliases alias object → its member (an element of {@code invokers}); may be null */
+    InvokerSet(long generation, Invoker<?>[] invokers, long[] ids, DubboUrls.ProviderParams[] params,
+            IdentityHashMap<Invoker<?>, Invoker<?>> aliases) {
         this.generation = generation;
         this.invokers = invokers;
         this.ids = ids;
@@ -60,6 +80,16 @@ final class InvokerSet {
         for (int i = 0; i < invokers.length; i++) {
             positionByInvoker.put(invokers[i], i);
             positionById.put(ids[i], i);
+        }
+        if (aliases != null && !aliases.isEmpty()) {
+            IdentityHashMap<Invoker<?>, Integer> a = new IdentityHashMap<>(aliases.size() * 2);
+            aliases.forEach((alias, member) -> {
+                Integer p = positionByInvoker.get(member);
+                if (p != null && !positionByInvoker.containsKey(alias)) {
+                    a.put(alias, p);
+                }
+            });
+            this.aliases = a.isEmpty() ? null : a;
         }
     }
 
@@ -99,10 +129,96 @@ final class InvokerSet {
         return own == null ? params : own;
     }
 
-    /** Position of an Invoker object in this set, or -1. */
+    /** Position of an Invoker object in this set, as a member or as an alias of one; or -1. */
     int positionOf(Invoker<?> invoker) {
         Integer p = positionByInvoker.get(invoker);
+        if (p == null) {
+            IdentityHashMap<Invoker<?>, Integer> a = aliases;
+            p = a == null ? null : a.get(invoker);
+        }
         return p == null ? -1 : p;
+    }
+
+    /** True when {@code invoker} is a member object (not an alias) of this set. */
+    boolean isMember(Invoker<?> invoker) {
+        return positionByInvoker.containsKey(invoker);
+    }
+
+    /** The alias objects and their members, for carrying them over to the next set. */
+    IdentityHashMap<Invoker<?>, Invoker<?>> aliasMembers() {
+        IdentityHashMap<Invoker<?>, Integer> a = aliases;
+        IdentityHashMap<Invoker<?>, Invoker<?>> out = new IdentityHashMap<>();
+        if (a != null) {
+            a.forEach((alias, p) -> out.put(alias, invokers[p]));
+        }
+        return out;
+    }
+
+    /**
+     * How many aliases a set keeps at most: normally one or two per member (the previous
+     * generation of objects), more only if a caller keeps handing out new objects.
+     */
+    int aliasLimit() {
+        return 4 * invokers.length + 16;
+    }
+
+    int aliasCount() {
+        IdentityHashMap<Invoker<?>, Integer> a = aliases;
+        return a == null ? 0 : a.size();
+    }
+
+    /**
+     * Adds aliases (object → member of this set) without changing the set. Callers hold the
+     * ServiceState's lock (the only writer); readers see either map, both valid.
+     */
+    void addAliases(IdentityHashMap<Invoker<?>, Invoker<?>> more) {
+        IdentityHashMap<Invoker<?>, Integer> a = aliases;
+        // Bounded: past the limit the earlier aliases go (a call still holding one re-adds it).
+        IdentityHashMap<Invoker<?>, Integer> next = a == null || a.size() + more.size() > aliasLimit()
+                ? new IdentityHashMap<>()
+                : new IdentityHashMap<>(a);
+        more.forEach((alias, member) -> {
+            Integer p = positionByInvoker.get(member);
+            if (p != null && !positionByInvoker.containsKey(alias)) {
+                next.put(alias, p);
+            }
+        });
+        aliases = next.isEmpty() ? null : next;
+    }
+
+    /**
+     * The object of the call's {@code list} that stands for the picked {@code id}, after a
+     * {@link #match} that went through aliases ({@code candidates} holds the ids it wrote, one
+     * per element, in list order): the member itself if the list holds it, else the first
+     * element with that id (the call's own object of that provider). Null if none.
+     */
+    static Invoker<?> objectInList(List<? extends Invoker<?>> list, long[] candidates, long id, Invoker<?> member) {
+        Invoker<?> first = null;
+        int i = 0;
+        for (Invoker<?> invoker : list) {
+            if (candidates[i++] == id) {
+                if (invoker == member) {
+                    return invoker;
+                }
+                if (first == null) {
+                    first = invoker;
+                }
+            }
+        }
+        return first;
+    }
+
+    /** True when the first {@code count} candidates are exactly this set's ids in order. */
+    boolean allInOrder(long[] candidates, int count) {
+        if (count != ids.length) {
+            return false;
+        }
+        for (int i = 0; i < count; i++) {
+            if (candidates[i] != ids[i]) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** The Invoker with a polylb id, or null if the id is not in this set. */
@@ -138,25 +254,45 @@ final class InvokerSet {
 
     static final int EQUAL = -1;
     static final int UNKNOWN_MEMBER = -2;
+    /** Flag on a count: some element matched as an alias (the pick must be mapped back). */
+    static final int ALIASED = 1 << 30;
 
     /**
      * Compares a per-call list with this set. Returns {@link #EQUAL} when it holds exactly this
      * set's invokers in this order, {@link #UNKNOWN_MEMBER} when it holds an invoker this set
-     * lacks, otherwise the number of candidates written to {@code candidates} (its ids).
+     * lacks, otherwise the number of candidates written to {@code candidates} (its ids, one per
+     * element), with {@link #ALIASED} set when some element is an alias of a member.
+     *
+     * @param promote also answer {@link #UNKNOWN_MEMBER} for a live alias of a destroyed member,
+     *     so that {@link ServiceState#cover} registers the live object instead
      */
-    int match(List<? extends Invoker<?>> list, long[] candidates) {
+    int match(List<? extends Invoker<?>> list, long[] candidates, boolean promote) {
         boolean sameOrder = list.size() == invokers.length;
+        int aliased = 0;
         int i = 0;
         // An iterator, not get(i): Dubbo's routed BitList walks its bitmap on every get.
         for (Invoker<?> invoker : list) {
-            int p = positionOf(invoker);
-            if (p < 0) {
-                return UNKNOWN_MEMBER;
+            Integer member = positionByInvoker.get(invoker);
+            int p;
+            if (member != null) {
+                p = member;
+            } else {
+                IdentityHashMap<Invoker<?>, Integer> a = aliases;
+                Integer alias = a == null ? null : a.get(invoker);
+                if (alias == null) {
+                    return UNKNOWN_MEMBER;
+                }
+                p = alias;
+                if (promote && !invokers[p].isAvailable() && invoker.isAvailable()) {
+                    return UNKNOWN_MEMBER;
+                }
+                aliased = ALIASED;
+                sameOrder = false;
             }
             sameOrder &= p == i;
             candidates[i++] = ids[p];
         }
-        return sameOrder ? EQUAL : i;
+        return sameOrder ? EQUAL : i | aliased;
     }
 
     /** A minimal open-addressing map from id to position (ids are never negative). */

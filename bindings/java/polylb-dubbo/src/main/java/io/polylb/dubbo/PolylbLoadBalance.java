@@ -66,15 +66,27 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             InvokerSet set = state.set;
             long[] candidates = null;
             int count = 0;
+            // Set when the list holds other objects of members' providers (aliases): the pick is
+            // then mapped back to the call's own object through these ids, one per element.
+            long[] listIds = null;
             if (!set.knownEqual(invokers)) {
                 candidates = scratch(invokers.size());
-                int match = set.match(invokers, candidates);
+                int match = set.match(invokers, candidates, attempt == 0);
                 if (match == InvokerSet.UNKNOWN_MEMBER) {
                     state.cover(invokers);
                     continue;
                 }
+                if (match != InvokerSet.EQUAL && (match & InvokerSet.ALIASED) != 0) {
+                    match &= ~InvokerSet.ALIASED;
+                    listIds = candidates;
+                    if (set.allInOrder(candidates, match)) {
+                        match = InvokerSet.EQUAL; // every provider, in order: no candidates needed
+                    }
+                }
                 if (match == InvokerSet.EQUAL) {
-                    set.rememberEqual(invokers);
+                    if (listIds == null) {
+                        set.rememberEqual(invokers);
+                    }
                     candidates = null;
                 } else {
                     if (match != set.lastCheckedSubsetSize) {
@@ -102,6 +114,9 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                         + "." + methodName + ": " + e.getMessage(), e);
             }
             Invoker<?> chosen = set.invokerById(id);
+            if (chosen != null && listIds != null) {
+                chosen = InvokerSet.objectInList(invokers, listIds, id, chosen);
+            }
             if (chosen == null || nb.applied != set) {
                 // The balancer moved to a newer set between sync and select, so the pick may not
                 // be in this call's list: undo it and start over with the current set.
@@ -185,6 +200,11 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                 methodWeightsApply);
         state.bindingsByMethod.put(methodName, binding);
         return binding;
+    }
+
+    /** The state of a service, or null (tests and diagnostics). */
+    ServiceState serviceState(String serviceKey) {
+        return services.get(serviceKey);
     }
 
     /**

@@ -3,8 +3,11 @@ package io.polylb.dubbo;
 import io.polylb.Balancer;
 import io.polylb.Invoker;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -119,6 +122,8 @@ final class ServiceState {
         private final String weightMethod;
         private final ConcurrentHashMap<String, Integer> methodIds = new ConcurrentHashMap<>();
         volatile InvokerSet applied = InvokerSet.EMPTY;
+        /** Native updates made so far (diagnostics and tests); written under this object's lock. */
+        volatile long updates;
 
         NativeBalancer(String config, boolean uniformWeights, String weightMethod) {
             this.balancer = new Balancer(config);
@@ -154,6 +159,7 @@ final class ServiceState {
                 }
                 balancer.update(invokers);
                 applied = set;
+                updates++;
             }
         }
     }
@@ -181,38 +187,138 @@ final class ServiceState {
     }
 
     /**
-     * Makes the set cover {@code list}: its providers in its order, followed by the previous
-     * members that are not in it and still available (routers hand out subsets). A provider the
-     * registry removed is destroyed, hence unavailable, and dropped here; one that came back as a
-     * new Invoker object (same identity, e.g. changed parameters) replaces its old object.
+     * Makes the set know every object of {@code list}: its providers in its order, followed by
+     * the previous members that are not in it and still available (routers hand out subsets).
+     * A provider the registry removed is destroyed, hence unavailable, and dropped here.
+     *
+     * <p>One member per provider identity ({@code protocol://host:port/path}) seen through
+     * different Invoker objects (a registry refresh replaces objects while calls still hold the
+     * previous list), the newest: an object not seen before replaces the member of its identity
+     * when it is available (it comes from a newer list; its parameters, e.g. a new weight, are
+     * registered); the replaced member stays an alias, so calls still holding it match without a
+     * rebuild. An unavailable (destroyed) object not seen before becomes an alias of the member.
+     * A live alias of a destroyed member replaces it. Only when a list holds two objects of one
+     * identity are both members (with distinct ids). When nothing but aliases changes, the set
+     * stays (no new generation, no native update).
      */
     synchronized InvokerSet cover(List<? extends org.apache.dubbo.rpc.Invoker<?>> list) {
         InvokerSet old = set;
-        List<org.apache.dubbo.rpc.Invoker<?>> members = new ArrayList<>(list.size() + old.size());
-        Set<org.apache.dubbo.rpc.Invoker<?>> inList = java.util.Collections.newSetFromMap(
-                new java.util.IdentityHashMap<>());
-        Set<String> identities = new HashSet<>();
+        Map<org.apache.dubbo.rpc.Invoker<?>, Boolean> inList = new IdentityHashMap<>();
         for (org.apache.dubbo.rpc.Invoker<?> invoker : list) {
-            if (inList.add(invoker)) {
-                members.add(invoker);
-                identities.add(invoker.getUrl().toIdentityString());
+            inList.put(invoker, Boolean.TRUE);
+        }
+        // First member per identity (later ones are duplicates a list held at once).
+        Map<String, org.apache.dubbo.rpc.Invoker<?>> memberByIdentity = new HashMap<>();
+        for (org.apache.dubbo.rpc.Invoker<?> member : old.invokers) {
+            memberByIdentity.putIfAbsent(member.getUrl().toIdentityString(), member);
+        }
+
+        // Pass 1: which members a newer (or live) object of the list replaces.
+        Map<org.apache.dubbo.rpc.Invoker<?>, org.apache.dubbo.rpc.Invoker<?>> replacedBy = new IdentityHashMap<>();
+        for (org.apache.dubbo.rpc.Invoker<?> invoker : list) {
+            if (old.isMember(invoker) || replacedBy.containsValue(invoker) || !invoker.isAvailable()) {
+                continue;
+            }
+            int p = old.positionOf(invoker);
+            org.apache.dubbo.rpc.Invoker<?> member = p >= 0
+                    ? old.invokers[p]
+                    : memberByIdentity.get(invoker.getUrl().toIdentityString());
+            if (member == null || inList.containsKey(member) || replacedBy.containsKey(member)) {
+                continue;
+            }
+            // A known alias takes over only from a destroyed member; a new object always does.
+            if (p < 0 || !member.isAvailable()) {
+                replacedBy.put(member, invoker);
             }
         }
-        for (org.apache.dubbo.rpc.Invoker<?> invoker : old.invokers) {
-            if (!inList.contains(invoker) && invoker.isAvailable()
-                    && !identities.contains(invoker.getUrl().toIdentityString())) {
-                members.add(invoker);
+
+        // Pass 2: the members, in the list's order, and the aliases of this call's objects.
+        List<org.apache.dubbo.rpc.Invoker<?>> members = new ArrayList<>(list.size() + old.size());
+        Map<org.apache.dubbo.rpc.Invoker<?>, Boolean> taken = new IdentityHashMap<>();
+        IdentityHashMap<org.apache.dubbo.rpc.Invoker<?>, org.apache.dubbo.rpc.Invoker<?>> aliases =
+                new IdentityHashMap<>();
+        for (org.apache.dubbo.rpc.Invoker<?> invoker : list) {
+            org.apache.dubbo.rpc.Invoker<?> target;
+            int p = old.positionOf(invoker);
+            if (p >= 0) {
+                target = resolve(replacedBy, old.invokers[p]);
+            } else {
+                org.apache.dubbo.rpc.Invoker<?> member = memberByIdentity.get(invoker.getUrl().toIdentityString());
+                if (member != null && replacedBy.get(member) == invoker) {
+                    target = invoker;
+                } else if (member != null && !inList.containsKey(member) && !invoker.isAvailable()) {
+                    target = resolve(replacedBy, member);
+                } else {
+                    target = invoker; // a new provider, or a second live object of one in this list
+                }
+            }
+            if (target != invoker) {
+                aliases.put(invoker, target);
+            }
+            if (taken.put(target, Boolean.TRUE) == null) {
+                members.add(target);
             }
         }
-        return replace(old, members);
+        for (org.apache.dubbo.rpc.Invoker<?> member : old.invokers) {
+            if (!taken.containsKey(member) && !replacedBy.containsKey(member) && member.isAvailable()) {
+                taken.put(member, Boolean.TRUE);
+                members.add(member);
+            }
+        }
+
+        boolean sameMembers = replacedBy.isEmpty() && members.size() == old.size();
+        for (int i = 0; sameMembers && i < members.size(); i++) {
+            sameMembers = old.isMember(members.get(i));
+        }
+        if (sameMembers) {
+            // Only new aliases: the registered set (and the native balancers) stay as they are.
+            if (!aliases.isEmpty()) {
+                old.addAliases(aliases);
+            }
+            return old;
+        }
+        // Carried over: replaced members that are still available (calls may hold them), and
+        // earlier aliases whose provider is still a member, unless destroyed (a call still
+        // holding one re-adds it) or past the limit (a caller handing out new objects per call).
+        replacedBy.forEach((member, replacement) -> {
+            if (member.isAvailable() && !taken.containsKey(member)) {
+                aliases.putIfAbsent(member, replacement);
+            }
+        });
+        int limit = 4 * members.size() + 16;
+        for (Map.Entry<org.apache.dubbo.rpc.Invoker<?>, org.apache.dubbo.rpc.Invoker<?>> e
+                : old.aliasMembers().entrySet()) {
+            if (aliases.size() >= limit) {
+                break;
+            }
+            org.apache.dubbo.rpc.Invoker<?> alias = e.getKey();
+            org.apache.dubbo.rpc.Invoker<?> target = resolve(replacedBy, e.getValue());
+            if (alias.isAvailable() && taken.containsKey(target) && !taken.containsKey(alias)) {
+                aliases.putIfAbsent(alias, target);
+            }
+        }
+        return replace(old, members, aliases);
     }
 
-    /** Drops members that are not in {@code list} and no longer available (destroyed). */
+    private static org.apache.dubbo.rpc.Invoker<?> resolve(
+            Map<org.apache.dubbo.rpc.Invoker<?>, org.apache.dubbo.rpc.Invoker<?>> replacedBy,
+            org.apache.dubbo.rpc.Invoker<?> member) {
+        org.apache.dubbo.rpc.Invoker<?> replacement = replacedBy.get(member);
+        return replacement == null ? member : replacement;
+    }
+
+    /**
+     * Drops members that are no longer available (destroyed) and not in {@code list}, themselves or
+     * through an alias.
+     */
     InvokerSet prune(List<? extends org.apache.dubbo.rpc.Invoker<?>> list) {
         InvokerSet old = set;
         Set<org.apache.dubbo.rpc.Invoker<?>> inList = java.util.Collections.newSetFromMap(
                 new java.util.IdentityHashMap<>());
-        inList.addAll(list);
+        for (org.apache.dubbo.rpc.Invoker<?> invoker : list) {
+            int p = old.positionOf(invoker);
+            inList.add(p >= 0 ? old.invokers[p] : invoker);
+        }
         boolean anyGone = false;
         for (org.apache.dubbo.rpc.Invoker<?> invoker : old.invokers) {
             if (!inList.contains(invoker) && !invoker.isAvailable()) {
@@ -224,18 +330,31 @@ final class ServiceState {
             return old;
         }
         synchronized (this) {
-            old = set;
+            if (set != old) {
+                return set; // changed meanwhile: the caller matches again
+            }
             List<org.apache.dubbo.rpc.Invoker<?>> members = new ArrayList<>(old.size());
             for (org.apache.dubbo.rpc.Invoker<?> invoker : old.invokers) {
                 if (inList.contains(invoker) || invoker.isAvailable()) {
                     members.add(invoker);
                 }
             }
-            return members.size() == old.size() ? old : replace(old, members);
+            if (members.size() == old.size()) {
+                return old;
+            }
+            IdentityHashMap<org.apache.dubbo.rpc.Invoker<?>, org.apache.dubbo.rpc.Invoker<?>> aliases =
+                    new IdentityHashMap<>();
+            old.aliasMembers().forEach((alias, member) -> {
+                if (alias.isAvailable()) {
+                    aliases.put(alias, member); // the constructor drops those of dropped members
+                }
+            });
+            return replace(old, members, aliases);
         }
     }
 
-    private InvokerSet replace(InvokerSet old, List<org.apache.dubbo.rpc.Invoker<?>> members) {
+    private InvokerSet replace(InvokerSet old, List<org.apache.dubbo.rpc.Invoker<?>> members,
+            IdentityHashMap<org.apache.dubbo.rpc.Invoker<?>, org.apache.dubbo.rpc.Invoker<?>> aliases) {
         int n = members.size();
         org.apache.dubbo.rpc.Invoker<?>[] invokers = members.toArray(new org.apache.dubbo.rpc.Invoker<?>[0]);
         long[] ids = new long[n];
@@ -245,7 +364,7 @@ final class ServiceState {
             ids[i] = stableId(invokers[i], used);
             params[i] = DubboUrls.providerParams(invokers[i]);
         }
-        InvokerSet next = new InvokerSet(old.generation + 1, invokers, ids, params);
+        InvokerSet next = new InvokerSet(old.generation + 1, invokers, ids, params, aliases);
         set = next;
         return next;
     }
@@ -264,6 +383,15 @@ final class ServiceState {
                 return id;
             }
         }
+    }
+
+    /** Native updates made so far, summed over this service's balancers (tests). */
+    long nativeUpdates() {
+        long n = 0;
+        for (NativeBalancer nb : balancersByConfig.values()) {
+            n += nb.updates;
+        }
+        return n;
     }
 
     /** Stats JSON of each native balancer of this service (diagnostics and tests). */
