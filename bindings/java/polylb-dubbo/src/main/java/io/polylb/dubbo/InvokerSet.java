@@ -18,7 +18,10 @@ import org.apache.dubbo.rpc.cluster.router.state.BitList;
  * provider (the newest object, see {@link ServiceState#cover}); the other objects of the same
  * provider that calls were seen with are <em>aliases</em> of that member: they match its
  * position and id, and the pick is handed back as the call's own object
- * ({@link #objectInList}). Aliases are added without a new set (no native update).
+ * ({@link #objectInList}). A destroyed object whose provider has no member any more (the
+ * registry removed it; a call still holds the previous list) is a <em>dead</em> alias: never a
+ * candidate, so the call picks among its live providers and the set is not rebuilt for it.
+ * Aliases are added without a new set (no native update).
  */
 final class InvokerSet {
     static final InvokerSet EMPTY = new InvokerSet(0, new Invoker<?>[0], new long[0], new DubboUrls.ProviderParams[0]);
@@ -39,8 +42,9 @@ final class InvokerSet {
 
     /**
      * Other objects of members' providers (older or newer Invoker objects with the same identity)
-     * → the member's position. Copy-on-write under the ServiceState's lock; null while empty. Read
-     * only for objects that are not members, so the per-call paths never touch it.
+     * → the member's position, or {@link #DEAD} for a destroyed object of a provider that left.
+     * Copy-on-write under the ServiceState's lock; null while empty. Read only for objects that
+     * are not members, so the per-call paths never touch it.
      */
     private volatile IdentityHashMap<Invoker<?>, Integer> aliases;
 
@@ -68,7 +72,10 @@ final class InvokerSet {
         this(generation, invokers, ids, params, null);
     }
 
-    /** @param aliases alias object → its member (an element of {@code invokers}); may be null */
+    /**
+     * @param aliases alias object → its member (an element of {@code invokers}), or null for a
+     *     dead alias; may be null
+     */
     InvokerSet(long generation, Invoker<?>[] invokers, long[] ids, DubboUrls.ProviderParams[] params,
             IdentityHashMap<Invoker<?>, Invoker<?>> aliases) {
         this.generation = generation;
@@ -83,12 +90,7 @@ final class InvokerSet {
         }
         if (aliases != null && !aliases.isEmpty()) {
             IdentityHashMap<Invoker<?>, Integer> a = new IdentityHashMap<>(aliases.size() * 2);
-            aliases.forEach((alias, member) -> {
-                Integer p = positionByInvoker.get(member);
-                if (p != null && !positionByInvoker.containsKey(alias)) {
-                    a.put(alias, p);
-                }
-            });
+            aliases.forEach((alias, member) -> putAlias(a, alias, member));
             this.aliases = a.isEmpty() ? null : a;
         }
     }
@@ -129,7 +131,27 @@ final class InvokerSet {
         return own == null ? params : own;
     }
 
-    /** Position of an Invoker object in this set, as a member or as an alias of one; or -1. */
+    /** Value of a dead alias (a destroyed object whose provider has no member). */
+    static final int DEAD = -1;
+
+    private void putAlias(IdentityHashMap<Invoker<?>, Integer> into, Invoker<?> alias, Invoker<?> member) {
+        if (positionByInvoker.containsKey(alias)) {
+            return;
+        }
+        if (member == null) {
+            into.put(alias, DEAD);
+        } else {
+            Integer p = positionByInvoker.get(member);
+            if (p != null) {
+                into.put(alias, p);
+            }
+        }
+    }
+
+    /**
+     * Position of an Invoker object in this set, as a member or as an alias of one; -1 if it is
+     * unknown or a dead alias.
+     */
     int positionOf(Invoker<?> invoker) {
         Integer p = positionByInvoker.get(invoker);
         if (p == null) {
@@ -144,12 +166,19 @@ final class InvokerSet {
         return positionByInvoker.containsKey(invoker);
     }
 
-    /** The alias objects and their members, for carrying them over to the next set. */
+    /**
+     * The alias objects and their members, for carrying them over to the next set (dead aliases
+     * are not: they are destroyed objects, re-added if a call still holds one).
+     */
     IdentityHashMap<Invoker<?>, Invoker<?>> aliasMembers() {
         IdentityHashMap<Invoker<?>, Integer> a = aliases;
         IdentityHashMap<Invoker<?>, Invoker<?>> out = new IdentityHashMap<>();
         if (a != null) {
-            a.forEach((alias, p) -> out.put(alias, invokers[p]));
+            a.forEach((alias, p) -> {
+                if (p >= 0) {
+                    out.put(alias, invokers[p]);
+                }
+            });
         }
         return out;
     }
@@ -177,35 +206,32 @@ final class InvokerSet {
         IdentityHashMap<Invoker<?>, Integer> next = a == null || a.size() + more.size() > aliasLimit()
                 ? new IdentityHashMap<>()
                 : new IdentityHashMap<>(a);
-        more.forEach((alias, member) -> {
-            Integer p = positionByInvoker.get(member);
-            if (p != null && !positionByInvoker.containsKey(alias)) {
-                next.put(alias, p);
-            }
-        });
+        more.forEach((alias, member) -> putAlias(next, alias, member));
         aliases = next.isEmpty() ? null : next;
     }
 
     /**
-     * The object of the call's {@code list} that stands for the picked {@code id}, after a
-     * {@link #match} that went through aliases ({@code candidates} holds the ids it wrote, one
-     * per element, in list order): the member itself if the list holds it, else the first
-     * element with that id (the call's own object of that provider). Null if none.
+     * The object of the call's {@code list} that stands for the member at {@code position},
+     * after a {@link #match} that went through aliases: the member itself if the list holds it,
+     * else the first alias of it (the call's own object of that provider). Null if none.
      */
-    static Invoker<?> objectInList(List<? extends Invoker<?>> list, long[] candidates, long id, Invoker<?> member) {
+    Invoker<?> objectInList(List<? extends Invoker<?>> list, int position) {
+        Invoker<?> member = invokers[position];
         Invoker<?> first = null;
-        int i = 0;
         for (Invoker<?> invoker : list) {
-            if (candidates[i++] == id) {
-                if (invoker == member) {
-                    return invoker;
-                }
-                if (first == null) {
-                    first = invoker;
-                }
+            if (invoker == member) {
+                return invoker;
+            }
+            if (first == null && positionOf(invoker) == position) {
+                first = invoker;
             }
         }
         return first;
+    }
+
+    /** Position of a polylb id in this set, or -1. */
+    int positionOfId(long id) {
+        return positionById.get(id);
     }
 
     /** True when the first {@code count} candidates are exactly this set's ids in order. */
@@ -260,8 +286,10 @@ final class InvokerSet {
     /**
      * Compares a per-call list with this set. Returns {@link #EQUAL} when it holds exactly this
      * set's invokers in this order, {@link #UNKNOWN_MEMBER} when it holds an invoker this set
-     * lacks, otherwise the number of candidates written to {@code candidates} (its ids, one per
-     * element), with {@link #ALIASED} set when some element is an alias of a member.
+     * lacks, otherwise the number of candidates written to {@code candidates} (their ids, in
+     * list order), with {@link #ALIASED} set when some element is an alias (then the pick must
+     * be mapped back with {@link #objectInList}; dead aliases are skipped, and a list of nothing
+     * else answers {@link #UNKNOWN_MEMBER}).
      *
      * @param promote also answer {@link #UNKNOWN_MEMBER} for a live alias of a destroyed member,
      *     so that {@link ServiceState#cover} registers the live object instead
@@ -283,14 +311,20 @@ final class InvokerSet {
                     return UNKNOWN_MEMBER;
                 }
                 p = alias;
+                aliased = ALIASED;
+                sameOrder = false;
+                if (p == DEAD) {
+                    continue;
+                }
                 if (promote && !invokers[p].isAvailable() && invoker.isAvailable()) {
                     return UNKNOWN_MEMBER;
                 }
-                aliased = ALIASED;
-                sameOrder = false;
             }
             sameOrder &= p == i;
             candidates[i++] = ids[p];
+        }
+        if (i == 0) {
+            return UNKNOWN_MEMBER; // only dead aliases: ServiceState.cover registers them
         }
         return sameOrder ? EQUAL : i | aliased;
     }

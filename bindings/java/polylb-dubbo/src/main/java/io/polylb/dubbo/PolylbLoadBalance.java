@@ -67,8 +67,8 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             long[] candidates = null;
             int count = 0;
             // Set when the list holds other objects of members' providers (aliases): the pick is
-            // then mapped back to the call's own object through these ids, one per element.
-            long[] listIds = null;
+            // then mapped back to the call's own object.
+            boolean aliased = false;
             if (!set.knownEqual(invokers)) {
                 candidates = scratch(invokers.size());
                 int match = set.match(invokers, candidates, attempt == 0);
@@ -78,13 +78,13 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                 }
                 if (match != InvokerSet.EQUAL && (match & InvokerSet.ALIASED) != 0) {
                     match &= ~InvokerSet.ALIASED;
-                    listIds = candidates;
+                    aliased = true;
                     if (set.allInOrder(candidates, match)) {
                         match = InvokerSet.EQUAL; // every provider, in order: no candidates needed
                     }
                 }
                 if (match == InvokerSet.EQUAL) {
-                    if (listIds == null) {
+                    if (!aliased) {
                         set.rememberEqual(invokers);
                     }
                     candidates = null;
@@ -114,8 +114,8 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                         + "." + methodName + ": " + e.getMessage(), e);
             }
             Invoker<?> chosen = set.invokerById(id);
-            if (chosen != null && listIds != null) {
-                chosen = InvokerSet.objectInList(invokers, listIds, id, chosen);
+            if (chosen != null && aliased) {
+                chosen = set.objectInList(invokers, set.positionOfId(id));
             }
             if (chosen == null || nb.applied != set) {
                 // The balancer moved to a newer set between sync and select, so the pick may not

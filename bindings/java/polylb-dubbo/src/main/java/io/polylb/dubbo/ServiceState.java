@@ -196,10 +196,15 @@ final class ServiceState {
      * previous list), the newest: an object not seen before replaces the member of its identity
      * when it is available (it comes from a newer list; its parameters, e.g. a new weight, are
      * registered); the replaced member stays an alias, so calls still holding it match without a
-     * rebuild. An unavailable (destroyed) object not seen before becomes an alias of the member.
-     * A live alias of a destroyed member replaces it. Only when a list holds two objects of one
-     * identity are both members (with distinct ids). When nothing but aliases changes, the set
-     * stays (no new generation, no native update).
+     * rebuild. An unavailable (destroyed) object not seen before becomes an alias of the member;
+     * one whose provider has no member (removed from the registry) a dead alias, never picked,
+     * unless the list holds nothing else. A live alias of a destroyed member replaces it. Only
+     * when a list holds two live objects of one identity are both members (with distinct ids).
+     * When nothing but aliases changes, the set stays (no new generation, no native update).
+     *
+     * <p>"Newer" means "seen later": should a call with the older objects, still alive, come
+     * first after the newer ones, the older ones are registered until they are destroyed; then
+     * a call with the live ones registers those (two rebuilds instead of one).
      */
     synchronized InvokerSet cover(List<? extends org.apache.dubbo.rpc.Invoker<?>> list) {
         InvokerSet old = set;
@@ -232,6 +237,16 @@ final class ServiceState {
             }
         }
 
+        // Whether the list holds something else than destroyed objects of departed providers.
+        boolean anyLive = false;
+        for (org.apache.dubbo.rpc.Invoker<?> invoker : list) {
+            if (invoker.isAvailable() || old.positionOf(invoker) >= 0
+                    || memberByIdentity.containsKey(invoker.getUrl().toIdentityString())) {
+                anyLive = true;
+                break;
+            }
+        }
+
         // Pass 2: the members, in the list's order, and the aliases of this call's objects.
         List<org.apache.dubbo.rpc.Invoker<?>> members = new ArrayList<>(list.size() + old.size());
         Map<org.apache.dubbo.rpc.Invoker<?>, Boolean> taken = new IdentityHashMap<>();
@@ -246,8 +261,12 @@ final class ServiceState {
                 org.apache.dubbo.rpc.Invoker<?> member = memberByIdentity.get(invoker.getUrl().toIdentityString());
                 if (member != null && replacedBy.get(member) == invoker) {
                     target = invoker;
-                } else if (member != null && !inList.containsKey(member) && !invoker.isAvailable()) {
-                    target = resolve(replacedBy, member);
+                } else if (member != null && !invoker.isAvailable()) {
+                    target = resolve(replacedBy, member); // the live object is picked for it
+                } else if (member == null && anyLive && !invoker.isAvailable()) {
+                    // Destroyed, and its provider is gone: never a candidate (a dead alias).
+                    aliases.put(invoker, null);
+                    continue;
                 } else {
                     target = invoker; // a new provider, or a second live object of one in this list
                 }

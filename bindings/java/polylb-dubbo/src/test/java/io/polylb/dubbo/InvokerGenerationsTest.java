@@ -205,6 +205,47 @@ class InvokerGenerationsTest {
     }
 
     /**
+     * The registry removes a provider (its object is destroyed) while calls still hold the list
+     * with it, the others unchanged or replaced by new objects: the set drops it once, late calls
+     * pick among their live providers, and nothing is rebuilt back and forth.
+     */
+    @Test
+    void removedProviderHeldByLateCallsDoesNotFlip() {
+        for (boolean replaced : new boolean[] {false, true}) {
+            PolylbLoadBalance lb = track(new PolylbLoadBalance.LeastActive());
+            List<Invoker<Object>> older = invokers("weight=3", "weight=5", "weight=7");
+            pick(lb, older, "sayHello");
+            List<Invoker<Object>> newer = replaced
+                    ? invokers("weight=3", "weight=50")
+                    : List.of(older.get(0), older.get(1));
+            older.get(2).destroy();
+            if (replaced) {
+                older.forEach(Invoker::destroy);
+            }
+            pick(lb, newer, "sayHello");
+            pick(lb, older, "sayHello");
+            long generation = generation(lb);
+            long updates = nativeUpdates(lb);
+            for (int i = 0; i < 2000; i++) {
+                List<Invoker<Object>> list = i % 3 == 0 ? newer : older;
+                Invoker<Object> chosen = pick(lb, list, i % 2 == 0 ? "sayHello" : "bye");
+                assertTrue(chosen != older.get(2),
+                        "replaced=" + replaced + ", call #" + i + ": picked the removed provider");
+                assertTrue(chosen.isAvailable() || list == older && replaced, chosen + " is destroyed");
+            }
+            assertEquals(generation, generation(lb), "replaced=" + replaced + ": the set was rebuilt");
+            assertEquals(updates, nativeUpdates(lb), "replaced=" + replaced);
+            assertEquals(2, lb.serviceState(TestInvokers.SERVICE).set.size());
+            // A routed subset of the late list: the removed provider is never its pick.
+            for (int i = 0; i < 20; i++) {
+                assertSame(older.get(0), pick(lb, List.of(older.get(2), older.get(0)), "sayHello"));
+            }
+            assertEquals(generation, generation(lb));
+            assertNothingInFlight(lb);
+        }
+    }
+
+    /**
      * A caller that hands out new objects for the same providers on every call (never seen in
      * Dubbo's own directories): each is newer, so the set follows them, but the objects kept as
      * aliases stay bounded, and calls with any earlier list still get their own objects.
