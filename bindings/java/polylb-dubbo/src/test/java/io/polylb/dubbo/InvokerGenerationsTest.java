@@ -21,6 +21,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.RpcInvocation;
+import org.apache.dubbo.rpc.cluster.router.state.BitList;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -133,7 +134,12 @@ class InvokerGenerationsTest {
             long updates = nativeUpdates(lb);
             assertTrue(generation <= 2, strategy + ": generation " + generation);
             for (int i = 0; i < 3000; i++) {
-                pick(lb, lists.get(i % lists.size()), i % 3 == 0 ? "bye" : "sayHello");
+                List<Invoker<Object>> list = lists.get(i % lists.size());
+                if (i % 7 == 0) {
+                    // Dubbo's per-call shape: a fresh BitList over the directory's list.
+                    list = new BitList<>(i % 2 == 0 ? older : newer);
+                }
+                pick(lb, list, i % 3 == 0 ? "bye" : "sayHello");
             }
             assertEquals(generation, generation(lb), strategy + ": the provider set was rebuilt");
             assertEquals(updates, nativeUpdates(lb), strategy + ": the native balancer was updated again");
@@ -142,7 +148,8 @@ class InvokerGenerationsTest {
             // their own objects, and nothing is rebuilt (the set already holds the live ones).
             older.forEach(Invoker::destroy);
             for (int i = 0; i < 3000; i++) {
-                pick(lb, lists.get(i % lists.size()), "sayHello");
+                List<Invoker<Object>> list = lists.get(i % lists.size());
+                pick(lb, i % 5 == 0 ? new BitList<>(list) : list, "sayHello");
             }
             assertEquals(generation, generation(lb), strategy + ": rebuilt after the old objects were destroyed");
             assertEquals(updates, nativeUpdates(lb), strategy);
