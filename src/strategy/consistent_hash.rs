@@ -196,8 +196,14 @@ impl Ring {
         self.points.len()
     }
 
+    /// The owner of the point `index` positions into the ring, wrapping once past the end
+    /// (`index < 2 · len`: a walk never goes round twice). A subtraction, not a division: this
+    /// is on every pick.
+    #[inline]
     pub(crate) fn owner_at(&self, index: usize) -> usize {
-        self.owners[index % self.owners.len()] as usize
+        let len = self.owners.len();
+        let i = if index >= len { index - len } else { index };
+        self.owners[i] as usize
     }
 }
 
