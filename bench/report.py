@@ -184,8 +184,14 @@ def write(d, path, smoke, seconds):
     out = ["# BENCHMARKS: polylb beside its floors and the peers each language's users would pick", ""]
     import subprocess
     try:
-        rev = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                             cwd=pathlib.Path(__file__).parent).stdout.strip()
+        here = pathlib.Path(__file__).parent
+        rev = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True,
+                             cwd=here).stdout.strip()
+        # The report itself is rewritten by every run: only other changes make the code dirty.
+        changed = subprocess.run(["git", "status", "--porcelain", "--", ":/", ":!/BENCHMARKS.md"],
+                                 capture_output=True, text=True, cwd=here).stdout.strip()
+        if changed:
+            rev += "-dirty"
     except OSError:
         rev = "?"
     total = sum(m.get("seconds", 0) for m in meta.values())
