@@ -266,91 +266,81 @@ struct Inner {
     tracks_reports: bool,
 }
 
+/// What one select call knows before its strategy runs.
+struct Call<'a> {
+    snapshot: &'a Snapshot,
+    method_state: &'a MethodState,
+    method: u32,
+    key: &'a [u8],
+    clock: &'a Clock,
+}
+
 impl Inner {
     /// select_among's work on one snapshot.
-    #[allow(clippy::too_many_arguments)]
     #[inline]
     fn select_in(
         &self,
-        snapshot: &Snapshot,
-        method_state: &MethodState,
-        method: u32,
-        key: &[u8],
+        call: &Call<'_>,
         candidates: &[u64],
         excluded: &[u64],
-        clock: &Clock,
     ) -> Result<u64, Status> {
-        let n = snapshot.members.len();
-        if n == 0 {
+        let snapshot = call.snapshot;
+        if snapshot.members.is_empty() {
             return Err(Status::NoProvider);
         }
         // The common call (whole set, no filter) stays small; subsets and filters are out of line.
         let pos = if candidates.is_empty() && excluded.is_empty() && self.filter.is_none() {
-            if n == 1 {
-                0
-            } else {
-                self.strategy.select(&Ctx {
-                    snapshot,
-                    method: method_state,
-                    method_id: method,
-                    candidates: &snapshot.all,
-                    is_all: true,
-                    mask: &[],
-                    key,
-                    clock,
-                    rng: &self.rng,
-                })?
-            }
+            self.pick(call, &snapshot.all, true, &[])?
         } else {
-            self.pick_general(
-                snapshot,
-                method_state,
-                method,
-                key,
-                candidates,
-                excluded,
-                clock,
-            )?
+            self.pick_general(call, candidates, excluded)?
         };
         let member = &snapshot.members[pos];
-        let stats = member.state.methods.get_or_insert(method);
+        let stats = member.state.methods.get_or_insert(call.method);
         stats.begin();
         if self.tracks_selects {
-            self.strategy.on_select(method_state, method, stats, clock);
+            self.strategy
+                .on_select(call.method_state, call.method, stats, call.clock);
         }
         Ok(member.id)
     }
 
+    /// Runs the strategy over `positions`; as Dubbo, a single candidate is returned without it.
+    #[inline]
+    fn pick(
+        &self,
+        call: &Call<'_>,
+        positions: &[u32],
+        is_all: bool,
+        mask: &[u64],
+    ) -> Result<usize, Status> {
+        if positions.len() == 1 {
+            return Ok(positions[0] as usize);
+        }
+        self.strategy.select(&Ctx {
+            snapshot: call.snapshot,
+            method: call.method_state,
+            method_id: call.method,
+            candidates: positions,
+            is_all,
+            mask,
+            key: call.key,
+            clock: call.clock,
+            rng: &self.rng,
+        })
+    }
+
     /// The pick with candidates, exclusions, zone preference or outlier ejection.
-    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn pick_general(
         &self,
-        snapshot: &Snapshot,
-        method_state: &MethodState,
-        method: u32,
-        key: &[u8],
+        call: &Call<'_>,
         candidates: &[u64],
         excluded: &[u64],
-        clock: &Clock,
     ) -> Result<usize, Status> {
+        let (snapshot, clock) = (call.snapshot, call.clock);
         let n = snapshot.members.len();
-        let pick = |positions: &[u32], is_all: bool, mask: &[u64]| -> Result<usize, Status> {
-            // As Dubbo: a single candidate is returned without running the strategy.
-            if positions.len() == 1 {
-                return Ok(positions[0] as usize);
-            }
-            self.strategy.select(&Ctx {
-                snapshot,
-                method: method_state,
-                method_id: method,
-                candidates: positions,
-                is_all,
-                mask,
-                key,
-                clock,
-                rng: &self.rng,
-            })
+        let pick = |positions: &[u32], is_all: bool, mask: &[u64]| {
+            self.pick(call, positions, is_all, mask)
         };
         // Zone preference and outlier ejection narrow the candidates before the strategy runs.
         let filter = self.filter.as_ref().filter(|f| f.needed(snapshot, clock));
@@ -601,16 +591,16 @@ impl Balancer {
     pub fn select(&self, method: u32, key: &[u8], now_us: i64) -> Result<u64, Status> {
         let inner = &*self.inner;
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
+        let clock = Clock::new(now_us);
         inner.with_snapshot(|snapshot| {
-            inner.select_in(
+            let call = Call {
                 snapshot,
                 method_state,
                 method,
                 key,
-                &[],
-                &[],
-                &Clock::new(now_us),
-            )
+                clock: &clock,
+            };
+            inner.select_in(&call, &[], &[])
         })
     }
 
@@ -626,16 +616,16 @@ impl Balancer {
     ) -> Result<u64, Status> {
         let inner = &*self.inner;
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
+        let clock = Clock::new(now_us);
         inner.with_snapshot(|snapshot| {
-            inner.select_in(
+            let call = Call {
                 snapshot,
                 method_state,
                 method,
                 key,
-                candidates,
-                excluded,
-                &Clock::new(now_us),
-            )
+                clock: &clock,
+            };
+            inner.select_in(&call, candidates, excluded)
         })
     }
 
