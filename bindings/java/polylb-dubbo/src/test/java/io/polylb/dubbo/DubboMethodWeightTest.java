@@ -25,26 +25,7 @@ import org.junit.jupiter.api.Test;
  * Method-level weights ({@code <method>.weight} on provider URLs, read by Dubbo's
  * AbstractLoadBalance.getWeight before {@code weight}) against the real dubbo-cluster classes.
  */
-class DubboMethodWeightTest {
-    private final List<PolylbLoadBalance> created = new ArrayList<>();
-
-    private <T extends PolylbLoadBalance> T track(T lb) {
-        created.add(lb);
-        return lb;
-    }
-
-    @AfterEach
-    void destroy() {
-        created.forEach(PolylbLoadBalance::destroy);
-    }
-
-    /** Selects, then ends the invocation as Dubbo's cluster layer would (nothing sent). */
-    private static Invoker<Object> pick(LoadBalance lb, List<Invoker<Object>> list, Invocation inv) {
-        Invoker<Object> chosen = lb.select(list, list.get(0).getUrl(), inv);
-        PolylbClusterFilter.releaseUnsent(inv);
-        return chosen;
-    }
-
+class DubboMethodWeightTest extends AdapterTest {
     private static int nativeBalancers(PolylbLoadBalance lb) {
         return lb.statsJson(TestInvokers.SERVICE).size();
     }

@@ -29,26 +29,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /** polylb through the Dubbo adapter against the real dubbo-cluster classes, in the same JVM. */
-class DubboParityTest {
-    private final List<PolylbLoadBalance> created = new ArrayList<>();
-
-    private <T extends PolylbLoadBalance> T track(T lb) {
-        created.add(lb);
-        return lb;
-    }
-
-    @AfterEach
-    void destroy() {
-        created.forEach(PolylbLoadBalance::destroy);
-    }
-
-    /** Selects, then ends the invocation as Dubbo's cluster layer would (nothing sent). */
-    private static Invoker<Object> pick(LoadBalance lb, List<Invoker<Object>> list, Invocation inv) {
-        Invoker<Object> chosen = lb.select(list, list.get(0).getUrl(), inv);
-        PolylbClusterFilter.releaseUnsent(inv);
-        return chosen;
-    }
-
+class DubboParityTest extends AdapterTest {
     private static List<Invoker<Object>> tenProviders(String params) {
         String[] p = new String[10];
         java.util.Arrays.fill(p, params);

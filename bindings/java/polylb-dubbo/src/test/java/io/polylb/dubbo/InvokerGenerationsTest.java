@@ -30,19 +30,7 @@ import org.junit.jupiter.api.Test;
  * registry refresh while calls still hold the previous list: the adapter must neither fail nor
  * swap its provider set back and forth, and each call must get an element of its own list.
  */
-class InvokerGenerationsTest {
-    private final List<PolylbLoadBalance> created = new ArrayList<>();
-
-    private <T extends PolylbLoadBalance> T track(T lb) {
-        created.add(lb);
-        return lb;
-    }
-
-    @AfterEach
-    void destroy() {
-        created.forEach(PolylbLoadBalance::destroy);
-    }
-
+class InvokerGenerationsTest extends AdapterTest {
     private static boolean holds(List<Invoker<Object>> list, Invoker<Object> chosen) {
         for (Invoker<Object> invoker : list) {
             if (invoker == chosen) {
