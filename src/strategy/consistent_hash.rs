@@ -21,7 +21,16 @@ pub(crate) struct Ring {
     /// Points that collided with a later invoker's and lost (Dubbo's later put wins), sorted:
     /// with them the ring knows every placement, so the next update can reuse it.
     shadowed: Box<[(u32, u32)]>,
+    /// `buckets[b]` is the index of the first point whose top bits are at least `b` (one more
+    /// entry for the end): a lookup starts in its key's bucket of about four points instead of
+    /// a binary search over the whole ring (eleven dependent loads at n = 10, eighteen at 1000).
+    buckets: Box<[u32]>,
+    /// `32 - log2(buckets - 1)`: a point's bucket is `point >> shift`.
+    shift: u32,
 }
+
+/// Points per bucket the index aims at.
+const POINTS_PER_BUCKET: usize = 4;
 
 impl ConsistentHash {
     pub fn new(config: &Config) -> Self {
@@ -163,11 +172,24 @@ impl Ring {
             points.push(point);
             owners.push(owner);
         }
+        let count = (points.len() / POINTS_PER_BUCKET).next_power_of_two();
+        let shift = 32 - count.trailing_zeros();
+        let mut buckets = Vec::with_capacity(count + 1);
+        let mut i = 0;
+        for b in 0..count as u64 {
+            while i < points.len() && ((points[i] as u64) >> shift) < b {
+                i += 1;
+            }
+            buckets.push(i as u32);
+        }
+        buckets.push(points.len() as u32);
         Ring {
             addresses: members.iter().map(|m| m.address.clone()).collect(),
             points: points.into(),
             owners: owners.into(),
             shadowed: shadowed.into(),
+            buckets: buckets.into(),
+            shift,
         }
     }
 
@@ -183,8 +205,12 @@ impl Ring {
     }
 
     /// Index of the first point at or after `h`, wrapping past the end.
+    #[inline]
     pub(crate) fn ceiling(&self, h: u32) -> usize {
-        let i = self.points.partition_point(|&p| p < h);
+        // Every point of an earlier bucket is below `h`, every point of a later one above it.
+        let b = ((h as u64) >> self.shift) as usize;
+        let (lo, hi) = (self.buckets[b] as usize, self.buckets[b + 1] as usize);
+        let i = lo + self.points[lo..hi].partition_point(|&p| p < h);
         if i == self.points.len() {
             0
         } else {
@@ -266,6 +292,33 @@ mod tests {
                 state: Default::default(),
             })
             .collect()
+    }
+
+    /// The bucketed lookup finds the same point as a binary search over the whole ring.
+    #[test]
+    fn ceiling_equals_a_full_binary_search() {
+        let ch = ConsistentHash {
+            digests_per_invoker: 40,
+        };
+        let rng = Rng::new(Some(3));
+        for n in [1usize, 2, 3, 10, 77, 1000] {
+            let addresses: Vec<String> = (0..n)
+                .map(|i| format!("10.1.{}.{}:1", i / 250, i % 250))
+                .collect();
+            let ring = ch.build(&members(&addresses), None);
+            let full = |h: u32| match ring.points.partition_point(|&p| p < h) {
+                i if i == ring.points.len() => 0,
+                i => i,
+            };
+            let mut probes: Vec<u32> = vec![0, 1, u32::MAX, u32::MAX - 1];
+            for &p in ring.points.iter().step_by(7) {
+                probes.extend([p, p.wrapping_sub(1), p.wrapping_add(1)]);
+            }
+            probes.extend((0..5_000).map(|_| rng.next_u64() as u32));
+            for h in probes {
+                assert_eq!(ring.ceiling(h), full(h), "n = {n}, h = {h}");
+            }
+        }
     }
 
     /// Reusing the previous ring gives exactly the ring a full build gives, through
