@@ -589,6 +589,8 @@ impl Balancer {
     }
 
     pub fn select(&self, method: u32, key: &[u8], now_us: i64) -> Result<u64, Status> {
+        // select_among's body with empty slices spelled out: calling it costs about 10 % more
+        // instructions per select+report (cachegrind), the compiler does not inline it here.
         let inner = &*self.inner;
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
         let clock = Clock::new(now_us);
