@@ -16,6 +16,7 @@ use std::any::Any;
 use std::cell::{RefCell, UnsafeCell};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::marker::PhantomData;
 use std::sync::atomic::{
     AtomicU32, AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
@@ -392,43 +393,100 @@ impl Inner {
         Ok(pos)
     }
 
-    /// Runs `f` on the current snapshot. The thread's cached one is used while its generation
-    /// is current; otherwise (first call, after an update, nested call, or during thread
-    /// teardown) it is loaded from the arc-swap.
+    /// Pins the current snapshot for one call. The thread's cached one is used while its
+    /// generation is current; otherwise (first call, after an update, nested call, or during
+    /// thread teardown) `pin_slow` refreshes the cache or loads from the arc-swap.
     #[inline]
-    fn with_snapshot<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
+    fn pin(&self) -> Pinned<'_> {
         let generation = self.generation.load(Acquire);
         // One thread-local lookup per call (in a shared library each is a function call).
-        let Ok(cache) = CACHE.try_with(|cell| cell.get()) else {
-            return f(&self.snapshot.load());
+        if let Ok(cache) = CACHE.try_with(|cell| cell.get()) {
+            // SAFETY: `cache` is this thread's own cache, alive until the thread exits (not
+            // during this call); `in_call` keeps a nested call (none exists today) off it.
+            unsafe {
+                if !(*cache).in_call {
+                    let slot = &(*cache).slots[self.uid as usize % CACHED];
+                    if let Some(snap) = &slot.snapshot {
+                        if slot.uid == self.uid && snap.generation == generation {
+                            (*cache).in_call = true;
+                            return Pinned {
+                                snapshot: Arc::as_ptr(snap),
+                                cache,
+                                _loaded: None,
+                                _inner: PhantomData,
+                            };
+                        }
+                    }
+                }
+            }
+        }
+        self.pin_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pin_slow(&self) -> Pinned<'_> {
+        let loaded = |inner: &Inner| {
+            let guard = inner.snapshot.load();
+            Pinned {
+                snapshot: Arc::as_ptr(&guard),
+                cache: std::ptr::null_mut(),
+                _loaded: Some(guard),
+                _inner: PhantomData,
+            }
         };
-        // SAFETY: `cache` is this thread's own cache, alive until the thread exits (not during
-        // this call). Nothing else touches it while we do: `in_call` keeps a nested call (none
-        // exists today) off the slots, and the slot borrow ends before `f` runs.
+        let Ok(cache) = CACHE.try_with(|cell| cell.get()) else {
+            return loaded(self);
+        };
+        // SAFETY: as in `pin`; the slot borrow ends before the replaced snapshot is dropped.
         let (snapshot, replaced) = unsafe {
             if (*cache).in_call {
-                return f(&self.snapshot.load());
+                return loaded(self);
             }
             let slot = &mut (*cache).slots[self.uid as usize % CACHED];
-            let replaced = match &slot.snapshot {
-                Some(snap) if slot.uid == self.uid && snap.generation == generation => None,
-                _ => {
-                    slot.uid = self.uid;
-                    slot.snapshot.replace(self.snapshot.load_full())
-                }
-            };
+            slot.uid = self.uid;
+            let replaced = slot.snapshot.replace(self.snapshot.load_full());
             let snapshot = slot.snapshot.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
             (*cache).in_call = true;
             (snapshot, replaced)
         };
-        // The replaced snapshot is dropped outside the cache borrow.
         drop(replaced);
-        // SAFETY: the slot holds an Arc to the snapshot until this thread's next cached call,
-        // and none starts before `f` returns (`in_call` is set until then; a panic in `f` leaves
-        // it set, which only sends this thread's later calls to arc-swap).
-        let result = f(unsafe { &*snapshot });
-        unsafe { (*cache).in_call = false };
-        result
+        Pinned {
+            snapshot,
+            cache,
+            _loaded: None,
+            _inner: PhantomData,
+        }
+    }
+}
+
+/// A snapshot held for the length of one call: from this thread's cache (which keeps its Arc
+/// until this thread's next call on the balancer; `in_call` is set until the pin drops) or
+/// loaded from the arc-swap.
+struct Pinned<'a> {
+    snapshot: *const Snapshot,
+    /// This thread's cache when the snapshot is its slot's; its `in_call` is cleared on drop.
+    cache: *mut SnapshotCache,
+    _loaded: Option<arc_swap::Guard<Arc<Snapshot>>>,
+    _inner: PhantomData<&'a Inner>,
+}
+
+impl Pinned<'_> {
+    #[inline]
+    fn get(&self) -> &Snapshot {
+        // SAFETY: the cache slot or `loaded` keeps the snapshot alive while `self` lives (no
+        // call can replace the slot while `in_call` is set).
+        unsafe { &*self.snapshot }
+    }
+}
+
+impl Drop for Pinned<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.cache.is_null() {
+            // SAFETY: this thread's own cache (a pin never leaves its thread: it is !Send).
+            unsafe { (*self.cache).in_call = false };
+        }
     }
 }
 
@@ -571,7 +629,7 @@ impl Balancer {
             prepared,
         });
         inner.snapshot.store(snapshot.clone());
-        // Threads compare this with their cached snapshot's generation (see `with_snapshot`).
+        // Threads compare this with their cached snapshot's generation (see `Inner::pin`).
         inner.generation.store(snapshot.generation, Release);
         if let Some(filter) = &inner.filter {
             filter.after_update(&snapshot);
@@ -594,16 +652,15 @@ impl Balancer {
         let inner = &*self.inner;
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
         let clock = Clock::new(now_us);
-        inner.with_snapshot(|snapshot| {
-            let call = Call {
-                snapshot,
-                method_state,
-                method,
-                key,
-                clock: &clock,
-            };
-            inner.select_in(&call, &[], &[])
-        })
+        let pinned = inner.pin();
+        let call = Call {
+            snapshot: pinned.get(),
+            method_state,
+            method,
+            key,
+            clock: &clock,
+        };
+        inner.select_in(&call, &[], &[])
     }
 
     /// Picks an invoker among `candidates` (empty: the whole set), avoiding `excluded` (ids a
@@ -619,16 +676,15 @@ impl Balancer {
         let inner = &*self.inner;
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
         let clock = Clock::new(now_us);
-        inner.with_snapshot(|snapshot| {
-            let call = Call {
-                snapshot,
-                method_state,
-                method,
-                key,
-                clock: &clock,
-            };
-            inner.select_in(&call, candidates, excluded)
-        })
+        let pinned = inner.pin();
+        let call = Call {
+            snapshot: pinned.get(),
+            method_state,
+            method,
+            key,
+            clock: &clock,
+        };
+        inner.select_in(&call, candidates, excluded)
     }
 
     /// Ends a call. A report for an id no longer in the set is accepted and ignored.
@@ -645,31 +701,31 @@ impl Balancer {
         if elapsed_us < 0 {
             return Err(Status::InvalidArgument);
         }
-        inner.with_snapshot(|snapshot| {
-            let Some(pos) = snapshot.position(id) else {
-                return;
-            };
-            let stats = snapshot.members[pos].state.methods.get_or_insert(method);
-            let ended = stats.end(outcome, elapsed_us as u64);
-            if !inner.tracks_reports && inner.filter.is_none() {
-                return;
-            }
-            let clock = Clock::new(now_us);
-            if inner.tracks_reports {
-                inner.strategy.on_report(&Report {
-                    method: method_state,
-                    method_id: method,
-                    stats,
-                    ended,
-                    elapsed_us,
-                    outcome,
-                    clock: &clock,
-                });
-            }
-            if let Some(filter) = &inner.filter {
-                filter.on_report(snapshot, pos, outcome, &clock);
-            }
-        });
+        let pinned = inner.pin();
+        let snapshot = pinned.get();
+        let Some(pos) = snapshot.position(id) else {
+            return Ok(());
+        };
+        let stats = snapshot.members[pos].state.methods.get_or_insert(method);
+        let ended = stats.end(outcome, elapsed_us as u64);
+        if !inner.tracks_reports && inner.filter.is_none() {
+            return Ok(());
+        }
+        let clock = Clock::new(now_us);
+        if inner.tracks_reports {
+            inner.strategy.on_report(&Report {
+                method: method_state,
+                method_id: method,
+                stats,
+                ended,
+                elapsed_us,
+                outcome,
+                clock: &clock,
+            });
+        }
+        if let Some(filter) = &inner.filter {
+            filter.on_report(snapshot, pos, outcome, &clock);
+        }
         Ok(())
     }
 

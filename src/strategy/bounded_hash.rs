@@ -24,7 +24,7 @@
 use super::consistent_hash::{key_point, ConsistentHash, Ring};
 use super::slow_start::SlowStart;
 use super::weighted::{Sampler, Weights};
-use super::{Ctx, Prepared, Report, Strategy, StrategyKind};
+use super::{Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind};
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -95,7 +95,7 @@ impl Strategy for BoundedHash {
             Some(b) if b.ring.placed_like(members) => b.ring.clone(),
             _ => Arc::new(self.placement.build(members, old.map(|b| &*b.ring))),
         };
-        Some(Arc::new(Bounded {
+        Some(PreparedData::new(Bounded {
             ring,
             weights: Weights::new(members, previous, self.slow.as_ref()),
         }))

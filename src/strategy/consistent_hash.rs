@@ -1,6 +1,6 @@
 //! `consistenthash`: Dubbo's MD5 ring (ConsistentHashLoadBalance), built on update only.
 
-use super::{Ctx, Prepared, Strategy, StrategyKind};
+use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{Member, Snapshot};
 use crate::config::Config;
 use crate::error::Status;
@@ -254,7 +254,7 @@ impl Strategy for ConsistentHash {
         if old_ring.is_some_and(|ring| ring.placed_like(members)) {
             return old.cloned();
         }
-        Some(Arc::new(self.build(members, old_ring)))
+        Some(PreparedData::new(self.build(members, old_ring)))
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {

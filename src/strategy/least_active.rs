@@ -8,10 +8,9 @@
 //! Same distribution, O(1) instead of O(n) whenever the cluster has idle capacity.
 
 use super::random::WholeSet;
-use super::{ties::least_by, Ctx, Prepared, Strategy, StrategyKind};
+use super::{ties::least_by, Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{Member, Snapshot};
 use crate::error::Status;
-use std::sync::Arc;
 
 /// Draws tried before the scan.
 const IDLE_DRAWS: usize = 2;
@@ -28,7 +27,7 @@ impl Strategy for LeastActive {
     }
 
     fn prepare(&self, members: &[Member], _previous: &Snapshot) -> Prepared {
-        Some(Arc::new(WholeSet::new(members)))
+        Some(PreparedData::new(WholeSet::new(members)))
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {

@@ -27,11 +27,45 @@ use crate::error::Status;
 use crate::rng::Rng;
 use crate::stats::CallStats;
 use crate::weight::effective_weight;
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::sync::Arc;
 
 /// Data a strategy derives from a whole set (a ring, prefix sums), built on update only.
-pub(crate) type Prepared = Option<Arc<dyn Any + Send + Sync>>;
+pub(crate) type Prepared = Option<PreparedData>;
+
+/// A strategy's prepared data, type-erased. Its `TypeId` and data pointer are kept beside the
+/// `Arc` so that reading it on every pick is a compare against a constant, not a virtual
+/// `type_id` call plus an offset read from the vtable.
+#[derive(Clone)]
+pub(crate) struct PreparedData {
+    type_id: TypeId,
+    data: *const (),
+    /// Keeps `data` alive; never read.
+    _owner: Arc<dyn Any + Send + Sync>,
+}
+
+// SAFETY: `data` points into `owner`, which is `Send + Sync`; it is only read as `&T` where
+// `T` is the type that `owner` holds.
+unsafe impl Send for PreparedData {}
+unsafe impl Sync for PreparedData {}
+
+impl PreparedData {
+    pub fn new<T: Any + Send + Sync>(value: T) -> PreparedData {
+        let owner = Arc::new(value);
+        PreparedData {
+            type_id: TypeId::of::<T>(),
+            data: Arc::as_ptr(&owner) as *const (),
+            _owner: owner,
+        }
+    }
+
+    #[inline]
+    pub fn downcast_ref<T: Any>(&self) -> Option<&T> {
+        // SAFETY: the type matches the one `data` was created from, and `owner` keeps it alive
+        // as long as `self`.
+        (self.type_id == TypeId::of::<T>()).then(|| unsafe { &*(self.data as *const T) })
+    }
+}
 
 pub(crate) trait Strategy: Send + Sync + 'static {
     fn kind(&self) -> StrategyKind;

@@ -18,11 +18,10 @@
 
 use super::slow_start::SlowStart;
 use super::weighted::{Sampler, Weights};
-use super::{Ctx, Prepared, Strategy, StrategyKind};
+use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{Member, Snapshot};
 use crate::config::Config;
 use crate::error::Status;
-use std::sync::Arc;
 
 pub(crate) struct P2c {
     /// 0 = every candidate.
@@ -55,7 +54,7 @@ impl Strategy for P2c {
     }
 
     fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
-        Some(Arc::new(Weights::new(
+        Some(PreparedData::new(Weights::new(
             members,
             previous,
             self.slow.as_ref(),

@@ -65,7 +65,7 @@
 
 use super::slow_start::SlowStart;
 use super::weighted::{Sampler, Weights};
-use super::{Ctx, Prepared, Report, Strategy, StrategyKind};
+use super::{Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind};
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -73,7 +73,6 @@ use crate::error::Status;
 use crate::invoker::Outcome;
 use crate::stats::{CallStats, EwmaCell};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
 
 /// More candidates looked at when the best of the first d looks slow.
 const ESCALATION: usize = 8;
@@ -349,7 +348,7 @@ impl Strategy for PeakEwma {
     }
 
     fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
-        Some(Arc::new(Weights::new(
+        Some(PreparedData::new(Weights::new(
             members,
             previous,
             self.slow.as_ref(),

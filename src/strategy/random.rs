@@ -1,11 +1,10 @@
 //! `random`: weighted random with warm-up (Dubbo's RandomLoadBalance).
 
 use super::alias::Alias;
-use super::{Ctx, Prepared, Strategy, StrategyKind};
+use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{Member, Snapshot};
 use crate::error::Status;
 use crate::rng::Rng;
-use std::sync::Arc;
 
 pub(crate) struct Random;
 
@@ -43,7 +42,7 @@ impl Strategy for Random {
     }
 
     fn prepare(&self, members: &[Member], _previous: &Snapshot) -> Prepared {
-        Some(Arc::new(WholeSet::new(members)))
+        Some(PreparedData::new(WholeSet::new(members)))
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {

@@ -9,7 +9,7 @@
 //! its counter until a select finds it unused for more than 60 s (Dubbo's recycling), so one
 //! re-added within that period resumes where it was.
 
-use super::{Ctx, Prepared, Strategy, StrategyKind};
+use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{IdHasher, Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::error::Status;
@@ -326,7 +326,7 @@ impl Strategy for RoundRobin {
             current.iter().all(|&c| c == 0),
             "smooth WRR returns to zero after Σw/g picks"
         );
-        Some(Arc::new(FreshPeriod {
+        Some(PreparedData::new(FreshPeriod {
             ids: members.iter().map(|m| m.id).collect(),
             weights: weights.into(),
             order: order.into(),
