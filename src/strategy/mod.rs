@@ -8,6 +8,7 @@ mod adaptive;
 mod alias;
 mod bounded_hash;
 mod consistent_hash;
+mod key_digest;
 mod least_active;
 mod p2c;
 mod peak_ewma;
