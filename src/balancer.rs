@@ -4,8 +4,10 @@
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{Error, Status};
+use crate::ffi::plb_report_queue;
 use crate::filter::Filter;
 use crate::invoker::{Invoker, Outcome};
+use crate::report_queue::ReportQueue;
 use crate::rng::Rng;
 use crate::stats::InvokerState;
 use crate::strategy::{Ctx, Prepared, Report, Strategy};
@@ -265,6 +267,8 @@ struct Inner {
     /// The strategy's `tracks_selects()` and `tracks_reports()`, asked once.
     tracks_selects: bool,
     tracks_reports: bool,
+    /// Reports handed over in shared memory (see `report_queue`), once a binding asks for it.
+    report_queue: OnceLock<ReportQueue>,
 }
 
 /// What one select call knows before its strategy runs.
@@ -571,6 +575,7 @@ impl Balancer {
                 snapshot: ArcSwap::from_pointee(Snapshot::empty()),
                 methods: Methods::new(),
                 update_lock: Mutex::new(()),
+                report_queue: OnceLock::new(),
             }),
         }
     }
@@ -646,7 +651,9 @@ impl Balancer {
         self.inner.methods.intern(name)
     }
 
+    #[inline]
     pub fn select(&self, method: u32, key: &[u8], now_us: i64) -> Result<u64, Status> {
+        self.drain_reports();
         // select_among's body with empty slices spelled out: calling it costs about 10 % more
         // instructions per select+report (cachegrind), the compiler does not inline it here.
         let inner = &*self.inner;
@@ -673,6 +680,7 @@ impl Balancer {
         excluded: &[u64],
         now_us: i64,
     ) -> Result<u64, Status> {
+        self.drain_reports();
         let inner = &*self.inner;
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
         let clock = Clock::new(now_us);
@@ -688,6 +696,7 @@ impl Balancer {
     }
 
     /// Ends a call. A report for an id no longer in the set is accepted and ignored.
+    #[inline]
     pub fn report(
         &self,
         method: u32,
@@ -727,6 +736,39 @@ impl Balancer {
             filter.on_report(snapshot, pos, outcome, &clock);
         }
         Ok(())
+    }
+
+    /// The shared-memory queue through which a binding may hand over reports without a call
+    /// (see `plb_balancer_report_queue`); None when this balancer's strategy or options need
+    /// each report as it happens (a latency model, outlier ejection). Created on first use.
+    pub(crate) fn report_queue(&self) -> Option<*mut plb_report_queue> {
+        let inner = &*self.inner;
+        if inner.tracks_reports || inner.filter.is_some() {
+            return None;
+        }
+        Some(inner.report_queue.get_or_init(ReportQueue::new).as_ptr())
+    }
+
+    /// Applies the reports handed over through the queue, if one exists (one load and a
+    /// branch when none does).
+    #[inline(always)]
+    fn drain_reports(&self) {
+        if let Some(queue) = self.inner.report_queue.get() {
+            self.drain_queue(queue);
+        }
+    }
+
+    #[inline(never)]
+    fn drain_queue(&self, queue: &ReportQueue) {
+        if queue.may_have_reports() {
+            queue.drain(|method, id, elapsed_us, outcome| {
+                // Producers check their arguments first; anything else is dropped, as a call
+                // would have refused it.
+                if let Some(outcome) = outcome {
+                    let _ = self.report(method, id, elapsed_us, outcome, 0);
+                }
+            });
+        }
     }
 
     /// Feeds what a Dubbo provider returns in its `lb_adaptive` attachment (`curTime`, `load`)
@@ -769,6 +811,7 @@ impl Balancer {
     /// A JSON snapshot of the set and its counters (summed over methods, plus a per-method
     /// breakdown); effective weights are evaluated at `now_us`.
     pub fn stats_json(&self, now_us: i64) -> String {
+        self.drain_reports();
         let inner = &*self.inner;
         let snapshot = inner.snapshot.load();
         let names = inner.methods.names_by_id();
