@@ -148,50 +148,6 @@ typedef struct plb_invoker {
   size_t zone_len;
 } plb_invoker;
 
-/**
- * One report in a `plb_report_queue` (32 bytes).
- */
-typedef struct plb_report_slot {
-  /**
-   * The slot's turn (see `plb_report_queue`); read and written atomically only.
-   */
-  uint64_t seq;
-  uint64_t id;
-  int64_t elapsed_us;
-  uint32_t method;
-  /**
-   * A PLB_OUTCOME_* value.
-   */
-  int32_t outcome;
-} plb_report_slot;
-
-/**
- * Shared-memory queue of reports (see plb_balancer_report_queue). The read-only fields,
- * `tail` (producers) and `head` (polylb) are 128 bytes apart, so none shares a cache line
- * with another whatever the allocation's alignment.
- */
-typedef struct plb_report_queue {
-  /**
-   * Slot count minus one (the count is a power of two); position p is slot `p & mask`.
-   */
-  uint64_t mask;
-  /**
-   * `mask + 1` slots; slot i starts with `seq == i`.
-   */
-  struct plb_report_slot *slots;
-  uint64_t _pad_read[14];
-  /**
-   * Next position to claim; producers read it and compare-and-swap it (atomically only).
-   */
-  uint64_t tail;
-  uint64_t _pad_tail[15];
-  /**
-   * Next position polylb reads; producers never touch it.
-   */
-  uint64_t head;
-  uint64_t _pad_head[15];
-} plb_report_queue;
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -251,29 +207,6 @@ int64_t plb_select_among(const struct plb_balancer *b, uint32_t method, const ui
  * the set is accepted and ignored; in-flight counts never go below 0.
  */
 int32_t plb_report(const struct plb_balancer *b, uint32_t method, uint64_t id, int64_t elapsed_us, int32_t outcome, int64_t now_us);
-
-/**
- * The queue through which a binding may hand over reports in shared memory instead of calling
- * plb_report: for callers whose every foreign call is expensive (Go's cgo), an RPC then costs
- * one call (plb_select) instead of two. Writes the queue to `*out`, or NULL when this
- * balancer's strategy or options need each report as it happens (shortestresponse, peakewma,
- * boundedhash, outlier ejection): report by plb_report then. The queue lives as long as the
- * balancer; every caller gets the same one.
- *
- * Protocol (a bounded multi-producer queue with per-slot sequence numbers; all accesses to
- * `tail` and `seq` atomic):
- * 1. `p = tail`; `s = &slots[p & mask]`.
- * 2. If `s->seq == p`: compare-and-swap `tail` from p to p + 1; on failure go to 1. On
- *    success write `id`, `elapsed_us`, `method` and `outcome` (checked first: a report the
- *    library would refuse is dropped), then store `s->seq = p + 1` with release order.
- * 3. If `s->seq < p` (as signed difference): the queue is full; call plb_report instead.
- * 4. Otherwise another producer took p: go to 1.
- *
- * Every plb_select, plb_select_among and plb_balancer_stats first applies the reports handed
- * over so far (in `now_us` terms, at the moment it applies them), so a pick sees them as if
- * each had been a call. Reports still queued when the balancer is freed are dropped.
- */
-int32_t plb_balancer_report_queue(const struct plb_balancer *b, struct plb_report_queue **out);
 
 /**
  * Provider-side metrics for `adaptive` (what a Dubbo provider returns in its `lb_adaptive`

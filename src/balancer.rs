@@ -4,10 +4,8 @@
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{Error, Status};
-use crate::ffi::plb_report_queue;
 use crate::filter::Filter;
 use crate::invoker::{Invoker, Outcome};
-use crate::report_queue::ReportQueue;
 use crate::rng::Rng;
 use crate::stats::InvokerState;
 use crate::strategy::{Ctx, Prepared, Report, Strategy};
@@ -267,8 +265,6 @@ struct Inner {
     /// The strategy's `tracks_selects()` and `tracks_reports()`, asked once.
     tracks_selects: bool,
     tracks_reports: bool,
-    /// Reports handed over in shared memory (see `report_queue`), once a binding asks for it.
-    report_queue: OnceLock<ReportQueue>,
 }
 
 /// What one select call knows before its strategy runs.
@@ -575,7 +571,6 @@ impl Balancer {
                 snapshot: ArcSwap::from_pointee(Snapshot::empty()),
                 methods: Methods::new(),
                 update_lock: Mutex::new(()),
-                report_queue: OnceLock::new(),
             }),
         }
     }
@@ -653,7 +648,6 @@ impl Balancer {
 
     #[inline]
     pub fn select(&self, method: u32, key: &[u8], now_us: i64) -> Result<u64, Status> {
-        self.drain_reports();
         // select_among's body with empty slices spelled out: calling it costs about 10 % more
         // instructions per select+report (cachegrind), the compiler does not inline it here.
         let inner = &*self.inner;
@@ -680,7 +674,6 @@ impl Balancer {
         excluded: &[u64],
         now_us: i64,
     ) -> Result<u64, Status> {
-        self.drain_reports();
         let inner = &*self.inner;
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
         let clock = Clock::new(now_us);
@@ -738,39 +731,6 @@ impl Balancer {
         Ok(())
     }
 
-    /// The shared-memory queue through which a binding may hand over reports without a call
-    /// (see `plb_balancer_report_queue`); None when this balancer's strategy or options need
-    /// each report as it happens (a latency model, outlier ejection). Created on first use.
-    pub(crate) fn report_queue(&self) -> Option<*mut plb_report_queue> {
-        let inner = &*self.inner;
-        if inner.tracks_reports || inner.filter.is_some() {
-            return None;
-        }
-        Some(inner.report_queue.get_or_init(ReportQueue::new).as_ptr())
-    }
-
-    /// Applies the reports handed over through the queue, if one exists (one load and a
-    /// branch when none does).
-    #[inline(always)]
-    fn drain_reports(&self) {
-        if let Some(queue) = self.inner.report_queue.get() {
-            self.drain_queue(queue);
-        }
-    }
-
-    #[inline(never)]
-    fn drain_queue(&self, queue: &ReportQueue) {
-        if queue.may_have_reports() {
-            queue.drain(|method, id, elapsed_us, outcome| {
-                // Producers check their arguments first; anything else is dropped, as a call
-                // would have refused it.
-                if let Some(outcome) = outcome {
-                    let _ = self.report(method, id, elapsed_us, outcome, 0);
-                }
-            });
-        }
-    }
-
     /// Feeds what a Dubbo provider returns in its `lb_adaptive` attachment (`curTime`, `load`)
     /// plus the call's response time; used by `adaptive`, ignored by others.
     pub fn report_provider_metrics(
@@ -811,7 +771,6 @@ impl Balancer {
     /// A JSON snapshot of the set and its counters (summed over methods, plus a per-method
     /// breakdown); effective weights are evaluated at `now_us`.
     pub fn stats_json(&self, now_us: i64) -> String {
-        self.drain_reports();
         let inner = &*self.inner;
         let snapshot = inner.snapshot.load();
         let names = inner.methods.names_by_id();

@@ -72,36 +72,6 @@ pub struct plb_invoker {
     pub zone_len: usize,
 }
 
-/// One report in a `plb_report_queue` (32 bytes).
-#[repr(C)]
-pub struct plb_report_slot {
-    /// The slot's turn (see `plb_report_queue`); read and written atomically only.
-    pub seq: u64,
-    pub id: u64,
-    pub elapsed_us: i64,
-    pub method: u32,
-    /// A PLB_OUTCOME_* value.
-    pub outcome: i32,
-}
-
-/// Shared-memory queue of reports (see plb_balancer_report_queue). The read-only fields,
-/// `tail` (producers) and `head` (polylb) are 128 bytes apart, so none shares a cache line
-/// with another whatever the allocation's alignment.
-#[repr(C)]
-pub struct plb_report_queue {
-    /// Slot count minus one (the count is a power of two); position p is slot `p & mask`.
-    pub mask: u64,
-    /// `mask + 1` slots; slot i starts with `seq == i`.
-    pub slots: *mut plb_report_slot,
-    pub _pad_read: [u64; 14],
-    /// Next position to claim; producers read it and compare-and-swap it (atomically only).
-    pub tail: u64,
-    pub _pad_tail: [u64; 15],
-    /// Next position polylb reads; producers never touch it.
-    pub head: u64,
-    pub _pad_head: [u64; 15],
-}
-
 fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(on_panic)
 }
@@ -397,42 +367,6 @@ pub unsafe extern "C" fn plb_report(
             b.report(method, id, elapsed_us, outcome, now_us)
         })();
         result.map_or_else(|s| s.code(), |()| PLB_OK)
-    })
-}
-
-/// The queue through which a binding may hand over reports in shared memory instead of calling
-/// plb_report: for callers whose every foreign call is expensive (Go's cgo), an RPC then costs
-/// one call (plb_select) instead of two. Writes the queue to `*out`, or NULL when this
-/// balancer's strategy or options need each report as it happens (shortestresponse, peakewma,
-/// boundedhash, outlier ejection): report by plb_report then. The queue lives as long as the
-/// balancer; every caller gets the same one.
-///
-/// Protocol (a bounded multi-producer queue with per-slot sequence numbers; all accesses to
-/// `tail` and `seq` atomic):
-/// 1. `p = tail`; `s = &slots[p & mask]`.
-/// 2. If `s->seq == p`: compare-and-swap `tail` from p to p + 1; on failure go to 1. On
-///    success write `id`, `elapsed_us`, `method` and `outcome` (checked first: a report the
-///    library would refuse is dropped), then store `s->seq = p + 1` with release order.
-/// 3. If `s->seq < p` (as signed difference): the queue is full; call plb_report instead.
-/// 4. Otherwise another producer took p: go to 1.
-///
-/// Every plb_select, plb_select_among and plb_balancer_stats first applies the reports handed
-/// over so far (in `now_us` terms, at the moment it applies them), so a pick sees them as if
-/// each had been a call. Reports still queued when the balancer is freed are dropped.
-#[no_mangle]
-pub unsafe extern "C" fn plb_balancer_report_queue(
-    b: *const plb_balancer,
-    out: *mut *mut plb_report_queue,
-) -> i32 {
-    guard(PLB_ERR_PANIC, || {
-        let Ok(b) = balancer(b) else {
-            return PLB_ERR_NULL_POINTER;
-        };
-        if out.is_null() {
-            return PLB_ERR_NULL_POINTER;
-        }
-        *out = b.report_queue().unwrap_or(std::ptr::null_mut());
-        PLB_OK
     })
 }
 

@@ -28,7 +28,6 @@ mod error;
 pub mod ffi;
 mod filter;
 mod invoker;
-mod report_queue;
 mod rng;
 mod stats;
 mod strategy;
