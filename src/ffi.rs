@@ -304,7 +304,6 @@ pub unsafe extern "C" fn plb_select(
     key_len: usize,
     now_us: i64,
 ) -> i64 {
-    // Not plb_select_among with empty lists: Balancer::select is the whole-set fast path.
     guard(-(PLB_ERR_PANIC as i64), || {
         let result = (|| {
             let b = balancer(b)?;
