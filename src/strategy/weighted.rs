@@ -77,11 +77,12 @@ impl Weights {
         let column = (product >> 64) as usize;
         let fraction = (product as u64) >> 32;
         let entry = self.alias[column];
-        if fraction < entry >> 32 {
-            column
-        } else {
-            (entry & 0xffff_ffff) as usize
-        }
+        // A coin toss by design: branchless (see `Alias::draw`).
+        super::alias::choose(
+            fraction < entry >> 32,
+            column,
+            (entry & 0xffff_ffff) as usize,
+        )
     }
 
     /// Two distinct positions of the whole set, the first in proportion to configured weight,
