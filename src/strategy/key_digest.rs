@@ -28,28 +28,27 @@ pub(crate) fn md5_first_word(key: &[u8]) -> u32 {
     first_word(&m)
 }
 
-// One step: `a = b + rotl(a + k + m + F(b, c, d), s)`, with `a + k + m` and every term that
-// does not involve `b` (the previous step's result) added before the term that does.
-
 /// `x`, opaque to the optimiser: left alone, LLVM reassociates the step's sum and adds the
 /// constant after `F(b, c, d)`, one more operation on the chain between steps (about 12 %
 /// slower here). An empty `asm!` costs nothing at run time.
 #[inline(always)]
-fn early(x: u32) -> u32 {
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    {
-        let mut x = x;
-        // SAFETY: an empty template that reads and writes one register, nothing else.
-        unsafe {
-            std::arch::asm!("/* {0:e} */", inout(reg) x, options(pure, nomem, nostack, preserves_flags));
-        }
-        x
+#[allow(unused_mut)]
+fn early(mut x: u32) -> u32 {
+    // SAFETY (both): an empty template that reads and writes one register, nothing else.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!("/* {0:e} */", inout(reg) x, options(pure, nomem, nostack, preserves_flags));
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        x
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!("/* {0:w} */", inout(reg) x, options(pure, nomem, nostack, preserves_flags));
     }
+    x
 }
+
+// One step: `a = b + rotl(a + k + m + F(b, c, d), s)`, with `a + k + m` and every term that
+// does not involve `b` (the previous step's result) added before the term that does.
+
 #[inline(always)]
 fn f(a: u32, b: u32, c: u32, d: u32, m: u32, k: u32, s: u32) -> u32 {
     // (b & c) | (!b & d), as ((c ^ d) & b) ^ d: two operations after b.
