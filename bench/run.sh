@@ -76,8 +76,20 @@ run_suite() {
     java)
         log "java: JMH, Dubbo's LoadBalance vs the polylb adapter (load $l0)"
         jar=bindings/java/polylb-benchmarks/target/benchmarks.jar
-        if [[ ! -f $jar ]]; then
-            (cd bindings/java && mvn -B -q -Pbench install -DskipTests -Dpolylb.cargo.skip=true >&2)
+        # Always repackage: the jar carries its own copy of libpolylb_jni.so, and a jar left from
+        # an earlier build would measure that build's native code (cheap when nothing changed).
+        (cd bindings/java && mvn -B -q -Pbench install -DskipTests -Dpolylb.cargo.skip=true >&2)
+        # the packed library must be the one cargo just built
+        if ! python3 - "$jar" target/release/libpolylb_jni.so <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as jar:
+    packed = [jar.read(n) for n in jar.namelist() if n.endswith("/libpolylb_jni.so")]
+built = open(sys.argv[2], "rb").read()
+sys.exit(0 if built in packed else 1)
+PY
+        then
+            log "java: $jar does not carry target/release/libpolylb_jni.so"
+            return 1
         fi
         if [[ $SMOKE == 1 ]]; then
             # JMH allows one instance per machine (/tmp/jmh.lock); the smoke run only checks that
