@@ -5,7 +5,6 @@ import java.lang.ref.Reference;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Objects;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A polylb load balancer over one set of invokers. Thread-safe: share one instance.
@@ -26,10 +25,11 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>Times ({@code nowUs}) are Unix microseconds; 0 means the library's own clock. Passing
  * explicit times makes tests and simulations deterministic.
  *
- * <p>Lifetime: {@link #close()} frees the native balancer; a {@link Cleaner} frees it if the
- * object becomes unreachable without being closed. Close only after all calls on it have
- * returned: a call racing {@code close()} may use freed memory (checking for that would cost a
- * contended atomic on every call).
+ * <p>Lifetime: {@link #close()} drops the invoker set and its state at once, and every later
+ * call throws {@link IllegalStateException}; the native balancer itself (a few KB) is freed by a
+ * {@link Cleaner} once the object is unreachable. So {@code close()} may race calls on other
+ * threads: such a call either completes or throws {@link IllegalStateException}, and no call can
+ * ever reach freed memory, without costing the hot path more than one volatile read.
  */
 public final class Balancer implements AutoCloseable {
     /** The method id of the service level, and of the empty method name. */
@@ -38,8 +38,11 @@ public final class Balancer implements AutoCloseable {
     private static final Cleaner CLEANER = Cleaner.create();
     private static final long[] NO_IDS = new long[0];
 
-    private final AtomicLong handle;
-    private final Cleaner.Cleanable cleanable;
+    /** The native balancer: never freed while this object is reachable (see {@link Free}). */
+    private final long handle;
+    private volatile boolean closed;
+    /** Serialises update and close, so that no update can reinstall a set after close. */
+    private final Object coldLock = new Object();
 
     /**
      * Creates a balancer from Dubbo-style URL parameters, e.g.
@@ -55,33 +58,44 @@ public final class Balancer implements AutoCloseable {
         if (status != 0) {
             throw PolylbException.of(status, messageOut[0]);
         }
-        this.handle = new AtomicLong(handleOut[0]);
-        this.cleanable = CLEANER.register(this, new Free(handle));
+        this.handle = handleOut[0];
+        CLEANER.register(this, new Free(handle));
     }
 
-    /** Frees the native balancer once, whether from close() or from the Cleaner. */
+    /**
+     * Frees the native balancer, run by the Cleaner once the Balancer is unreachable. Every method
+     * ends with {@code reachabilityFence(this)}, so no call is running by then.
+     */
     private static final class Free implements Runnable {
-        private final AtomicLong handle;
+        private final long handle;
 
-        Free(AtomicLong handle) {
+        Free(long handle) {
             this.handle = handle;
         }
 
         @Override
         public void run() {
-            long h = handle.getAndSet(0);
-            if (h != 0) {
-                Native.free(h);
-            }
+            Native.free(handle);
         }
     }
 
     private long live() {
-        long h = handle.get();
-        if (h == 0) {
-            throw new IllegalStateException("polylb balancer is closed");
+        if (closed) {
+            throw closedError();
         }
-        return h;
+        return handle;
+    }
+
+    private static IllegalStateException closedError() {
+        return new IllegalStateException("polylb balancer is closed");
+    }
+
+    /** A failed hot call that raced close() saw the emptied set: report the close instead. */
+    private PolylbException orClosed(long status) {
+        if (closed) {
+            throw closedError();
+        }
+        return PolylbException.of(status);
     }
 
     /**
@@ -116,9 +130,11 @@ public final class Balancer implements AutoCloseable {
         }
         String[] messageOut = new String[1];
         try {
-            int status = Native.update(live(), ids, addresses, weights, startTimes, warmups, zones, messageOut);
-            if (status != 0) {
-                throw PolylbException.of(status, messageOut[0]);
+            synchronized (coldLock) {
+                int status = Native.update(live(), ids, addresses, weights, startTimes, warmups, zones, messageOut);
+                if (status != 0) {
+                    throw PolylbException.of(status, messageOut[0]);
+                }
             }
         } finally {
             Reference.reachabilityFence(this);
@@ -162,7 +178,7 @@ public final class Balancer implements AutoCloseable {
         try {
             long id = Native.select(live(), method, key, key == null ? 0 : key.length, nowUs);
             if (id < 0) {
-                throw PolylbException.of(id);
+                throw orClosed(id);
             }
             return id;
         } finally {
@@ -197,7 +213,7 @@ public final class Balancer implements AutoCloseable {
             long id = Native.selectAmong(live(), method, key, key == null ? 0 : key.length, candidates,
                     candidateCount, excluded, excludedCount, nowUs);
             if (id < 0) {
-                throw PolylbException.of(id);
+                throw orClosed(id);
             }
             return id;
         } finally {
@@ -221,7 +237,7 @@ public final class Balancer implements AutoCloseable {
         try {
             int status = Native.report(live(), method, id, elapsedUs, code, nowUs);
             if (status != 0) {
-                throw PolylbException.of(status);
+                throw orClosed(status);
             }
         } finally {
             Reference.reachabilityFence(this);
@@ -276,13 +292,26 @@ public final class Balancer implements AutoCloseable {
     }
 
     public boolean isClosed() {
-        return handle.get() == 0;
+        return closed;
     }
 
-    /** Frees the native balancer. Idempotent. Call only once no other call is running. */
+    /**
+     * Drops the invoker set and all its state; later calls throw {@link IllegalStateException}.
+     * Idempotent, and safe while other threads are calling (see the class documentation).
+     */
     @Override
     public void close() {
-        cleanable.clean();
+        synchronized (coldLock) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+            // The empty set releases every invoker's state now; a select racing this sees it
+            // (and throws IllegalStateException through orClosed), never freed memory.
+            Native.update(handle, new long[0], new String[0], new int[0], new long[0], new int[0], new String[0],
+                    new String[1]);
+        }
+        Reference.reachabilityFence(this);
     }
 
     /** The native library's version, e.g. {@code "0.1.0"}. */
@@ -292,7 +321,6 @@ public final class Balancer implements AutoCloseable {
 
     @Override
     public String toString() {
-        long h = handle.get();
-        return h == 0 ? "Balancer[closed]" : "Balancer[" + strategy() + "]";
+        return closed ? "Balancer[closed]" : "Balancer[" + strategy() + "]";
     }
 }

@@ -212,6 +212,51 @@ class BalancerTest {
     }
 
     @Test
+    void closeRacingCallsNeverReachesFreedMemory() throws Exception {
+        // Before close() stopped freeing the native balancer, a select racing it read freed
+        // memory (a JVM crash, or garbage ids). Now each racing call either completes with an
+        // id of the set or throws IllegalStateException.
+        for (int round = 0; round < 200; round++) {
+            Balancer lb = new Balancer("loadbalance=leastactive");
+            lb.update(invokers(1, 2, 3));
+            int m = lb.method("m");
+            java.util.concurrent.CountDownLatch started = new java.util.concurrent.CountDownLatch(2);
+            java.util.concurrent.atomic.AtomicReference<Throwable> unexpected =
+                    new java.util.concurrent.atomic.AtomicReference<>();
+            Thread[] callers = new Thread[2];
+            for (int t = 0; t < callers.length; t++) {
+                callers[t] = new Thread(() -> {
+                    started.countDown();
+                    try {
+                        while (true) {
+                            long id = lb.select(m);
+                            if (id < 1 || id > 3) {
+                                unexpected.compareAndSet(null, new AssertionError("id " + id));
+                                return;
+                            }
+                            lb.report(m, id, 10, Outcome.SUCCESS);
+                        }
+                    } catch (IllegalStateException closed) {
+                        // the expected end
+                    } catch (Throwable other) {
+                        unexpected.compareAndSet(null, other);
+                    }
+                });
+                callers[t].start();
+            }
+            started.await();
+            lb.close();
+            for (Thread caller : callers) {
+                caller.join();
+            }
+            if (unexpected.get() != null) {
+                throw new AssertionError("a call racing close() failed otherwise", unexpected.get());
+            }
+            assertTrue(lb.isClosed());
+        }
+    }
+
+    @Test
     void unclosedBalancersAreFreedByTheCleaner() throws InterruptedException {
         for (int i = 0; i < 2000; i++) {
             Balancer lb = new Balancer("loadbalance=consistenthash");
