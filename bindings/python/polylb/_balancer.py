@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import threading
 import weakref
 from ctypes import byref, c_size_t, c_uint32, c_void_p, create_string_buffer
 from dataclasses import dataclass
@@ -253,13 +254,22 @@ class Balancer:
     ``Balancer(loadbalance="leastactive", hash_nodes=160)`` or
     ``Balancer(config="loadbalance=consistenthash&hash.nodes=160")``; see :func:`build_config`
     for how keyword parameters become config keys. Thread-safe: any number of threads may select,
-    report and update at once. :meth:`close` (or leaving a ``with`` block) frees the handle; it
-    must not race with calls still running in other threads (join them first). Calls after close
-    raise :class:`BalancerClosedError`. A balancer that is garbage-collected unclosed is freed by a
-    ``weakref.finalize`` safety net.
+    report and update at once. :meth:`close` (or leaving a ``with`` block) drops the invoker set
+    and its state at once, and later calls raise :class:`BalancerClosedError`; the native
+    balancer itself (a few KB) is freed by ``weakref.finalize`` when the object is garbage-
+    collected. So close may race calls in other threads: each completes or raises
+    :class:`BalancerClosedError`, and none can reach freed memory.
     """
 
-    __slots__ = ("_handle", "_finalizer", "_methods", "_config", "_stats_capacity", "__weakref__")
+    __slots__ = (
+        "_handle",
+        "_finalizer",
+        "_methods",
+        "_config",
+        "_stats_capacity",
+        "_update_lock",
+        "__weakref__",
+    )
 
     _handle: Optional[int]
 
@@ -272,6 +282,7 @@ class Balancer:
     ) -> None:
         # Set first so that __repr__/close work even when creation fails below.
         self._handle = None
+        self._update_lock = threading.Lock()
         self._methods: Dict[str, int] = {"": 0}
         self._stats_capacity = _FIRST_STATS_CAPACITY
         raw = build_config(loadbalance, config, params)
@@ -288,20 +299,32 @@ class Balancer:
             raise PolylbError(Status.NULL_POINTER, "plb_balancer_new returned no handle")
         self._handle = out.value
         # Holds only the address, not self, so it cannot keep the balancer alive; it runs once,
-        # on close() or when the balancer is garbage-collected. Not at interpreter exit: daemon
-        # threads still run then and may be inside the library, and the OS reclaims the memory.
+        # when the balancer is garbage-collected, and then no call can be running: each holds a
+        # reference to self. Not at interpreter exit: daemon threads still run then and may be
+        # inside the library, and the OS reclaims the memory.
         self._finalizer = weakref.finalize(self, _ffi.lib.plb_balancer_free, out.value)
         self._finalizer.atexit = False
 
     # -- lifetime ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Free the native balancer. Idempotent. Later calls raise :class:`BalancerClosedError`."""
-        if self._handle is not None:
-            # Drop the handle before freeing, so that a select from another thread sees NULL
-            # (a clean error) rather than a freed address, as far as ordering allows.
+        """Drop the invoker set and its state. Idempotent; safe while other threads call.
+
+        Later calls raise :class:`BalancerClosedError`. The native balancer is freed when this
+        object is garbage-collected, never under a call that another thread is still making.
+        """
+        with self._update_lock:
+            handle = self._handle
+            if handle is None:
+                return
+            # Later calls pass NULL (a clean error); a call already past that point sees the
+            # empty set (NO_PROVIDER, reported as closed by _hot_error), never freed memory.
             self._handle = None
-            self._finalizer()
+            message = create_string_buffer(_MESSAGE_CAPACITY)
+            message_len = c_size_t()
+            _ffi.lib.plb_balancer_update(
+                handle, None, 0, message, _MESSAGE_CAPACITY, byref(message_len)
+            )
 
     @property
     def closed(self) -> bool:
@@ -348,15 +371,16 @@ class Balancer:
 
         State of ids that stay (active counts, latency windows, round-robin weights) is kept.
         """
-        handle = self._open_handle()
         keep_alive: List[bytes] = []
         structs = [_to_struct(invoker, keep_alive) for invoker in invokers]
         array = (PlbInvoker * len(structs))(*structs)
         message = create_string_buffer(_MESSAGE_CAPACITY)
         message_len = c_size_t()
-        status = _ffi.lib.plb_balancer_update(
-            handle, array, len(structs), message, _MESSAGE_CAPACITY, byref(message_len)
-        )
+        # Under the lock close() takes, so that no update can reinstall a set after close.
+        with self._update_lock:
+            status = _ffi.lib.plb_balancer_update(
+                self._open_handle(), array, len(structs), message, _MESSAGE_CAPACITY, byref(message_len)
+            )
         del keep_alive  # the library has copied what it keeps
         if status:
             raise error_for(status, _message(message, message_len))

@@ -286,10 +286,18 @@ def test_finalizer_does_not_run_at_interpreter_exit() -> None:
     lb.close()
 
 
-def test_close_detaches_the_finalizer() -> None:
+def test_close_drops_the_set_and_collection_frees_the_handle() -> None:
+    # close() empties the set at once but leaves the handle to the finalizer, so that a call
+    # racing close() in another thread can never reach freed memory.
     lb = Balancer()
+    lb.update(invokers(3))
     finalizer = lb._finalizer
+    handle = lb._handle
     lb.close()
+    assert finalizer.alive
+    assert polylb._ffi.lib.plb_select(handle, 0, None, 0, 0) == -int(polylb.Status.NO_PROVIDER)
+    del lb
+    gc.collect()
     assert not finalizer.alive
 
 

@@ -136,3 +136,38 @@ print("exiting")
             [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
         )
         assert result.returncode == 0 and "exiting" in result.stdout, result.stderr
+
+
+def test_close_racing_selects_never_reaches_freed_memory() -> None:
+    # close() used to free the handle while another thread could be inside plb_select with it
+    # (ctypes releases the GIL): a use after free. Now each racing call returns an id of the set
+    # or raises BalancerClosedError.
+    for _ in range(100):
+        lb = polylb.Balancer("leastactive")
+        lb.update(invokers(3))
+        started = threading.Barrier(3)
+        unexpected: List[BaseException] = []
+
+        def spin() -> None:
+            started.wait()
+            try:
+                while True:
+                    picked = lb.select()
+                    if picked not in (1, 2, 3):
+                        unexpected.append(AssertionError(f"id {picked}"))
+                        return
+                    lb.report(picked, 10, Outcome.SUCCESS)
+            except polylb.BalancerClosedError:
+                pass
+            except BaseException as error:  # noqa: BLE001 - any other outcome is the failure
+                unexpected.append(error)
+
+        threads = [threading.Thread(target=spin) for _ in range(2)]
+        for t in threads:
+            t.start()
+        started.wait()
+        lb.close()
+        for t in threads:
+            t.join()
+        assert not unexpected, unexpected
+        assert lb.closed
