@@ -490,11 +490,14 @@ impl Drop for Pinned<'_> {
     }
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // Free this thread's cached snapshot now rather than at its next reuse of the slot.
+impl Inner {
+    /// Drops this thread's cached snapshot of this balancer, if it holds one. Called on update
+    /// (so that the updating thread does not keep the replaced set alive until its next call,
+    /// which may never come: an update to an empty set is how bindings release a closed
+    /// balancer's state) and on drop. Other threads' copies go at their next call on it.
+    fn forget_cached_snapshot(&self) {
         let _ = CACHE.try_with(|cell| {
-            // SAFETY: this thread's own cache; drop never runs inside a call on this balancer.
+            // SAFETY: this thread's own cache; neither caller runs inside a call on it.
             let cache = unsafe { &mut *cell.get() };
             if cache.in_call {
                 return None;
@@ -504,6 +507,13 @@ impl Drop for Inner {
                 .then(|| slot.snapshot.take())
                 .flatten()
         });
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Free this thread's cached snapshot now rather than at its next reuse of the slot.
+        self.forget_cached_snapshot();
     }
 }
 
@@ -638,6 +648,8 @@ impl Balancer {
         inner
             .methods
             .each(|m| inner.strategy.after_update(m, &snapshot, &clock));
+        drop(old);
+        inner.forget_cached_snapshot();
         Ok(())
     }
 
@@ -882,4 +894,30 @@ pub(crate) fn json_str(out: &mut String, s: &str) {
         }
     }
     out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_frees_the_replaced_set_cached_by_the_updating_thread() {
+        let b = Balancer::new("loadbalance=leastactive").unwrap();
+        b.update(&[
+            Invoker::new(1, "10.0.0.1:20880"),
+            Invoker::new(2, "10.0.0.2:20880"),
+        ])
+        .unwrap();
+        // A select caches the snapshot on this thread.
+        let id = b.select(0, b"", 0).unwrap();
+        b.report(0, id, 10, Outcome::Success, 0).unwrap();
+        let state = Arc::downgrade(&b.inner.snapshot.load().members[0].state);
+        // An empty set is how the bindings' close() releases a balancer's state: no further call
+        // on this thread would ever replace the cached copy.
+        b.update(&[]).unwrap();
+        assert!(
+            state.upgrade().is_none(),
+            "the replaced set is still alive after the update"
+        );
+    }
 }
