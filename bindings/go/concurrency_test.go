@@ -93,54 +93,133 @@ func TestConcurrentSelectReportDuringUpdates(t *testing.T) {
 	}
 }
 
-// Close while other goroutines are mid-call: calls either complete or fail
-// with ErrClosed, and nothing touches a freed handle (the race detector and
-// the library would notice a use after free only by luck, so the Go side
-// counts calls in flight; see Balancer.Close).
+// Close while other goroutines are mid-call: every call either completes
+// normally or fails with ErrClosed — a select racing with Close returns a
+// valid id or ErrClosed, never the ErrNoProvider or ErrUnknownCandidate of
+// the set Close empties — and nothing touches a freed handle (the handle is
+// freed only by the cleanup once the balancer is unreachable; see
+// Balancer.Close). Afterwards every method returns ErrClosed.
 func TestCloseDuringCalls(t *testing.T) {
-	for round := 0; round < 20; round++ {
-		lb, err := polylb.New("loadbalance=leastactive")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lb.Update(weighted(1, 2, 3)); err != nil {
-			t.Fatal(err)
-		}
-		var started, done sync.WaitGroup
-		var closedSeen atomic.Int64
-		for w := 0; w < 4; w++ {
-			started.Add(1)
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				started.Done()
-				for {
-					id, err := lb.Select(polylb.ServiceLevel, nil)
-					if errors.Is(err, polylb.ErrClosed) {
-						closedSeen.Add(1)
+	for _, strategy := range []string{"leastactive", "roundrobin", "consistenthash", "adaptive"} {
+		t.Run(strategy, func(t *testing.T) {
+			for round := 0; round < 10; round++ {
+				closeDuringCalls(t, "loadbalance="+strategy, round)
+				if t.Failed() {
+					return
+				}
+			}
+		})
+	}
+}
+
+func closeDuringCalls(t *testing.T, config string, round int) {
+	lb, err := polylb.New(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := weighted(1, 2, 3)
+	if err := lb.Update(set); err != nil {
+		t.Fatal(err)
+	}
+	m, err := lb.Method("sayHello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := func(id uint64) bool { return id >= 1 && id <= 3 }
+	var started, done sync.WaitGroup
+	var closedSeen atomic.Int64
+	const workers = 4
+	for w := 0; w < workers; w++ {
+		started.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			started.Done()
+			fail := func(what string, err error) bool {
+				if err != nil && !errors.Is(err, polylb.ErrClosed) {
+					t.Errorf("round %d: %s: %v, want a result or ErrClosed", round, what, err)
+					return true
+				}
+				return false
+			}
+			for i := 0; ; i++ {
+				id, err := lb.Select(m, []byte("user-42"))
+				if errors.Is(err, polylb.ErrClosed) {
+					closedSeen.Add(1)
+					return
+				}
+				if fail("select", err) {
+					return
+				}
+				if !valid(id) {
+					t.Errorf("round %d: select returned id %d", round, id)
+					return
+				}
+				if fail("report", lb.Report(m, id, time.Millisecond, polylb.Success)) {
+					return
+				}
+				id, err = lb.SelectAmong(m, nil, []uint64{1, 2, 3}, []uint64{2})
+				if fail("select among", err) {
+					return
+				}
+				if err == nil {
+					if id != 1 && id != 3 {
+						t.Errorf("round %d: select among {1, 3} returned id %d", round, id)
 						return
 					}
-					if err != nil {
-						t.Errorf("select: %v", err)
-						return
-					}
-					if err := lb.Report(polylb.ServiceLevel, id, 0, polylb.Success); err != nil && !errors.Is(err, polylb.ErrClosed) {
-						t.Errorf("report: %v", err)
-						return
-					}
-					if _, err := lb.Stats(); err != nil && !errors.Is(err, polylb.ErrClosed) {
-						t.Errorf("stats: %v", err)
+					if fail("report", lb.Report(m, id, 0, polylb.Failure)) {
 						return
 					}
 				}
-			}()
+				if fail("provider metrics", lb.ReportProviderMetrics(m, 1, time.Now(), 0.5, time.Millisecond)) {
+					return
+				}
+				switch i % 8 {
+				case 0:
+					_, err = lb.Stats()
+					if fail("stats", err) {
+						return
+					}
+				case 1:
+					if w == 0 && fail("update", lb.Update(set)) {
+						return
+					}
+				case 2:
+					_, err = lb.Method("sayBye")
+					if fail("method", err) {
+						return
+					}
+				}
+			}
+		}()
+	}
+	started.Wait()
+	time.Sleep(time.Duration(1+round%3) * 300 * time.Microsecond)
+	lb.Close()
+	done.Wait()
+	if closedSeen.Load() != workers {
+		t.Fatalf("round %d: %d of %d goroutines saw ErrClosed", round, closedSeen.Load(), workers)
+	}
+
+	checks := map[string]error{}
+	_, checks["Select"] = lb.Select(m, nil)
+	_, checks["SelectAmong"] = lb.SelectAmong(m, nil, []uint64{1}, nil)
+	checks["Report"] = lb.Report(m, 1, 0, polylb.Success)
+	checks["ReportProviderMetrics"] = lb.ReportProviderMetrics(m, 1, time.Now(), 1, 0)
+	checks["Update"] = lb.Update(set)
+	_, checks["Method"] = lb.Method("sayHello")
+	_, checks["Stats"] = lb.Stats()
+	_, checks["StatsJSON"] = lb.StatsJSON(time.Time{})
+	checks["Close"] = lb.Close()
+	for name, err := range checks {
+		if name == "Close" {
+			if err != nil {
+				t.Errorf("round %d: Close again: %v", round, err)
+			}
+			continue
 		}
-		started.Wait()
-		time.Sleep(time.Millisecond)
-		lb.Close()
-		done.Wait()
-		if closedSeen.Load() != 4 {
-			t.Fatalf("round %d: %d of 4 goroutines saw ErrClosed", round, closedSeen.Load())
+		if !errors.Is(err, polylb.ErrClosed) {
+			t.Errorf("round %d: %s after Close: %v, want ErrClosed", round, name, err)
 		}
 	}
 }

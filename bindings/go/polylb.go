@@ -9,6 +9,12 @@
 // A Balancer is safe for concurrent use by many goroutines, including Update
 // while others Select and Report, and Close while others are mid-call.
 //
+// Lifetime: Close makes every later call return ErrClosed and empties the
+// balancer's invoker set, which releases the per-invoker state; the native
+// handle itself (configuration, method names, per-method state) is freed by
+// a runtime cleanup once the *Balancer is unreachable, so that the hot calls
+// need no in-flight count (see Balancer.Close).
+//
 // Linking: the package links the static library built by `cargo build
 // --release` at the repository root (target/release/libpolylb.a) and reads
 // the header from include/. Both paths are relative to this directory, so the
@@ -136,17 +142,33 @@ func NewInvoker(id uint64, address string) Invoker {
 }
 
 // Balancer owns one library balancer. Create it with New and release it
-// with Close; a cleanup frees it if it becomes unreachable without Close.
+// with Close.
+//
+// Two guards make Close safe while other goroutines are mid-call:
+//
+//   - The handle is freed only by a runtime cleanup, once the Balancer is
+//     unreachable. Every method keeps b reachable until its C call has
+//     returned (runtime.KeepAlive), so C never sees a freed handle and the
+//     hot calls (Select…, Report…) need no in-flight count: they only load
+//     closed before the call.
+//   - Close empties the invoker set (an update with no invokers). The cold
+//     calls (Update, Method, Stats…) are counted in calls, and the set is
+//     emptied only when none is inside the library: an Update that entered
+//     before Close cannot re-install a set after the emptying.
 type Balancer struct {
-	handle *C.plb_balancer // set by New, never changed; freed exactly once
+	// Read by every hot call and written at most once: these two words stay
+	// apart from the cold calls' counters below, so the hot calls share no
+	// cache line that another core writes.
+	handle *C.plb_balancer // set by New, never changed; freed by the cleanup
+	closed atomic.Bool     // set by Close
 
-	// calls counts the calls currently inside the library, plus closedBit
-	// once Close has run. It lets Close be called while other goroutines are
-	// mid-call: the handle is freed by whichever of Close and the last
-	// in-flight call finishes last, so C never sees a freed handle.
+	_ [64]byte // a cache line between the hot and the cold fields
+
+	// calls counts the cold calls currently inside the library, plus
+	// closedBit once Close has run. Whichever of Close and the last cold call
+	// in flight finishes last empties the set.
 	calls   atomic.Int64
-	freed   atomic.Bool
-	cleanup runtime.Cleanup
+	emptied atomic.Bool
 
 	// statsHint is the buffer size the last Stats needed, so a steady set
 	// needs one C call per Stats instead of a too-small round trip.
@@ -176,33 +198,59 @@ func New(config string) (*Balancer, error) {
 	}
 	b := &Balancer{handle: handle}
 	b.statsHint.Store(4096)
-	// Safety net only: the cleanup runs once b is unreachable, which cannot
-	// happen while a method of b is running (each one touches b.calls after
-	// its C call), so it never races with an in-flight call.
-	b.cleanup = runtime.AddCleanup(b, freeUnclosedHandle, handle)
+	// The only place the handle is freed, closed or not. The cleanup runs
+	// once b is unreachable, which cannot happen while a method of b is
+	// running (each one calls runtime.KeepAlive(b) after its C call), so it
+	// never races with a call: the header's "free after every other call has
+	// returned" holds.
+	runtime.AddCleanup(b, freeHandle, handle)
 	return b, nil
 }
 
-// cleanupsRun counts handles freed by the cleanup rather than by Close; the
-// tests use it to check the safety net works.
-var cleanupsRun atomic.Int64
+// cleanupsRun counts handles freed by the cleanup, and cleanupHook (set by
+// tests only) sees each of them: the tests check that every balancer, closed
+// or not, is freed once unreachable, and exactly once.
+var (
+	cleanupsRun atomic.Int64
+	cleanupHook atomic.Pointer[func(handle unsafe.Pointer)]
+)
 
-func freeUnclosedHandle(handle *C.plb_balancer) {
+func freeHandle(handle *C.plb_balancer) {
 	C.plb_balancer_free(handle)
 	cleanupsRun.Add(1)
+	if hook := cleanupHook.Load(); hook != nil {
+		(*hook)(unsafe.Pointer(handle))
+	}
 }
 
-// Close releases the library balancer. It is idempotent and always returns
-// nil. Calls that start after Close return ErrClosed; calls already inside
-// the library finish normally and the last of them frees the handle.
+// Close closes the balancer. It is idempotent, safe to call while other
+// goroutines are mid-call, and always returns nil.
+//
+// Every call that starts after Close returns ErrClosed. A call already
+// running either completes normally or returns ErrClosed: a select that
+// races with Close may find the emptied set, and reports its failure as
+// ErrClosed rather than ErrNoProvider.
+//
+// Memory: Close empties the invoker set at once (or, if an Update, Method or
+// Stats call is inside the library, as soon as the last of them returns), so
+// the library drops the set and its per-invoker state: counters, rings,
+// latency windows. As with plb_balancer_free, another thread that ran calls
+// on the balancer may keep its cached copy of the last set until its cache
+// slot is taken by another balancer or it exits (see the header). The rest
+// — configuration, interned method names, per-method strategy state (for
+// roundrobin, a small entry per method and invoker) — is freed with the
+// handle, by a cleanup that runs after the *Balancer has become unreachable,
+// at a later garbage collection.
 func (b *Balancer) Close() error {
+	// First, so that once any Close has returned (also a second one that
+	// lost the race below) the hot calls refuse.
+	b.closed.Store(true)
 	previous := b.calls.Or(closedBit)
 	if previous&closedBit != 0 {
 		return nil // already closed
 	}
-	b.cleanup.Stop()
 	if previous == 0 {
-		b.free()
+		b.empty()
 	}
 	return nil
 }
@@ -212,7 +260,7 @@ func (b *Balancer) hotHandle() C.uintptr_t {
 	return C.uintptr_t(uintptr(unsafe.Pointer(b.handle)))
 }
 
-// enter registers a call into the library; it fails once Close has run.
+// enter registers a cold call into the library; it fails once Close has run.
 func (b *Balancer) enter() bool {
 	if b.calls.Add(1)&closedBit != 0 {
 		b.leave()
@@ -221,18 +269,38 @@ func (b *Balancer) enter() bool {
 	return true
 }
 
-// leave ends a call; the last call out after Close frees the handle.
+// leave ends a cold call; the last one out after Close empties the set.
 func (b *Balancer) leave() {
 	if b.calls.Add(-1) == closedBit {
-		b.free()
+		b.empty()
 	}
 }
 
-func (b *Balancer) free() {
-	// Close and a departing call can both see "closed, nothing in flight".
-	if b.freed.CompareAndSwap(false, true) {
-		C.plb_balancer_free(b.handle)
+// empty replaces the set with an empty one. It runs only when calls is
+// exactly closedBit: closed, and no cold call inside the library or able to
+// enter it, so no Update can follow it.
+func (b *Balancer) empty() {
+	// Close and a departing (or refused) cold call can both see "closed,
+	// nothing in flight"; once is enough.
+	if b.emptied.CompareAndSwap(false, true) {
+		// The header accepts (NULL, 0) and a NULL error buffer. The status
+		// is ignored: only PLB_ERR_PANIC is possible, and the set would
+		// then still be freed with the handle.
+		// The update also drops this thread's cached copy of the old set;
+		// copies on other threads go as described in the header.
+		C.plb_balancer_update(b.handle, nil, 0, nil, 0, nil)
+		runtime.KeepAlive(b)
 	}
+}
+
+// hotError is the error of a hot call that failed. A call that raced with
+// Close may have run on the emptied set: once closed, the failure is
+// ErrClosed, so such calls see a valid result or ErrClosed, nothing else.
+func hotError[T ~int32 | ~int64](b *Balancer, code T) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	return statusError(code)
 }
 
 // Update atomically replaces the whole invoker set. State of ids that stay is
@@ -330,14 +398,13 @@ func (b *Balancer) SelectAt(method Method, key []byte, now time.Time) (uint64, e
 }
 
 func (b *Balancer) selectAt(method Method, key []byte, nowUs int64) (uint64, error) {
-	if !b.enter() {
+	if b.closed.Load() {
 		return 0, ErrClosed
 	}
 	r := C.plbgo_select(b.hotHandle(), C.uint32_t(method), bytesPtr(key), C.size_t(len(key)), C.int64_t(nowUs))
-	b.leave()
-	runtime.KeepAlive(b)
+	runtime.KeepAlive(b) // the cleanup cannot free the handle before this
 	if r < 0 {
-		return 0, statusError(r)
+		return 0, hotError(b, r)
 	}
 	return uint64(r), nil
 }
@@ -356,16 +423,15 @@ func (b *Balancer) SelectAmongAt(method Method, key []byte, candidates, excluded
 }
 
 func (b *Balancer) selectAmongAt(method Method, key []byte, candidates, excluded []uint64, nowUs int64) (uint64, error) {
-	if !b.enter() {
+	if b.closed.Load() {
 		return 0, ErrClosed
 	}
 	r := C.plbgo_select_among(b.hotHandle(), C.uint32_t(method), bytesPtr(key), C.size_t(len(key)),
 		idsPtr(candidates), C.size_t(len(candidates)),
 		idsPtr(excluded), C.size_t(len(excluded)), C.int64_t(nowUs))
-	b.leave()
 	runtime.KeepAlive(b)
 	if r < 0 {
-		return 0, statusError(r)
+		return 0, hotError(b, r)
 	}
 	return uint64(r), nil
 }
@@ -383,15 +449,14 @@ func (b *Balancer) ReportAt(method Method, id uint64, elapsed time.Duration, out
 }
 
 func (b *Balancer) reportAt(method Method, id uint64, elapsed time.Duration, outcome Outcome, nowUs int64) error {
-	if !b.enter() {
+	if b.closed.Load() {
 		return ErrClosed
 	}
 	rc := C.plbgo_report(b.hotHandle(), C.uint32_t(method), C.uint64_t(id),
 		C.int64_t(elapsed.Microseconds()), C.int32_t(outcome), C.int64_t(nowUs))
-	b.leave()
 	runtime.KeepAlive(b)
 	if rc != C.PLB_OK {
-		return statusError(rc)
+		return hotError(b, rc)
 	}
 	return nil
 }
@@ -411,15 +476,14 @@ func (b *Balancer) ReportProviderMetricsAt(method Method, id uint64, providerTim
 }
 
 func (b *Balancer) reportProviderMetricsAt(method Method, id uint64, providerTime time.Time, cpuLoad float64, rt time.Duration, nowUs int64) error {
-	if !b.enter() {
+	if b.closed.Load() {
 		return ErrClosed
 	}
 	rc := C.plbgo_report_provider_metrics(b.hotHandle(), C.uint32_t(method), C.uint64_t(id),
 		C.int64_t(unixMillis(providerTime)), C.double(cpuLoad), C.int64_t(rt.Microseconds()), C.int64_t(nowUs))
-	b.leave()
 	runtime.KeepAlive(b)
 	if rc != C.PLB_OK {
-		return statusError(rc)
+		return hotError(b, rc)
 	}
 	return nil
 }
