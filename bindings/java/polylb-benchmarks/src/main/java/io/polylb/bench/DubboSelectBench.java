@@ -41,7 +41,9 @@ import org.openjdk.jmh.annotations.Warmup;
  *
  * <p>Provider URLs are realistic: 20 parameters, distinct {@code weight} = 100 + 7i and a
  * {@code timestamp} an hour or more in the past (no warm-up). Invocations cycle through 1000
- * pre-built calls whose argument is a distinct random 16-character string.
+ * pre-built calls whose argument is a distinct random 16-character string; each benchmark thread
+ * has its own (an invocation belongs to one call at a time, and the adapter records its pick on
+ * it), so threads share only the balancer, as concurrent RPCs do.
  *
  * <p>The polylb side also ends each invocation as Dubbo's cluster layer does
  * ({@link PolylbClusterFilter#releaseUnsent}: one more JNI call that undoes the in-flight count),
@@ -74,8 +76,6 @@ public class DubboSelectBench {
     private LoadBalance lb;
     private List<Invoker<Object>> invokers;
     private URL consumerUrl;
-    private RpcInvocation[] invocations;
-    private int cursor;
     private boolean polylb;
     private BitList<Invoker<Object>> directory;
 
@@ -125,16 +125,6 @@ public class DubboSelectBench {
         }
         consumerUrl = URL.valueOf("consumer://10.1.0.1/com.example.DemoService?interface=com.example.DemoService"
                 + "&side=consumer&version=1.0.0&group=demo");
-        SplittableRandom random = new SplittableRandom(42);
-        invocations = new RpcInvocation[1000];
-        for (int i = 0; i < invocations.length; i++) {
-            StringBuilder arg = new StringBuilder();
-            for (int c = 0; c < 16; c++) {
-                arg.append((char) ('a' + random.nextInt(26)));
-            }
-            invocations[i] = new RpcInvocation("sayHello", "com.example.DemoService", "demo/com.example.DemoService:1.0.0",
-                    new Class<?>[] {String.class}, new Object[] {arg.toString()});
-        }
         directory = "bitlist".equals(list) ? new BitList<>(invokers) : null;
         polylb = "polylb".equals(impl);
         lb = polylb ? polylbBalancer(strategy) : dubboBalancer(strategy);
@@ -183,9 +173,35 @@ public class DubboSelectBench {
         }
     }
 
+    /** One benchmark thread's invocations (the same 1000 arguments in every thread). */
+    @State(Scope.Thread)
+    public static class Calls {
+        RpcInvocation[] invocations;
+        int cursor;
+
+        @Setup(Level.Trial)
+        public void setUp() {
+            SplittableRandom random = new SplittableRandom(42);
+            invocations = new RpcInvocation[1000];
+            for (int i = 0; i < invocations.length; i++) {
+                StringBuilder arg = new StringBuilder();
+                for (int c = 0; c < 16; c++) {
+                    arg.append((char) ('a' + random.nextInt(26)));
+                }
+                invocations[i] = new RpcInvocation("sayHello", "com.example.DemoService",
+                        "demo/com.example.DemoService:1.0.0", new Class<?>[] {String.class},
+                        new Object[] {arg.toString()});
+            }
+        }
+
+        RpcInvocation next() {
+            return invocations[cursor++ % invocations.length];
+        }
+    }
+
     @Benchmark
-    public Invoker<Object> select() {
-        RpcInvocation invocation = invocations[cursor++ % invocations.length];
+    public Invoker<Object> select(Calls calls) {
+        RpcInvocation invocation = calls.next();
         List<Invoker<Object>> routed = directory == null ? invokers : directory.clone();
         Invoker<Object> chosen = lb.select(routed, consumerUrl, invocation);
         if (polylb) {
