@@ -218,10 +218,9 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     }
 
     /**
-     * Forgets every service (Dubbo calls this when the application shuts down). The native
-     * balancers are not closed here: calls may still be running on other threads, and freeing
-     * under them would crash the JVM. Each is freed by its Cleaner once unreachable, which the
-     * reachability fences in io.polylb.Balancer make safe.
+     * Forgets every service (Dubbo calls this when the application shuts down). The balancers are
+     * not closed here: calls still running on other threads would then fail instead of finishing.
+     * Each is freed by its Cleaner once the last of those calls has dropped it.
      */
     @Override
     public void destroy() {
