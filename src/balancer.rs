@@ -8,7 +8,7 @@ use crate::filter::Filter;
 use crate::invoker::{Invoker, Outcome};
 use crate::rng::Rng;
 use crate::stats::InvokerState;
-use crate::strategy::{Ctx, Prepared, Report, Strategy};
+use crate::strategy::{Ctx, Prepared, Report, Strategy, WholeSet};
 use crate::weight::{effective_weight, time_dependent_until};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -262,7 +262,9 @@ struct Inner {
     rng: Rng,
     /// Zone preference and outlier ejection; None when neither is configured.
     filter: Option<Filter>,
-    /// The strategy's `tracks_selects()` and `tracks_reports()`, asked once.
+    /// The strategy's `picks_by_whole_set_draw()`, `tracks_selects()` and `tracks_reports()`,
+    /// asked once.
+    picks_by_whole_set_draw: bool,
     tracks_selects: bool,
     tracks_reports: bool,
 }
@@ -291,7 +293,10 @@ impl Inner {
         }
         // The common call (whole set, no filter) stays small; subsets and filters are out of line.
         let pos = if candidates.is_empty() && excluded.is_empty() && self.filter.is_none() {
-            self.pick(call, &snapshot.all, true, &[])?
+            match self.whole_set_draw(call) {
+                Some(pos) => pos,
+                None => self.pick(call, &snapshot.all, true, &[])?,
+            }
         } else {
             self.pick_general(call, candidates, excluded)?
         };
@@ -303,6 +308,24 @@ impl Inner {
                 .on_select(call.method_state, call.method, stats, call.clock);
         }
         Ok(member.id)
+    }
+
+    /// The pick of a strategy that draws from its prepared [`WholeSet`] when the whole set is
+    /// the candidates and weights are static, made here without the virtual call: the same
+    /// draw, so the same distribution and the same use of a seeded generator.
+    #[inline]
+    fn whole_set_draw(&self, call: &Call<'_>) -> Option<usize> {
+        let snapshot = call.snapshot;
+        // While invokers warm up (rare) the strategy's own path evaluates the weights.
+        if !self.picks_by_whole_set_draw || snapshot.time_dependent_until_ms != i64::MIN {
+            return None;
+        }
+        let n = snapshot.members.len();
+        if n == 1 {
+            return Some(0);
+        }
+        let whole = snapshot.prepared.as_ref()?.downcast_ref::<WholeSet>()?;
+        Some(whole.draw(n, &self.rng))
     }
 
     /// Runs the strategy over `positions`; as Dubbo, a single candidate is returned without it.
@@ -574,6 +597,7 @@ impl Balancer {
                 filter: Filter::new(&config),
                 uid: NEXT_UID.fetch_add(1, Relaxed),
                 generation: AtomicU64::new(0),
+                picks_by_whole_set_draw: strategy.picks_by_whole_set_draw(),
                 tracks_selects: strategy.tracks_selects(),
                 tracks_reports: strategy.tracks_reports(),
                 strategy,

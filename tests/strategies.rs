@@ -26,6 +26,34 @@ fn random_follows_weights_and_never_picks_zero() {
     assert_binomial(c[&4], draws, 6.0 / 16.0, 5.0, "weight 6");
 }
 
+/// The balancer draws `random`'s whole-set pick itself (no strategy call); with outlier
+/// ejection configured and nothing ejected, the same pick goes through the strategy instead.
+/// Seeded alike, both must give the same sequence: the shortcut is the strategy's own draw.
+#[test]
+fn random_whole_set_shortcut_is_the_strategy_pick() {
+    for weights in [&[100, 150, 200, 0, 100][..], &[5, 5, 5], &[7, 3]] {
+        let set: Vec<Invoker> = weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| provider(i as u64 + 1).weight(w))
+            .collect();
+        let direct = balancer("loadbalance=random&seed=11", &set);
+        let via_strategy = balancer(
+            "loadbalance=random&seed=11&outlier.consecutiveFailures=5",
+            &set,
+        );
+        for i in 0..2_000 {
+            let a = direct.select(0, b"", NOW).unwrap();
+            let b = via_strategy.select(0, b"", NOW).unwrap();
+            assert_eq!(a, b, "weights {weights:?}, draw {i}");
+            direct.report(0, a, 100, Outcome::Success, NOW).unwrap();
+            via_strategy
+                .report(0, b, 100, Outcome::Success, NOW)
+                .unwrap();
+        }
+    }
+}
+
 #[test]
 fn random_is_uniform_when_weights_equal_or_all_zero() {
     for w in [100, 0] {

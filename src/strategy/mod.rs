@@ -20,6 +20,7 @@ mod ties;
 mod weighted;
 
 pub(crate) use adaptive::touch_pick_time;
+pub(crate) use random::WholeSet;
 
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
@@ -77,6 +78,13 @@ pub(crate) trait Strategy: Send + Sync + 'static {
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status>;
+
+    /// True when, over the whole set at static weights, the strategy's pick is exactly one
+    /// draw from the [`random::WholeSet`] it prepared: the balancer then draws it itself,
+    /// without a virtual call (asked once, at construction).
+    fn picks_by_whole_set_draw(&self) -> bool {
+        false
+    }
 
     /// True when the strategy wants [`Strategy::on_select`] after every pick (asked once, at
     /// construction, so that strategies without it pay nothing).

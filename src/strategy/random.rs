@@ -41,6 +41,10 @@ impl Strategy for Random {
         false
     }
 
+    fn picks_by_whole_set_draw(&self) -> bool {
+        true
+    }
+
     fn prepare(&self, members: &[Member], _previous: &Snapshot) -> Prepared {
         Some(PreparedData::new(WholeSet::new(members)))
     }
