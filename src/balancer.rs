@@ -8,7 +8,7 @@ use crate::filter::Filter;
 use crate::invoker::{Invoker, Outcome};
 use crate::rng::Rng;
 use crate::stats::InvokerState;
-use crate::strategy::{Ctx, Prepared, Report, Strategy, WholeSet};
+use crate::strategy::{Ctx, Prepared, Report, Strategy, WholeSet, WholeSetDraw};
 use crate::weight::{effective_weight, time_dependent_until};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -262,11 +262,29 @@ struct Inner {
     rng: Rng,
     /// Zone preference and outlier ejection; None when neither is configured.
     filter: Option<Filter>,
-    /// The strategy's `picks_by_whole_set_draw()`, `tracks_selects()` and `tracks_reports()`,
-    /// asked once.
-    picks_by_whole_set_draw: bool,
+    /// The strategy's `whole_set_draw()`, `tracks_selects()` and `tracks_reports()`, asked once.
+    whole_set_draw: WholeSetDraw,
     tracks_selects: bool,
     tracks_reports: bool,
+}
+
+/// Calls of `method` in flight at position `pos`.
+#[inline]
+fn active_in(snapshot: &Snapshot, pos: usize, method: u32) -> i64 {
+    snapshot.members[pos]
+        .state
+        .methods
+        .get(method)
+        .map_or(0, |s| s.active())
+}
+
+/// What the balancer's own whole-set draws came to.
+enum Drawn {
+    /// The strategy does not pick by such draws, or not now.
+    NotApplicable,
+    Pick(usize),
+    /// `FirstIdle` draws all landed on busy invokers: the strategy decides.
+    AllBusy,
 }
 
 /// What one select call knows before its strategy runs.
@@ -293,9 +311,10 @@ impl Inner {
         }
         // The common call (whole set, no filter) stays small; subsets and filters are out of line.
         let pos = if candidates.is_empty() && excluded.is_empty() && self.filter.is_none() {
-            match self.whole_set_draw(call) {
-                Some(pos) => pos,
-                None => self.pick(call, &snapshot.all, true, &[])?,
+            match self.draw_from_whole_set(call) {
+                Drawn::Pick(pos) => pos,
+                Drawn::AllBusy => self.pick(call, &snapshot.all, true, true, &[])?,
+                Drawn::NotApplicable => self.pick(call, &snapshot.all, true, false, &[])?,
             }
         } else {
             self.pick_general(call, candidates, excluded)?
@@ -310,22 +329,40 @@ impl Inner {
         Ok(member.id)
     }
 
-    /// The pick of a strategy that draws from its prepared [`WholeSet`] when the whole set is
-    /// the candidates and weights are static, made here without the virtual call: the same
-    /// draw, so the same distribution and the same use of a seeded generator.
+    /// The draws of a strategy that picks from its prepared [`WholeSet`] when the whole set is
+    /// the candidates and weights are static (see [`WholeSetDraw`]), made here without the
+    /// virtual call: the same draws, so the same distribution and the same use of a seeded
+    /// generator.
     #[inline]
-    fn whole_set_draw(&self, call: &Call<'_>) -> Option<usize> {
+    fn draw_from_whole_set(&self, call: &Call<'_>) -> Drawn {
         let snapshot = call.snapshot;
         // While invokers warm up (rare) the strategy's own path evaluates the weights.
-        if !self.picks_by_whole_set_draw || snapshot.time_dependent_until_ms != i64::MIN {
-            return None;
+        if self.whole_set_draw == WholeSetDraw::No || snapshot.time_dependent_until_ms != i64::MIN {
+            return Drawn::NotApplicable;
         }
         let n = snapshot.members.len();
         if n == 1 {
-            return Some(0);
+            return Drawn::Pick(0);
         }
-        let whole = snapshot.prepared.as_ref()?.downcast_ref::<WholeSet>()?;
-        Some(whole.draw(n, &self.rng))
+        let Some(whole) = snapshot
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<WholeSet>())
+        else {
+            return Drawn::NotApplicable;
+        };
+        match self.whole_set_draw {
+            WholeSetDraw::FirstIdle { draws } => {
+                for _ in 0..draws {
+                    let pos = whole.draw(n, &self.rng);
+                    if active_in(snapshot, pos, call.method) == 0 {
+                        return Drawn::Pick(pos);
+                    }
+                }
+                Drawn::AllBusy
+            }
+            _ => Drawn::Pick(whole.draw(n, &self.rng)),
+        }
     }
 
     /// Runs the strategy over `positions`; as Dubbo, a single candidate is returned without it.
@@ -335,6 +372,7 @@ impl Inner {
         call: &Call<'_>,
         positions: &[u32],
         is_all: bool,
+        drawn: bool,
         mask: &[u64],
     ) -> Result<usize, Status> {
         if positions.len() == 1 {
@@ -346,6 +384,7 @@ impl Inner {
             method_id: call.method,
             candidates: positions,
             is_all,
+            drawn,
             mask,
             key: call.key,
             clock: call.clock,
@@ -364,7 +403,7 @@ impl Inner {
         let (snapshot, clock) = (call.snapshot, call.clock);
         let n = snapshot.members.len();
         let pick = |positions: &[u32], is_all: bool, mask: &[u64]| {
-            self.pick(call, positions, is_all, mask)
+            self.pick(call, positions, is_all, false, mask)
         };
         // Zone preference and outlier ejection narrow the candidates before the strategy runs.
         let filter = self.filter.as_ref().filter(|f| f.needed(snapshot, clock));
@@ -597,7 +636,7 @@ impl Balancer {
                 filter: Filter::new(&config),
                 uid: NEXT_UID.fetch_add(1, Relaxed),
                 generation: AtomicU64::new(0),
-                picks_by_whole_set_draw: strategy.picks_by_whole_set_draw(),
+                whole_set_draw: strategy.whole_set_draw(),
                 tracks_selects: strategy.tracks_selects(),
                 tracks_reports: strategy.tracks_reports(),
                 strategy,

@@ -26,30 +26,42 @@ fn random_follows_weights_and_never_picks_zero() {
     assert_binomial(c[&4], draws, 6.0 / 16.0, 5.0, "weight 6");
 }
 
-/// The balancer draws `random`'s whole-set pick itself (no strategy call); with outlier
-/// ejection configured and nothing ejected, the same pick goes through the strategy instead.
-/// Seeded alike, both must give the same sequence: the shortcut is the strategy's own draw.
+/// The balancer makes `random`'s and `leastactive`'s whole-set draws itself (no strategy call);
+/// with outlier ejection configured and nothing ejected, the same picks go through the
+/// strategy instead. Seeded alike, both must give the same sequence: the shortcut is the
+/// strategy's own draws, and when leastactive's draws all land on busy invokers the strategy
+/// goes on without drawing again. Calls are left in flight in a pattern that makes every
+/// invoker busy at times, so all three outcomes (idle draw, busy draws then scan) occur.
 #[test]
-fn random_whole_set_shortcut_is_the_strategy_pick() {
-    for weights in [&[100, 150, 200, 0, 100][..], &[5, 5, 5], &[7, 3]] {
-        let set: Vec<Invoker> = weights
-            .iter()
-            .enumerate()
-            .map(|(i, &w)| provider(i as u64 + 1).weight(w))
-            .collect();
-        let direct = balancer("loadbalance=random&seed=11", &set);
-        let via_strategy = balancer(
-            "loadbalance=random&seed=11&outlier.consecutiveFailures=5",
-            &set,
-        );
-        for i in 0..2_000 {
-            let a = direct.select(0, b"", NOW).unwrap();
-            let b = via_strategy.select(0, b"", NOW).unwrap();
-            assert_eq!(a, b, "weights {weights:?}, draw {i}");
-            direct.report(0, a, 100, Outcome::Success, NOW).unwrap();
-            via_strategy
-                .report(0, b, 100, Outcome::Success, NOW)
-                .unwrap();
+fn whole_set_shortcut_is_the_strategy_pick() {
+    for strategy in ["random", "leastactive"] {
+        for weights in [&[100, 150, 200, 0, 100][..], &[5, 5, 5], &[7, 3]] {
+            let set: Vec<Invoker> = weights
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| provider(i as u64 + 1).weight(w))
+                .collect();
+            let direct = balancer(&format!("loadbalance={strategy}&seed=11"), &set);
+            let via_strategy = balancer(
+                &format!("loadbalance={strategy}&seed=11&outlier.consecutiveFailures=5"),
+                &set,
+            );
+            let mut in_flight = Vec::new();
+            for i in 0..4_000 {
+                let a = direct.select(0, b"", NOW).unwrap();
+                let b = via_strategy.select(0, b"", NOW).unwrap();
+                assert_eq!(a, b, "{strategy}, weights {weights:?}, draw {i}");
+                in_flight.push(a);
+                // Let in-flight calls build up to 6, then end them all.
+                if in_flight.len() > 6 || i % 13 == 0 {
+                    for id in in_flight.drain(..) {
+                        direct.report(0, id, 100, Outcome::Success, NOW).unwrap();
+                        via_strategy
+                            .report(0, id, 100, Outcome::Success, NOW)
+                            .unwrap();
+                    }
+                }
+            }
         }
     }
 }

@@ -60,7 +60,8 @@ impl Alias {
         })
     }
 
-    #[inline]
+    // Always inline, for the reason given at `Rng::next_u64`.
+    #[inline(always)]
     pub fn draw(&self, rng: &Rng) -> usize {
         let product = rng.next_u64() as u128 * self.columns.len() as u128;
         let column = (product >> 64) as usize;

@@ -5,10 +5,12 @@
 //! lands on an idle invoker is a draw from Dubbo's distribution over the ties (weighted among
 //! them, uniform when their weights are equal). A couple of such draws are tried first; when
 //! they land on busy invokers (or only zero-weight invokers are idle) the exact scan decides.
-//! Same distribution, O(1) instead of O(n) whenever the cluster has idle capacity.
+//! Same distribution, O(1) instead of O(n) whenever the cluster has idle capacity. Over the
+//! whole set at static weights the balancer makes those draws itself (`WholeSetDraw::FirstIdle`),
+//! without calling the strategy; `Ctx::drawn` tells `select` that they were made and missed.
 
 use super::random::WholeSet;
-use super::{ties::least_by, Ctx, Prepared, PreparedData, Strategy, StrategyKind};
+use super::{ties::least_by, Ctx, Prepared, PreparedData, Strategy, StrategyKind, WholeSetDraw};
 use crate::balancer::{Member, Snapshot};
 use crate::error::Status;
 
@@ -30,8 +32,12 @@ impl Strategy for LeastActive {
         Some(PreparedData::new(WholeSet::new(members)))
     }
 
+    fn whole_set_draw(&self) -> WholeSetDraw {
+        WholeSetDraw::FirstIdle { draws: IDLE_DRAWS }
+    }
+
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
-        if ctx.is_all && ctx.weights_static() {
+        if ctx.is_all && !ctx.drawn && ctx.weights_static() {
             if let Some(whole) = ctx.prepared::<WholeSet>() {
                 for _ in 0..IDLE_DRAWS {
                     let pos = whole.draw(ctx.candidates.len(), ctx.rng);

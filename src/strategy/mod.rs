@@ -22,6 +22,20 @@ mod weighted;
 pub(crate) use adaptive::touch_pick_time;
 pub(crate) use random::WholeSet;
 
+/// How a strategy's pick over the whole set at static weights uses the [`WholeSet`] draw it
+/// prepared, so that the balancer can make that draw itself, without a virtual call.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum WholeSetDraw {
+    /// The strategy picks on its own.
+    No,
+    /// The pick is one draw (`random`).
+    One,
+    /// The pick is the first of `draws` draws that lands on an invoker with no call of the
+    /// method in flight; when every draw lands on a busy one, the strategy decides, told so by
+    /// [`Ctx::drawn`] (`leastactive`).
+    FirstIdle { draws: usize },
+}
+
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -79,11 +93,10 @@ pub(crate) trait Strategy: Send + Sync + 'static {
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status>;
 
-    /// True when, over the whole set at static weights, the strategy's pick is exactly one
-    /// draw from the [`random::WholeSet`] it prepared: the balancer then draws it itself,
-    /// without a virtual call (asked once, at construction).
-    fn picks_by_whole_set_draw(&self) -> bool {
-        false
+    /// How the strategy's pick over the whole set at static weights uses the draw from the
+    /// [`WholeSet`] it prepared (asked once, at construction).
+    fn whole_set_draw(&self) -> WholeSetDraw {
+        WholeSetDraw::No
     }
 
     /// True when the strategy wants [`Strategy::on_select`] after every pick (asked once, at
@@ -213,6 +226,9 @@ pub(crate) struct Ctx<'a> {
     pub candidates: &'a [u32],
     /// True when the candidates are the whole set (fast paths over prepared data apply).
     pub is_all: bool,
+    /// True when the balancer already made the strategy's [`WholeSetDraw::FirstIdle`] draws
+    /// for this pick and each landed on a busy invoker.
+    pub drawn: bool,
     /// Membership bitset over positions; meaningful only when `!is_all`.
     pub mask: &'a [u64],
     pub key: &'a [u8],

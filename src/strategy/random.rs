@@ -1,7 +1,7 @@
 //! `random`: weighted random with warm-up (Dubbo's RandomLoadBalance).
 
 use super::alias::Alias;
-use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
+use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind, WholeSetDraw};
 use crate::balancer::{Member, Snapshot};
 use crate::error::Status;
 use crate::rng::Rng;
@@ -41,8 +41,8 @@ impl Strategy for Random {
         false
     }
 
-    fn picks_by_whole_set_draw(&self) -> bool {
-        true
+    fn whole_set_draw(&self) -> WholeSetDraw {
+        WholeSetDraw::One
     }
 
     fn prepare(&self, members: &[Member], _previous: &Snapshot) -> Prepared {
