@@ -8,7 +8,7 @@ use crate::filter::Filter;
 use crate::invoker::{Invoker, Outcome};
 use crate::rng::Rng;
 use crate::stats::InvokerState;
-use crate::strategy::{Ctx, Prepared, Report, Strategy, WholeSet, WholeSetDraw};
+use crate::strategy::{Ctx, Prepared, PreparedData, Report, Strategy, WholeSet, WholeSetDraw};
 use crate::weight::{effective_weight, time_dependent_until};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -142,20 +142,24 @@ impl Hasher for IdHasher {
     }
 }
 
-/// Per-method state owned by the strategy (round-robin counters, response windows).
+/// Per-method state owned by the strategy (round-robin counters, response windows). Kept as
+/// [`PreparedData`], so that reading it back is a compare against a constant `TypeId` rather
+/// than a virtual `type_id` call (peakewma reads it on every pick and report).
 #[derive(Default)]
 pub struct MethodState {
-    ext: OnceLock<Box<dyn Any + Send + Sync>>,
+    ext: OnceLock<PreparedData>,
 }
 
 impl MethodState {
+    #[inline]
     pub(crate) fn ext<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> &T {
         self.ext
-            .get_or_init(|| Box::new(init()))
+            .get_or_init(|| PreparedData::new(init()))
             .downcast_ref::<T>()
             .expect("a balancer has one strategy, so one method-state type")
     }
 
+    #[inline]
     pub(crate) fn ext_if_present<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.ext.get()?.downcast_ref::<T>()
     }

@@ -229,8 +229,25 @@ impl PeakEwma {
     }
 
     /// One thread wins the probe; the next one waits twice as long.
+    #[inline]
     fn claim_probe(&self, ctx: &Ctx<'_>, look: &Look, now_us: i64, typical: f64) -> bool {
-        let (Some(probed), Some(stats)) = (look.probe, ctx.stats(look.pos)) else {
+        // Almost every look has no probe due: decide that without a call.
+        match look.probe {
+            None => false,
+            Some(probed) => self.claim_due_probe(ctx, look.pos, probed, now_us, typical),
+        }
+    }
+
+    #[inline(never)]
+    fn claim_due_probe(
+        &self,
+        ctx: &Ctx<'_>,
+        pos: usize,
+        probed: i64,
+        now_us: i64,
+        typical: f64,
+    ) -> bool {
+        let Some(stats) = ctx.stats(pos) else {
             return false;
         };
         let cell = &stats.ewma;
