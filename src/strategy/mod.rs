@@ -22,6 +22,16 @@ mod weighted;
 pub(crate) use adaptive::touch_pick_time;
 pub(crate) use random::WholeSet;
 
+use crate::balancer::{Member, MethodState, Snapshot};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::Status;
+use crate::rng::Rng;
+use crate::stats::CallStats;
+use crate::weight::effective_weight;
+use std::any::{Any, TypeId};
+use std::sync::Arc;
+
 /// How a strategy's pick over the whole set at static weights uses the [`WholeSet`] draw it
 /// prepared, so that the balancer can make that draw itself, without a virtual call.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -35,16 +45,6 @@ pub(crate) enum WholeSetDraw {
     /// [`Ctx::drawn`] (`leastactive`).
     FirstIdle { draws: usize },
 }
-
-use crate::balancer::{Member, MethodState, Snapshot};
-use crate::clock::Clock;
-use crate::config::Config;
-use crate::error::Status;
-use crate::rng::Rng;
-use crate::stats::CallStats;
-use crate::weight::effective_weight;
-use std::any::{Any, TypeId};
-use std::sync::Arc;
 
 /// Data a strategy derives from a whole set (a ring, prefix sums), built on update only.
 pub(crate) type Prepared = Option<PreparedData>;
