@@ -256,11 +256,19 @@ impl<'a> Ctx<'a> {
     }
 
     /// Effective weight of a position now (Dubbo's getWeight).
+    #[inline]
     pub fn weight(&self, pos: usize) -> i32 {
         let m = self.member(pos);
         if self.snapshot.time_dependent_until_ms == i64::MIN {
+            // No invoker warms up: the common case stays inline in the scans that call this
+            // once per candidate; the warm-up formula is out of line.
             return m.weight;
         }
+        self.warming_weight(m)
+    }
+
+    #[inline(never)]
+    fn warming_weight(&self, m: &Member) -> i32 {
         effective_weight(m.weight, m.start_time_ms, m.warmup_ms, self.clock.now_ms())
     }
 
