@@ -52,7 +52,7 @@ fn whole_set_shortcut_is_the_strategy_pick() {
                 let b = via_strategy.select(0, b"", NOW).unwrap();
                 assert_eq!(a, b, "{strategy}, weights {weights:?}, draw {i}");
                 in_flight.push(a);
-                // Let in-flight calls build up to 6, then end them all.
+                // Let up to 7 calls build up in flight, then end them all.
                 if in_flight.len() > 6 || i % 13 == 0 {
                     for id in in_flight.drain(..) {
                         direct.report(0, id, 100, Outcome::Success, NOW).unwrap();
