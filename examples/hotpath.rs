@@ -1,5 +1,7 @@
 //! Runs select+report in a loop for one strategy, for profiling:
-//! `cargo run --release --example hotpath -- leastactive 100 10000000 [select|report|both]`.
+//! `cargo run --release --example hotpath -- leastactive 100 10000000 [select|report|both] [ramp]`.
+//! Weights are 100/150/200 in turn, or with `ramp` 100 + 7i (the Java benchmark's set: gcd 1,
+//! so roundrobin's period is too long to precompute at large n).
 use polylb::{Balancer, Invoker, Outcome};
 
 fn main() {
@@ -11,9 +13,16 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(10_000_000);
     let mode = args.get(4).map_or("both", |s| s.as_str());
+    let ramp = args.get(5).is_some_and(|s| s == "ramp");
     let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
     let set: Vec<Invoker> = (0..n)
-        .map(|i| Invoker::new(i, format!("10.0.0.{i}:20880")).weight(100 + (i % 3) as i32 * 50))
+        .map(|i| {
+            Invoker::new(i, format!("10.0.0.{i}:20880")).weight(if ramp {
+                100 + 7 * i as i32
+            } else {
+                100 + (i % 3) as i32 * 50
+            })
+        })
         .collect();
     b.update(&set).unwrap();
     let now = polylb::wall_clock_us();

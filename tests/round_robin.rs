@@ -53,13 +53,30 @@ impl Lcg {
 
 #[test]
 fn sequences_equal_dubbo_model_across_churn_subsets_and_time() {
-    for seed in 1..=40u64 {
+    // Small weights: short periods, precomputed and served from a ticket.
+    churn_against_model(1..=40, |rng| rng.next(6) as i32);
+}
+
+#[test]
+fn sequences_equal_dubbo_model_when_no_period_fits() {
+    // Large weights with gcd 1 (periods of about a million picks, over the precomputing bound),
+    // and an occasional zero: picks come from the kinetic tournament.
+    churn_against_model(41..=60, |rng| match rng.next(8) {
+        0 => 0,
+        _ => 100_000 + rng.next(100_000) as i32,
+    });
+}
+
+/// Random churn (membership, weights), failover exclusions and clock jumps, each select checked
+/// against the model. `weight` draws a new weight.
+fn churn_against_model(seeds: std::ops::RangeInclusive<u64>, weight: impl Fn(&mut Lcg) -> i32) {
+    for seed in seeds {
         let mut rng = Lcg(seed);
         let b = Balancer::new("loadbalance=roundrobin").unwrap();
         let m = b.method("m").unwrap();
         let mut model = DubboModel::default();
         let mut now_ms = 1_700_000_000_000i64;
-        let mut set: Vec<(u64, i32)> = (1..=4).map(|id| (id, 1 + rng.next(5) as i32)).collect();
+        let mut set: Vec<(u64, i32)> = (1..=4).map(|id| (id, 1 + weight(&mut rng))).collect();
         b.update(
             &set.iter()
                 .map(|&(id, w)| provider(id).weight(w))
@@ -84,7 +101,7 @@ fn sequences_equal_dubbo_model_across_churn_subsets_and_time() {
                             let old = set.iter().find(|e| e.0 == id).map(|e| e.1);
                             let w = match old {
                                 Some(w) if rng.next(3) > 0 => w,
-                                _ => rng.next(6) as i32,
+                                _ => weight(&mut rng),
                             };
                             (id, w)
                         })
@@ -140,6 +157,51 @@ fn long_sequence_at_n_1000_equals_model() {
             model.select(&set, 1),
             "pick {k}"
         );
+    }
+}
+
+/// Sets large enough that periods are simulated by the kinetic tournament (weights with gcd 25)
+/// or not precomputed at all (weights 100 + 7i: a period of 3.6 M picks, served by the
+/// tournament), through updates that change a weight, remove and add invokers.
+#[test]
+fn large_sets_through_churn_equal_model() {
+    for ramp in [false, true] {
+        let mut rng = Lcg(if ramp { 8 } else { 9 });
+        let mut set: Vec<(u64, i32)> = (0..1000)
+            .map(|id| {
+                let w = if ramp {
+                    100 + 7 * id as i32
+                } else {
+                    50 + rng.next(3) as i32 * 25
+                };
+                (id, w)
+            })
+            .collect();
+        let b = Balancer::new("loadbalance=roundrobin").unwrap();
+        let mut model = DubboModel::default();
+        for round in 0..4 {
+            match round {
+                0 => {}
+                1 => set[17].1 += 25,
+                2 => {
+                    set.remove(500);
+                    set.remove(3);
+                }
+                _ => set.push((5000, 75)),
+            }
+            let invokers: Vec<Invoker> = set
+                .iter()
+                .map(|&(id, w)| Invoker::new(id, format!("h{id}:1")).weight(w))
+                .collect();
+            b.update(&invokers).unwrap();
+            for k in 0..4_000 {
+                assert_eq!(
+                    b.select(0, b"", 1000).unwrap(),
+                    model.select(&set, 1),
+                    "ramp {ramp}, round {round}, pick {k}"
+                );
+            }
+        }
     }
 }
 

@@ -16,6 +16,7 @@ mod random;
 mod round_robin;
 mod shortest_response;
 mod slow_start;
+mod smooth_wrr;
 mod ties;
 mod weighted;
 
