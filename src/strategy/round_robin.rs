@@ -200,14 +200,7 @@ impl State {
             for ((&id, &weight), current) in
                 k.ids.iter().zip(k.weights.iter()).zip(k.wrr.counters())
             {
-                self.entries.insert(
-                    id,
-                    Entry {
-                        weight,
-                        current,
-                        last_update_ms: self.last_select_ms,
-                    },
-                );
+                self.set_counter(id, weight, current);
             }
         }
         let Some(p) = self.period.take() else { return };
@@ -219,11 +212,23 @@ impl State {
         for (j, &id) in p.ids.iter().enumerate() {
             let start = p.start.as_ref().map_or(0, |s| s[j]);
             let w = p.weights[j];
+            self.set_counter(id, w, start + steps * w as i64 - p.total * picks[j]);
+        }
+    }
+
+    /// Stores an invoker's counter as of the latest pick. A zero counter is stored as no entry:
+    /// Dubbo would create that entry at zero if the invoker is picked from again, and recycle it
+    /// unseen if it left, so a method whose counters are back at zero (every period's end)
+    /// keeps no per-invoker state.
+    fn set_counter(&mut self, id: u64, weight: i32, current: i64) {
+        if current == 0 {
+            self.entries.remove(&id);
+        } else {
             self.entries.insert(
                 id,
                 Entry {
-                    weight: w,
-                    current: start + steps * w as i64 - p.total * picks[j],
+                    weight,
+                    current,
                     last_update_ms: self.last_select_ms,
                 },
             );
@@ -233,25 +238,28 @@ impl State {
     /// Sets up picks over the whole of `snapshot` from the current counters (which must be
     /// materialized): a precomputed period when one fits and the state is on its cycle, the
     /// kinetic tournament otherwise. False only when every weight is zero (Dubbo's walk then
-    /// always takes the first invoker). Walks the set as a Dubbo select would first do: creates
-    /// missing entries, resets the counter of an invoker whose weight changed.
+    /// always takes the first invoker). Resets the counter of an invoker whose weight changed,
+    /// as a Dubbo select would first do.
     fn build_fast_path(&mut self, snapshot: &Snapshot, now_ms: i64) -> bool {
         let members = &snapshot.members;
         let Some((length, total)) = period_length(members.iter().map(|m| m.weight)) else {
             return false;
         };
+        // A missing entry is not created: it would start at zero, updated now, and the period
+        // or tournament writes every member's entry when it ends. So a method that starts fresh
+        // keeps no per-invoker state until then.
         let mut start: Vec<i64> = Vec::with_capacity(members.len());
         for m in members.iter() {
-            let e = self.entries.entry(m.id).or_insert(Entry {
-                weight: m.weight,
-                current: 0,
-                last_update_ms: now_ms,
-            });
-            if e.weight != m.weight {
-                e.weight = m.weight;
-                e.current = 0;
-            }
-            start.push(e.current);
+            let current = match self.entries.get_mut(&m.id) {
+                Some(e) if e.weight != m.weight => {
+                    e.weight = m.weight;
+                    e.current = 0;
+                    0
+                }
+                Some(e) => e.current,
+                None => 0,
+            };
+            start.push(current);
         }
         let fresh = snapshot
             .prepared
@@ -311,6 +319,69 @@ impl State {
             .map(|(_, e)| e.last_update_ms)
             .min()
             .unwrap_or(i64::MAX);
+    }
+
+    /// A pick from the period or the tournament, when one is set up for this snapshot.
+    fn serve_fast(
+        &mut self,
+        per_method: &PerMethod,
+        snapshot: &Snapshot,
+        now_ms: i64,
+    ) -> Option<usize> {
+        let generation = snapshot.generation;
+        let pos = if let Some(p) = self.period.as_mut().filter(|p| p.generation == generation) {
+            let pos = p.order[p.next] as usize;
+            p.next = (p.next + 1) % p.order.len();
+            pos
+        } else if let Some(k) = self.kinetic.as_mut().filter(|k| k.generation == generation) {
+            let pos = k.wrr.next() as usize;
+            let try_period = match &mut k.try_period_in {
+                Some(0) => true,
+                Some(picks) => {
+                    *picks -= 1;
+                    false
+                }
+                None => false,
+            };
+            if try_period {
+                // A period fits: after a period's worth of picks the state is likely on its
+                // cycle, and picks from a period need no lock.
+                self.last_select_ms = now_ms;
+                self.materialize();
+                self.build_fast_path(snapshot, now_ms);
+            }
+            pos
+        } else {
+            return None;
+        };
+        self.last_select_ms = now_ms;
+        if now_ms.saturating_sub(self.oldest_departed_ms) > RECYCLE_MS {
+            self.recycle_departed(snapshot, now_ms);
+        }
+        // Picks from a period go lock-free again.
+        per_method.open_live_at(self);
+        Some(pos)
+    }
+
+    /// Sets up the fast path again and decides when the next attempt may be made: building
+    /// costs a period's simulation when one fits (O(n) otherwise), so the next rebuild waits for
+    /// as many O(n) picks and rebuilding at most doubles their cost. A failed attempt (every
+    /// weight zero) is retried after twice as many.
+    fn rebuild_fast_path(&mut self, per_method: &PerMethod, snapshot: &Snapshot, now_ms: i64) {
+        let built = self.build_fast_path(snapshot, now_ms);
+        self.slow_picks = 0;
+        let n = snapshot.members.len();
+        let length = period_length(snapshot.members.iter().map(|m| m.weight)).map_or(1, |l| l.0);
+        self.rebuild_at = if built {
+            per_method.open_live_at(self);
+            if affordable(length, n) {
+                length.max(16)
+            } else {
+                16
+            }
+        } else {
+            (self.rebuild_at.max(length) * 2).min(1 << 20)
+        };
     }
 
     fn recycle_departed(&mut self, snapshot: &Snapshot, now_ms: i64) {
@@ -422,76 +493,23 @@ impl Strategy for RoundRobin {
         let mut st = per_method.state.lock();
         per_method.close_live(&mut st);
         if fast {
-            if let Some(p) = st
-                .period
-                .as_mut()
-                .filter(|p| p.generation == ctx.snapshot.generation)
-            {
-                // The period is still right for this set: serve from it and reopen it.
-                let pos = p.order[p.next] as usize;
-                p.next = (p.next + 1) % p.order.len();
-                st.last_select_ms = now_ms;
-                if now_ms.saturating_sub(st.oldest_departed_ms) > RECYCLE_MS {
-                    st.recycle_departed(ctx.snapshot, now_ms);
-                }
-                per_method.open_live_at(&st);
+            if let Some(pos) = st.serve_fast(per_method, ctx.snapshot, now_ms) {
                 return Ok(pos);
             }
-            if let Some(k) = st
-                .kinetic
-                .as_mut()
-                .filter(|k| k.generation == ctx.snapshot.generation)
-            {
-                let pos = k.wrr.next() as usize;
-                let try_period = match &mut k.try_period_in {
-                    Some(0) => true,
-                    Some(picks) => {
-                        *picks -= 1;
-                        false
-                    }
-                    None => false,
-                };
-                st.last_select_ms = now_ms;
-                if now_ms.saturating_sub(st.oldest_departed_ms) > RECYCLE_MS {
-                    st.recycle_departed(ctx.snapshot, now_ms);
-                }
-                if try_period {
-                    // A period fits: after a period's worth of picks the state is likely on
-                    // its cycle, and picks from a period need no lock.
-                    st.materialize();
-                    if st.build_fast_path(ctx.snapshot, now_ms) {
-                        per_method.open_live_at(&st);
-                    }
-                }
-                return Ok(pos);
-            }
-        }
-        st.materialize();
-        let pos = st.walk(ctx, now_ms);
-        if fast {
-            st.slow_picks += 1;
+            st.materialize();
+            // A fresh method, or one that has made enough O(n) picks since it lost its fast
+            // path: rebuild first, so that this pick is served from it too.
             if st.slow_picks >= st.rebuild_at {
-                let built = st.build_fast_path(ctx.snapshot, now_ms);
-                st.slow_picks = 0;
-                // Building costs a period's simulation when one fits (O(n) otherwise): the next
-                // rebuild waits for as many O(n) picks, so that rebuilding at most doubles their
-                // cost. A failed attempt (every weight zero) is retried after twice as many.
-                let n = ctx.snapshot.members.len();
-                let length =
-                    period_length(ctx.snapshot.members.iter().map(|m| m.weight)).map_or(1, |l| l.0);
-                st.rebuild_at = if built {
-                    per_method.open_live_at(&st);
-                    if affordable(length, n) {
-                        length.max(16)
-                    } else {
-                        16
-                    }
-                } else {
-                    (st.rebuild_at.max(length) * 2).min(1 << 20)
-                };
+                st.rebuild_fast_path(per_method, ctx.snapshot, now_ms);
+                if let Some(pos) = st.serve_fast(per_method, ctx.snapshot, now_ms) {
+                    return Ok(pos);
+                }
             }
+            st.slow_picks += 1;
+        } else {
+            st.materialize();
         }
-        Ok(pos)
+        Ok(st.walk(ctx, now_ms))
     }
 
     fn after_update(&self, method: &MethodState, snapshot: &Snapshot, clock: &Clock) {
