@@ -1,7 +1,8 @@
 //! Runs select+report in a loop for one strategy, for profiling:
-//! `cargo run --release --example hotpath -- leastactive 100 10000000 [select|report|both] [ramp]`.
+//! `cargo run --release --example hotpath -- leastactive 100 10000000 [select|report|both] [ramp] [threads]`.
 //! Weights are 100/150/200 in turn, or with `ramp` 100 + 7i (the Java benchmark's set: gcd 1,
-//! so roundrobin's period is too long to precompute at large n).
+//! so roundrobin's period is too long to precompute at large n). With several threads, each runs
+//! the loop on the shared balancer and the time is wall time per operation over all of them.
 use polylb::{Balancer, Invoker, Outcome};
 
 fn main() {
@@ -14,6 +15,7 @@ fn main() {
         .unwrap_or(10_000_000);
     let mode = args.get(4).map_or("both", |s| s.as_str());
     let ramp = args.get(5).is_some_and(|s| s == "ramp");
+    let threads: u64 = args.get(6).and_then(|s| s.parse().ok()).unwrap_or(1);
     let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
     let set: Vec<Invoker> = (0..n)
         .map(|i| {
@@ -27,17 +29,27 @@ fn main() {
     b.update(&set).unwrap();
     let now = polylb::wall_clock_us();
     let start = std::time::Instant::now();
-    let mut sum = 0u64;
-    for i in 0..iters {
-        let id = match mode {
-            "report" => i % n,
-            _ => b.select(0, &i.to_le_bytes(), now).unwrap(),
-        };
-        if mode != "select" {
-            b.report(0, id, 1000, Outcome::Success, now).unwrap();
+    let run = || {
+        let mut sum = 0u64;
+        for i in 0..iters {
+            let id = match mode {
+                "report" => i % n,
+                _ => b.select(0, &i.to_le_bytes(), now).unwrap(),
+            };
+            if mode != "select" {
+                b.report(0, id, 1000, Outcome::Success, now).unwrap();
+            }
+            sum = sum.wrapping_add(id);
         }
-        sum = sum.wrapping_add(id);
-    }
-    let ns = start.elapsed().as_nanos() as f64 / iters as f64;
+        sum
+    };
+    let sum = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads).map(|_| s.spawn(run)).collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap())
+            .fold(0u64, u64::wrapping_add)
+    });
+    let ns = start.elapsed().as_nanos() as f64 / (iters * threads) as f64;
     println!("{strategy} n={n} {mode}: {ns:.1} ns per iteration (checksum {sum})");
 }
