@@ -100,10 +100,10 @@ PY
             runs=("1 10")
         else
             # one JVM fork per parameter set (monomorphic call sites); 2 threads at n=100 only,
-            # to keep the suite's ~45 forks within about 5 minutes
+            # to keep the suite's ~53 forks within about 5 minutes
             jvm=()
             jmh=(-wi 2 -w 500ms -i 3 -r 500ms -f 1)
-            dubbo=(-p strategy=random,roundrobin,leastactive,consistenthash)
+            dubbo=(-p strategy=random,roundrobin,leastactive,shortestresponse,consistenthash)
             runs=("1 10,100,1000" "2 100")
         fi
         : > "$OUTDIR/java.jsonl"
