@@ -8,8 +8,8 @@ Each pure-Python peer does the same work per call as polylb's select+report:
   - leastactive: Dubbo's least active (scan for the fewest in flight, weighted random among
     ties), in-flight counter incremented on select and decremented on report;
   - consistenthash: Dubbo's MD5 ring (hashlib.md5 of the key, bisect over 160·n points).
-The floor is the ctypes cost of the same two C calls with a NULL handle (see bindings/python/
-bench.py). Rows are timed in interleaved rounds with time.thread_time (1 thread) or wall time
+The floor is the ctypes cost of the same two C calls the binding makes (plb_select32 and
+plb_report32, undeclared) with a NULL handle (see bindings/python/bench.py). Rows are timed in interleaved rounds with time.thread_time (1 thread) or wall time
 over both threads (2 threads; the GIL serialises Python bytecode, ctypes releases it during the
 C call). Prints JSON lines.
 
@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bindings", "python"))
 import polylb  # noqa: E402
 from polylb import Invoker, Outcome  # noqa: E402
-from polylb._ffi import lib  # noqa: E402
+from polylb._ffi import report32, select32  # noqa: E402
 
 SUCCESS = int(Outcome.SUCCESS)
 
@@ -164,14 +164,14 @@ def main():
     sizes = [10] if smoke else [10, 100, 1000]
     number, rounds = (2000, 2) if smoke else (20000, 7)
     keys = [random.randbytes(16) for _ in range(4096)]
-    sel, rep = lib.plb_select, lib.plb_report
+    sel, rep = select32, report32
     for n in sizes:
         bodies = {}
 
         def floor(count):
             for _ in range(count):
-                sel(None, 0, None, 0, 0)
-                rep(None, 0, 1, 100, SUCCESS, 0)
+                sel(None, 0, None, 0)
+                rep(None, 0, 0, 1, 100, SUCCESS)
         bodies[("floor", "ctypes-select+report")] = floor
         balancers = []
         for strategy, cls in PEERS.items():

@@ -215,6 +215,21 @@ int64_t plb_select_among(const struct plb_balancer *b, uint32_t method, const ui
 int32_t plb_report(const struct plb_balancer *b, uint32_t method, uint64_t id, int64_t elapsed_us, int32_t outcome, int64_t now_us);
 
 /**
+ * plb_select over the whole set at the library's clock, for callers whose FFI pays for each
+ * declared argument (Python's ctypes: 70-150 ns per argument with `argtypes`): every parameter
+ * is a pointer or a 32-bit integer, so such a caller can pass its arguments undeclared. Same
+ * result as plb_select(b, method, key, key_len, 0).
+ */
+int64_t plb_select32(const struct plb_balancer *b, uint32_t method, const uint8_t *key, uint32_t key_len);
+
+/**
+ * plb_report at the library's clock with the id in two halves, `(id_high << 32) | id_low`,
+ * and `elapsed_us` as an unsigned 32-bit value (up to about 71 minutes), for the callers of
+ * plb_select32. Same result as plb_report(b, method, id, elapsed_us, outcome, 0).
+ */
+int32_t plb_report32(const struct plb_balancer *b, uint32_t method, uint32_t id_high, uint32_t id_low, uint32_t elapsed_us, int32_t outcome);
+
+/**
  * Provider-side metrics for `adaptive` (what a Dubbo provider returns in its `lb_adaptive`
  * attachment): the provider's clock in ms, its CPU load (>= 0) and the call's response time.
  * Reports older than the last one are ignored. Other strategies accept and ignore them.

@@ -375,6 +375,36 @@ pub unsafe extern "C" fn plb_report(
     })
 }
 
+/// plb_select over the whole set at the library's clock, for callers whose FFI pays for each
+/// declared argument (Python's ctypes: 70-150 ns per argument with `argtypes`): every parameter
+/// is a pointer or a 32-bit integer, so such a caller can pass its arguments undeclared. Same
+/// result as plb_select(b, method, key, key_len, 0).
+#[no_mangle]
+pub unsafe extern "C" fn plb_select32(
+    b: *const plb_balancer,
+    method: u32,
+    key: *const u8,
+    key_len: u32,
+) -> i64 {
+    plb_select(b, method, key, key_len as usize, 0)
+}
+
+/// plb_report at the library's clock with the id in two halves, `(id_high << 32) | id_low`,
+/// and `elapsed_us` as an unsigned 32-bit value (up to about 71 minutes), for the callers of
+/// plb_select32. Same result as plb_report(b, method, id, elapsed_us, outcome, 0).
+#[no_mangle]
+pub unsafe extern "C" fn plb_report32(
+    b: *const plb_balancer,
+    method: u32,
+    id_high: u32,
+    id_low: u32,
+    elapsed_us: u32,
+    outcome: i32,
+) -> i32 {
+    let id = (u64::from(id_high) << 32) | u64::from(id_low);
+    plb_report(b, method, id, i64::from(elapsed_us), outcome, 0)
+}
+
 /// Provider-side metrics for `adaptive` (what a Dubbo provider returns in its `lb_adaptive`
 /// attachment): the provider's clock in ms, its CPU load (>= 0) and the call's response time.
 /// Reports older than the last one are ignored. Other strategies accept and ignore them.

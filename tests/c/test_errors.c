@@ -183,6 +183,8 @@ static void null_handle(void)
     EXPECT_STATUS(plb_select(NULL, 0, NULL, 0, 0), -PLB_ERR_NULL_POINTER);
     EXPECT_STATUS(plb_select_among(NULL, 0, NULL, 0, ids, 1, NULL, 0, 0), -PLB_ERR_NULL_POINTER);
     EXPECT_STATUS(plb_report(NULL, 0, 1, 0, PLB_OUTCOME_SUCCESS, 0), PLB_ERR_NULL_POINTER);
+    EXPECT_STATUS(plb_select32(NULL, 0, NULL, 0), -PLB_ERR_NULL_POINTER);
+    EXPECT_STATUS(plb_report32(NULL, 0, 0, 1, 0, PLB_OUTCOME_SUCCESS), PLB_ERR_NULL_POINTER);
     EXPECT_STATUS(plb_report_provider_metrics(NULL, 0, 1, 1000, 0.5, 10, 0),
                   PLB_ERR_NULL_POINTER);
     plb_balancer_free(NULL); /* a no-op */

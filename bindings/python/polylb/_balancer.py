@@ -53,6 +53,13 @@ ConfigValue = Union[str, int, float, bool]
 _plb_select = _ffi.lib.plb_select
 _plb_select_among = _ffi.lib.plb_select_among
 _plb_report = _ffi.lib.plb_report
+# The common calls (the whole set, the library's clock) go through the narrow entry points,
+# called without argtypes (see _ffi._undeclared): the arguments' types are checked here instead.
+_plb_select32 = _ffi.select32
+_plb_report32 = _ffi.report32
+# The outcome codes the library knows (an Outcome member hashes and compares as its int).
+_OUTCOME_CODES = frozenset(int(o) for o in Outcome)
+_OUTCOME_TYPES = frozenset((int, Outcome))
 
 # Enum members bound once: on Python 3.11 each `Outcome.SUCCESS` lookup costs ~50-100 ns.
 _SUCCESS, _FAILURE, _TIMEOUT, _CANCELLED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.TIMEOUT, Outcome.CANCELLED
@@ -263,6 +270,7 @@ class Balancer:
 
     __slots__ = (
         "_handle",
+        "_hot_handle",
         "_finalizer",
         "_methods",
         "_config",
@@ -272,6 +280,8 @@ class Balancer:
     )
 
     _handle: Optional[int]
+    #: The handle as an undeclared argument of the hot calls; None once closed (NULL).
+    _hot_handle: Any
 
     def __init__(
         self,
@@ -282,6 +292,7 @@ class Balancer:
     ) -> None:
         # Set first so that __repr__/close work even when creation fails below.
         self._handle = None
+        self._hot_handle = None
         self._update_lock = threading.Lock()
         self._methods: Dict[str, int] = {"": 0}
         self._stats_capacity = _FIRST_STATS_CAPACITY
@@ -298,6 +309,10 @@ class Balancer:
         if not out.value:
             raise PolylbError(Status.NULL_POINTER, "plb_balancer_new returned no handle")
         self._handle = out.value
+        # byref() of an object placed at the handle's address is a ready-made pointer
+        # argument that ctypes copies as it is (a c_void_p would be converted on every call,
+        # about 50 ns); the native balancer lives as long as this object.
+        self._hot_handle = byref(ctypes.c_char.from_address(out.value))
         # Holds only the address, not self, so it cannot keep the balancer alive; it runs once,
         # when the balancer is garbage-collected, and then no call can be running: each holds a
         # reference to self. Not at interpreter exit: daemon threads still run then and may be
@@ -320,6 +335,7 @@ class Balancer:
             # Later calls pass NULL (a clean error); a call already past that point sees the
             # empty set (NO_PROVIDER, reported as closed by _hot_error), never freed memory.
             self._handle = None
+            self._hot_handle = None
             message = create_string_buffer(_MESSAGE_CAPACITY)
             message_len = c_size_t()
             _ffi.lib.plb_balancer_update(
@@ -464,14 +480,25 @@ class Balancer:
         if method.__class__ is not int:
             method = self._method_id(method)
         if among is None and exclude is None:
-            try:
-                picked: int = _plb_select(self._handle, method, key, key_len, now_us)
-            except ctypes.ArgumentError as error:
-                raise _type_error(error, _SELECT_PARAMS) from None
+            picked: int
+            # Undeclared, an int is cut to its low 32 bits, as the declared c_uint32 method
+            # is; a key length cannot be, so a longer key takes the declared call, as do
+            # explicit clocks.
+            if now_us == 0 and key_len <= 0xFFFF_FFFF:
+                picked = _plb_select32(self._hot_handle, method, key, key_len)
+            else:
+                picked = self._select_wide(method, key, key_len, now_us)
         else:
             picked = self._select_among(method, key, key_len, among, exclude, now_us)
         if picked < 0:
             raise self._hot_error(-picked)
+        return picked
+
+    def _select_wide(self, method: int, key: Optional[bytes], key_len: int, now_us: int) -> int:
+        try:
+            picked: int = _plb_select(self._handle, method, key, key_len, now_us)
+        except ctypes.ArgumentError as error:
+            raise _type_error(error, _SELECT_PARAMS) from None
         return picked
 
     def _select_among(
@@ -517,12 +544,42 @@ class Balancer:
         """
         if method.__class__ is not int:
             method = self._method_id(method)
+        status: int
+        # Undeclared, ctypes checks no type (a float would pass as a double) and cuts an int to
+        # its low 32 bits. So the narrow call is made only for what it carries as the declared
+        # call would: an int elapsed time in 0 .. 2**32 - 1, an outcome code 0..3 (int or
+        # Outcome) and an int id below 2**64 (a negative one wraps, as c_uint64 wraps it; the
+        # method id is cut as c_uint32 cuts it). `x & mask == x` checks a range in one operation
+        # and raises TypeError for a float. Everything else (explicit clocks, negative or long
+        # times, wrong types) takes the declared call, which reports it as it always has.
+        try:
+            if (
+                now_us == 0
+                and elapsed_us & 0xFFFF_FFFF == elapsed_us
+                and outcome & 3 == outcome
+                and (high := id >> 32) <= 0xFFFF_FFFF
+            ):
+                status = _plb_report32(self._hot_handle, method, high, id & 0xFFFF_FFFF, elapsed_us, outcome)
+            else:
+                status = self._report_wide(method, id, elapsed_us, outcome, now_us)
+        except (TypeError, ctypes.ArgumentError):
+            status = self._report_wide(method, id, elapsed_us, outcome, now_us)
+        if status:
+            raise self._hot_error(status)
+
+    def _report_wide(self, method: int, id: int, elapsed_us: int, outcome: Union[Outcome, int], now_us: int) -> int:
+        if outcome.__class__ in _OUTCOME_TYPES and outcome not in _OUTCOME_CODES:
+            # No outcome has this code: let the library reject it (a c_int32 argument would
+            # silently keep only the low 32 bits of a larger int).
+            outcome = -1
+        if id.__class__ is int and id >= _UINT64_END:
+            # Likewise an id beyond 64 bits names no invoker; do not let it wrap onto one.
+            return 0
         try:
             status: int = _plb_report(self._handle, method, id, elapsed_us, outcome, now_us)
         except ctypes.ArgumentError as error:
             raise _type_error(error, _REPORT_PARAMS) from None
-        if status:
-            raise self._hot_error(status)
+        return status
 
     def report_provider_metrics(
         self,
