@@ -172,19 +172,23 @@ fn simulate(current: &mut [i64], weights: &[i32], total: i64, steps: u64) -> Vec
         }
         return order;
     }
-    for _ in 0..steps {
-        let (mut best, mut max) = (0usize, i64::MIN);
-        for j in 0..current.len() {
-            current[j] += weights[j] as i64;
-            if j == 0 || current[j] > max {
-                max = current[j];
-                best = j;
-            }
-        }
-        current[best] -= total;
-        order.push(best as u32);
-    }
+    order.extend((0..steps).map(|_| walk_step(current, weights, total)));
     order
+}
+
+/// One pick of Dubbo's walk over plain counters: add each weight, take the first maximum,
+/// subtract the total.
+pub(super) fn walk_step(current: &mut [i64], weights: &[i32], total: i64) -> u32 {
+    let (mut best, mut max) = (0usize, i64::MIN);
+    for j in 0..current.len() {
+        current[j] += weights[j] as i64;
+        if j == 0 || current[j] > max {
+            max = current[j];
+            best = j;
+        }
+    }
+    current[best] -= total;
+    best as u32
 }
 
 fn affordable(length: u64, n: usize) -> bool {

@@ -186,19 +186,10 @@ fn floor_div(a: i64, b: i64) -> (i64, i64) {
 mod tests {
     use super::*;
 
-    /// Dubbo's O(n) walk.
+    /// Dubbo's O(n) walk, as roundrobin runs it where no tournament is used.
     fn walk(current: &mut [i64], weights: &[i32]) -> u32 {
         let total: i64 = weights.iter().map(|&w| w as i64).sum();
-        let (mut best, mut max) = (0, i64::MIN);
-        for j in 0..current.len() {
-            current[j] += weights[j] as i64;
-            if j == 0 || current[j] > max {
-                max = current[j];
-                best = j;
-            }
-        }
-        current[best] -= total;
-        best as u32
+        super::super::round_robin::walk_step(current, weights, total)
     }
 
     struct Lcg(u64);
