@@ -342,3 +342,41 @@ fn concurrent_picks_are_exact() {
     // 64000 picks = 4000 full periods of 16: exact, where Dubbo is only approximately so.
     assert_eq!(total[1..], [4000, 36000, 24000]);
 }
+
+/// Where no period fits, picks come from the kinetic tournament under the method's lock: four
+/// threads together take exactly the first picks of Dubbo's sequence (each pick count equals the
+/// model's over the same number of picks), whatever their interleaving.
+#[test]
+fn concurrent_picks_without_a_period_are_exact() {
+    let set: Vec<(u64, i32)> = (0..300).map(|id| (id, 100_003 + 7 * id as i32)).collect();
+    let invokers: Vec<Invoker> = set
+        .iter()
+        .map(|&(id, w)| Invoker::new(id, format!("h{id}:1")).weight(w))
+        .collect();
+    let b = std::sync::Arc::new(balancer("loadbalance=roundrobin", &invokers));
+    let (threads, per_thread) = (4, 5_000);
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let b = b.clone();
+            std::thread::spawn(move || {
+                let mut counts = vec![0usize; 300];
+                for _ in 0..per_thread {
+                    counts[b.select(0, b"", 1000).unwrap() as usize] += 1;
+                }
+                counts
+            })
+        })
+        .collect();
+    let mut got = vec![0usize; 300];
+    for w in workers {
+        for (g, c) in got.iter_mut().zip(w.join().unwrap()) {
+            *g += c;
+        }
+    }
+    let mut model = DubboModel::default();
+    let mut want = vec![0usize; 300];
+    for _ in 0..threads * per_thread {
+        want[model.select(&set, 1) as usize] += 1;
+    }
+    assert_eq!(got, want);
+}
