@@ -8,7 +8,9 @@ use crate::filter::Filter;
 use crate::invoker::{Invoker, Outcome};
 use crate::rng::Rng;
 use crate::stats::InvokerState;
-use crate::strategy::{Ctx, Prepared, PreparedData, Report, Strategy, WholeSet, WholeSetDraw};
+use crate::strategy::{
+    Ctx, Prepared, PreparedData, Report, Strategy, SubsetWeights, WholeSet, WholeSetDraw,
+};
 use crate::weight::{effective_weight, time_dependent_until};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -317,8 +319,8 @@ impl Inner {
         let pos = if candidates.is_empty() && excluded.is_empty() && self.filter.is_none() {
             match self.draw_from_whole_set(call) {
                 Drawn::Pick(pos) => pos,
-                Drawn::AllBusy => self.pick(call, &snapshot.all, true, true, &[])?,
-                Drawn::NotApplicable => self.pick(call, &snapshot.all, true, false, &[])?,
+                Drawn::AllBusy => self.pick(call, &snapshot.all, true, true, &[], None)?,
+                Drawn::NotApplicable => self.pick(call, &snapshot.all, true, false, &[], None)?,
             }
         } else {
             self.pick_general(call, candidates, excluded)?
@@ -378,6 +380,7 @@ impl Inner {
         is_all: bool,
         drawn: bool,
         mask: &[u64],
+        subset: Option<&SubsetWeights>,
     ) -> Result<usize, Status> {
         if positions.len() == 1 {
             return Ok(positions[0] as usize);
@@ -390,6 +393,7 @@ impl Inner {
             is_all,
             drawn,
             mask,
+            subset,
             key: call.key,
             clock: call.clock,
             rng: &self.rng,
@@ -406,14 +410,15 @@ impl Inner {
     ) -> Result<usize, Status> {
         let (snapshot, clock) = (call.snapshot, call.clock);
         let n = snapshot.members.len();
-        let pick = |positions: &[u32], is_all: bool, mask: &[u64]| {
-            self.pick(call, positions, is_all, false, mask)
-        };
+        let pick =
+            |positions: &[u32], is_all: bool, mask: &[u64], subset: Option<&SubsetWeights>| {
+                self.pick(call, positions, is_all, false, mask, subset)
+            };
         // Zone preference and outlier ejection narrow the candidates before the strategy runs.
         let filter = self.filter.as_ref().filter(|f| f.needed(snapshot, clock));
         let pos = if candidates.is_empty() && excluded.is_empty() {
             match filter {
-                None => pick(&snapshot.all, true, &[])?,
+                None => pick(&snapshot.all, true, &[], None)?,
                 Some(f) => f.with_view(snapshot, &self.rng, pick)?,
             }
         } else {
@@ -453,7 +458,7 @@ impl Inner {
                     f.restrict(snapshot, mask, positions, &self.rng);
                 }
                 let is_all = positions.len() == n;
-                pick(positions, is_all, mask)
+                pick(positions, is_all, mask, None)
             })?
         };
         Ok(pos)

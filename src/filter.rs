@@ -24,6 +24,7 @@ use crate::clock::Clock;
 use crate::config::{Config, OutlierConfig};
 use crate::invoker::Outcome;
 use crate::rng::Rng;
+use crate::strategy::SubsetWeights;
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::sync::atomic::{
@@ -167,7 +168,7 @@ impl Filter {
         &self,
         snapshot: &Snapshot,
         rng: &Rng,
-        pick: impl FnOnce(&[u32], bool, &[u64]) -> R,
+        pick: impl FnOnce(&[u32], bool, &[u64], Option<&SubsetWeights>) -> R,
     ) -> R {
         VIEWS.with(|cell| {
             let mut views = cell.borrow_mut();
@@ -180,11 +181,14 @@ impl Filter {
             }
             let n = snapshot.members.len();
             if Self::stays_local(view.local_share, rng) {
-                pick(&view.local, view.local.len() == n, &view.local_mask)
+                let is_all = view.local.len() == n;
+                let weights = view.local_weights.as_ref().filter(|_| !is_all);
+                pick(&view.local, is_all, &view.local_mask, weights)
             } else if view.healthy.len() == n {
-                pick(&snapshot.all, true, &[])
+                pick(&snapshot.all, true, &[], None)
             } else {
-                pick(&view.healthy, false, &view.healthy_mask)
+                let weights = view.healthy_weights.as_ref();
+                pick(&view.healthy, false, &view.healthy_mask, weights)
             }
         })
     }
@@ -218,6 +222,8 @@ impl Filter {
             view.healthy_mask.fill(u64::MAX);
         }
         view.local_share = self.local_share(local_total, view.local.len() as u64);
+        view.healthy_weights = Some(SubsetWeights::new(&snapshot.members, &view.healthy));
+        view.local_weights = Some(SubsetWeights::new(&snapshot.members, &view.local));
     }
 
     /// Filters a subset call's candidates in place (positions in set order and their mask):
@@ -437,8 +443,11 @@ struct View {
     key: Option<(u64, u64, u64)>,
     healthy: Vec<u32>,
     healthy_mask: Vec<u64>,
+    /// Draw tables of the two subsets (None until built).
+    healthy_weights: Option<SubsetWeights>,
     local: Vec<u32>,
     local_mask: Vec<u64>,
+    local_weights: Option<SubsetWeights>,
     local_share: u64,
 }
 

@@ -945,6 +945,60 @@ fn zone_preference_spills_over_as_local_health_drops() {
 }
 
 #[test]
+fn p2c_draws_the_filtered_subsets_by_weight() {
+    // The local zone and the not-ejected invokers are subsets with draw tables of their own:
+    // an idle cluster (each call reported at once) still gets exactly the weights within them,
+    // and a zero weight is never drawn while another candidate weighs something.
+    let set = vec![
+        provider(1).zone("a").weight(100),
+        provider(2).zone("a").weight(300),
+        provider(3).zone("a").weight(0),
+        provider(4).zone("b").weight(100),
+        provider(5).zone("b").weight(100),
+    ];
+    let draws = 40_000;
+    let local = lb("loadbalance=p2c&zone=a&seed=31", &set);
+    let c = counts(&local, 0, draws, NOW);
+    assert_eq!(c.get(&3).or(c.get(&4)).or(c.get(&5)), None, "{c:?}");
+    assert_binomial(c[&1], draws, 0.25, 5.0, "local subset, weight 100 of 400");
+
+    let ejecting = "loadbalance=p2c&seed=32&outlier.consecutiveFailures=1\
+                    &outlier.maxEjectionPercent=50&outlier.baseEjectionMs=1000000\
+                    &outlier.maxEjectionMs=1000000";
+    let healthy = lb(ejecting, &set);
+    healthy.report(0, 2, 10, Outcome::Failure, NOW).unwrap();
+    let c = counts(&healthy, 0, draws, NOW);
+    assert_eq!(c.get(&2).or(c.get(&3)), None, "{c:?}");
+    for id in [1, 4, 5] {
+        assert_binomial(
+            c[&id],
+            draws,
+            1.0 / 3.0,
+            5.0,
+            "not-ejected subset, equal weights",
+        );
+    }
+
+    // While an invoker of the subset warms up, its effective weight applies, not the table's:
+    // invoker 1 halfway through its warm-up weighs half (Dubbo's ramp is linear in uptime),
+    // so 50 of 350.
+    let mut warming = set.clone();
+    warming[0] = warming[0]
+        .clone()
+        .start_time_ms(NOW / 1000 - 300_000)
+        .warmup_ms(600_000);
+    let ramping = lb("loadbalance=p2c&zone=a&seed=33", &warming);
+    let c = counts(&ramping, 0, draws, NOW);
+    assert_binomial(
+        c[&1],
+        draws,
+        50.0 / 350.0,
+        5.0,
+        "warming invoker in the local subset",
+    );
+}
+
+#[test]
 fn options_unset_or_inert_change_nothing() {
     // A zone no invoker has, and outlier ejection that never fires, keep every Dubbo strategy's
     // sequence exactly as without them (same seed).

@@ -22,6 +22,7 @@ mod weighted;
 
 pub(crate) use adaptive::touch_pick_time;
 pub(crate) use random::WholeSet;
+pub(crate) use weighted::SubsetWeights;
 
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
@@ -232,6 +233,9 @@ pub(crate) struct Ctx<'a> {
     pub drawn: bool,
     /// Membership bitset over positions; meaningful only when `!is_all`.
     pub mask: &'a [u64],
+    /// The candidates' configured weights as a draw table, when the filter prepared them (its
+    /// local-zone and not-ejected views); None for other subsets and for the whole set.
+    pub subset: Option<&'a weighted::SubsetWeights>,
     pub key: &'a [u8],
     pub clock: &'a Clock,
     pub rng: &'a Rng,

@@ -13,6 +13,7 @@
 //! depend on time) a few rejection rounds over the same table, then an exact O(k) walk over the
 //! candidates' effective weights. Never allocates.
 
+use super::alias::Alias;
 use super::slow_start::{Ramp, SlowStart};
 use super::Ctx;
 use crate::balancer::{Member, Snapshot};
@@ -24,6 +25,37 @@ const SCALE: u64 = 1024;
 const TRIES: usize = 16;
 /// Most candidates one pick may draw (`choices` ≤ 16, plus peakewma's escalation).
 pub(crate) const MAX_DRAWS: usize = 24;
+
+/// Configured weights of one fixed subset of the set (the local zone, or the invokers not
+/// ejected), built when the filter builds its view of a snapshot: draws among that subset in
+/// O(1) instead of rejection rounds over the whole set's table.
+pub(crate) struct SubsetWeights {
+    /// None when the subset's weights are all equal (uniform draws).
+    alias: Option<Alias>,
+    total: u64,
+}
+
+impl SubsetWeights {
+    pub fn new(members: &[Member], positions: &[u32]) -> SubsetWeights {
+        let weights = positions
+            .iter()
+            .map(|&p| members[p as usize].weight.max(0) as u64);
+        SubsetWeights {
+            total: weights.clone().sum(),
+            alias: Alias::new(weights),
+        }
+    }
+
+    /// A position of `positions` (those the weights were built from) by configured weight.
+    #[inline]
+    fn draw(&self, positions: &[u32], rng: &crate::rng::Rng) -> usize {
+        let i = match &self.alias {
+            Some(alias) => alias.draw(rng),
+            None => rng.below(positions.len() as u64) as usize,
+        };
+        positions[i] as usize
+    }
+}
 
 /// Built on update for the whole set.
 pub(crate) struct Weights {
@@ -186,6 +218,8 @@ pub(crate) struct Sampler<'c, 'a> {
     exact: bool,
     /// Every candidate weighs 0: draws are uniform and comparisons use weight 1 (Dubbo's rule).
     all_zero: bool,
+    /// A subset at configured weights (no warm-up or ramp) whose table the filter prepared.
+    subset: Option<&'c SubsetWeights>,
     /// Drawn positions, in ascending order (for interval skipping and distinctness).
     drawn: [u32; MAX_DRAWS],
     len: usize,
@@ -198,12 +232,17 @@ impl<'c, 'a> Sampler<'c, 'a> {
             _ => false,
         };
         let exact = ctx.is_all && !ramping && ctx.weights_static();
+        let subset = match ctx.subset {
+            Some(s) if !exact && !ramping && s.total > 0 && ctx.weights_static() => Some(s),
+            _ => None,
+        };
         Sampler {
             ctx,
             weights,
             slow: if ramping { slow } else { None },
             exact,
             all_zero: exact && weights.total == 0,
+            subset,
             drawn: [0; MAX_DRAWS],
             len: 0,
         }
@@ -283,6 +322,14 @@ impl<'c, 'a> Sampler<'c, 'a> {
         }
         let pos = if self.exact {
             self.draw_exact()?
+        } else if let Some(subset) = self.subset {
+            match (0..TRIES)
+                .map(|_| subset.draw(self.ctx.candidates, self.ctx.rng))
+                .find(|&p| !self.was_drawn(p))
+            {
+                Some(p) => p,
+                None => self.draw_by_walk()?,
+            }
         } else {
             match self.draw_by_rejection() {
                 Some(p) => p,
