@@ -7,7 +7,7 @@ use crate::error::{Error, Status};
 use crate::filter::Filter;
 use crate::invoker::{Invoker, Outcome};
 use crate::rng::Rng;
-use crate::stats::InvokerState;
+use crate::stats::{InvokerState, CELLS};
 use crate::strategy::{
     Ctx, Prepared, PreparedData, Report, Strategy, SubsetWeights, WholeSet, WholeSetDraw,
 };
@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::marker::PhantomData;
 use std::sync::atomic::{
-    AtomicU32, AtomicU64,
+    AtomicU32, AtomicU64, AtomicUsize,
     Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::{Arc, OnceLock};
@@ -272,6 +272,9 @@ struct Inner {
     whole_set_draw: WholeSetDraw,
     tracks_selects: bool,
     tracks_reports: bool,
+    /// The strategy neither reads calls in flight nor follows reports: its call counters are
+    /// statistics, spread per thread once threads collide on them (see `CallStats::begin_spread`).
+    spread_counters: bool,
 }
 
 /// Calls of `method` in flight at position `pos`.
@@ -296,6 +299,8 @@ enum Drawn {
 /// What one select call knows before its strategy runs.
 struct Call<'a> {
     snapshot: &'a Snapshot,
+    /// This thread's cell of spread counters.
+    cell: usize,
     method_state: &'a MethodState,
     method: u32,
     key: &'a [u8],
@@ -327,7 +332,11 @@ impl Inner {
         };
         let member = &snapshot.members[pos];
         let stats = member.state.methods.get_or_insert(call.method);
-        stats.begin();
+        if self.spread_counters {
+            stats.begin_spread(call.cell);
+        } else {
+            stats.begin();
+        }
         if self.tracks_selects {
             self.strategy
                 .on_select(call.method_state, call.method, stats, call.clock);
@@ -482,6 +491,7 @@ impl Inner {
                             (*cache).in_call = true;
                             return Pinned {
                                 snapshot: Arc::as_ptr(snap),
+                                cell: (*cache).cell as usize,
                                 cache,
                                 _loaded: None,
                                 _inner: PhantomData,
@@ -501,6 +511,7 @@ impl Inner {
             let guard = inner.snapshot.load();
             Pinned {
                 snapshot: Arc::as_ptr(&guard),
+                cell: 0,
                 cache: std::ptr::null_mut(),
                 _loaded: Some(guard),
                 _inner: PhantomData,
@@ -514,6 +525,9 @@ impl Inner {
             if (*cache).in_call {
                 return loaded(self);
             }
+            if (*cache).cell as usize >= CELLS {
+                (*cache).cell = (NEXT_CELL.fetch_add(1, Relaxed) % CELLS) as u8;
+            }
             let slot = &mut (*cache).slots[self.uid as usize % CACHED];
             slot.uid = self.uid;
             let replaced = slot.snapshot.replace(self.snapshot.load_full());
@@ -524,6 +538,7 @@ impl Inner {
         drop(replaced);
         Pinned {
             snapshot,
+            cell: unsafe { (*cache).cell } as usize,
             cache,
             _loaded: None,
             _inner: PhantomData,
@@ -536,6 +551,8 @@ impl Inner {
 /// loaded from the arc-swap.
 struct Pinned<'a> {
     snapshot: *const Snapshot,
+    /// This thread's cell of spread counters (0 without a cache).
+    cell: usize,
     /// This thread's cache when the snapshot is its slot's; its `in_call` is cleared on drop.
     cache: *mut SnapshotCache,
     _loaded: Option<arc_swap::Guard<Arc<Snapshot>>>,
@@ -597,6 +614,9 @@ pub struct Balancer {
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
+/// The next thread's cell of spread counters.
+static NEXT_CELL: AtomicUsize = AtomicUsize::new(0);
+
 /// Snapshots cached per thread, direct-mapped by balancer uid.
 const CACHED: usize = 8;
 
@@ -609,6 +629,9 @@ struct SnapshotCache {
     /// Set while this thread runs a call on a cached snapshot: a nested call (none today) must
     /// not replace the slot that the outer one reads.
     in_call: bool,
+    /// This thread's cell of spread counters (`CELLS` = not assigned yet), given out in turn so
+    /// that threads share cells only when there are more of them than cells.
+    cell: u8,
     slots: [CachedSnapshot; CACHED],
 }
 
@@ -621,6 +644,7 @@ thread_local! {
     static CACHE: UnsafeCell<SnapshotCache> = const {
         UnsafeCell::new(SnapshotCache {
             in_call: false,
+            cell: CELLS as u8,
             slots: [const { CachedSnapshot { uid: 0, snapshot: None } }; CACHED],
         })
     };
@@ -648,6 +672,9 @@ impl Balancer {
                 whole_set_draw: strategy.whole_set_draw(),
                 tracks_selects: strategy.tracks_selects(),
                 tracks_reports: strategy.tracks_reports(),
+                spread_counters: !strategy.reads_in_flight()
+                    && !strategy.tracks_reports()
+                    && !strategy.tracks_selects(),
                 strategy,
                 config,
                 snapshot: ArcSwap::from_pointee(Snapshot::empty()),
@@ -754,6 +781,7 @@ impl Balancer {
         let pinned = inner.pin();
         let call = Call {
             snapshot: pinned.get(),
+            cell: pinned.cell,
             method_state,
             method,
             key,
@@ -783,7 +811,12 @@ impl Balancer {
             return Ok(());
         };
         let stats = snapshot.members[pos].state.methods.get_or_insert(method);
-        let ended = stats.end(outcome, elapsed_us as u64);
+        let ended = if inner.spread_counters {
+            stats.end_spread(pinned.cell, outcome, elapsed_us as u64);
+            true
+        } else {
+            stats.end(outcome, elapsed_us as u64)
+        };
         if !inner.tracks_reports && inner.filter.is_none() {
             return Ok(());
         }
@@ -862,11 +895,11 @@ impl Balancer {
             for (method, s) in m.state.methods.iter() {
                 let row = [
                     s.active() as u64,
-                    s.selected.load(Relaxed),
-                    s.succeeded.load(Relaxed),
-                    s.failed.load(Relaxed),
-                    s.timeouts.load(Relaxed),
-                    s.succeeded_elapsed_us.load(Relaxed),
+                    s.selected(),
+                    s.succeeded(),
+                    s.failed(),
+                    s.timeouts(),
+                    s.succeeded_elapsed_us(),
                 ];
                 for (sum, v) in sums.iter_mut().zip(row) {
                     *sum = sum.saturating_add(v);

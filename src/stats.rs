@@ -5,8 +5,8 @@
 use crate::invoker::Outcome;
 use parking_lot::Mutex;
 use std::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicU32, AtomicU64,
-    Ordering::{Acquire, Relaxed},
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8,
+    Ordering::{AcqRel, Acquire, Relaxed},
 };
 use std::sync::OnceLock;
 
@@ -18,16 +18,12 @@ use std::sync::OnceLock;
 /// in-flight count by calls selected meanwhile, never report it below zero.
 #[derive(Default)]
 pub struct CallStats {
-    pub selected: AtomicU64,
-    pub succeeded: AtomicU64,
-    /// Failures and timeouts.
-    pub failed: AtomicU64,
-    pub cancelled: AtomicU64,
+    /// What was counted while a single thread counted here (all of it, for strategies that read
+    /// calls in flight).
+    counts: Counts,
     /// Reports that found no call of theirs in flight (a double report, or one for a call
-    /// selected before the invoker left and came back): counted above, not as ended calls.
-    pub unmatched: AtomicU64,
-    pub timeouts: AtomicU64,
-    pub succeeded_elapsed_us: AtomicU64,
+    /// selected before the invoker left and came back): counted as ended, then subtracted.
+    unmatched: AtomicU64,
     /// shortestresponse only: the sum of successful latencies truncated to whole ms per call,
     /// as Dubbo's RpcStatus keeps it, and where its current window starts.
     pub succeeded_elapsed_ms: AtomicU64,
@@ -42,6 +38,84 @@ pub struct CallStats {
     pub pick_time_ms: AtomicI64,
     /// peakewma's lock-free latency estimate (unused by other strategies).
     pub ewma: EwmaCell,
+    /// The counts of each group of threads once a second thread counted here (spread counters,
+    /// below); `counts` keeps what was counted before.
+    cells: OnceLock<Box<[Cell]>>,
+    /// One more than the cell of the only thread that has counted here; 0 = none yet, and
+    /// `SPREAD` once a second one came (the cells exist then).
+    home: AtomicU8,
+}
+
+/// The call counters.
+#[derive(Default)]
+struct Counts {
+    selected: AtomicU64,
+    succeeded: AtomicU64,
+    /// Failures and timeouts.
+    failed: AtomicU64,
+    cancelled: AtomicU64,
+    timeouts: AtomicU64,
+    succeeded_elapsed_us: AtomicU64,
+}
+
+impl Counts {
+    #[inline]
+    fn begin(&self) {
+        self.selected.fetch_add(1, Relaxed);
+    }
+
+    #[inline]
+    fn end(&self, outcome: Outcome, elapsed_us: u64) {
+        match outcome {
+            Outcome::Success => {
+                self.succeeded.fetch_add(1, Relaxed);
+                let before = self.succeeded_elapsed_us.fetch_add(elapsed_us, Relaxed);
+                if before.checked_add(elapsed_us).is_none() {
+                    // Saturate rather than wrap: a wrapped sum would read as a small mean.
+                    self.succeeded_elapsed_us.store(u64::MAX, Relaxed);
+                }
+            }
+            Outcome::Failure => {
+                self.failed.fetch_add(1, Relaxed);
+            }
+            Outcome::Timeout => {
+                self.failed.fetch_add(1, Relaxed);
+                self.timeouts.fetch_add(1, Relaxed);
+            }
+            Outcome::Cancelled => {
+                self.cancelled.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+// Spread counters, as `java.util.concurrent.atomic.LongAdder` spreads a sum: an (invoker,
+// method)'s counters get one cell (a cache line) per group of threads the first time a second
+// thread counts there, after which each thread adds to its own cell. Only for strategies whose
+// picks never read calls in flight (`random`, `roundrobin`, `consistenthash`): there the
+// counters are statistics, written on every call and read only by `stats`, and one line that
+// every thread's select and report write in turn keeps two threads from being faster than one.
+
+/// One group of threads' counts, on a cache line of its own.
+#[derive(Default)]
+#[repr(align(64))]
+struct Cell(Counts);
+
+/// Thread cells are numbered below this; a set of cells has a power of two of them, at most
+/// this many, and a thread uses its number modulo that count.
+pub const CELLS: usize = 8;
+const SPREAD: u8 = u8::MAX;
+
+/// Cells per spread counter set: the machine's parallelism, rounded up to a power of two,
+/// between 2 and [`CELLS`] (more cells than cores only cost memory).
+fn cell_count() -> usize {
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(CELLS, |n| n.get())
+            .next_power_of_two()
+            .clamp(2, CELLS)
+    })
 }
 
 /// peakewma's per-(invoker, method) state: plain atomics, so that a pick reads it without a
@@ -76,50 +150,161 @@ pub struct LatencyModel {
 
 impl CallStats {
     pub fn begin(&self) {
-        self.selected.fetch_add(1, Relaxed);
+        self.counts.begin();
     }
 
     /// Records the end of a call. True when a call was in flight (the report matched one);
     /// a report without a matching select never drives the in-flight count below zero.
     pub fn end(&self, outcome: Outcome, elapsed_us: u64) -> bool {
         let matched = self.active() > 0;
-        match outcome {
-            Outcome::Success => {
-                self.succeeded.fetch_add(1, Relaxed);
-                let before = self.succeeded_elapsed_us.fetch_add(elapsed_us, Relaxed);
-                if before.checked_add(elapsed_us).is_none() {
-                    // Saturate rather than wrap: a wrapped sum would read as a small mean.
-                    self.succeeded_elapsed_us.store(u64::MAX, Relaxed);
-                }
-            }
-            Outcome::Failure => {
-                self.failed.fetch_add(1, Relaxed);
-            }
-            Outcome::Timeout => {
-                self.failed.fetch_add(1, Relaxed);
-                self.timeouts.fetch_add(1, Relaxed);
-            }
-            Outcome::Cancelled => {
-                self.cancelled.fetch_add(1, Relaxed);
-            }
-        }
+        self.counts.end(outcome, elapsed_us);
         if !matched {
             self.unmatched.fetch_add(1, Relaxed);
         }
         matched
     }
 
+    /// `begin` for a strategy whose picks never read calls in flight: once a second thread
+    /// counts here, each adds to the cell of its group (`cell` < [`CELLS`]).
+    #[inline]
+    pub fn begin_spread(&self, cell: usize) {
+        self.counts_of(cell).begin();
+    }
+
+    /// `end` for a strategy whose picks never read calls in flight. While one thread counts
+    /// here it is `end`; once the counts are spread it does not look for the call's select
+    /// (that would read every thread's cell): a report without one is found when the counters
+    /// are next read with nothing in flight (see [`CallStats::active`]).
+    #[inline]
+    pub fn end_spread(&self, cell: usize, outcome: Outcome, elapsed_us: u64) {
+        let counts = self.counts_of(cell);
+        if std::ptr::eq(counts, &self.counts) {
+            self.end(outcome, elapsed_us);
+        } else {
+            counts.end(outcome, elapsed_us);
+        }
+    }
+
+    /// Where this thread counts: the shared counts while it is the only thread counting here
+    /// (one load and compare), else its group's cell.
+    #[inline]
+    fn counts_of(&self, cell: usize) -> &Counts {
+        let me = cell as u8 + 1;
+        let home = self.home.load(Relaxed);
+        if home == me || (home == 0 && self.home.compare_exchange(0, me, Relaxed, Relaxed).is_ok())
+        {
+            return &self.counts;
+        }
+        let cells = self.spread();
+        &cells[cell & (cells.len() - 1)].0
+    }
+
+    /// The cells, created by the first thread that finds another one's counts here.
+    #[inline]
+    fn spread(&self) -> &[Cell] {
+        match self.cells.get() {
+            Some(cells) => cells,
+            None => self.create_cells(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn create_cells(&self) -> &[Cell] {
+        let cells = self
+            .cells
+            .get_or_init(|| (0..cell_count()).map(|_| Cell::default()).collect());
+        self.home.store(SPREAD, Relaxed);
+        cells
+    }
+
+    /// One counter summed over the shared counts and every cell.
+    #[inline]
+    fn total(&self, of: impl Fn(&Counts) -> &AtomicU64) -> u64 {
+        let mut sum = of(&self.counts).load(Acquire);
+        if let Some(cells) = self.cells.get() {
+            for cell in cells.iter() {
+                sum = sum.wrapping_add(of(&cell.0).load(Acquire));
+            }
+        }
+        sum
+    }
+
+    pub fn selected(&self) -> u64 {
+        self.total(|c| &c.selected)
+    }
+
+    pub fn succeeded(&self) -> u64 {
+        self.total(|c| &c.succeeded)
+    }
+
+    /// Failures and timeouts.
+    pub fn failed(&self) -> u64 {
+        self.total(|c| &c.failed)
+    }
+
+    pub fn timeouts(&self) -> u64 {
+        self.total(|c| &c.timeouts)
+    }
+
+    /// Reports counted without a matching select.
+    #[cfg(test)]
+    fn unmatched(&self) -> u64 {
+        self.unmatched.load(Acquire)
+    }
+
+    /// Sum of successful calls' latencies (saturates at `u64::MAX`).
+    pub fn succeeded_elapsed_us(&self) -> u64 {
+        let base = self.counts.succeeded_elapsed_us.load(Relaxed);
+        let Some(cells) = self.cells.get() else {
+            return base;
+        };
+        cells.iter().fold(base, |sum, c| {
+            sum.saturating_add(c.0.succeeded_elapsed_us.load(Relaxed))
+        })
+    }
+
     /// Calls in flight (selected, not yet reported).
     #[inline]
     pub fn active(&self) -> i64 {
+        if self.cells.get().is_some() {
+            return self.active_spread();
+        }
         // Ended counters first (Acquire orders the later load of `selected` after them).
-        let ended = self
+        let c = &self.counts;
+        let ended = c
             .succeeded
             .load(Acquire)
-            .wrapping_add(self.failed.load(Acquire))
-            .wrapping_add(self.cancelled.load(Acquire))
+            .wrapping_add(c.failed.load(Acquire))
+            .wrapping_add(c.cancelled.load(Acquire))
             .wrapping_sub(self.unmatched.load(Acquire));
-        (self.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
+        (c.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
+    }
+
+    /// `active` over spread counters. Their reports did not look for a matching select, so a
+    /// report without one shows here as fewer calls in flight than none: it is counted as
+    /// unmatched then, and hides no later call. (Until then, a call in flight at the same time
+    /// may go uncounted: these are statistics of a strategy that never reads them to pick.)
+    #[cold]
+    fn active_spread(&self) -> i64 {
+        let unmatched = self.unmatched.load(Acquire);
+        let ended = self
+            .succeeded()
+            .wrapping_add(self.failed())
+            .wrapping_add(self.total(|c| &c.cancelled))
+            .wrapping_sub(unmatched);
+        let active = self.selected().wrapping_sub(ended) as i64;
+        if active < 0 {
+            // Another reader may have counted the same reports meanwhile: then this one's
+            // exchange fails and it leaves them to it.
+            let _ = self.unmatched.compare_exchange(
+                unmatched,
+                unmatched.wrapping_add(active.unsigned_abs()),
+                AcqRel,
+                Relaxed,
+            );
+        }
+        active.max(0)
     }
 }
 
@@ -296,10 +481,13 @@ mod tests {
         let m = MethodStats::default();
         assert!(m.get(0).is_none());
         for k in (0..500).rev() {
-            m.get_or_insert(k * 7).selected.fetch_add(k as u64, Relaxed);
+            let stats = m.get_or_insert(k * 7);
+            for _ in 0..k % 5 {
+                stats.begin();
+            }
         }
         for k in 0..500 {
-            assert_eq!(m.get(k * 7).unwrap().selected.load(Relaxed), k as u64);
+            assert_eq!(m.get(k * 7).unwrap().selected(), (k % 5) as u64);
             assert!(m.get(k * 7 + 1).is_none());
         }
         assert_eq!(m.iter().count(), 500);
@@ -328,6 +516,42 @@ mod tests {
     }
 
     #[test]
+    fn counts_spread_when_a_second_thread_counts() {
+        let s = CallStats::default();
+        // One thread: the shared counts, each report matched against the calls in flight.
+        s.begin_spread(3);
+        s.end_spread(3, Outcome::Success, 10);
+        assert!(s.cells.get().is_none());
+        // A second thread: cells, one per group of threads; the totals include both.
+        s.begin_spread(5);
+        assert!(s.cells.get().is_some());
+        s.begin_spread(3);
+        s.end_spread(5, Outcome::Timeout, 0);
+        assert_eq!(
+            (s.selected(), s.succeeded(), s.failed(), s.timeouts()),
+            (3, 1, 1, 1)
+        );
+        assert_eq!(s.active(), 1);
+        s.end_spread(3, Outcome::Success, 30);
+        assert_eq!((s.active(), s.succeeded_elapsed_us()), (0, 40));
+    }
+
+    #[test]
+    fn a_spread_report_without_a_select_hides_no_later_call() {
+        let s = CallStats::default();
+        s.begin_spread(0);
+        s.begin_spread(1);
+        s.end_spread(1, Outcome::Success, 1);
+        s.end_spread(0, Outcome::Success, 1);
+        // Nothing in flight, then a report for no call: read as none in flight, and counted.
+        s.end_spread(1, Outcome::Failure, 1);
+        assert_eq!(s.active(), 0);
+        assert_eq!(s.unmatched(), 1);
+        s.begin_spread(0);
+        assert_eq!(s.active(), 1);
+    }
+
+    #[test]
     fn end_never_goes_negative() {
         let s = CallStats::default();
         assert!(!s.end(Outcome::Success, 5));
@@ -340,6 +564,6 @@ mod tests {
         // The unmatched reports do not absorb a later call's in-flight count.
         s.begin();
         assert_eq!(s.active(), 1);
-        assert_eq!(s.unmatched.load(Relaxed), 2);
+        assert_eq!(s.unmatched(), 2);
     }
 }

@@ -110,6 +110,60 @@ fn stable_set_in_flight_returns_to_exactly_zero() {
     }
 }
 
+/// Calls selected on one thread and reported on another (an RPC client whose replies are
+/// handled on I/O threads): the counters of strategies that spread them per thread still add up
+/// to every call, and the calls in flight are exact while some are held.
+#[test]
+fn calls_reported_on_other_threads_add_up() {
+    for strategy in ["random", "roundrobin", "consistenthash", "leastactive"] {
+        let invokers: Vec<Invoker> = (1..=3).map(provider).collect();
+        let b = Arc::new(balancer(&format!("loadbalance={strategy}"), &invokers));
+        let (to_reporter, reporter_inbox) = std::sync::mpsc::sync_channel::<u64>(64);
+        let reporter = {
+            let b = b.clone();
+            std::thread::spawn(move || {
+                for id in reporter_inbox {
+                    b.report(0, id, 250, Outcome::Success, 0).unwrap();
+                }
+            })
+        };
+        let selectors: Vec<_> = (0..2u64)
+            .map(|t| {
+                let (b, to_reporter) = (b.clone(), to_reporter.clone());
+                std::thread::spawn(move || {
+                    for i in 0..30_000u64 {
+                        let id = b.select(0, &(t << 32 | i).to_le_bytes(), 0).unwrap();
+                        to_reporter.send(id).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for s in selectors {
+            s.join().unwrap();
+        }
+        drop(to_reporter);
+        reporter.join().unwrap();
+        // Five more held on this thread: exactly five in flight.
+        let held: Vec<u64> = (0..5u64)
+            .map(|i| b.select(0, &i.to_le_bytes(), 0).unwrap())
+            .collect();
+        let in_flight: i64 = (1..=3).map(|id| stat(&b, 0, id, "active")).sum();
+        assert_eq!(in_flight, 5, "{strategy}");
+        for id in held {
+            b.report(0, id, 250, Outcome::Success, 0).unwrap();
+        }
+        for id in 1..=3 {
+            assert_eq!(stat(&b, 0, id, "active"), 0, "{strategy}");
+            if stat(&b, 0, id, "succeeded") > 0 {
+                assert_eq!(stat(&b, 0, id, "mean_success_us"), 250, "{strategy}");
+            }
+        }
+        let selected: i64 = (1..=3).map(|id| stat(&b, 0, id, "selected")).sum();
+        let succeeded: i64 = (1..=3).map(|id| stat(&b, 0, id, "succeeded")).sum();
+        assert_eq!((selected, succeeded), (60_005, 60_005), "{strategy}");
+    }
+}
+
 /// Each thread caches the snapshots it uses (8 slots, by balancer); many balancers on one
 /// thread, updates between calls, and balancers dropped and created must never mix sets.
 #[test]

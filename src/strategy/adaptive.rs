@@ -66,8 +66,8 @@ impl Adaptive {
                 m.current_time_ms = now;
             }
         }
-        let requests = stats.selected.load(Relaxed) as f64;
-        let successes = stats.succeeded.load(Relaxed) as f64;
+        let requests = stats.selected() as f64;
+        let successes = stats.succeeded() as f64;
         let inflight = stats.active() as f64;
         m.cpu_load * (m.ewma.sqrt() + 1.0) * (inflight + 1.0)
             / ((successes / (requests + 1.0)) * weight as f64 + 1.0)

@@ -244,6 +244,10 @@ impl Strategy for ConsistentHash {
         false
     }
 
+    fn reads_in_flight(&self) -> bool {
+        false
+    }
+
     fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
         // Only addresses (in order) place points: keep the ring when they did not change, so
         // weight or id churn never pays for 40 MD5 digests per invoker.

@@ -117,6 +117,13 @@ pub(crate) trait Strategy: Send + Sync + 'static {
     ) {
     }
 
+    /// False when the strategy's picks never read calls in flight (nor other call counters):
+    /// its counters are then statistics only, and may be spread over cache lines per thread
+    /// (asked once, at construction).
+    fn reads_in_flight(&self) -> bool {
+        true
+    }
+
     /// False when the strategy ignores [`Strategy::on_report`], so that reports skip the call
     /// (asked once, at construction).
     fn tracks_reports(&self) -> bool {

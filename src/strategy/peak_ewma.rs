@@ -534,7 +534,7 @@ impl Strategy for PeakEwma {
             // and dominated by the invokers that take the traffic.
             if typical_now <= 0.0 {
                 typical.bits.store(estimate.to_bits(), Relaxed);
-            } else if r.stats.succeeded.load(Relaxed) % 8 == 0 {
+            } else if r.stats.succeeded() % 8 == 0 {
                 typical.bits.store(
                     (typical_now + (estimate - typical_now) / 8.0).to_bits(),
                     Relaxed,

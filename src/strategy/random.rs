@@ -41,6 +41,10 @@ impl Strategy for Random {
         false
     }
 
+    fn reads_in_flight(&self) -> bool {
+        false
+    }
+
     fn whole_set_draw(&self) -> WholeSetDraw {
         WholeSetDraw::One
     }

@@ -448,6 +448,10 @@ impl Strategy for RoundRobin {
         false
     }
 
+    fn reads_in_flight(&self) -> bool {
+        false
+    }
+
     fn prepare(&self, members: &[Member], _previous: &Snapshot) -> Prepared {
         let (length, total) = period_length(members.iter().map(|m| m.weight))?;
         if !affordable(length, members.len()) {

@@ -31,8 +31,7 @@ impl ShortestResponse {
 fn estimate(stats: Option<&CallStats>) -> i64 {
     let Some(s) = stats else { return 0 };
     let succeeded = s
-        .succeeded
-        .load(Relaxed)
+        .succeeded()
         .saturating_sub(s.window_succeeded.load(Relaxed));
     if succeeded == 0 {
         return 0;
@@ -66,7 +65,7 @@ impl Strategy for ShortestResponse {
         {
             for m in ctx.snapshot.members.iter() {
                 if let Some(s) = m.state.methods.get(ctx.method_id) {
-                    s.window_succeeded.store(s.succeeded.load(Relaxed), Relaxed);
+                    s.window_succeeded.store(s.succeeded(), Relaxed);
                     s.window_elapsed_ms
                         .store(s.succeeded_elapsed_ms.load(Relaxed), Relaxed);
                 }
