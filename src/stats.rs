@@ -16,7 +16,9 @@ use std::sync::OnceLock;
 /// of their own but `selected - ended`, so that select and report never both write one hot
 /// word. Readers load the ended counters before `selected`, which can only overestimate the
 /// in-flight count by calls selected meanwhile, never report it below zero.
+// `repr(C)`: what every call touches first, in one line where the struct's placement allows.
 #[derive(Default)]
+#[repr(C, align(64))]
 pub struct CallStats {
     /// What was counted while a single thread counted here (all of it, for strategies that read
     /// calls in flight).
@@ -24,6 +26,9 @@ pub struct CallStats {
     /// Reports that found no call of theirs in flight (a double report, or one for a call
     /// selected before the invoker left and came back): counted as ended, then subtracted.
     unmatched: AtomicU64,
+    /// One more than the cell of the only thread that has counted here; 0 = none yet, and
+    /// `SPREAD` once a second one came (the cells exist then).
+    home: AtomicU8,
     /// shortestresponse only: the sum of successful latencies truncated to whole ms per call,
     /// as Dubbo's RpcStatus keeps it, and where its current window starts.
     pub succeeded_elapsed_ms: AtomicU64,
@@ -41,13 +46,11 @@ pub struct CallStats {
     /// The counts of each group of threads once a second thread counted here (spread counters,
     /// below); `counts` keeps what was counted before.
     cells: OnceLock<Box<[Cell]>>,
-    /// One more than the cell of the only thread that has counted here; 0 = none yet, and
-    /// `SPREAD` once a second one came (the cells exist then).
-    home: AtomicU8,
 }
 
 /// The call counters.
 #[derive(Default)]
+#[repr(C)]
 struct Counts {
     selected: AtomicU64,
     succeeded: AtomicU64,
@@ -267,7 +270,8 @@ impl CallStats {
     /// Calls in flight (selected, not yet reported).
     #[inline]
     pub fn active(&self) -> i64 {
-        if self.cells.get().is_some() {
+        // `home` shares the counts' line; the cells' pointer may not.
+        if self.home.load(Relaxed) == SPREAD {
             return self.active_spread();
         }
         // Ended counters first (Acquire orders the later load of `selected` after them).
