@@ -894,7 +894,7 @@ impl Balancer {
             let mut per_method = String::new();
             for (method, s) in m.state.methods.iter() {
                 let row = [
-                    s.active() as u64,
+                    s.in_flight() as u64,
                     s.selected(),
                     s.succeeded(),
                     s.failed(),

@@ -177,7 +177,7 @@ impl CallStats {
     /// `end` for a strategy whose picks never read calls in flight. While one thread counts
     /// here it is `end`; once the counts are spread it does not look for the call's select
     /// (that would read every thread's cell): a report without one is found when the counters
-    /// are next read with nothing in flight (see [`CallStats::active`]).
+    /// are next read with nothing in flight (see [`CallStats::in_flight`]).
     #[inline]
     pub fn end_spread(&self, cell: usize, outcome: Outcome, elapsed_us: u64) {
         let counts = self.counts_of(cell);
@@ -267,13 +267,20 @@ impl CallStats {
         })
     }
 
-    /// Calls in flight (selected, not yet reported).
-    #[inline]
-    pub fn active(&self) -> i64 {
-        // `home` shares the counts' line; the cells' pointer may not.
-        if self.home.load(Relaxed) == SPREAD {
+    /// Calls in flight (selected, not yet reported), for whoever reads them: spread counts
+    /// included (stats).
+    pub fn in_flight(&self) -> i64 {
+        if self.cells.get().is_some() {
             return self.active_spread();
         }
+        self.active()
+    }
+
+    /// Calls in flight as the shared counts hold them: all of them for the strategies that read
+    /// calls in flight (their counts never spread), and the calls counted before the spread for
+    /// the others (what `end` on their only thread matches reports against).
+    #[inline]
+    pub fn active(&self) -> i64 {
         // Ended counters first (Acquire orders the later load of `selected` after them).
         let c = &self.counts;
         let ended = c
@@ -285,7 +292,7 @@ impl CallStats {
         (c.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
     }
 
-    /// `active` over spread counters. Their reports did not look for a matching select, so a
+    /// `in_flight` over spread counters. Their reports did not look for a matching select, so a
     /// report without one shows here as fewer calls in flight than none: it is counted as
     /// unmatched then, and hides no later call. (Until then, a call in flight at the same time
     /// may go uncounted: these are statistics of a strategy that never reads them to pick.)
@@ -535,9 +542,9 @@ mod tests {
             (s.selected(), s.succeeded(), s.failed(), s.timeouts()),
             (3, 1, 1, 1)
         );
-        assert_eq!(s.active(), 1);
+        assert_eq!(s.in_flight(), 1);
         s.end_spread(3, Outcome::Success, 30);
-        assert_eq!((s.active(), s.succeeded_elapsed_us()), (0, 40));
+        assert_eq!((s.in_flight(), s.succeeded_elapsed_us()), (0, 40));
     }
 
     #[test]
@@ -549,10 +556,10 @@ mod tests {
         s.end_spread(0, Outcome::Success, 1);
         // Nothing in flight, then a report for no call: read as none in flight, and counted.
         s.end_spread(1, Outcome::Failure, 1);
-        assert_eq!(s.active(), 0);
+        assert_eq!(s.in_flight(), 0);
         assert_eq!(s.unmatched(), 1);
         s.begin_spread(0);
-        assert_eq!(s.active(), 1);
+        assert_eq!(s.in_flight(), 1);
     }
 
     #[test]
