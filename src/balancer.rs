@@ -272,8 +272,9 @@ struct Inner {
     whole_set_draw: WholeSetDraw,
     tracks_selects: bool,
     tracks_reports: bool,
-    /// The strategy neither reads calls in flight nor follows reports: its call counters are
-    /// statistics, spread per thread once threads collide on them (see `CallStats::begin_spread`).
+    /// The strategy neither reads calls in flight nor follows selects or reports: its call
+    /// counters are statistics, spread per thread once a second thread counts on an invoker
+    /// (see `CallStats::begin_spread`).
     spread_counters: bool,
 }
 
