@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::error::{Error, Status};
 use crate::filter::Filter;
 use crate::invoker::{Invoker, Outcome};
-use crate::rng::Rng;
+use crate::rng::{fresh_seed, Rng, RngSource};
 use crate::stats::{InvokerState, CELLS};
 use crate::strategy::{
     Ctx, Prepared, PreparedData, Report, Strategy, SubsetWeights, WholeSet, WholeSetDraw,
@@ -15,7 +15,7 @@ use crate::weight::{effective_weight, time_dependent_until};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::any::Any;
-use std::cell::{RefCell, UnsafeCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::marker::PhantomData;
@@ -265,7 +265,7 @@ struct Inner {
     snapshot: ArcSwap<Snapshot>,
     methods: Methods,
     update_lock: Mutex<()>,
-    rng: Rng,
+    rng: RngSource,
     /// Zone preference and outlier ejection; None when neither is configured.
     filter: Option<Filter>,
     /// The strategy's `whole_set_draw()`, `tracks_selects()` and `tracks_reports()`, asked once.
@@ -306,6 +306,7 @@ struct Call<'a> {
     method: u32,
     key: &'a [u8],
     clock: &'a Clock,
+    rng: Rng<'a>,
 }
 
 impl Inner {
@@ -370,14 +371,14 @@ impl Inner {
         match self.whole_set_draw {
             WholeSetDraw::FirstIdle { draws } => {
                 for _ in 0..draws {
-                    let pos = whole.draw(n, &self.rng);
+                    let pos = whole.draw(n, &call.rng);
                     if active_in(snapshot, pos, call.method) == 0 {
                         return Drawn::Pick(pos);
                     }
                 }
                 Drawn::AllBusy
             }
-            _ => Drawn::Pick(whole.draw(n, &self.rng)),
+            _ => Drawn::Pick(whole.draw(n, &call.rng)),
         }
     }
 
@@ -406,7 +407,7 @@ impl Inner {
             subset,
             key: call.key,
             clock: call.clock,
-            rng: &self.rng,
+            rng: call.rng,
         })
     }
 
@@ -429,7 +430,7 @@ impl Inner {
         let pos = if candidates.is_empty() && excluded.is_empty() {
             match filter {
                 None => pick(&snapshot.all, true, &[], None)?,
-                Some(f) => f.with_view(snapshot, &self.rng, pick)?,
+                Some(f) => f.with_view(snapshot, &call.rng, pick)?,
             }
         } else {
             SCRATCH.with(|cell| {
@@ -465,7 +466,7 @@ impl Inner {
                     return Err(Status::NoCandidate);
                 }
                 if let Some(f) = filter {
-                    f.restrict(snapshot, mask, positions, &self.rng);
+                    f.restrict(snapshot, mask, positions, &call.rng);
                 }
                 let is_all = positions.len() == n;
                 pick(positions, is_all, mask, None)
@@ -527,7 +528,9 @@ impl Inner {
                 return loaded(self);
             }
             if (*cache).cell as usize >= CELLS {
+                // This thread's first call.
                 (*cache).cell = (NEXT_CELL.fetch_add(1, Relaxed) % CELLS) as u8;
+                (*cache).rng.set(fresh_seed());
             }
             let slot = &mut (*cache).slots[self.uid as usize % CACHED];
             slot.uid = self.uid;
@@ -561,6 +564,14 @@ struct Pinned<'a> {
 }
 
 impl Pinned<'_> {
+    /// This thread's random state (without a thread-local lookup of its own), if it has one.
+    #[inline]
+    fn rng_state(&self) -> Option<&Cell<u64>> {
+        // SAFETY: this thread's own cache, alive while `self` is; nothing else on this thread
+        // takes a reference to its `rng` during the call.
+        (!self.cache.is_null()).then(|| unsafe { &(*self.cache).rng })
+    }
+
     #[inline]
     fn get(&self) -> &Snapshot {
         // SAFETY: the cache slot or `loaded` keeps the snapshot alive while `self` lives (no
@@ -633,6 +644,8 @@ struct SnapshotCache {
     /// This thread's cell of spread counters (`CELLS` = not assigned yet), given out in turn so
     /// that threads share cells only when there are more of them than cells.
     cell: u8,
+    /// This thread's random state (unseeded balancers draw from it).
+    rng: Cell<u64>,
     slots: [CachedSnapshot; CACHED],
 }
 
@@ -646,6 +659,7 @@ thread_local! {
         UnsafeCell::new(SnapshotCache {
             in_call: false,
             cell: CELLS as u8,
+            rng: Cell::new(0),
             slots: [const { CachedSnapshot { uid: 0, snapshot: None } }; CACHED],
         })
     };
@@ -666,7 +680,7 @@ impl Balancer {
         let strategy = config.strategy.build(&config);
         Balancer {
             inner: Arc::new(Inner {
-                rng: Rng::new(config.seed),
+                rng: RngSource::new(config.seed),
                 filter: Filter::new(&config),
                 uid: NEXT_UID.fetch_add(1, Relaxed),
                 generation: AtomicU64::new(0),
@@ -780,6 +794,7 @@ impl Balancer {
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
         let clock = Clock::new(now_us);
         let pinned = inner.pin();
+        let rng = inner.rng.on(pinned.rng_state());
         let call = Call {
             snapshot: pinned.get(),
             cell: pinned.cell,
@@ -787,6 +802,7 @@ impl Balancer {
             method,
             key,
             clock: &clock,
+            rng,
         };
         inner.select_in(&call, candidates, excluded)
     }

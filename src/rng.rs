@@ -5,49 +5,73 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 const INCREMENT: u64 = 0xa076_1d64_78bd_642f;
 
-fn mix(s: u64) -> u64 {
+pub(crate) fn mix(s: u64) -> u64 {
     let t = (s as u128).wrapping_mul((s ^ 0xe703_7ed1_a0b4_28db) as u128);
     ((t >> 64) as u64) ^ (t as u64)
 }
 
-thread_local! {
-    static THREAD_STATE: Cell<u64> = Cell::new(seed_for_thread());
-}
-
-fn seed_for_thread() -> u64 {
-    // Distinct per thread and per process without a syscall: the address of a thread-local and
-    // the clock are enough for load balancing (this is not cryptographic randomness).
+/// A seed distinct per thread, per call and per process without a syscall: the address of a
+/// local, the clock and a counter are enough for load balancing (this is not cryptographic).
+pub(crate) fn fresh_seed() -> u64 {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
     let local = 0u8;
     let addr = &local as *const u8 as u64;
-    mix(addr ^ crate::clock::wall_clock_us() as u64 ^ std::process::id() as u64)
+    mix(addr
+        ^ crate::clock::wall_clock_us() as u64
+        ^ u64::from(std::process::id()).rotate_left(32)
+        ^ CALLS.fetch_add(INCREMENT, Ordering::Relaxed))
 }
 
-/// A source of randomness for one balancer. Seeded balancers share one atomic state, which
-/// makes a single-threaded sequence reproducible; unseeded ones never touch shared memory.
-pub(crate) struct Rng {
+/// Where a balancer's random numbers come from: its own seeded sequence (shared by its
+/// threads, which makes a single-threaded sequence reproducible), or else each thread's state.
+pub(crate) struct RngSource {
     seeded: Option<AtomicU64>,
 }
 
-impl Rng {
-    pub fn new(seed: Option<u64>) -> Rng {
-        Rng {
+/// The state of calls that have no thread state at hand (during a thread's teardown).
+static UNCACHED: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
+
+impl RngSource {
+    pub fn new(seed: Option<u64>) -> RngSource {
+        RngSource {
             seeded: seed.map(AtomicU64::new),
         }
     }
 
+    /// The generator of one call: the seeded sequence, else the calling thread's state (kept
+    /// by the caller in its own thread-local block, so that a draw costs no thread-local
+    /// lookup), else a process-wide sequence.
+    #[inline]
+    pub fn on<'a>(&'a self, thread: Option<&'a Cell<u64>>) -> Rng<'a> {
+        match (&self.seeded, thread) {
+            (None, Some(thread)) => Rng::Thread(thread),
+            (Some(seeded), _) => Rng::Shared(seeded),
+            (None, None) => Rng::Shared(&UNCACHED),
+        }
+    }
+}
+
+/// The random numbers of one call.
+#[derive(Clone, Copy)]
+pub(crate) enum Rng<'a> {
+    Shared(&'a AtomicU64),
+    Thread(&'a Cell<u64>),
+}
+
+impl Rng<'_> {
     // Always inline: the balancer's whole-set draws inline it at two sites, where the compiler
     // would otherwise keep one shared copy behind a call (about 20 more instructions a pick).
     #[inline(always)]
     pub fn next_u64(&self) -> u64 {
-        match &self.seeded {
-            Some(state) => mix(state
+        match *self {
+            Rng::Thread(state) => {
+                let v = state.get().wrapping_add(INCREMENT);
+                state.set(v);
+                mix(v)
+            }
+            Rng::Shared(state) => mix(state
                 .fetch_add(INCREMENT, Ordering::Relaxed)
                 .wrapping_add(INCREMENT)),
-            None => THREAD_STATE.with(|s| {
-                let v = s.get().wrapping_add(INCREMENT);
-                s.set(v);
-                mix(v)
-            }),
         }
     }
 
@@ -56,4 +80,11 @@ impl Rng {
     pub fn below(&self, bound: u64) -> u64 {
         ((self.next_u64() as u128 * bound as u128) >> 64) as u64
     }
+}
+
+/// A seeded generator for tests (leaked: tests are short-lived).
+#[cfg(test)]
+pub(crate) fn seeded_for_test(seed: u64) -> Rng<'static> {
+    let source: &'static RngSource = Box::leak(Box::new(RngSource::new(Some(seed))));
+    source.on(None)
 }

@@ -119,7 +119,7 @@ mod tests {
     #[test]
     fn zero_weights_are_never_drawn() {
         let alias = Alias::new([0u64, 3, 0, 1].into_iter()).unwrap();
-        let rng = Rng::new(Some(7));
+        let rng = crate::rng::seeded_for_test(7);
         let mut counts = [0u32; 4];
         for _ in 0..40_000 {
             counts[alias.draw(&rng)] += 1;

@@ -278,7 +278,6 @@ impl Strategy for ConsistentHash {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::Rng;
 
     fn members(addresses: &[String]) -> Vec<Member> {
         addresses
@@ -302,7 +301,7 @@ mod tests {
         let ch = ConsistentHash {
             digests_per_invoker: 40,
         };
-        let rng = Rng::new(Some(3));
+        let rng = crate::rng::seeded_for_test(3);
         for n in [1usize, 2, 3, 10, 77, 1000] {
             let addresses: Vec<String> = (0..n)
                 .map(|i| format!("10.1.{}.{}:1", i / 250, i % 250))
@@ -330,7 +329,7 @@ mod tests {
         let ch = ConsistentHash {
             digests_per_invoker: 40,
         };
-        let rng = Rng::new(Some(11));
+        let rng = crate::rng::seeded_for_test(11);
         let pool: Vec<String> = (0..2_400)
             .map(|i| format!("10.{}.{}.1:20880", i / 250, i % 250))
             .collect();

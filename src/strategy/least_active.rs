@@ -40,7 +40,7 @@ impl Strategy for LeastActive {
         if ctx.is_all && !ctx.drawn && ctx.weights_static() {
             if let Some(whole) = ctx.prepared::<WholeSet>() {
                 for _ in 0..IDLE_DRAWS {
-                    let pos = whole.draw(ctx.candidates.len(), ctx.rng);
+                    let pos = whole.draw(ctx.candidates.len(), &ctx.rng);
                     if ctx.active(pos) == 0 {
                         return Ok(pos);
                     }

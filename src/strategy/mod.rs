@@ -245,7 +245,7 @@ pub(crate) struct Ctx<'a> {
     pub subset: Option<&'a weighted::SubsetWeights>,
     pub key: &'a [u8],
     pub clock: &'a Clock,
-    pub rng: &'a Rng,
+    pub rng: Rng<'a>,
 }
 
 impl<'a> Ctx<'a> {

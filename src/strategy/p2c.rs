@@ -66,7 +66,7 @@ impl Strategy for P2c {
         let k = ctx.candidates.len();
         if (self.choices == 2 || k == 2) && Sampler::exact_for(ctx, weights, self.slow.as_ref()) {
             // The common pick: the whole set at its configured weights, a pair.
-            let (i, j) = weights.pair(ctx.rng);
+            let (i, j) = weights.pair(&ctx.rng);
             let Some(j) = j else { return Ok(i) };
             let w = |p: usize| match weights.total() {
                 0 => 1,

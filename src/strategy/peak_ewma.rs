@@ -158,7 +158,7 @@ impl PeakEwma {
             preference_us: config.peakewma.preference_ms.saturating_mul(1000),
             salt: match config.seed {
                 Some(seed) => mix(seed ^ 0x5bd1_e995_a5a5_a5a5),
-                None => crate::rng::Rng::new(None).next_u64(),
+                None => crate::rng::fresh_seed(),
             },
         }
     }
@@ -385,7 +385,7 @@ impl Strategy for PeakEwma {
         let slow = self.slow.as_ref();
         if base == 2 && Sampler::exact_for(ctx, weights, slow) {
             // The common pick: the whole set at its configured weights, a pair.
-            let (i, j) = weights.pair(ctx.rng);
+            let (i, j) = weights.pair(&ctx.rng);
             let w = |p: usize| match weights.total() {
                 0 => 1,
                 _ => ctx.member(p).weight.max(0) as u64,

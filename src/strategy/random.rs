@@ -56,7 +56,7 @@ impl Strategy for Random {
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
         if ctx.is_all && ctx.weights_static() {
             if let Some(whole) = ctx.prepared::<WholeSet>() {
-                return Ok(whole.draw(ctx.candidates.len(), ctx.rng));
+                return Ok(whole.draw(ctx.candidates.len(), &ctx.rng));
             }
         }
         Ok(weighted_pick(ctx))

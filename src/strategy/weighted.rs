@@ -324,7 +324,7 @@ impl<'c, 'a> Sampler<'c, 'a> {
             self.draw_exact()?
         } else if let Some(subset) = self.subset {
             match (0..TRIES)
-                .map(|_| subset.draw(self.ctx.candidates, self.ctx.rng))
+                .map(|_| subset.draw(self.ctx.candidates, &self.ctx.rng))
                 .find(|&p| !self.was_drawn(p))
             {
                 Some(p) => p,
@@ -342,7 +342,7 @@ impl<'c, 'a> Sampler<'c, 'a> {
 
     fn draw_exact(&self) -> Option<usize> {
         let w = self.weights;
-        let rng = self.ctx.rng;
+        let rng = &self.ctx.rng;
         let n = w.prefix.len();
         if self.all_zero || w.equal {
             let left = n - self.len;
@@ -390,7 +390,7 @@ impl<'c, 'a> Sampler<'c, 'a> {
         if w.total == 0 || self.all_zero {
             return None;
         }
-        let rng = self.ctx.rng;
+        let rng = &self.ctx.rng;
         for _ in 0..TRIES {
             let pos = w.draw_configured(rng);
             if !self.ctx.contains(pos) || self.was_drawn(pos) {
