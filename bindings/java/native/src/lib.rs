@@ -22,7 +22,7 @@ use jni::JNIEnv;
 use polylb::{Balancer, Invoker, Outcome, Status};
 
 /// Must match `Native.ABI_VERSION`; bumped whenever a native signature or convention changes.
-const JNI_ABI_VERSION: jint = 1;
+const JNI_ABI_VERSION: jint = 2;
 
 /// Keys and id lists up to these sizes are copied to the stack; longer ones go to the heap.
 const STACK_KEY_BYTES: usize = 512;
@@ -431,6 +431,32 @@ pub unsafe extern "system" fn Java_io_polylb_Native_select(
         with_bytes(env, key, key_length, |key_bytes| {
             select_result(balancer.select(method as u32, key_bytes, now_us))
         })
+    })
+}
+
+/// `selectPackedKey(handle, method, keyLow, keyHigh, keyLength, nowUs)`: as `select` with a key
+/// of at most 16 bytes passed in two longs (little-endian: byte `i` is bits `8 * (i % 8)` of the
+/// first or second long), so that a short key crosses without a JNI array access.
+#[no_mangle]
+pub extern "system" fn Java_io_polylb_Native_selectPackedKey(
+    _env: *mut jni::sys::JNIEnv,
+    _class: jclass,
+    handle: jlong,
+    method: jint,
+    key_low: jlong,
+    key_high: jlong,
+    key_length: jint,
+    now_us: jlong,
+) -> jlong {
+    guarded(neg(Status::Panic), || {
+        let Some(balancer) = (unsafe { balancer(handle) }) else {
+            return neg(Status::NullPointer);
+        };
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&key_low.to_le_bytes());
+        bytes[8..].copy_from_slice(&key_high.to_le_bytes());
+        let len = (key_length.max(0) as usize).min(bytes.len());
+        select_result(balancer.select(method as u32, &bytes[..len], now_us))
     })
 }
 

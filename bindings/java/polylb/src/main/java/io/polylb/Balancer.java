@@ -175,8 +175,14 @@ public final class Balancer implements AutoCloseable {
      *     {@link Status#UNKNOWN_METHOD} for an id not returned by {@link #method}
      */
     public long select(int method, byte[] key, long nowUs) {
+        if (key == null) {
+            return selectPacked(method, 0, 0, 0, nowUs); // no key hashes as the empty key
+        }
+        if (key.length <= PACKED_KEY_BYTES) {
+            return selectPacked(method, packedWord(key, 0), packedWord(key, 8), key.length, nowUs);
+        }
         try {
-            long id = Native.select(live(), method, key, key == null ? 0 : key.length, nowUs);
+            long id = Native.select(live(), method, key, key.length, nowUs);
             if (id < 0) {
                 throw orClosed(id);
             }
@@ -184,6 +190,63 @@ public final class Balancer implements AutoCloseable {
         } finally {
             Reference.reachabilityFence(this);
         }
+    }
+
+    /**
+     * As {@link #select(int, byte[])} with the UTF-8 bytes of {@code key} (null: no key), without
+     * encoding a copy when the key is ASCII and at most 16 characters long: for hash keys that
+     * are strings to begin with, as Dubbo's are.
+     */
+    public long selectByKey(int method, String key) {
+        if (key == null) {
+            return select(method, null, 0);
+        }
+        int length = key.length();
+        if (length <= PACKED_KEY_BYTES) {
+            long low = 0;
+            long high = 0;
+            for (int i = length - 1; i >= 0; i--) {
+                char c = key.charAt(i);
+                if (c >= 0x80) {
+                    return select(method, key.getBytes(StandardCharsets.UTF_8), 0);
+                }
+                if (i >= 8) {
+                    high = (high << 8) | c;
+                } else {
+                    low = (low << 8) | c;
+                }
+            }
+            return selectPacked(method, low, high, length, 0);
+        }
+        return select(method, key.getBytes(StandardCharsets.UTF_8), 0);
+    }
+
+    private long selectPacked(int method, long keyLow, long keyHigh, int keyLength, long nowUs) {
+        try {
+            long id = Native.selectPackedKey(live(), method, keyLow, keyHigh, keyLength, nowUs);
+            if (id < 0) {
+                throw orClosed(id);
+            }
+            return id;
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /**
+     * Keys up to this long cross to the native side in two longs: reading a Java array from
+     * native code is a call back into the JVM, which costs about as much as the hashing's lookup.
+     */
+    private static final int PACKED_KEY_BYTES = 16;
+
+    /** Bytes {@code from .. from + 8} of {@code key} (zeros past its end), little-endian. */
+    private static long packedWord(byte[] key, int from) {
+        long word = 0;
+        int end = Math.min(key.length, from + 8);
+        for (int i = end - 1; i >= from; i--) {
+            word = (word << 8) | (key[i] & 0xFF);
+        }
+        return word;
     }
 
     /**

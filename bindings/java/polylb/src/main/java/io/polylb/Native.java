@@ -11,7 +11,7 @@ package io.polylb;
  */
 final class Native {
     /** Must equal {@code JNI_ABI_VERSION} in the crate; checked when the library loads. */
-    static final int ABI_VERSION = 1;
+    static final int ABI_VERSION = 2;
 
     static {
         NativeLoader.load();
@@ -43,6 +43,9 @@ final class Native {
     static native long method(long handle, byte[] nameUtf8);
 
     static native long select(long handle, int method, byte[] key, int keyLength, long nowUs);
+
+    /** {@code select} with a key of at most 16 bytes packed little-endian into two longs. */
+    static native long selectPackedKey(long handle, int method, long keyLow, long keyHigh, int keyLength, long nowUs);
 
     static native long selectAmong(long handle, int method, byte[] key, int keyLength, long[] candidates,
             int candidateCount, long[] excluded, int excludedCount, long nowUs);

@@ -77,6 +77,51 @@ class BalancerTest {
         }
     }
 
+    /**
+     * Short keys cross to the native side packed in two longs, longer ones as arrays: every
+     * length, byte value and string form must hash as the same bytes (checked against the
+     * array path, which selectAmong always takes, over a ring of 50 providers).
+     */
+    @Test
+    void packedAndArrayKeysHashTheSameBytes() {
+        List<Invoker> set = new ArrayList<>();
+        for (int i = 1; i <= 50; i++) {
+            set.add(Invoker.of(i, "10.0.1." + i + ":20880"));
+        }
+        try (Balancer lb = new Balancer("loadbalance=consistenthash")) {
+            lb.update(set);
+            int m = lb.method("get");
+            java.util.SplittableRandom random = new java.util.SplittableRandom(7);
+            String[] alphabets = {"abcdefghijklmnopqrstuvwxyz0123456789-:", "aé中\uD83D\uDE00z\u007F\u0080"};
+            for (int length = 0; length <= 40; length++) {
+                for (int trial = 0; trial < 40; trial++) {
+                    byte[] bytes = new byte[length];
+                    for (int i = 0; i < length; i++) {
+                        bytes[i] = (byte) random.nextInt(256);
+                    }
+                    assertSamePick(lb, m, bytes, lb.select(m, bytes));
+                    String alphabet = alphabets[trial % 2];
+                    StringBuilder text = new StringBuilder();
+                    while (text.length() < length) {
+                        text.append(alphabet.charAt(random.nextInt(alphabet.length())));
+                    }
+                    String key = text.toString();
+                    assertSamePick(lb, m, key.getBytes(StandardCharsets.UTF_8), lb.selectByKey(m, key));
+                }
+            }
+            long noKey = lb.selectByKey(m, null);
+            lb.report(m, noKey, 1, Outcome.CANCELLED);
+            assertSamePick(lb, m, new byte[0], noKey);
+        }
+    }
+
+    private static void assertSamePick(Balancer lb, int m, byte[] key, long picked) {
+        lb.report(m, picked, 1, Outcome.CANCELLED);
+        long viaArray = lb.selectAmong(m, key, null, null);
+        lb.report(m, viaArray, 1, Outcome.CANCELLED);
+        assertEquals(viaArray, picked, () -> "key of " + key.length + " bytes");
+    }
+
     @Test
     void candidatesAndExclusionsAreHonoured() {
         try (Balancer lb = new Balancer("loadbalance=random")) {

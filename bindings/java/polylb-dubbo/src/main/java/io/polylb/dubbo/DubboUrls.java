@@ -1,6 +1,5 @@
 package io.polylb.dubbo;
 
-import java.nio.charset.StandardCharsets;
 import java.util.regex.Pattern;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.Invocation;
@@ -112,23 +111,16 @@ final class DubboUrls {
     /**
      * Dubbo's consistent-hash key: String.valueOf of the arguments at the configured indexes,
      * concatenated without separator (out-of-range indexes skipped, null as "null"), with
-     * generic {@code $invoke} calls unwrapped; hashed as UTF-8.
+     * generic {@code $invoke} calls unwrapped; the balancer hashes its UTF-8 bytes.
      */
-    static byte[] hashKey(Invocation invocation, int[] argumentIndex) {
+    static String hashKey(Invocation invocation, int[] argumentIndex) {
         Object[] args = RpcUtils.getArguments(invocation);
         if (args == null || args.length == 0) {
-            return EMPTY;
+            return "";
         }
         if (argumentIndex.length == 1) {
             int i = argumentIndex[0];
-            if (i < 0 || i >= args.length) {
-                return EMPTY;
-            }
-            Object arg = args[i];
-            if (arg instanceof String) {
-                return ((String) arg).getBytes(StandardCharsets.UTF_8);
-            }
-            return String.valueOf(arg).getBytes(StandardCharsets.UTF_8);
+            return i < 0 || i >= args.length ? "" : String.valueOf(args[i]);
         }
         StringBuilder key = new StringBuilder();
         for (int i : argumentIndex) {
@@ -136,10 +128,8 @@ final class DubboUrls {
                 key.append(args[i]);
             }
         }
-        return key.toString().getBytes(StandardCharsets.UTF_8);
+        return key.toString();
     }
-
-    private static final byte[] EMPTY = new byte[0];
 
     static boolean notEmpty(String s) {
         return s != null && !s.isEmpty();

@@ -1,5 +1,7 @@
 package io.polylb.dubbo;
 
+import static java.nio.charset.StandardCharsets.UTF_8;
+
 import io.polylb.PolylbException;
 import java.util.List;
 import java.util.Set;
@@ -59,7 +61,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         ServiceState state = service(firstUrl.getServiceKey());
         String methodName = RpcUtils.getMethodName(invocation);
         ServiceState.MethodBinding binding = binding(state, methodName, invokers);
-        byte[] key = binding.hashArguments == null ? null : DubboUrls.hashKey(invocation, binding.hashArguments);
+        String key = binding.hashArguments == null ? null : DubboUrls.hashKey(invocation, binding.hashArguments);
 
         // Retries only happen when another thread changed the set between our steps.
         for (int attempt = 0; attempt < 4; attempt++) {
@@ -104,8 +106,9 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             long id;
             try {
                 id = candidates == null
-                        ? nb.balancer.select(target.methodId, key)
-                        : nb.balancer.selectAmong(target.methodId, key, candidates, count, null, 0, 0);
+                        ? nb.balancer.selectByKey(target.methodId, key)
+                        : nb.balancer.selectAmong(target.methodId, key == null ? null : key.getBytes(UTF_8),
+                                candidates, count, null, 0, 0);
             } catch (PolylbException e) {
                 if (nb.applied != set) {
                     continue; // raced with an update; e.g. a candidate of the old set is gone

@@ -2,7 +2,6 @@ package io.polylb.dubbo;
 
 import io.polylb.Balancer;
 import io.polylb.Outcome;
-import java.util.ArrayList;
 import java.util.Objects;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.Invocation;
@@ -30,6 +29,8 @@ final class Selections {
         final boolean adaptive;
         boolean started;
         long startNanos;
+        /** The next newer pick of the same invocation (a list without a collection to allocate). */
+        Selection next;
 
         Selection(Balancer balancer, int method, long id, URL url, boolean adaptive) {
             this.balancer = balancer;
@@ -40,7 +41,9 @@ final class Selections {
         }
     }
 
-    private final ArrayList<Selection> entries = new ArrayList<>(2);
+    /** The invocation's picks still pending, oldest first, linked through {@code next}. */
+    private Selection oldest;
+    private int size;
 
     static void record(Invocation invocation, Selection selection) {
         Object existing = invocation.get(ATTRIBUTE);
@@ -64,54 +67,95 @@ final class Selections {
 
     private synchronized Selection add(Selection selection) {
         Selection evicted = null;
-        if (entries.size() >= MAX_PENDING) {
-            for (int i = 0; i < entries.size(); i++) {
-                if (!entries.get(i).started) {
-                    evicted = entries.remove(i);
-                    break;
-                }
-            }
+        if (size >= MAX_PENDING) {
+            evicted = removeFirst(false, null);
         }
-        entries.add(selection);
+        selection.next = null;
+        if (oldest == null) {
+            oldest = selection;
+        } else {
+            Selection last = oldest;
+            while (last.next != null) {
+                last = last.next;
+            }
+            last.next = selection;
+        }
+        size++;
         return evicted;
     }
 
-    /** Marks the newest unsent pick for the provider at {@code url} as sent now. */
-    synchronized Selection start(URL url) {
-        for (int i = entries.size() - 1; i >= 0; i--) {
-            Selection s = entries.get(i);
-            if (!s.started && sameProvider(s.url, url)) {
-                s.started = true;
-                s.startNanos = System.nanoTime();
+    /**
+     * Unlinks and returns the oldest pick that is sent (or not) and, unless {@code url} is null,
+     * for that provider; null when there is none. Holds the lock.
+     */
+    private Selection removeFirst(boolean started, URL url) {
+        Selection before = null;
+        for (Selection s = oldest; s != null; before = s, s = s.next) {
+            if (s.started == started && (url == null || sameProvider(s.url, url))) {
+                if (before == null) {
+                    oldest = s.next;
+                } else {
+                    before.next = s.next;
+                }
+                s.next = null;
+                size--;
                 return s;
             }
         }
         return null;
     }
 
-    /** Removes and returns the sent pick for the provider at {@code url}. */
-    synchronized Selection finish(URL url) {
-        for (int i = 0; i < entries.size(); i++) {
-            Selection s = entries.get(i);
-            if (s.started && sameProvider(s.url, url)) {
-                return entries.remove(i);
+    /** Marks the newest unsent pick for the provider at {@code url} as sent now. */
+    synchronized Selection start(URL url) {
+        Selection newest = null;
+        for (Selection s = oldest; s != null; s = s.next) {
+            if (!s.started && sameProvider(s.url, url)) {
+                newest = s;
             }
         }
-        return null;
+        if (newest != null) {
+            newest.started = true;
+            newest.startNanos = System.nanoTime();
+        }
+        return newest;
     }
 
-    /** Removes and returns every pick that was never sent. */
-    synchronized ArrayList<Selection> drainUnsent() {
-        ArrayList<Selection> unsent = null;
-        for (int i = entries.size() - 1; i >= 0; i--) {
-            if (!entries.get(i).started) {
-                if (unsent == null) {
-                    unsent = new ArrayList<>(2);
+    /** Removes and returns the sent pick for the provider at {@code url}. */
+    synchronized Selection finish(URL url) {
+        return removeFirst(true, url);
+    }
+
+    /**
+     * Removes the picks that were never sent and returns them linked through {@code next},
+     * oldest first (null: none).
+     */
+    synchronized Selection drainUnsent() {
+        Selection unsentOldest = null;
+        Selection unsentLast = null;
+        Selection before = null;
+        Selection s = oldest;
+        while (s != null) {
+            Selection following = s.next;
+            if (s.started) {
+                before = s;
+            } else {
+                if (before == null) {
+                    oldest = following;
+                } else {
+                    before.next = following;
                 }
-                unsent.add(entries.remove(i));
+                size--;
+                s.next = null;
+                if (unsentLast == null) {
+                    unsentOldest = s;
+                } else {
+                    unsentLast.next = s;
+                }
+                unsentLast = s;
             }
+            s = following;
         }
-        return unsent;
+        return unsentOldest;
     }
 
     /**
@@ -137,11 +181,11 @@ final class Selections {
         if (selections == null) {
             return;
         }
-        ArrayList<Selection> unsent = selections.drainUnsent();
-        if (unsent != null) {
-            for (Selection s : unsent) {
-                cancel(s);
-            }
+        Selection s = selections.drainUnsent();
+        while (s != null) {
+            Selection following = s.next; // drained: no other thread links through it now
+            cancel(s);
+            s = following;
         }
     }
 }
