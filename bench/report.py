@@ -37,22 +37,32 @@ def parse_go(path):
 
 
 def parse_jmh(paths):
+    """One line per benchmark and parameter set: the median of every measured iteration, over
+    every fork and every file (runs repeated in turn, so that a slow spell of the machine
+    weighs on each side of a ratio alike)."""
+    merged = {}
     for path in paths:
         p = pathlib.Path(path)
         if not p.exists():
             continue
         for e in json.loads(p.read_text() or "[]"):
-            cls, bench = e["benchmark"].rsplit(".", 2)[-2:]
+            key = (e["benchmark"], tuple(sorted(e.get("params", {}).items())), e["threads"])
             raw = [v for fork in e["primaryMetric"]["rawData"] for v in fork]
-            med = statistics.median(raw)
-            params = e.get("params", {})
-            n = int(params.get("n", 0))
-            if cls == "BalancerBench":
-                impl = "floor" if bench.startswith("javaFloor") else "polylb"
-                line("java", "select", impl, bench, n, e["threads"], med)
+            if key in merged:
+                merged[key][1].extend(raw)
             else:
-                line("java", "select", params["impl"] if params["impl"] != "dubbo" else "dubbo",
-                     params["strategy"], n, e["threads"], med)
+                merged[key] = (e, raw)
+    for e, raw in merged.values():
+        cls, bench = e["benchmark"].rsplit(".", 2)[-2:]
+        med = statistics.median(raw)
+        params = e.get("params", {})
+        n = int(params.get("n", 0))
+        if cls == "BalancerBench":
+            impl = "floor" if bench.startswith("javaFloor") else "polylb"
+            line("java", "select", impl, bench, n, e["threads"], med)
+        else:
+            line("java", "select", params["impl"] if params["impl"] != "dubbo" else "dubbo",
+                 params["strategy"], n, e["threads"], med)
 
 
 PY_ROWS = {

@@ -98,6 +98,7 @@ PY
             jmh=(-wi 1 -w 100ms -i 1 -r 200ms -f 1)
             dubbo=(-p strategy=random)
             runs=("1 10")
+            rounds=1
         else
             # one JVM fork per parameter set (monomorphic call sites); 2 threads at n=100 only,
             # to keep the suite's ~53 forks within about 5 minutes
@@ -105,17 +106,24 @@ PY
             jmh=(-wi 2 -w 500ms -i 3 -r 500ms -f 1)
             dubbo=(-p strategy=random,roundrobin,leastactive,shortestresponse,consistenthash)
             runs=("1 10,100,1000" "2 100")
+            rounds=3
         fi
         : > "$OUTDIR/java.jsonl"
         for run in "${runs[@]}"; do
             read -r t sizes <<< "$run"
-            java "${jvm[@]}" -jar "$jar" 'BalancerBench.(javaFloorWeightedPick|polylbRandomSelectReport|polylbConsistentHashSelectReport)$' \
-                "${jmh[@]}" -p n="$sizes" -t "$t" -rf json -rff "$OUTDIR/jmh-balancer-t$t.json" \
-                -jvmArgsAppend "-Dpolylb.library.path=$ROOT/target/release/libpolylb_jni.so" >&2
+            # The floor and polylb in turn, $rounds times: the machine has slow spells of
+            # seconds that slow the native path more than the floor's few instructions, and a
+            # ratio of two measurements taken at different moments would carry them.
+            rm -f "$OUTDIR"/jmh-balancer-t"$t"-r*.json
+            for round in $(seq 1 "$rounds"); do
+                java "${jvm[@]}" -jar "$jar" 'BalancerBench.(javaFloorWeightedPick|polylbRandomSelectReport|polylbConsistentHashSelectReport)$' \
+                    "${jmh[@]}" -p n="$sizes" -t "$t" -rf json -rff "$OUTDIR/jmh-balancer-t$t-r$round.json" \
+                    -jvmArgsAppend "-Dpolylb.library.path=$ROOT/target/release/libpolylb_jni.so" >&2
+            done
             java "${jvm[@]}" -jar "$jar" 'DubboSelectBench' "${jmh[@]}" -p n="$sizes" "${dubbo[@]}" -t "$t" \
                 -rf json -rff "$OUTDIR/jmh-dubbo-t$t.json" \
                 -jvmArgsAppend "-Dpolylb.library.path=$ROOT/target/release/libpolylb_jni.so" >&2
-            python3 bench/report.py parse-jmh "$OUTDIR/jmh-balancer-t$t.json" "$OUTDIR/jmh-dubbo-t$t.json" \
+            python3 bench/report.py parse-jmh "$OUTDIR"/jmh-balancer-t"$t"-r*.json "$OUTDIR/jmh-dubbo-t$t.json" \
                 >> "$OUTDIR/java.jsonl"
         done
         ;;
