@@ -72,6 +72,16 @@ impl Alias {
         choose(offset < threshold, column, alias as usize)
     }
 
+    /// A position of `0..n` by `table` (`Some` when the weights differ), else uniformly:
+    /// `Alias::new` gives None for equal or all-zero weights.
+    #[inline(always)]
+    pub fn draw_or_uniform(table: Option<&Alias>, n: usize, rng: &Rng) -> usize {
+        match table {
+            Some(alias) => alias.draw(rng),
+            None => rng.below(n as u64) as usize,
+        }
+    }
+
     /// Each position's share of all draws, in units of `1 / (n · total)` (for tests).
     #[cfg(test)]
     fn implied(&self) -> Vec<u128> {

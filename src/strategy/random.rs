@@ -25,10 +25,7 @@ impl WholeSet {
     /// A position of the whole set with Dubbo's weighted-random distribution.
     #[inline]
     pub fn draw(&self, n: usize, rng: &Rng) -> usize {
-        match &self.alias {
-            Some(alias) => alias.draw(rng),
-            None => rng.below(n as u64) as usize,
-        }
+        Alias::draw_or_uniform(self.alias.as_ref(), n, rng)
     }
 }
 

@@ -49,11 +49,7 @@ impl SubsetWeights {
     /// A position of `positions` (those the weights were built from) by configured weight.
     #[inline]
     fn draw(&self, positions: &[u32], rng: &crate::rng::Rng) -> usize {
-        let i = match &self.alias {
-            Some(alias) => alias.draw(rng),
-            None => rng.below(positions.len() as u64) as usize,
-        };
-        positions[i] as usize
+        positions[Alias::draw_or_uniform(self.alias.as_ref(), positions.len(), rng)] as usize
     }
 }
 
