@@ -7,7 +7,7 @@ use crate::error::{Error, Status};
 use crate::filter::Filter;
 use crate::invoker::{Invoker, Outcome};
 use crate::rng::{fresh_seed, Rng, RngSource};
-use crate::stats::{InvokerState, CELLS};
+use crate::stats::{CallStats, InvokerState, CELLS};
 use crate::strategy::{
     Ctx, Prepared, PreparedData, Report, Strategy, SubsetWeights, WholeSet, WholeSetDraw,
 };
@@ -200,6 +200,13 @@ impl Methods {
         (k as usize, (big + 1 - (1 << k)) as usize)
     }
 
+    /// True when `id` was interned (ids are dense, and an id's state exists before its count
+    /// is published).
+    #[inline]
+    fn is_known(&self, id: u32) -> bool {
+        id < self.count.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     #[inline]
     fn get(&self, id: u32) -> Option<&MethodState> {
         if id >= self.count.load(std::sync::atomic::Ordering::Acquire) {
@@ -272,6 +279,9 @@ struct Inner {
     whole_set_draw: WholeSetDraw,
     tracks_selects: bool,
     tracks_reports: bool,
+    /// `select_drawn` applies: the strategy picks by whole-set draws, needs no `on_select`,
+    /// and no filter narrows the set.
+    drawn_fast: bool,
     /// The strategy neither reads calls in flight nor follows selects or reports: its call
     /// counters are statistics, spread per thread once a second thread counts on an invoker
     /// (see `CallStats::begin_spread`).
@@ -295,6 +305,15 @@ enum Drawn {
     Pick(usize),
     /// `FirstIdle` draws all landed on busy invokers: the strategy decides.
     AllBusy,
+}
+
+/// One report's arguments.
+struct CallEnd {
+    method: u32,
+    id: u64,
+    elapsed_us: i64,
+    outcome: Outcome,
+    now_us: i64,
 }
 
 /// What one select call knows before its strategy runs.
@@ -324,7 +343,7 @@ impl Inner {
         }
         // The common call (whole set, no filter) stays small; subsets and filters are out of line.
         let pos = if candidates.is_empty() && excluded.is_empty() && self.filter.is_none() {
-            match self.draw_from_whole_set(call) {
+            match self.draw_from_whole_set(snapshot, call.method, &call.rng) {
                 Drawn::Pick(pos) => pos,
                 Drawn::AllBusy => self.pick(call, &snapshot.all, true, true, &[], None)?,
                 Drawn::NotApplicable => self.pick(call, &snapshot.all, true, false, &[], None)?,
@@ -351,8 +370,7 @@ impl Inner {
     /// virtual call: the same draws, so the same distribution and the same use of a seeded
     /// generator.
     #[inline]
-    fn draw_from_whole_set(&self, call: &Call<'_>) -> Drawn {
-        let snapshot = call.snapshot;
+    fn draw_from_whole_set(&self, snapshot: &Snapshot, method: u32, rng: &Rng<'_>) -> Drawn {
         // While invokers warm up (rare) the strategy's own path evaluates the weights.
         if self.whole_set_draw == WholeSetDraw::No || snapshot.time_dependent_until_ms != i64::MIN {
             return Drawn::NotApplicable;
@@ -371,14 +389,14 @@ impl Inner {
         match self.whole_set_draw {
             WholeSetDraw::FirstIdle { draws } => {
                 for _ in 0..draws {
-                    let pos = whole.draw(n, &call.rng);
-                    if active_in(snapshot, pos, call.method) == 0 {
+                    let pos = whole.draw(n, rng);
+                    if active_in(snapshot, pos, method) == 0 {
                         return Drawn::Pick(pos);
                     }
                 }
                 Drawn::AllBusy
             }
-            _ => Drawn::Pick(whole.draw(n, &call.rng)),
+            _ => Drawn::Pick(whole.draw(n, rng)),
         }
     }
 
@@ -475,6 +493,135 @@ impl Inner {
         Ok(pos)
     }
 
+    /// The common call of a strategy whose pick is the balancer's own draw (`random`,
+    /// `leastactive`): the whole set, no filter, static weights, the thread's cached snapshot
+    /// current (the caller checks `drawn_fast`). None when any of that does not hold (before
+    /// anything is drawn); the general path then makes the call.
+    #[inline]
+    fn select_drawn(&self, method: u32, key: &[u8], now_us: i64) -> Option<Result<u64, Status>> {
+        if !self.methods.is_known(method) {
+            return None;
+        }
+        let pin = self.pin_cached()?;
+        let snapshot = pin.snapshot;
+        let n = snapshot.members.len();
+        if n < 2 || snapshot.time_dependent_until_ms != i64::MIN {
+            return None;
+        }
+        let whole = snapshot.prepared.as_ref()?.downcast_ref::<WholeSet>()?;
+        let rng = self.rng.on(Some(pin.rng));
+        let pos = match self.whole_set_draw {
+            WholeSetDraw::FirstIdle { draws } => {
+                let mut idle = None;
+                for _ in 0..draws {
+                    let pos = whole.draw(n, &rng);
+                    if active_in(snapshot, pos, method) == 0 {
+                        idle = Some(pos);
+                        break;
+                    }
+                }
+                match idle {
+                    Some(pos) => pos,
+                    None => match self.pick_after_busy_draws(snapshot, method, key, now_us, rng) {
+                        Ok(pos) => pos,
+                        Err(status) => return Some(Err(status)),
+                    },
+                }
+            }
+            _ => whole.draw(n, &rng),
+        };
+        let member = &snapshot.members[pos];
+        let stats = member.state.methods.get_or_insert(method);
+        if self.spread_counters {
+            stats.begin_spread(pin.cell);
+        } else {
+            stats.begin();
+        }
+        Some(Ok(member.id))
+    }
+
+    /// The strategy's pick once every `FirstIdle` draw found a busy invoker.
+    #[inline(never)]
+    fn pick_after_busy_draws(
+        &self,
+        snapshot: &Snapshot,
+        method: u32,
+        key: &[u8],
+        now_us: i64,
+        rng: Rng<'_>,
+    ) -> Result<usize, Status> {
+        let method_state = self.methods.get(method).ok_or(Status::UnknownMethod)?;
+        let call = Call {
+            snapshot,
+            cell: 0,
+            method_state,
+            method,
+            key,
+            clock: &Clock::new(now_us),
+            rng,
+        };
+        self.pick(&call, &snapshot.all, true, true, &[], None)
+    }
+
+    /// A report's work on one snapshot: the call's counters, then (out of line) what the
+    /// strategy and the filter learn from it.
+    #[inline]
+    fn end_call(&self, snapshot: &Snapshot, cell: usize, end: &CallEnd) {
+        // A report for an id no longer in the set is accepted and ignored.
+        let Some(pos) = snapshot.position(end.id) else {
+            return;
+        };
+        let stats = snapshot.members[pos]
+            .state
+            .methods
+            .get_or_insert(end.method);
+        let elapsed_us = end.elapsed_us as u64;
+        let ended = if self.spread_counters {
+            stats.end_spread(cell, end.outcome, elapsed_us);
+            true
+        } else {
+            stats.end(end.outcome, elapsed_us)
+        };
+        if self.tracks_reports || self.filter.is_some() {
+            self.learn_from_report(snapshot, pos, stats, ended, end);
+        }
+    }
+
+    /// `end_call` on a snapshot pinned the general way (no current cached one).
+    #[inline(never)]
+    fn end_call_pinned(&self, end: &CallEnd) {
+        let pinned = self.pin();
+        self.end_call(pinned.get(), pinned.cell, end);
+    }
+
+    #[inline]
+    fn learn_from_report(
+        &self,
+        snapshot: &Snapshot,
+        pos: usize,
+        stats: &CallStats,
+        ended: bool,
+        end: &CallEnd,
+    ) {
+        let clock = Clock::new(end.now_us);
+        if self.tracks_reports {
+            if let Some(method_state) = self.methods.get(end.method) {
+                self.strategy.on_report(&Report {
+                    method: method_state,
+                    method_id: end.method,
+                    stats,
+                    ended,
+                    elapsed_us: end.elapsed_us,
+                    outcome: end.outcome,
+                    clock: &clock,
+                });
+            }
+        }
+        if let Some(filter) = &self.filter {
+            filter.on_report(snapshot, pos, end.outcome, &clock);
+        }
+    }
+
     /// Pins the current snapshot for one call. The thread's cached one is used while its
     /// generation is current; otherwise (first call, after an update, nested call, or during
     /// thread teardown) `pin_slow` refreshes the cache or loads from the arc-swap.
@@ -546,6 +693,45 @@ impl Inner {
             cache,
             _loaded: None,
             _inner: PhantomData,
+        }
+    }
+}
+
+/// This thread's cached snapshot of a balancer while it is current, for the common calls: no
+/// `in_call` flag to set and clear and nothing to drop. Sound because those calls make no call
+/// that could come back into a balancer on this thread (and so replace the slot) while they
+/// hold it.
+struct CachedPin<'a> {
+    snapshot: &'a Snapshot,
+    /// This thread's cell of spread counters.
+    cell: usize,
+    rng: &'a Cell<u64>,
+}
+
+impl Inner {
+    /// The thread's cached snapshot when it is current and no call on this thread is under way;
+    /// otherwise None (the caller then takes the general path, which pins with `pin`).
+    #[inline]
+    fn pin_cached(&self) -> Option<CachedPin<'_>> {
+        let generation = self.generation.load(Acquire);
+        let cache = CACHE.try_with(|cell| cell.get()).ok()?;
+        // SAFETY: this thread's own cache, alive until the thread exits (not during this call).
+        // With `in_call` false no outer call reads a slot, and the holder of the pin makes no
+        // call that could replace the slot (see `CachedPin`).
+        unsafe {
+            if (*cache).in_call {
+                return None;
+            }
+            let slot = &(*cache).slots[self.uid as usize % CACHED];
+            let snapshot = slot.snapshot.as_deref()?;
+            if slot.uid != self.uid || snapshot.generation != generation {
+                return None;
+            }
+            Some(CachedPin {
+                snapshot,
+                cell: (*cache).cell as usize,
+                rng: &(*cache).rng,
+            })
         }
     }
 }
@@ -687,6 +873,9 @@ impl Balancer {
                 whole_set_draw: strategy.whole_set_draw(),
                 tracks_selects: strategy.tracks_selects(),
                 tracks_reports: strategy.tracks_reports(),
+                drawn_fast: strategy.whole_set_draw() != WholeSetDraw::No
+                    && !strategy.tracks_selects()
+                    && Filter::new(&config).is_none(),
                 spread_counters: !strategy.reads_in_flight()
                     && !strategy.tracks_reports()
                     && !strategy.tracks_selects(),
@@ -791,10 +980,14 @@ impl Balancer {
         now_us: i64,
     ) -> Result<u64, Status> {
         let inner = &*self.inner;
+        if inner.drawn_fast && candidates.is_empty() && excluded.is_empty() {
+            if let Some(result) = inner.select_drawn(method, key, now_us) {
+                return result;
+            }
+        }
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
         let clock = Clock::new(now_us);
         let pinned = inner.pin();
-        let rng = inner.rng.on(pinned.rng_state());
         let call = Call {
             snapshot: pinned.get(),
             cell: pinned.cell,
@@ -802,7 +995,7 @@ impl Balancer {
             method,
             key,
             clock: &clock,
-            rng,
+            rng: inner.rng.on(pinned.rng_state()),
         };
         inner.select_in(&call, candidates, excluded)
     }
@@ -818,39 +1011,22 @@ impl Balancer {
         now_us: i64,
     ) -> Result<(), Status> {
         let inner = &*self.inner;
-        let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
+        if !inner.methods.is_known(method) {
+            return Err(Status::UnknownMethod);
+        }
         if elapsed_us < 0 {
             return Err(Status::InvalidArgument);
         }
-        let pinned = inner.pin();
-        let snapshot = pinned.get();
-        let Some(pos) = snapshot.position(id) else {
-            return Ok(());
+        let end = CallEnd {
+            method,
+            id,
+            elapsed_us,
+            outcome,
+            now_us,
         };
-        let stats = snapshot.members[pos].state.methods.get_or_insert(method);
-        let ended = if inner.spread_counters {
-            stats.end_spread(pinned.cell, outcome, elapsed_us as u64);
-            true
-        } else {
-            stats.end(outcome, elapsed_us as u64)
-        };
-        if !inner.tracks_reports && inner.filter.is_none() {
-            return Ok(());
-        }
-        let clock = Clock::new(now_us);
-        if inner.tracks_reports {
-            inner.strategy.on_report(&Report {
-                method: method_state,
-                method_id: method,
-                stats,
-                ended,
-                elapsed_us,
-                outcome,
-                clock: &clock,
-            });
-        }
-        if let Some(filter) = &inner.filter {
-            filter.on_report(snapshot, pos, outcome, &clock);
+        match inner.pin_cached() {
+            Some(pin) => inner.end_call(pin.snapshot, pin.cell, &end),
+            None => inner.end_call_pinned(&end),
         }
         Ok(())
     }
