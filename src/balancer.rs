@@ -987,15 +987,22 @@ impl Balancer {
         }
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
         let clock = Clock::new(now_us);
-        let pinned = inner.pin();
+        let pinned;
+        let (snapshot, cell, rng) = match inner.pin_cached() {
+            Some(pin) => (pin.snapshot, pin.cell, inner.rng.on(Some(pin.rng))),
+            None => {
+                pinned = inner.pin();
+                (pinned.get(), pinned.cell, inner.rng.on(pinned.rng_state()))
+            }
+        };
         let call = Call {
-            snapshot: pinned.get(),
-            cell: pinned.cell,
+            snapshot,
+            cell,
             method_state,
             method,
             key,
             clock: &clock,
-            rng: inner.rng.on(pinned.rng_state()),
+            rng,
         };
         inner.select_in(&call, candidates, excluded)
     }

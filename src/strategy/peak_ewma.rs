@@ -101,6 +101,13 @@ fn mix(s: u64) -> u64 {
     ((t >> 64) as u64) ^ (t as u64)
 }
 
+/// `1 - exp(-x)`, out of line: inline, the compiler computed `exp` on every report (it is
+/// free of side effects, so it may be evaluated before the branches that need it).
+#[inline(never)]
+fn weight_of_long_step(x: f64) -> f64 {
+    1.0 - (-x).exp()
+}
+
 /// Per method: the typical estimate (µs, `f64` bits; 0 = none yet), averaged over the estimates
 /// of every invoker as calls end (so weighted by traffic). It is what "slow" and "cold" are
 /// measured against, and of the same kind as the estimates (a peak EWMA of a high-variance
@@ -163,16 +170,24 @@ impl PeakEwma {
         }
     }
 
-    /// The preference rank of an invoker now (lower first): a hash of its id and this
-    /// balancer's salt for the current period; 0 for all when preferences are off.
-    fn rank(&self, id: u64, now_us: i64) -> u64 {
-        if self.preference_us <= 0 {
-            return 0;
-        }
-        mix(id ^ mix(self.salt ^ now_us.div_euclid(self.preference_us) as u64))
+    /// This balancer's preference salt for the current period (computed once per pick: a
+    /// division and a mix); None when preferences are off.
+    fn preference(&self, now_us: i64) -> Option<u64> {
+        (self.preference_us > 0)
+            .then(|| mix(self.salt ^ now_us.div_euclid(self.preference_us) as u64))
     }
 
-    fn look(&self, ctx: &Ctx<'_>, pos: usize, weight: u64, now_us: i64, typical: f64) -> Look {
+    #[inline(always)]
+    fn look(
+        &self,
+        ctx: &Ctx<'_>,
+        pos: usize,
+        weight: u64,
+        now_us: i64,
+        typical: f64,
+        preference: Option<u64>,
+    ) -> Look {
+        let member = ctx.member(pos);
         let mut look = Look {
             pos,
             active: 0,
@@ -180,9 +195,11 @@ impl PeakEwma {
             estimate: 0.0,
             age: 0.0,
             probe: None,
-            rank: self.rank(ctx.member(pos).id, now_us),
+            // The invoker's rank in this period's preference order (lower first); 0 for all
+            // when preferences are off.
+            rank: preference.map_or(0, |salt| mix(member.id ^ salt)),
         };
-        let Some(stats) = ctx.stats(pos) else {
+        let Some(stats) = member.state.methods.get(ctx.method_id) else {
             return look;
         };
         let cell = &stats.ewma;
@@ -267,6 +284,8 @@ impl PeakEwma {
     }
 
     /// Looks at one more candidate: Some(pos) when it takes a probe, else it may become the best.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn consider(
         &self,
         ctx: &Ctx<'_>,
@@ -274,9 +293,10 @@ impl PeakEwma {
         pos: usize,
         now_us: i64,
         typical: f64,
+        preference: Option<u64>,
         best: &mut Look,
     ) -> Option<usize> {
-        let look = self.look(ctx, pos, sampler.weight(pos), now_us, typical);
+        let look = self.look(ctx, pos, sampler.weight(pos), now_us, typical, preference);
         if self.claim_probe(ctx, &look, now_us, typical) {
             return Some(pos);
         }
@@ -293,6 +313,7 @@ impl PeakEwma {
         sampler: &Sampler<'_, '_>,
         now_us: i64,
         typical: f64,
+        preference: Option<u64>,
         best: &mut Look,
     ) -> Option<usize> {
         for &p in ctx.candidates {
@@ -300,7 +321,7 @@ impl PeakEwma {
             if sampler.was_drawn(p) || !sampler.counts(p) || p == best.pos {
                 continue;
             }
-            if let Some(probe) = self.consider(ctx, sampler, p, now_us, typical, best) {
+            if let Some(probe) = self.consider(ctx, sampler, p, now_us, typical, preference, best) {
                 return Some(probe);
             }
         }
@@ -309,6 +330,7 @@ impl PeakEwma {
 
     /// The best of d looks slow: look further before settling for it (every other candidate
     /// when that is at most `ESCALATION` more, else up to `ESCALATION` more drawn by weight).
+    #[allow(clippy::too_many_arguments)]
     fn escalate(
         &self,
         ctx: &Ctx<'_>,
@@ -316,16 +338,18 @@ impl PeakEwma {
         base: usize,
         now_us: i64,
         typical: f64,
+        preference: Option<u64>,
         mut best: Look,
     ) -> usize {
         if ctx.candidates.len() <= base + ESCALATION {
             return self
-                .scan_rest(ctx, sampler, now_us, typical, &mut best)
+                .scan_rest(ctx, sampler, now_us, typical, preference, &mut best)
                 .unwrap_or(best.pos);
         }
         for _ in 0..ESCALATION {
             let Some(p) = sampler.draw() else { break };
-            if let Some(p) = self.consider(ctx, sampler, p, now_us, typical, &mut best) {
+            if let Some(p) = self.consider(ctx, sampler, p, now_us, typical, preference, &mut best)
+            {
                 return p;
             }
             if best.latency(typical) <= SLOW * typical {
@@ -376,6 +400,7 @@ impl Strategy for PeakEwma {
         let weights = Weights::of(ctx.snapshot)?;
         let now = ctx.clock.now_us();
         let typical = Typical::get(ctx.method);
+        let preference = self.preference(now);
         let k = ctx.candidates.len();
         let base = if self.choices == 0 {
             k
@@ -390,13 +415,13 @@ impl Strategy for PeakEwma {
                 0 => 1,
                 _ => ctx.member(p).weight.max(0) as u64,
             };
-            let mut best = self.look(ctx, i, w(i), now, typical);
+            let mut best = self.look(ctx, i, w(i), now, typical, preference);
             if self.claim_probe(ctx, &best, now, typical) {
                 return Ok(i);
             }
             // Only the first weighs anything: it is the pick.
             let Some(j) = j else { return Ok(i) };
-            let other = self.look(ctx, j, w(j), now, typical);
+            let other = self.look(ctx, j, w(j), now, typical, preference);
             if self.claim_probe(ctx, &other, now, typical) {
                 return Ok(j);
             }
@@ -409,29 +434,29 @@ impl Strategy for PeakEwma {
             let mut sampler = Sampler::new(ctx, weights, slow);
             sampler.mark(i);
             sampler.mark(j);
-            return Ok(self.escalate(ctx, &mut sampler, base, now, typical, best));
+            return Ok(self.escalate(ctx, &mut sampler, base, now, typical, preference, best));
         }
         let mut sampler = Sampler::new(ctx, weights, slow);
         let Some(first) = sampler.draw() else {
             return Ok(ctx.candidates[0] as usize);
         };
-        let mut best = self.look(ctx, first, sampler.weight(first), now, typical);
+        let mut best = self.look(ctx, first, sampler.weight(first), now, typical, preference);
         if self.claim_probe(ctx, &best, now, typical) {
             return Ok(first);
         }
         if base >= k {
             return Ok(self
-                .scan_rest(ctx, &sampler, now, typical, &mut best)
+                .scan_rest(ctx, &sampler, now, typical, preference, &mut best)
                 .unwrap_or(best.pos));
         }
         for _ in 1..base {
             let Some(p) = sampler.draw() else { break };
-            if let Some(p) = self.consider(ctx, &sampler, p, now, typical, &mut best) {
+            if let Some(p) = self.consider(ctx, &sampler, p, now, typical, preference, &mut best) {
                 return Ok(p);
             }
         }
         if typical > 0.0 && best.latency(typical) > SLOW * typical {
-            return Ok(self.escalate(ctx, &mut sampler, base, now, typical, best));
+            return Ok(self.escalate(ctx, &mut sampler, base, now, typical, preference, best));
         }
         Ok(best.pos)
     }
@@ -497,7 +522,7 @@ impl Strategy for PeakEwma {
                 let alpha = if x < 1e-3 {
                     x * (1.0 - 0.5 * x)
                 } else {
-                    1.0 - (-x).exp()
+                    weight_of_long_step(x)
                 };
                 (old + (sample - old) * alpha, false, false)
             };
