@@ -28,7 +28,9 @@ use std::sync::{Arc, OnceLock};
 /// Method ids are small integers; this many may be interned per balancer.
 pub const MAX_METHODS: u32 = 1 << 20;
 
-/// One invoker of a snapshot.
+/// One invoker of a snapshot. Exactly one cache line, aligned to one: a pick reads a member
+/// whole, and unaligned members would straddle two lines.
+#[repr(align(64))]
 pub(crate) struct Member {
     pub id: u64,
     pub address: Arc<str>,
@@ -39,6 +41,8 @@ pub(crate) struct Member {
     pub warmup_ms: i32,
     pub state: Arc<InvokerState>,
 }
+
+const _: () = assert!(std::mem::size_of::<Member>() == 64);
 
 /// An immutable view of the set. Readers load it without blocking; update swaps a new one in.
 pub(crate) struct Snapshot {
@@ -174,10 +178,12 @@ const SMALL: u32 = 128;
 
 /// Interned method names. Ids are dense; state lives in segments of doubling size so that a
 /// lookup by id is two loads and never blocks, and existing entries never move.
+#[repr(C)]
 struct Methods {
-    names: Mutex<HashMap<Box<str>, u32>>,
+    /// First: read on every call, it sits in the balancer's first cache line (see `Inner`).
     count: AtomicU32,
     small: Box<[MethodState]>,
+    names: Mutex<HashMap<Box<str>, u32>>,
     segments: [OnceLock<Box<[MethodState]>>; SEGMENTS],
 }
 
@@ -262,23 +268,23 @@ impl Methods {
     }
 }
 
+// The fields every select and report read come first, in the allocation's first cache line
+// (`repr(C)` keeps the order; the alignment puts the line boundary at the start): a call then
+// touches one line of the balancer instead of three.
+#[repr(C, align(64))]
 struct Inner {
     /// Unique per balancer for the process's life: tells apart thread-cached snapshots.
     uid: u64,
     /// The current snapshot's generation, published after it is stored.
     generation: AtomicU64,
-    config: Config,
-    strategy: Box<dyn Strategy>,
-    snapshot: ArcSwap<Snapshot>,
-    methods: Methods,
-    update_lock: Mutex<()>,
     rng: RngSource,
-    /// Zone preference and outlier ejection; None when neither is configured.
-    filter: Option<Filter>,
     /// The strategy's `whole_set_draw()`, `tracks_selects()` and `tracks_reports()`, asked once.
     whole_set_draw: WholeSetDraw,
     tracks_selects: bool,
     tracks_reports: bool,
+    /// A report has more to do than count the call's end: the strategy follows reports, or a
+    /// filter (outlier ejection) does.
+    learns_from_reports: bool,
     /// `select_drawn` applies: the strategy picks by whole-set draws, needs no `on_select`,
     /// and no filter narrows the set.
     drawn_fast: bool,
@@ -286,6 +292,14 @@ struct Inner {
     /// counters are statistics, spread per thread once a second thread counts on an invoker
     /// (see `CallStats::begin_spread`).
     spread_counters: bool,
+    /// Its `count` is read on every call too (`Methods` leads with it).
+    methods: Methods,
+    config: Config,
+    strategy: Box<dyn Strategy>,
+    snapshot: ArcSwap<Snapshot>,
+    update_lock: Mutex<()>,
+    /// Zone preference and outlier ejection; None when neither is configured.
+    filter: Option<Filter>,
 }
 
 /// Calls of `method` in flight at position `pos`.
@@ -582,7 +596,7 @@ impl Inner {
         } else {
             stats.end(end.outcome, elapsed_us)
         };
-        if self.tracks_reports || self.filter.is_some() {
+        if self.learns_from_reports {
             self.learn_from_report(snapshot, pos, stats, ended, end);
         }
     }
@@ -864,18 +878,19 @@ impl Balancer {
 
     pub fn with_config(config: Config) -> Balancer {
         let strategy = config.strategy.build(&config);
+        let filter = Filter::new(&config);
         Balancer {
             inner: Arc::new(Inner {
                 rng: RngSource::new(config.seed),
-                filter: Filter::new(&config),
                 uid: NEXT_UID.fetch_add(1, Relaxed),
                 generation: AtomicU64::new(0),
                 whole_set_draw: strategy.whole_set_draw(),
                 tracks_selects: strategy.tracks_selects(),
                 tracks_reports: strategy.tracks_reports(),
+                learns_from_reports: strategy.tracks_reports() || filter.is_some(),
                 drawn_fast: strategy.whole_set_draw() != WholeSetDraw::No
                     && !strategy.tracks_selects()
-                    && Filter::new(&config).is_none(),
+                    && filter.is_none(),
                 spread_counters: !strategy.reads_in_flight()
                     && !strategy.tracks_reports()
                     && !strategy.tracks_selects(),
@@ -884,6 +899,7 @@ impl Balancer {
                 snapshot: ArcSwap::from_pointee(Snapshot::empty()),
                 methods: Methods::new(),
                 update_lock: Mutex::new(()),
+                filter,
             }),
         }
     }
