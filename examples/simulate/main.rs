@@ -44,7 +44,7 @@ OPTIONS (lists are comma-separated):
                         1 incident   8 providers, 5% heavy requests (20x)
                         2a slow1     one provider of 4 is +5 ms
                         2b slow2     two providers of 4 are +5 ms
-                        3 gcpause    one provider of 4 stalls 500 ms every 10 s
+                        3 gcpause    one provider of 8 stalls 500 ms every 10 s
                         4 fastfail   one provider of 4 answers errors in 1 ms
                         5 scaleout   4 warm providers, 4 cold ones join
                         6 churn      a crash and a freeze, each provider back later
