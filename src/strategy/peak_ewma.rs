@@ -289,14 +289,14 @@ impl PeakEwma {
     fn consider(
         &self,
         ctx: &Ctx<'_>,
-        sampler: &Sampler<'_, '_>,
         pos: usize,
+        weight: u64,
         now_us: i64,
         typical: f64,
         preference: Option<u64>,
         best: &mut Look,
     ) -> Option<usize> {
-        let look = self.look(ctx, pos, sampler.weight(pos), now_us, typical, preference);
+        let look = self.look(ctx, pos, weight, now_us, typical, preference);
         if self.claim_probe(ctx, &look, now_us, typical) {
             return Some(pos);
         }
@@ -318,10 +318,15 @@ impl PeakEwma {
     ) -> Option<usize> {
         for &p in ctx.candidates {
             let p = p as usize;
-            if sampler.was_drawn(p) || !sampler.counts(p) || p == best.pos {
+            if p == best.pos || sampler.was_drawn(p) {
                 continue;
             }
-            if let Some(probe) = self.consider(ctx, sampler, p, now_us, typical, preference, best) {
+            // Zero only for an invoker that does not count (weight 0 among others).
+            let weight = sampler.weight(p);
+            if weight == 0 {
+                continue;
+            }
+            if let Some(probe) = self.consider(ctx, p, weight, now_us, typical, preference, best) {
                 return Some(probe);
             }
         }
@@ -348,8 +353,15 @@ impl PeakEwma {
         }
         for _ in 0..ESCALATION {
             let Some(p) = sampler.draw() else { break };
-            if let Some(p) = self.consider(ctx, sampler, p, now_us, typical, preference, &mut best)
-            {
+            if let Some(p) = self.consider(
+                ctx,
+                p,
+                sampler.weight(p),
+                now_us,
+                typical,
+                preference,
+                &mut best,
+            ) {
                 return p;
             }
             if best.latency(typical) <= SLOW * typical {
@@ -451,7 +463,15 @@ impl Strategy for PeakEwma {
         }
         for _ in 1..base {
             let Some(p) = sampler.draw() else { break };
-            if let Some(p) = self.consider(ctx, &sampler, p, now, typical, preference, &mut best) {
+            if let Some(p) = self.consider(
+                ctx,
+                p,
+                sampler.weight(p),
+                now,
+                typical,
+                preference,
+                &mut best,
+            ) {
                 return Ok(p);
             }
         }
