@@ -141,6 +141,16 @@ struct Look {
     rank: u64,
 }
 
+/// What a pick knows of its moment, the same for every candidate it looks at.
+#[derive(Clone, Copy)]
+struct Moment {
+    now_us: i64,
+    /// The method's typical estimate (0 = none yet).
+    typical: f64,
+    /// This period's preference salt (None: preferences off).
+    preference: Option<u64>,
+}
+
 impl Look {
     fn latency(&self, neutral: f64) -> f64 {
         let e = if self.estimate > 0.0 {
@@ -178,15 +188,12 @@ impl PeakEwma {
     }
 
     #[inline(always)]
-    fn look(
-        &self,
-        ctx: &Ctx<'_>,
-        pos: usize,
-        weight: u64,
-        now_us: i64,
-        typical: f64,
-        preference: Option<u64>,
-    ) -> Look {
+    fn look(&self, ctx: &Ctx<'_>, pos: usize, weight: u64, at: &Moment) -> Look {
+        let Moment {
+            now_us,
+            typical,
+            preference,
+        } = *at;
         let member = ctx.member(pos);
         let mut look = Look {
             pos,
@@ -285,22 +292,19 @@ impl PeakEwma {
 
     /// Looks at one more candidate: Some(pos) when it takes a probe, else it may become the best.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     fn consider(
         &self,
         ctx: &Ctx<'_>,
         pos: usize,
         weight: u64,
-        now_us: i64,
-        typical: f64,
-        preference: Option<u64>,
+        at: &Moment,
         best: &mut Look,
     ) -> Option<usize> {
-        let look = self.look(ctx, pos, weight, now_us, typical, preference);
-        if self.claim_probe(ctx, &look, now_us, typical) {
+        let look = self.look(ctx, pos, weight, at);
+        if self.claim_probe(ctx, &look, at.now_us, at.typical) {
             return Some(pos);
         }
-        if Self::better(&look, best, typical) {
+        if Self::better(&look, best, at.typical) {
             *best = look;
         }
         None
@@ -311,9 +315,7 @@ impl PeakEwma {
         &self,
         ctx: &Ctx<'_>,
         sampler: &Sampler<'_, '_>,
-        now_us: i64,
-        typical: f64,
-        preference: Option<u64>,
+        at: &Moment,
         best: &mut Look,
     ) -> Option<usize> {
         for &p in ctx.candidates {
@@ -326,7 +328,7 @@ impl PeakEwma {
             if weight == 0 {
                 continue;
             }
-            if let Some(probe) = self.consider(ctx, p, weight, now_us, typical, preference, best) {
+            if let Some(probe) = self.consider(ctx, p, weight, at, best) {
                 return Some(probe);
             }
         }
@@ -335,36 +337,25 @@ impl PeakEwma {
 
     /// The best of d looks slow: look further before settling for it (every other candidate
     /// when that is at most `ESCALATION` more, else up to `ESCALATION` more drawn by weight).
-    #[allow(clippy::too_many_arguments)]
     fn escalate(
         &self,
         ctx: &Ctx<'_>,
         sampler: &mut Sampler<'_, '_>,
         base: usize,
-        now_us: i64,
-        typical: f64,
-        preference: Option<u64>,
+        at: &Moment,
         mut best: Look,
     ) -> usize {
         if ctx.candidates.len() <= base + ESCALATION {
             return self
-                .scan_rest(ctx, sampler, now_us, typical, preference, &mut best)
+                .scan_rest(ctx, sampler, at, &mut best)
                 .unwrap_or(best.pos);
         }
         for _ in 0..ESCALATION {
             let Some(p) = sampler.draw() else { break };
-            if let Some(p) = self.consider(
-                ctx,
-                p,
-                sampler.weight(p),
-                now_us,
-                typical,
-                preference,
-                &mut best,
-            ) {
+            if let Some(p) = self.consider(ctx, p, sampler.weight(p), at, &mut best) {
                 return p;
             }
-            if best.latency(typical) <= SLOW * typical {
+            if best.latency(at.typical) <= SLOW * at.typical {
                 break;
             }
         }
@@ -412,7 +403,11 @@ impl Strategy for PeakEwma {
         let weights = Weights::of(ctx.snapshot)?;
         let now = ctx.clock.now_us();
         let typical = Typical::get(ctx.method);
-        let preference = self.preference(now);
+        let at = Moment {
+            now_us: now,
+            typical,
+            preference: self.preference(now),
+        };
         let k = ctx.candidates.len();
         let base = if self.choices == 0 {
             k
@@ -427,13 +422,13 @@ impl Strategy for PeakEwma {
                 0 => 1,
                 _ => ctx.member(p).weight.max(0) as u64,
             };
-            let mut best = self.look(ctx, i, w(i), now, typical, preference);
+            let mut best = self.look(ctx, i, w(i), &at);
             if self.claim_probe(ctx, &best, now, typical) {
                 return Ok(i);
             }
             // Only the first weighs anything: it is the pick.
             let Some(j) = j else { return Ok(i) };
-            let other = self.look(ctx, j, w(j), now, typical, preference);
+            let other = self.look(ctx, j, w(j), &at);
             if self.claim_probe(ctx, &other, now, typical) {
                 return Ok(j);
             }
@@ -446,37 +441,29 @@ impl Strategy for PeakEwma {
             let mut sampler = Sampler::new(ctx, weights, slow);
             sampler.mark(i);
             sampler.mark(j);
-            return Ok(self.escalate(ctx, &mut sampler, base, now, typical, preference, best));
+            return Ok(self.escalate(ctx, &mut sampler, base, &at, best));
         }
         let mut sampler = Sampler::new(ctx, weights, slow);
         let Some(first) = sampler.draw() else {
             return Ok(ctx.candidates[0] as usize);
         };
-        let mut best = self.look(ctx, first, sampler.weight(first), now, typical, preference);
+        let mut best = self.look(ctx, first, sampler.weight(first), &at);
         if self.claim_probe(ctx, &best, now, typical) {
             return Ok(first);
         }
         if base >= k {
             return Ok(self
-                .scan_rest(ctx, &sampler, now, typical, preference, &mut best)
+                .scan_rest(ctx, &sampler, &at, &mut best)
                 .unwrap_or(best.pos));
         }
         for _ in 1..base {
             let Some(p) = sampler.draw() else { break };
-            if let Some(p) = self.consider(
-                ctx,
-                p,
-                sampler.weight(p),
-                now,
-                typical,
-                preference,
-                &mut best,
-            ) {
+            if let Some(p) = self.consider(ctx, p, sampler.weight(p), &at, &mut best) {
                 return Ok(p);
             }
         }
         if typical > 0.0 && best.latency(typical) > SLOW * typical {
-            return Ok(self.escalate(ctx, &mut sampler, base, now, typical, preference, best));
+            return Ok(self.escalate(ctx, &mut sampler, base, &at, best));
         }
         Ok(best.pos)
     }
