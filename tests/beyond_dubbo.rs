@@ -415,6 +415,44 @@ fn peakewma_preference_orders_equal_invokers() {
 }
 
 #[test]
+fn peakewma_equivalent_latency_is_measured_from_the_fastest() {
+    // Estimates 1.0 / 1.2 / 1.45 / 1.75 ms: each within 1.25x of the next, the last 1.75x the
+    // first. Comparing every candidate, only 1 and 2 are equivalent to the fastest; all idle,
+    // the preference of each period picks between those two. Compared pairwise in set order,
+    // chains 1 -> 2 -> 3 -> 4 of "equivalent" replacements reached 3 and 4 (the last positions).
+    // With 30 invokers (the others at 1.9 ms) the scan takes its two-pass path.
+    for n in [4u64, 30] {
+        let latency = |id: u64| {
+            [1_000, 1_200, 1_450, 1_750]
+                .get(id as usize - 1)
+                .copied()
+                .unwrap_or(1_900)
+        };
+        let b = lb(
+            "loadbalance=peakewma&peakewma.choices=0&peakewma.preferenceMs=1000&peakewma.decay=100000000&seed=23",
+            &(1..=n).map(provider).collect::<Vec<_>>(),
+        );
+        for id in 1..=n {
+            b.report(0, id, latency(id), Outcome::Success, NOW).unwrap();
+        }
+        let mut picks = BTreeMap::new();
+        for period in 1..=400i64 {
+            let now = NOW + period * 1_000_000 + 7;
+            let id = b.select(0, b"", now).unwrap();
+            // The same latency again leaves its estimate where it was.
+            b.report(0, id, latency(id), Outcome::Success, now).unwrap();
+            *picks.entry(id).or_insert(0usize) += 1;
+        }
+        assert_eq!(
+            picks.keys().copied().collect::<Vec<_>>(),
+            [1, 2],
+            "n={n}: {picks:?}"
+        );
+        assert_binomial(picks[&1], 400, 0.5, 5.0, "preferred of the two equivalent");
+    }
+}
+
+#[test]
 fn boundedhash_capacities_follow_weights() {
     let b = lb(
         "loadbalance=boundedhash&boundedhash.factor=1.25",

@@ -42,10 +42,11 @@
 //!    200× estimate is within 25 % after about 3.2 decays, a 2× one after about 1.1).
 //! 3. *Many consumers, each with little in flight: in-flight signals vanish.* Latency signals
 //!    are made to work alone: the in-flight age sees a stall with a single call in flight, the
-//!    failure penalty sees errors, probes see recovery; and latencies within 25 % of each other
-//!    count as equal, so that in flight and weight (not noise in the estimates) decide between
-//!    equivalent invokers instead of every consumer herding onto the one that measured 1 %
-//!    faster. With `peakewma.preferenceMs=P` (off by default), when even those are equal
+//!    failure penalty sees errors, probes see recovery; and latencies within 25 % of the
+//!    fastest candidate a pick compares count as equal, so that in flight and weight (not
+//!    noise in the estimates) decide between equivalent invokers instead of every consumer
+//!    herding onto the one that measured 1 % faster. (Measured from the fastest, not pairwise:
+//!    see [`Field`].) With `peakewma.preferenceMs=P` (off by default), when even those are equal
 //!    (same weight, same calls in flight — with many consumers nearly every pick), a
 //!    preference order of this balancer's own decides instead of the draw: a ranking of the
 //!    invokers by a hash of their id and a per-balancer salt, renewed every P ms. A consumer's
@@ -290,7 +291,7 @@ impl PeakEwma {
         true
     }
 
-    /// Looks at one more candidate: Some(pos) when it takes a probe, else it may become the best.
+    /// Looks at one more candidate: Some(pos) when it takes a probe, else it joins the field.
     #[inline(always)]
     fn consider(
         &self,
@@ -298,15 +299,13 @@ impl PeakEwma {
         pos: usize,
         weight: u64,
         at: &Moment,
-        best: &mut Look,
+        field: &mut Field,
     ) -> Option<usize> {
         let look = self.look(ctx, pos, weight, at);
         if self.claim_probe(ctx, &look, at.now_us, at.typical) {
             return Some(pos);
         }
-        if Self::better(&look, best, at.typical) {
-            *best = look;
-        }
+        field.push(look.entry(field.neutral));
         None
     }
 
@@ -316,11 +315,11 @@ impl PeakEwma {
         ctx: &Ctx<'_>,
         sampler: &Sampler<'_, '_>,
         at: &Moment,
-        best: &mut Look,
+        field: &mut Field,
     ) -> Option<usize> {
         for &p in ctx.candidates {
             let p = p as usize;
-            if p == best.pos || sampler.was_drawn(p) {
+            if sampler.was_drawn(p) {
                 continue;
             }
             // Zero only for an invoker that does not count (weight 0 among others).
@@ -328,62 +327,197 @@ impl PeakEwma {
             if weight == 0 {
                 continue;
             }
-            if let Some(probe) = self.consider(ctx, p, weight, at, best) {
+            if let Some(probe) = self.consider(ctx, p, weight, at, field) {
                 return Some(probe);
             }
         }
         None
     }
 
+    /// Every candidate (`first`, drawn by weight, and the rest in set order). A set that fits a
+    /// field is looked at once; a larger one twice, the first pass finding the fastest latency
+    /// that anchors the band of the second.
+    fn scan_all(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &Sampler<'_, '_>,
+        at: &Moment,
+        first: Look,
+    ) -> usize {
+        let first = first.entry(neutral_latency(at.typical));
+        if ctx.candidates.len() <= FIELD {
+            let mut field = Field::new(first, at.typical);
+            self.scan_rest(ctx, sampler, at, &mut field)
+                .unwrap_or_else(|| field.choose().pos)
+        } else {
+            self.scan_twice(ctx, sampler, at, first)
+        }
+    }
+
+    /// `scan_all` of a set too large for a field: a first pass finds the fastest latency.
+    #[inline(never)]
+    fn scan_twice(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &Sampler<'_, '_>,
+        at: &Moment,
+        first: Entry,
+    ) -> usize {
+        let neutral = neutral_latency(at.typical);
+        let mut fastest = first.latency;
+        for &p in ctx.candidates {
+            let p = p as usize;
+            let weight = sampler.weight(p);
+            if sampler.was_drawn(p) || weight == 0 {
+                continue;
+            }
+            let look = self.look(ctx, p, weight, at);
+            if self.claim_probe(ctx, &look, at.now_us, at.typical) {
+                return p;
+            }
+            fastest = fastest.min(look.latency(neutral));
+        }
+        let band = fastest * TIE;
+        let mut best = first;
+        for &p in ctx.candidates {
+            let p = p as usize;
+            let weight = sampler.weight(p);
+            if sampler.was_drawn(p) || weight == 0 {
+                continue;
+            }
+            let entry = self.look(ctx, p, weight, at).entry(neutral);
+            if better(&entry, &best, band) {
+                best = entry;
+            }
+        }
+        best.pos
+    }
+
     /// The best of d looks slow: look further before settling for it (every other candidate
-    /// when that is at most `ESCALATION` more, else up to `ESCALATION` more drawn by weight).
+    /// when that is at most `ESCALATION` more, else up to `ESCALATION` more drawn by weight,
+    /// until one does not look slow).
     fn escalate(
         &self,
         ctx: &Ctx<'_>,
         sampler: &mut Sampler<'_, '_>,
         base: usize,
         at: &Moment,
-        mut best: Look,
+        mut field: Field,
     ) -> usize {
         if ctx.candidates.len() <= base + ESCALATION {
             return self
-                .scan_rest(ctx, sampler, at, &mut best)
-                .unwrap_or(best.pos);
+                .scan_rest(ctx, sampler, at, &mut field)
+                .unwrap_or_else(|| field.choose().pos);
         }
         for _ in 0..ESCALATION {
             let Some(p) = sampler.draw() else { break };
-            if let Some(p) = self.consider(ctx, p, sampler.weight(p), at, &mut best) {
+            if let Some(p) = self.consider(ctx, p, sampler.weight(p), at, &mut field) {
                 return p;
             }
-            if best.latency(at.typical) <= SLOW * at.typical {
+            if field.fastest <= SLOW * at.typical {
                 break;
             }
         }
-        best.pos
+        field.choose().pos
+    }
+}
+
+/// The looks of one pick, compared once all are in: "equivalent latency" is measured from the
+/// fastest of them, so it cannot drift. (Compared pairwise as they come, A ≈ B and B ≈ C let C
+/// replace A although C is 1.25² × A, and in a scan in set order the last positions win such
+/// chains: a full scan's share grew with an invoker's position in the set.)
+struct Field {
+    entries: [Entry; FIELD],
+    len: usize,
+    /// The lowest latency seen.
+    fastest: f64,
+    /// The latency of an invoker without a sample.
+    neutral: f64,
+}
+
+/// Looks a field holds: the most a pick of `peakewma.choices` (at most 16) plus its escalation
+/// compares. A full scan of a larger set looks at each candidate twice instead (`scan_all`):
+/// a field for hundreds of candidates costs more to set up than the second look.
+const FIELD: usize = 16 + ESCALATION;
+
+/// What comparing one look needs, its latency settled (the neutral one without a sample).
+#[derive(Clone, Copy)]
+struct Entry {
+    pos: usize,
+    latency: f64,
+    active: i64,
+    weight: u64,
+    rank: u64,
+}
+
+impl Look {
+    fn entry(&self, neutral: f64) -> Entry {
+        Entry {
+            pos: self.pos,
+            latency: self.latency(neutral),
+            active: self.active,
+            weight: self.weight,
+            rank: self.rank,
+        }
+    }
+}
+
+impl Field {
+    /// A field whose first entry (drawn by weight) is kept unless another is better.
+    fn new(first: Entry, typical: f64) -> Self {
+        Field {
+            entries: [first; FIELD],
+            len: 1,
+            fastest: first.latency,
+            neutral: neutral_latency(typical),
+        }
     }
 
-    /// True when challenger `c` should replace incumbent `i`.
-    fn better(c: &Look, i: &Look, typical: f64) -> bool {
-        let neutral = if typical > 0.0 {
-            typical
-        } else if i.estimate > 0.0 {
-            i.estimate
-        } else if c.estimate > 0.0 {
-            c.estimate
-        } else {
-            1.0
-        };
-        let (lc, li) = (c.latency(neutral), i.latency(neutral));
-        if lc <= li * TIE && li <= lc * TIE {
-            // Equivalent latencies: less loaded after this call, relative to weight (p2c); at
-            // equal load and weight, this balancer's preference.
-            return (c.active as u128 + 1) * i.weight as u128
-                <= i.active as u128 * c.weight as u128
-                || (c.active == i.active && c.weight == i.weight && c.rank < i.rank);
+    fn push(&mut self, entry: Entry) {
+        self.fastest = self.fastest.min(entry.latency);
+        if self.len < FIELD {
+            self.entries[self.len] = entry;
+            self.len += 1;
+        } else if better(&entry, &self.entries[FIELD - 1], self.fastest * TIE) {
+            // Never reached (a pick gathers at most FIELD looks); keeps the better of the two.
+            self.entries[FIELD - 1] = entry;
         }
-        lc * (c.active as f64 + 1.0) * (i.weight as f64)
-            < li * (i.active as f64 + 1.0) * (c.weight as f64)
     }
+
+    fn choose(&self) -> Entry {
+        let band = self.fastest * TIE;
+        let mut best = self.entries[0];
+        for entry in &self.entries[1..self.len] {
+            if better(entry, &best, band) {
+                best = *entry;
+            }
+        }
+        best
+    }
+}
+
+/// The latency of an invoker without a sample: the method's typical one. Before any success
+/// there is none, and such an invoker counts as fast, ahead of any that has only failed.
+fn neutral_latency(typical: f64) -> f64 {
+    if typical > 0.0 {
+        typical
+    } else {
+        1.0
+    }
+}
+
+/// True when challenger `c` should replace incumbent `i`, latencies up to `band` counting as
+/// equivalent (in a pick, TIE × the fastest latency it saw).
+fn better(c: &Entry, i: &Entry, band: f64) -> bool {
+    let (lc, li) = (c.latency, i.latency);
+    if lc <= band && li <= band {
+        // Equivalent latencies: less loaded after this call, relative to weight (p2c); at equal
+        // load and weight, this balancer's preference.
+        return (c.active as u128 + 1) * i.weight as u128 <= i.active as u128 * c.weight as u128
+            || (c.active == i.active && c.weight == i.weight && c.rank < i.rank);
+    }
+    lc * (c.active as f64 + 1.0) * (i.weight as f64)
+        < li * (i.active as f64 + 1.0) * (c.weight as f64)
 }
 
 impl Strategy for PeakEwma {
@@ -422,48 +556,56 @@ impl Strategy for PeakEwma {
                 0 => 1,
                 _ => ctx.member(p).weight.max(0) as u64,
             };
-            let mut best = self.look(ctx, i, w(i), &at);
-            if self.claim_probe(ctx, &best, now, typical) {
+            let first = self.look(ctx, i, w(i), &at);
+            if self.claim_probe(ctx, &first, now, typical) {
                 return Ok(i);
             }
             // Only the first weighs anything: it is the pick.
             let Some(j) = j else { return Ok(i) };
-            let other = self.look(ctx, j, w(j), &at);
-            if self.claim_probe(ctx, &other, now, typical) {
+            let second = self.look(ctx, j, w(j), &at);
+            if self.claim_probe(ctx, &second, now, typical) {
                 return Ok(j);
             }
-            if Self::better(&other, &best, typical) {
-                best = other;
-            }
-            if k == 2 || !(typical > 0.0 && best.latency(typical) > SLOW * typical) {
+            // A pair needs no field: its fastest is one of the two.
+            let neutral = neutral_latency(typical);
+            let (first, second) = (first.entry(neutral), second.entry(neutral));
+            let band = first.latency.min(second.latency) * TIE;
+            let best = if better(&second, &first, band) {
+                second
+            } else {
+                first
+            };
+            if k == 2 || !(typical > 0.0 && best.latency > SLOW * typical) {
                 return Ok(best.pos);
             }
             let mut sampler = Sampler::new(ctx, weights, slow);
             sampler.mark(i);
             sampler.mark(j);
-            return Ok(self.escalate(ctx, &mut sampler, base, &at, best));
+            let mut field = Field::new(first, typical);
+            field.push(second);
+            return Ok(self.escalate(ctx, &mut sampler, base, &at, field));
         }
         let mut sampler = Sampler::new(ctx, weights, slow);
         let Some(first) = sampler.draw() else {
             return Ok(ctx.candidates[0] as usize);
         };
-        let mut best = self.look(ctx, first, sampler.weight(first), &at);
-        if self.claim_probe(ctx, &best, now, typical) {
+        let look = self.look(ctx, first, sampler.weight(first), &at);
+        if self.claim_probe(ctx, &look, now, typical) {
             return Ok(first);
         }
         if base >= k {
-            return Ok(self
-                .scan_rest(ctx, &sampler, &at, &mut best)
-                .unwrap_or(best.pos));
+            return Ok(self.scan_all(ctx, &sampler, &at, look));
         }
+        let mut field = Field::new(look.entry(neutral_latency(typical)), typical);
         for _ in 1..base {
             let Some(p) = sampler.draw() else { break };
-            if let Some(p) = self.consider(ctx, p, sampler.weight(p), &at, &mut best) {
+            if let Some(p) = self.consider(ctx, p, sampler.weight(p), &at, &mut field) {
                 return Ok(p);
             }
         }
-        if typical > 0.0 && best.latency(typical) > SLOW * typical {
-            return Ok(self.escalate(ctx, &mut sampler, base, &at, best));
+        let best = field.choose();
+        if typical > 0.0 && best.latency > SLOW * typical {
+            return Ok(self.escalate(ctx, &mut sampler, base, &at, field));
         }
         Ok(best.pos)
     }
