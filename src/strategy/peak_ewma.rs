@@ -344,7 +344,6 @@ impl PeakEwma {
         at: &Moment,
         first: Look,
     ) -> usize {
-        let first = first.entry(neutral_latency(at.typical));
         if ctx.candidates.len() <= FIELD {
             let mut field = Field::new(first, at.typical);
             self.scan_rest(ctx, sampler, at, &mut field)
@@ -361,9 +360,10 @@ impl PeakEwma {
         ctx: &Ctx<'_>,
         sampler: &Sampler<'_, '_>,
         at: &Moment,
-        first: Entry,
+        first: Look,
     ) -> usize {
         let neutral = neutral_latency(at.typical);
+        let first = first.entry(neutral);
         let mut fastest = first.latency;
         for &p in ctx.candidates {
             let p = p as usize;
@@ -463,24 +463,25 @@ impl Look {
 }
 
 impl Field {
-    /// A field whose first entry (drawn by weight) is kept unless another is better.
-    fn new(first: Entry, typical: f64) -> Self {
+    /// A field whose first look (drawn by weight) is kept unless another is better.
+    fn new(first: Look, typical: f64) -> Self {
+        let neutral = neutral_latency(typical);
+        let first = first.entry(neutral);
         Field {
             entries: [first; FIELD],
             len: 1,
             fastest: first.latency,
-            neutral: neutral_latency(typical),
+            neutral,
         }
     }
 
     fn push(&mut self, entry: Entry) {
-        self.fastest = self.fastest.min(entry.latency);
+        // A pick gathers at most FIELD looks (`choices` ≤ 16, then ≤ ESCALATION more).
+        debug_assert!(self.len < FIELD);
         if self.len < FIELD {
+            self.fastest = self.fastest.min(entry.latency);
             self.entries[self.len] = entry;
             self.len += 1;
-        } else if better(&entry, &self.entries[FIELD - 1], self.fastest * TIE) {
-            // Never reached (a pick gathers at most FIELD looks); keeps the better of the two.
-            self.entries[FIELD - 1] = entry;
         }
     }
 
@@ -568,13 +569,9 @@ impl Strategy for PeakEwma {
             }
             // A pair needs no field: its fastest is one of the two.
             let neutral = neutral_latency(typical);
-            let (first, second) = (first.entry(neutral), second.entry(neutral));
-            let band = first.latency.min(second.latency) * TIE;
-            let best = if better(&second, &first, band) {
-                second
-            } else {
-                first
-            };
+            let (a, b) = (first.entry(neutral), second.entry(neutral));
+            let band = a.latency.min(b.latency) * TIE;
+            let best = if better(&b, &a, band) { b } else { a };
             if k == 2 || !(typical > 0.0 && best.latency > SLOW * typical) {
                 return Ok(best.pos);
             }
@@ -582,7 +579,7 @@ impl Strategy for PeakEwma {
             sampler.mark(i);
             sampler.mark(j);
             let mut field = Field::new(first, typical);
-            field.push(second);
+            field.push(b);
             return Ok(self.escalate(ctx, &mut sampler, base, &at, field));
         }
         let mut sampler = Sampler::new(ctx, weights, slow);
@@ -596,7 +593,7 @@ impl Strategy for PeakEwma {
         if base >= k {
             return Ok(self.scan_all(ctx, &sampler, &at, look));
         }
-        let mut field = Field::new(look.entry(neutral_latency(typical)), typical);
+        let mut field = Field::new(look, typical);
         for _ in 1..base {
             let Some(p) = sampler.draw() else { break };
             if let Some(p) = self.consider(ctx, p, sampler.weight(p), &at, &mut field) {
