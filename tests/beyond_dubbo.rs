@@ -1325,6 +1325,30 @@ fn no_allocation_on_the_hot_path() {
             kind.name()
         ));
     }
+    // Picks that gather their looks (d choices, full scans) and the preference order.
+    for options in [
+        "p2c.choices=0",
+        "peakewma.choices=4",
+        "peakewma.choices=0&peakewma.preferenceMs=1000",
+    ] {
+        let strategy = options.split('.').next().unwrap();
+        configs.push(format!("loadbalance={strategy}&seed=1&{options}"));
+    }
+    // A full scan of more candidates than a pick's field holds looks twice.
+    let wide: Vec<Invoker> = (1..=40).map(provider).collect();
+    let b = lb(
+        "loadbalance=peakewma&seed=1&peakewma.choices=0&peakewma.preferenceMs=1000",
+        &wide,
+    );
+    let round = |i: i64| {
+        let id = b.select(0, b"", now + i).unwrap();
+        b.report(0, id, 1000 + (i % 50) * 100, Outcome::Success, now + i)
+            .unwrap();
+    };
+    (0..20_000).for_each(round);
+    let before = allocations();
+    (20_000..40_000).for_each(round);
+    assert_eq!(allocations() - before, 0, "full scan of 40: allocated");
     for config in configs {
         let mut invokers = zoned();
         // Warming and (later) joining invokers exercise the time-dependent weight paths.
