@@ -420,8 +420,9 @@ fn peakewma_equivalent_latency_is_measured_from_the_fastest() {
     // first. Comparing every candidate, only 1 and 2 are equivalent to the fastest; all idle,
     // the preference of each period picks between those two. Compared pairwise in set order,
     // chains 1 -> 2 -> 3 -> 4 of "equivalent" replacements reached 3 and 4 (the last positions).
-    // With 30 invokers (the others at 1.9 ms) the scan takes its two-pass path.
-    for n in [4u64, 30] {
+    // With 30 and 100 invokers (the others at 1.9 ms) the scan takes its wider field, then its
+    // two passes.
+    for n in [4u64, 30, 100] {
         let latency = |id: u64| {
             [1_000, 1_200, 1_450, 1_750]
                 .get(id as usize - 1)
@@ -1334,21 +1335,23 @@ fn no_allocation_on_the_hot_path() {
         let strategy = options.split('.').next().unwrap();
         configs.push(format!("loadbalance={strategy}&seed=1&{options}"));
     }
-    // A full scan of more candidates than a pick's field holds looks twice.
-    let wide: Vec<Invoker> = (1..=40).map(provider).collect();
-    let b = lb(
-        "loadbalance=peakewma&seed=1&peakewma.choices=0&peakewma.preferenceMs=1000",
-        &wide,
-    );
-    let round = |i: i64| {
-        let id = b.select(0, b"", now + i).unwrap();
-        b.report(0, id, 1000 + (i % 50) * 100, Outcome::Success, now + i)
-            .unwrap();
-    };
-    (0..20_000).for_each(round);
-    let before = allocations();
-    (20_000..40_000).for_each(round);
-    assert_eq!(allocations() - before, 0, "full scan of 40: allocated");
+    // Full scans of more candidates than a pick's field holds: a wider field, then two looks.
+    for n in [40, 100] {
+        let wide: Vec<Invoker> = (1..=n).map(provider).collect();
+        let b = lb(
+            "loadbalance=peakewma&seed=1&peakewma.choices=0&peakewma.preferenceMs=1000",
+            &wide,
+        );
+        let round = |i: i64| {
+            let id = b.select(0, b"", now + i).unwrap();
+            b.report(0, id, 1000 + (i % 50) * 100, Outcome::Success, now + i)
+                .unwrap();
+        };
+        (0..20_000).for_each(round);
+        let before = allocations();
+        (20_000..40_000).for_each(round);
+        assert_eq!(allocations() - before, 0, "full scan of {n}: allocated");
+    }
     for config in configs {
         let mut invokers = zoned();
         // Warming and (later) joining invokers exercise the time-dependent weight paths.

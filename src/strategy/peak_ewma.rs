@@ -293,13 +293,13 @@ impl PeakEwma {
 
     /// Looks at one more candidate: Some(pos) when it takes a probe, else it joins the field.
     #[inline(always)]
-    fn consider(
+    fn consider<const N: usize>(
         &self,
         ctx: &Ctx<'_>,
         pos: usize,
         weight: u64,
         at: &Moment,
-        field: &mut Field,
+        field: &mut Field<N>,
     ) -> Option<usize> {
         let look = self.look(ctx, pos, weight, at);
         if self.claim_probe(ctx, &look, at.now_us, at.typical) {
@@ -310,12 +310,12 @@ impl PeakEwma {
     }
 
     /// Looks at every candidate not drawn yet (in set order).
-    fn scan_rest(
+    fn scan_rest<const N: usize>(
         &self,
         ctx: &Ctx<'_>,
         sampler: &Sampler<'_, '_>,
         at: &Moment,
-        field: &mut Field,
+        field: &mut Field<N>,
     ) -> Option<usize> {
         for &p in ctx.candidates {
             let p = p as usize;
@@ -335,8 +335,8 @@ impl PeakEwma {
     }
 
     /// Every candidate (`first`, drawn by weight, and the rest in set order). A set that fits a
-    /// field is looked at once; a larger one twice, the first pass finding the fastest latency
-    /// that anchors the band of the second.
+    /// field (`FIELD`, else `SCAN_FIELD`) is looked at once; a larger one twice, the first pass
+    /// finding the fastest latency that anchors the band of the second.
     fn scan_all(
         &self,
         ctx: &Ctx<'_>,
@@ -345,12 +345,29 @@ impl PeakEwma {
         first: Look,
     ) -> usize {
         if ctx.candidates.len() <= FIELD {
-            let mut field = Field::new(first, at.typical);
+            let mut field = Field::<FIELD>::new(first, at.typical);
             self.scan_rest(ctx, sampler, at, &mut field)
                 .unwrap_or_else(|| field.choose().pos)
+        } else if ctx.candidates.len() <= SCAN_FIELD {
+            self.scan_wide(ctx, sampler, at, first)
         } else {
             self.scan_twice(ctx, sampler, at, first)
         }
+    }
+
+    /// `scan_all` of a set too large for a pick's field but not for a scan's (out of line: its
+    /// 2.5 KB frame stays out of the common pick's).
+    #[inline(never)]
+    fn scan_wide(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &Sampler<'_, '_>,
+        at: &Moment,
+        first: Look,
+    ) -> usize {
+        let mut field = Field::<SCAN_FIELD>::new(first, at.typical);
+        self.scan_rest(ctx, sampler, at, &mut field)
+            .unwrap_or_else(|| field.choose().pos)
     }
 
     /// `scan_all` of a set too large for a field: a first pass finds the fastest latency.
@@ -426,8 +443,8 @@ impl PeakEwma {
 /// fastest of them, so it cannot drift. (Compared pairwise as they come, A ≈ B and B ≈ C let C
 /// replace A although C is 1.25² × A, and in a scan in set order the last positions win such
 /// chains: a full scan's share grew with an invoker's position in the set.)
-struct Field {
-    entries: [Entry; FIELD],
+struct Field<const N: usize = FIELD> {
+    entries: [Entry; N],
     len: usize,
     /// The lowest latency seen.
     fastest: f64,
@@ -435,10 +452,14 @@ struct Field {
     neutral: f64,
 }
 
-/// Looks a field holds: the most a pick of `peakewma.choices` (at most 16) plus its escalation
-/// compares. A full scan of a larger set looks at each candidate twice instead (`scan_all`):
-/// a field for hundreds of candidates costs more to set up than the second look.
+/// Looks a pick's field holds: the most a pick of `peakewma.choices` (at most 16) plus its
+/// escalation compares.
 const FIELD: usize = 16 + ESCALATION;
+/// Looks a full scan's wider field holds (2.5 KB of stack). A larger set is looked at twice
+/// instead (`scan_all`): a field for hundreds of candidates costs more to set up than the
+/// second look (n = 30: 6,100 instructions per select+report looking twice, 5,300 with this
+/// field; n = 60: 11,300 and 9,200).
+const SCAN_FIELD: usize = 64;
 
 /// What comparing one look needs, its latency settled (the neutral one without a sample).
 #[derive(Clone, Copy)]
@@ -462,13 +483,13 @@ impl Look {
     }
 }
 
-impl Field {
+impl<const N: usize> Field<N> {
     /// A field whose first look (drawn by weight) is kept unless another is better.
     fn new(first: Look, typical: f64) -> Self {
         let neutral = neutral_latency(typical);
         let first = first.entry(neutral);
         Field {
-            entries: [first; FIELD],
+            entries: [first; N],
             len: 1,
             fastest: first.latency,
             neutral,
@@ -477,8 +498,8 @@ impl Field {
 
     fn push(&mut self, entry: Entry) {
         // A pick gathers at most FIELD looks (`choices` ≤ 16, then ≤ ESCALATION more).
-        debug_assert!(self.len < FIELD);
-        if self.len < FIELD {
+        debug_assert!(self.len < N);
+        if self.len < N {
             self.fastest = self.fastest.min(entry.latency);
             self.entries[self.len] = entry;
             self.len += 1;
