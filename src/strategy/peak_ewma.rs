@@ -345,27 +345,23 @@ impl PeakEwma {
         first: Look,
     ) -> usize {
         if ctx.candidates.len() <= FIELD {
-            let mut field = Field::<FIELD>::new(first, at.typical);
-            self.scan_rest(ctx, sampler, at, &mut field)
-                .unwrap_or_else(|| field.choose().pos)
+            self.scan_into::<FIELD>(ctx, sampler, at, first)
         } else if ctx.candidates.len() <= SCAN_FIELD {
-            self.scan_wide(ctx, sampler, at, first)
+            self.scan_into::<SCAN_FIELD>(ctx, sampler, at, first)
         } else {
             self.scan_twice(ctx, sampler, at, first)
         }
     }
 
-    /// `scan_all` of a set too large for a pick's field but not for a scan's (out of line: its
-    /// 2.5 KB frame stays out of the common pick's).
-    #[inline(never)]
-    fn scan_wide(
+    /// `scan_all` into a field of N looks.
+    fn scan_into<const N: usize>(
         &self,
         ctx: &Ctx<'_>,
         sampler: &Sampler<'_, '_>,
         at: &Moment,
         first: Look,
     ) -> usize {
-        let mut field = Field::<SCAN_FIELD>::new(first, at.typical);
+        let mut field = Field::<N>::new(first, at.typical);
         self.scan_rest(ctx, sampler, at, &mut field)
             .unwrap_or_else(|| field.choose().pos)
     }
