@@ -493,7 +493,8 @@ impl<const N: usize> Field<N> {
     }
 
     fn push(&mut self, entry: Entry) {
-        // A pick gathers at most FIELD looks (`choices` ≤ 16, then ≤ ESCALATION more).
+        // Never full: a pick gathers at most FIELD looks (`choices` ≤ 16, then ≤ ESCALATION
+        // more), and `scan_all` picks a field that fits the whole set.
         debug_assert!(self.len < N);
         if self.len < N {
             self.fastest = self.fastest.min(entry.latency);
