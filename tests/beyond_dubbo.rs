@@ -421,11 +421,20 @@ fn peakewma_equivalent_latency_is_measured_from_the_fastest() {
     // the preference of each period picks between those two. Compared pairwise in set order,
     // chains 1 -> 2 -> 3 -> 4 of "equivalent" replacements reached 3 and 4 (the last positions).
     // With 30 and 100 invokers (the others at 1.9 ms) the scan takes its wider field, then its
-    // two passes.
-    for n in [4u64, 30, 100] {
+    // thread-local buffer; with the graded four last in the set as well, so that a scan that
+    // dropped looks past some capacity would miss them.
+    for (n, last) in [
+        (4u64, false),
+        (30, false),
+        (30, true),
+        (100, false),
+        (100, true),
+    ] {
+        // 1 = the fastest.
+        let grade = |id: u64| if last { n + 1 - id } else { id };
         let latency = |id: u64| {
             [1_000, 1_200, 1_450, 1_750]
-                .get(id as usize - 1)
+                .get(grade(id) as usize - 1)
                 .copied()
                 .unwrap_or(1_900)
         };
@@ -442,12 +451,12 @@ fn peakewma_equivalent_latency_is_measured_from_the_fastest() {
             let id = b.select(0, b"", now).unwrap();
             // The same latency again leaves its estimate where it was.
             b.report(0, id, latency(id), Outcome::Success, now).unwrap();
-            *picks.entry(id).or_insert(0usize) += 1;
+            *picks.entry(grade(id)).or_insert(0usize) += 1;
         }
         assert_eq!(
             picks.keys().copied().collect::<Vec<_>>(),
             [1, 2],
-            "n={n}: {picks:?}"
+            "n={n}, graded last: {last}: {picks:?}"
         );
         assert_binomial(picks[&1], 400, 0.5, 5.0, "preferred of the two equivalent");
     }

@@ -73,6 +73,8 @@ use crate::config::Config;
 use crate::error::Status;
 use crate::invoker::Outcome;
 use crate::stats::{CallStats, EwmaCell};
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// More candidates looked at when the best of the first d looks slow.
@@ -293,13 +295,13 @@ impl PeakEwma {
 
     /// Looks at one more candidate: Some(pos) when it takes a probe, else it joins the field.
     #[inline(always)]
-    fn consider<const N: usize>(
+    fn consider<S: Store>(
         &self,
         ctx: &Ctx<'_>,
         pos: usize,
         weight: u64,
         at: &Moment,
-        field: &mut Field<N>,
+        field: &mut Field<S>,
     ) -> Option<usize> {
         let look = self.look(ctx, pos, weight, at);
         if self.claim_probe(ctx, &look, at.now_us, at.typical) {
@@ -310,12 +312,12 @@ impl PeakEwma {
     }
 
     /// Looks at every candidate not drawn yet (in set order).
-    fn scan_rest<const N: usize>(
+    fn scan_rest<S: Store>(
         &self,
         ctx: &Ctx<'_>,
         sampler: &Sampler<'_, '_>,
         at: &Moment,
-        field: &mut Field<N>,
+        field: &mut Field<S>,
     ) -> Option<usize> {
         for &p in ctx.candidates {
             let p = p as usize;
@@ -334,9 +336,9 @@ impl PeakEwma {
         None
     }
 
-    /// Every candidate (`first`, drawn by weight, and the rest in set order). A set that fits a
-    /// field (`FIELD`, else `SCAN_FIELD`) is looked at once; a larger one twice, the first pass
-    /// finding the fastest latency that anchors the band of the second.
+    /// Every candidate (`first`, drawn by weight, and the rest in set order), each looked at
+    /// once: into a field on the stack when the set fits one (`FIELD`, else `SCAN_FIELD`),
+    /// else into this thread's reusable buffer.
     fn scan_all(
         &self,
         ctx: &Ctx<'_>,
@@ -344,66 +346,51 @@ impl PeakEwma {
         at: &Moment,
         first: Look,
     ) -> usize {
-        if ctx.candidates.len() <= FIELD {
-            self.scan_into::<FIELD>(ctx, sampler, at, first)
-        } else if ctx.candidates.len() <= SCAN_FIELD {
-            self.scan_into::<SCAN_FIELD>(ctx, sampler, at, first)
+        let n = ctx.candidates.len();
+        if n <= FIELD {
+            self.scan_into(ctx, sampler, at, first, Inline::<FIELD>::new())
+        } else if n <= SCAN_FIELD {
+            self.scan_into(ctx, sampler, at, first, Inline::<SCAN_FIELD>::new())
         } else {
-            self.scan_twice(ctx, sampler, at, first)
+            self.scan_wide(ctx, sampler, at, first)
         }
     }
 
-    /// `scan_all` into a field of N looks.
-    fn scan_into<const N: usize>(
+    /// `scan_all` into a field kept in `store`.
+    #[inline(always)]
+    fn scan_into<S: Store>(
         &self,
         ctx: &Ctx<'_>,
         sampler: &Sampler<'_, '_>,
         at: &Moment,
         first: Look,
+        store: S,
     ) -> usize {
-        let mut field = Field::<N>::new(first, at.typical);
+        let mut field = Field::new(first, at.typical, store);
         self.scan_rest(ctx, sampler, at, &mut field)
             .unwrap_or_else(|| field.choose().pos)
     }
 
-    /// `scan_all` of a set too large for a field: a first pass finds the fastest latency.
+    /// `scan_all` of a set wider than `SCAN_FIELD`, into this thread's buffer (it grows to the
+    /// widest set scanned, then is reused: no allocation in steady state).
     #[inline(never)]
-    fn scan_twice(
+    fn scan_wide(
         &self,
         ctx: &Ctx<'_>,
         sampler: &Sampler<'_, '_>,
         at: &Moment,
         first: Look,
     ) -> usize {
-        let neutral = neutral_latency(at.typical);
-        let first = first.entry(neutral);
-        let mut fastest = first.latency;
-        for &p in ctx.candidates {
-            let p = p as usize;
-            let weight = sampler.weight(p);
-            if sampler.was_drawn(p) || weight == 0 {
-                continue;
-            }
-            let look = self.look(ctx, p, weight, at);
-            if self.claim_probe(ctx, &look, at.now_us, at.typical) {
-                return p;
-            }
-            fastest = fastest.min(look.latency(neutral));
+        let scanned = WIDE_SCAN.try_with(|cell| {
+            let mut buffer = cell.try_borrow_mut().ok()?;
+            buffer.clear();
+            Some(self.scan_into(ctx, sampler, at, first, &mut *buffer))
+        });
+        match scanned {
+            Ok(Some(pos)) => pos,
+            // The buffer is gone (thread teardown) or in use (a pick cannot nest today).
+            _ => self.scan_into(ctx, sampler, at, first, &mut Vec::new()),
         }
-        let band = fastest * TIE;
-        let mut best = first;
-        for &p in ctx.candidates {
-            let p = p as usize;
-            let weight = sampler.weight(p);
-            if sampler.was_drawn(p) || weight == 0 {
-                continue;
-            }
-            let entry = self.look(ctx, p, weight, at).entry(neutral);
-            if better(&entry, &best, band) {
-                best = entry;
-            }
-        }
-        best.pos
     }
 
     /// The best of d looks slow: look further before settling for it (every other candidate
@@ -415,7 +402,7 @@ impl PeakEwma {
         sampler: &mut Sampler<'_, '_>,
         base: usize,
         at: &Moment,
-        mut field: Field,
+        mut field: Field<Inline<FIELD>>,
     ) -> usize {
         if ctx.candidates.len() <= base + ESCALATION {
             return self
@@ -439,9 +426,8 @@ impl PeakEwma {
 /// fastest of them, so it cannot drift. (Compared pairwise as they come, A ≈ B and B ≈ C let C
 /// replace A although C is 1.25² × A, and in a scan in set order the last positions win such
 /// chains: a full scan's share grew with an invoker's position in the set.)
-struct Field<const N: usize = FIELD> {
-    entries: [Entry; N],
-    len: usize,
+struct Field<S: Store> {
+    looks: S,
     /// The lowest latency seen.
     fastest: f64,
     /// The latency of an invoker without a sample.
@@ -451,11 +437,63 @@ struct Field<const N: usize = FIELD> {
 /// Looks a pick's field holds: the most a pick of `peakewma.choices` (at most 16) plus its
 /// escalation compares.
 const FIELD: usize = 16 + ESCALATION;
-/// Looks a full scan's wider field holds (2.5 KB of stack). A larger set is looked at twice
-/// instead (`scan_all`): a field for hundreds of candidates costs more to set up than the
-/// second look (n = 30: 6,100 instructions per select+report looking twice, 5,300 with this
-/// field; n = 60: 11,300 and 9,200).
+/// Looks a full scan's field holds on the stack (2.5 KB, left uninitialised); a wider set
+/// goes to a thread-local buffer.
 const SCAN_FIELD: usize = 64;
+
+thread_local! {
+    /// The looks of full scans wider than `SCAN_FIELD`, reused across picks.
+    static WIDE_SCAN: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Where a field keeps its looks.
+trait Store {
+    fn push(&mut self, entry: Entry);
+    fn as_slice(&self) -> &[Entry];
+}
+
+/// Up to N looks on the stack, not initialised until pushed (a pick pays for the looks it
+/// takes, not for the capacity).
+struct Inline<const N: usize> {
+    entries: [MaybeUninit<Entry>; N],
+    len: usize,
+}
+
+impl<const N: usize> Inline<N> {
+    fn new() -> Self {
+        Inline {
+            entries: [const { MaybeUninit::uninit() }; N],
+            len: 0,
+        }
+    }
+}
+
+impl<const N: usize> Store for Inline<N> {
+    fn push(&mut self, entry: Entry) {
+        // Never full: a pick gathers at most FIELD looks (`choices` ≤ 16, then ≤ ESCALATION
+        // more), and `scan_all` takes an inline field only for a set that fits it.
+        debug_assert!(self.len < N);
+        if self.len < N {
+            self.entries[self.len].write(entry);
+            self.len += 1;
+        }
+    }
+
+    fn as_slice(&self) -> &[Entry] {
+        // SAFETY: the first `len` entries were written by `push`; `Entry` is `Copy`.
+        unsafe { std::slice::from_raw_parts(self.entries.as_ptr().cast::<Entry>(), self.len) }
+    }
+}
+
+impl Store for &mut Vec<Entry> {
+    fn push(&mut self, entry: Entry) {
+        Vec::push(self, entry);
+    }
+
+    fn as_slice(&self) -> &[Entry] {
+        self
+    }
+}
 
 /// What comparing one look needs, its latency settled (the neutral one without a sample).
 #[derive(Clone, Copy)]
@@ -479,34 +517,29 @@ impl Look {
     }
 }
 
-impl<const N: usize> Field<N> {
+impl<S: Store> Field<S> {
     /// A field whose first look (drawn by weight) is kept unless another is better.
-    fn new(first: Look, typical: f64) -> Self {
+    fn new(first: Look, typical: f64, mut looks: S) -> Self {
         let neutral = neutral_latency(typical);
         let first = first.entry(neutral);
+        looks.push(first);
         Field {
-            entries: [first; N],
-            len: 1,
+            looks,
             fastest: first.latency,
             neutral,
         }
     }
 
     fn push(&mut self, entry: Entry) {
-        // Never full: a pick gathers at most FIELD looks (`choices` ≤ 16, then ≤ ESCALATION
-        // more), and `scan_all` picks a field that fits the whole set.
-        debug_assert!(self.len < N);
-        if self.len < N {
-            self.fastest = self.fastest.min(entry.latency);
-            self.entries[self.len] = entry;
-            self.len += 1;
-        }
+        self.fastest = self.fastest.min(entry.latency);
+        self.looks.push(entry);
     }
 
     fn choose(&self) -> Entry {
         let band = self.fastest * TIE;
-        let mut best = self.entries[0];
-        for entry in &self.entries[1..self.len] {
+        let looks = self.looks.as_slice();
+        let mut best = looks[0];
+        for entry in &looks[1..] {
             if better(entry, &best, band) {
                 best = *entry;
             }
@@ -532,11 +565,24 @@ fn better(c: &Entry, i: &Entry, band: f64) -> bool {
     if lc <= band && li <= band {
         // Equivalent latencies: less loaded after this call, relative to weight (p2c); at equal
         // load and weight, this balancer's preference.
-        return (c.active as u128 + 1) * i.weight as u128 <= i.active as u128 * c.weight as u128
+        return fewer_after_call(c, i)
             || (c.active == i.active && c.weight == i.weight && c.rank < i.rank);
     }
     lc * (c.active as f64 + 1.0) * (i.weight as f64)
         < li * (i.active as f64 + 1.0) * (c.weight as f64)
+}
+
+/// (c's calls in flight + 1) / c's weight ≤ i's calls in flight / i's weight, cross-multiplied:
+/// in u64 when neither product overflows (always, short of millions of unreported calls at
+/// the largest weights), else exactly in u128.
+#[inline(always)]
+fn fewer_after_call(c: &Entry, i: &Entry) -> bool {
+    // Calls in flight are never negative (`CallStats::active` clamps at 0).
+    let (ca, ia) = (c.active as u64, i.active as u64);
+    match ((ca + 1).checked_mul(i.weight), ia.checked_mul(c.weight)) {
+        (Some(left), Some(right)) => left <= right,
+        _ => (ca as u128 + 1) * i.weight as u128 <= ia as u128 * c.weight as u128,
+    }
 }
 
 impl Strategy for PeakEwma {
@@ -596,7 +642,7 @@ impl Strategy for PeakEwma {
             let mut sampler = Sampler::new(ctx, weights, slow);
             sampler.mark(i);
             sampler.mark(j);
-            let mut field = Field::new(first, typical);
+            let mut field = Field::new(first, typical, Inline::new());
             field.push(b);
             return Ok(self.escalate(ctx, &mut sampler, base, &at, field));
         }
@@ -611,7 +657,7 @@ impl Strategy for PeakEwma {
         if base >= k {
             return Ok(self.scan_all(ctx, &sampler, &at, look));
         }
-        let mut field = Field::new(look, typical);
+        let mut field = Field::new(look, typical, Inline::<FIELD>::new());
         for _ in 1..base {
             let Some(p) = sampler.draw() else { break };
             if let Some(p) = self.consider(ctx, p, sampler.weight(p), &at, &mut field) {
@@ -743,5 +789,62 @@ impl Strategy for PeakEwma {
             ",\"latency_estimate_us\":{}",
             estimate.round() as i64
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(active: i64, weight: u64) -> Entry {
+        Entry {
+            pos: 0,
+            latency: 1.0,
+            active,
+            weight,
+            rank: 0,
+        }
+    }
+
+    #[test]
+    fn load_comparison_is_exact_past_u64_products() {
+        // (c + 1) / wc <= i / wi, on both sides of equality, with products that fit u64 and
+        // with products of about 2^71 (a weight of 2^31 in fixed point x 2^10, 2^30 calls).
+        let big_weight = (i32::MAX as u64) << 10;
+        let many = 1i64 << 30;
+        for (c, i, expected) in [
+            (entry(0, 100), entry(1, 100), true),
+            (entry(1, 100), entry(1, 100), false),
+            (entry(1, 200), entry(1, 100), true),
+            (entry(2, 200), entry(1, 100), false),
+            (entry(many - 1, big_weight), entry(many, big_weight), true),
+            (entry(many, big_weight), entry(many, big_weight), false),
+            (entry(many, big_weight), entry(many + 1, big_weight), true),
+            (
+                entry(2 * many + 1, 2 * big_weight),
+                entry(many + 1, big_weight),
+                true,
+            ),
+            (
+                entry(2 * many + 2, 2 * big_weight),
+                entry(many + 1, big_weight),
+                false,
+            ),
+        ] {
+            assert_eq!(
+                (c.active as u64 + 1).checked_mul(i.weight).is_none(),
+                c.active > 1000,
+                "the large cases, and only they, overflow u64"
+            );
+            assert_eq!(
+                fewer_after_call(&c, &i),
+                expected,
+                "c = {}/{}, i = {}/{}",
+                c.active,
+                c.weight,
+                i.active,
+                i.weight
+            );
+        }
     }
 }
