@@ -305,6 +305,57 @@ fn expected_update(specs: &[Spec]) -> i32 {
     PLB_OK
 }
 
+/// Options the input turns on, each valid for `strategy` (parsing is the `config` target's
+/// business): zone preference and outlier ejection for every strategy, choices and the
+/// preference order for p2c and peakewma (0 = a full scan), slow start where it applies.
+fn read_options(r: &mut Reader, strategy: &str) -> String {
+    let bits = r.u8();
+    let mut options = String::new();
+    if bits & 1 != 0 {
+        options += "&zone=zone-a";
+    }
+    if bits & 2 != 0 {
+        options += &format!("&outlier.consecutiveFailures={}", 1 + r.u8() % 4);
+    }
+    if bits & 4 != 0 {
+        options += "&outlier.failureRate=50&outlier.minRequests=4&outlier.windowMs=1000";
+    }
+    if bits & 8 != 0 {
+        let choices = [0, 2, 3, 16][r.u8() as usize % 4];
+        match strategy {
+            "p2c" => options += &format!("&p2c.choices={choices}"),
+            "peakewma" => {
+                let preference = [0, 1, 1000][r.u8() as usize % 3];
+                options +=
+                    &format!("&peakewma.choices={choices}&peakewma.preferenceMs={preference}");
+            }
+            _ => {}
+        }
+    }
+    if bits & 16 != 0 && matches!(strategy, "p2c" | "peakewma" | "boundedhash") {
+        options += "&slowstart.windowMs=2000";
+    }
+    options
+}
+
+/// A valid set wider than a full scan's stack field (65 to 128 invokers, ids 0..n), with
+/// weights, zones and warm-up drawn from one byte each.
+fn wide_set(r: &mut Reader) -> Vec<Spec> {
+    let n = 65 + (r.u8() % 64) as u64;
+    let (weights, zones, warmup) = (r.u8(), r.u8(), r.u8());
+    (0..n)
+        .map(|id| Spec {
+            id,
+            address: format!("10.1.{}.{}:20880", id / 250, id % 250).into_bytes(),
+            null_address: false,
+            weight: (weights as u64 * (id + 1) % 11) as i32,
+            start_time_ms: 0,
+            warmup_ms: if warmup & 1 != 0 { 10_000 } else { -1 },
+            zone: (zones as u64 & (1 << (id % 8)) != 0).then(|| b"zone-a".to_vec()),
+        })
+        .collect()
+}
+
 fn read_ids(r: &mut Reader) -> (Vec<u64>, bool) {
     let sel = r.u8();
     let ids = (0..sel % 6).map(|_| (r.u8() % 26) as u64).collect();
@@ -319,10 +370,11 @@ pub fn abi_sequence(data: &[u8]) {
         all[r.u8() as usize % all.len()]
     };
     let config = format!(
-        "loadbalance={strategy}&seed={}&hash.nodes={}&timeout={}",
+        "loadbalance={strategy}&seed={}&hash.nodes={}&timeout={}{}",
         r.u8(),
         4 + r.u8() % 40,
-        1 + r.u8() as u32 * 100
+        1 + r.u8() as u32 * 100,
+        read_options(&mut r, strategy)
     );
     let mut b: *mut plb_balancer = null_mut();
     let s = unsafe {
@@ -360,8 +412,12 @@ pub fn abi_sequence(data: &[u8]) {
         match op % 10 {
             0 => {
                 // update
-                let n = r.u8() % 17;
-                let specs: Vec<Spec> = (0..n).map(|_| read_spec(&mut r, now / 1000)).collect();
+                let n = r.u8() % 18;
+                let specs: Vec<Spec> = if n == 17 {
+                    wide_set(&mut r)
+                } else {
+                    (0..n).map(|_| read_spec(&mut r, now / 1000)).collect()
+                };
                 let raw: Vec<plb_invoker> = specs
                     .iter()
                     .map(|s| plb_invoker {
