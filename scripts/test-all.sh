@@ -15,6 +15,8 @@ cargo build --release
 
 step "rust: tests (core, Dubbo vectors, C ABI from C, header)"
 cargo test --release
+step "rust: the fuzz corpus again with overflow checks (debug build): no arithmetic overflows"
+cargo test --test fuzz_corpus
 
 step "benchmarks: smoke (each benchmark runs once)"
 cargo bench --bench select -- --test >/dev/null

@@ -64,7 +64,7 @@ impl OutlierState {
     /// the window's (calls, failures) including this one.
     fn count(&self, window_ms: i64, now_ms: i64, failed: bool) -> (u32, u32) {
         let start = self.window_start_ms.load(Relaxed);
-        if (start == 0 || now_ms - start >= window_ms)
+        if (start == 0 || now_ms.saturating_sub(start) >= window_ms)
             && self
                 .window_start_ms
                 .compare_exchange(start, now_ms.max(1), Relaxed, Relaxed)
@@ -330,7 +330,7 @@ impl Filter {
         let lifted = state.lifted_ms.load(Relaxed);
         if lifted > 0 {
             // One step of back-off is forgiven per base period without an ejection.
-            let forgiven = (now_ms - lifted).max(0) / cfg.base_ejection_ms;
+            let forgiven = now_ms.saturating_sub(lifted).max(0) / cfg.base_ejection_ms;
             n = n.saturating_sub(forgiven.min(u32::MAX as i64) as u32);
         }
         n = n.saturating_add(1);

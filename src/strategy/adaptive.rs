@@ -49,7 +49,7 @@ impl Adaptive {
         let timeout = self.timeout_ms;
         let mut m = stats.model.lock();
         // Not picked for two timeouts: load 0 forces a pick (Dubbo computes 2·timeout in 32 bits).
-        if now - pick_time > timeout.wrapping_mul(2) as i64 {
+        if now.wrapping_sub(pick_time) > timeout.wrapping_mul(2) as i64 {
             return 0.0;
         }
         if m.current_time_ms > 0 {

@@ -218,7 +218,7 @@ impl PeakEwma {
         if typical > 0.0 && look.estimate > typical {
             // An estimate nobody refreshes decays towards the typical one, in log space (no
             // information is not "fast", as a decay towards 0 would say, nor "still slow").
-            let age = now_us - cell.sampled_us.load(Relaxed);
+            let age = now_us.saturating_sub(cell.sampled_us.load(Relaxed));
             if age as f64 > self.decay_us / 16.0 {
                 let keep = (-(age as f64) / self.decay_us).exp();
                 look.estimate = typical * (look.estimate / typical).powf(keep);
@@ -227,7 +227,7 @@ impl PeakEwma {
         if look.active > 0 {
             let progress = cell.progress_us.load(Relaxed);
             if progress > 0 {
-                look.age = (now_us - progress).max(0) as f64;
+                look.age = now_us.saturating_sub(progress).max(0) as f64;
             }
         } else if typical > 0.0 && look.estimate > SLOW * typical {
             // Idle and slow-looking: no ordinary pick would refresh its estimate.
@@ -252,7 +252,7 @@ impl PeakEwma {
             0 => self.first_gap(typical),
             g => g,
         };
-        (now_us - last > gap).then_some(probed)
+        (now_us.saturating_sub(last) > gap).then_some(probed)
     }
 
     /// One thread wins the probe; the next one waits twice as long.
@@ -701,7 +701,7 @@ impl Strategy for PeakEwma {
         };
         let sampled = cell.sampled_us.load(Relaxed);
         let peak = cell.peak_us.load(Relaxed);
-        let sent = now - r.elapsed_us;
+        let sent = now.saturating_sub(r.elapsed_us);
         let typical = r.method.ext(Typical::default);
         let typical_now = f64::from_bits(typical.bits.load(Relaxed));
         let mut old_bits = cell.estimate_bits.load(Relaxed);
@@ -728,7 +728,7 @@ impl Strategy for PeakEwma {
             } else {
                 // Weight of the new sample: 1 - exp(-Δt / decay) (series for small steps: the
                 // common case at high rates, and cheaper than exp).
-                let x = (now - sampled).max(0) as f64 / self.decay_us;
+                let x = now.saturating_sub(sampled).max(0) as f64 / self.decay_us;
                 let alpha = if x < 1e-3 {
                     x * (1.0 - 0.5 * x)
                 } else {

@@ -390,7 +390,7 @@ impl State {
 
     fn recycle_departed(&mut self, snapshot: &Snapshot, now_ms: i64) {
         self.entries.retain(|id, e| {
-            snapshot.position(*id).is_some() || now_ms - e.last_update_ms <= RECYCLE_MS
+            snapshot.position(*id).is_some() || now_ms.wrapping_sub(e.last_update_ms) <= RECYCLE_MS
         });
         self.oldest_departed_ms = self
             .entries
@@ -429,7 +429,7 @@ impl State {
         }
         if ctx.candidates.len() != self.entries.len() {
             self.entries
-                .retain(|_, e| now_ms - e.last_update_ms <= RECYCLE_MS);
+                .retain(|_, e| now_ms.wrapping_sub(e.last_update_ms) <= RECYCLE_MS);
         }
         let (pos, id) = best.expect("at least two candidates");
         if let Some(e) = self.entries.get_mut(&id) {

@@ -57,7 +57,7 @@ impl Strategy for ShortestResponse {
         // old window, as in Dubbo). One thread wins the CAS and moves every window start.
         let now = ctx.clock.now_ms();
         let started = window.started_ms.load(Relaxed);
-        if now - started > self.slide_period_ms
+        if now.wrapping_sub(started) > self.slide_period_ms
             && window
                 .started_ms
                 .compare_exchange(started, now, Relaxed, Relaxed)

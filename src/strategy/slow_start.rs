@@ -69,7 +69,7 @@ impl SlowStart {
         if joined <= 0 {
             return 1.0;
         }
-        let elapsed = now_ms - joined;
+        let elapsed = now_ms.saturating_sub(joined);
         if elapsed >= self.window_ms {
             return 1.0;
         }
