@@ -9,7 +9,8 @@ use crate::invoker::{Invoker, Outcome};
 use crate::rng::{fresh_seed, Rng, RngSource};
 use crate::stats::{CallStats, InvokerState, CELLS};
 use crate::strategy::{
-    Ctx, Prepared, PreparedData, Report, Strategy, SubsetWeights, WholeSet, WholeSetDraw,
+    best_of_pair, Ctx, Prepared, PreparedData, Report, Strategy, SubsetWeights, Weights, WholeSet,
+    WholeSetDraw,
 };
 use crate::weight::{effective_weight, time_dependent_until};
 use arc_swap::ArcSwap;
@@ -288,6 +289,8 @@ struct Inner {
     /// `select_drawn` applies: the strategy picks by whole-set draws, needs no `on_select`,
     /// and no filter narrows the set.
     drawn_fast: bool,
+    /// As `drawn_fast`, for [`WholeSetDraw::BestOfPair`] (`select_drawn::<true>`).
+    drawn_pair: bool,
     /// The strategy neither reads calls in flight nor follows selects or reports: its call
     /// counters are statistics, spread per thread once a second thread counts on an invoker
     /// (see `CallStats::begin_spread`).
@@ -508,11 +511,18 @@ impl Inner {
     }
 
     /// The common call of a strategy whose pick is the balancer's own draw (`random`,
-    /// `leastactive`): the whole set, no filter, static weights, the thread's cached snapshot
-    /// current (the caller checks `drawn_fast`). None when any of that does not hold (before
-    /// anything is drawn); the general path then makes the call.
+    /// `leastactive`; with `PAIR`, `p2c`'s best of a pair): the whole set, no filter, static
+    /// weights, the thread's cached snapshot current (the caller checks `drawn_fast` or
+    /// `drawn_pair`). None when any of that does not hold (before anything is drawn); the
+    /// general path then makes the call. Each path makes the same draws as the strategy's own
+    /// `select` would, so seeded runs do not depend on which one picked.
     #[inline]
-    fn select_drawn(&self, method: u32, key: &[u8], now_us: i64) -> Option<Result<u64, Status>> {
+    fn select_drawn<const PAIR: bool>(
+        &self,
+        method: u32,
+        key: &[u8],
+        now_us: i64,
+    ) -> Option<Result<u64, Status>> {
         if !self.methods.is_known(method) {
             return None;
         }
@@ -522,30 +532,40 @@ impl Inner {
         if n < 2 || snapshot.time_dependent_until_ms != i64::MIN {
             return None;
         }
-        let whole = snapshot.prepared.as_ref()?.downcast_ref::<WholeSet>()?;
+        let prepared = snapshot.prepared.as_ref()?;
         let rng = self.rng.on(Some(pin.rng));
-        // The draws of `draw_from_whole_set`, written out: calling it (and matching its
-        // `Drawn`) here costs about 30 more instructions per select+report (random: 216 → 245
+        // The draws of `draw_from_whole_set` (or p2c's pair), written out: calling it (and
+        // matching its `Drawn`) here costs about 30 more instructions per select+report (random: 216 → 245
         // in process, 349 → 385 through the shared library).
-        let pos = match self.whole_set_draw {
-            WholeSetDraw::FirstIdle { draws } => {
-                let mut idle = None;
-                for _ in 0..draws {
-                    let pos = whole.draw(n, &rng);
-                    if active_in(snapshot, pos, method) == 0 {
-                        idle = Some(pos);
-                        break;
+        let pos = if PAIR {
+            let weights = prepared.downcast_ref::<Weights>()?;
+            best_of_pair(weights, &snapshot.members, &rng, |p| {
+                active_in(snapshot, p, method)
+            })
+        } else {
+            let whole = prepared.downcast_ref::<WholeSet>()?;
+            match self.whole_set_draw {
+                WholeSetDraw::FirstIdle { draws } => {
+                    let mut idle = None;
+                    for _ in 0..draws {
+                        let pos = whole.draw(n, &rng);
+                        if active_in(snapshot, pos, method) == 0 {
+                            idle = Some(pos);
+                            break;
+                        }
+                    }
+                    match idle {
+                        Some(pos) => pos,
+                        None => {
+                            match self.pick_after_busy_draws(snapshot, method, key, now_us, rng) {
+                                Ok(pos) => pos,
+                                Err(status) => return Some(Err(status)),
+                            }
+                        }
                     }
                 }
-                match idle {
-                    Some(pos) => pos,
-                    None => match self.pick_after_busy_draws(snapshot, method, key, now_us, rng) {
-                        Ok(pos) => pos,
-                        Err(status) => return Some(Err(status)),
-                    },
-                }
+                _ => whole.draw(n, &rng),
             }
-            _ => whole.draw(n, &rng),
         };
         let member = &snapshot.members[pos];
         let stats = member.state.methods.get_or_insert(method);
@@ -891,7 +911,12 @@ impl Balancer {
                 tracks_selects: strategy.tracks_selects(),
                 tracks_reports: strategy.tracks_reports(),
                 learns_from_reports: strategy.tracks_reports() || filter.is_some(),
-                drawn_fast: strategy.whole_set_draw() != WholeSetDraw::No
+                drawn_fast: !matches!(
+                    strategy.whole_set_draw(),
+                    WholeSetDraw::No | WholeSetDraw::BestOfPair
+                ) && !strategy.tracks_selects()
+                    && filter.is_none(),
+                drawn_pair: strategy.whole_set_draw() == WholeSetDraw::BestOfPair
                     && !strategy.tracks_selects()
                     && filter.is_none(),
                 spread_counters: !strategy.reads_in_flight()
@@ -1000,7 +1025,15 @@ impl Balancer {
     ) -> Result<u64, Status> {
         let inner = &*self.inner;
         if inner.drawn_fast && candidates.is_empty() && excluded.is_empty() {
-            if let Some(result) = inner.select_drawn(method, key, now_us) {
+            if let Some(result) = inner.select_drawn::<false>(method, key, now_us) {
+                return result;
+            }
+        }
+        // A separate test after the first, not a branch inside it: sharing one test made
+        // random's and leastactive's select through the shared library about 10 instructions
+        // longer (register pressure).
+        if inner.drawn_pair && candidates.is_empty() && excluded.is_empty() {
+            if let Some(result) = inner.select_drawn::<true>(method, key, now_us) {
                 return result;
             }
         }

@@ -26,16 +26,16 @@ fn random_follows_weights_and_never_picks_zero() {
     assert_binomial(c[&4], draws, 6.0 / 16.0, 5.0, "weight 6");
 }
 
-/// The balancer makes `random`'s and `leastactive`'s whole-set draws itself (no strategy call);
-/// with outlier ejection configured and nothing ejected, the same picks go through the
-/// strategy instead. Seeded alike, both must give the same sequence: the shortcut is the
+/// The balancer makes `random`'s, `leastactive`'s and `p2c`'s whole-set draws itself (no
+/// strategy call); with outlier ejection configured and nothing ejected, the same picks go
+/// through the strategy instead. Seeded alike, both must give the same sequence: the shortcut is the
 /// strategy's own draws, and when leastactive's draws all land on busy invokers the strategy
 /// goes on without drawing again. Calls are left in flight in a pattern that makes every
 /// invoker busy at times, so all three outcomes (idle draw, busy draws then scan) occur.
 #[test]
 fn whole_set_shortcut_is_the_strategy_pick() {
-    for strategy in ["random", "leastactive"] {
-        for weights in [&[100, 150, 200, 0, 100][..], &[5, 5, 5], &[7, 3]] {
+    for strategy in ["random", "leastactive", "p2c"] {
+        for weights in [&[100, 150, 200, 0, 100][..], &[5, 5, 5], &[7, 3], &[0, 9]] {
             let set: Vec<Invoker> = weights
                 .iter()
                 .enumerate()

@@ -21,8 +21,9 @@ mod ties;
 mod weighted;
 
 pub(crate) use adaptive::touch_pick_time;
+pub(crate) use p2c::best_of_pair;
 pub(crate) use random::WholeSet;
-pub(crate) use weighted::SubsetWeights;
+pub(crate) use weighted::{SubsetWeights, Weights};
 
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
@@ -46,6 +47,10 @@ pub(crate) enum WholeSetDraw {
     /// method in flight; when every draw lands on a busy one, the strategy decides, told so by
     /// [`Ctx::drawn`] (`leastactive`).
     FirstIdle { draws: usize },
+    /// The pick is the less loaded of a weighted pair drawn from the [`Weights`] the strategy
+    /// prepared, by [`best_of_pair`] (`p2c` with two choices and no slow start). Only
+    /// `select_drawn` makes it; elsewhere the strategy's `select` does.
+    BestOfPair,
 }
 
 /// Data a strategy derives from a whole set (a ring, prefix sums), built on update only.

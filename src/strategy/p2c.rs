@@ -18,10 +18,12 @@
 
 use super::slow_start::SlowStart;
 use super::weighted::{Sampler, Weights};
+use super::WholeSetDraw;
 use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{Member, Snapshot};
 use crate::config::Config;
 use crate::error::Status;
+use crate::rng::Rng;
 
 pub(crate) struct P2c {
     /// 0 = every candidate.
@@ -44,9 +46,42 @@ fn less_loaded(aj: i64, wj: u64, ai: i64, wi: u64) -> bool {
     (aj as u128 + 1) * wi as u128 <= ai as u128 * wj as u128
 }
 
+/// The common pick: a pair drawn by configured weight from the whole set, and the less loaded
+/// of the two. Shared by [`P2c::select`] and the balancer's own draw path, which makes it
+/// without building a [`Ctx`] or calling through the strategy (`active` = calls of the method
+/// in flight at a position).
+#[inline(always)]
+pub(crate) fn best_of_pair(
+    weights: &Weights,
+    members: &[Member],
+    rng: &Rng<'_>,
+    active: impl Fn(usize) -> i64,
+) -> usize {
+    let (i, j) = weights.pair(rng);
+    let Some(j) = j else { return i };
+    let w = |p: usize| match weights.total() {
+        0 => 1,
+        _ => members[p].weight.max(0) as u64,
+    };
+    if less_loaded(active(j), w(j), active(i), w(i)) {
+        j
+    } else {
+        i
+    }
+}
+
 impl Strategy for P2c {
     fn kind(&self) -> StrategyKind {
         StrategyKind::P2c
+    }
+
+    fn whole_set_draw(&self) -> WholeSetDraw {
+        // Slow start makes weights depend on time, which the balancer's draw does not evaluate.
+        if self.choices == 2 && self.slow.is_none() {
+            WholeSetDraw::BestOfPair
+        } else {
+            WholeSetDraw::No
+        }
     }
 
     fn tracks_reports(&self) -> bool {
@@ -66,17 +101,12 @@ impl Strategy for P2c {
         let k = ctx.candidates.len();
         if (self.choices == 2 || k == 2) && Sampler::exact_for(ctx, weights, self.slow.as_ref()) {
             // The common pick: the whole set at its configured weights, a pair.
-            let (i, j) = weights.pair(&ctx.rng);
-            let Some(j) = j else { return Ok(i) };
-            let w = |p: usize| match weights.total() {
-                0 => 1,
-                _ => ctx.member(p).weight.max(0) as u64,
-            };
-            return Ok(if less_loaded(ctx.active(j), w(j), ctx.active(i), w(i)) {
-                j
-            } else {
-                i
-            });
+            return Ok(best_of_pair(
+                weights,
+                &ctx.snapshot.members,
+                &ctx.rng,
+                |p| ctx.active(p),
+            ));
         }
         let mut sampler = Sampler::new(ctx, weights, self.slow.as_ref());
         let Some(first) = sampler.draw() else {
