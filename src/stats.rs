@@ -197,8 +197,19 @@ impl CallStats {
 
     /// Where this thread counts: the shared counts while it is the only thread counting here
     /// (one load and compare), else its group's cell.
-    #[inline]
+    #[inline(always)]
     fn counts_of(&self, cell: usize) -> &Counts {
+        if self.home.load(Relaxed) == cell as u8 + 1 {
+            return &self.counts;
+        }
+        self.counts_of_slow(cell)
+    }
+
+    /// `counts_of` when this thread is not (yet) the one counting here: claims the counts for
+    /// it if nobody counted yet, else spreads.
+    #[cold]
+    #[inline(never)]
+    fn counts_of_slow(&self, cell: usize) -> &Counts {
         let me = cell as u8 + 1;
         let home = self.home.load(Relaxed);
         if home == me || (home == 0 && self.home.compare_exchange(0, me, Relaxed, Relaxed).is_ok())
