@@ -35,7 +35,13 @@ fn random_follows_weights_and_never_picks_zero() {
 #[test]
 fn whole_set_shortcut_is_the_strategy_pick() {
     for strategy in ["random", "leastactive", "p2c"] {
-        for weights in [&[100, 150, 200, 0, 100][..], &[5, 5, 5], &[7, 3], &[0, 9]] {
+        for weights in [
+            &[100, 150, 200, 0, 100][..],
+            &[5, 5, 5],
+            &[7, 3],
+            &[0, 9],
+            &[0, 0, 0],
+        ] {
             let set: Vec<Invoker> = weights
                 .iter()
                 .enumerate()
