@@ -555,8 +555,8 @@ impl Inner {
         let prepared = snapshot.prepared.as_ref()?;
         let rng = self.rng.on(Some(pin.rng));
         // The draws of `draw_from_whole_set` (or p2c's pair), written out: calling it (and
-        // matching its `Drawn`) here costs about 30 more instructions per select+report (random: 216 → 245
-        // in process, 349 → 385 through the shared library).
+        // matching its `Drawn`) here costs about 30 more instructions per select+report
+        // (random: 216 → 245 in process, 349 → 385 through the shared library).
         let pos = if PAIR {
             let weights = prepared.downcast_ref::<Weights>()?;
             best_of_pair(weights, &snapshot.members, &rng, |p| {
