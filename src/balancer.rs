@@ -7,7 +7,7 @@ use crate::error::{Error, Status};
 use crate::filter::Filter;
 use crate::invoker::{Invoker, Outcome};
 use crate::rng::{fresh_seed, Rng, RngSource};
-use crate::stats::{CallStats, InvokerState, CELLS};
+use crate::stats::{CallStats, InvokerState, NO_COUNTER};
 use crate::strategy::{
     best_of_pair, Ctx, Prepared, PreparedData, Report, Strategy, SubsetWeights, Weights, WholeSet,
     WholeSetDraw,
@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::marker::PhantomData;
 use std::sync::atomic::{
-    AtomicU32, AtomicU64, AtomicUsize,
+    AtomicU32, AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::{Arc, OnceLock};
@@ -336,8 +336,8 @@ struct CallEnd {
 /// What one select call knows before its strategy runs.
 struct Call<'a> {
     snapshot: &'a Snapshot,
-    /// This thread's cell of spread counters.
-    cell: usize,
+    /// This thread's counter id (see `SnapshotCache::counter`).
+    counter: u32,
     method_state: &'a MethodState,
     method: u32,
     key: &'a [u8],
@@ -371,9 +371,9 @@ impl Inner {
         let member = &snapshot.members[pos];
         let stats = member.state.methods.get_or_insert(call.method);
         if self.spread_counters {
-            stats.begin_spread(call.cell);
+            stats.begin_spread(call.counter);
         } else {
-            stats.begin();
+            stats.begin(call.counter);
         }
         if self.tracks_selects {
             self.strategy
@@ -590,9 +590,9 @@ impl Inner {
         let member = &snapshot.members[pos];
         let stats = member.state.methods.get_or_insert(method);
         if self.spread_counters {
-            stats.begin_spread(pin.cell);
+            stats.begin_spread(pin.counter);
         } else {
-            stats.begin();
+            stats.begin(pin.counter);
         }
         Some(Ok(member.id))
     }
@@ -610,7 +610,7 @@ impl Inner {
         let method_state = self.methods.get(method).ok_or(Status::UnknownMethod)?;
         let call = Call {
             snapshot,
-            cell: 0,
+            counter: NO_COUNTER,
             method_state,
             method,
             key,
@@ -623,7 +623,7 @@ impl Inner {
     /// A report's work on one snapshot: the call's counters, then what the strategy and the
     /// filter learn from it (only for those that follow reports).
     #[inline]
-    fn end_call(&self, snapshot: &Snapshot, cell: usize, end: &CallEnd) {
+    fn end_call(&self, snapshot: &Snapshot, counter: u32, end: &CallEnd) {
         // A report for an id no longer in the set is accepted and ignored.
         let Some(pos) = snapshot.position(end.id) else {
             return;
@@ -634,10 +634,10 @@ impl Inner {
             .get_or_insert(end.method);
         let elapsed_us = end.elapsed_us as u64;
         let ended = if self.spread_counters {
-            stats.end_spread(cell, end.outcome, elapsed_us);
+            stats.end_spread(counter, end.outcome, elapsed_us);
             true
         } else {
-            stats.end(end.outcome, elapsed_us)
+            stats.end(counter, end.outcome, elapsed_us)
         };
         if self.learns_from_reports {
             self.learn_from_report(snapshot, pos, stats, ended, end);
@@ -648,7 +648,7 @@ impl Inner {
     #[inline(never)]
     fn end_call_pinned(&self, end: &CallEnd) {
         let pinned = self.pin();
-        self.end_call(pinned.get(), pinned.cell, end);
+        self.end_call(pinned.get(), pinned.counter, end);
     }
 
     #[inline]
@@ -697,7 +697,7 @@ impl Inner {
                             (*cache).in_call = true;
                             return Pinned {
                                 snapshot: Arc::as_ptr(snap),
-                                cell: (*cache).cell as usize,
+                                counter: (*cache).counter,
                                 cache,
                                 _loaded: None,
                                 _inner: PhantomData,
@@ -717,7 +717,7 @@ impl Inner {
             let guard = inner.snapshot.load();
             Pinned {
                 snapshot: Arc::as_ptr(&guard),
-                cell: 0,
+                counter: NO_COUNTER,
                 cache: std::ptr::null_mut(),
                 _loaded: Some(guard),
                 _inner: PhantomData,
@@ -731,9 +731,9 @@ impl Inner {
             if (*cache).in_call {
                 return loaded(self);
             }
-            if (*cache).cell as usize >= CELLS {
+            if (*cache).counter == 0 {
                 // This thread's first call.
-                (*cache).cell = (NEXT_CELL.fetch_add(1, Relaxed) % CELLS) as u8;
+                (*cache).counter = next_counter();
                 (*cache).rng.set(fresh_seed());
             }
             let slot = &mut (*cache).slots[self.uid as usize % CACHED];
@@ -746,7 +746,7 @@ impl Inner {
         drop(replaced);
         Pinned {
             snapshot,
-            cell: unsafe { (*cache).cell } as usize,
+            counter: unsafe { (*cache).counter },
             cache,
             _loaded: None,
             _inner: PhantomData,
@@ -760,8 +760,8 @@ impl Inner {
 /// hold it.
 struct CachedPin<'a> {
     snapshot: &'a Snapshot,
-    /// This thread's cell of spread counters.
-    cell: usize,
+    /// This thread's counter id (see `SnapshotCache::counter`).
+    counter: u32,
     rng: &'a Cell<u64>,
 }
 
@@ -786,7 +786,7 @@ impl Inner {
             }
             Some(CachedPin {
                 snapshot,
-                cell: (*cache).cell as usize,
+                counter: (*cache).counter,
                 rng: &(*cache).rng,
             })
         }
@@ -798,8 +798,8 @@ impl Inner {
 /// loaded from the arc-swap.
 struct Pinned<'a> {
     snapshot: *const Snapshot,
-    /// This thread's cell of spread counters (0 without a cache).
-    cell: usize,
+    /// This thread's counter id (`NO_COUNTER` without a cache).
+    counter: u32,
     /// This thread's cache when the snapshot is its slot's; its `in_call` is cleared on drop.
     cache: *mut SnapshotCache,
     _loaded: Option<arc_swap::Guard<Arc<Snapshot>>>,
@@ -869,8 +869,14 @@ pub struct Balancer {
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
-/// The next thread's cell of spread counters.
-static NEXT_CELL: AtomicUsize = AtomicUsize::new(0);
+/// Counter ids given out so far (see `stats::NO_COUNTER`).
+static COUNTERS_GIVEN: AtomicU64 = AtomicU64::new(0);
+
+/// A new thread's counter id, in `1..NO_COUNTER`: unique among live threads unless the process
+/// has started about four billion threads, and in turn, so that threads spread over the cells.
+fn next_counter() -> u32 {
+    (COUNTERS_GIVEN.fetch_add(1, Relaxed) % u64::from(NO_COUNTER - 1)) as u32 + 1
+}
 
 /// Snapshots cached per thread, direct-mapped by balancer uid.
 const CACHED: usize = 8;
@@ -884,9 +890,9 @@ struct SnapshotCache {
     /// Set while this thread runs a call on a cached snapshot: a nested call (none today) must
     /// not replace the slot that the outer one reads.
     in_call: bool,
-    /// This thread's cell of spread counters (`CELLS` = not assigned yet), given out in turn so
-    /// that threads share cells only when there are more of them than cells.
-    cell: u8,
+    /// This thread's counter id (0 = not assigned yet): it owns the counts of the (invoker,
+    /// method)s it counted on first, and picks its cell of spread counters.
+    counter: u32,
     /// This thread's random state (unseeded balancers draw from it).
     rng: Cell<u64>,
     slots: [CachedSnapshot; CACHED],
@@ -901,7 +907,7 @@ thread_local! {
     static CACHE: UnsafeCell<SnapshotCache> = const {
         UnsafeCell::new(SnapshotCache {
             in_call: false,
-            cell: CELLS as u8,
+            counter: 0,
             rng: Cell::new(0),
             slots: [const { CachedSnapshot { uid: 0, snapshot: None } }; CACHED],
         })
@@ -1071,16 +1077,20 @@ impl Balancer {
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
         let clock = Clock::new(now_us);
         let pinned;
-        let (snapshot, cell, rng) = match inner.pin_cached() {
-            Some(pin) => (pin.snapshot, pin.cell, inner.rng.on(Some(pin.rng))),
+        let (snapshot, counter, rng) = match inner.pin_cached() {
+            Some(pin) => (pin.snapshot, pin.counter, inner.rng.on(Some(pin.rng))),
             None => {
                 pinned = inner.pin();
-                (pinned.get(), pinned.cell, inner.rng.on(pinned.rng_state()))
+                (
+                    pinned.get(),
+                    pinned.counter,
+                    inner.rng.on(pinned.rng_state()),
+                )
             }
         };
         let call = Call {
             snapshot,
-            cell,
+            counter,
             method_state,
             method,
             key,
@@ -1115,7 +1125,7 @@ impl Balancer {
             now_us,
         };
         match inner.pin_cached() {
-            Some(pin) => inner.end_call(pin.snapshot, pin.cell, &end),
+            Some(pin) => inner.end_call(pin.snapshot, pin.counter, &end),
             None => inner.end_call_pinned(&end),
         }
         Ok(())

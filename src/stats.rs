@@ -5,17 +5,20 @@
 use crate::invoker::Outcome;
 use parking_lot::Mutex;
 use std::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8,
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64,
     Ordering::{AcqRel, Acquire, Relaxed},
 };
 use std::sync::OnceLock;
 
 /// Counters of one invoker for one method.
 ///
-/// A select costs one atomic add and a successful report two: calls in flight are not a counter
-/// of their own but `selected - ended`, so that select and report never both write one hot
-/// word. Readers load the ended counters before `selected`, which can only overestimate the
-/// in-flight count by calls selected meanwhile, never report it below zero.
+/// A select adds to one counter and a successful report to two: calls in flight are not a
+/// counter of their own but `selected - ended`, so that select and report never both write one
+/// hot word. The first thread to count here owns `counts` and adds with a plain load and store
+/// (a locked add costs about 5 ns on these VMs: three of them were most of a select+report);
+/// other threads add atomically to cells (see `begin` and `begin_spread`). Readers load the
+/// ended counters before `selected`, which can only overestimate the in-flight count by calls
+/// selected meanwhile, never report it below zero.
 // `repr(C)`: what every call touches first, in one line where the struct's placement allows.
 #[derive(Default)]
 #[repr(C, align(64))]
@@ -26,9 +29,10 @@ pub struct CallStats {
     /// Reports that found no call of theirs in flight (a double report, or one for a call
     /// selected before the invoker left and came back): counted as ended, then subtracted.
     unmatched: AtomicU64,
-    /// One more than the cell of the only thread that has counted here; 0 = none yet, and
-    /// `SPREAD` once a second one came (the cells exist then).
-    home: AtomicU8,
+    /// The counter id (see [`NO_COUNTER`]) of the only thread that has counted here, which
+    /// alone writes `counts`; 0 = none yet, and `SPREAD` once a second one came (the cells
+    /// exist then).
+    home: AtomicU32,
     /// The method these counters belong to, when they sit inline in [`MethodStats`]; `EMPTY`
     /// until claimed. Here rather than in an array of keys so that finding a method's counters
     /// and counting touch one cache line, not two. Unused in overflow tables, whose probes
@@ -68,32 +72,46 @@ struct Counts {
     succeeded_elapsed_us: AtomicU64,
 }
 
+/// Adds `v` to a counter and returns what it held. `OWNED`: the caller is the only thread that
+/// ever writes this counter, so a load and a store do, without the locked read-modify-write
+/// (about 5 ns on these VMs, most of a select+report when three of them are on its path).
+#[inline(always)]
+fn add<const OWNED: bool>(counter: &AtomicU64, v: u64) -> u64 {
+    if OWNED {
+        let before = counter.load(Relaxed);
+        counter.store(before.wrapping_add(v), Relaxed);
+        before
+    } else {
+        counter.fetch_add(v, Relaxed)
+    }
+}
+
 impl Counts {
     #[inline]
-    fn begin(&self) {
-        self.selected.fetch_add(1, Relaxed);
+    fn begin<const OWNED: bool>(&self) {
+        add::<OWNED>(&self.selected, 1);
     }
 
     #[inline]
-    fn end(&self, outcome: Outcome, elapsed_us: u64) {
+    fn end<const OWNED: bool>(&self, outcome: Outcome, elapsed_us: u64) {
         match outcome {
             Outcome::Success => {
-                self.succeeded.fetch_add(1, Relaxed);
-                let before = self.succeeded_elapsed_us.fetch_add(elapsed_us, Relaxed);
+                add::<OWNED>(&self.succeeded, 1);
+                let before = add::<OWNED>(&self.succeeded_elapsed_us, elapsed_us);
                 if before.checked_add(elapsed_us).is_none() {
                     // Saturate rather than wrap: a wrapped sum would read as a small mean.
                     self.succeeded_elapsed_us.store(u64::MAX, Relaxed);
                 }
             }
             Outcome::Failure => {
-                self.failed.fetch_add(1, Relaxed);
+                add::<OWNED>(&self.failed, 1);
             }
             Outcome::Timeout => {
-                self.failed.fetch_add(1, Relaxed);
-                self.timeouts.fetch_add(1, Relaxed);
+                add::<OWNED>(&self.failed, 1);
+                add::<OWNED>(&self.timeouts, 1);
             }
             Outcome::Cancelled => {
-                self.cancelled.fetch_add(1, Relaxed);
+                add::<OWNED>(&self.cancelled, 1);
             }
         }
     }
@@ -114,7 +132,13 @@ struct Cell(Counts);
 /// Thread cells are numbered below this; a set of cells has a power of two of them, at most
 /// this many, and a thread uses its number modulo that count.
 pub const CELLS: usize = 8;
-const SPREAD: u8 = u8::MAX;
+const SPREAD: u32 = u32::MAX;
+
+/// The counter id of a call made without one (a nested call, or one during thread teardown):
+/// it never owns counts. A thread's own id is unique among the process's threads (in
+/// `1..NO_COUNTER`, given out in turn), so that the owner of an (invoker, method)'s counts is one
+/// thread, never two that share a number.
+pub const NO_COUNTER: u32 = u32::MAX - 1;
 
 /// Cells per spread counter set: the machine's parallelism, rounded up to a power of two,
 /// between 2 and [`CELLS`] (more cells than cores only cost memory).
@@ -159,26 +183,52 @@ pub struct LatencyModel {
 }
 
 impl CallStats {
-    pub fn begin(&self) {
-        self.counts.begin();
+    /// Counts a select, for a strategy that reads calls in flight. `counter` is the calling
+    /// thread's id: the first thread to count here owns `counts` and adds to them without a
+    /// locked instruction; once a second one counts, every other thread adds to one shared
+    /// cell, so that reading the calls in flight adds up two cache lines at most.
+    #[inline]
+    pub fn begin(&self, counter: u32) {
+        match self.counts_of(counter, 1) {
+            (counts, true) => counts.begin::<true>(),
+            (cell, false) => cell.begin::<false>(),
+        }
     }
 
-    /// Records the end of a call. True when a call was in flight (the report matched one);
-    /// a report without a matching select never drives the in-flight count below zero.
-    pub fn end(&self, outcome: Outcome, elapsed_us: u64) -> bool {
+    /// Records the end of a call, for a strategy that reads calls in flight. True when a call
+    /// was in flight (the report matched one); a report without a matching select never drives
+    /// the in-flight count below zero.
+    #[inline]
+    pub fn end(&self, counter: u32, outcome: Outcome, elapsed_us: u64) -> bool {
         let matched = self.active() > 0;
-        self.counts.end(outcome, elapsed_us);
+        match self.counts_of(counter, 1) {
+            (counts, true) => counts.end::<true>(outcome, elapsed_us),
+            (cell, false) => cell.end::<false>(outcome, elapsed_us),
+        }
         if !matched {
             self.unmatched.fetch_add(1, Relaxed);
         }
         matched
     }
 
-    /// `begin` for a strategy whose picks never read calls in flight: once a second thread
-    /// counts here, each adds to the cell of its group (`cell` < [`CELLS`]).
+    /// `end` by the owner of `counts` under spread counters (below), matched as `end` is.
     #[inline]
-    pub fn begin_spread(&self, cell: usize) {
-        self.counts_of(cell).begin();
+    fn end_owned(&self, outcome: Outcome, elapsed_us: u64) {
+        let matched = self.active() > 0;
+        self.counts.end::<true>(outcome, elapsed_us);
+        if !matched {
+            self.unmatched.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// `begin` for a strategy whose picks never read calls in flight: once a second thread
+    /// counts here, each adds to the cell of its group. `counter` is the calling thread's id.
+    #[inline]
+    pub fn begin_spread(&self, counter: u32) {
+        match self.counts_of(counter, cell_count()) {
+            (counts, true) => counts.begin::<true>(),
+            (cell, false) => cell.begin::<false>(),
+        }
     }
 
     /// `end` for a strategy whose picks never read calls in flight. While one thread counts
@@ -186,55 +236,72 @@ impl CallStats {
     /// (that would read every thread's cell): a report without one is found when the counters
     /// are next read with nothing in flight (see [`CallStats::in_flight`]).
     #[inline]
-    pub fn end_spread(&self, cell: usize, outcome: Outcome, elapsed_us: u64) {
-        let counts = self.counts_of(cell);
-        if std::ptr::eq(counts, &self.counts) {
-            self.end(outcome, elapsed_us);
-        } else {
-            counts.end(outcome, elapsed_us);
+    pub fn end_spread(&self, counter: u32, outcome: Outcome, elapsed_us: u64) {
+        match self.counts_of(counter, cell_count()) {
+            (_, true) => self.end_owned(outcome, elapsed_us),
+            (cell, false) => cell.end::<false>(outcome, elapsed_us),
         }
     }
 
-    /// Where this thread counts: the shared counts while it is the only thread counting here
-    /// (one load and compare), else its group's cell.
+    /// Where this thread counts, and whether it owns those counts (is their only writer): the
+    /// shared counts while it is the only thread counting here (one load and compare), else its
+    /// group's cell, of `cells` (a power of two) created when a second thread comes.
     #[inline(always)]
-    fn counts_of(&self, cell: usize) -> &Counts {
-        if self.home.load(Relaxed) == cell as u8 + 1 {
-            return &self.counts;
+    fn counts_of(&self, counter: u32, cells: usize) -> (&Counts, bool) {
+        let home = self.home.load(Relaxed);
+        if home == counter {
+            return (&self.counts, true);
         }
-        self.counts_of_slow(cell)
+        if home == SPREAD {
+            // Marked only once the cells exist (`create_cells`).
+            if let Some(cells) = self.cells.get() {
+                return (&cells[counter as usize & (cells.len() - 1)].0, false);
+            }
+        }
+        self.counts_of_slow(counter, cells)
     }
 
     /// `counts_of` when this thread is not (yet) the one counting here: claims the counts for
-    /// it if nobody counted yet, else spreads.
+    /// it if nobody counted yet, else spreads. Once spread, nobody writes `counts` again (the
+    /// former owner may finish one last write: it is still their only writer).
     #[cold]
     #[inline(never)]
-    fn counts_of_slow(&self, cell: usize) -> &Counts {
-        let me = cell as u8 + 1;
+    fn counts_of_slow(&self, counter: u32, cells: usize) -> (&Counts, bool) {
         let home = self.home.load(Relaxed);
-        if home == me || (home == 0 && self.home.compare_exchange(0, me, Relaxed, Relaxed).is_ok())
+        if counter != NO_COUNTER
+            && (home == counter
+                || (home == 0
+                    && self
+                        .home
+                        .compare_exchange(0, counter, Relaxed, Relaxed)
+                        .is_ok()))
         {
-            return &self.counts;
+            return (&self.counts, true);
         }
-        let cells = self.spread();
-        &cells[cell & (cells.len() - 1)].0
+        let cells = self.spread(cells);
+        if home != SPREAD {
+            // The cells may be another thread's, created but not yet marked: mark them before
+            // counting in one, so that this thread's reads (`active`) include its own counts.
+            self.home.store(SPREAD, Relaxed);
+        }
+        (&cells[counter as usize & (cells.len() - 1)].0, false)
     }
 
     /// The cells, created by the first thread that finds another one's counts here.
     #[inline]
-    fn spread(&self) -> &[Cell] {
+    fn spread(&self, count: usize) -> &[Cell] {
         match self.cells.get() {
             Some(cells) => cells,
-            None => self.create_cells(),
+            None => self.create_cells(count),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn create_cells(&self) -> &[Cell] {
+    fn create_cells(&self, count: usize) -> &[Cell] {
         let cells = self
             .cells
-            .get_or_init(|| (0..cell_count()).map(|_| Cell::default()).collect());
+            .get_or_init(|| (0..count).map(|_| Cell::default()).collect());
         self.home.store(SPREAD, Relaxed);
         cells
     }
@@ -288,10 +355,11 @@ impl CallStats {
     /// Calls in flight (selected, not yet reported), for whoever reads them: spread counts
     /// included (stats).
     pub fn in_flight(&self) -> i64 {
-        if self.cells.get().is_some() {
-            return self.active_spread();
+        match self.cells.get() {
+            // Several cells: a strategy that never reads calls in flight (`begin_spread`).
+            Some(cells) if cells.len() > 1 => self.active_spread(),
+            _ => self.active(),
         }
-        self.active()
     }
 
     /// Calls in flight as the shared counts hold them: all of them for the strategies that read
@@ -299,6 +367,9 @@ impl CallStats {
     /// the others (what `end` on their only thread matches reports against).
     #[inline]
     pub fn active(&self) -> i64 {
+        if self.home.load(Relaxed) == SPREAD {
+            return self.active_with_cells();
+        }
         // Ended counters first (Acquire orders the later load of `selected` after them).
         let c = &self.counts;
         let ended = c
@@ -308,6 +379,28 @@ impl CallStats {
             .wrapping_add(c.cancelled.load(Acquire))
             .wrapping_sub(self.unmatched.load(Acquire));
         (c.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
+    }
+
+    /// `active` once a second thread counted here: the owner's counts plus the cells (one, for
+    /// the strategies that read calls in flight), ended counters first as in `active`.
+    #[inline]
+    fn active_with_cells(&self) -> i64 {
+        let cells = self.cells.get().map_or(&[][..], |c| &c[..]);
+        let ended = |c: &Counts| {
+            c.succeeded
+                .load(Acquire)
+                .wrapping_add(c.failed.load(Acquire))
+                .wrapping_add(c.cancelled.load(Acquire))
+        };
+        let mut sum = ended(&self.counts).wrapping_sub(self.unmatched.load(Acquire));
+        for cell in cells {
+            sum = sum.wrapping_add(ended(&cell.0));
+        }
+        let mut selected = self.counts.selected.load(Acquire);
+        for cell in cells {
+            selected = selected.wrapping_add(cell.0.selected.load(Acquire));
+        }
+        (selected.wrapping_sub(sum) as i64).max(0)
     }
 
     /// `in_flight` over spread counters. Their reports did not look for a matching select, so a
@@ -523,7 +616,7 @@ mod tests {
         for k in (0..500).rev() {
             let stats = m.get_or_insert(k * 7);
             for _ in 0..k % 5 {
-                stats.begin();
+                stats.begin(1);
             }
         }
         for k in 0..500 {
@@ -536,12 +629,12 @@ mod tests {
     #[test]
     fn concurrent_inserts_agree() {
         let m = Arc::new(MethodStats::default());
-        let threads: Vec<_> = (0..4)
-            .map(|_| {
+        let threads: Vec<_> = (1..=4)
+            .map(|counter| {
                 let m = m.clone();
                 std::thread::spawn(move || {
                     for k in 0..200 {
-                        m.get_or_insert(k).begin();
+                        m.get_or_insert(k).begin(counter);
                     }
                 })
             })
@@ -561,6 +654,11 @@ mod tests {
         // One thread: the shared counts, each report matched against the calls in flight.
         s.begin_spread(3);
         s.end_spread(3, Outcome::Success, 10);
+        assert_eq!(
+            s.home.load(Relaxed),
+            3,
+            "the first thread owns the shared counts"
+        );
         assert!(s.cells.get().is_none());
         // A second thread: cells, one per group of threads; the totals include both.
         s.begin_spread(5);
@@ -579,31 +677,102 @@ mod tests {
     #[test]
     fn a_spread_report_without_a_select_hides_no_later_call() {
         let s = CallStats::default();
-        s.begin_spread(0);
+        s.begin_spread(2);
         s.begin_spread(1);
         s.end_spread(1, Outcome::Success, 1);
-        s.end_spread(0, Outcome::Success, 1);
+        s.end_spread(2, Outcome::Success, 1);
         // Nothing in flight, then a report for no call: read as none in flight, and counted.
         s.end_spread(1, Outcome::Failure, 1);
         assert_eq!(s.in_flight(), 0);
         assert_eq!(s.unmatched(), 1);
-        s.begin_spread(0);
+        s.begin_spread(2);
         assert_eq!(s.in_flight(), 1);
     }
 
     #[test]
     fn end_never_goes_negative() {
         let s = CallStats::default();
-        assert!(!s.end(Outcome::Success, 5));
+        assert!(!s.end(1, Outcome::Success, 5));
         assert_eq!(s.active(), 0);
-        s.begin();
+        s.begin(1);
         assert_eq!(s.active(), 1);
-        assert!(s.end(Outcome::Failure, 0));
-        assert!(!s.end(Outcome::Cancelled, 0));
+        assert!(s.end(1, Outcome::Failure, 0));
+        assert!(!s.end(1, Outcome::Cancelled, 0));
         assert_eq!(s.active(), 0);
         // The unmatched reports do not absorb a later call's in-flight count.
-        s.begin();
+        s.begin(1);
         assert_eq!(s.active(), 1);
         assert_eq!(s.unmatched(), 2);
+        // Nor do they once a second thread counts here.
+        s.begin(2);
+        assert_eq!(s.active(), 2);
+        assert!(s.end(2, Outcome::Success, 1));
+        assert!(s.end(1, Outcome::Success, 1));
+        assert!(!s.end(2, Outcome::Success, 1));
+        assert_eq!((s.active(), s.unmatched()), (0, 3));
+        s.begin(2);
+        assert_eq!(s.active(), 1);
+    }
+
+    #[test]
+    fn the_owner_counts_without_locks_and_others_in_one_cell() {
+        let s = CallStats::default();
+        s.begin(7);
+        assert_eq!(s.home.load(Relaxed), 7);
+        assert!(s.cells.get().is_none());
+        s.begin(8);
+        let cells = s.cells.get().map(|c| c.len());
+        assert_eq!(
+            cells,
+            Some(1),
+            "readers of calls in flight add up two lines"
+        );
+        assert_eq!(s.home.load(Relaxed), SPREAD);
+        assert_eq!((s.active(), s.in_flight(), s.selected()), (2, 2, 2));
+        // The former owner now counts in the cell too; its counts keep what it counted.
+        assert!(s.end(7, Outcome::Success, 3));
+        assert!(s.end(8, Outcome::Timeout, 0));
+        assert_eq!(
+            (s.active(), s.succeeded(), s.failed(), s.timeouts()),
+            (0, 1, 1, 1)
+        );
+        assert_eq!(s.succeeded_elapsed_us(), 3);
+    }
+
+    /// Threads selecting and reporting at once, one of them the owner writing without locked
+    /// instructions: no count is lost (a lost one would leave calls "in flight" forever).
+    #[test]
+    fn concurrent_counting_loses_nothing() {
+        const THREADS: u32 = 4;
+        const CALLS: u64 = 200_000;
+        for spread in [false, true] {
+            let s = CallStats::default();
+            std::thread::scope(|scope| {
+                for counter in 1..=THREADS {
+                    let s = &s;
+                    scope.spawn(move || {
+                        for i in 0..CALLS {
+                            if spread {
+                                s.begin_spread(counter);
+                                s.end_spread(counter, Outcome::Success, i % 3);
+                            } else {
+                                s.begin(counter);
+                                assert!(s.active() >= 1, "its own call is in flight");
+                                assert!(s.end(counter, Outcome::Success, i % 3));
+                            }
+                        }
+                    });
+                }
+            });
+            let calls = u64::from(THREADS) * CALLS;
+            assert_eq!(
+                (s.selected(), s.succeeded()),
+                (calls, calls),
+                "spread: {spread}"
+            );
+            assert_eq!(s.in_flight(), 0, "spread: {spread}");
+            let elapsed = u64::from(THREADS) * (0..CALLS).map(|i| i % 3).sum::<u64>();
+            assert_eq!(s.succeeded_elapsed_us(), elapsed, "spread: {spread}");
+        }
     }
 }
