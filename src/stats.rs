@@ -189,7 +189,7 @@ impl CallStats {
     /// cell, so that reading the calls in flight adds up two cache lines at most.
     #[inline]
     pub fn begin(&self, counter: u32) {
-        match self.counts_of(counter, 1) {
+        match self.counts_of::<true>(counter) {
             (counts, true) => counts.begin::<true>(),
             (cell, false) => cell.begin::<false>(),
         }
@@ -201,7 +201,7 @@ impl CallStats {
     #[inline]
     pub fn end(&self, counter: u32, outcome: Outcome, elapsed_us: u64) -> bool {
         let matched = self.active() > 0;
-        match self.counts_of(counter, 1) {
+        match self.counts_of::<true>(counter) {
             (counts, true) => counts.end::<true>(outcome, elapsed_us),
             (cell, false) => cell.end::<false>(outcome, elapsed_us),
         }
@@ -225,7 +225,7 @@ impl CallStats {
     /// counts here, each adds to the cell of its group. `counter` is the calling thread's id.
     #[inline]
     pub fn begin_spread(&self, counter: u32) {
-        match self.counts_of(counter, cell_count()) {
+        match self.counts_of::<false>(counter) {
             (counts, true) => counts.begin::<true>(),
             (cell, false) => cell.begin::<false>(),
         }
@@ -237,7 +237,7 @@ impl CallStats {
     /// are next read with nothing in flight (see [`CallStats::in_flight`]).
     #[inline]
     pub fn end_spread(&self, counter: u32, outcome: Outcome, elapsed_us: u64) {
-        match self.counts_of(counter, cell_count()) {
+        match self.counts_of::<false>(counter) {
             (_, true) => self.end_owned(outcome, elapsed_us),
             (cell, false) => cell.end::<false>(outcome, elapsed_us),
         }
@@ -245,9 +245,10 @@ impl CallStats {
 
     /// Where this thread counts, and whether it owns those counts (is their only writer): the
     /// shared counts while it is the only thread counting here (one load and compare), else its
-    /// group's cell, of `cells` (a power of two) created when a second thread comes.
+    /// group's cell, created when a second thread comes: one shared by all the others
+    /// (`ONE_CELL`, for strategies that read calls in flight), else one per group of threads.
     #[inline(always)]
-    fn counts_of(&self, counter: u32, cells: usize) -> (&Counts, bool) {
+    fn counts_of<const ONE_CELL: bool>(&self, counter: u32) -> (&Counts, bool) {
         let home = self.home.load(Relaxed);
         if home == counter {
             return (&self.counts, true);
@@ -258,7 +259,7 @@ impl CallStats {
                 return (&cells[counter as usize & (cells.len() - 1)].0, false);
             }
         }
-        self.counts_of_slow(counter, cells)
+        self.counts_of_slow(counter, if ONE_CELL { 1 } else { cell_count() })
     }
 
     /// `counts_of` when this thread is not (yet) the one counting here: claims the counts for
