@@ -373,7 +373,7 @@ impl Inner {
         if self.spread_counters {
             stats.begin_spread(call.counter);
         } else {
-            stats.begin(call.counter);
+            stats.begin();
         }
         if self.tracks_selects {
             self.strategy
@@ -592,7 +592,7 @@ impl Inner {
         if self.spread_counters {
             stats.begin_spread(pin.counter);
         } else {
-            stats.begin(pin.counter);
+            stats.begin();
         }
         Some(Ok(member.id))
     }
@@ -637,7 +637,7 @@ impl Inner {
             stats.end_spread(counter, end.outcome, elapsed_us);
             true
         } else {
-            stats.end(counter, end.outcome, elapsed_us)
+            stats.end(end.outcome, elapsed_us)
         };
         if self.learns_from_reports {
             self.learn_from_report(snapshot, pos, stats, ended, end);

@@ -14,11 +14,11 @@ use std::sync::OnceLock;
 ///
 /// A select adds to one counter and a successful report to two: calls in flight are not a
 /// counter of their own but `selected - ended`, so that select and report never both write one
-/// hot word. The first thread to count here owns `counts` and adds with a plain load and store
-/// (a locked add costs about 5 ns on these VMs: three of them were most of a select+report);
-/// other threads add atomically to cells (see `begin` and `begin_spread`). Readers load the
-/// ended counters before `selected`, which can only overestimate the in-flight count by calls
-/// selected meanwhile, never report it below zero.
+/// hot word. For strategies that never read calls in flight, the first thread to count here
+/// owns `counts` and adds with a plain load and store (a locked add costs about 5 ns on these
+/// VMs: three of them were most of a select+report); other threads add atomically to cells
+/// (see `begin_spread`). Readers load the ended counters before `selected`, which can only
+/// overestimate the in-flight count by calls selected meanwhile, never report it below zero.
 // `repr(C)`: what every call touches first, in one line where the struct's placement allows.
 #[derive(Default)]
 #[repr(C, align(64))]
@@ -123,6 +123,7 @@ impl Counts {
 // picks never read calls in flight (`random`, `roundrobin`, `consistenthash`): there the
 // counters are statistics, written on every call and read only by `stats`, and one line that
 // every thread's select and report write in turn keeps two threads from being faster than one.
+// Until then the only thread counting owns the counts and needs no locked instruction.
 
 /// One group of threads' counts, on a cache line of its own.
 #[derive(Default)]
@@ -183,49 +184,37 @@ pub struct LatencyModel {
 }
 
 impl CallStats {
-    /// Counts a select, for a strategy that reads calls in flight. `counter` is the calling
-    /// thread's id: the first thread to count here owns `counts` and adds to them without a
-    /// locked instruction; once a second one counts, every other thread adds to one shared
-    /// cell, so that reading the calls in flight adds up two cache lines at most.
-    #[inline]
-    pub fn begin(&self, counter: u32) {
-        match self.counts_of::<true>(counter) {
-            (counts, true) => counts.begin::<true>(),
-            (cell, false) => cell.begin::<false>(),
-        }
+    /// Counts a select, for a strategy that reads calls in flight: every thread adds to the
+    /// shared counts (atomically), so that a read of the calls in flight is one cache line.
+    /// (Owned counts with a cell for the other threads, as `begin_spread` has them, made one
+    /// thread 35 % faster and two threads 11-33 % slower: reads then add up two lines.)
+    pub fn begin(&self) {
+        self.counts.begin::<false>();
     }
 
-    /// Records the end of a call, for a strategy that reads calls in flight. True when a call
-    /// was in flight (the report matched one); a report without a matching select never drives
-    /// the in-flight count below zero.
+    /// Records the end of a call. True when a call was in flight (the report matched one);
+    /// a report without a matching select never drives the in-flight count below zero.
+    pub fn end(&self, outcome: Outcome, elapsed_us: u64) -> bool {
+        self.end_counted::<false>(outcome, elapsed_us)
+    }
+
+    /// `end` on the shared counts, by any thread or (`OWNED`) by their owner under spread
+    /// counters (below).
     #[inline]
-    pub fn end(&self, counter: u32, outcome: Outcome, elapsed_us: u64) -> bool {
+    fn end_counted<const OWNED: bool>(&self, outcome: Outcome, elapsed_us: u64) -> bool {
         let matched = self.active() > 0;
-        match self.counts_of::<true>(counter) {
-            (counts, true) => counts.end::<true>(outcome, elapsed_us),
-            (cell, false) => cell.end::<false>(outcome, elapsed_us),
-        }
+        self.counts.end::<OWNED>(outcome, elapsed_us);
         if !matched {
             self.unmatched.fetch_add(1, Relaxed);
         }
         matched
     }
 
-    /// `end` by the owner of `counts` under spread counters (below), matched as `end` is.
-    #[inline]
-    fn end_owned(&self, outcome: Outcome, elapsed_us: u64) {
-        let matched = self.active() > 0;
-        self.counts.end::<true>(outcome, elapsed_us);
-        if !matched {
-            self.unmatched.fetch_add(1, Relaxed);
-        }
-    }
-
     /// `begin` for a strategy whose picks never read calls in flight: once a second thread
     /// counts here, each adds to the cell of its group. `counter` is the calling thread's id.
     #[inline]
     pub fn begin_spread(&self, counter: u32) {
-        match self.counts_of::<false>(counter) {
+        match self.counts_of(counter) {
             (counts, true) => counts.begin::<true>(),
             (cell, false) => cell.begin::<false>(),
         }
@@ -237,18 +226,19 @@ impl CallStats {
     /// are next read with nothing in flight (see [`CallStats::in_flight`]).
     #[inline]
     pub fn end_spread(&self, counter: u32, outcome: Outcome, elapsed_us: u64) {
-        match self.counts_of::<false>(counter) {
-            (_, true) => self.end_owned(outcome, elapsed_us),
+        match self.counts_of(counter) {
+            (_, true) => {
+                self.end_counted::<true>(outcome, elapsed_us);
+            }
             (cell, false) => cell.end::<false>(outcome, elapsed_us),
         }
     }
 
     /// Where this thread counts, and whether it owns those counts (is their only writer): the
     /// shared counts while it is the only thread counting here (one load and compare), else its
-    /// group's cell, created when a second thread comes: one shared by all the others
-    /// (`ONE_CELL`, for strategies that read calls in flight), else one per group of threads.
+    /// group's cell, created when a second thread comes.
     #[inline(always)]
-    fn counts_of<const ONE_CELL: bool>(&self, counter: u32) -> (&Counts, bool) {
+    fn counts_of(&self, counter: u32) -> (&Counts, bool) {
         let home = self.home.load(Relaxed);
         if home == counter {
             return (&self.counts, true);
@@ -259,7 +249,7 @@ impl CallStats {
                 return (&cells[counter as usize & (cells.len() - 1)].0, false);
             }
         }
-        self.counts_of_slow(counter, if ONE_CELL { 1 } else { cell_count() })
+        self.counts_of_slow(counter)
     }
 
     /// `counts_of` when this thread is not (yet) the one counting here: claims the counts for
@@ -267,7 +257,7 @@ impl CallStats {
     /// former owner may finish one last write: it is still their only writer).
     #[cold]
     #[inline(never)]
-    fn counts_of_slow(&self, counter: u32, cells: usize) -> (&Counts, bool) {
+    fn counts_of_slow(&self, counter: u32) -> (&Counts, bool) {
         let home = self.home.load(Relaxed);
         if counter != NO_COUNTER
             && (home == counter
@@ -279,7 +269,7 @@ impl CallStats {
         {
             return (&self.counts, true);
         }
-        let cells = self.spread(cells);
+        let cells = self.spread();
         if home != SPREAD {
             // The cells may be another thread's, created but not yet marked: mark them before
             // counting in one, so that this thread's reads (`active`) include its own counts.
@@ -290,19 +280,19 @@ impl CallStats {
 
     /// The cells, created by the first thread that finds another one's counts here.
     #[inline]
-    fn spread(&self, count: usize) -> &[Cell] {
+    fn spread(&self) -> &[Cell] {
         match self.cells.get() {
             Some(cells) => cells,
-            None => self.create_cells(count),
+            None => self.create_cells(),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn create_cells(&self, count: usize) -> &[Cell] {
+    fn create_cells(&self) -> &[Cell] {
         let cells = self
             .cells
-            .get_or_init(|| (0..count).map(|_| Cell::default()).collect());
+            .get_or_init(|| (0..cell_count()).map(|_| Cell::default()).collect());
         self.home.store(SPREAD, Relaxed);
         cells
     }
@@ -356,11 +346,10 @@ impl CallStats {
     /// Calls in flight (selected, not yet reported), for whoever reads them: spread counts
     /// included (stats).
     pub fn in_flight(&self) -> i64 {
-        match self.cells.get() {
-            // Several cells: a strategy that never reads calls in flight (`begin_spread`).
-            Some(cells) if cells.len() > 1 => self.active_spread(),
-            _ => self.active(),
+        if self.cells.get().is_some() {
+            return self.active_spread();
         }
+        self.active()
     }
 
     /// Calls in flight as the shared counts hold them: all of them for the strategies that read
@@ -368,9 +357,6 @@ impl CallStats {
     /// the others (what `end` on their only thread matches reports against).
     #[inline]
     pub fn active(&self) -> i64 {
-        if self.home.load(Relaxed) == SPREAD {
-            return self.active_with_cells();
-        }
         // Ended counters first (Acquire orders the later load of `selected` after them).
         let c = &self.counts;
         let ended = c
@@ -380,28 +366,6 @@ impl CallStats {
             .wrapping_add(c.cancelled.load(Acquire))
             .wrapping_sub(self.unmatched.load(Acquire));
         (c.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
-    }
-
-    /// `active` once a second thread counted here: the owner's counts plus the cells (one, for
-    /// the strategies that read calls in flight), ended counters first as in `active`.
-    #[inline]
-    fn active_with_cells(&self) -> i64 {
-        let cells = self.cells.get().map_or(&[][..], |c| &c[..]);
-        let ended = |c: &Counts| {
-            c.succeeded
-                .load(Acquire)
-                .wrapping_add(c.failed.load(Acquire))
-                .wrapping_add(c.cancelled.load(Acquire))
-        };
-        let mut sum = ended(&self.counts).wrapping_sub(self.unmatched.load(Acquire));
-        for cell in cells {
-            sum = sum.wrapping_add(ended(&cell.0));
-        }
-        let mut selected = self.counts.selected.load(Acquire);
-        for cell in cells {
-            selected = selected.wrapping_add(cell.0.selected.load(Acquire));
-        }
-        (selected.wrapping_sub(sum) as i64).max(0)
     }
 
     /// `in_flight` over spread counters. Their reports did not look for a matching select, so a
@@ -617,7 +581,7 @@ mod tests {
         for k in (0..500).rev() {
             let stats = m.get_or_insert(k * 7);
             for _ in 0..k % 5 {
-                stats.begin(1);
+                stats.begin();
             }
         }
         for k in 0..500 {
@@ -630,12 +594,12 @@ mod tests {
     #[test]
     fn concurrent_inserts_agree() {
         let m = Arc::new(MethodStats::default());
-        let threads: Vec<_> = (1..=4)
-            .map(|counter| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
                 let m = m.clone();
                 std::thread::spawn(move || {
                     for k in 0..200 {
-                        m.get_or_insert(k).begin(counter);
+                        m.get_or_insert(k).begin();
                     }
                 })
             })
@@ -693,51 +657,42 @@ mod tests {
     #[test]
     fn end_never_goes_negative() {
         let s = CallStats::default();
-        assert!(!s.end(1, Outcome::Success, 5));
+        assert!(!s.end(Outcome::Success, 5));
         assert_eq!(s.active(), 0);
-        s.begin(1);
+        s.begin();
         assert_eq!(s.active(), 1);
-        assert!(s.end(1, Outcome::Failure, 0));
-        assert!(!s.end(1, Outcome::Cancelled, 0));
+        assert!(s.end(Outcome::Failure, 0));
+        assert!(!s.end(Outcome::Cancelled, 0));
         assert_eq!(s.active(), 0);
         // The unmatched reports do not absorb a later call's in-flight count.
-        s.begin(1);
+        s.begin();
         assert_eq!(s.active(), 1);
         assert_eq!(s.unmatched(), 2);
-        // Nor do they once a second thread counts here.
-        s.begin(2);
-        assert_eq!(s.active(), 2);
-        assert!(s.end(2, Outcome::Success, 1));
-        assert!(s.end(1, Outcome::Success, 1));
-        assert!(!s.end(2, Outcome::Success, 1));
-        assert_eq!((s.active(), s.unmatched()), (0, 3));
-        s.begin(2);
-        assert_eq!(s.active(), 1);
     }
 
     #[test]
-    fn the_owner_counts_without_locks_and_others_in_one_cell() {
+    fn the_only_thread_counting_owns_the_counts_until_a_second_comes() {
         let s = CallStats::default();
-        s.begin(7);
+        s.begin_spread(7);
         assert_eq!(s.home.load(Relaxed), 7);
         assert!(s.cells.get().is_none());
-        s.begin(8);
-        let cells = s.cells.get().map(|c| c.len());
-        assert_eq!(
-            cells,
-            Some(1),
-            "readers of calls in flight add up two lines"
-        );
+        s.begin_spread(8);
         assert_eq!(s.home.load(Relaxed), SPREAD);
-        assert_eq!((s.active(), s.in_flight(), s.selected()), (2, 2, 2));
-        // The former owner now counts in the cell too; its counts keep what it counted.
-        assert!(s.end(7, Outcome::Success, 3));
-        assert!(s.end(8, Outcome::Timeout, 0));
+        assert_eq!(s.cells.get().map(|c| c.len()), Some(cell_count()));
+        assert_eq!((s.in_flight(), s.selected()), (2, 2));
+        // The former owner now counts in its cell; its counts keep what it counted.
+        s.end_spread(7, Outcome::Success, 3);
+        s.end_spread(8, Outcome::Timeout, 0);
         assert_eq!(
-            (s.active(), s.succeeded(), s.failed(), s.timeouts()),
+            (s.in_flight(), s.succeeded(), s.failed(), s.timeouts()),
             (0, 1, 1, 1)
         );
         assert_eq!(s.succeeded_elapsed_us(), 3);
+        // A call without a thread id never owns counts.
+        let t = CallStats::default();
+        t.begin_spread(NO_COUNTER);
+        assert_eq!(t.home.load(Relaxed), SPREAD);
+        assert_eq!((t.in_flight(), t.selected()), (1, 1));
     }
 
     /// Threads selecting and reporting at once, one of them the owner writing without locked
@@ -757,9 +712,9 @@ mod tests {
                                 s.begin_spread(counter);
                                 s.end_spread(counter, Outcome::Success, i % 3);
                             } else {
-                                s.begin(counter);
+                                s.begin();
                                 assert!(s.active() >= 1, "its own call is in flight");
-                                assert!(s.end(counter, Outcome::Success, i % 3));
+                                assert!(s.end(Outcome::Success, i % 3));
                             }
                         }
                     });
