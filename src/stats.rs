@@ -132,7 +132,7 @@ struct Cell(Counts);
 
 /// Thread cells are numbered below this; a set of cells has a power of two of them, at most
 /// this many, and a thread uses its number modulo that count.
-pub const CELLS: usize = 8;
+const CELLS: usize = 8;
 const SPREAD: u32 = u32::MAX;
 
 /// The counter id of a call made without one (a nested call, or one during thread teardown):
@@ -270,11 +270,6 @@ impl CallStats {
             return (&self.counts, true);
         }
         let cells = self.spread();
-        if home != SPREAD {
-            // The cells may be another thread's, created but not yet marked: mark them before
-            // counting in one, so that this thread's reads (`active`) include its own counts.
-            self.home.store(SPREAD, Relaxed);
-        }
         (&cells[counter as usize & (cells.len() - 1)].0, false)
     }
 
