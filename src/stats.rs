@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 /// counter of their own but `selected - ended`, so that select and report never both write one
 /// hot word. For strategies that never read calls in flight, the first thread to count here
 /// owns `counts` and adds with a plain load and store (a locked add costs about 5 ns on these
-/// VMs: three of them were most of a select+report); other threads add atomically to cells
-/// (see `begin_spread`). Readers load the ended counters before `selected`, which can only
+/// VMs: three of them were most of a select+report); then the first thread of each group owns
+/// its group's cell, and the others add atomically beside it (see `begin_spread`). Readers load the ended counters before `selected`, which can only
 /// overestimate the in-flight count by calls selected meanwhile, never report it below zero.
 // `repr(C)`: what every call touches first, in one line where the struct's placement allows.
 #[derive(Default)]
@@ -118,17 +118,53 @@ impl Counts {
 }
 
 // Spread counters, as `java.util.concurrent.atomic.LongAdder` spreads a sum: an (invoker,
-// method)'s counters get one cell (a cache line) per group of threads the first time a second
-// thread counts there, after which each thread adds to its own cell. Only for strategies whose
-// picks never read calls in flight (`random`, `roundrobin`, `consistenthash`): there the
-// counters are statistics, written on every call and read only by `stats`, and one line that
-// every thread's select and report write in turn keeps two threads from being faster than one.
-// Until then the only thread counting owns the counts and needs no locked instruction.
+// method)'s counters get one cell per group of threads the first time a second thread counts
+// there, after which each thread adds to its own group's cell. Only for strategies whose picks
+// never read calls in flight (`random`, `roundrobin`, `consistenthash`): there the counters are
+// statistics, written on every call and read only by `stats`, and one line that every thread's
+// select and report write in turn keeps two threads from being faster than one. Until then the
+// only thread counting owns the counts; in a cell the first thread of the group owns one line
+// and the others share a second. An owner adds without locked instructions.
 
-/// One group of threads' counts, on a cache line of its own.
+/// One group of threads' counts: those of its owner (the first of them to count here), which
+/// it adds to without locked instructions, and on a line of their own those of the others.
+#[derive(Default)]
+#[repr(C, align(64))]
+struct Cell {
+    owned: Counts,
+    /// The owner's counter id; 0 = none yet.
+    owner: AtomicU32,
+    others: Line,
+}
+
 #[derive(Default)]
 #[repr(align(64))]
-struct Cell(Counts);
+struct Line(Counts);
+
+impl Cell {
+    /// Where `counter` counts in this cell, and whether it owns those counts.
+    #[inline(always)]
+    fn counts_of(&self, counter: u32) -> (&Counts, bool) {
+        let owner = self.owner.load(Relaxed);
+        if owner == counter
+            || (owner == 0
+                && counter != NO_COUNTER
+                && self
+                    .owner
+                    .compare_exchange(0, counter, Relaxed, Relaxed)
+                    .is_ok())
+        {
+            return (&self.owned, true);
+        }
+        (&self.others.0, false)
+    }
+
+    fn sum(&self, of: impl Fn(&Counts) -> &AtomicU64) -> u64 {
+        of(&self.owned)
+            .load(Acquire)
+            .wrapping_add(of(&self.others.0).load(Acquire))
+    }
+}
 
 /// Thread cells are numbered below this; a set of cells has a power of two of them, at most
 /// this many, and a thread uses its number modulo that count.
@@ -142,7 +178,7 @@ const SPREAD: u32 = u32::MAX;
 pub const NO_COUNTER: u32 = u32::MAX - 1;
 
 /// Cells per spread counter set: the machine's parallelism, rounded up to a power of two,
-/// between 2 and [`CELLS`] (more cells than cores only cost memory).
+/// between 2 and [`CELLS`] (128 B each; more cells than cores mostly cost memory).
 fn cell_count() -> usize {
     static COUNT: OnceLock<usize> = OnceLock::new();
     *COUNT.get_or_init(|| {
@@ -227,10 +263,12 @@ impl CallStats {
     #[inline]
     pub fn end_spread(&self, counter: u32, outcome: Outcome, elapsed_us: u64) {
         match self.counts_of(counter) {
-            (_, true) => {
+            // The only thread counting here so far: its reports are matched, as `end`'s are.
+            (counts, true) if std::ptr::eq(counts, &self.counts) => {
                 self.end_counted::<true>(outcome, elapsed_us);
             }
-            (cell, false) => cell.end::<false>(outcome, elapsed_us),
+            (counts, true) => counts.end::<true>(outcome, elapsed_us),
+            (counts, false) => counts.end::<false>(outcome, elapsed_us),
         }
     }
 
@@ -246,7 +284,7 @@ impl CallStats {
         if home == SPREAD {
             // Marked only once the cells exist (`create_cells`).
             if let Some(cells) = self.cells.get() {
-                return (&cells[counter as usize & (cells.len() - 1)].0, false);
+                return cells[counter as usize & (cells.len() - 1)].counts_of(counter);
             }
         }
         self.counts_of_slow(counter)
@@ -270,7 +308,7 @@ impl CallStats {
             return (&self.counts, true);
         }
         let cells = self.spread();
-        (&cells[counter as usize & (cells.len() - 1)].0, false)
+        cells[counter as usize & (cells.len() - 1)].counts_of(counter)
     }
 
     /// The cells, created by the first thread that finds another one's counts here.
@@ -298,7 +336,7 @@ impl CallStats {
         let mut sum = of(&self.counts).load(Acquire);
         if let Some(cells) = self.cells.get() {
             for cell in cells.iter() {
-                sum = sum.wrapping_add(of(&cell.0).load(Acquire));
+                sum = sum.wrapping_add(cell.sum(&of));
             }
         }
         sum
@@ -334,7 +372,8 @@ impl CallStats {
             return base;
         };
         cells.iter().fold(base, |sum, c| {
-            sum.saturating_add(c.0.succeeded_elapsed_us.load(Relaxed))
+            sum.saturating_add(c.owned.succeeded_elapsed_us.load(Relaxed))
+                .saturating_add(c.others.0.succeeded_elapsed_us.load(Relaxed))
         })
     }
 
@@ -666,7 +705,7 @@ mod tests {
     }
 
     #[test]
-    fn the_only_thread_counting_owns_the_counts_until_a_second_comes() {
+    fn the_only_thread_counting_owns_the_counts_and_then_one_per_cell() {
         let s = CallStats::default();
         s.begin_spread(7);
         assert_eq!(s.home.load(Relaxed), 7);
@@ -683,11 +722,27 @@ mod tests {
             (0, 1, 1, 1)
         );
         assert_eq!(s.succeeded_elapsed_us(), 3);
+        // In the cells, the first thread of each group owns its cell; the others of the group
+        // count atomically beside it.
+        let cells = s.cells.get().unwrap();
+        let cell = &cells[8 & (cells.len() - 1)];
+        assert_eq!(cell.owner.load(Relaxed), 8);
+        let same_group = 8 + cells.len() as u32;
+        s.begin_spread(same_group);
+        assert_eq!(cell.owner.load(Relaxed), 8);
+        assert_eq!(cell.others.0.selected.load(Relaxed), 1);
+        s.end_spread(same_group, Outcome::Success, 4);
+        assert_eq!(
+            (s.in_flight(), s.succeeded(), s.succeeded_elapsed_us()),
+            (0, 2, 7)
+        );
         // A call without a thread id never owns counts.
         let t = CallStats::default();
         t.begin_spread(NO_COUNTER);
         assert_eq!(t.home.load(Relaxed), SPREAD);
         assert_eq!((t.in_flight(), t.selected()), (1, 1));
+        let cells = t.cells.get().unwrap();
+        assert!(cells.iter().all(|c| c.owner.load(Relaxed) == 0));
     }
 
     /// Threads selecting and reporting at once, one of them the owner writing without locked
