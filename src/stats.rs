@@ -17,8 +17,9 @@ use std::sync::OnceLock;
 /// hot word. For strategies that never read calls in flight, the first thread to count here
 /// owns `counts` and adds with a plain load and store (a locked add costs about 5 ns on these
 /// VMs: three of them were most of a select+report); then the first thread of each group owns
-/// its group's cell, and the others add atomically beside it (see `begin_spread`). Readers load the ended counters before `selected`, which can only
-/// overestimate the in-flight count by calls selected meanwhile, never report it below zero.
+/// its group's cell, and the others add atomically beside it (see `begin_spread`). Readers
+/// load the ended counters before `selected`, which can only overestimate the in-flight count
+/// by calls selected meanwhile, never report it below zero.
 // `repr(C)`: what every call touches first, in one line where the struct's placement allows.
 #[derive(Default)]
 #[repr(C, align(64))]
