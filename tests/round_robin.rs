@@ -311,6 +311,70 @@ fn methods_keep_separate_positions() {
     assert_eq!(b.select(a, b"", 1000).unwrap(), 3);
 }
 
+/// Methods past the first 128 have no lock-free slot for their period and pick under the
+/// method's lock: the sequence is the same, through an update, as is the split of concurrent
+/// picks.
+#[test]
+fn methods_past_the_live_slots_pick_the_same_sequence() {
+    let first: Vec<(u64, i32)> = vec![(1, 3), (2, 5), (3, 1)];
+    let second: Vec<(u64, i32)> = vec![(1, 3), (2, 2), (4, 4)];
+    let set = |list: &[(u64, i32)]| -> Vec<Invoker> {
+        list.iter().map(|&(id, w)| provider(id).weight(w)).collect()
+    };
+    let b = balancer("loadbalance=roundrobin", &set(&first));
+    let methods: Vec<u32> = (0..140)
+        .map(|i| b.method(&format!("m{i}")).unwrap())
+        .collect();
+    assert!(
+        methods[3] < 128 && methods[135] >= 128,
+        "one method on each side"
+    );
+    let mut models = [DubboModel::default(), DubboModel::default()];
+    for step in 0..400 {
+        let (list, now) = if step < 200 {
+            (&first, 1000)
+        } else {
+            (&second, 2000)
+        };
+        if step == 200 {
+            b.update(&set(&second)).unwrap();
+        }
+        for (model, &method) in models.iter_mut().zip([methods[3], methods[135]].iter()) {
+            let want = model.select(list, now);
+            assert_eq!(
+                b.select(method, b"", now * 1000).unwrap(),
+                want,
+                "method {method}, pick {step}"
+            );
+        }
+    }
+    // Concurrent picks on the late method: exactly whole periods (3 + 2 + 4 = 9 per period).
+    let b = std::sync::Arc::new(b);
+    let late = methods[139];
+    let counts: Vec<[usize; 5]> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let b = b.clone();
+                scope.spawn(move || {
+                    let mut c = [0usize; 5];
+                    for _ in 0..9_000 {
+                        c[b.select(late, b"", 3_000_000).unwrap() as usize] += 1;
+                    }
+                    c
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let mut total = [0usize; 5];
+    for c in counts {
+        for (t, v) in total.iter_mut().zip(c) {
+            *t += v;
+        }
+    }
+    assert_eq!(total, [0, 12_000, 8_000, 0, 16_000]);
+}
+
 #[test]
 fn concurrent_picks_are_exact() {
     let b = std::sync::Arc::new(balancer(

@@ -18,13 +18,12 @@ use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{IdHasher, Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::error::Status;
-use arc_swap::ArcSwapOption;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{
-    AtomicI64, AtomicU64,
-    Ordering::{AcqRel, Relaxed},
+    AtomicI64, AtomicPtr, AtomicU64,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
 use std::sync::Arc;
 
@@ -70,6 +69,13 @@ struct Kinetic {
     try_period_in: Option<u64>,
 }
 
+/// What a snapshot carries for round robin.
+struct SnapshotData {
+    /// None when no period fits the set.
+    fresh: Option<FreshPeriod>,
+    lives: LiveSlots,
+}
+
 /// The period from all-zero counters, shared by every method that starts fresh on this set.
 struct FreshPeriod {
     ids: Arc<[u64]>,
@@ -92,20 +98,24 @@ struct State {
     /// (after about one period's worth, so rebuilding at most doubles the O(n) cost).
     slow_picks: u64,
     rebuild_at: u64,
+    /// The live period published for lock-free picks, while one is (see [`LiveSlots`]).
+    open: Option<Arc<Live>>,
 }
 
-#[derive(Default)]
 struct PerMethod {
+    /// Where this method's live periods are published in each snapshot's [`LiveSlots`].
+    method_id: u32,
     state: Mutex<State>,
-    /// The state's period while it is live, published so that picks from it take no lock.
-    live: ArcSwapOption<Live>,
 }
 
 /// A live period as lock-free picks see it: each pick takes a ticket; the mutex holder that
 /// ends the period closes the cursor first, so the picks it counts are exactly those served.
 struct Live {
-    generation: u64,
     order: Arc<[u32]>,
+    /// `order.len()`, and its reciprocal for a division-free ticket modulo (a 64-bit `div`
+    /// was about a quarter of a pick's own time).
+    len: u32,
+    reciprocal: u64,
     /// Picks served since the period's first position (`CLOSED` set once it is over).
     cursor: AtomicU64,
     /// The latest pick's time (ms): every invoker of the set was "updated" then, as in Dubbo.
@@ -116,29 +126,121 @@ struct Live {
 
 const CLOSED: u64 = 1 << 63;
 
-impl PerMethod {
-    /// Ends the live period, if any: folds the picks it served into the state's period.
-    fn close_live(&self, st: &mut State) {
-        if let Some(live) = self.live.swap(None) {
-            // The cursor started at the period's position: it now is the position reached.
-            let reached = live.cursor.fetch_or(CLOSED, AcqRel) & !CLOSED;
-            if let Some(p) = st.period.as_mut() {
-                p.next = (reached % p.order.len() as u64) as usize;
-            }
-            st.last_select_ms = st.last_select_ms.max(live.last_select_ms.load(Relaxed));
+impl Live {
+    /// The position in `order` of a ticket: `ticket % len`, by Lemire's multiply-based modulo
+    /// while the ticket fits in 32 bits (the first four billion picks of a live period).
+    #[inline]
+    fn position(&self, ticket: u64) -> usize {
+        if ticket <= u64::from(u32::MAX) {
+            let low = self.reciprocal.wrapping_mul(ticket);
+            ((u128::from(low) * u128::from(self.len)) >> 64) as usize
+        } else {
+            (ticket % u64::from(self.len)) as usize
+        }
+    }
+}
+
+/// Methods with ids below this have a slot for a live period in each snapshot; picks of later
+/// ones (services rarely have that many) come from the period under the method's lock.
+const LIVE_SLOTS: usize = 128;
+/// Live periods one snapshot may publish before further ones stay behind the lock: each method
+/// publishes one per update, and again after a pick that had to take the lock (a pick on an
+/// older snapshot, a tournament that settled), so this bounds the memory that churn can hold.
+const MAX_LIVES_PER_SNAPSHOT: usize = 4 * LIVE_SLOTS;
+
+/// Each method's live period, published in the snapshot it is for. A pick holds its snapshot,
+/// which owns every [`Live`] its slots ever pointed to, so reading one needs no reference count
+/// (an `ArcSwap` load was two locked instructions, about a fifth of a pick), and a pick on an
+/// older snapshot never sees a newer set's period.
+struct LiveSlots {
+    slots: Box<[AtomicPtr<Live>]>,
+    owned: Mutex<Vec<Arc<Live>>>,
+}
+
+impl LiveSlots {
+    fn new() -> LiveSlots {
+        LiveSlots {
+            slots: (0..LIVE_SLOTS)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            owned: Mutex::new(Vec::new()),
         }
     }
 
-    /// Publishes the state's period for lock-free picks, from its current position.
-    fn open_live_at(&self, st: &State) {
-        if let Some(p) = &st.period {
-            self.live.store(Some(Arc::new(Live {
-                generation: p.generation,
-                order: p.order.clone(),
-                cursor: AtomicU64::new(p.next as u64),
-                last_select_ms: AtomicI64::new(st.last_select_ms),
-                oldest_departed_ms: AtomicI64::new(st.oldest_departed_ms),
-            })));
+    #[inline]
+    fn of(snapshot: &Snapshot) -> Option<&LiveSlots> {
+        Some(
+            &snapshot
+                .prepared
+                .as_ref()?
+                .downcast_ref::<SnapshotData>()?
+                .lives,
+        )
+    }
+
+    /// The live period of `method_id` in this snapshot, open or closed.
+    #[inline]
+    fn get(&self, method_id: u32) -> Option<&Live> {
+        let ptr = self.slots.get(method_id as usize)?.load(Acquire);
+        // SAFETY: a non-null slot points into an `Arc<Live>` held by `owned`, which keeps
+        // every one it receives until `self` drops.
+        unsafe { ptr.as_ref() }
+    }
+
+    /// Publishes `live` in `method_id`'s slot; false when it has none or the snapshot has
+    /// published its share.
+    fn publish(&self, method_id: u32, live: &Arc<Live>) -> bool {
+        let Some(slot) = self.slots.get(method_id as usize) else {
+            return false;
+        };
+        let mut owned = self.owned.lock();
+        if owned.len() >= MAX_LIVES_PER_SNAPSHOT {
+            return false;
+        }
+        owned.push(live.clone());
+        slot.store(Arc::as_ptr(live).cast_mut(), Release);
+        true
+    }
+}
+
+impl State {
+    /// Ends the live period, if any: folds the picks it served into the state's period.
+    fn close_live(&mut self) {
+        if let Some(live) = self.open.take() {
+            // The cursor started at the period's position: it now is the position reached.
+            let reached = live.cursor.fetch_or(CLOSED, AcqRel) & !CLOSED;
+            if let Some(p) = self.period.as_mut() {
+                p.next = (reached % p.order.len() as u64) as usize;
+            }
+            self.last_select_ms = self.last_select_ms.max(live.last_select_ms.load(Relaxed));
+        }
+    }
+
+    /// Publishes the state's period for lock-free picks on `snapshot`, from its current
+    /// position, when the period is of that snapshot's set.
+    fn open_live(&mut self, snapshot: &Snapshot, method_id: u32) {
+        self.close_live();
+        let Some(p) = self
+            .period
+            .as_ref()
+            .filter(|p| p.generation == snapshot.generation)
+        else {
+            return;
+        };
+        let Some(lives) = LiveSlots::of(snapshot) else {
+            return;
+        };
+        let len = p.order.len() as u32;
+        let live = Arc::new(Live {
+            order: p.order.clone(),
+            len,
+            reciprocal: (u64::MAX / u64::from(len)).wrapping_add(1),
+            cursor: AtomicU64::new(p.next as u64),
+            last_select_ms: AtomicI64::new(self.last_select_ms),
+            oldest_departed_ms: AtomicI64::new(self.oldest_departed_ms),
+        });
+        if lives.publish(method_id, &live) {
+            self.open = Some(live);
         }
     }
 }
@@ -268,7 +370,8 @@ impl State {
         let fresh = snapshot
             .prepared
             .as_ref()
-            .and_then(|p| p.downcast_ref::<FreshPeriod>());
+            .and_then(|p| p.downcast_ref::<SnapshotData>())
+            .and_then(|p| p.fresh.as_ref());
         let period = match fresh {
             Some(f) if start.iter().all(|&c| c == 0) => Period {
                 generation: snapshot.generation,
@@ -326,12 +429,7 @@ impl State {
     }
 
     /// A pick from the period or the tournament, when one is set up for this snapshot.
-    fn serve_fast(
-        &mut self,
-        per_method: &PerMethod,
-        snapshot: &Snapshot,
-        now_ms: i64,
-    ) -> Option<usize> {
+    fn serve_fast(&mut self, method_id: u32, snapshot: &Snapshot, now_ms: i64) -> Option<usize> {
         let generation = snapshot.generation;
         let pos = if let Some(p) = self.period.as_mut().filter(|p| p.generation == generation) {
             let pos = p.order[p.next] as usize;
@@ -363,21 +461,21 @@ impl State {
             self.recycle_departed(snapshot, now_ms);
         }
         // Picks from a period go lock-free again.
-        per_method.open_live_at(self);
+        self.open_live(snapshot, method_id);
         Some(pos)
     }
 
     /// Sets up the fast path again and decides when the next attempt may be made: building
     /// costs a period's simulation when one fits (O(n) otherwise), so the next rebuild waits for
     /// as many O(n) picks and rebuilding at most doubles their cost. A failed attempt (every
-    /// weight zero) is retried after twice as many.
-    fn rebuild_fast_path(&mut self, per_method: &PerMethod, snapshot: &Snapshot, now_ms: i64) {
+    /// weight zero) is retried after twice as many. The caller serves its pick from it next,
+    /// which publishes it (publishing first would let lock-free picks take that position too).
+    fn rebuild_fast_path(&mut self, snapshot: &Snapshot, now_ms: i64) {
         let built = self.build_fast_path(snapshot, now_ms);
         self.slow_picks = 0;
         let n = snapshot.members.len();
         let length = period_length(snapshot.members.iter().map(|m| m.weight)).map_or(1, |l| l.0);
         self.rebuild_at = if built {
-            per_method.open_live_at(self);
             if affordable(length, n) {
                 length.max(16)
             } else {
@@ -439,6 +537,27 @@ impl State {
     }
 }
 
+/// The period from all-zero counters over `members`, when one fits.
+fn fresh_period(members: &[Member]) -> Option<FreshPeriod> {
+    let (length, total) = period_length(members.iter().map(|m| m.weight))?;
+    if !affordable(length, members.len()) {
+        return None;
+    }
+    let weights: Vec<i32> = members.iter().map(|m| m.weight).collect();
+    let mut current = vec![0i64; members.len()];
+    let order = simulate(&mut current, &weights, total, length);
+    debug_assert!(
+        current.iter().all(|&c| c == 0),
+        "smooth WRR returns to zero after Σw/g picks"
+    );
+    Some(FreshPeriod {
+        ids: members.iter().map(|m| m.id).collect(),
+        weights: weights.into(),
+        order: order.into(),
+        total,
+    })
+}
+
 impl Strategy for RoundRobin {
     fn kind(&self) -> StrategyKind {
         StrategyKind::RoundRobin
@@ -453,35 +572,21 @@ impl Strategy for RoundRobin {
     }
 
     fn prepare(&self, members: &[Member], _previous: &Snapshot) -> Prepared {
-        let (length, total) = period_length(members.iter().map(|m| m.weight))?;
-        if !affordable(length, members.len()) {
-            return None;
-        }
-        let weights: Vec<i32> = members.iter().map(|m| m.weight).collect();
-        let mut current = vec![0i64; members.len()];
-        let order = simulate(&mut current, &weights, total, length);
-        debug_assert!(
-            current.iter().all(|&c| c == 0),
-            "smooth WRR returns to zero after Σw/g picks"
-        );
-        Some(PreparedData::new(FreshPeriod {
-            ids: members.iter().map(|m| m.id).collect(),
-            weights: weights.into(),
-            order: order.into(),
-            total,
+        Some(PreparedData::new(SnapshotData {
+            fresh: fresh_period(members),
+            lives: LiveSlots::new(),
         }))
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
-        let per_method = ctx.method.ext(PerMethod::default);
+        let per_method = ctx.method.ext(|| PerMethod {
+            method_id: ctx.method_id,
+            state: Mutex::default(),
+        });
         let now_ms = ctx.clock.now_ms();
         let fast = ctx.is_all && ctx.weights_static();
         if fast {
-            let live = per_method.live.load();
-            if let Some(live) = live
-                .as_ref()
-                .filter(|l| l.generation == ctx.snapshot.generation)
-            {
+            if let Some(live) = LiveSlots::of(ctx.snapshot).and_then(|l| l.get(ctx.method_id)) {
                 let ticket = live.cursor.fetch_add(1, AcqRel);
                 if ticket & CLOSED == 0 {
                     if live.last_select_ms.load(Relaxed) < now_ms {
@@ -493,23 +598,23 @@ impl Strategy for RoundRobin {
                         live.oldest_departed_ms
                             .store(st.oldest_departed_ms, Relaxed);
                     }
-                    return Ok(live.order[(ticket % live.order.len() as u64) as usize] as usize);
+                    return Ok(live.order[live.position(ticket)] as usize);
                 }
                 // Closed under us: the mutex holder has moved on; take the locked path.
             }
         }
         let mut st = per_method.state.lock();
-        per_method.close_live(&mut st);
+        st.close_live();
         if fast {
-            if let Some(pos) = st.serve_fast(per_method, ctx.snapshot, now_ms) {
+            if let Some(pos) = st.serve_fast(per_method.method_id, ctx.snapshot, now_ms) {
                 return Ok(pos);
             }
             st.materialize();
             // A fresh method, or one that has made enough O(n) picks since it lost its fast
             // path: rebuild first, so that this pick is served from it too.
             if st.slow_picks >= st.rebuild_at {
-                st.rebuild_fast_path(per_method, ctx.snapshot, now_ms);
-                if let Some(pos) = st.serve_fast(per_method, ctx.snapshot, now_ms) {
+                st.rebuild_fast_path(ctx.snapshot, now_ms);
+                if let Some(pos) = st.serve_fast(per_method.method_id, ctx.snapshot, now_ms) {
                     return Ok(pos);
                 }
             }
@@ -525,7 +630,7 @@ impl Strategy for RoundRobin {
             return;
         };
         let mut st = per_method.state.lock();
-        per_method.close_live(&mut st);
+        st.close_live();
         st.materialize();
         if snapshot.members.is_empty() {
             return;
@@ -538,7 +643,59 @@ impl Strategy for RoundRobin {
         let static_weights = snapshot.time_dependent_until_ms == i64::MIN
             || clock.now_ms() >= snapshot.time_dependent_until_ms;
         if static_weights && st.build_fast_path(snapshot, now_ms) {
-            per_method.open_live_at(&st);
+            st.open_live(snapshot, per_method.method_id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(len: u32) -> Arc<Live> {
+        Arc::new(Live {
+            order: (0..len).collect(),
+            len,
+            reciprocal: (u64::MAX / u64::from(len)).wrapping_add(1),
+            cursor: AtomicU64::new(0),
+            last_select_ms: AtomicI64::new(0),
+            oldest_departed_ms: AtomicI64::new(i64::MAX),
+        })
+    }
+
+    #[test]
+    fn ticket_positions_equal_the_remainder() {
+        let lens = [1, 2, 3, 7, 10, 1000, 65_521, MAX_PERIOD as u32];
+        let near_edges = [0, 1, 2, 999, 1 << 31, u64::from(u32::MAX) - 1];
+        for len in lens {
+            let live = live(len);
+            let mut tickets: Vec<u64> = near_edges.to_vec();
+            tickets.extend([u64::from(u32::MAX), u64::from(u32::MAX) + 1, CLOSED - 1]);
+            // And a spread of others, by a fixed multiplicative sequence.
+            tickets.extend((0..10_000u64).map(|i| i.wrapping_mul(0x9E37_79B9) & 0xFFFF_FFFF));
+            for t in tickets {
+                assert_eq!(
+                    live.position(t),
+                    (t % u64::from(len)) as usize,
+                    "{t} % {len}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_snapshot_publishes_a_bounded_number_of_live_periods() {
+        let lives = LiveSlots::new();
+        assert!(lives.get(3).is_none());
+        let first = live(5);
+        assert!(lives.publish(3, &first));
+        assert!(std::ptr::eq(lives.get(3).unwrap(), &*first));
+        assert!(!lives.publish(LIVE_SLOTS as u32, &first), "no slot");
+        for _ in 1..MAX_LIVES_PER_SNAPSHOT {
+            assert!(lives.publish(4, &live(2)));
+        }
+        assert!(!lives.publish(4, &live(2)), "the snapshot's share is used");
+        assert_eq!(lives.get(4).unwrap().len, 2);
+        assert!(std::ptr::eq(lives.get(3).unwrap(), &*first));
     }
 }
