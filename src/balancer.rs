@@ -637,7 +637,7 @@ impl Inner {
             stats.end_spread(counter, end.outcome, elapsed_us);
             true
         } else {
-            stats.end(end.outcome, elapsed_us)
+            stats.end(counter, end.outcome, elapsed_us)
         };
         if self.learns_from_reports {
             self.learn_from_report(snapshot, pos, stats, ended, end);
@@ -1187,7 +1187,11 @@ impl Balancer {
             let mut per_method = String::new();
             for (method, s) in m.state.methods.iter() {
                 let row = [
-                    s.in_flight() as u64,
+                    if inner.spread_counters {
+                        s.in_flight()
+                    } else {
+                        s.active()
+                    } as u64,
                     s.selected(),
                     s.succeeded(),
                     s.failed(),

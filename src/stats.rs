@@ -17,9 +17,11 @@ use std::sync::OnceLock;
 /// hot word. For strategies that never read calls in flight, the first thread to count here
 /// owns `counts` and adds with a plain load and store (a locked add costs about 5 ns on these
 /// VMs: three of them were most of a select+report); then the first thread of each group owns
-/// its group's cell, and the others add atomically beside it (see `begin_spread`). Readers
-/// load the ended counters before `selected`, which can only overestimate the in-flight count
-/// by calls selected meanwhile, never report it below zero.
+/// its group's cell, and the others add atomically beside it (see `begin_spread`). Strategies
+/// that read calls in flight count `selected` and `ended` on one shared line, atomically, and
+/// the outcome and latency as those statistics. Readers load the ended counters before
+/// `selected`, which can only overestimate the in-flight count by calls selected meanwhile,
+/// never report it below zero.
 // `repr(C)`: what every call touches first, in one line where the struct's placement allows.
 #[derive(Default)]
 #[repr(C, align(64))]
@@ -27,9 +29,10 @@ pub struct CallStats {
     /// What was counted while a single thread counted here (all of it, for strategies that read
     /// calls in flight).
     counts: Counts,
-    /// Reports that found no call of theirs in flight (a double report, or one for a call
-    /// selected before the invoker left and came back): counted as ended, then subtracted.
-    unmatched: AtomicU64,
+    /// For strategies that read calls in flight: the reports that ended a call counted in
+    /// `counts.selected` (those were `selected - ended`), written by every thread atomically.
+    /// Their other counts are statistics, counted as `random`'s are (below).
+    ended: AtomicU64,
     /// The counter id (see [`NO_COUNTER`]) of the only thread that has counted here, which
     /// alone writes `counts`; 0 = none yet, and `SPREAD` once a second one came (the cells
     /// exist then).
@@ -39,9 +42,15 @@ pub struct CallStats {
     /// and counting touch one cache line, not two. Unused in overflow tables, whose probes
     /// read a dense key array instead.
     inline_key: AtomicU32,
+    /// Reports that found no call of theirs in flight (a double report, or one for a call
+    /// selected before the invoker left and came back): counted as ended, then subtracted.
+    unmatched: AtomicU64,
     /// shortestresponse only: the sum of successful latencies truncated to whole ms per call,
     /// as Dubbo's RpcStatus keeps it, and where its current window starts.
     pub succeeded_elapsed_ms: AtomicU64,
+    /// shortestresponse only: its successes, as `succeeded_elapsed_ms` counts their latency
+    /// (the spread statistics would be many lines to sum for each candidate of every pick).
+    pub succeeded_calls: AtomicU64,
     pub window_succeeded: AtomicU64,
     pub window_elapsed_ms: AtomicU64,
     /// State that a strategy updates as a unit (latency estimates, provider metrics).
@@ -120,12 +129,13 @@ impl Counts {
 
 // Spread counters, as `java.util.concurrent.atomic.LongAdder` spreads a sum: an (invoker,
 // method)'s counters get one cell per group of threads the first time a second thread counts
-// there, after which each thread adds to its own group's cell. Only for strategies whose picks
-// never read calls in flight (`random`, `roundrobin`, `consistenthash`): there the counters are
-// statistics, written on every call and read only by `stats`, and one line that every thread's
-// select and report write in turn keeps two threads from being faster than one. Until then the
-// only thread counting owns the counts; in a cell the first thread of the group owns one line
-// and the others share a second. An owner adds without locked instructions.
+// there, after which each thread adds to its own group's cell. For the statistics (outcomes,
+// latency) of every strategy, and for the selects too of the strategies whose picks never read
+// calls in flight (`random`, `roundrobin`, `consistenthash`): these counters are written on
+// every call and read only by `stats`, and one line that every thread's select and report
+// write in turn keeps two threads from being faster than one. Until then the only thread
+// counting owns the counts; in a cell the first thread of the group owns one line and the
+// others share a second. An owner adds without locked instructions.
 
 /// One group of threads' counts: those of its owner (the first of them to count here), which
 /// it adds to without locked instructions, and on a line of their own those of the others.
@@ -222,25 +232,40 @@ pub struct LatencyModel {
 
 impl CallStats {
     /// Counts a select, for a strategy that reads calls in flight: every thread adds to the
-    /// shared counts (atomically), so that a read of the calls in flight is one cache line.
+    /// shared `selected` (atomically), so that a read of the calls in flight is one cache line.
     /// (Owned counts with a cell for the other threads, as `begin_spread` has them, made one
     /// thread 35 % faster and two threads 11-33 % slower: reads then add up two lines.)
+    #[inline]
     pub fn begin(&self) {
         self.counts.begin::<false>();
     }
 
-    /// Records the end of a call. True when a call was in flight (the report matched one);
-    /// a report without a matching select never drives the in-flight count below zero.
-    pub fn end(&self, outcome: Outcome, elapsed_us: u64) -> bool {
-        self.end_counted::<false>(outcome, elapsed_us)
+    /// Records the end of a call, for a strategy that reads calls in flight. True when a call
+    /// was in flight (the report matched one): it alone leaves the shared line, atomically;
+    /// the outcome and latency are statistics, counted where `end_spread` counts them (without
+    /// locked instructions while one thread counts here). A report without a matching select
+    /// never drives the in-flight count below zero.
+    #[inline]
+    pub fn end(&self, counter: u32, outcome: Outcome, elapsed_us: u64) -> bool {
+        let matched = self.active() > 0;
+        if matched {
+            self.ended.fetch_add(1, Relaxed);
+        } else {
+            self.unmatched.fetch_add(1, Relaxed);
+        }
+        match self.counts_of(counter) {
+            (counts, true) => counts.end::<true>(outcome, elapsed_us),
+            (counts, false) => counts.end::<false>(outcome, elapsed_us),
+        }
+        matched
     }
 
-    /// `end` on the shared counts, by any thread or (`OWNED`) by their owner under spread
-    /// counters (below).
+    /// `end` on the shared counts by their owner, for a strategy whose picks never read calls
+    /// in flight while one thread counts here.
     #[inline]
-    fn end_counted<const OWNED: bool>(&self, outcome: Outcome, elapsed_us: u64) -> bool {
-        let matched = self.active() > 0;
-        self.counts.end::<OWNED>(outcome, elapsed_us);
+    fn end_owned(&self, outcome: Outcome, elapsed_us: u64) -> bool {
+        let matched = self.counted_in_flight() > 0;
+        self.counts.end::<true>(outcome, elapsed_us);
         if !matched {
             self.unmatched.fetch_add(1, Relaxed);
         }
@@ -266,7 +291,7 @@ impl CallStats {
         match self.counts_of(counter) {
             // The only thread counting here so far: its reports are matched, as `end`'s are.
             (counts, true) if std::ptr::eq(counts, &self.counts) => {
-                self.end_counted::<true>(outcome, elapsed_us);
+                self.end_owned(outcome, elapsed_us);
             }
             (counts, true) => counts.end::<true>(outcome, elapsed_us),
             (counts, false) => counts.end::<false>(outcome, elapsed_us),
@@ -378,20 +403,29 @@ impl CallStats {
         })
     }
 
-    /// Calls in flight (selected, not yet reported), for whoever reads them: spread counts
-    /// included (stats).
+    /// Calls in flight (selected, not yet reported) of a strategy whose picks never read them
+    /// (`stats`): spread counts included.
     pub fn in_flight(&self) -> i64 {
         if self.cells.get().is_some() {
             return self.active_spread();
         }
-        self.active()
+        self.counted_in_flight()
     }
 
-    /// Calls in flight as the shared counts hold them: all of them for the strategies that read
-    /// calls in flight (their counts never spread), and the calls counted before the spread for
-    /// the others (what `end` on their only thread matches reports against).
+    /// Calls in flight, for a strategy that reads them (counted by `begin` and `end`): two
+    /// loads of one line.
     #[inline]
     pub fn active(&self) -> i64 {
+        // `ended` first (Acquire orders the later load of `selected` after it): a select
+        // counted meanwhile can only raise the result, never push it below zero.
+        let ended = self.ended.load(Acquire);
+        (self.counts.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
+    }
+
+    /// Calls in flight as the shared counts hold them, for a strategy whose picks never read
+    /// them: the calls counted before the spread (what `end_owned` matches reports against).
+    #[inline]
+    fn counted_in_flight(&self) -> i64 {
         // Ended counters first (Acquire orders the later load of `selected` after them).
         let c = &self.counts;
         let ended = c
@@ -692,12 +726,12 @@ mod tests {
     #[test]
     fn end_never_goes_negative() {
         let s = CallStats::default();
-        assert!(!s.end(Outcome::Success, 5));
+        assert!(!s.end(1, Outcome::Success, 5));
         assert_eq!(s.active(), 0);
         s.begin();
         assert_eq!(s.active(), 1);
-        assert!(s.end(Outcome::Failure, 0));
-        assert!(!s.end(Outcome::Cancelled, 0));
+        assert!(s.end(1, Outcome::Failure, 0));
+        assert!(!s.end(1, Outcome::Cancelled, 0));
         assert_eq!(s.active(), 0);
         // The unmatched reports do not absorb a later call's in-flight count.
         s.begin();
@@ -746,6 +780,35 @@ mod tests {
         assert!(cells.iter().all(|c| c.owner.load(Relaxed) == 0));
     }
 
+    #[test]
+    fn calls_in_flight_stay_on_the_shared_line_and_outcomes_spread() {
+        let s = CallStats::default();
+        s.begin();
+        s.begin();
+        assert!(s.end(4, Outcome::Success, 10));
+        // One thread reporting: it owns the statistics, as a spread strategy's only thread.
+        assert_eq!(s.home.load(Relaxed), 4);
+        assert!(s.cells.get().is_none());
+        assert_eq!(s.active(), 1);
+        // Another thread's report spreads the statistics, not the calls in flight.
+        assert!(s.end(5, Outcome::Timeout, 0));
+        assert!(s.cells.get().is_some());
+        assert_eq!(s.counts.selected.load(Relaxed), 2);
+        assert_eq!(s.ended.load(Relaxed), 2);
+        assert_eq!(s.active(), 0);
+        assert_eq!(
+            (s.selected(), s.succeeded(), s.failed(), s.timeouts()),
+            (2, 1, 1, 1)
+        );
+        assert_eq!(s.succeeded_elapsed_us(), 10);
+        // A report without a call neither ends one nor hides a later one.
+        assert!(!s.end(4, Outcome::Success, 1));
+        assert_eq!((s.ended.load(Relaxed), s.unmatched()), (2, 1));
+        s.begin();
+        assert_eq!(s.active(), 1);
+        assert_eq!(s.in_flight(), 1);
+    }
+
     /// Threads selecting and reporting at once, one of them the owner writing without locked
     /// instructions: no count is lost (a lost one would leave calls "in flight" forever).
     #[test]
@@ -765,7 +828,7 @@ mod tests {
                             } else {
                                 s.begin();
                                 assert!(s.active() >= 1, "its own call is in flight");
-                                assert!(s.end(Outcome::Success, i % 3));
+                                assert!(s.end(counter, Outcome::Success, i % 3));
                             }
                         }
                     });
@@ -778,6 +841,9 @@ mod tests {
                 "spread: {spread}"
             );
             assert_eq!(s.in_flight(), 0, "spread: {spread}");
+            if !spread {
+                assert_eq!(s.active(), 0);
+            }
             let elapsed = u64::from(THREADS) * (0..CALLS).map(|i| i % 3).sum::<u64>();
             assert_eq!(s.succeeded_elapsed_us(), elapsed, "spread: {spread}");
         }

@@ -31,7 +31,8 @@ impl ShortestResponse {
 fn estimate(stats: Option<&CallStats>) -> i64 {
     let Some(s) = stats else { return 0 };
     let succeeded = s
-        .succeeded()
+        .succeeded_calls
+        .load(Relaxed)
         .saturating_sub(s.window_succeeded.load(Relaxed));
     if succeeded == 0 {
         return 0;
@@ -65,7 +66,8 @@ impl Strategy for ShortestResponse {
         {
             for m in ctx.snapshot.members.iter() {
                 if let Some(s) = m.state.methods.get(ctx.method_id) {
-                    s.window_succeeded.store(s.succeeded(), Relaxed);
+                    s.window_succeeded
+                        .store(s.succeeded_calls.load(Relaxed), Relaxed);
                     s.window_elapsed_ms
                         .store(s.succeeded_elapsed_ms.load(Relaxed), Relaxed);
                 }
@@ -76,6 +78,7 @@ impl Strategy for ShortestResponse {
 
     fn on_report(&self, r: &Report<'_>) {
         if r.outcome == Outcome::Success {
+            r.stats.succeeded_calls.fetch_add(1, Relaxed);
             r.stats
                 .succeeded_elapsed_ms
                 .fetch_add((r.elapsed_us / 1000) as u64, Relaxed);
