@@ -5,7 +5,7 @@
 use crate::invoker::Outcome;
 use parking_lot::Mutex;
 use std::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicU32, AtomicU64,
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64,
     Ordering::{AcqRel, Acquire, Relaxed},
 };
 use std::sync::OnceLock;
@@ -45,14 +45,6 @@ pub struct CallStats {
     /// Reports that found no call of theirs in flight (a double report, or one for a call
     /// selected before the invoker left and came back): counted as ended, then subtracted.
     unmatched: AtomicU64,
-    /// shortestresponse only: the sum of successful latencies truncated to whole ms per call,
-    /// as Dubbo's RpcStatus keeps it, and where its current window starts.
-    pub succeeded_elapsed_ms: AtomicU64,
-    /// shortestresponse only: its successes, as `succeeded_elapsed_ms` counts their latency
-    /// (the spread statistics would be many lines to sum for each candidate of every pick).
-    pub succeeded_calls: AtomicU64,
-    pub window_succeeded: AtomicU64,
-    pub window_elapsed_ms: AtomicU64,
     /// State that a strategy updates as a unit (latency estimates, provider metrics).
     pub model: Mutex<LatencyModel>,
     /// adaptive: a provider has reported metrics for this invoker and method (until then its
@@ -60,12 +52,16 @@ pub struct CallStats {
     pub has_provider_metrics: AtomicBool,
     /// adaptive: when the invoker was last picked (ms; 0 = not yet), Dubbo's pickTime.
     pub pick_time_ms: AtomicI64,
-    /// peakewma's lock-free latency estimate (unused by other strategies).
-    pub ewma: EwmaCell,
+    /// peakewma's estimate or shortestresponse's window (see [`StrategyWords`]).
+    words: StrategyWords,
     /// The counts of each group of threads once a second thread counted here (spread counters,
     /// below); `counts` keeps what was counted before.
-    cells: OnceLock<Box<[Cell]>>,
+    cells: Cells,
 }
+
+// Three lines: the counters every call writes, then the rest (192 B where it was 256 B before
+// peakewma's and shortestresponse's words shared their space: 128 B less per invoker).
+const _: () = assert!(std::mem::size_of::<CallStats>() == 192);
 
 const _: () = assert!(std::mem::offset_of!(CallStats, inline_key) + 4 <= 64);
 
@@ -177,6 +173,48 @@ impl Cell {
     }
 }
 
+/// The cells of a spread counter set, created once: one pointer (a `OnceLock<Box<[Cell]>>`
+/// took 24 B), as every set has `cell_count()` cells.
+#[derive(Default)]
+struct Cells(AtomicPtr<Cell>);
+
+impl Cells {
+    #[inline]
+    fn get(&self) -> Option<&[Cell]> {
+        let cells = self.0.load(Acquire);
+        // SAFETY: a non-null pointer is a leaked `Box<[Cell]>` of `cell_count()` cells, freed
+        // only by `drop`.
+        (!cells.is_null()).then(|| unsafe { std::slice::from_raw_parts(cells, cell_count()) })
+    }
+
+    fn get_or_init(&self) -> &[Cell] {
+        if let Some(cells) = self.get() {
+            return cells;
+        }
+        let fresh: Box<[Cell]> = (0..cell_count()).map(|_| Cell::default()).collect();
+        let fresh = Box::into_raw(fresh) as *mut Cell;
+        if let Err(_other) = self
+            .0
+            .compare_exchange(std::ptr::null_mut(), fresh, AcqRel, Acquire)
+        {
+            // Another thread's cells won.
+            // SAFETY: `fresh` came from `Box::into_raw` above and was never shared.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, cell_count())) });
+        }
+        self.get().expect("set above")
+    }
+}
+
+impl Drop for Cells {
+    fn drop(&mut self) {
+        let cells = *self.0.get_mut();
+        if !cells.is_null() {
+            // SAFETY: as in `get`; nothing else holds the cells once their owner drops.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(cells, cell_count())) });
+        }
+    }
+}
+
 /// Thread cells are numbered below this; a set of cells has a power of two of them, at most
 /// this many, and a thread uses its number modulo that count.
 const CELLS: usize = 8;
@@ -200,9 +238,41 @@ fn cell_count() -> usize {
     })
 }
 
+/// Words that one strategy keeps per (invoker, method). A balancer has one strategy, so
+/// peakewma's estimate and shortestresponse's window never live in the same `CallStats` and
+/// share its space.
+#[repr(C)]
+union StrategyWords {
+    ewma: std::mem::ManuallyDrop<EwmaCell>,
+    window: std::mem::ManuallyDrop<ResponseWindow>,
+}
+
+impl Default for StrategyWords {
+    fn default() -> Self {
+        StrategyWords {
+            ewma: Default::default(),
+        }
+    }
+}
+
+/// shortestresponse's per-(invoker, method) window, as Dubbo's RpcStatus keeps it.
+#[derive(Default)]
+#[repr(C)]
+pub struct ResponseWindow {
+    /// The sum of successful latencies truncated to whole ms per call.
+    pub succeeded_elapsed_ms: AtomicU64,
+    /// The successes that `succeeded_elapsed_ms` sums (kept here, not read from the spread
+    /// statistics: those would be many lines to sum for each candidate of every pick).
+    pub succeeded_calls: AtomicU64,
+    /// Both as they were when the current window started.
+    pub window_succeeded: AtomicU64,
+    pub window_elapsed_ms: AtomicU64,
+}
+
 /// peakewma's per-(invoker, method) state: plain atomics, so that a pick reads it without a
 /// lock. Times are the caller's `now_us` timeline (Unix µs); 0 = never.
 #[derive(Default)]
+#[repr(C)]
 pub struct EwmaCell {
     /// Latency estimate in µs as `f64` bits; 0 = no sample yet.
     pub estimate_bits: AtomicU64,
@@ -231,6 +301,21 @@ pub struct LatencyModel {
 }
 
 impl CallStats {
+    /// peakewma's estimate (only a peakewma balancer calls this).
+    #[inline]
+    pub fn ewma(&self) -> &EwmaCell {
+        // SAFETY: both views of the union are integer atomics, valid for any bits (zero to
+        // start with); a balancer's one strategy only ever uses one view.
+        unsafe { &self.words.ewma }
+    }
+
+    /// shortestresponse's window (only a shortestresponse balancer calls this).
+    #[inline]
+    pub fn window(&self) -> &ResponseWindow {
+        // SAFETY: as in `ewma`.
+        unsafe { &self.words.window }
+    }
+
     /// Counts a select, for a strategy that reads calls in flight: every thread adds to the
     /// shared `selected` (atomically), so that a read of the calls in flight is one cache line.
     /// (Owned counts with a cell for the other threads, as `begin_spread` has them, made one
@@ -349,9 +434,7 @@ impl CallStats {
     #[cold]
     #[inline(never)]
     fn create_cells(&self) -> &[Cell] {
-        let cells = self
-            .cells
-            .get_or_init(|| (0..cell_count()).map(|_| Cell::default()).collect());
+        let cells = self.cells.get_or_init();
         self.home.store(SPREAD, Relaxed);
         cells
     }

@@ -212,7 +212,7 @@ impl PeakEwma {
         let Some(stats) = member.state.methods.get(ctx.method_id) else {
             return look;
         };
-        let cell = &stats.ewma;
+        let cell = stats.ewma();
         look.active = stats.active();
         look.estimate = f64::from_bits(cell.estimate_bits.load(Relaxed));
         if typical > 0.0 && look.estimate > typical {
@@ -277,7 +277,7 @@ impl PeakEwma {
         let Some(stats) = ctx.stats(pos) else {
             return false;
         };
-        let cell = &stats.ewma;
+        let cell = stats.ewma();
         if cell
             .probed_us
             .compare_exchange(probed, now_us, Relaxed, Relaxed)
@@ -678,12 +678,12 @@ impl Strategy for PeakEwma {
     fn on_select(&self, _method: &MethodState, _method_id: u32, stats: &CallStats, clock: &Clock) {
         // Idle to busy: the age of the oldest call in flight counts from now.
         if stats.active() == 1 {
-            stats.ewma.progress_us.store(clock.now_us(), Relaxed);
+            stats.ewma().progress_us.store(clock.now_us(), Relaxed);
         }
     }
 
     fn on_report(&self, r: &Report<'_>) {
-        let cell = &r.stats.ewma;
+        let cell = r.stats.ewma();
         let now = r.clock.now_us();
         if r.ended {
             cell.progress_us.store(now, Relaxed);
@@ -783,7 +783,7 @@ impl Strategy for PeakEwma {
             .state
             .methods
             .iter()
-            .map(|(_, s)| f64::from_bits(s.ewma.estimate_bits.load(Relaxed)))
+            .map(|(_, s)| f64::from_bits(s.ewma().estimate_bits.load(Relaxed)))
             .fold(0.0f64, f64::max);
         out.push_str(&format!(
             ",\"latency_estimate_us\":{}",

@@ -30,17 +30,18 @@ impl ShortestResponse {
 /// An invoker with no success in the window estimates 0 and so wins: Dubbo's documented quirk.
 fn estimate(stats: Option<&CallStats>) -> i64 {
     let Some(s) = stats else { return 0 };
-    let succeeded = s
+    let w = s.window();
+    let succeeded = w
         .succeeded_calls
         .load(Relaxed)
-        .saturating_sub(s.window_succeeded.load(Relaxed));
+        .saturating_sub(w.window_succeeded.load(Relaxed));
     if succeeded == 0 {
         return 0;
     }
-    let elapsed = s
+    let elapsed = w
         .succeeded_elapsed_ms
         .load(Relaxed)
-        .saturating_sub(s.window_elapsed_ms.load(Relaxed));
+        .saturating_sub(w.window_elapsed_ms.load(Relaxed));
     ((elapsed / succeeded) as i64).saturating_mul(s.active() + 1)
 }
 
@@ -66,10 +67,11 @@ impl Strategy for ShortestResponse {
         {
             for m in ctx.snapshot.members.iter() {
                 if let Some(s) = m.state.methods.get(ctx.method_id) {
-                    s.window_succeeded
-                        .store(s.succeeded_calls.load(Relaxed), Relaxed);
-                    s.window_elapsed_ms
-                        .store(s.succeeded_elapsed_ms.load(Relaxed), Relaxed);
+                    let w = s.window();
+                    w.window_succeeded
+                        .store(w.succeeded_calls.load(Relaxed), Relaxed);
+                    w.window_elapsed_ms
+                        .store(w.succeeded_elapsed_ms.load(Relaxed), Relaxed);
                 }
             }
         }
@@ -78,9 +80,9 @@ impl Strategy for ShortestResponse {
 
     fn on_report(&self, r: &Report<'_>) {
         if r.outcome == Outcome::Success {
-            r.stats.succeeded_calls.fetch_add(1, Relaxed);
-            r.stats
-                .succeeded_elapsed_ms
+            let w = r.stats.window();
+            w.succeeded_calls.fetch_add(1, Relaxed);
+            w.succeeded_elapsed_ms
                 .fetch_add((r.elapsed_us / 1000) as u64, Relaxed);
         }
     }
