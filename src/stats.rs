@@ -194,15 +194,27 @@ impl Cells {
         }
         let fresh: Box<[Cell]> = (0..cell_count()).map(|_| Cell::default()).collect();
         let fresh = Box::into_raw(fresh) as *mut Cell;
-        if let Err(_other) = self
+        let lost = self
             .0
             .compare_exchange(std::ptr::null_mut(), fresh, AcqRel, Acquire)
-        {
+            .is_err();
+        if lost {
             // Another thread's cells won.
             // SAFETY: `fresh` came from `Box::into_raw` above and was never shared.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, cell_count())) });
+            unsafe { Cells::free(fresh) };
         }
         self.get().expect("set above")
+    }
+
+    /// Frees cells made by `get_or_init`.
+    ///
+    /// # Safety
+    /// `cells` is a leaked `Box<[Cell]>` of `cell_count()` cells that nothing else uses.
+    unsafe fn free(cells: *mut Cell) {
+        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+            cells,
+            cell_count(),
+        )));
     }
 }
 
@@ -211,7 +223,7 @@ impl Drop for Cells {
         let cells = *self.0.get_mut();
         if !cells.is_null() {
             // SAFETY: as in `get`; nothing else holds the cells once their owner drops.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(cells, cell_count())) });
+            unsafe { Cells::free(cells) };
         }
     }
 }

@@ -127,6 +127,19 @@ struct Live {
 const CLOSED: u64 = 1 << 63;
 
 impl Live {
+    /// A live period over `order`, its cursor at `start` (below `order.len()`).
+    fn new(order: Arc<[u32]>, start: usize, last_select_ms: i64, oldest_departed_ms: i64) -> Live {
+        let len = order.len() as u32;
+        Live {
+            order,
+            len,
+            reciprocal: (u64::MAX / u64::from(len)).wrapping_add(1),
+            cursor: AtomicU64::new(start as u64),
+            last_select_ms: AtomicI64::new(last_select_ms),
+            oldest_departed_ms: AtomicI64::new(oldest_departed_ms),
+        }
+    }
+
     /// The position in `order` of a ticket: `ticket % len`, by Lemire's multiply-based modulo
     /// while the ticket fits in 32 bits (the first four billion picks of a live period).
     #[inline]
@@ -230,15 +243,12 @@ impl State {
         let Some(lives) = LiveSlots::of(snapshot) else {
             return;
         };
-        let len = p.order.len() as u32;
-        let live = Arc::new(Live {
-            order: p.order.clone(),
-            len,
-            reciprocal: (u64::MAX / u64::from(len)).wrapping_add(1),
-            cursor: AtomicU64::new(p.next as u64),
-            last_select_ms: AtomicI64::new(self.last_select_ms),
-            oldest_departed_ms: AtomicI64::new(self.oldest_departed_ms),
-        });
+        let live = Arc::new(Live::new(
+            p.order.clone(),
+            p.next,
+            self.last_select_ms,
+            self.oldest_departed_ms,
+        ));
         if lives.publish(method_id, &live) {
             self.open = Some(live);
         }
@@ -653,14 +663,7 @@ mod tests {
     use super::*;
 
     fn live(len: u32) -> Arc<Live> {
-        Arc::new(Live {
-            order: (0..len).collect(),
-            len,
-            reciprocal: (u64::MAX / u64::from(len)).wrapping_add(1),
-            cursor: AtomicU64::new(0),
-            last_select_ms: AtomicI64::new(0),
-            oldest_departed_ms: AtomicI64::new(i64::MAX),
-        })
+        Arc::new(Live::new((0..len).collect(), 0, 0, i64::MAX))
     }
 
     #[test]
