@@ -9,8 +9,8 @@ use crate::invoker::{Invoker, Outcome};
 use crate::rng::{fresh_seed, Rng, RngSource};
 use crate::stats::{CallStats, InvokerState, NO_COUNTER};
 use crate::strategy::{
-    best_of_pair, Ctx, Prepared, PreparedData, Report, Strategy, SubsetWeights, Weights, WholeSet,
-    WholeSetDraw,
+    best_of_pair, Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind, SubsetWeights,
+    Weights, WholeSet, WholeSetDraw,
 };
 use crate::weight::{effective_weight, time_dependent_until};
 use arc_swap::ArcSwap;
@@ -1147,6 +1147,10 @@ impl Balancer {
         if !cpu_load.is_finite() || cpu_load < 0.0 || rt_us < 0 || provider_time_ms < 0 {
             return Err(Status::InvalidArgument);
         }
+        if inner.strategy.kind() != StrategyKind::Adaptive {
+            // Nothing else reads them (and the words they would go to are another strategy's).
+            return Ok(());
+        }
         let snapshot = inner.snapshot.load();
         let Some(pos) = snapshot.position(id) else {
             return Ok(());
@@ -1154,7 +1158,8 @@ impl Balancer {
         let stats = snapshot.members[pos].state.methods.get_or_insert(method);
         let clock = Clock::new(now_us);
         crate::strategy::touch_pick_time(stats, clock.now_ms());
-        let mut model = stats.model.lock();
+        let words = stats.adaptive();
+        let mut model = words.model();
         // Out-of-order reports are discarded, as Dubbo's AdaptiveMetrics does.
         if model.provider_time_ms > provider_time_ms {
             return Ok(());
@@ -1164,7 +1169,7 @@ impl Balancer {
         model.cpu_load = cpu_load;
         model.last_latency_ms = rt_us / 1000;
         model.ewma = 0.5 * model.ewma + 0.5 * model.last_latency_ms as f64;
-        stats.has_provider_metrics.store(true, Release);
+        words.has_provider_metrics.store(true, Release);
         Ok(())
     }
 

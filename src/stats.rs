@@ -3,7 +3,6 @@
 //! adaptive-style strategies update together under a per-entry lock.
 
 use crate::invoker::Outcome;
-use parking_lot::Mutex;
 use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64,
     Ordering::{AcqRel, Acquire, Relaxed},
@@ -22,9 +21,11 @@ use std::sync::OnceLock;
 /// the outcome and latency as those statistics. Readers load the ended counters before
 /// `selected`, which can only overestimate the in-flight count by calls selected meanwhile,
 /// never report it below zero.
-// `repr(C)`: what every call touches first, in one line where the struct's placement allows.
+// `repr(C)`: what every call touches first, in the first line. The struct is two whole lines
+// but not itself aligned to one: where it lives is (`InvokerState` and `Slot`), so that the
+// invoker's own fields can fill the rest of its last line.
 #[derive(Default)]
-#[repr(C, align(64))]
+#[repr(C)]
 pub struct CallStats {
     /// What was counted while a single thread counted here (all of it, for strategies that read
     /// calls in flight).
@@ -32,6 +33,11 @@ pub struct CallStats {
     /// For strategies that read calls in flight: the reports that ended a call counted in
     /// `counts.selected` (those were `selected - ended`), written by every thread atomically.
     /// Their other counts are statistics, counted as `random`'s are (below).
+    ///
+    /// For the other strategies, which count no `ended`: the reports that found no call of theirs
+    /// in flight (a double report, or one for a call selected before the invoker left and came
+    /// back), counted as ended by their outcome and subtracted here. One word for both, as a
+    /// balancer's counters are only ever of one of the two kinds.
     ended: AtomicU64,
     /// The counter id (see [`NO_COUNTER`]) of the only thread that has counted here, which
     /// alone writes `counts`; 0 = none yet, and `SPREAD` once a second one came (the cells
@@ -42,27 +48,16 @@ pub struct CallStats {
     /// and counting touch one cache line, not two. Unused in overflow tables, whose probes
     /// read a dense key array instead.
     inline_key: AtomicU32,
-    /// Reports that found no call of theirs in flight (a double report, or one for a call
-    /// selected before the invoker left and came back): counted as ended, then subtracted.
-    unmatched: AtomicU64,
-    /// State that a strategy updates as a unit (latency estimates, provider metrics).
-    pub model: Mutex<LatencyModel>,
-    /// adaptive: a provider has reported metrics for this invoker and method (until then its
-    /// load is 0 whatever the model says, so picks need not lock it).
-    pub has_provider_metrics: AtomicBool,
-    /// adaptive: when the invoker was last picked (ms; 0 = not yet), Dubbo's pickTime.
-    pub pick_time_ms: AtomicI64,
-    /// peakewma's estimate or shortestresponse's window (see [`StrategyWords`]).
+    /// adaptive's provider metrics, peakewma's estimate or shortestresponse's window (see
+    /// [`StrategyWords`]).
     words: StrategyWords,
     /// The counts of each group of threads once a second thread counted here (spread counters,
     /// below); `counts` keeps what was counted before.
     cells: Cells,
 }
 
-// Three lines: the counters every call writes, then the rest (it was four before peakewma's and
-// shortestresponse's words shared their space and the cells went behind one pointer: 128 B
-// less per invoker, two methods' counters inline).
-const _: () = assert!(std::mem::size_of::<CallStats>() == 192);
+// Two lines: the counters every call writes, then the strategy's words and the cells.
+const _: () = assert!(std::mem::size_of::<CallStats>() == 128);
 
 const _: () = assert!(std::mem::offset_of!(CallStats, inline_key) + 4 <= 64);
 
@@ -252,19 +247,91 @@ fn cell_count() -> usize {
 }
 
 /// Words that one strategy keeps per (invoker, method). A balancer has one strategy, so
-/// peakewma's estimate and shortestresponse's window never live in the same `CallStats` and
-/// share its space.
+/// adaptive's metrics, peakewma's estimate and shortestresponse's window never live in the
+/// same `CallStats` and share its space.
 #[repr(C)]
 union StrategyWords {
+    adaptive: std::mem::ManuallyDrop<AdaptiveWords>,
     ewma: std::mem::ManuallyDrop<EwmaCell>,
     window: std::mem::ManuallyDrop<ResponseWindow>,
 }
 
+// Initialised through the widest view, which has no padding: every byte of every view starts
+// initialised, and zero (`all_strategy_words_start_at_zero`).
+const _: () = assert!(
+    std::mem::size_of::<StrategyWords>() == std::mem::size_of::<AdaptiveWords>()
+        && std::mem::size_of::<AdaptiveWords>() == 56
+);
+
 impl Default for StrategyWords {
     fn default() -> Self {
         StrategyWords {
-            ewma: Default::default(),
+            adaptive: Default::default(),
         }
+    }
+}
+
+/// adaptive's per-(invoker, method) state: Dubbo's AdaptiveMetrics, behind a one-byte lock.
+/// (A `parking_lot::Mutex<LatencyModel>` is the same lock, but its padding would leave the
+/// union two words wider and this struct a line longer.)
+#[repr(C)]
+pub struct AdaptiveWords {
+    lock: parking_lot::RawMutex,
+    /// A provider has reported metrics for this invoker and method (until then its load is 0
+    /// whatever the model says, so picks need not lock it).
+    pub has_provider_metrics: AtomicBool,
+    /// Explicit, so that no byte of the union is padding.
+    _reserved: [u8; 6],
+    /// When the invoker was last picked (ms; 0 = not yet), Dubbo's pickTime.
+    pub pick_time_ms: AtomicI64,
+    model: std::cell::UnsafeCell<LatencyModel>,
+}
+
+// SAFETY: `model` is only reached through `ModelGuard`, which holds `lock`.
+unsafe impl Sync for AdaptiveWords {}
+
+impl Default for AdaptiveWords {
+    fn default() -> Self {
+        AdaptiveWords {
+            lock: <parking_lot::RawMutex as parking_lot::lock_api::RawMutex>::INIT,
+            has_provider_metrics: AtomicBool::new(false),
+            _reserved: [0; 6],
+            pick_time_ms: AtomicI64::new(0),
+            model: Default::default(),
+        }
+    }
+}
+
+impl AdaptiveWords {
+    /// The model, locked until the guard drops.
+    pub fn model(&self) -> ModelGuard<'_> {
+        parking_lot::lock_api::RawMutex::lock(&self.lock);
+        ModelGuard(self)
+    }
+}
+
+/// adaptive's model, locked.
+pub struct ModelGuard<'a>(&'a AdaptiveWords);
+
+impl std::ops::Deref for ModelGuard<'_> {
+    type Target = LatencyModel;
+    fn deref(&self) -> &LatencyModel {
+        // SAFETY: this guard holds the lock.
+        unsafe { &*self.0.model.get() }
+    }
+}
+
+impl std::ops::DerefMut for ModelGuard<'_> {
+    fn deref_mut(&mut self) -> &mut LatencyModel {
+        // SAFETY: this guard holds the lock, and `&mut self` makes this the only reference.
+        unsafe { &mut *self.0.model.get() }
+    }
+}
+
+impl Drop for ModelGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the lock was taken by `AdaptiveWords::model` for this guard.
+        unsafe { parking_lot::lock_api::RawMutex::unlock(&self.0.lock) };
     }
 }
 
@@ -314,11 +381,19 @@ pub struct LatencyModel {
 }
 
 impl CallStats {
+    /// adaptive's metrics (only an adaptive balancer calls this).
+    #[inline]
+    pub fn adaptive(&self) -> &AdaptiveWords {
+        // SAFETY: every view of the union is valid for the zero bits it starts with (integer
+        // atomics; a lock that is free at zero and plain numbers behind it), and a balancer's
+        // one strategy only ever uses one view, so no view reads what another wrote.
+        unsafe { &self.words.adaptive }
+    }
+
     /// peakewma's estimate (only a peakewma balancer calls this).
     #[inline]
     pub fn ewma(&self) -> &EwmaCell {
-        // SAFETY: both views of the union are integer atomics, valid for any bits (zero to
-        // start with); a balancer's one strategy only ever uses one view.
+        // SAFETY: as in `adaptive`.
         unsafe { &self.words.ewma }
     }
 
@@ -345,11 +420,10 @@ impl CallStats {
     /// never drives the in-flight count below zero.
     #[inline]
     pub fn end(&self, counter: u32, outcome: Outcome, elapsed_us: u64) -> bool {
+        // A report without a call counts its outcome, not an end: it must not hide a later call.
         let matched = self.active() > 0;
         if matched {
             self.ended.fetch_add(1, Relaxed);
-        } else {
-            self.unmatched.fetch_add(1, Relaxed);
         }
         match self.counts_of(counter) {
             (counts, true) => counts.end::<true>(outcome, elapsed_us),
@@ -365,7 +439,7 @@ impl CallStats {
         let matched = self.counted_in_flight() > 0;
         self.counts.end::<true>(outcome, elapsed_us);
         if !matched {
-            self.unmatched.fetch_add(1, Relaxed);
+            self.unmatched().fetch_add(1, Relaxed);
         }
         matched
     }
@@ -481,10 +555,11 @@ impl CallStats {
         self.total(|c| &c.timeouts)
     }
 
-    /// Reports counted without a matching select.
-    #[cfg(test)]
-    fn unmatched(&self) -> u64 {
-        self.unmatched.load(Acquire)
+    /// For a strategy whose picks never read calls in flight: the reports counted without a
+    /// matching select (kept in `ended`, which such a strategy does not count).
+    #[inline]
+    fn unmatched(&self) -> &AtomicU64 {
+        &self.ended
     }
 
     /// Sum of successful calls' latencies (saturates at `u64::MAX`).
@@ -529,7 +604,7 @@ impl CallStats {
             .load(Acquire)
             .wrapping_add(c.failed.load(Acquire))
             .wrapping_add(c.cancelled.load(Acquire))
-            .wrapping_sub(self.unmatched.load(Acquire));
+            .wrapping_sub(self.unmatched().load(Acquire));
         (c.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
     }
 
@@ -539,7 +614,7 @@ impl CallStats {
     /// may go uncounted: these are statistics of a strategy that never reads them to pick.)
     #[cold]
     fn active_spread(&self) -> i64 {
-        let unmatched = self.unmatched.load(Acquire);
+        let unmatched = self.unmatched().load(Acquire);
         let ended = self
             .succeeded()
             .wrapping_add(self.failed())
@@ -549,7 +624,7 @@ impl CallStats {
         if active < 0 {
             // Another reader may have counted the same reports meanwhile: then this one's
             // exchange fails and it leaves them to it.
-            let _ = self.unmatched.compare_exchange(
+            let _ = self.unmatched().compare_exchange(
                 unmatched,
                 unmatched.wrapping_add(active.unsigned_abs()),
                 AcqRel,
@@ -568,15 +643,20 @@ const FIRST_CAPACITY: usize = 8;
 /// no initialisation handshake. A full table chains to one four times larger.
 struct Table {
     keys: Box<[AtomicU32]>,
-    values: Box<[CallStats]>,
+    values: Box<[Slot]>,
     next: OnceLock<Box<Table>>,
 }
+
+/// A method's counters in a table, on lines of their own.
+#[derive(Default)]
+#[repr(align(64))]
+struct Slot(CallStats);
 
 impl Table {
     fn new(capacity: usize) -> Table {
         Table {
             keys: (0..capacity).map(|_| AtomicU32::new(EMPTY)).collect(),
-            values: (0..capacity).map(|_| CallStats::default()).collect(),
+            values: (0..capacity).map(|_| Slot::default()).collect(),
             next: OnceLock::new(),
         }
     }
@@ -593,6 +673,7 @@ const INLINE: usize = 2;
 
 /// Per-invoker map from method id to its counters: sparse (memory only for methods used on
 /// this invoker) and lock-free. The first methods used live inline; more overflow into tables.
+#[repr(C)]
 pub struct MethodStats {
     inline: [CallStats; INLINE],
     overflow: OnceLock<Box<Table>>,
@@ -642,7 +723,7 @@ impl MethodStats {
             for i in 0..n {
                 let slot = (start + i) & (n - 1);
                 match table.keys[slot].load(std::sync::atomic::Ordering::Acquire) {
-                    k if k == method => return Some(&table.values[slot]),
+                    k if k == method => return Some(&table.values[slot].0),
                     EMPTY => return None,
                     _ => {}
                 }
@@ -681,7 +762,7 @@ impl MethodStats {
             for i in 0..n {
                 let slot = (start + i) & (n - 1);
                 if claim(&table.keys[slot], method) {
-                    return &table.values[slot];
+                    return &table.values[slot].0;
                 }
             }
             let bigger = n * 4;
@@ -697,7 +778,7 @@ impl MethodStats {
             table = t.next.get().map(|b| &**b);
             Some(t)
         })
-        .flat_map(|t| t.keys.iter().zip(t.values.iter()));
+        .flat_map(|t| t.keys.iter().zip(t.values.iter().map(|v| &v.0)));
         inline.chain(tables).filter_map(|(k, v)| {
             let k = k.load(std::sync::atomic::Ordering::Acquire);
             (k != EMPTY).then_some((k, v))
@@ -723,8 +804,11 @@ fn claim(key: &AtomicU32, method: u32) -> bool {
         }
 }
 
-/// Everything kept about one invoker while its id stays in the set.
+/// Everything kept about one invoker while its id stays in the set. Aligned to a line, with
+/// the inline counters first, so that each of those starts a line and what every call touches
+/// is in one; the rest fills the line after them.
 #[derive(Default)]
+#[repr(C, align(64))]
 pub struct InvokerState {
     pub methods: MethodStats,
     /// Outlier ejection: failures and ejections of the invoker (all methods together).
@@ -733,6 +817,14 @@ pub struct InvokerState {
     /// sees it); 0 = not yet stamped, -1 = part of the first set (no slow start).
     pub joined_ms: AtomicI64,
 }
+
+// Five lines: two methods' counters, then the overflow table, outlier ejection and slow start.
+const _: () = assert!(
+    std::mem::size_of::<InvokerState>() == 320
+        && std::mem::offset_of!(InvokerState, methods) == 0
+        && std::mem::offset_of!(MethodStats, inline) == 0
+        && std::mem::size_of::<CallStats>() % 64 == 0
+);
 
 #[cfg(test)]
 mod tests {
@@ -814,7 +906,7 @@ mod tests {
         // Nothing in flight, then a report for no call: read as none in flight, and counted.
         s.end_spread(1, Outcome::Failure, 1);
         assert_eq!(s.in_flight(), 0);
-        assert_eq!(s.unmatched(), 1);
+        assert_eq!(s.unmatched().load(Relaxed), 1);
         s.begin_spread(2);
         assert_eq!(s.in_flight(), 1);
     }
@@ -829,10 +921,12 @@ mod tests {
         assert!(s.end(1, Outcome::Failure, 0));
         assert!(!s.end(1, Outcome::Cancelled, 0));
         assert_eq!(s.active(), 0);
-        // The unmatched reports do not absorb a later call's in-flight count.
+        // The unmatched reports do not absorb a later call's in-flight count, and their
+        // outcomes still count.
         s.begin();
         assert_eq!(s.active(), 1);
-        assert_eq!(s.unmatched(), 2);
+        assert_eq!(s.ended.load(Relaxed), 1);
+        assert_eq!((s.succeeded(), s.failed()), (1, 1));
     }
 
     #[test]
@@ -899,10 +993,70 @@ mod tests {
         assert_eq!(s.succeeded_elapsed_us(), 10);
         // A report without a call neither ends one nor hides a later one.
         assert!(!s.end(4, Outcome::Success, 1));
-        assert_eq!((s.ended.load(Relaxed), s.unmatched()), (2, 1));
+        assert_eq!(s.ended.load(Relaxed), 2);
         s.begin();
         assert_eq!(s.active(), 1);
-        assert_eq!(s.in_flight(), 1);
+    }
+
+    #[test]
+    fn all_strategy_words_start_at_zero() {
+        let s = CallStats::default();
+        let e = s.ewma();
+        for word in [
+            &e.sampled_us,
+            &e.peak_us,
+            &e.probed_us,
+            &e.probe_gap_us,
+            &e.progress_us,
+        ] {
+            assert_eq!(word.load(Relaxed), 0);
+        }
+        assert_eq!(e.estimate_bits.load(Relaxed), 0);
+        let w = s.window();
+        for word in [
+            &w.succeeded_elapsed_ms,
+            &w.succeeded_calls,
+            &w.window_succeeded,
+            &w.window_elapsed_ms,
+        ] {
+            assert_eq!(word.load(Relaxed), 0);
+        }
+        let a = s.adaptive();
+        assert!(!a.has_provider_metrics.load(Relaxed));
+        assert_eq!(a.pick_time_ms.load(Relaxed), 0);
+        let m = a.model();
+        assert_eq!(
+            (m.provider_time_ms, m.current_time_ms, m.last_latency_ms),
+            (0, 0, 0)
+        );
+        assert_eq!((m.cpu_load, m.ewma), (0.0, 0.0));
+    }
+
+    /// adaptive's model is behind a lock of its own making: updates from several threads at
+    /// once are not lost.
+    #[test]
+    fn the_adaptive_model_lock_excludes() {
+        let s = CallStats::default();
+        let threads = 4;
+        let rounds = 20_000;
+        let start = std::sync::Barrier::new(threads);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    start.wait();
+                    for _ in 0..rounds {
+                        let mut m = s.adaptive().model();
+                        // A read, then a write: without the lock, threads overwrite each other.
+                        let seen = m.last_latency_ms;
+                        m.last_latency_ms = std::hint::black_box(seen) + 1;
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            s.adaptive().model().last_latency_ms,
+            (threads * rounds) as i64
+        );
     }
 
     /// Threads selecting and reporting at once, one of them the owner writing without locked
@@ -941,8 +1095,10 @@ mod tests {
                 (calls, calls),
                 "spread: {spread}"
             );
-            assert_eq!(s.in_flight(), 0, "spread: {spread}");
-            if !spread {
+            // Each kind of counters as its strategies read them.
+            if spread {
+                assert_eq!(s.in_flight(), 0);
+            } else {
                 assert_eq!(s.active(), 0);
             }
             let elapsed = u64::from(THREADS) * (0..CALLS).map(|i| i % 3).sum::<u64>();

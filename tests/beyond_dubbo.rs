@@ -1602,3 +1602,42 @@ fn boundedhash_gives_a_warming_invoker_its_keys_gradually_and_keeps_them() {
         "a key taken early moved away later"
     );
 }
+
+/// Provider metrics are adaptive's: any other strategy accepts and ignores them. (Each
+/// strategy's per-method words share their space, so metrics written for a peakewma or
+/// shortestresponse balancer would overwrite its latency estimates.)
+#[test]
+fn provider_metrics_leave_other_strategies_unchanged() {
+    let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
+    for strategy in ["peakewma", "shortestresponse", "leastactive", "random"] {
+        let config = format!("loadbalance={strategy}&seed=21");
+        let (plain, fed) = (lb(&config, &invokers), lb(&config, &invokers));
+        let run = |b: &Balancer, metrics: bool| -> Vec<u64> {
+            (0..2_000i64)
+                .map(|k| {
+                    let now = NOW + k * 1_000;
+                    let id = b.select(0, b"", now).unwrap();
+                    // Invoker 1 is slow, so the latency-aware strategies have estimates to lose.
+                    let rt = if id == 1 { 40_000 } else { 1_000 + k % 7 };
+                    b.report(0, id, rt, Outcome::Success, now).unwrap();
+                    if metrics {
+                        for other in 1..=4 {
+                            b.report_provider_metrics(0, other, now / 1000, 5.0, 7, now)
+                                .unwrap();
+                        }
+                    }
+                    id
+                })
+                .collect()
+        };
+        let (a, b) = (run(&plain, false), run(&fed, true));
+        assert_eq!(a, b, "{strategy}: the picks changed");
+        let end = NOW + 2_000 * 1_000;
+        assert_eq!(plain.stats_json(end), fed.stats_json(end), "{strategy}");
+        // Bad metrics are still rejected with a clear error.
+        assert_eq!(
+            fed.report_provider_metrics(0, 1, 1, -1.0, 0, end),
+            Err(Status::InvalidArgument)
+        );
+    }
+}

@@ -12,13 +12,14 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// Dubbo's pickTime, initialised to the first time anyone looks at it; returns it.
 pub(crate) fn touch_pick_time(stats: &CallStats, now_ms: i64) -> i64 {
-    match stats.pick_time_ms.load(Relaxed) {
+    match stats.adaptive().pick_time_ms.load(Relaxed) {
         0 => {
             // A racing first look may win instead: both stamps are "now".
             let _ = stats
+                .adaptive()
                 .pick_time_ms
                 .compare_exchange(0, now_ms, Relaxed, Relaxed);
-            stats.pick_time_ms.load(Relaxed)
+            stats.adaptive().pick_time_ms.load(Relaxed)
         }
         t => t,
     }
@@ -42,12 +43,12 @@ impl Adaptive {
         let stats = ctx.stats_or_insert(pos);
         let now = ctx.clock.now_ms();
         let pick_time = touch_pick_time(stats, now);
-        if !stats.has_provider_metrics.load(Acquire) {
+        if !stats.adaptive().has_provider_metrics.load(Acquire) {
             // cpuLoad is 0 and there is nothing to decay: Dubbo's load is 0.
             return 0.0;
         }
         let timeout = self.timeout_ms;
-        let mut m = stats.model.lock();
+        let mut m = stats.adaptive().model();
         // Not picked for two timeouts: load 0 forces a pick (Dubbo computes 2·timeout in 32 bits).
         if now.wrapping_sub(pick_time) > timeout.wrapping_mul(2) as i64 {
             return 0.0;
@@ -119,6 +120,7 @@ impl Strategy for Adaptive {
         };
         let chosen = self.choose_low_load(ctx, a as usize, b as usize);
         ctx.stats_or_insert(chosen)
+            .adaptive()
             .pick_time_ms
             .store(ctx.clock.now_ms(), Relaxed);
         Ok(chosen)
