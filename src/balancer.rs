@@ -291,6 +291,8 @@ struct Inner {
     drawn_fast: bool,
     /// As `drawn_fast`, for [`WholeSetDraw::BestOfPair`] (`select_drawn::<true>`).
     drawn_pair: bool,
+    /// `select_live` applies: `roundrobin`, no filter narrowing the set.
+    live_period: bool,
     /// The strategy neither reads calls in flight nor follows selects or reports: its call
     /// counters are statistics, spread per thread once a second thread counts on an invoker
     /// (see `CallStats::begin_spread`).
@@ -527,7 +529,37 @@ impl Inner {
                 return Some(result);
             }
         }
+        if self.live_period {
+            if let Some(result) = self.select_live(method, now_us) {
+                return Some(result);
+            }
+        }
         None
+    }
+
+    /// The common call of `roundrobin`: a ticket of the method's live period in the thread's
+    /// cached snapshot (the whole set, no filter, static weights), without building the
+    /// strategy's context. None when any of that does not hold; the general path then makes
+    /// the call, and the strategy's own `select` serves it from the same period.
+    #[inline(always)]
+    fn select_live(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
+        if !self.methods.is_known(method) {
+            return None;
+        }
+        let pin = self.pin_cached()?;
+        let snapshot = pin.snapshot;
+        if snapshot.time_dependent_until_ms != i64::MIN {
+            return None;
+        }
+        let pos = crate::strategy::serve_live(snapshot, method, Clock::new(now_us).now_ms())?;
+        let member = &snapshot.members[pos];
+        let stats = member.state.methods.get_or_insert(method);
+        if self.spread_counters {
+            stats.begin_spread(pin.counter);
+        } else {
+            stats.begin();
+        }
+        Some(Ok(member.id))
     }
 
     /// The common call of a strategy whose pick is the balancer's own draw (`random`,
@@ -943,6 +975,9 @@ impl Balancer {
                 ) && !strategy.tracks_selects()
                     && filter.is_none(),
                 drawn_pair: strategy.whole_set_draw() == WholeSetDraw::BestOfPair
+                    && !strategy.tracks_selects()
+                    && filter.is_none(),
+                live_period: strategy.kind() == StrategyKind::RoundRobin
                     && !strategy.tracks_selects()
                     && filter.is_none(),
                 spread_counters: !strategy.reads_in_flight()

@@ -23,6 +23,7 @@ mod weighted;
 pub(crate) use adaptive::touch_pick_time;
 pub(crate) use p2c::best_of_pair;
 pub(crate) use random::WholeSet;
+pub(crate) use round_robin::serve_live;
 pub(crate) use weighted::{SubsetWeights, Weights};
 
 use crate::balancer::{Member, MethodState, Snapshot};

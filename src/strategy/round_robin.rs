@@ -216,6 +216,26 @@ impl LiveSlots {
     }
 }
 
+/// The lock-free pick of a whole-set select at static weights: a ticket of the method's live
+/// period in `snapshot`. None when it has none, when the period closed under us (its mutex
+/// holder has moved on), or when the state of invokers that left is due for recycling: the
+/// locked path then serves the pick, from the same period.
+#[inline(always)]
+pub(crate) fn serve_live(snapshot: &Snapshot, method_id: u32, now_ms: i64) -> Option<usize> {
+    let live = LiveSlots::of(snapshot)?.get(method_id)?;
+    if now_ms.saturating_sub(live.oldest_departed_ms.load(Relaxed)) > RECYCLE_MS {
+        return None;
+    }
+    let ticket = live.cursor.fetch_add(1, AcqRel);
+    if ticket & CLOSED != 0 {
+        return None;
+    }
+    if live.last_select_ms.load(Relaxed) < now_ms {
+        live.last_select_ms.store(now_ms, Relaxed);
+    }
+    Some(live.order[live.position(ticket)] as usize)
+}
+
 impl State {
     /// Ends the live period, if any: folds the picks it served into the state's period.
     fn close_live(&mut self) {
@@ -596,21 +616,8 @@ impl Strategy for RoundRobin {
         let now_ms = ctx.clock.now_ms();
         let fast = ctx.is_all && ctx.weights_static();
         if fast {
-            if let Some(live) = LiveSlots::of(ctx.snapshot).and_then(|l| l.get(ctx.method_id)) {
-                let ticket = live.cursor.fetch_add(1, AcqRel);
-                if ticket & CLOSED == 0 {
-                    if live.last_select_ms.load(Relaxed) < now_ms {
-                        live.last_select_ms.store(now_ms, Relaxed);
-                    }
-                    if now_ms.saturating_sub(live.oldest_departed_ms.load(Relaxed)) > RECYCLE_MS {
-                        let mut st = per_method.state.lock();
-                        st.recycle_departed(ctx.snapshot, now_ms);
-                        live.oldest_departed_ms
-                            .store(st.oldest_departed_ms, Relaxed);
-                    }
-                    return Ok(live.order[live.position(ticket)] as usize);
-                }
-                // Closed under us: the mutex holder has moved on; take the locked path.
+            if let Some(pos) = serve_live(ctx.snapshot, ctx.method_id, now_ms) {
+                return Ok(pos);
             }
         }
         let mut st = per_method.state.lock();
