@@ -537,6 +537,18 @@ impl Inner {
         None
     }
 
+    /// Counts a short path's select on the picked invoker's counters; returns its id.
+    #[inline(always)]
+    fn count_select(&self, member: &Member, method: u32, counter: u32) -> u64 {
+        let stats = member.state.methods.get_or_insert(method);
+        if self.spread_counters {
+            stats.begin_spread(counter);
+        } else {
+            stats.begin();
+        }
+        member.id
+    }
+
     /// The common call of `roundrobin`: a ticket of the method's live period in the thread's
     /// cached snapshot (the whole set, no filter, static weights), without building the
     /// strategy's context. None when any of that does not hold; the general path then makes
@@ -552,14 +564,11 @@ impl Inner {
             return None;
         }
         let pos = crate::strategy::serve_live(snapshot, method, Clock::new(now_us).now_ms())?;
-        let member = &snapshot.members[pos];
-        let stats = member.state.methods.get_or_insert(method);
-        if self.spread_counters {
-            stats.begin_spread(pin.counter);
-        } else {
-            stats.begin();
-        }
-        Some(Ok(member.id))
+        Some(Ok(self.count_select(
+            &snapshot.members[pos],
+            method,
+            pin.counter,
+        )))
     }
 
     /// The common call of a strategy whose pick is the balancer's own draw (`random`,
@@ -619,14 +628,11 @@ impl Inner {
                 _ => whole.draw(n, &rng),
             }
         };
-        let member = &snapshot.members[pos];
-        let stats = member.state.methods.get_or_insert(method);
-        if self.spread_counters {
-            stats.begin_spread(pin.counter);
-        } else {
-            stats.begin();
-        }
-        Some(Ok(member.id))
+        Some(Ok(self.count_select(
+            &snapshot.members[pos],
+            method,
+            pin.counter,
+        )))
     }
 
     /// The strategy's pick once every `FirstIdle` draw found a busy invoker.
