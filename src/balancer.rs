@@ -293,6 +293,8 @@ struct Inner {
     drawn_pair: bool,
     /// `select_live` applies: `roundrobin`, no filter narrowing the set.
     live_period: bool,
+    /// `select_on_ring` applies: `consistenthash`, no filter narrowing the set.
+    whole_ring: bool,
     /// The strategy neither reads calls in flight nor follows selects or reports: its call
     /// counters are statistics, spread per thread once a second thread counts on an invoker
     /// (see `CallStats::begin_spread`).
@@ -534,7 +536,34 @@ impl Inner {
                 return Some(result);
             }
         }
+        if self.whole_ring {
+            if let Some(result) = self.select_on_ring(method, key) {
+                return Some(result);
+            }
+        }
         None
+    }
+
+    /// The common call of `consistenthash`: the key's owner on the ring of the thread's cached
+    /// snapshot (the whole set, no filter; the ring ignores weights), without building the
+    /// strategy's context. None when any of that does not hold, or with fewer than two
+    /// invokers (the general path answers those as Dubbo does).
+    #[inline(always)]
+    fn select_on_ring(&self, method: u32, key: &[u8]) -> Option<Result<u64, Status>> {
+        if !self.methods.is_known(method) {
+            return None;
+        }
+        let pin = self.pin_cached()?;
+        let snapshot = pin.snapshot;
+        if snapshot.members.len() < 2 {
+            return None;
+        }
+        let pos = crate::strategy::ring_pick(snapshot, key)?;
+        Some(Ok(self.count_select(
+            &snapshot.members[pos],
+            method,
+            pin.counter,
+        )))
     }
 
     /// Counts a short path's select on the picked invoker's counters; returns its id.
@@ -984,6 +1013,9 @@ impl Balancer {
                     && !strategy.tracks_selects()
                     && filter.is_none(),
                 live_period: strategy.kind() == StrategyKind::RoundRobin
+                    && !strategy.tracks_selects()
+                    && filter.is_none(),
+                whole_ring: strategy.kind() == StrategyKind::ConsistentHash
                     && !strategy.tracks_selects()
                     && filter.is_none(),
                 spread_counters: !strategy.reads_in_flight()

@@ -235,6 +235,14 @@ pub(crate) fn ring_of(snapshot: &Snapshot) -> Option<&Ring> {
     snapshot.prepared.as_ref()?.downcast_ref::<Ring>()
 }
 
+/// The pick of a whole-set select: the owner of the first point at or after the key's.
+/// None when `snapshot` has no ring.
+#[inline(always)]
+pub(crate) fn ring_pick(snapshot: &Snapshot, key: &[u8]) -> Option<usize> {
+    let ring = ring_of(snapshot)?;
+    Some(ring.owner_at(ring.ceiling(key_point(key))))
+}
+
 impl Strategy for ConsistentHash {
     fn kind(&self) -> StrategyKind {
         StrategyKind::ConsistentHash
@@ -260,11 +268,11 @@ impl Strategy for ConsistentHash {
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
+        if ctx.is_all {
+            return ring_pick(ctx.snapshot, ctx.key).ok_or(Status::NoProvider);
+        }
         let ring = ring_of(ctx.snapshot).ok_or(Status::NoProvider)?;
         let start = ring.ceiling(key_point(ctx.key));
-        if ctx.is_all {
-            return Ok(ring.owner_at(start));
-        }
         // A subset answers as a ring built from the subset would: walk clockwise to the first
         // point owned by a candidate. Bounded by the ring's size: no endless loop.
         (0..ring.len())

@@ -21,6 +21,7 @@ mod ties;
 mod weighted;
 
 pub(crate) use adaptive::touch_pick_time;
+pub(crate) use consistent_hash::ring_pick;
 pub(crate) use p2c::best_of_pair;
 pub(crate) use random::WholeSet;
 pub(crate) use round_robin::serve_live;
