@@ -295,6 +295,8 @@ struct Inner {
     live_period: bool,
     /// `select_on_ring` applies: `consistenthash`, no filter narrowing the set.
     whole_ring: bool,
+    /// `select_adaptive` applies: `adaptive`, no filter narrowing the set.
+    adaptive_pair: bool,
     /// The strategy neither reads calls in flight nor follows selects or reports: its call
     /// counters are statistics, spread per thread once a second thread counts on an invoker
     /// (see `CallStats::begin_spread`).
@@ -541,7 +543,40 @@ impl Inner {
                 return Some(result);
             }
         }
+        if self.adaptive_pair {
+            if let Some(result) = self.select_adaptive(method, now_us) {
+                return Some(result);
+            }
+        }
         None
+    }
+
+    /// The common call of `adaptive`: Dubbo's pair and load comparison over the whole set of the
+    /// thread's cached snapshot at static weights, without building the strategy's context.
+    /// None when any of that does not hold, or with fewer than two invokers.
+    #[inline(always)]
+    fn select_adaptive(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
+        if !self.methods.is_known(method) {
+            return None;
+        }
+        let pin = self.pin_cached()?;
+        let snapshot = pin.snapshot;
+        if snapshot.members.len() < 2 || snapshot.time_dependent_until_ms != i64::MIN {
+            return None;
+        }
+        let rng = self.rng.on(Some(pin.rng));
+        let pos = crate::strategy::adaptive_pick(
+            self.config.timeout_ms,
+            snapshot,
+            method,
+            &rng,
+            Clock::new(now_us).now_ms(),
+        );
+        Some(Ok(self.count_select(
+            &snapshot.members[pos],
+            method,
+            pin.counter,
+        )))
     }
 
     /// The common call of `consistenthash`: the key's owner on the ring of the thread's cached
@@ -1016,6 +1051,9 @@ impl Balancer {
                     && !strategy.tracks_selects()
                     && filter.is_none(),
                 whole_ring: strategy.kind() == StrategyKind::ConsistentHash
+                    && !strategy.tracks_selects()
+                    && filter.is_none(),
+                adaptive_pair: strategy.kind() == StrategyKind::Adaptive
                     && !strategy.tracks_selects()
                     && filter.is_none(),
                 spread_counters: !strategy.reads_in_flight()

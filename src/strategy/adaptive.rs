@@ -5,8 +5,10 @@
 //! falls back to a weighted coin between the two candidates: the same degradation as Dubbo.
 
 use super::{Ctx, Strategy, StrategyKind};
+use crate::balancer::Snapshot;
 use crate::config::Config;
 use crate::error::Status;
+use crate::rng::Rng;
 use crate::stats::CallStats;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
@@ -35,65 +37,120 @@ impl Adaptive {
             timeout_ms: config.timeout_ms,
         }
     }
+}
 
-    /// Dubbo's AdaptiveMetrics.getLoad, including its side effects: the latency estimate decays
-    /// (halving per elapsed timeout) each time it is evaluated, and the first evaluation after a
-    /// provider report applies a 2×timeout penalty.
-    fn load(&self, ctx: &Ctx<'_>, pos: usize, weight: i32) -> f64 {
-        let stats = ctx.stats_or_insert(pos);
-        let now = ctx.clock.now_ms();
-        let pick_time = touch_pick_time(stats, now);
-        if !stats.adaptive().has_provider_metrics.load(Acquire) {
-            // cpuLoad is 0 and there is nothing to decay: Dubbo's load is 0.
-            return 0.0;
-        }
-        let timeout = self.timeout_ms;
-        let mut m = stats.adaptive().model();
-        // Not picked for two timeouts: load 0 forces a pick (Dubbo computes 2·timeout in 32 bits).
-        if now.wrapping_sub(pick_time) > timeout.wrapping_mul(2) as i64 {
-            return 0.0;
-        }
-        if m.current_time_ms > 0 {
-            // Java long arithmetic: a provider clock far ahead wraps, it must not panic.
-            let multiple = now.wrapping_sub(m.current_time_ms) / timeout as i64 + 1;
-            if multiple > 0 {
-                if m.provider_time_ms == m.current_time_ms {
-                    m.last_latency_ms = timeout as i64 * 2;
-                } else {
-                    // Java masks a long shift count to its low six bits.
-                    m.last_latency_ms >>= multiple & 63;
-                }
-                m.ewma = 0.5 * m.ewma + 0.5 * m.last_latency_ms as f64;
-                m.current_time_ms = now;
-            }
-        }
-        let requests = stats.selected() as f64;
-        let successes = stats.succeeded() as f64;
-        let inflight = stats.active() as f64;
-        m.cpu_load * (m.ewma.sqrt() + 1.0) * (inflight + 1.0)
-            / ((successes / (requests + 1.0)) * weight as f64 + 1.0)
+/// Dubbo's AdaptiveMetrics.getLoad, including its side effects: the latency estimate decays
+/// (halving per elapsed timeout) each time it is evaluated, and the first evaluation after a
+/// provider report applies a 2×timeout penalty.
+fn load(timeout: i32, stats: &CallStats, now: i64, weight: i32) -> f64 {
+    let pick_time = touch_pick_time(stats, now);
+    if !stats.adaptive().has_provider_metrics.load(Acquire) {
+        // cpuLoad is 0 and there is nothing to decay: Dubbo's load is 0.
+        return 0.0;
     }
-
-    fn choose_low_load(&self, ctx: &Ctx<'_>, a: usize, b: usize) -> usize {
-        let (wa, wb) = (ctx.weight(a), ctx.weight(b));
-        let (la, lb) = (self.load(ctx, a, wa), self.load(ctx, b, wb));
-        if la.to_bits() == lb.to_bits() {
-            let total = wa as i64 + wb as i64;
-            if total > 0 {
-                return if (ctx.rng.below(total as u64) as i64) < wa as i64 {
-                    a
-                } else {
-                    b
-                };
+    let mut m = stats.adaptive().model();
+    // Not picked for two timeouts: load 0 forces a pick (Dubbo computes 2·timeout in 32 bits).
+    if now.wrapping_sub(pick_time) > timeout.wrapping_mul(2) as i64 {
+        return 0.0;
+    }
+    if m.current_time_ms > 0 {
+        // Java long arithmetic: a provider clock far ahead wraps, it must not panic.
+        let multiple = now.wrapping_sub(m.current_time_ms) / timeout as i64 + 1;
+        if multiple > 0 {
+            if m.provider_time_ms == m.current_time_ms {
+                m.last_latency_ms = timeout as i64 * 2;
+            } else {
+                // Java masks a long shift count to its low six bits.
+                m.last_latency_ms >>= multiple & 63;
             }
-            return if ctx.rng.below(2) == 0 { a } else { b };
+            m.ewma = 0.5 * m.ewma + 0.5 * m.last_latency_ms as f64;
+            m.current_time_ms = now;
         }
-        if la > lb {
-            b
-        } else {
+    }
+    let requests = stats.selected() as f64;
+    let successes = stats.succeeded() as f64;
+    let inflight = stats.active() as f64;
+    m.cpu_load * (m.ewma.sqrt() + 1.0) * (inflight + 1.0)
+        / ((successes / (requests + 1.0)) * weight as f64 + 1.0)
+}
+
+/// The lower load of positions `a` and `b` (with their weights); equal loads go to a weighted
+/// coin. The pick's time is stamped on the chosen one (Dubbo's pickTime).
+fn choose_low_load(
+    timeout_ms: i32,
+    snapshot: &Snapshot,
+    method_id: u32,
+    rng: &Rng<'_>,
+    now: i64,
+    (a, wa): (usize, i32),
+    (b, wb): (usize, i32),
+) -> usize {
+    let stats = |p: usize| snapshot.members[p].state.methods.get_or_insert(method_id);
+    let (la, lb) = (
+        load(timeout_ms, stats(a), now, wa),
+        load(timeout_ms, stats(b), now, wb),
+    );
+    let chosen = if la.to_bits() == lb.to_bits() {
+        let total = wa as i64 + wb as i64;
+        if total > 0 {
+            if (rng.below(total as u64) as i64) < wa as i64 {
+                a
+            } else {
+                b
+            }
+        } else if rng.below(2) == 0 {
             a
+        } else {
+            b
         }
+    } else if la > lb {
+        b
+    } else {
+        a
+    };
+    stats(chosen).adaptive().pick_time_ms.store(now, Relaxed);
+    chosen
+}
+
+/// Two distinct candidates drawn uniformly (the only two when there are two), as Dubbo draws
+/// them.
+fn draw_pair(candidates: &[u32], rng: &Rng<'_>) -> (usize, usize) {
+    if candidates.len() == 2 {
+        return (candidates[0] as usize, candidates[1] as usize);
     }
+    let n = candidates.len() as u64;
+    let first = rng.below(n);
+    let mut second = rng.below(n - 1);
+    if second >= first {
+        second += 1;
+    }
+    (
+        candidates[first as usize] as usize,
+        candidates[second as usize] as usize,
+    )
+}
+
+/// The pick of a whole-set select at static weights (two invokers or more), without a [`Ctx`]:
+/// the balancer's short path, with the same draws as [`Adaptive::select`].
+#[inline]
+pub(crate) fn pick_whole_set(
+    timeout_ms: i32,
+    snapshot: &Snapshot,
+    method_id: u32,
+    rng: &Rng<'_>,
+    now: i64,
+) -> usize {
+    let (a, b) = draw_pair(&snapshot.all, rng);
+    let weight = |p: usize| snapshot.members[p].weight;
+    choose_low_load(
+        timeout_ms,
+        snapshot,
+        method_id,
+        rng,
+        now,
+        (a, weight(a)),
+        (b, weight(b)),
+    )
 }
 
 impl Strategy for Adaptive {
@@ -106,23 +163,15 @@ impl Strategy for Adaptive {
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
-        let c = ctx.candidates;
-        let (a, b) = if c.len() == 2 {
-            (c[0], c[1])
-        } else {
-            let n = c.len() as u64;
-            let first = ctx.rng.below(n);
-            let mut second = ctx.rng.below(n - 1);
-            if second >= first {
-                second += 1;
-            }
-            (c[first as usize], c[second as usize])
-        };
-        let chosen = self.choose_low_load(ctx, a as usize, b as usize);
-        ctx.stats_or_insert(chosen)
-            .adaptive()
-            .pick_time_ms
-            .store(ctx.clock.now_ms(), Relaxed);
-        Ok(chosen)
+        let (a, b) = draw_pair(ctx.candidates, &ctx.rng);
+        Ok(choose_low_load(
+            self.timeout_ms,
+            ctx.snapshot,
+            ctx.method_id,
+            &ctx.rng,
+            ctx.clock.now_ms(),
+            (a, ctx.weight(a)),
+            (b, ctx.weight(b)),
+        ))
     }
 }

@@ -20,7 +20,7 @@ mod smooth_wrr;
 mod ties;
 mod weighted;
 
-pub(crate) use adaptive::touch_pick_time;
+pub(crate) use adaptive::{pick_whole_set as adaptive_pick, touch_pick_time};
 pub(crate) use consistent_hash::ring_pick;
 pub(crate) use p2c::best_of_pair;
 pub(crate) use random::WholeSet;
@@ -293,10 +293,6 @@ impl<'a> Ctx<'a> {
 
     pub fn stats(&self, pos: usize) -> Option<&'a CallStats> {
         self.member(pos).state.methods.get(self.method_id)
-    }
-
-    pub fn stats_or_insert(&self, pos: usize) -> &'a CallStats {
-        self.member(pos).state.methods.get_or_insert(self.method_id)
     }
 
     pub fn active(&self, pos: usize) -> i64 {
