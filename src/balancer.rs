@@ -556,10 +556,7 @@ impl Inner {
     /// None when any of that does not hold, or with fewer than two invokers.
     #[inline(always)]
     fn select_adaptive(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
-        if !self.methods.is_known(method) {
-            return None;
-        }
-        let pin = self.pin_cached()?;
+        let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
         if snapshot.members.len() < 2 || snapshot.time_dependent_until_ms != i64::MIN {
             return None;
@@ -585,10 +582,7 @@ impl Inner {
     /// invokers (the general path answers those as Dubbo does).
     #[inline(always)]
     fn select_on_ring(&self, method: u32, key: &[u8]) -> Option<Result<u64, Status>> {
-        if !self.methods.is_known(method) {
-            return None;
-        }
-        let pin = self.pin_cached()?;
+        let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
         if snapshot.members.len() < 2 {
             return None;
@@ -599,6 +593,15 @@ impl Inner {
             method,
             pin.counter,
         )))
+    }
+
+    /// A short path's start: the method is known and this thread's cached snapshot is current.
+    #[inline(always)]
+    fn short_pin(&self, method: u32) -> Option<CachedPin<'_>> {
+        if !self.methods.is_known(method) {
+            return None;
+        }
+        self.pin_cached()
     }
 
     /// Counts a short path's select on the picked invoker's counters; returns its id.
@@ -619,10 +622,7 @@ impl Inner {
     /// the call, and the strategy's own `select` serves it from the same period.
     #[inline(always)]
     fn select_live(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
-        if !self.methods.is_known(method) {
-            return None;
-        }
-        let pin = self.pin_cached()?;
+        let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
         if snapshot.time_dependent_until_ms != i64::MIN {
             return None;
@@ -648,10 +648,7 @@ impl Inner {
         key: &[u8],
         now_us: i64,
     ) -> Option<Result<u64, Status>> {
-        if !self.methods.is_known(method) {
-            return None;
-        }
-        let pin = self.pin_cached()?;
+        let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
         let n = snapshot.members.len();
         if n < 2 || snapshot.time_dependent_until_ms != i64::MIN {
@@ -1030,6 +1027,9 @@ impl Balancer {
     pub fn with_config(config: Config) -> Balancer {
         let strategy = config.strategy.build(&config);
         let filter = Filter::new(&config);
+        // A short path of `select_short` may serve a call when no `on_select` follows the pick
+        // and no filter narrows the set.
+        let short = !strategy.tracks_selects() && filter.is_none();
         Balancer {
             inner: Arc::new(Inner {
                 rng: RngSource::new(config.seed),
@@ -1039,23 +1039,15 @@ impl Balancer {
                 tracks_selects: strategy.tracks_selects(),
                 tracks_reports: strategy.tracks_reports(),
                 learns_from_reports: strategy.tracks_reports() || filter.is_some(),
-                drawn_fast: !matches!(
-                    strategy.whole_set_draw(),
-                    WholeSetDraw::No | WholeSetDraw::BestOfPair
-                ) && !strategy.tracks_selects()
-                    && filter.is_none(),
-                drawn_pair: strategy.whole_set_draw() == WholeSetDraw::BestOfPair
-                    && !strategy.tracks_selects()
-                    && filter.is_none(),
-                live_period: strategy.kind() == StrategyKind::RoundRobin
-                    && !strategy.tracks_selects()
-                    && filter.is_none(),
-                whole_ring: strategy.kind() == StrategyKind::ConsistentHash
-                    && !strategy.tracks_selects()
-                    && filter.is_none(),
-                adaptive_pair: strategy.kind() == StrategyKind::Adaptive
-                    && !strategy.tracks_selects()
-                    && filter.is_none(),
+                drawn_fast: short
+                    && !matches!(
+                        strategy.whole_set_draw(),
+                        WholeSetDraw::No | WholeSetDraw::BestOfPair
+                    ),
+                drawn_pair: short && strategy.whole_set_draw() == WholeSetDraw::BestOfPair,
+                live_period: short && strategy.kind() == StrategyKind::RoundRobin,
+                whole_ring: short && strategy.kind() == StrategyKind::ConsistentHash,
+                adaptive_pair: short && strategy.kind() == StrategyKind::Adaptive,
                 spread_counters: !strategy.reads_in_flight()
                     && !strategy.tracks_reports()
                     && !strategy.tracks_selects(),
