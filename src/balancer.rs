@@ -349,6 +349,9 @@ struct Call<'a> {
     key: &'a [u8],
     clock: &'a Clock,
     rng: Rng<'a>,
+    /// Where to keep the pick's position for the report (see `CachedSnapshot::hint`), when the
+    /// snapshot is the thread's cached one.
+    hint: Option<&'a Cell<u32>>,
 }
 
 impl Inner {
@@ -380,6 +383,9 @@ impl Inner {
             stats.begin_spread(call.counter);
         } else {
             stats.begin();
+        }
+        if let Some(hint) = call.hint {
+            hint.set(pos as u32);
         }
         if self.tracks_selects {
             self.strategy
@@ -569,11 +575,7 @@ impl Inner {
             &rng,
             Clock::new(now_us).now_ms(),
         );
-        Some(Ok(self.count_select(
-            &snapshot.members[pos],
-            method,
-            pin.counter,
-        )))
+        Some(Ok(self.count_select(&pin, pos, method)))
     }
 
     /// The common call of `consistenthash`: the key's owner on the ring of the thread's cached
@@ -588,11 +590,7 @@ impl Inner {
             return None;
         }
         let pos = crate::strategy::ring_pick(snapshot, key)?;
-        Some(Ok(self.count_select(
-            &snapshot.members[pos],
-            method,
-            pin.counter,
-        )))
+        Some(Ok(self.count_select(&pin, pos, method)))
     }
 
     /// A short path's start: the method is known and this thread's cached snapshot is current.
@@ -604,15 +602,18 @@ impl Inner {
         self.pin_cached()
     }
 
-    /// Counts a short path's select on the picked invoker's counters; returns its id.
+    /// Counts a short path's select on the counters of the invoker at `pos`, and keeps `pos` as
+    /// the thread's hint for the report; returns the invoker's id.
     #[inline(always)]
-    fn count_select(&self, member: &Member, method: u32, counter: u32) -> u64 {
+    fn count_select(&self, pin: &CachedPin<'_>, pos: usize, method: u32) -> u64 {
+        let member = &pin.snapshot.members[pos];
         let stats = member.state.methods.get_or_insert(method);
         if self.spread_counters {
-            stats.begin_spread(counter);
+            stats.begin_spread(pin.counter);
         } else {
             stats.begin();
         }
+        pin.hint.set(pos as u32);
         member.id
     }
 
@@ -628,11 +629,7 @@ impl Inner {
             return None;
         }
         let pos = crate::strategy::serve_live(snapshot, method, Clock::new(now_us).now_ms())?;
-        Some(Ok(self.count_select(
-            &snapshot.members[pos],
-            method,
-            pin.counter,
-        )))
+        Some(Ok(self.count_select(&pin, pos, method)))
     }
 
     /// The common call of a strategy whose pick is the balancer's own draw (`random`,
@@ -689,11 +686,7 @@ impl Inner {
                 _ => whole.draw(n, &rng),
             }
         };
-        Some(Ok(self.count_select(
-            &snapshot.members[pos],
-            method,
-            pin.counter,
-        )))
+        Some(Ok(self.count_select(&pin, pos, method)))
     }
 
     /// The strategy's pick once every `FirstIdle` draw found a busy invoker.
@@ -715,6 +708,7 @@ impl Inner {
             key,
             clock: &Clock::new(now_us),
             rng,
+            hint: None,
         };
         self.pick(&call, &snapshot.all, true, true, &[], None)
     }
@@ -723,8 +717,14 @@ impl Inner {
     /// filter learn from it (only for those that follow reports).
     #[inline]
     fn end_call(&self, snapshot: &Snapshot, counter: u32, end: &CallEnd) {
+        self.end_call_at(snapshot, snapshot.position(end.id), counter, end);
+    }
+
+    /// `end_call` with the invoker's position found (None: the id is not in the set).
+    #[inline]
+    fn end_call_at(&self, snapshot: &Snapshot, pos: Option<usize>, counter: u32, end: &CallEnd) {
         // A report for an id no longer in the set is accepted and ignored.
-        let Some(pos) = snapshot.position(end.id) else {
+        let Some(pos) = pos else {
             return;
         };
         let stats = snapshot.members[pos]
@@ -862,6 +862,8 @@ struct CachedPin<'a> {
     /// This thread's counter id (see `SnapshotCache::counter`).
     counter: u32,
     rng: &'a Cell<u64>,
+    /// See `CachedSnapshot::hint`.
+    hint: &'a Cell<u32>,
 }
 
 impl Inner {
@@ -887,6 +889,7 @@ impl Inner {
                 snapshot,
                 counter: (*cache).counter,
                 rng: &(*cache).rng,
+                hint: &slot.hint,
             })
         }
     }
@@ -983,6 +986,11 @@ const CACHED: usize = 8;
 struct CachedSnapshot {
     uid: u64,
     snapshot: Option<Arc<Snapshot>>,
+    /// The position of this thread's last pick on a short path, a hint for its report: a
+    /// report on the selecting thread then finds its invoker without the id index (at
+    /// n = 1000, a cache miss). Checked against the id before use, so a stale hint only costs
+    /// the lookup it would have made anyway.
+    hint: Cell<u32>,
 }
 
 struct SnapshotCache {
@@ -1008,7 +1016,13 @@ thread_local! {
             in_call: false,
             counter: 0,
             rng: Cell::new(0),
-            slots: [const { CachedSnapshot { uid: 0, snapshot: None } }; CACHED],
+            slots: [const {
+                CachedSnapshot {
+                    uid: 0,
+                    snapshot: None,
+                    hint: Cell::new(u32::MAX),
+                }
+            }; CACHED],
         })
     };
 }
@@ -1180,14 +1194,20 @@ impl Balancer {
         let method_state = inner.methods.get(method).ok_or(Status::UnknownMethod)?;
         let clock = Clock::new(now_us);
         let pinned;
-        let (snapshot, counter, rng) = match inner.pin_cached() {
-            Some(pin) => (pin.snapshot, pin.counter, inner.rng.on(Some(pin.rng))),
+        let (snapshot, counter, rng, hint) = match inner.pin_cached() {
+            Some(pin) => (
+                pin.snapshot,
+                pin.counter,
+                inner.rng.on(Some(pin.rng)),
+                Some(pin.hint),
+            ),
             None => {
                 pinned = inner.pin();
                 (
                     pinned.get(),
                     pinned.counter,
                     inner.rng.on(pinned.rng_state()),
+                    None,
                 )
             }
         };
@@ -1199,6 +1219,7 @@ impl Balancer {
             key,
             clock: &clock,
             rng,
+            hint,
         };
         inner.select_in(&call, candidates, excluded)
     }
@@ -1228,7 +1249,14 @@ impl Balancer {
             now_us,
         };
         match inner.pin_cached() {
-            Some(pin) => inner.end_call(pin.snapshot, pin.counter, &end),
+            Some(pin) => {
+                let hinted = pin.hint.get() as usize;
+                let pos = match pin.snapshot.members.get(hinted) {
+                    Some(member) if member.id == id => Some(hinted),
+                    _ => pin.snapshot.position(id),
+                };
+                inner.end_call_at(pin.snapshot, pos, pin.counter, &end);
+            }
             None => inner.end_call_pinned(&end),
         }
         Ok(())

@@ -72,6 +72,70 @@ fn whole_set_shortcut_is_the_strategy_pick() {
     }
 }
 
+/// A report finds its own invoker whatever this thread picked last: the position a short path
+/// keeps for the report on the selecting thread is only a hint. Here the hint points at another
+/// invoker (calls reported out of order, on another thread, after the set was reordered, and on
+/// a balancer that shares the thread's cache slot with another), and each report must still end
+/// the call of its own id, so that every in-flight count returns to 0 and each id's successes
+/// equal its picks.
+#[test]
+fn reports_end_their_own_call_whatever_was_picked_last() {
+    let set: Vec<Invoker> = (1..=6).map(provider).collect();
+    let reversed: Vec<Invoker> = set.iter().rev().cloned().collect();
+    for strategy in ["random", "leastactive", "p2c", "roundrobin", "adaptive"] {
+        // More balancers than a thread caches snapshots, so that some share a slot.
+        let balancers: Vec<Balancer> = (0..10)
+            .map(|_| balancer(&format!("loadbalance={strategy}&seed=5"), &set))
+            .collect();
+        let mut picks = vec![std::collections::BTreeMap::<u64, i64>::new(); balancers.len()];
+        let mut pending: Vec<(usize, u64)> = Vec::new();
+        for round in 0..300 {
+            for (i, b) in balancers.iter().enumerate() {
+                let id = b.select(0, b"", NOW).unwrap();
+                *picks[i].entry(id).or_default() += 1;
+                pending.push((i, id));
+            }
+            if round % 50 == 25 {
+                // Same ids, other positions: hints taken before now point at other invokers.
+                for b in &balancers {
+                    b.update(&reversed).unwrap();
+                }
+            }
+            // Oldest first, some from another thread.
+            let ended: Vec<_> = pending.drain(..pending.len() / 2).collect();
+            let (here, there) = ended.split_at(ended.len() / 2);
+            for &(i, id) in here {
+                balancers[i]
+                    .report(0, id, 100, Outcome::Success, NOW)
+                    .unwrap();
+            }
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    for &(i, id) in there {
+                        balancers[i]
+                            .report(0, id, 100, Outcome::Success, NOW)
+                            .unwrap();
+                    }
+                });
+            });
+        }
+        for (i, id) in pending.drain(..) {
+            balancers[i]
+                .report(0, id, 100, Outcome::Success, NOW)
+                .unwrap();
+        }
+        for (i, b) in balancers.iter().enumerate() {
+            for invoker in &set {
+                let id = invoker.id;
+                let what = format!("{strategy}, balancer {i}, id {id}");
+                assert_eq!(stat(b, NOW, id, "active"), 0, "{what}");
+                let picked = picks[i].get(&id).copied().unwrap_or(0);
+                assert_eq!(stat(b, NOW, id, "succeeded"), picked, "{what}");
+            }
+        }
+    }
+}
+
 #[test]
 fn random_is_uniform_when_weights_equal_or_all_zero() {
     for w in [100, 0] {
