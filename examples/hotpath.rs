@@ -1,10 +1,11 @@
 //! Runs select+report in a loop for one strategy, for profiling:
-//! `cargo run --release --example hotpath -- leastactive 100 10000000 [select|report|both] [ramp] [threads]`.
+//! `cargo run --release --example hotpath -- leastactive 100 10000000 [select|report|both] [flat|ramp] [threads] [balancers]`.
 //! Weights are 100/150/200 in turn, or with `ramp` 100 + 7i (the Java benchmark's set: gcd 1,
 //! so roundrobin's period is too long to precompute at large n). With several threads, each runs
 //! the loop on the shared balancer and the time is wall time per operation over all of them.
-//! Calls pass a fixed `now_us`; with `LIBCLOCK=1` in the environment they pass 0 (the library
-//! reads its own clock, as the benchmarks' calls do).
+//! With several balancers (each over the same set), consecutive calls go to them in turn, as a
+//! program calling many services does. Calls pass a fixed `now_us`; with `LIBCLOCK=1` in the
+//! environment they pass 0 (the library reads its own clock, as the benchmarks' calls do).
 use polylb::{Balancer, Invoker, Outcome};
 
 fn main() {
@@ -18,7 +19,7 @@ fn main() {
     let mode = args.get(4).map_or("both", |s| s.as_str());
     let ramp = args.get(5).is_some_and(|s| s == "ramp");
     let threads: u64 = args.get(6).and_then(|s| s.parse().ok()).unwrap_or(1);
-    let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
+    let count: usize = args.get(7).and_then(|s| s.parse().ok()).unwrap_or(1).max(1);
     let set: Vec<Invoker> = (0..n)
         .map(|i| {
             Invoker::new(i, format!("10.0.0.{i}:20880")).weight(if ramp {
@@ -28,7 +29,13 @@ fn main() {
             })
         })
         .collect();
-    b.update(&set).unwrap();
+    let balancers: Vec<Balancer> = (0..count)
+        .map(|_| {
+            let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
+            b.update(&set).unwrap();
+            b
+        })
+        .collect();
     let now = if std::env::var_os("LIBCLOCK").is_some() {
         0
     } else {
@@ -39,7 +46,10 @@ fn main() {
     let (select, report) = (mode != "report", mode != "select");
     let run = || {
         let mut sum = 0u64;
+        let mut next = 0;
         for i in 0..iters {
+            let b = &balancers[next];
+            next = if next + 1 == count { 0 } else { next + 1 };
             let id = if select {
                 b.select(0, &i.to_le_bytes(), now).unwrap()
             } else {

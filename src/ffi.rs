@@ -166,7 +166,7 @@ pub unsafe extern "C" fn plb_balancer_new(
 
 /// Frees a balancer. NULL is a no-op. Call it once, after every other call on it has returned.
 ///
-/// Each thread keeps the invoker set it last used of up to 8 balancers (so that a call needs no
+/// Each thread keeps the invoker set it last used of up to 64 balancers (so that a call needs no
 /// reference counting); a set cached by a thread other than the caller is released when that
 /// thread's cache slot is taken by another balancer, or when the thread exits.
 #[no_mangle]

@@ -164,7 +164,7 @@ fn calls_reported_on_other_threads_add_up() {
     }
 }
 
-/// Each thread caches the snapshots it uses (8 slots, by balancer); many balancers on one
+/// Each thread caches the snapshots it uses (64 slots, by balancer); many balancers on one
 /// thread, updates between calls, and balancers dropped and created must never mix sets.
 #[test]
 fn many_balancers_per_thread_never_serve_another_set_or_an_old_one() {
@@ -174,10 +174,11 @@ fn many_balancers_per_thread_never_serve_another_set_or_an_old_one() {
             .collect()
     };
     let run = move || {
-        let mut balancers: Vec<Balancer> = (0..20)
+        // More than a thread's cache holds, so that balancers share slots.
+        let mut balancers: Vec<Balancer> = (0..150)
             .map(|k| balancer("loadbalance=random", &ids(k, 0)))
             .collect();
-        for round in 1..200u64 {
+        for round in 1..100u64 {
             for (k, b) in balancers.iter().enumerate() {
                 let k = k as u64;
                 let id = b.select(0, b"", 0).unwrap();
@@ -188,10 +189,10 @@ fn many_balancers_per_thread_never_serve_another_set_or_an_old_one() {
                 b.report(0, id, 1_000, Outcome::Success, 0).unwrap();
                 b.update(&ids(k, round % 7)).unwrap();
             }
-            if round % 50 == 0 {
+            if round % 25 == 0 {
                 // Drop some and create new ones: their uids (and cache slots) are new.
-                balancers.truncate(10);
-                for k in 10..20 {
+                balancers.truncate(75);
+                for k in 75..150 {
                     balancers.push(balancer("loadbalance=random", &ids(k, round % 7)));
                 }
             }

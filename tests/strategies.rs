@@ -84,18 +84,18 @@ fn reports_end_their_own_call_whatever_was_picked_last() {
     let reversed: Vec<Invoker> = set.iter().rev().cloned().collect();
     for strategy in ["random", "leastactive", "p2c", "roundrobin", "adaptive"] {
         // More balancers than a thread caches snapshots, so that some share a slot.
-        let balancers: Vec<Balancer> = (0..10)
+        let balancers: Vec<Balancer> = (0..70)
             .map(|_| balancer(&format!("loadbalance={strategy}&seed=5"), &set))
             .collect();
         let mut picks = vec![std::collections::BTreeMap::<u64, i64>::new(); balancers.len()];
         let mut pending: Vec<(usize, u64)> = Vec::new();
-        for round in 0..300 {
+        for round in 0..100 {
             for (i, b) in balancers.iter().enumerate() {
                 let id = b.select(0, b"", NOW).unwrap();
                 *picks[i].entry(id).or_default() += 1;
                 pending.push((i, id));
             }
-            if round % 50 == 25 {
+            if round % 40 == 20 {
                 // Same ids, other positions: hints taken before now point at other invokers.
                 for b in &balancers {
                     b.update(&reversed).unwrap();
