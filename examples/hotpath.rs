@@ -6,6 +6,8 @@
 //! With several balancers (each over the same set), consecutive calls go to them in turn, as a
 //! program calling many services does. Calls pass a fixed `now_us`; with `LIBCLOCK=1` in the
 //! environment they pass 0 (the library reads its own clock, as the benchmarks' calls do).
+//! `STARTED=<ms>` gives every invoker a start time that long ago (as Dubbo URLs carry a
+//! `timestamp`), and `WARMING=1` then makes the first one start a minute ago: in its warm-up.
 use polylb::{Balancer, Invoker, Outcome};
 
 fn main() {
@@ -20,13 +22,21 @@ fn main() {
     let ramp = args.get(5).is_some_and(|s| s == "ramp");
     let threads: u64 = args.get(6).and_then(|s| s.parse().ok()).unwrap_or(1);
     let count: usize = args.get(7).and_then(|s| s.parse().ok()).unwrap_or(1).max(1);
+    let started_ago: Option<i64> = std::env::var("STARTED").ok().and_then(|s| s.parse().ok());
+    let warming = std::env::var_os("WARMING").is_some();
+    let wall_ms = polylb::wall_clock_us() / 1000;
     let set: Vec<Invoker> = (0..n)
         .map(|i| {
-            Invoker::new(i, format!("10.0.0.{i}:20880")).weight(if ramp {
+            let invoker = Invoker::new(i, format!("10.0.0.{i}:20880")).weight(if ramp {
                 100 + 7 * i as i32
             } else {
                 100 + (i % 3) as i32 * 50
-            })
+            });
+            match started_ago {
+                Some(_) if warming && i == 0 => invoker.start_time_ms(wall_ms - 60_000),
+                Some(ago) => invoker.start_time_ms(wall_ms - ago),
+                None => invoker,
+            }
         })
         .collect();
     let balancers: Vec<Balancer> = (0..count)

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::marker::PhantomData;
 use std::sync::atomic::{
-    AtomicU32, AtomicU64,
+    AtomicBool, AtomicU32, AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::{Arc, OnceLock};
@@ -53,7 +53,14 @@ pub(crate) struct Snapshot {
     /// Positions 0..n, so that "every invoker" is a candidate slice like any other.
     pub all: Box<[u32]>,
     /// Weights depend on time before this instant (ms); `i64::MIN` when no invoker warms up.
+    /// (Any invoker with a start time sets it, to the end of its warm-up: for a set from Dubbo
+    /// URLs, which all carry a `timestamp`, usually an instant long past.)
     pub time_dependent_until_ms: i64,
+    /// The library's clock has passed `time_dependent_until_ms`: set by the update or by the
+    /// first call that read the clock past it, so that later calls on the library's clock know
+    /// the weights are static without reading it. (Calls that pass their own time compare it
+    /// instead: it need not be the library's.)
+    pub settled: AtomicBool,
     pub prepared: Prepared,
 }
 
@@ -65,6 +72,7 @@ impl Snapshot {
             by_id: IdIndex::new(&[]),
             all: Box::new([]),
             time_dependent_until_ms: i64::MIN,
+            settled: AtomicBool::new(true),
             prepared: None,
         }
     }
@@ -72,6 +80,35 @@ impl Snapshot {
     #[inline]
     pub fn position(&self, id: u64) -> Option<usize> {
         self.by_id.get(id)
+    }
+
+    /// True when no invoker's weight depends on time for a call at `now_us` (0 = the library's
+    /// clock), known without reading a clock; false also when finding out needs a clock read
+    /// (the short paths leave that to the general path, which reads it).
+    #[inline(always)]
+    pub fn weights_settled(&self, now_us: i64) -> bool {
+        let until = self.time_dependent_until_ms;
+        until == i64::MIN
+            || if now_us == 0 {
+                self.settled.load(Relaxed)
+            } else {
+                now_us.div_euclid(1000) >= until
+            }
+    }
+
+    /// True when no invoker's weight depends on time at `clock`'s instant. Reads the library's
+    /// clock only until it has once been past every warm-up.
+    #[inline]
+    pub fn weights_static(&self, clock: &Clock) -> bool {
+        let until = self.time_dependent_until_ms;
+        if until == i64::MIN || (clock.is_library() && self.settled.load(Relaxed)) {
+            return true;
+        }
+        let past = clock.now_ms() >= until;
+        if past && clock.is_library() {
+            self.settled.store(true, Relaxed);
+        }
+        past
     }
 }
 
@@ -369,7 +406,7 @@ impl Inner {
         }
         // The common call (whole set, no filter) stays small; subsets and filters are out of line.
         let pos = if candidates.is_empty() && excluded.is_empty() && self.filter.is_none() {
-            match self.draw_from_whole_set(snapshot, call.method, &call.rng) {
+            match self.draw_from_whole_set(snapshot, call.method, &call.rng, call.clock) {
                 Drawn::Pick(pos) => pos,
                 Drawn::AllBusy => self.pick(call, &snapshot.all, true, true, &[], None)?,
                 Drawn::NotApplicable => self.pick(call, &snapshot.all, true, false, &[], None)?,
@@ -399,9 +436,15 @@ impl Inner {
     /// virtual call: the same draws, so the same distribution and the same use of a seeded
     /// generator.
     #[inline]
-    fn draw_from_whole_set(&self, snapshot: &Snapshot, method: u32, rng: &Rng<'_>) -> Drawn {
-        // While invokers warm up (rare) the strategy's own path evaluates the weights.
-        if self.whole_set_draw == WholeSetDraw::No || snapshot.time_dependent_until_ms != i64::MIN {
+    fn draw_from_whole_set(
+        &self,
+        snapshot: &Snapshot,
+        method: u32,
+        rng: &Rng<'_>,
+        clock: &Clock,
+    ) -> Drawn {
+        // While invokers warm up the strategy's own path evaluates the weights.
+        if self.whole_set_draw == WholeSetDraw::No || !snapshot.weights_static(clock) {
             return Drawn::NotApplicable;
         }
         let n = snapshot.members.len();
@@ -564,7 +607,7 @@ impl Inner {
     fn select_adaptive(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
         let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
-        if snapshot.members.len() < 2 || snapshot.time_dependent_until_ms != i64::MIN {
+        if snapshot.members.len() < 2 || !snapshot.weights_settled(now_us) {
             return None;
         }
         let rng = self.rng.on(Some(pin.rng));
@@ -625,7 +668,7 @@ impl Inner {
     fn select_live(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
         let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
-        if snapshot.time_dependent_until_ms != i64::MIN {
+        if !snapshot.weights_settled(now_us) {
             return None;
         }
         let pos = crate::strategy::serve_live(snapshot, method, Clock::new(now_us).now_ms())?;
@@ -648,7 +691,7 @@ impl Inner {
         let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
         let n = snapshot.members.len();
-        if n < 2 || snapshot.time_dependent_until_ms != i64::MIN {
+        if n < 2 || !snapshot.weights_settled(now_us) {
             return None;
         }
         let prepared = snapshot.prepared.as_ref()?;
@@ -1130,6 +1173,7 @@ impl Balancer {
             members,
             by_id: IdIndex::new(&invokers.iter().map(|i| i.id).collect::<Vec<_>>()),
             time_dependent_until_ms: until,
+            settled: AtomicBool::new(until == i64::MIN || Clock::new(0).now_ms() >= until),
             prepared,
         });
         inner.snapshot.store(snapshot.clone());

@@ -26,6 +26,8 @@ pub fn wall_clock_us() -> i64 {
 /// The time of one call, read lazily so that strategies which never look at it pay nothing.
 pub(crate) struct Clock {
     now_us: Cell<i64>,
+    /// The time is the library's clock (the caller passed 0), not the caller's own.
+    library: bool,
 }
 
 impl Clock {
@@ -33,7 +35,14 @@ impl Clock {
     pub fn new(now_us: i64) -> Clock {
         Clock {
             now_us: Cell::new(now_us),
+            library: now_us == 0,
         }
+    }
+
+    /// True when this call's time is the library's clock (which only moves forward, give or
+    /// take a clock adjustment), not a time the caller passed.
+    pub fn is_library(&self) -> bool {
+        self.library
     }
 
     pub fn now_us(&self) -> i64 {

@@ -34,7 +34,12 @@ fn random_follows_weights_and_never_picks_zero() {
 /// invoker busy at times, so all three outcomes (idle draw, busy draws then scan) occur.
 #[test]
 fn whole_set_shortcut_is_the_strategy_pick() {
-    for strategy in ["random", "leastactive", "p2c"] {
+    // Also with start times whose warm-up is long over (as every Dubbo URL's `timestamp`):
+    // the short path serves those sets too.
+    for (strategy, started_ms) in ["random", "leastactive", "p2c"]
+        .into_iter()
+        .flat_map(|s| [(s, 0), (s, 1_600_000_000_000)])
+    {
         for weights in [
             &[100, 150, 200, 0, 100][..],
             &[5, 5, 5],
@@ -45,7 +50,7 @@ fn whole_set_shortcut_is_the_strategy_pick() {
             let set: Vec<Invoker> = weights
                 .iter()
                 .enumerate()
-                .map(|(i, &w)| provider(i as u64 + 1).weight(w))
+                .map(|(i, &w)| provider(i as u64 + 1).weight(w).start_time_ms(started_ms))
                 .collect();
             let direct = balancer(&format!("loadbalance={strategy}&seed=11"), &set);
             let via_strategy = balancer(
@@ -68,6 +73,41 @@ fn whole_set_shortcut_is_the_strategy_pick() {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Warm-up weights are evaluated at each call's own time: during an invoker's warm-up it gets
+/// its reduced share, once the warm-up is over the full one (where the balancer's short paths
+/// serve the calls), and a later call that passes an earlier time, inside the warm-up, gets the
+/// reduced share again (a caller's time is never taken for the library's clock).
+#[test]
+fn warm_up_weights_follow_each_calls_own_time() {
+    let t_ms = NOW / 1000;
+    // Three invokers warm for an hour, the fourth started a minute ago: 10 of its 100 by
+    // Dubbo's formula (60 s of a 600 s warm-up), until t + 540 s.
+    let set: Vec<Invoker> = (1..=4)
+        .map(|i| {
+            let started = if i == 4 {
+                t_ms - 60_000
+            } else {
+                t_ms - 3_600_000
+            };
+            provider(i).weight(100).start_time_ms(started)
+        })
+        .collect();
+    let warming = 10.0 / 310.0;
+    for strategy in ["random", "leastactive", "p2c", "roundrobin"] {
+        let b = balancer(&format!("loadbalance={strategy}&seed=3"), &set);
+        let draws = 20_000;
+        for (phase, now_us, p) in [
+            ("warming", NOW, warming),
+            ("warm", NOW + 600_000_000, 0.25),
+            ("warming again", NOW + 1_000, warming),
+        ] {
+            let picks = counts(&b, 0, draws, now_us);
+            let fourth = picks.get(&4).copied().unwrap_or(0);
+            assert_binomial(fourth, draws, p, 5.0, &format!("{strategy}, {phase}"));
         }
     }
 }

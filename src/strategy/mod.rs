@@ -270,15 +270,20 @@ impl<'a> Ctx<'a> {
     /// configured weights and data prepared from them are exact. Reads the clock only while some
     /// invoker is still warming up.
     pub fn weights_static(&self) -> bool {
-        let until = self.snapshot.time_dependent_until_ms;
-        until == i64::MIN || self.clock.now_ms() >= until
+        self.snapshot.weights_static(self.clock)
     }
 
     /// Effective weight of a position now (Dubbo's getWeight).
     #[inline]
     pub fn weight(&self, pos: usize) -> i32 {
         let m = self.member(pos);
-        if self.snapshot.time_dependent_until_ms == i64::MIN {
+        if self.snapshot.time_dependent_until_ms == i64::MIN
+            || (self.clock.is_library()
+                && self
+                    .snapshot
+                    .settled
+                    .load(std::sync::atomic::Ordering::Relaxed))
+        {
             // No invoker warms up: the common case stays inline in the scans that call this
             // once per candidate; the warm-up formula is out of line.
             return m.weight;

@@ -657,8 +657,7 @@ impl Strategy for RoundRobin {
         } else {
             clock.now_ms()
         };
-        let static_weights = snapshot.time_dependent_until_ms == i64::MIN
-            || clock.now_ms() >= snapshot.time_dependent_until_ms;
+        let static_weights = snapshot.weights_static(clock);
         if static_weights && st.build_fast_path(snapshot, now_ms) {
             st.open_live(snapshot, per_method.method_id);
         }
