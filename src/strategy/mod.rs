@@ -18,6 +18,7 @@ mod shortest_response;
 mod slow_start;
 mod smooth_wrr;
 mod ties;
+mod warming;
 mod weighted;
 
 pub(crate) use adaptive::{pick_whole_set as adaptive_pick, touch_pick_time};

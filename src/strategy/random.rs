@@ -1,6 +1,7 @@
 //! `random`: weighted random with warm-up (Dubbo's RandomLoadBalance).
 
 use super::alias::Alias;
+use super::warming::WarmingWalk;
 use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind, WholeSetDraw};
 use crate::balancer::{Member, Snapshot};
 use crate::error::Status;
@@ -13,12 +14,16 @@ pub(crate) struct Random;
 /// (Dubbo's int total overflows above 2^31).
 pub(crate) struct WholeSet {
     pub alias: Option<Alias>,
+    /// For `random` over the whole set while invokers warm up (None when no invoker has a
+    /// start time).
+    warming: Option<WarmingWalk>,
 }
 
 impl WholeSet {
     pub fn new(members: &[Member]) -> WholeSet {
         WholeSet {
             alias: Alias::new(members.iter().map(|m| m.weight.max(0) as u64)),
+            warming: WarmingWalk::new(members),
         }
     }
 
@@ -51,9 +56,19 @@ impl Strategy for Random {
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
-        if ctx.is_all && ctx.weights_static() {
+        if ctx.is_all {
             if let Some(whole) = ctx.prepared::<WholeSet>() {
-                return Ok(whole.draw(ctx.candidates.len(), &ctx.rng));
+                if ctx.weights_static() {
+                    return Ok(whole.draw(ctx.candidates.len(), &ctx.rng));
+                }
+                // Warm-up in progress: the same walk, by runs of settled invokers.
+                if let Some(walk) = &whole.warming {
+                    let members = &ctx.snapshot.members;
+                    let now_ms = ctx.clock.now_ms();
+                    if let Some(pos) = walk.pick(members, now_ms, |bound| ctx.rng.below(bound)) {
+                        return Ok(pos);
+                    }
+                }
             }
         }
         Ok(weighted_pick(ctx))
