@@ -642,6 +642,11 @@ impl Inner {
         if !self.methods.is_known(method) {
             return None;
         }
+        if let Some(filter) = &self.filter {
+            if filter.restricts_now() {
+                return None;
+            }
+        }
         self.pin_cached()
     }
 
@@ -1090,7 +1095,10 @@ impl Balancer {
         let filter = Filter::new(&config);
         // A short path of `select_short` may serve a call when no `on_select` follows the pick
         // and no filter narrows the set.
-        let short = !strategy.tracks_selects() && filter.is_none();
+        // Outlier ejection alone leaves the short paths to calls made while nothing is ejected
+        // (`short_pin`); zone preference always restricts the set.
+        let short =
+            !strategy.tracks_selects() && filter.as_ref().map_or(true, Filter::may_pass_all);
         Balancer {
             inner: Arc::new(Inner {
                 rng: RngSource::new(config.seed),

@@ -129,6 +129,19 @@ impl Filter {
         })
     }
 
+    /// False when this filter restricts every pick (zone preference): only a filter of outlier
+    /// ejection alone lets picks through unfiltered, while nothing is ejected.
+    pub fn may_pass_all(&self) -> bool {
+        self.zone.is_none()
+    }
+
+    /// For a filter that `may_pass_all`: true while some invoker is ejected (expired ejections
+    /// included, until a filtered pick lifts them), so that the pick takes the filtered path.
+    #[inline]
+    pub fn restricts_now(&self) -> bool {
+        self.live.load(Acquire) > 0
+    }
+
     /// Whether this pick needs filtering at all; lifts expired ejections first. Reads the clock
     /// only while some invoker is ejected.
     pub fn needed(&self, snapshot: &Snapshot, clock: &Clock) -> bool {

@@ -27,8 +27,8 @@ fn random_follows_weights_and_never_picks_zero() {
 }
 
 /// The balancer makes `random`'s, `leastactive`'s and `p2c`'s whole-set draws itself (no
-/// strategy call); with outlier ejection configured and nothing ejected, the same picks go
-/// through the strategy instead. Seeded alike, both must give the same sequence: the shortcut is the
+/// strategy call); with a zone preference that no invoker matches, the same picks go through
+/// the strategy instead. Seeded alike, both must give the same sequence: the shortcut is the
 /// strategy's own draws, and when leastactive's draws all land on busy invokers the strategy
 /// goes on without drawing again. Calls are left in flight in a pattern that makes every
 /// invoker busy at times, so all three outcomes (idle draw, busy draws then scan) occur.
@@ -54,7 +54,7 @@ fn whole_set_shortcut_is_the_strategy_pick() {
                 .collect();
             let direct = balancer(&format!("loadbalance={strategy}&seed=11"), &set);
             let via_strategy = balancer(
-                &format!("loadbalance={strategy}&seed=11&outlier.consecutiveFailures=5"),
+                &format!("loadbalance={strategy}&seed=11&zone=nowhere"),
                 &set,
             );
             let mut in_flight = Vec::new();
