@@ -112,6 +112,49 @@ fn warm_up_weights_follow_each_calls_own_time() {
     }
 }
 
+/// leastactive while an invoker warms up: ties among the idle invokers go by effective weight
+/// (Dubbo's scan), whether the pick comes from its draws or from the scan. Invokers 1 and 2
+/// each keep a call in flight, so the ties are 3 (weight 100) and 4 (10 of its 100 in warm-up).
+#[test]
+fn leastactive_weighs_idle_ties_by_warm_up_weight() {
+    let t_ms = NOW / 1000;
+    let set: Vec<Invoker> = (1..=4)
+        .map(|i| {
+            let started = if i == 4 {
+                t_ms - 60_000
+            } else {
+                t_ms - 3_600_000
+            };
+            provider(i).weight(100).start_time_ms(started)
+        })
+        .collect();
+    let b = balancer("loadbalance=leastactive&seed=9", &set);
+    // One call in flight on each of 1 and 2 (select until each has one, end the others).
+    let mut held = std::collections::BTreeMap::new();
+    while held.len() < 2 {
+        let id = b.select(0, b"", NOW).unwrap();
+        if id <= 2 && !held.contains_key(&id) {
+            held.insert(id, ());
+        } else {
+            b.report(0, id, 100, Outcome::Success, NOW).unwrap();
+        }
+    }
+    let draws = 20_000;
+    let picks = counts(&b, 0, draws, NOW);
+    assert_eq!(
+        picks.get(&1).copied().unwrap_or(0) + picks.get(&2).copied().unwrap_or(0),
+        0
+    );
+    let fourth = picks.get(&4).copied().unwrap_or(0);
+    assert_binomial(
+        fourth,
+        draws,
+        10.0 / 110.0,
+        5.0,
+        "the invoker in warm-up among the ties",
+    );
+}
+
 /// A report finds its own invoker whatever this thread picked last: the position a short path
 /// keeps for the report on the selecting thread is only a hint. Here the hint points at another
 /// invoker (calls reported out of order, on another thread, after the set was reordered, and on

@@ -8,6 +8,8 @@
 //! Same distribution, O(1) instead of O(n) whenever the cluster has idle capacity. Over the
 //! whole set at static weights the balancer makes those draws itself (`WholeSetDraw::FirstIdle`),
 //! without calling the strategy; `Ctx::drawn` tells `select` that they were made and missed.
+//! While invokers warm up the draws are by effective weight, from Dubbo's walk by runs
+//! (`WarmingWalk`), which also weighs the scan's ties by effective weight.
 
 use super::random::WholeSet;
 use super::{ties::least_by, Ctx, Prepared, PreparedData, Strategy, StrategyKind, WholeSetDraw};
@@ -37,12 +39,26 @@ impl Strategy for LeastActive {
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
-        if ctx.is_all && !ctx.drawn && ctx.weights_static() {
+        if ctx.is_all && !ctx.drawn {
             if let Some(whole) = ctx.prepared::<WholeSet>() {
-                for _ in 0..IDLE_DRAWS {
-                    let pos = whole.draw(ctx.candidates.len(), &ctx.rng);
-                    if ctx.active(pos) == 0 {
-                        return Ok(pos);
+                if ctx.weights_static() {
+                    for _ in 0..IDLE_DRAWS {
+                        let pos = whole.draw(ctx.candidates.len(), &ctx.rng);
+                        if ctx.active(pos) == 0 {
+                            return Ok(pos);
+                        }
+                    }
+                } else if let Some(walk) = whole.warming() {
+                    // While invokers warm up, the same draws by effective weight (the weights
+                    // the scan weighs its ties by), without walking every invoker.
+                    let now_ms = ctx.clock.now_ms();
+                    for _ in 0..IDLE_DRAWS {
+                        let drawn = walk.pick(&ctx.snapshot.members, now_ms, |b| ctx.rng.below(b));
+                        match drawn {
+                            Some(pos) if ctx.active(pos) == 0 => return Ok(pos),
+                            Some(_) => {}
+                            None => break,
+                        }
                     }
                 }
             }

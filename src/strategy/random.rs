@@ -27,6 +27,11 @@ impl WholeSet {
         }
     }
 
+    /// Dubbo's walk while invokers warm up (None when no invoker has a start time).
+    pub fn warming(&self) -> Option<&WarmingWalk> {
+        self.warming.as_ref()
+    }
+
     /// A position of the whole set with Dubbo's weighted-random distribution.
     #[inline]
     pub fn draw(&self, n: usize, rng: &Rng) -> usize {
@@ -62,7 +67,7 @@ impl Strategy for Random {
                     return Ok(whole.draw(ctx.candidates.len(), &ctx.rng));
                 }
                 // Warm-up in progress: the same walk, by runs of settled invokers.
-                if let Some(walk) = &whole.warming {
+                if let Some(walk) = whole.warming() {
                     let members = &ctx.snapshot.members;
                     let now_ms = ctx.clock.now_ms();
                     if let Some(pos) = walk.pick(members, now_ms, |bound| ctx.rng.below(bound)) {
