@@ -278,13 +278,7 @@ impl<'a> Ctx<'a> {
     #[inline]
     pub fn weight(&self, pos: usize) -> i32 {
         let m = self.member(pos);
-        if self.snapshot.time_dependent_until_ms == i64::MIN
-            || (self.clock.is_library()
-                && self
-                    .snapshot
-                    .settled
-                    .load(std::sync::atomic::Ordering::Relaxed))
-        {
+        if self.snapshot.known_static(self.clock) {
             // No invoker warms up: the common case stays inline in the scans that call this
             // once per candidate; the warm-up formula is out of line.
             return m.weight;
