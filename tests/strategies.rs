@@ -77,16 +77,11 @@ fn whole_set_shortcut_is_the_strategy_pick() {
     }
 }
 
-/// Warm-up weights are evaluated at each call's own time: during an invoker's warm-up it gets
-/// its reduced share, once the warm-up is over the full one (where the balancer's short paths
-/// serve the calls), and a later call that passes an earlier time, inside the warm-up, gets the
-/// reduced share again (a caller's time is never taken for the library's clock).
-#[test]
-fn warm_up_weights_follow_each_calls_own_time() {
+/// Four invokers of weight 100 at `NOW`: three warm for an hour, the fourth started a minute
+/// ago, so 10 of its 100 by Dubbo's formula (60 s of a 600 s warm-up) until NOW + 540 s.
+fn one_of_four_warming() -> Vec<Invoker> {
     let t_ms = NOW / 1000;
-    // Three invokers warm for an hour, the fourth started a minute ago: 10 of its 100 by
-    // Dubbo's formula (60 s of a 600 s warm-up), until t + 540 s.
-    let set: Vec<Invoker> = (1..=4)
+    (1..=4)
         .map(|i| {
             let started = if i == 4 {
                 t_ms - 60_000
@@ -95,7 +90,16 @@ fn warm_up_weights_follow_each_calls_own_time() {
             };
             provider(i).weight(100).start_time_ms(started)
         })
-        .collect();
+        .collect()
+}
+
+/// Warm-up weights are evaluated at each call's own time: during an invoker's warm-up it gets
+/// its reduced share, once the warm-up is over the full one (where the balancer's short paths
+/// serve the calls), and a later call that passes an earlier time, inside the warm-up, gets the
+/// reduced share again (a caller's time is never taken for the library's clock).
+#[test]
+fn warm_up_weights_follow_each_calls_own_time() {
+    let set = one_of_four_warming();
     let warming = 10.0 / 310.0;
     for strategy in ["random", "leastactive", "p2c", "roundrobin"] {
         let b = balancer(&format!("loadbalance={strategy}&seed=3"), &set);
@@ -117,17 +121,7 @@ fn warm_up_weights_follow_each_calls_own_time() {
 /// each keep a call in flight, so the ties are 3 (weight 100) and 4 (10 of its 100 in warm-up).
 #[test]
 fn leastactive_weighs_idle_ties_by_warm_up_weight() {
-    let t_ms = NOW / 1000;
-    let set: Vec<Invoker> = (1..=4)
-        .map(|i| {
-            let started = if i == 4 {
-                t_ms - 60_000
-            } else {
-                t_ms - 3_600_000
-            };
-            provider(i).weight(100).start_time_ms(started)
-        })
-        .collect();
+    let set = one_of_four_warming();
     let b = balancer("loadbalance=leastactive&seed=9", &set);
     // One call in flight on each of 1 and 2 (select until each has one, end the others).
     let mut held = std::collections::BTreeMap::new();
