@@ -8,8 +8,8 @@
 //! Same distribution, O(1) instead of O(n) whenever the cluster has idle capacity. Over the
 //! whole set at static weights the balancer makes those draws itself (`WholeSetDraw::FirstIdle`),
 //! without calling the strategy; `Ctx::drawn` tells `select` that they were made and missed.
-//! While invokers warm up the draws are by effective weight, from Dubbo's walk by runs
-//! (`WarmingWalk`), which also weighs the scan's ties by effective weight.
+//! While invokers warm up the draws are by effective weight (Dubbo's walk by runs,
+//! `WarmingWalk`): the weights by which the scan weighs its ties then.
 
 use super::random::WholeSet;
 use super::{ties::least_by, Ctx, Prepared, PreparedData, Strategy, StrategyKind, WholeSetDraw};
