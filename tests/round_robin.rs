@@ -444,3 +444,103 @@ fn concurrent_picks_without_a_period_are_exact() {
     }
     assert_eq!(got, want);
 }
+
+/// While invokers warm up, whole-set picks step the warming invokers' counters one by one and
+/// the rest in the tournament: the sequence stays Dubbo's through warm-ups that end, restarts
+/// (a new start time), membership changes, failover exclusions and a clock that jumps, also
+/// backwards — on small sets and on sets large enough for the tournament's tree to matter.
+#[test]
+fn sequences_equal_dubbo_model_while_invokers_warm_up() {
+    const WARM_UP_MS: i32 = 60_000;
+    for seed in 1..=24u64 {
+        let mut rng = Lcg(seed);
+        let n = if seed % 4 == 0 {
+            300
+        } else {
+            3 + rng.next(8) as usize
+        };
+        let b = Balancer::new("loadbalance=roundrobin").unwrap();
+        let m = b.method("m").unwrap();
+        let mut model = DubboModel::default();
+        let mut now_ms = 1_700_000_000_000i64;
+        // (id, configured weight, start time): a few restarted recently, some long ago.
+        let start = |rng: &mut Lcg, now_ms: i64| match rng.next(3) {
+            0 => now_ms - rng.next(WARM_UP_MS as u64) as i64,
+            1 => 0,
+            _ => now_ms - 10 * WARM_UP_MS as i64,
+        };
+        let mut set: Vec<(u64, i32, i64)> = (0..n as u64)
+            .map(|id| (id, 50 + rng.next(3) as i32 * 25, start(&mut rng, now_ms)))
+            .collect();
+        let publish = |b: &Balancer, set: &[(u64, i32, i64)]| {
+            let invokers: Vec<Invoker> = set
+                .iter()
+                .map(|&(id, w, t)| {
+                    Invoker::new(id, format!("h{id}:1"))
+                        .weight(w)
+                        .start_time_ms(t)
+                        .warmup_ms(WARM_UP_MS)
+                })
+                .collect();
+            b.update(&invokers).unwrap();
+        };
+        publish(&b, &set);
+        let effective = |set: &[(u64, i32, i64)], now_ms: i64| -> Vec<(u64, i32)> {
+            set.iter()
+                .map(|&(id, w, t)| (id, polylb::effective_weight(w, t, WARM_UP_MS, now_ms)))
+                .collect()
+        };
+        let (mut warming_picks, mut settled_picks) = (0, 0);
+        for step in 0..400 {
+            match rng.next(30) {
+                0 if rng.next(3) == 0 => {
+                    // One invoker restarts (warm-up again), one leaves, one (re)joins.
+                    let i = rng.next(set.len() as u64) as usize;
+                    set[i].2 = now_ms - rng.next(1_000) as i64;
+                    if set.len() > 3 {
+                        set.remove(rng.next(set.len() as u64) as usize);
+                    }
+                    let id = rng.next(n as u64 + 4);
+                    if !set.iter().any(|e| e.0 == id) {
+                        set.push((id, 25 + rng.next(4) as i32 * 25, now_ms));
+                    }
+                    publish(&b, &set);
+                }
+                1 => now_ms += rng.next(200_000) as i64,
+                2 => now_ms -= rng.next(5_000) as i64,
+                3 => {
+                    // A failover retry: exclude one tried invoker (Dubbo's walk over the rest).
+                    let tried = set[rng.next(set.len() as u64) as usize].0;
+                    let rest: Vec<(u64, i32)> = effective(&set, now_ms)
+                        .into_iter()
+                        .filter(|e| e.0 != tried)
+                        .collect();
+                    let want = model.select(&rest, now_ms);
+                    let got = b
+                        .select_among(m, b"", &[], &[tried], now_ms * 1000)
+                        .unwrap();
+                    assert_eq!(got, want, "seed {seed} step {step} (excluding {tried})");
+                }
+                _ => {
+                    for _ in 0..1 + rng.next(40) {
+                        now_ms += rng.next(3) as i64;
+                        let list = effective(&set, now_ms);
+                        let warming = set.iter().zip(&list).any(|(e, l)| e.2 > 0 && l.1 != e.1);
+                        if warming {
+                            warming_picks += 1;
+                        } else {
+                            settled_picks += 1;
+                        }
+                        let want = model.select(&list, now_ms);
+                        let got = b.select(m, b"", now_ms * 1000).unwrap();
+                        assert_eq!(got, want, "seed {seed} step {step} at {now_ms}");
+                    }
+                }
+            }
+        }
+        assert!(
+            warming_picks > 300 && settled_picks > 300,
+            "seed {seed}: {warming_picks} picks during warm-up, {settled_picks} after"
+        );
+    }
+}

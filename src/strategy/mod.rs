@@ -19,6 +19,7 @@ mod slow_start;
 mod smooth_wrr;
 mod ties;
 mod warming;
+mod warming_wrr;
 mod weighted;
 
 pub(crate) use adaptive::{pick_whole_set as adaptive_pick, touch_pick_time};

@@ -7,13 +7,16 @@
 //! one atomic cursor, so threads do not serialise on the method's lock. Where a period is too
 //! long to keep (weights with a large sum and gcd 1) or the state is not yet on its cycle, picks
 //! come from a kinetic tournament over the counters ([`SmoothWrr`]): the same sequence in
-//! O(log n) amortised under the lock. Dubbo's O(n) walk remains for subsets and for weights that
-//! change with time (warm-up). Counters are per method,
+//! O(log n) amortised under the lock. While invokers warm up (weights that change with time),
+//! whole-set picks step the warming invokers' counters one by one and the others in the
+//! tournament ([`WarmingWrr`]): O(k + log n) for k in warm-up. Dubbo's O(n) walk remains for
+//! subsets. Counters are per method,
 //! keyed by invoker id; an invoker that leaves keeps
 //! its counter until a select finds it unused for more than 60 s (Dubbo's recycling), so one
 //! re-added within that period resumes where it was.
 
 use super::smooth_wrr::SmoothWrr;
+use super::warming_wrr::WarmingWrr;
 use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{IdHasher, Member, MethodState, Snapshot};
 use crate::clock::Clock;
@@ -69,6 +72,15 @@ struct Kinetic {
     try_period_in: Option<u64>,
 }
 
+/// Picks over the whole set of one generation while some of it warms up.
+struct Warming {
+    /// False once the counters went back to the entries; the memory stays for the next build.
+    live: bool,
+    generation: u64,
+    ids: Vec<u64>,
+    wrr: WarmingWrr,
+}
+
 /// What a snapshot carries for round robin.
 struct SnapshotData {
     /// None when no period fits the set.
@@ -90,9 +102,11 @@ struct State {
     period: Option<Period>,
     /// When no period fits: the counters of the set's invokers live here, not in `entries`.
     kinetic: Option<Kinetic>,
-    /// While a period or the kinetic tournament is live: the last-update time of every invoker of the set.
+    /// While invokers warm up: the counters of the set's invokers live here.
+    warming: Option<Warming>,
+    /// While a period or a tournament is live: the last-update time of every invoker of the set.
     last_select_ms: i64,
-    /// While a period or the kinetic tournament is live: the oldest last-update among entries of invokers that left.
+    /// While a period or a tournament is live: the oldest last-update among entries of invokers that left.
     oldest_departed_ms: i64,
     /// O(n) picks over the whole set since the period was lost, and when to try to rebuild it
     /// (after about one period's worth, so rebuilding at most doubles the O(n) cost).
@@ -332,6 +346,15 @@ impl State {
     /// Writes the counters implied by the live period or tournament back into `entries` and
     /// drops it.
     fn materialize(&mut self) {
+        if let Some(mut w) = self.warming.take() {
+            if w.live {
+                for (pos, weight, current) in w.wrr.counters() {
+                    self.set_counter(w.ids[pos as usize], weight, current);
+                }
+                w.live = false;
+            }
+            self.warming = Some(w);
+        }
         if let Some(k) = self.kinetic.take() {
             for ((&id, &weight), current) in
                 k.ids.iter().zip(k.weights.iter()).zip(k.wrr.counters())
@@ -502,6 +525,10 @@ impl State {
     /// which publishes it (publishing first would let lock-free picks take that position too).
     fn rebuild_fast_path(&mut self, snapshot: &Snapshot, now_ms: i64) {
         let built = self.build_fast_path(snapshot, now_ms);
+        if built {
+            // Warm-up is over: its tournament's memory (about 80 B per invoker) goes.
+            self.warming = None;
+        }
         self.slow_picks = 0;
         let n = snapshot.members.len();
         let length = period_length(snapshot.members.iter().map(|m| m.weight)).map_or(1, |l| l.0);
@@ -529,8 +556,52 @@ impl State {
             .unwrap_or(i64::MAX);
     }
 
+    /// A whole-set pick while invokers warm up, from the [`WarmingWrr`] of `snapshot` at
+    /// `now_ms`, built first (from the entries, O(n)) when there is none for that set and time.
+    fn serve_warming(&mut self, snapshot: &Snapshot, now_ms: i64) -> usize {
+        let generation = snapshot.generation;
+        let current = self
+            .warming
+            .as_ref()
+            .is_some_and(|w| w.live && w.generation == generation && w.wrr.covers(now_ms));
+        if !current {
+            self.materialize();
+            let entries = &self.entries;
+            let prior = |m: &Member| entries.get(&m.id).map(|e| (e.weight, e.current));
+            match self.warming.as_mut() {
+                Some(w) => {
+                    w.wrr.rebuild(&snapshot.members, now_ms, prior);
+                    w.ids.clear();
+                    w.ids.extend(snapshot.members.iter().map(|m| m.id));
+                    w.generation = generation;
+                    w.live = true;
+                }
+                None => {
+                    self.warming = Some(Warming {
+                        live: true,
+                        generation,
+                        ids: snapshot.members.iter().map(|m| m.id).collect(),
+                        wrr: WarmingWrr::new(&snapshot.members, now_ms, prior),
+                    })
+                }
+            }
+            self.start_tracking(snapshot, now_ms);
+        }
+        let warming = self.warming.as_mut().expect("built above");
+        let pos = warming.wrr.pick(&snapshot.members, now_ms) as usize;
+        self.last_select_ms = now_ms;
+        // Picks since the period was lost: when warm-up ends, a period is rebuilt at once
+        // rather than after as many O(n) walks as it costs.
+        self.slow_picks = self.slow_picks.saturating_add(1);
+        if now_ms.saturating_sub(self.oldest_departed_ms) > RECYCLE_MS {
+            self.recycle_departed(snapshot, now_ms);
+        }
+        pos
+    }
+
     /// Dubbo's select, O(n): add each weight, take the first maximum, subtract the total.
     fn walk(&mut self, ctx: &Ctx<'_>, now_ms: i64) -> usize {
+        self.last_select_ms = now_ms;
         let mut best: Option<(usize, u64)> = None;
         let mut max = i64::MIN;
         let mut total = 0i64;
@@ -636,6 +707,8 @@ impl Strategy for RoundRobin {
                 }
             }
             st.slow_picks += 1;
+        } else if ctx.is_all {
+            return Ok(st.serve_warming(ctx.snapshot, now_ms));
         } else {
             st.materialize();
         }
@@ -652,14 +725,23 @@ impl Strategy for RoundRobin {
         if snapshot.members.is_empty() {
             return;
         }
+        // The time of the latest select, which may be the caller's own, not the library's.
         let now_ms = if st.last_select_ms != 0 {
             st.last_select_ms
         } else {
             clock.now_ms()
         };
-        let static_weights = snapshot.weights_static(clock);
+        // Building resets the counter of an invoker whose weight changed, as the next select
+        // would: only right if that select finds the weights static. Judged on the selects'
+        // timeline: a caller passing its own time may still be within a warm-up that the
+        // library's clock has long passed.
+        let until = snapshot.time_dependent_until_ms;
+        let static_weights = until == i64::MIN || now_ms >= until;
         if static_weights && st.build_fast_path(snapshot, now_ms) {
             st.open_live(snapshot, per_method.method_id);
+        } else {
+            // The first whole-set select at static weights builds it.
+            st.slow_picks = st.rebuild_at;
         }
     }
 }

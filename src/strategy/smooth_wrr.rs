@@ -46,19 +46,34 @@ pub(crate) struct SmoothWrr {
 
 impl SmoothWrr {
     /// The sequence from `counters` (Dubbo's `current` values, in set order) with `weights`.
-    /// Weights must be non-negative with a positive sum.
+    /// Weights must be non-negative (a sum of zero: every counter stays where it is).
     pub fn new(weights: &[i32], counters: &[i64]) -> SmoothWrr {
+        let mut tree = SmoothWrr {
+            total: 0,
+            step: 0,
+            size: 0,
+            nodes: Box::new([]),
+        };
+        tree.rebuild(weights, counters);
+        tree
+    }
+
+    /// Starts over from `counters` with `weights`, as `new` does, reusing the tree's memory
+    /// when the set is no larger than the one it last held.
+    pub fn rebuild(&mut self, weights: &[i32], counters: &[i64]) {
         debug_assert_eq!(weights.len(), counters.len());
         let n = weights.len();
         let size = n.next_power_of_two().max(2);
-        let mut tree = SmoothWrr {
-            total: weights.iter().map(|&w| w as i64).sum(),
-            step: 0,
-            size,
-            nodes: vec![EMPTY; 2 * size].into(),
-        };
+        if self.nodes.len() < 2 * size {
+            self.nodes = vec![EMPTY; 2 * size].into();
+        } else {
+            self.nodes[..2 * size].fill(EMPTY);
+        }
+        self.total = weights.iter().map(|&w| w as i64).sum();
+        self.step = 0;
+        self.size = size;
         for (pos, (&w, &c)) in weights.iter().zip(counters).enumerate() {
-            tree.nodes[size + pos] = Node {
+            self.nodes[size + pos] = Node {
                 base: c,
                 weight: w as i64,
                 winner: pos as u32,
@@ -66,32 +81,44 @@ impl SmoothWrr {
             };
         }
         for k in (1..size).rev() {
-            tree.recompute(k);
+            self.recompute(k);
         }
-        tree
     }
 
     /// The next pick: every counter grows by its weight, the first highest is picked and drops
     /// by the total.
     pub fn next(&mut self) -> u32 {
+        let (picked, _) = self.advance();
+        self.lower(picked, self.total);
+        picked
+    }
+
+    /// One step without a pick: every counter grows by its weight; returns the first highest
+    /// and its counter. The caller then lowers whichever line it picks (`lower`), or none when
+    /// the pick went to a counter kept outside the tournament.
+    pub fn advance(&mut self) -> (u32, i64) {
         if self.step == REBASE_EVERY {
             self.rebase();
         }
         self.step += 1;
         self.refresh(1);
-        let picked = self.nodes[1].winner;
-        let mut k = self.size + picked as usize;
-        self.nodes[k].base -= self.total;
+        let root = self.nodes[1];
+        (root.winner, root.base + self.step * root.weight)
+    }
+
+    /// Lowers the counter at `pos` by `amount` (a pick's total weight).
+    pub fn lower(&mut self, pos: u32, amount: i64) {
+        let mut k = self.size + pos as usize;
+        self.nodes[k].base -= amount;
         while k > 1 {
             k /= 2;
             self.recompute(k);
         }
-        picked
     }
 
     /// The counters now (Dubbo's `current` values), in set order.
     pub fn counters(&self) -> impl Iterator<Item = i64> + '_ {
-        self.nodes[self.size..]
+        self.nodes[self.size..2 * self.size]
             .iter()
             .take_while(|leaf| leaf.winner != NONE)
             .map(|leaf| leaf.base + self.step * leaf.weight)
@@ -151,7 +178,7 @@ impl SmoothWrr {
     /// Moves the time origin to the current step (counters unchanged).
     fn rebase(&mut self) {
         let step = self.step;
-        for node in self.nodes.iter_mut() {
+        for node in self.nodes[..2 * self.size].iter_mut() {
             node.base += step * node.weight;
             for t in [&mut node.flips_at, &mut node.due_at] {
                 if *t != NEVER {
@@ -203,21 +230,35 @@ mod tests {
         }
     }
 
-    fn check(weights: &[i32], start: &[i64], steps: usize) {
+    /// The tree, new and `reused` (rebuilt over whatever set it held before), against the walk.
+    fn check(weights: &[i32], start: &[i64], steps: usize, reused: &mut SmoothWrr) {
         let mut current = start.to_vec();
         let mut tree = SmoothWrr::new(weights, start);
+        reused.rebuild(weights, start);
         for step in 0..steps {
             let want = walk(&mut current, weights);
             assert_eq!(tree.next(), want, "step {step}, weights {weights:?}");
+            assert_eq!(
+                reused.next(),
+                want,
+                "step {step}, rebuilt, weights {weights:?}"
+            );
         }
         assert_eq!(tree.counters().collect::<Vec<_>>(), current);
+        assert_eq!(reused.counters().collect::<Vec<_>>(), current);
     }
 
     #[test]
     fn equals_the_walk_for_random_weights_and_counters() {
         let mut rng = Lcg(11);
+        let mut reused = SmoothWrr::new(&[], &[]);
         for case in 0..400 {
-            let n = 1 + rng.below(40) as usize;
+            // Sizes of exactly a power of two too: their leaves fill the tree's last level.
+            let n = if case % 7 == 0 {
+                1 << rng.below(6)
+            } else {
+                1 + rng.below(40) as usize
+            };
             // Small weight ranges make ties and zero weights common; large ones make long periods.
             let range = [2, 4, 10, 1000, 1 << 30][case % 5];
             let weights: Vec<i32> = (0..n).map(|_| rng.below(range) as i32).collect();
@@ -234,7 +275,7 @@ mod tests {
                     }
                 })
                 .collect();
-            check(&weights, &start, 2000);
+            check(&weights, &start, 2000, &mut reused);
         }
     }
 
