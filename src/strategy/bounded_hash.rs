@@ -23,7 +23,8 @@
 
 use super::consistent_hash::{key_point, ConsistentHash, Ring};
 use super::slow_start::SlowStart;
-use super::weighted::{Sampler, Weights};
+use super::warming::WarmingWalk;
+use super::weighted::{Sampler, Weights, SCALE};
 use super::{Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind};
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
@@ -42,6 +43,8 @@ pub(crate) struct BoundedHash {
 struct Bounded {
     ring: Arc<Ring>,
     weights: Weights,
+    /// For the whole set's total weight during warm-up in O(k); None without start times.
+    warming: Option<WarmingWalk>,
 }
 
 /// Per method: calls in flight over the whole set.
@@ -80,6 +83,21 @@ impl BoundedHash {
     }
 }
 
+/// The whole set's total effective weight while some of it warms up (no slow-start ramp), in
+/// the units of `Sampler::weight`: the configured total less what the k invokers in warm-up
+/// lack, in O(k) — the sum over every invoker, and their calls in flight (kept per method for
+/// the whole set whatever the weights), made each pick O(n). None otherwise.
+fn whole_set_in_warm_up(ctx: &Ctx<'_>, b: &Bounded, sampler: &Sampler<'_, '_>) -> Option<u64> {
+    if !ctx.is_all || sampler.is_ramping() {
+        return None;
+    }
+    let total = b
+        .warming
+        .as_ref()?
+        .total(&ctx.snapshot.members, ctx.clock.now_ms())?;
+    Some(total.max(0) as u64 * SCALE)
+}
+
 impl Strategy for BoundedHash {
     fn kind(&self) -> StrategyKind {
         StrategyKind::BoundedHash
@@ -98,6 +116,7 @@ impl Strategy for BoundedHash {
         Some(PreparedData::new(Bounded {
             ring,
             weights: Weights::new(members, previous, self.slow.as_ref()),
+            warming: WarmingWalk::new(members),
         }))
     }
 
@@ -113,6 +132,9 @@ impl Strategy for BoundedHash {
         let (in_flight, total_weight) = if sampler.is_exact() {
             let load = Load::of(ctx.method, ctx.method_id);
             (load.in_flight.load(Relaxed).max(0), b.weights.total())
+        } else if let Some(total) = whole_set_in_warm_up(ctx, b, &sampler) {
+            let load = Load::of(ctx.method, ctx.method_id);
+            (load.in_flight.load(Relaxed).max(0), total)
         } else {
             ctx.candidates.iter().fold((0i64, 0u64), |(a, w), &p| {
                 (a + ctx.active(p as usize), w + sampler.weight(p as usize))

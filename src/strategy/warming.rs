@@ -75,26 +75,7 @@ impl WarmingWalk {
     ) -> Option<usize> {
         let n = members.len();
         let mut buffer = [Warming::default(); MAX_WARMING];
-        let mut k = 0;
-        for &(end, pos) in self.by_end.iter() {
-            if end <= now_ms {
-                break;
-            }
-            let m = &members[pos as usize];
-            let effective = effective_weight(m.weight, m.start_time_ms, m.warmup_ms, now_ms);
-            if effective == m.weight {
-                continue;
-            }
-            if k == MAX_WARMING {
-                return None;
-            }
-            buffer[k] = Warming {
-                pos,
-                configured: m.weight.max(0) as i64,
-                effective: effective as i64,
-            };
-            k += 1;
-        }
+        let k = self.in_warm_up(members, now_ms, &mut buffer)?;
         let warming = &mut buffer[..k];
         warming.sort_unstable_by_key(|w| w.pos);
         let lacking: i64 = warming.iter().map(|w| w.configured - w.effective).sum();
@@ -118,6 +99,47 @@ impl WarmingWalk {
             start = end + 1;
         }
         Some(self.search(start, n, offset + lacking_before))
+    }
+
+    /// The sum of the effective weights at `now_ms` over `members` (the set this was built
+    /// from): the configured total less what the invokers in warm-up lack. None when more than
+    /// `MAX_WARMING` warm up at that time (the caller sums them).
+    pub fn total(&self, members: &[Member], now_ms: i64) -> Option<i64> {
+        let mut buffer = [Warming::default(); MAX_WARMING];
+        let k = self.in_warm_up(members, now_ms, &mut buffer)?;
+        let lacking: i64 = buffer[..k].iter().map(|w| w.configured - w.effective).sum();
+        Some(self.prefix[members.len()] - lacking)
+    }
+
+    /// The invokers below their configured weight at `now_ms`, into `buffer` (in no particular
+    /// order): how many, or None when they do not fit.
+    fn in_warm_up(
+        &self,
+        members: &[Member],
+        now_ms: i64,
+        buffer: &mut [Warming; MAX_WARMING],
+    ) -> Option<usize> {
+        let mut k = 0;
+        for &(end, pos) in self.by_end.iter() {
+            if end <= now_ms {
+                break;
+            }
+            let m = &members[pos as usize];
+            let effective = effective_weight(m.weight, m.start_time_ms, m.warmup_ms, now_ms);
+            if effective == m.weight {
+                continue;
+            }
+            if k == MAX_WARMING {
+                return None;
+            }
+            buffer[k] = Warming {
+                pos,
+                configured: m.weight.max(0) as i64,
+                effective: effective as i64,
+            };
+            k += 1;
+        }
+        Some(k)
     }
 
     /// The first position p in `start..end` whose prefix sum through it, `prefix[p + 1]`,
@@ -168,7 +190,7 @@ mod tests {
     /// warm-up over, no start time) at random times: the same draw gives the same position as
     /// Dubbo's walk, every time.
     #[test]
-    fn the_walk_by_runs_is_dubbos_walk() {
+    fn the_walk_by_runs_is_dubbos_walk_and_its_total_the_sum() {
         let rng = seeded_for_test(7);
         let now = 1_700_000_000_000i64;
         let mut cases = 0;
@@ -199,7 +221,19 @@ mod tests {
                 let by_runs = walker.pick(&members, t, |bound| {
                     ((draw as u128 * bound as u128) >> 64) as u64
                 });
-                let Some(by_runs) = by_runs else { continue };
+                let Some(by_runs) = by_runs else {
+                    assert_eq!(walker.total(&members, t), None, "too many warm up for both");
+                    continue;
+                };
+                let summed: i64 = members
+                    .iter()
+                    .map(|m| effective_weight(m.weight, m.start_time_ms, m.warmup_ms, t) as i64)
+                    .sum();
+                assert_eq!(
+                    walker.total(&members, t),
+                    Some(summed),
+                    "round {round}, t {t}"
+                );
                 let by_walk = walk(&members, t, |bound| {
                     ((draw as u128 * bound as u128) >> 64) as u64
                 });

@@ -20,7 +20,7 @@ use crate::balancer::{Member, Snapshot};
 use crate::error::Status;
 
 /// Fixed-point scale of effective weights while they ramp (slow start multiplies them).
-const SCALE: u64 = 1024;
+pub(crate) const SCALE: u64 = 1024;
 /// Rejection rounds before the exact walk.
 const TRIES: usize = 16;
 /// Most candidates one pick may draw (`choices` ≤ 16, plus peakewma's escalation).
@@ -247,6 +247,11 @@ impl<'c, 'a> Sampler<'c, 'a> {
     /// True when the configured weights apply as they are (the fast path).
     pub fn is_exact(&self) -> bool {
         self.exact
+    }
+
+    /// True while a slow-start ramp changes some weight at this call's time.
+    pub fn is_ramping(&self) -> bool {
+        self.slow.is_some()
     }
 
     /// True when the configured weights apply as they are at this call: whole set, no warm-up,
