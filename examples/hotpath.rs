@@ -8,6 +8,8 @@
 //! environment they pass 0 (the library reads its own clock, as the benchmarks' calls do).
 //! `STARTED=<ms>` gives every invoker a start time that long ago (as Dubbo URLs carry a
 //! `timestamp`), and `WARMING=1` then makes the first one start a minute ago: in its warm-up.
+//! `INFLIGHT=<k>` keeps k calls open per thread (each select is reported k selects later), as a
+//! busy client does: with k beyond n, no invoker is idle.
 use polylb::{Balancer, Invoker, Outcome};
 
 fn main() {
@@ -72,8 +74,45 @@ fn main() {
         }
         sum
     };
+    let in_flight: usize = std::env::var("INFLIGHT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    // With calls kept open: report the call made `in_flight` selects ago.
+    let run_open = || {
+        let mut sum = 0u64;
+        let mut next = 0;
+        let mut open = std::collections::VecDeque::with_capacity(in_flight + 1);
+        for i in 0..iters {
+            let b = next;
+            next = if next + 1 == count { 0 } else { next + 1 };
+            let id = balancers[b].select(0, &i.to_le_bytes(), now).unwrap();
+            open.push_back((b, id));
+            if open.len() > in_flight {
+                let (b, id) = open.pop_front().unwrap();
+                balancers[b]
+                    .report(0, id, 1000, Outcome::Success, now)
+                    .unwrap();
+            }
+            sum = sum.wrapping_add(id);
+        }
+        for (b, id) in open {
+            balancers[b]
+                .report(0, id, 1000, Outcome::Success, now)
+                .unwrap();
+        }
+        sum
+    };
     let sum = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads).map(|_| s.spawn(run)).collect();
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                if in_flight > 0 {
+                    s.spawn(run_open)
+                } else {
+                    s.spawn(run)
+                }
+            })
+            .collect();
         workers
             .into_iter()
             .map(|w| w.join().unwrap())
