@@ -8,6 +8,7 @@
 //! environment they pass 0 (the library reads its own clock, as the benchmarks' calls do).
 //! `STARTED=<ms>` gives every invoker a start time that long ago (as Dubbo URLs carry a
 //! `timestamp`), and `WARMING=1` then makes the first one start a minute ago: in its warm-up.
+//! `ZONES=<k>` puts invoker i in zone `z{i % k}` and prefers zone `z0` (zone preference).
 //! `INFLIGHT=<k>` keeps k calls open per thread (each select is reported k selects later), as a
 //! busy client does: with k beyond n, no invoker is idle.
 use polylb::{Balancer, Invoker, Outcome};
@@ -27,6 +28,7 @@ fn main() {
     let started_ago: Option<i64> = std::env::var("STARTED").ok().and_then(|s| s.parse().ok());
     let warming = std::env::var_os("WARMING").is_some();
     let wall_ms = polylb::wall_clock_us() / 1000;
+    let zones: Option<u64> = std::env::var("ZONES").ok().and_then(|s| s.parse().ok());
     let set: Vec<Invoker> = (0..n)
         .map(|i| {
             let invoker = Invoker::new(i, format!("10.0.0.{i}:20880")).weight(if ramp {
@@ -34,6 +36,10 @@ fn main() {
             } else {
                 100 + (i % 3) as i32 * 50
             });
+            let invoker = match zones {
+                Some(k) => invoker.zone(format!("z{}", i % k)),
+                None => invoker,
+            };
             match started_ago {
                 Some(_) if warming && i == 0 => invoker.start_time_ms(wall_ms - 60_000),
                 Some(ago) => invoker.start_time_ms(wall_ms - ago),
@@ -41,9 +47,10 @@ fn main() {
             }
         })
         .collect();
+    let zone_option = if zones.is_some() { "&zone=z0" } else { "" };
     let balancers: Vec<Balancer> = (0..count)
         .map(|_| {
-            let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
+            let b = Balancer::new(&format!("loadbalance={strategy}{zone_option}")).unwrap();
             b.update(&set).unwrap();
             b
         })

@@ -1047,6 +1047,66 @@ fn p2c_draws_the_filtered_subsets_by_weight() {
 }
 
 #[test]
+fn random_and_leastactive_draw_the_filtered_subsets_by_weight() {
+    // Over the local zone or the invokers not ejected, random and leastactive draw from the
+    // subset's own table: Dubbo's distribution over the subset (a zero weight never drawn
+    // while another weighs something), and leastactive still only ever takes an idle invoker
+    // while one is idle, weighted among the idle ones.
+    let set = vec![
+        provider(1).zone("a").weight(100),
+        provider(2).zone("a").weight(300),
+        provider(3).zone("a").weight(0),
+        provider(4).zone("b").weight(100),
+        provider(5).zone("b").weight(100),
+    ];
+    let draws = 40_000;
+    for name in ["random", "leastactive"] {
+        let local = lb(&format!("loadbalance={name}&zone=a&seed=34"), &set);
+        let c = counts(&local, 0, draws, NOW);
+        assert_eq!(c.get(&3).or(c.get(&4)).or(c.get(&5)), None, "{name}: {c:?}");
+        assert_binomial(
+            c[&1],
+            draws,
+            0.25,
+            5.0,
+            &format!("{name}: weight 100 of 400"),
+        );
+
+        let ejecting = format!(
+            "loadbalance={name}&seed=35&outlier.consecutiveFailures=1\
+             &outlier.maxEjectionPercent=50&outlier.baseEjectionMs=1000000\
+             &outlier.maxEjectionMs=1000000"
+        );
+        let healthy = lb(&ejecting, &set);
+        healthy.report(0, 2, 10, Outcome::Failure, NOW).unwrap();
+        let c = counts(&healthy, 0, draws, NOW);
+        assert_eq!(c.get(&2).or(c.get(&3)), None, "{name}: {c:?}");
+        for id in [1, 4, 5] {
+            let what = format!("{name}: not-ejected subset, equal weights");
+            assert_binomial(c[&id], draws, 1.0 / 3.0, 5.0, &what);
+        }
+    }
+    // leastactive with the local heavyweight busy: the least count is 0 and the idle local
+    // invokers are 1 (weight 100) and 3 (weight 0), so every pick is 1, although the subset's
+    // draws land on the busy one three times in four.
+    let local = lb("loadbalance=leastactive&zone=a&seed=36", &set);
+    while local.select(0, b"", NOW).unwrap() != 2 {}
+    let busy_until_now = (1..=5u64).map(|id| active(&local, id)).collect::<Vec<_>>();
+    for id in [1u64, 3] {
+        for _ in 0..busy_until_now[id as usize - 1] {
+            local.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+        }
+    }
+    assert_eq!(active(&local, 2), 1, "one call held on the heavyweight");
+    let c = counts(&local, 0, 4_000, NOW);
+    assert_eq!(
+        c.get(&1),
+        Some(&4_000),
+        "only the idle weighted invoker: {c:?}"
+    );
+}
+
+#[test]
 fn options_unset_or_inert_change_nothing() {
     // A zone no invoker has, and outlier ejection that never fires, keep every Dubbo strategy's
     // sequence exactly as without them (same seed).

@@ -39,6 +39,18 @@ impl Strategy for LeastActive {
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
+        if let Some(subset) = ctx.subset {
+            if ctx.weights_static() {
+                // A filter's subset (the local zone, or the invokers not ejected) has its own
+                // draw table: the same idle draws over it.
+                for _ in 0..IDLE_DRAWS {
+                    let pos = subset.draw(ctx.candidates, &ctx.rng);
+                    if ctx.active(pos) == 0 {
+                        return Ok(pos);
+                    }
+                }
+            }
+        }
         if ctx.is_all && !ctx.drawn {
             if let Some(whole) = ctx.prepared::<WholeSet>() {
                 if ctx.weights_static() {

@@ -61,6 +61,13 @@ impl Strategy for Random {
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
+        if let Some(subset) = ctx.subset {
+            if ctx.weights_static() {
+                // A filter's subset (the local zone, or the invokers not ejected) comes with
+                // its own draw table: Dubbo's distribution over it in O(1), not a walk.
+                return Ok(subset.draw(ctx.candidates, &ctx.rng));
+            }
+        }
         if ctx.is_all {
             if let Some(whole) = ctx.prepared::<WholeSet>() {
                 if ctx.weights_static() {

@@ -48,7 +48,7 @@ impl SubsetWeights {
 
     /// A position of `positions` (those the weights were built from) by configured weight.
     #[inline]
-    fn draw(&self, positions: &[u32], rng: &crate::rng::Rng) -> usize {
+    pub fn draw(&self, positions: &[u32], rng: &crate::rng::Rng) -> usize {
         positions[Alias::draw_or_uniform(self.alias.as_ref(), positions.len(), rng)] as usize
     }
 }
