@@ -8,13 +8,21 @@ use std::sync::Arc;
 
 fn set(round: u64) -> Vec<Invoker> {
     // Rotating membership (ids 1..=12, 4 to 11 of them) and weights, so every kind of churn
-    // happens: departures, re-additions, weight changes and address changes.
+    // happens: departures, re-additions, weight changes and address changes. A third of the
+    // invokers are in Dubbo's warm-up (started up to 9 minutes ago, of 10), so the picks that
+    // follow warm-up weights run concurrently with the updates too.
     let n = 4 + round % 8;
+    let now_ms = polylb::wall_clock_us() / 1000;
     (0..n)
         .map(|k| {
             let id = 1 + (round + k) % 12;
-            Invoker::new(id, format!("10.0.{}.{id}:20880", round % 3))
-                .weight(((round + k) % 5) as i32 * 50)
+            let invoker = Invoker::new(id, format!("10.0.{}.{id}:20880", round % 3))
+                .weight(((round + k) % 5) as i32 * 50);
+            if (round + k) % 3 == 0 {
+                invoker.start_time_ms(now_ms - ((round * 7 + k) % 540) as i64 * 1000)
+            } else {
+                invoker
+            }
         })
         .collect()
 }
