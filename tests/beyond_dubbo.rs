@@ -993,10 +993,11 @@ fn zone_preference_spills_over_as_local_health_drops() {
 }
 
 #[test]
-fn p2c_draws_the_filtered_subsets_by_weight() {
-    // The local zone and the not-ejected invokers are subsets with draw tables of their own:
-    // an idle cluster (each call reported at once) still gets exactly the weights within them,
-    // and a zero weight is never drawn while another candidate weighs something.
+fn filtered_subsets_are_drawn_by_weight() {
+    // The local zone and the not-ejected invokers are subsets with draw tables of their own,
+    // which p2c, random and leastactive draw from: an idle cluster (each call reported at once)
+    // still gets exactly the weights within them, and a zero weight is never drawn while
+    // another candidate weighs something.
     let set = vec![
         provider(1).zone("a").weight(100),
         provider(2).zone("a").weight(300),
@@ -1005,77 +1006,18 @@ fn p2c_draws_the_filtered_subsets_by_weight() {
         provider(5).zone("b").weight(100),
     ];
     let draws = 40_000;
-    let local = lb("loadbalance=p2c&zone=a&seed=31", &set);
-    let c = counts(&local, 0, draws, NOW);
-    assert_eq!(c.get(&3).or(c.get(&4)).or(c.get(&5)), None, "{c:?}");
-    assert_binomial(c[&1], draws, 0.25, 5.0, "local subset, weight 100 of 400");
-
-    let ejecting = "loadbalance=p2c&seed=32&outlier.consecutiveFailures=1\
-                    &outlier.maxEjectionPercent=50&outlier.baseEjectionMs=1000000\
-                    &outlier.maxEjectionMs=1000000";
-    let healthy = lb(ejecting, &set);
-    healthy.report(0, 2, 10, Outcome::Failure, NOW).unwrap();
-    let c = counts(&healthy, 0, draws, NOW);
-    assert_eq!(c.get(&2).or(c.get(&3)), None, "{c:?}");
-    for id in [1, 4, 5] {
-        assert_binomial(
-            c[&id],
-            draws,
-            1.0 / 3.0,
-            5.0,
-            "not-ejected subset, equal weights",
-        );
-    }
-
-    // While an invoker of the subset warms up, its effective weight applies, not the table's:
-    // invoker 1 halfway through its warm-up weighs half (Dubbo's ramp is linear in uptime),
-    // so 50 of 350.
-    let mut warming = set.clone();
-    warming[0] = warming[0]
-        .clone()
-        .start_time_ms(NOW / 1000 - 300_000)
-        .warmup_ms(600_000);
-    let ramping = lb("loadbalance=p2c&zone=a&seed=33", &warming);
-    let c = counts(&ramping, 0, draws, NOW);
-    assert_binomial(
-        c[&1],
-        draws,
-        50.0 / 350.0,
-        5.0,
-        "warming invoker in the local subset",
-    );
-}
-
-#[test]
-fn random_and_leastactive_draw_the_filtered_subsets_by_weight() {
-    // Over the local zone or the invokers not ejected, random and leastactive draw from the
-    // subset's own table: Dubbo's distribution over the subset (a zero weight never drawn
-    // while another weighs something), and leastactive still only ever takes an idle invoker
-    // while one is idle, weighted among the idle ones.
-    let set = vec![
-        provider(1).zone("a").weight(100),
-        provider(2).zone("a").weight(300),
-        provider(3).zone("a").weight(0),
-        provider(4).zone("b").weight(100),
-        provider(5).zone("b").weight(100),
-    ];
-    let draws = 40_000;
-    for name in ["random", "leastactive"] {
-        let local = lb(&format!("loadbalance={name}&zone=a&seed=34"), &set);
+    for (name, seed) in [("p2c", 31), ("random", 34), ("leastactive", 37)] {
+        let local = lb(&format!("loadbalance={name}&zone=a&seed={seed}"), &set);
         let c = counts(&local, 0, draws, NOW);
         assert_eq!(c.get(&3).or(c.get(&4)).or(c.get(&5)), None, "{name}: {c:?}");
-        assert_binomial(
-            c[&1],
-            draws,
-            0.25,
-            5.0,
-            &format!("{name}: weight 100 of 400"),
-        );
+        let what = format!("{name}: local subset, weight 100 of 400");
+        assert_binomial(c[&1], draws, 0.25, 5.0, &what);
 
         let ejecting = format!(
-            "loadbalance={name}&seed=35&outlier.consecutiveFailures=1\
+            "loadbalance={name}&seed={}&outlier.consecutiveFailures=1\
              &outlier.maxEjectionPercent=50&outlier.baseEjectionMs=1000000\
-             &outlier.maxEjectionMs=1000000"
+             &outlier.maxEjectionMs=1000000",
+            seed + 1
         );
         let healthy = lb(&ejecting, &set);
         healthy.report(0, 2, 10, Outcome::Failure, NOW).unwrap();
@@ -1085,15 +1027,30 @@ fn random_and_leastactive_draw_the_filtered_subsets_by_weight() {
             let what = format!("{name}: not-ejected subset, equal weights");
             assert_binomial(c[&id], draws, 1.0 / 3.0, 5.0, &what);
         }
+
+        // While an invoker of the subset warms up, its effective weight applies, not the
+        // table's: invoker 1 halfway through its warm-up weighs half (Dubbo's ramp is linear in
+        // uptime), so 50 of 350.
+        let mut warming = set.clone();
+        warming[0] = warming[0]
+            .clone()
+            .start_time_ms(NOW / 1000 - 300_000)
+            .warmup_ms(600_000);
+        let ramping = lb(
+            &format!("loadbalance={name}&zone=a&seed={}", seed + 2),
+            &warming,
+        );
+        let c = counts(&ramping, 0, draws, NOW);
+        let what = format!("{name}: warming invoker in the local subset");
+        assert_binomial(c[&1], draws, 50.0 / 350.0, 5.0, &what);
     }
     // leastactive with the local heavyweight busy: the least count is 0 and the idle local
     // invokers are 1 (weight 100) and 3 (weight 0), so every pick is 1, although the subset's
     // draws land on the busy one three times in four.
     let local = lb("loadbalance=leastactive&zone=a&seed=36", &set);
     while local.select(0, b"", NOW).unwrap() != 2 {}
-    let busy_until_now = (1..=5u64).map(|id| active(&local, id)).collect::<Vec<_>>();
     for id in [1u64, 3] {
-        for _ in 0..busy_until_now[id as usize - 1] {
+        for _ in 0..active(&local, id) {
             local.report(0, id, 1000, Outcome::Success, NOW).unwrap();
         }
     }
