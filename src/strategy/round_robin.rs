@@ -736,12 +736,11 @@ impl Strategy for RoundRobin {
         // timeline: a caller passing its own time may still be within a warm-up that the
         // library's clock has long passed.
         let until = snapshot.time_dependent_until_ms;
-        let static_weights = until == i64::MIN || now_ms >= until;
-        if static_weights && st.build_fast_path(snapshot, now_ms) {
-            st.open_live(snapshot, per_method.method_id);
-        } else {
+        if until != i64::MIN && now_ms < until {
             // The first whole-set select at static weights builds it.
             st.slow_picks = st.rebuild_at;
+        } else if st.build_fast_path(snapshot, now_ms) {
+            st.open_live(snapshot, per_method.method_id);
         }
     }
 }

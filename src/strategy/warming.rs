@@ -1,7 +1,7 @@
 //! Dubbo's weighted walk over the whole set while a few invokers warm up, in O(k log n) for k
 //! invokers in warm-up instead of O(n): `random` makes the same draw and gets the same position
 //! as the walk (`random::weighted_pick`), so seeded picks do not change; `leastactive` draws its
-//! idle candidates by it.
+//! idle candidates by it, and `boundedhash` takes the whole set's total weight from it.
 //!
 //! The walk adds effective weights in position order and stops where the running sum passes a
 //! random offset. Effective weights equal configured ones except for the invokers in warm-up at
