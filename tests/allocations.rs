@@ -89,6 +89,7 @@ fn no_heap_allocation_in_select_or_report() {
         );
     }
     no_heap_allocation_in_round_robin_without_a_period();
+    no_heap_allocation_in_round_robin_over_the_local_zone();
 }
 
 /// roundrobin over a set whose period is too long to precompute (weights with gcd 1 and a sum
@@ -111,6 +112,41 @@ fn no_heap_allocation_in_round_robin_without_a_period() {
     let before = ALLOCATIONS.load(Relaxed);
     for i in 0..20_000 {
         round(&b, m, i, false, now + 10_000 + i as i64);
+    }
+    let allocated = ALLOCATIONS.load(Relaxed) - before;
+    assert_eq!(allocated, 0, "{allocated} allocations in steady state");
+}
+
+/// roundrobin with zone preference: every pick is over the local invokers, served from that
+/// subset's own tournament once built, which must not allocate either (nor must the failover
+/// picks over other subsets in between, which walk).
+fn no_heap_allocation_in_round_robin_over_the_local_zone() {
+    let now = 1_700_000_000_000_000i64;
+    let invokers: Vec<Invoker> = (0..300)
+        .map(|id| {
+            Invoker::new(id, format!("10.0.{}.{}:20880", id / 250, id % 250))
+                .weight(100 + (id % 3) as i32 * 50)
+                .zone(["a", "b", "c"][id as usize % 3])
+        })
+        .collect();
+    let b = Balancer::new("loadbalance=roundrobin&zone=b").unwrap();
+    b.update(&invokers).unwrap();
+    let m = b.method("sayHello").unwrap();
+    let round = |i: u64, now_us: i64| {
+        let id = if i % 16 == 0 {
+            b.select_among(m, b"", &[], &[1 + 3 * (i % 100)], now_us)
+        } else {
+            b.select(m, b"", now_us)
+        }
+        .unwrap();
+        b.report(m, id, 1000, Outcome::Success, now_us).unwrap();
+    };
+    for i in 0..2_000 {
+        round(i, now + i as i64);
+    }
+    let before = ALLOCATIONS.load(Relaxed);
+    for i in 0..20_000 {
+        round(i, now + 10_000 + i as i64);
     }
     let allocated = ALLOCATIONS.load(Relaxed) - before;
     assert_eq!(allocated, 0, "{allocated} allocations in steady state");

@@ -544,3 +544,118 @@ fn sequences_equal_dubbo_model_while_invokers_warm_up() {
         );
     }
 }
+
+/// A subset picked from again and again — a router's candidates, or the invokers a failover
+/// excludes held for a while — is served from a tournament of its own, and the invokers outside
+/// it age towards Dubbo's recycling as its walk leaves them: the sequence stays the model's
+/// through bursts over one subset, whole-set picks, other subsets, updates and 61-s gaps.
+#[test]
+fn sequences_equal_dubbo_model_over_repeated_subsets() {
+    for seed in 1..=30u64 {
+        let mut rng = Lcg(100 + seed);
+        let n = if seed % 5 == 0 {
+            200
+        } else {
+            3 + rng.next(9) as usize
+        };
+        let b = Balancer::new("loadbalance=roundrobin").unwrap();
+        let m = b.method("m").unwrap();
+        let mut model = DubboModel::default();
+        let mut now_ms = 1_700_000_000_000i64;
+        let weight = |rng: &mut Lcg| rng.next(5) as i32 * 25;
+        let mut set: Vec<(u64, i32)> = (0..n as u64).map(|id| (id, weight(&mut rng))).collect();
+        let publish = |b: &Balancer, set: &[(u64, i32)]| {
+            let invokers: Vec<Invoker> = set
+                .iter()
+                .map(|&(id, w)| Invoker::new(id, format!("h{id}:1")).weight(w))
+                .collect();
+            b.update(&invokers).unwrap();
+        };
+        publish(&b, &set);
+        for step in 0..300 {
+            match rng.next(12) {
+                0 => {
+                    // Churn: a weight changes, an invoker leaves, another (re)joins.
+                    let i = rng.next(set.len() as u64) as usize;
+                    set[i].1 = weight(&mut rng);
+                    if set.len() > 3 {
+                        set.remove(rng.next(set.len() as u64) as usize);
+                    }
+                    let id = rng.next(n as u64 + 3);
+                    if !set.iter().any(|e| e.0 == id) {
+                        set.push((id, weight(&mut rng)));
+                    }
+                    publish(&b, &set);
+                }
+                1 => now_ms += 61_000,
+                2..=4 => {
+                    for _ in 0..1 + rng.next(20) {
+                        now_ms += rng.next(2) as i64;
+                        let want = model.select(&set, now_ms);
+                        let got = b.select(m, b"", now_ms * 1000).unwrap();
+                        assert_eq!(got, want, "seed {seed} step {step}: whole set");
+                    }
+                }
+                _ => {
+                    // A burst over one subset: a few invokers excluded, or a list of candidates.
+                    let excluded: Vec<u64> = set
+                        .iter()
+                        .map(|e| e.0)
+                        .filter(|_| rng.next(4) == 0)
+                        .collect();
+                    let rest: Vec<(u64, i32)> = set
+                        .iter()
+                        .copied()
+                        .filter(|e| !excluded.contains(&e.0))
+                        .collect();
+                    if rest.is_empty() {
+                        continue;
+                    }
+                    let as_candidates = rng.next(2) == 0;
+                    let candidates: Vec<u64> = rest.iter().map(|e| e.0).collect();
+                    for _ in 0..1 + rng.next(40) {
+                        now_ms += rng.next(2) as i64;
+                        let want = model.select(&rest, now_ms);
+                        let got = if as_candidates {
+                            b.select_among(m, b"", &candidates, &[], now_ms * 1000)
+                        } else {
+                            b.select_among(m, b"", &[], &excluded, now_ms * 1000)
+                        }
+                        .unwrap();
+                        assert_eq!(got, want, "seed {seed} step {step}: subset {rest:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// With zone preference every pick is over the local invokers: the model's walk over them.
+#[test]
+fn zone_preference_keeps_dubbos_sequence_over_the_local_invokers() {
+    let set: Vec<(u64, i32, &str)> = (0..30u64)
+        .map(|id| {
+            (
+                id,
+                50 + (id % 4) as i32 * 25,
+                ["a", "b", "c"][id as usize % 3],
+            )
+        })
+        .collect();
+    let invokers: Vec<Invoker> = set
+        .iter()
+        .map(|&(id, w, z)| Invoker::new(id, format!("h{id}:1")).weight(w).zone(z))
+        .collect();
+    let b = balancer("loadbalance=roundrobin&zone=b", &invokers);
+    let local: Vec<(u64, i32)> = set
+        .iter()
+        .filter(|e| e.2 == "b")
+        .map(|e| (e.0, e.1))
+        .collect();
+    let mut model = DubboModel::default();
+    for k in 0..5_000 {
+        let now_ms = 1_700_000_000_000 + k / 10;
+        let want = model.select(&local, now_ms);
+        assert_eq!(b.select(0, b"", now_ms * 1000).unwrap(), want, "pick {k}");
+    }
+}

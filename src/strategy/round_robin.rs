@@ -9,8 +9,10 @@
 //! come from a kinetic tournament over the counters ([`SmoothWrr`]): the same sequence in
 //! O(log n) amortised under the lock. While invokers warm up (weights that change with time),
 //! whole-set picks step the warming invokers' counters one by one and the others in the
-//! tournament ([`WarmingWrr`]): O(k + log n) for k in warm-up. Dubbo's O(n) walk remains for
-//! subsets. Counters are per method,
+//! tournament ([`WarmingWrr`]): O(k + log n) for k in warm-up. A subset that comes twice in a
+//! row (a zone's local invokers, a router's candidates) gets a tournament of its own
+//! ([`Subset`]); other subsets, and subsets while invokers warm up, take Dubbo's O(m) walk.
+//! Counters are per method,
 //! keyed by invoker id; an invoker that leaves keeps
 //! its counter until a select finds it unused for more than 60 s (Dubbo's recycling), so one
 //! re-added within that period resumes where it was.
@@ -81,6 +83,25 @@ struct Warming {
     wrr: WarmingWrr,
 }
 
+/// Picks over one subset of the set (a zone preference's local invokers, a router's
+/// candidates) that came on two subset picks in a row, from a kinetic tournament over its
+/// counters: O(log m) instead of the walk's O(m), the invokers outside it untouched as Dubbo's
+/// walk over the subset leaves them. Failover retries, whose exclusions change from call to
+/// call, keep walking (a build costs about two walks); the subset they interrupt is rebuilt
+/// at its next pick.
+#[derive(Default)]
+struct Subset {
+    /// The subset's counters live in `wrr` (else only its positions are kept, to recognise it).
+    live: bool,
+    generation: u64,
+    positions: Vec<u32>,
+    ids: Vec<u64>,
+    weights: Vec<i32>,
+    /// The counters a build starts from (kept for its capacity).
+    scratch: Vec<i64>,
+    wrr: Option<SmoothWrr>,
+}
+
 /// What a snapshot carries for round robin.
 struct SnapshotData {
     /// None when no period fits the set.
@@ -104,6 +125,8 @@ struct State {
     kinetic: Option<Kinetic>,
     /// While invokers warm up: the counters of the set's invokers live here.
     warming: Option<Warming>,
+    /// The last subset picked from, and its counters while its tournament is live.
+    subset: Option<Subset>,
     /// While a period or a tournament is live: the last-update time of every invoker of the set.
     last_select_ms: i64,
     /// While a period or a tournament is live: the oldest last-update among entries of invokers that left.
@@ -346,6 +369,17 @@ impl State {
     /// Writes the counters implied by the live period or tournament back into `entries` and
     /// drops it.
     fn materialize(&mut self) {
+        if let Some(mut sub) = self.subset.take() {
+            if let (true, Some(wrr)) = (sub.live, sub.wrr.as_ref()) {
+                for ((&id, &weight), current) in
+                    sub.ids.iter().zip(&sub.weights).zip(wrr.counters())
+                {
+                    self.set_counter(id, weight, current);
+                }
+                sub.live = false;
+            }
+            self.subset = Some(sub);
+        }
         if let Some(mut w) = self.warming.take() {
             if w.live {
                 for (pos, weight, current) in w.wrr.counters() {
@@ -471,14 +505,23 @@ impl State {
 
     /// Last-update times while a period or the tournament stands in for the set's entries.
     fn start_tracking(&mut self, snapshot: &Snapshot, now_ms: i64) {
+        self.start_tracking_of(now_ms, |id| snapshot.position(id).is_some());
+    }
+
+    /// Last-update times while a tournament stands in for the entries of the invokers each
+    /// pick updates (`picked`); the others age, as in Dubbo, towards recycling.
+    fn start_tracking_of(&mut self, now_ms: i64, picked: impl Fn(u64) -> bool) {
         self.last_select_ms = now_ms;
-        self.oldest_departed_ms = self
-            .entries
+        self.oldest_departed_ms = self.oldest_outside(picked);
+    }
+
+    fn oldest_outside(&self, picked: impl Fn(u64) -> bool) -> i64 {
+        self.entries
             .iter()
-            .filter(|(id, _)| snapshot.position(**id).is_none())
+            .filter(|(id, _)| !picked(**id))
             .map(|(_, e)| e.last_update_ms)
             .min()
-            .unwrap_or(i64::MAX);
+            .unwrap_or(i64::MAX)
     }
 
     /// A pick from the period or the tournament, when one is set up for this snapshot.
@@ -544,16 +587,77 @@ impl State {
     }
 
     fn recycle_departed(&mut self, snapshot: &Snapshot, now_ms: i64) {
-        self.entries.retain(|id, e| {
-            snapshot.position(*id).is_some() || now_ms.wrapping_sub(e.last_update_ms) <= RECYCLE_MS
-        });
-        self.oldest_departed_ms = self
-            .entries
-            .iter()
-            .filter(|(id, _)| snapshot.position(**id).is_none())
-            .map(|(_, e)| e.last_update_ms)
-            .min()
-            .unwrap_or(i64::MAX);
+        self.recycle_outside(now_ms, |id| snapshot.position(id).is_some());
+    }
+
+    /// Dubbo's recycling of the entries that picks no longer update (`picked` says which they
+    /// do update): gone once 60 s old.
+    fn recycle_outside(&mut self, now_ms: i64, picked: impl Fn(u64) -> bool) {
+        self.entries
+            .retain(|id, e| picked(*id) || now_ms.wrapping_sub(e.last_update_ms) <= RECYCLE_MS);
+        self.oldest_departed_ms = self.oldest_outside(picked);
+    }
+
+    /// A subset pick at static weights from the subset's tournament: built (from the entries,
+    /// O(m)) when the previous subset pick was over the same candidates of the same set. None
+    /// otherwise (the candidates are remembered, the counters are in the entries): the caller
+    /// walks.
+    fn serve_subset(&mut self, ctx: &Ctx<'_>, now_ms: i64) -> Option<usize> {
+        let snapshot = ctx.snapshot;
+        let generation = snapshot.generation;
+        let (same, live) = match &self.subset {
+            Some(s) => (
+                s.generation == generation && s.positions[..] == *ctx.candidates,
+                s.live,
+            ),
+            None => (false, false),
+        };
+        let picked = |id: u64| snapshot.position(id).is_some_and(|p| ctx.contains(p));
+        if !(same && live) {
+            self.materialize();
+            let sub = self.subset.get_or_insert_with(Subset::default);
+            if !same {
+                // Remembered for the next subset pick, unless a tournament was live over other
+                // candidates: those usually come back right after a failover's pick, and are
+                // rebuilt at once then.
+                if !live {
+                    sub.generation = generation;
+                    sub.positions.clear();
+                    sub.positions.extend_from_slice(ctx.candidates);
+                }
+                return None;
+            }
+            let entries = &self.entries;
+            sub.ids.clear();
+            sub.weights.clear();
+            sub.scratch.clear();
+            for &p in &sub.positions {
+                let m = &snapshot.members[p as usize];
+                let weight = m.weight.max(0);
+                // A counter kept with another weight restarts from zero, as a Dubbo select does.
+                let current = match entries.get(&m.id) {
+                    Some(e) if e.weight == weight => e.current,
+                    _ => 0,
+                };
+                sub.ids.push(m.id);
+                sub.weights.push(weight);
+                sub.scratch.push(current);
+            }
+            match sub.wrr.as_mut() {
+                Some(wrr) => wrr.rebuild(&sub.weights, &sub.scratch),
+                None => sub.wrr = Some(SmoothWrr::new(&sub.weights, &sub.scratch)),
+            }
+            sub.live = true;
+            self.start_tracking_of(now_ms, picked);
+        }
+        let sub = self.subset.as_mut()?;
+        let index = sub.wrr.as_mut()?.next();
+        let pos = sub.positions[index as usize] as usize;
+        self.last_select_ms = now_ms;
+        if now_ms.saturating_sub(self.oldest_departed_ms) > RECYCLE_MS {
+            self.recycle_outside(now_ms, picked);
+        }
+        Some(pos)
     }
 
     /// A whole-set pick while invokers warm up, from the [`WarmingWrr`] of `snapshot` at
@@ -709,6 +813,10 @@ impl Strategy for RoundRobin {
             st.slow_picks += 1;
         } else if ctx.is_all {
             return Ok(st.serve_warming(ctx.snapshot, now_ms));
+        } else if ctx.weights_static() {
+            if let Some(pos) = st.serve_subset(ctx, now_ms) {
+                return Ok(pos);
+            }
         } else {
             st.materialize();
         }
