@@ -4,13 +4,13 @@
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{Error, Status};
-use crate::filter::Filter;
+use crate::filter::{Filter, LocalZone};
 use crate::invoker::{Invoker, Outcome};
 use crate::rng::{fresh_seed, Rng, RngSource};
 use crate::stats::{CallStats, InvokerState, NO_COUNTER};
 use crate::strategy::{
-    best_of_pair, Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind, SubsetWeights,
-    Weights, WholeSet, WholeSetDraw,
+    best_of_pair, best_of_subset_pair, Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind,
+    SubsetWeights, Weights, WholeSet, WholeSetDraw,
 };
 use crate::weight::{effective_weight, time_dependent_until};
 use arc_swap::ArcSwap;
@@ -62,6 +62,9 @@ pub(crate) struct Snapshot {
     /// instead: it need not be the library's.)
     pub settled: AtomicBool,
     pub prepared: Prepared,
+    /// With zone preference: the local zone, where picks over the whole set go while no invoker
+    /// is ejected. None when they go to the whole set (see `Filter::local_zone`).
+    pub local: Option<LocalZone>,
 }
 
 impl Snapshot {
@@ -74,6 +77,7 @@ impl Snapshot {
             time_dependent_until_ms: i64::MIN,
             settled: AtomicBool::new(true),
             prepared: None,
+            local: None,
         }
     }
 
@@ -612,7 +616,7 @@ impl Inner {
     /// None when any of that does not hold, or with fewer than two invokers.
     #[inline(always)]
     fn select_adaptive(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
-        let pin = self.short_pin(method)?;
+        let pin = self.short_pin_whole(method)?;
         let snapshot = pin.snapshot;
         if snapshot.members.len() < 2 || !snapshot.weights_settled(now_us) {
             return None;
@@ -629,9 +633,9 @@ impl Inner {
     }
 
     /// The common call of `consistenthash`: the key's owner on the ring of the thread's cached
-    /// snapshot (the whole set, no filter; the ring ignores weights), without building the
-    /// strategy's context. None when any of that does not hold, or with fewer than two
-    /// invokers (the general path answers those as Dubbo does).
+    /// snapshot (the whole set or its local zone, nothing ejected; the ring ignores weights),
+    /// without building the strategy's context. None when any of that does not hold, or with
+    /// fewer than two invokers (the general path answers those as Dubbo does).
     #[inline(always)]
     fn select_on_ring(&self, method: u32, key: &[u8]) -> Option<Result<u64, Status>> {
         let pin = self.short_pin(method)?;
@@ -639,7 +643,10 @@ impl Inner {
         if snapshot.members.len() < 2 {
             return None;
         }
-        let pos = crate::strategy::ring_pick(snapshot, key)?;
+        let pos = match &snapshot.local {
+            None => crate::strategy::ring_pick(snapshot, key)?,
+            Some(local) => crate::strategy::ring_pick_among(snapshot, key, &local.mask)?,
+        };
         Some(Ok(self.count_select(&pin, pos, method)))
     }
 
@@ -655,6 +662,14 @@ impl Inner {
             }
         }
         self.pin_cached()
+    }
+
+    /// `short_pin` for the short paths that pick from the whole set only: None while zone
+    /// preference narrows it.
+    #[inline(always)]
+    fn short_pin_whole(&self, method: u32) -> Option<CachedPin<'_>> {
+        self.short_pin(method)
+            .filter(|pin| pin.snapshot.local.is_none())
     }
 
     /// Counts a short path's select on the counters of the invoker at `pos`, and keeps `pos` as
@@ -678,7 +693,7 @@ impl Inner {
     /// the call, and the strategy's own `select` serves it from the same period.
     #[inline(always)]
     fn select_live(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
-        let pin = self.short_pin(method)?;
+        let pin = self.short_pin_whole(method)?;
         let snapshot = pin.snapshot;
         if !snapshot.weights_settled(now_us) {
             return None;
@@ -688,11 +703,11 @@ impl Inner {
     }
 
     /// The common call of a strategy whose pick is the balancer's own draw (`random`,
-    /// `leastactive`; with `PAIR`, `p2c`'s best of a pair): the whole set, no filter, static
-    /// weights, the thread's cached snapshot current (the caller checks `drawn_fast` or
-    /// `drawn_pair`). None when any of that does not hold (before anything is drawn); the
-    /// general path then makes the call. Each path makes the same draws as the strategy's own
-    /// `select` would, so seeded runs do not depend on which one picked.
+    /// `leastactive`; with `PAIR`, `p2c`'s best of a pair): the whole set (or its local zone),
+    /// nothing ejected, static weights, the thread's cached snapshot current (the caller checks
+    /// `drawn_fast` or `drawn_pair`). None when any of that does not hold (before anything is
+    /// drawn); the general path then makes the call. Each path makes the same draws as the
+    /// strategy's own `select` would, so seeded runs do not depend on which one picked.
     #[inline(always)]
     fn select_drawn<const PAIR: bool>(
         &self,
@@ -708,6 +723,10 @@ impl Inner {
         }
         let prepared = snapshot.prepared.as_ref()?;
         let rng = self.rng.on(Some(pin.rng));
+        if let Some(local) = &snapshot.local {
+            let pos = self.pick_in_zone::<PAIR>(local, snapshot, method, key, now_us, rng);
+            return Some(pos.map(|pos| self.count_select(&pin, pos, method)));
+        }
         // The draws of `draw_from_whole_set` (or p2c's pair), written out: calling it (and
         // matching its `Drawn`) here costs about 30 more instructions per select+report
         // (random: 216 → 245 in process, 349 → 385 through the shared library).
@@ -731,7 +750,9 @@ impl Inner {
                     match idle {
                         Some(pos) => pos,
                         None => {
-                            match self.pick_after_busy_draws(snapshot, method, key, now_us, rng) {
+                            let busy = self
+                                .pick_after_busy_draws(snapshot, None, method, key, now_us, rng);
+                            match busy {
                                 Ok(pos) => pos,
                                 Err(status) => return Some(Err(status)),
                             }
@@ -744,11 +765,51 @@ impl Inner {
         Some(Ok(self.count_select(&pin, pos, method)))
     }
 
-    /// The strategy's pick once every `FirstIdle` draw found a busy invoker.
+    /// `select_drawn`'s pick within the set's local zone (zone preference, nothing ejected):
+    /// the draws the strategy makes over a filter's subset (see `Filter::with_view`), from the
+    /// zone's own table.
+    #[inline(never)]
+    fn pick_in_zone<const PAIR: bool>(
+        &self,
+        local: &LocalZone,
+        snapshot: &Snapshot,
+        method: u32,
+        key: &[u8],
+        now_us: i64,
+        rng: Rng<'_>,
+    ) -> Result<usize, Status> {
+        let (positions, weights) = (&*local.positions, &local.weights);
+        if positions.len() == 1 {
+            return Ok(positions[0] as usize);
+        }
+        let active = |p: usize| active_in(snapshot, p, method);
+        if PAIR {
+            let members = &snapshot.members;
+            return Ok(best_of_subset_pair(
+                weights, positions, members, &rng, active,
+            ));
+        }
+        match self.whole_set_draw {
+            WholeSetDraw::FirstIdle { draws } => {
+                for _ in 0..draws {
+                    let pos = weights.draw(positions, &rng);
+                    if active(pos) == 0 {
+                        return Ok(pos);
+                    }
+                }
+                self.pick_after_busy_draws(snapshot, Some(local), method, key, now_us, rng)
+            }
+            _ => Ok(weights.draw(positions, &rng)),
+        }
+    }
+
+    /// The strategy's pick once every `FirstIdle` draw (over the whole set, or over `zone`)
+    /// found a busy invoker.
     #[inline(never)]
     fn pick_after_busy_draws(
         &self,
         snapshot: &Snapshot,
+        zone: Option<&LocalZone>,
         method: u32,
         key: &[u8],
         now_us: i64,
@@ -765,7 +826,10 @@ impl Inner {
             rng,
             hint: None,
         };
-        self.pick(&call, &snapshot.all, true, true, &[], None)
+        match zone {
+            Some(z) => self.pick(&call, &z.positions, false, true, &z.mask, Some(&z.weights)),
+            None => self.pick(&call, &snapshot.all, true, true, &[], None),
+        }
     }
 
     /// A report's work on one snapshot: the call's counters, then what the strategy and the
@@ -1101,11 +1165,11 @@ impl Balancer {
     pub fn with_config(config: Config) -> Balancer {
         let strategy = config.strategy.build(&config);
         let filter = Filter::new(&config);
-        // A short path of `select_short` may serve a call when no `on_select` follows the pick
-        // and no filter narrows the set: outlier ejection alone narrows it only while an
-        // invoker is ejected (checked by `short_pin`), zone preference always.
-        let short =
-            !strategy.tracks_selects() && filter.as_ref().map_or(true, Filter::may_pass_all);
+        // A short path of `select_short` may serve a call when no `on_select` follows the pick.
+        // Filters narrow the set only while an invoker is ejected (checked by `short_pin`) or
+        // to the set's local zone (`Snapshot::local`: the draw paths draw from it, the others
+        // leave such calls to the general path).
+        let short = !strategy.tracks_selects();
         Balancer {
             inner: Arc::new(Inner {
                 rng: RngSource::new(config.seed),
@@ -1114,7 +1178,7 @@ impl Balancer {
                 whole_set_draw: strategy.whole_set_draw(),
                 tracks_selects: strategy.tracks_selects(),
                 tracks_reports: strategy.tracks_reports(),
-                learns_from_reports: strategy.tracks_reports() || filter.is_some(),
+                learns_from_reports: strategy.tracks_reports() || config.outlier.enabled(),
                 drawn_fast: short
                     && !matches!(
                         strategy.whole_set_draw(),
@@ -1182,6 +1246,7 @@ impl Balancer {
             })
             .collect();
         let prepared = inner.strategy.prepare(&members, &old);
+        let local = inner.filter.as_ref().and_then(|f| f.local_zone(&members));
         let snapshot = Arc::new(Snapshot {
             generation: old.generation + 1,
             all: (0..members.len() as u32).collect(),
@@ -1190,6 +1255,7 @@ impl Balancer {
             time_dependent_until_ms: until,
             settled: AtomicBool::new(until == i64::MIN || Clock::new(0).now_ms() >= until),
             prepared,
+            local,
         });
         inner.snapshot.store(snapshot.clone());
         // Threads compare this with their cached snapshot's generation (see `Inner::pin`).

@@ -13,11 +13,13 @@
 //!   shrinks in proportion (healthy fraction / threshold) and the rest spills over to every
 //!   healthy invoker; with no healthy local invoker, everything spills over.
 //!
-//! Hot path: for whole-set calls the filtered candidate list depends only on the snapshot and on
-//! which invokers are ejected, so each thread caches it (no allocation once its buffers have
-//! grown) and rebuilds it only when an ejection starts or ends (an epoch counter) or the set
-//! changes. Ejection decisions and the sweep that lifts expired ejections take a per-balancer
-//! lock; they are rare events, never part of an ordinary pick.
+//! Hot path: while nothing is ejected (always, without outlier ejection) a whole-set call
+//! narrows at most to the set's local zone, built once on update (`LocalZone`, kept in the
+//! snapshot), so the balancer's short paths draw from it directly. While invokers are ejected
+//! the filtered candidate list depends on which, so each thread caches it (no allocation once
+//! its buffers have grown) and rebuilds it only when an ejection starts or ends (an epoch
+//! counter) or the set changes. Ejection decisions and the sweep that lifts expired
+//! ejections take a per-balancer lock; they are rare events, never part of an ordinary pick.
 
 use crate::balancer::{Member, Snapshot};
 use crate::clock::Clock;
@@ -129,14 +131,9 @@ impl Filter {
         })
     }
 
-    /// False when this filter restricts every pick (zone preference): only a filter of outlier
-    /// ejection alone lets picks through unfiltered, while nothing is ejected.
-    pub fn may_pass_all(&self) -> bool {
-        self.zone.is_none()
-    }
-
-    /// For a filter that `may_pass_all`: true while some invoker is ejected (expired ejections
-    /// included, until a filtered pick lifts them), so that the pick takes the filtered path.
+    /// True while some invoker is ejected (expired ejections included, until a filtered pick
+    /// lifts them), so that the pick takes the filtered path; otherwise the filter narrows a
+    /// pick at most to the set's local zone (`Snapshot::local`).
     #[inline]
     pub fn restricts_now(&self) -> bool {
         self.live.load(Acquire) > 0
@@ -152,6 +149,27 @@ impl Filter {
             return true;
         }
         self.zone.is_some()
+    }
+
+    /// The local zone of a new set, for its snapshot. None when a pick with nothing ejected
+    /// takes the whole set: no zone configured, or no invoker (or every invoker) local.
+    pub fn local_zone(&self, members: &[Member]) -> Option<LocalZone> {
+        self.zone.as_ref()?;
+        let positions: Box<[u32]> = (0..members.len() as u32)
+            .filter(|&p| self.is_local(&members[p as usize]))
+            .collect();
+        if positions.is_empty() || positions.len() == members.len() {
+            return None;
+        }
+        let mut mask = vec![0u64; members.len().div_ceil(64)];
+        for &p in positions.iter() {
+            mask[p as usize / 64] |= 1 << (p % 64);
+        }
+        Some(LocalZone {
+            weights: SubsetWeights::new(members, &positions),
+            mask: mask.into(),
+            positions,
+        })
     }
 
     fn is_local(&self, member: &Member) -> bool {
@@ -183,6 +201,14 @@ impl Filter {
         rng: &Rng,
         pick: impl FnOnce(&[u32], bool, &[u64], Option<&SubsetWeights>) -> R,
     ) -> R {
+        if self.live.load(Acquire) == 0 {
+            // Nothing ejected: every local invoker is healthy, so the local share is whole,
+            // and the set's own local zone (or the whole set) is the view.
+            return match &snapshot.local {
+                Some(local) => pick(&local.positions, false, &local.mask, Some(&local.weights)),
+                None => pick(&snapshot.all, true, &[], None),
+            };
+        }
         VIEWS.with(|cell| {
             let mut views = cell.borrow_mut();
             let epoch = self.epoch.load(Acquire);
@@ -448,6 +474,17 @@ impl Filter {
             ));
         }
     }
+}
+
+/// The local zone's invokers of one set, built on update: what a pick over the whole set
+/// narrows to while no invoker is ejected (always, without outlier ejection), with no
+/// per-thread view to look up.
+pub(crate) struct LocalZone {
+    /// Positions in set order (at least one, fewer than the whole set).
+    pub positions: Box<[u32]>,
+    /// Membership bitset over positions.
+    pub mask: Box<[u64]>,
+    pub weights: SubsetWeights,
 }
 
 /// One balancer's filtered whole set, as cached by one thread.

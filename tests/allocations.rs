@@ -89,7 +89,7 @@ fn no_heap_allocation_in_select_or_report() {
         );
     }
     no_heap_allocation_in_round_robin_without_a_period();
-    no_heap_allocation_in_round_robin_over_the_local_zone();
+    no_heap_allocation_over_the_local_zone();
 }
 
 /// roundrobin over a set whose period is too long to precompute (weights with gcd 1 and a sum
@@ -117,10 +117,10 @@ fn no_heap_allocation_in_round_robin_without_a_period() {
     assert_eq!(allocated, 0, "{allocated} allocations in steady state");
 }
 
-/// roundrobin with zone preference: every pick is over the local invokers, served from that
-/// subset's own tournament once built, which must not allocate either (nor must the failover
-/// picks over other subsets in between, which walk).
-fn no_heap_allocation_in_round_robin_over_the_local_zone() {
+/// Every strategy with zone preference: whole-set picks narrow to the set's local zone
+/// (prepared on update; roundrobin serves it from the subset's own tournament once built),
+/// which must not allocate, nor must the failover picks over other subsets in between.
+fn no_heap_allocation_over_the_local_zone() {
     let now = 1_700_000_000_000_000i64;
     let invokers: Vec<Invoker> = (0..300)
         .map(|id| {
@@ -129,25 +129,32 @@ fn no_heap_allocation_in_round_robin_over_the_local_zone() {
                 .zone(["a", "b", "c"][id as usize % 3])
         })
         .collect();
-    let b = Balancer::new("loadbalance=roundrobin&zone=b").unwrap();
-    b.update(&invokers).unwrap();
-    let m = b.method("sayHello").unwrap();
-    let round = |i: u64, now_us: i64| {
-        let id = if i % 16 == 0 {
-            b.select_among(m, b"", &[], &[1 + 3 * (i % 100)], now_us)
-        } else {
-            b.select(m, b"", now_us)
+    for kind in StrategyKind::ALL {
+        let b = Balancer::new(&format!("loadbalance={}&zone=b", kind.name())).unwrap();
+        b.update(&invokers).unwrap();
+        let m = b.method("sayHello").unwrap();
+        let round = |i: u64, now_us: i64| {
+            let key = i.to_le_bytes();
+            let id = if i % 16 == 0 {
+                b.select_among(m, &key, &[], &[1 + 3 * (i % 100)], now_us)
+            } else {
+                b.select(m, &key, now_us)
+            }
+            .unwrap();
+            b.report(m, id, 1000, Outcome::Success, now_us).unwrap();
+        };
+        for i in 0..2_000 {
+            round(i, now + i as i64);
         }
-        .unwrap();
-        b.report(m, id, 1000, Outcome::Success, now_us).unwrap();
-    };
-    for i in 0..2_000 {
-        round(i, now + i as i64);
+        let before = ALLOCATIONS.load(Relaxed);
+        for i in 0..20_000 {
+            round(i, now + 10_000 + i as i64);
+        }
+        let allocated = ALLOCATIONS.load(Relaxed) - before;
+        let name = kind.name();
+        assert_eq!(
+            allocated, 0,
+            "{name}: {allocated} allocations in steady state"
+        );
     }
-    let before = ALLOCATIONS.load(Relaxed);
-    for i in 0..20_000 {
-        round(i, now + 10_000 + i as i64);
-    }
-    let allocated = ALLOCATIONS.load(Relaxed) - before;
-    assert_eq!(allocated, 0, "{allocated} allocations in steady state");
 }

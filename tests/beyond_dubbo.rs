@@ -969,6 +969,47 @@ fn zone_preference_keeps_calls_local_for_every_strategy() {
     }
 }
 
+/// consistenthash with a zone preference answers as its ring walked to the first local
+/// invoker (what a caller naming the local invokers as candidates gets): each key keeps its
+/// owner when that owner is local, and the keys of remote owners go to the local invoker that
+/// follows on the ring. Also while a remote invoker is ejected (the filtered path).
+#[test]
+fn zone_preference_on_the_ring_is_the_walk_to_the_first_local_invoker() {
+    let set: Vec<Invoker> = (1..=12)
+        .map(|id| provider(id).zone(["a", "b", "c"][id as usize % 3]))
+        .collect();
+    let local: Vec<u64> = (1..=12).filter(|id| id % 3 == 1).collect();
+    let plain = lb("loadbalance=consistenthash", &set);
+    let zoned = lb("loadbalance=consistenthash&zone=b", &set);
+    let ejecting = lb(
+        "loadbalance=consistenthash&zone=b&outlier.consecutiveFailures=1\
+         &outlier.maxEjectionPercent=10&outlier.baseEjectionMs=1000000\
+         &outlier.maxEjectionMs=1000000",
+        &set,
+    );
+    ejecting.report(0, 3, 10, Outcome::Failure, NOW).unwrap();
+    assert!(ejecting.stats_json(NOW).contains("\"ejected\":true"));
+    let mut kept = 0;
+    for k in 0..3000u32 {
+        let key = format!("key-{k}");
+        let owner = plain.select(0, key.as_bytes(), NOW).unwrap();
+        let walked = plain
+            .select_among(0, key.as_bytes(), &local, &[], NOW)
+            .unwrap();
+        kept += (owner == walked) as u32;
+        assert_eq!(local.contains(&owner), owner == walked, "key {key}");
+        for b in [&zoned, &ejecting] {
+            assert_eq!(
+                b.select(0, key.as_bytes(), NOW).unwrap(),
+                walked,
+                "key {key}"
+            );
+        }
+    }
+    // About a third of the keys are owned by local invokers to begin with (4 of 12).
+    assert!((800..1200).contains(&kept), "{kept} keys kept their owner");
+}
+
 #[test]
 fn zone_preference_spills_over_as_local_health_drops() {
     let config = "loadbalance=random&zone=a&seed=16&zone.minHealthyPercent=70\
@@ -995,9 +1036,9 @@ fn zone_preference_spills_over_as_local_health_drops() {
 #[test]
 fn filtered_subsets_are_drawn_by_weight() {
     // The local zone and the not-ejected invokers are subsets with draw tables of their own,
-    // which p2c, random and leastactive draw from: an idle cluster (each call reported at once)
-    // still gets exactly the weights within them, and a zero weight is never drawn while
-    // another candidate weighs something.
+    // which p2c, peakewma, random and leastactive draw from: an idle cluster (each call
+    // reported at once) still gets exactly the weights within them, and a zero weight is never
+    // drawn while another candidate weighs something.
     let set = vec![
         provider(1).zone("a").weight(100),
         provider(2).zone("a").weight(300),
@@ -1006,7 +1047,12 @@ fn filtered_subsets_are_drawn_by_weight() {
         provider(5).zone("b").weight(100),
     ];
     let draws = 40_000;
-    for (name, seed) in [("p2c", 31), ("random", 34), ("leastactive", 37)] {
+    for (name, seed) in [
+        ("p2c", 31),
+        ("peakewma", 40),
+        ("random", 34),
+        ("leastactive", 37),
+    ] {
         let local = lb(&format!("loadbalance={name}&zone=a&seed={seed}"), &set);
         let c = counts(&local, 0, draws, NOW);
         assert_eq!(c.get(&3).or(c.get(&4)).or(c.get(&5)), None, "{name}: {c:?}");

@@ -26,14 +26,18 @@ fn random_follows_weights_and_never_picks_zero() {
     assert_binomial(c[&4], draws, 6.0 / 16.0, 5.0, "weight 6");
 }
 
-/// The balancer makes `random`'s, `leastactive`'s and `p2c`'s whole-set draws itself (no
-/// strategy call); with a zone preference that no invoker matches, the same picks go through
-/// the strategy instead. Seeded alike, both must give the same sequence: the shortcut is the
-/// strategy's own draws, and when leastactive's draws all land on busy invokers the strategy
-/// goes on without drawing again. Calls are left in flight in a pattern that makes every
-/// invoker busy at times, so all three outcomes (idle draw, busy draws then scan) occur.
+/// The balancer makes `random`'s, `leastactive`'s and `p2c`'s draws itself (no strategy call)
+/// over the whole set, and over the local zone of a zone preference while nothing is ejected.
+/// The same picks go through the strategy when the call names every invoker as a candidate,
+/// and (zone) while a remote invoker is ejected. Seeded alike, both must give the same
+/// sequence: the shortcut is the strategy's own draws, and when leastactive's draws all land on
+/// busy invokers the strategy goes on without drawing again. Calls are left in flight in a
+/// pattern that makes every invoker busy at times, so all three outcomes (idle draw, busy
+/// draws then scan) occur.
 #[test]
-fn whole_set_shortcut_is_the_strategy_pick() {
+fn balancer_draws_are_the_strategy_pick() {
+    const EJECTING: &str = "outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50\
+                            &outlier.baseEjectionMs=1000000&outlier.maxEjectionMs=1000000";
     // Also with start times whose warm-up is long over (as every Dubbo URL's `timestamp`):
     // the short path serves those sets too.
     for (strategy, started_ms) in ["random", "leastactive", "p2c"]
@@ -47,31 +51,54 @@ fn whole_set_shortcut_is_the_strategy_pick() {
             &[0, 9],
             &[0, 0, 0],
         ] {
-            let set: Vec<Invoker> = weights
+            let mut set: Vec<Invoker> = weights
                 .iter()
                 .enumerate()
                 .map(|(i, &w)| provider(i as u64 + 1).weight(w).start_time_ms(started_ms))
                 .collect();
-            let direct = balancer(&format!("loadbalance={strategy}&seed=11"), &set);
-            let via_strategy = balancer(
-                &format!("loadbalance={strategy}&seed=11&zone=nowhere"),
-                &set,
-            );
-            let mut in_flight = Vec::new();
-            for i in 0..4_000 {
-                let a = direct.select(0, b"", NOW).unwrap();
-                let b = via_strategy.select(0, b"", NOW).unwrap();
-                assert_eq!(a, b, "{strategy}, weights {weights:?}, draw {i}");
-                in_flight.push(a);
-                // Let up to 7 calls build up in flight, then end them all.
-                if in_flight.len() > 6 || i % 13 == 0 {
-                    for id in in_flight.drain(..) {
-                        direct.report(0, id, 100, Outcome::Success, NOW).unwrap();
-                        via_strategy
-                            .report(0, id, 100, Outcome::Success, NOW)
-                            .unwrap();
-                    }
-                }
+            let ids: Vec<u64> = set.iter().map(|i| i.id).collect();
+            let whole = format!("loadbalance={strategy}&seed=11");
+            let (direct, via_strategy) = (balancer(&whole, &set), balancer(&whole, &set));
+            let what = format!("{strategy}, weights {weights:?}, whole set");
+            same_picks(&what, &direct, &via_strategy, &ids);
+
+            // The same invokers local (zone a), two remote ones (zone b); the second
+            // balancer ejects one of those, so its picks go through the strategy.
+            for inv in &mut set {
+                *inv = inv.clone().zone("a");
+            }
+            set.extend([98, 99].map(|id| provider(id).weight(100).zone("b")));
+            let zoned = format!("loadbalance={strategy}&seed=11&zone=a");
+            let direct = balancer(&zoned, &set);
+            let via_strategy = balancer(&format!("{zoned}&{EJECTING}"), &set);
+            for b in [&direct, &via_strategy] {
+                b.report(0, 99, 100, Outcome::Failure, NOW).unwrap();
+            }
+            assert!(via_strategy.stats_json(NOW).contains("\"ejected\":true"));
+            let what = format!("{strategy}, weights {weights:?}, local zone");
+            same_picks(&what, &direct, &via_strategy, &[]);
+        }
+    }
+}
+
+/// Picks from `direct` (`select`) and `via_strategy` (`select_among` with `candidates`) until
+/// 4,000 have been compared, keeping up to 7 calls in flight on each.
+fn same_picks(what: &str, direct: &Balancer, via_strategy: &Balancer, candidates: &[u64]) {
+    let mut in_flight = Vec::new();
+    for i in 0..4_000 {
+        let a = direct.select(0, b"", NOW).unwrap();
+        let b = via_strategy
+            .select_among(0, b"", candidates, &[], NOW)
+            .unwrap();
+        assert_eq!(a, b, "{what}: draw {i}");
+        in_flight.push(a);
+        // Let up to 7 calls build up in flight, then end them all.
+        if in_flight.len() > 6 || i % 13 == 0 {
+            for id in in_flight.drain(..) {
+                direct.report(0, id, 100, Outcome::Success, NOW).unwrap();
+                via_strategy
+                    .report(0, id, 100, Outcome::Success, NOW)
+                    .unwrap();
             }
         }
     }

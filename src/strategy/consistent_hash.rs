@@ -243,6 +243,17 @@ pub(crate) fn ring_pick(snapshot: &Snapshot, key: &[u8]) -> Option<usize> {
     Some(ring.owner_at(ring.ceiling(key_point(key))))
 }
 
+/// The key's owner among the invokers in `mask` (a bitset over positions), as a ring built from
+/// them alone would answer: walk clockwise to the first point one of them owns. Bounded by the
+/// ring's size: no endless loop. None when no point is theirs (or there is no ring).
+pub(crate) fn ring_pick_among(snapshot: &Snapshot, key: &[u8], mask: &[u64]) -> Option<usize> {
+    let ring = ring_of(snapshot)?;
+    let start = ring.ceiling(key_point(key));
+    (0..ring.len())
+        .map(|k| ring.owner_at(start + k))
+        .find(|&pos| mask[pos / 64] & (1u64 << (pos % 64)) != 0)
+}
+
 impl Strategy for ConsistentHash {
     fn kind(&self) -> StrategyKind {
         StrategyKind::ConsistentHash
@@ -271,13 +282,8 @@ impl Strategy for ConsistentHash {
         if ctx.is_all {
             return ring_pick(ctx.snapshot, ctx.key).ok_or(Status::NoProvider);
         }
-        let ring = ring_of(ctx.snapshot).ok_or(Status::NoProvider)?;
-        let start = ring.ceiling(key_point(ctx.key));
-        // A subset answers as a ring built from the subset would: walk clockwise to the first
-        // point owned by a candidate. Bounded by the ring's size: no endless loop.
-        (0..ring.len())
-            .map(|k| ring.owner_at(start + k))
-            .find(|&pos| ctx.contains(pos))
+        ring_of(ctx.snapshot).ok_or(Status::NoProvider)?;
+        ring_pick_among(ctx.snapshot, ctx.key, ctx.mask)
             .or_else(|| ctx.candidates.first().map(|&p| p as usize))
             .ok_or(Status::NoCandidate)
     }

@@ -40,7 +40,7 @@ impl Strategy for LeastActive {
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
         if let Some(subset) = ctx.subset {
-            if ctx.weights_static() {
+            if ctx.weights_static() && !ctx.drawn {
                 // A filter's subset (the local zone, or the invokers not ejected) has its own
                 // draw table: the same idle draws over it.
                 for _ in 0..IDLE_DRAWS {

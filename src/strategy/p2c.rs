@@ -17,7 +17,7 @@
 //! drawn rarely and loses comparisons until it has its share: it is not flooded.
 
 use super::slow_start::SlowStart;
-use super::weighted::{Sampler, Weights};
+use super::weighted::{Sampler, SubsetWeights, Weights};
 use super::WholeSetDraw;
 use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{Member, Snapshot};
@@ -57,11 +57,40 @@ pub(crate) fn best_of_pair(
     rng: &Rng<'_>,
     active: impl Fn(usize) -> i64,
 ) -> usize {
-    let (i, j) = weights.pair(rng);
+    less_loaded_of(weights.pair(rng), weights.total() == 0, members, active)
+}
+
+/// [`best_of_pair`] among a filter's subset (the local zone, or the invokers not ejected):
+/// the pair drawn from the subset's own table.
+#[inline(always)]
+pub(crate) fn best_of_subset_pair(
+    subset: &SubsetWeights,
+    positions: &[u32],
+    members: &[Member],
+    rng: &Rng<'_>,
+    active: impl Fn(usize) -> i64,
+) -> usize {
+    less_loaded_of(
+        subset.pair(positions, rng),
+        subset.total() == 0,
+        members,
+        active,
+    )
+}
+
+/// The pick between a drawn pair: the second only if it is less loaded (weights all 1 when
+/// every candidate weighs 0, Dubbo's rule).
+#[inline(always)]
+fn less_loaded_of(
+    (i, j): (usize, Option<usize>),
+    all_zero: bool,
+    members: &[Member],
+    active: impl Fn(usize) -> i64,
+) -> usize {
     let Some(j) = j else { return i };
-    let w = |p: usize| match weights.total() {
-        0 => 1,
-        _ => members[p].weight.max(0) as u64,
+    let w = |p: usize| match all_zero {
+        true => 1,
+        false => members[p].weight.max(0) as u64,
     };
     if less_loaded(active(j), w(j), active(i), w(i)) {
         j
@@ -99,14 +128,25 @@ impl Strategy for P2c {
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
         let weights = Weights::of(ctx.snapshot)?;
         let k = ctx.candidates.len();
-        if (self.choices == 2 || k == 2) && Sampler::exact_for(ctx, weights, self.slow.as_ref()) {
-            // The common pick: the whole set at its configured weights, a pair.
-            return Ok(best_of_pair(
-                weights,
-                &ctx.snapshot.members,
-                &ctx.rng,
-                |p| ctx.active(p),
-            ));
+        if self.choices == 2 || k == 2 {
+            let members = &ctx.snapshot.members;
+            if Sampler::exact_for(ctx, weights, self.slow.as_ref()) {
+                // The common pick: the whole set at its configured weights, a pair.
+                return Ok(best_of_pair(weights, members, &ctx.rng, |p| ctx.active(p)));
+            }
+            if let Some(subset) = ctx.subset {
+                if Sampler::configured_for(ctx, weights, self.slow.as_ref()) {
+                    // A filter's subset at configured weights: a pair from its own table.
+                    let positions = ctx.candidates;
+                    return Ok(best_of_subset_pair(
+                        subset,
+                        positions,
+                        members,
+                        &ctx.rng,
+                        |p| ctx.active(p),
+                    ));
+                }
+            }
         }
         let mut sampler = Sampler::new(ctx, weights, self.slow.as_ref());
         let Some(first) = sampler.draw() else {

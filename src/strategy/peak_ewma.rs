@@ -65,7 +65,7 @@
 //! decides. Warm-up and slow start lower the weight, so a new invoker is not flooded.
 
 use super::slow_start::SlowStart;
-use super::weighted::{Sampler, Weights};
+use super::weighted::{Sampler, SubsetWeights, Weights, SCALE};
 use super::{Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind};
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
@@ -393,6 +393,59 @@ impl PeakEwma {
         }
     }
 
+    /// The pick from a pair drawn by weight (`w` weighs as the sampler would), escalating when
+    /// the better of the two looks slow.
+    #[inline(always)]
+    fn pick_of_pair(
+        &self,
+        ctx: &Ctx<'_>,
+        weights: &Weights,
+        (i, j): (usize, Option<usize>),
+        w: impl Fn(usize) -> u64,
+        at: &Moment,
+    ) -> usize {
+        let (now, typical) = (at.now_us, at.typical);
+        let first = self.look(ctx, i, w(i), at);
+        if self.claim_probe(ctx, &first, now, typical) {
+            return i;
+        }
+        // Only the first weighs anything: it is the pick.
+        let Some(j) = j else { return i };
+        let second = self.look(ctx, j, w(j), at);
+        if self.claim_probe(ctx, &second, now, typical) {
+            return j;
+        }
+        // A pair needs no field: its fastest is one of the two.
+        let neutral = neutral_latency(typical);
+        let (a, b) = (first.entry(neutral), second.entry(neutral));
+        let band = a.latency.min(b.latency) * TIE;
+        let best = if better(&b, &a, band) { b } else { a };
+        if !(typical > 0.0 && best.latency > SLOW * typical) || ctx.candidates.len() == 2 {
+            return best.pos;
+        }
+        let mut sampler = Sampler::new(ctx, weights, self.slow.as_ref());
+        sampler.mark(i);
+        sampler.mark(j);
+        let mut field = Field::new(first, typical, Inline::new());
+        field.push(b);
+        self.escalate(ctx, &mut sampler, 2, at, field)
+    }
+
+    /// [`PeakEwma::pick_of_pair`] over a filter's subset at configured weights (not all zero),
+    /// from its own table; weighed in fixed point, as the sampler weighs a subset.
+    #[inline(never)]
+    fn pick_of_subset_pair(
+        &self,
+        ctx: &Ctx<'_>,
+        weights: &Weights,
+        subset: &SubsetWeights,
+        at: &Moment,
+    ) -> usize {
+        let pair = subset.pair(ctx.candidates, &ctx.rng);
+        let w = |p: usize| ctx.member(p).weight.max(0) as u64 * SCALE;
+        self.pick_of_pair(ctx, weights, pair, w, at)
+    }
+
     /// The best of d looks slow: look further before settling for it (every other candidate
     /// when that is at most `ESCALATION` more, else up to `ESCALATION` more drawn by weight,
     /// until one does not look slow).
@@ -560,6 +613,7 @@ fn neutral_latency(typical: f64) -> f64 {
 
 /// True when challenger `c` should replace incumbent `i`, latencies up to `band` counting as
 /// equivalent (in a pick, TIE × the fastest latency it saw).
+#[inline(always)]
 fn better(c: &Entry, i: &Entry, band: f64) -> bool {
     let (lc, li) = (c.latency, i.latency);
     if lc <= band && li <= band {
@@ -614,37 +668,20 @@ impl Strategy for PeakEwma {
             self.choices.min(k)
         };
         let slow = self.slow.as_ref();
-        if base == 2 && Sampler::exact_for(ctx, weights, slow) {
-            // The common pick: the whole set at its configured weights, a pair.
-            let (i, j) = weights.pair(&ctx.rng);
-            let w = |p: usize| match weights.total() {
-                0 => 1,
-                _ => ctx.member(p).weight.max(0) as u64,
-            };
-            let first = self.look(ctx, i, w(i), &at);
-            if self.claim_probe(ctx, &first, now, typical) {
-                return Ok(i);
+        if base == 2 {
+            if Sampler::exact_for(ctx, weights, slow) {
+                // The common pick: the whole set at its configured weights, a pair.
+                let w = |p: usize| match weights.total() {
+                    0 => 1,
+                    _ => ctx.member(p).weight.max(0) as u64,
+                };
+                return Ok(self.pick_of_pair(ctx, weights, weights.pair(&ctx.rng), w, &at));
             }
-            // Only the first weighs anything: it is the pick.
-            let Some(j) = j else { return Ok(i) };
-            let second = self.look(ctx, j, w(j), &at);
-            if self.claim_probe(ctx, &second, now, typical) {
-                return Ok(j);
+            if let Some(subset) = ctx.subset {
+                if subset.total() > 0 && Sampler::configured_for(ctx, weights, slow) {
+                    return Ok(self.pick_of_subset_pair(ctx, weights, subset, &at));
+                }
             }
-            // A pair needs no field: its fastest is one of the two.
-            let neutral = neutral_latency(typical);
-            let (a, b) = (first.entry(neutral), second.entry(neutral));
-            let band = a.latency.min(b.latency) * TIE;
-            let best = if better(&b, &a, band) { b } else { a };
-            if k == 2 || !(typical > 0.0 && best.latency > SLOW * typical) {
-                return Ok(best.pos);
-            }
-            let mut sampler = Sampler::new(ctx, weights, slow);
-            sampler.mark(i);
-            sampler.mark(j);
-            let mut field = Field::new(first, typical, Inline::new());
-            field.push(b);
-            return Ok(self.escalate(ctx, &mut sampler, base, &at, field));
         }
         let mut sampler = Sampler::new(ctx, weights, slow);
         let Some(first) = sampler.draw() else {

@@ -27,12 +27,13 @@ const TRIES: usize = 16;
 pub(crate) const MAX_DRAWS: usize = 24;
 
 /// Configured weights of one fixed subset of the set (the local zone, or the invokers not
-/// ejected), built when the filter builds its view of a snapshot: draws among that subset in
-/// O(1) instead of rejection rounds over the whole set's table.
+/// ejected), built when the filter prepares that subset: draws among it in O(1) instead of
+/// rejection rounds over the whole set's table.
 pub(crate) struct SubsetWeights {
     /// None when the subset's weights are all equal (uniform draws).
     alias: Option<Alias>,
-    total: u64,
+    /// Running sums of the subset's weights, in subset order (for distinct pairs).
+    prefix: Box<[u64]>,
 }
 
 impl SubsetWeights {
@@ -41,15 +42,34 @@ impl SubsetWeights {
             .iter()
             .map(|&p| members[p as usize].weight.max(0) as u64);
         SubsetWeights {
-            total: weights.clone().sum(),
+            prefix: weights
+                .clone()
+                .scan(0u64, |sum, w| {
+                    *sum += w;
+                    Some(*sum)
+                })
+                .collect(),
             alias: Alias::new(weights),
         }
+    }
+
+    /// Sum of the subset's configured weights.
+    pub fn total(&self) -> u64 {
+        self.prefix.last().copied().unwrap_or(0)
     }
 
     /// A position of `positions` (those the weights were built from) by configured weight.
     #[inline]
     pub fn draw(&self, positions: &[u32], rng: &crate::rng::Rng) -> usize {
         positions[Alias::draw_or_uniform(self.alias.as_ref(), positions.len(), rng)] as usize
+    }
+
+    /// Two distinct positions of `positions` (at least two), as [`Weights::pair`] draws them
+    /// from the whole set.
+    #[inline(always)]
+    pub fn pair(&self, positions: &[u32], rng: &crate::rng::Rng) -> (usize, Option<usize>) {
+        let (i, j) = distinct_pair(&self.prefix, self.alias.as_ref(), rng);
+        (positions[i] as usize, j.map(|j| positions[j] as usize))
     }
 }
 
@@ -99,7 +119,7 @@ impl Weights {
     }
 
     /// A position drawn in proportion to configured weight (total > 0, weights not all equal).
-    #[inline]
+    #[inline(always)]
     fn alias_draw(&self, rng: &crate::rng::Rng) -> usize {
         let product = rng.next_u64() as u128 * self.alias.len() as u128;
         let column = (product >> 64) as usize;
@@ -121,38 +141,8 @@ impl Weights {
     // (about 25 instructions a pick with its prologue and the pair returned through memory).
     #[inline(always)]
     pub fn pair(&self, rng: &crate::rng::Rng) -> (usize, Option<usize>) {
-        let n = self.prefix.len();
-        if self.equal || self.total == 0 {
-            let first = rng.below(n as u64) as usize;
-            let mut second = rng.below(n as u64 - 1) as usize;
-            if second >= first {
-                second += 1;
-            }
-            return (first, Some(second));
-        }
-        let first = self.alias_draw(rng);
-        let weight_of = |p: usize| self.prefix[p] - if p == 0 { 0 } else { self.prefix[p - 1] };
-        if n == 2 {
-            let other = 1 - first;
-            return (first, (weight_of(other) > 0).then_some(other));
-        }
-        for _ in 0..4 {
-            let second = self.alias_draw(rng);
-            if second != first {
-                return (first, Some(second));
-            }
-        }
-        // A dominant first weight: skip its interval in the prefix sums (exact).
-        let wf = weight_of(first);
-        let left = self.total - wf;
-        if left == 0 {
-            return (first, None);
-        }
-        let mut offset = rng.below(left);
-        if offset >= self.prefix[first] - wf {
-            offset += wf;
-        }
-        (first, Some(self.position_of(offset)))
+        let weighted = !self.equal && self.total != 0;
+        distinct_pair(&self.prefix, weighted.then_some(self), rng)
     }
 
     /// A position drawn in proportion to configured weight, from any table (total > 0).
@@ -173,6 +163,70 @@ impl Weights {
     fn position_of(&self, offset: u64) -> usize {
         self.prefix.partition_point(|&s| s <= offset)
     }
+}
+
+/// A weighted draw table: [`Weights`]' fixed-point one or an exact [`Alias`].
+trait Table {
+    fn draw_index(&self, rng: &crate::rng::Rng) -> usize;
+}
+
+impl Table for Weights {
+    #[inline(always)]
+    fn draw_index(&self, rng: &crate::rng::Rng) -> usize {
+        self.alias_draw(rng)
+    }
+}
+
+impl Table for Alias {
+    #[inline(always)]
+    fn draw_index(&self, rng: &crate::rng::Rng) -> usize {
+        self.draw(rng)
+    }
+}
+
+/// Two distinct indices of `0..prefix.len()` (at least two), the first drawn from `table` in
+/// proportion to weight (uniformly without a table: equal or all-zero weights), the second by
+/// weight among the rest; None for the second when only the first weighs anything. `prefix`
+/// holds the running sums of the weights the table follows. A few redraws first (the common
+/// case: the first draw does not dominate), then an exact skip of the first's interval.
+#[inline(always)]
+fn distinct_pair(
+    prefix: &[u64],
+    table: Option<&impl Table>,
+    rng: &crate::rng::Rng,
+) -> (usize, Option<usize>) {
+    let n = prefix.len();
+    let Some(table) = table else {
+        let first = rng.below(n as u64) as usize;
+        let mut second = rng.below(n as u64 - 1) as usize;
+        if second >= first {
+            second += 1;
+        }
+        return (first, Some(second));
+    };
+    let first = table.draw_index(rng);
+    let weight_of = |p: usize| prefix[p] - if p == 0 { 0 } else { prefix[p - 1] };
+    if n == 2 {
+        let other = 1 - first;
+        return (first, (weight_of(other) > 0).then_some(other));
+    }
+    for _ in 0..4 {
+        let second = table.draw_index(rng);
+        if second != first {
+            return (first, Some(second));
+        }
+    }
+    // A dominant first weight: skip its interval in the prefix sums (exact).
+    let wf = weight_of(first);
+    let left = prefix[n - 1] - wf;
+    if left == 0 {
+        return (first, None);
+    }
+    let mut offset = rng.below(left);
+    if offset >= prefix[first] - wf {
+        offset += wf;
+    }
+    (first, Some(prefix.partition_point(|&s| s <= offset)))
 }
 
 /// Vose's alias method over the configured weights (each column's threshold in 32-bit fixed
@@ -229,7 +283,7 @@ impl<'c, 'a> Sampler<'c, 'a> {
         };
         let exact = ctx.is_all && !ramping && ctx.weights_static();
         let subset = match ctx.subset {
-            Some(s) if !exact && !ramping && s.total > 0 && ctx.weights_static() => Some(s),
+            Some(s) if !exact && !ramping && s.total() > 0 && ctx.weights_static() => Some(s),
             _ => None,
         };
         Sampler {
@@ -259,8 +313,14 @@ impl<'c, 'a> Sampler<'c, 'a> {
     // Always inline, as `pair`: a few compares that otherwise cost a call (about 25 instructions).
     #[inline(always)]
     pub fn exact_for(ctx: &Ctx<'_>, weights: &Weights, slow: Option<&SlowStart>) -> bool {
-        ctx.is_all
-            && ctx.weights_static()
+        ctx.is_all && Self::configured_for(ctx, weights, slow)
+    }
+
+    /// True when no weight depends on time at this call (no warm-up, no slow-start ramp), so
+    /// that configured weights decide, over the whole set or a filter's subset.
+    #[inline(always)]
+    pub fn configured_for(ctx: &Ctx<'_>, weights: &Weights, slow: Option<&SlowStart>) -> bool {
+        ctx.weights_static()
             && match (slow, &weights.ramp) {
                 (Some(s), Some(r)) => !r.active(s, ctx.snapshot, ctx.clock),
                 _ => true,
