@@ -10,7 +10,8 @@
 //! `timestamp`), and `WARMING=1` then makes the first one start a minute ago: in its warm-up.
 //! `ZONES=<k>` puts invoker i in zone `z{i % k}` and prefers zone `z0` (zone preference).
 //! `INFLIGHT=<k>` keeps k calls open per thread (each select is reported k selects later), as a
-//! busy client does: with k beyond n, no invoker is idle.
+//! busy client does: with k beyond n, no invoker is idle. `FAILOVER=<k>` fails every k-th call
+//! and retries it as a failover does (`select_among` excluding the invoker that failed).
 use polylb::{Balancer, Invoker, Outcome};
 
 fn main() {
@@ -63,6 +64,10 @@ fn main() {
     let start = std::time::Instant::now();
     // The mode is decided once, outside the loop, so that the loop holds only library calls.
     let (select, report) = (mode != "report", mode != "select");
+    let failover: u64 = std::env::var("FAILOVER")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let run = || {
         let mut sum = 0u64;
         let mut next = 0;
@@ -75,6 +80,25 @@ fn main() {
                 i % n
             };
             if report {
+                b.report(0, id, 1000, Outcome::Success, now).unwrap();
+            }
+            sum = sum.wrapping_add(id);
+        }
+        sum
+    };
+    // With failovers: every `failover`-th call fails and is retried without its invoker.
+    let run_failover = || {
+        let mut sum = 0u64;
+        for i in 0..iters {
+            let b = &balancers[(i % count as u64) as usize];
+            let key = i.to_le_bytes();
+            let id = b.select(0, &key, now).unwrap();
+            if i % failover == 0 {
+                b.report(0, id, 1000, Outcome::Failure, now).unwrap();
+                let retry = b.select_among(0, &key, &[], &[id], now).unwrap();
+                b.report(0, retry, 1000, Outcome::Success, now).unwrap();
+                sum = sum.wrapping_add(retry);
+            } else {
                 b.report(0, id, 1000, Outcome::Success, now).unwrap();
             }
             sum = sum.wrapping_add(id);
@@ -115,6 +139,8 @@ fn main() {
             .map(|_| {
                 if in_flight > 0 {
                     s.spawn(run_open)
+                } else if failover > 0 {
+                    s.spawn(run_failover)
                 } else {
                     s.spawn(run)
                 }

@@ -688,12 +688,13 @@ impl Inner {
     }
 
     /// The common call of `roundrobin`: a ticket of the method's live period in the thread's
-    /// cached snapshot (the whole set, no filter, static weights), without building the
-    /// strategy's context. None when any of that does not hold; the general path then makes
-    /// the call, and the strategy's own `select` serves it from the same period.
+    /// cached snapshot (the whole set or its local zone, nothing ejected, static weights: a
+    /// period is only ever published for that set), without building the strategy's context.
+    /// None when any of that does not hold; the general path then makes the call, and the
+    /// strategy's own `select` serves it from the same period.
     #[inline(always)]
     fn select_live(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
-        let pin = self.short_pin_whole(method)?;
+        let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
         if !snapshot.weights_settled(now_us) {
             return None;

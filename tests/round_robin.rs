@@ -54,25 +54,58 @@ impl Lcg {
 #[test]
 fn sequences_equal_dubbo_model_across_churn_subsets_and_time() {
     // Small weights: short periods, precomputed and served from a ticket.
-    churn_against_model(1..=40, |rng| rng.next(6) as i32);
+    churn_against_model(1..=40, false, |rng| rng.next(6) as i32);
+}
+
+#[test]
+fn sequences_equal_dubbo_model_across_churn_with_zone_preference() {
+    // Dubbo's walk over the local invokers (ids not divisible by 3), or over every candidate
+    // when none is local: the local zone is the set that periods and the tournament serve,
+    // the remote invokers' counters age towards recycling meanwhile.
+    churn_against_model(61..=100, true, |rng| rng.next(6) as i32);
+    churn_against_model(101..=110, true, |rng| match rng.next(8) {
+        0 => 0,
+        _ => 100_000 + rng.next(100_000) as i32,
+    });
 }
 
 #[test]
 fn sequences_equal_dubbo_model_when_no_period_fits() {
     // Large weights with gcd 1 (periods of about a million picks, over the precomputing bound),
     // and an occasional zero: picks come from the kinetic tournament.
-    churn_against_model(41..=60, |rng| match rng.next(8) {
+    churn_against_model(41..=60, false, |rng| match rng.next(8) {
         0 => 0,
         _ => 100_000 + rng.next(100_000) as i32,
     });
 }
 
 /// Random churn (membership, weights), failover exclusions and clock jumps, each select checked
-/// against the model. `weight` draws a new weight.
-fn churn_against_model(seeds: std::ops::RangeInclusive<u64>, weight: impl Fn(&mut Lcg) -> i32) {
+/// against the model. `weight` draws a new weight. With `zoned`, invokers whose id is not a
+/// multiple of 3 are in the preferred zone.
+fn churn_against_model(
+    seeds: std::ops::RangeInclusive<u64>,
+    zoned: bool,
+    weight: impl Fn(&mut Lcg) -> i32,
+) {
+    let provider = |id: u64| match zoned {
+        true => provider(id).zone(if id % 3 == 0 { "remote" } else { "here" }),
+        false => provider(id),
+    };
+    // The candidates a zone preference leaves (all of them healthy): the local ones, if any.
+    let narrow = |list: Vec<(u64, i32)>| -> Vec<(u64, i32)> {
+        let local: Vec<(u64, i32)> = list.iter().copied().filter(|e| e.0 % 3 != 0).collect();
+        match zoned && !local.is_empty() {
+            true => local,
+            false => list,
+        }
+    };
+    let config = match zoned {
+        true => "loadbalance=roundrobin&zone=here",
+        false => "loadbalance=roundrobin",
+    };
     for seed in seeds {
         let mut rng = Lcg(seed);
-        let b = Balancer::new("loadbalance=roundrobin").unwrap();
+        let b = Balancer::new(config).unwrap();
         let m = b.method("m").unwrap();
         let mut model = DubboModel::default();
         let mut now_ms = 1_700_000_000_000i64;
@@ -117,7 +150,7 @@ fn churn_against_model(seeds: std::ops::RangeInclusive<u64>, weight: impl Fn(&mu
                     let tried = set[rng.next(set.len() as u64) as usize].0;
                     let rest: Vec<(u64, i32)> =
                         set.iter().copied().filter(|e| e.0 != tried).collect();
-                    let want = model.select(&rest, now_ms);
+                    let want = model.select(&narrow(rest), now_ms);
                     let got = b
                         .select_among(m, b"", &[], &[tried], now_ms * 1000)
                         .unwrap();
@@ -127,7 +160,7 @@ fn churn_against_model(seeds: std::ops::RangeInclusive<u64>, weight: impl Fn(&mu
                 }
                 _ => {
                     for _ in 0..1 + rng.next(30) {
-                        let want = model.select(&set, now_ms);
+                        let want = model.select(&narrow(set.clone()), now_ms);
                         let got = b.select(m, b"", now_ms * 1000).unwrap();
                         assert_eq!(got, want, "seed {seed} step {step}, set {set:?}");
                         b.report(m, got, 1, polylb::Outcome::Success, now_ms * 1000)

@@ -9,13 +9,14 @@
 //! come from a kinetic tournament over the counters ([`SmoothWrr`]): the same sequence in
 //! O(log n) amortised under the lock. While invokers warm up (weights that change with time),
 //! whole-set picks step the warming invokers' counters one by one and the others in the
-//! tournament ([`WarmingWrr`]): O(k + log n) for k in warm-up. A subset that comes twice in a
-//! row (a zone's local invokers, a router's candidates) gets a tournament of its own
-//! ([`Subset`]); other subsets, and subsets while invokers warm up, take Dubbo's O(m) walk.
-//! Counters are per method,
-//! keyed by invoker id; an invoker that leaves keeps
-//! its counter until a select finds it unused for more than 60 s (Dubbo's recycling), so one
-//! re-added within that period resumes where it was.
+//! tournament ([`WarmingWrr`]): O(k + log n) for k in warm-up. With a zone preference every
+//! whole-set pick narrows to the local zone (while nothing is ejected), so the zone is the set
+//! that periods and the tournament serve ([`PickSet`]); the remote invokers' counters age
+//! towards recycling as Dubbo's walk over the local ones leaves them. A subset that comes twice
+//! in a row (a router's candidates) gets a tournament of its own ([`Subset`]); other subsets,
+//! and subsets while invokers warm up, take Dubbo's O(m) walk. Counters are per method, keyed
+//! by invoker id; an invoker that leaves keeps its counter until a select finds it unused for
+//! more than 60 s (Dubbo's recycling), so one re-added within that period resumes where it was.
 
 use super::smooth_wrr::SmoothWrr;
 use super::warming_wrr::WarmingWrr;
@@ -23,6 +24,7 @@ use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{IdHasher, Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::error::Status;
+use crate::filter::LocalZone;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -55,23 +57,76 @@ struct Entry {
 /// One period of picks from a known start state, for one generation of the set.
 struct Period {
     generation: u64,
+    /// The positions of the pick set's invokers (`PickSet`; None: the whole set, in order).
+    positions: Option<Box<[u32]>>,
     ids: Arc<[u64]>,
     weights: Arc<[i32]>,
     order: Arc<[u32]>,
     /// Counters at `order[0]`; `None` means all zero (the shared period of a fresh method).
+    /// `order` holds positions in the set.
     start: Option<Box<[i64]>>,
     total: i64,
     next: usize,
 }
 
-/// Picks over the whole set of one generation from a kinetic tournament over its counters.
+/// Picks over the pick set of one generation from a kinetic tournament over its counters.
 struct Kinetic {
+    /// The tournament holds the pick set's counters (else only its memory is kept, for the
+    /// next build: no allocation once it has grown).
+    live: bool,
     generation: u64,
-    ids: Box<[u64]>,
-    weights: Box<[i32]>,
+    /// The position in the set of each index of the tournament.
+    positions: Vec<u32>,
+    ids: Vec<u64>,
+    weights: Vec<i32>,
+    total: i64,
     wrr: SmoothWrr,
-    /// Picks to serve before trying to settle on a precomputed period (`None`: none fits).
-    try_period_in: Option<u64>,
+    /// The picks since the counters were last `start`, while a period fits: once as many as a
+    /// period (or a multiple of it covering the set) have brought the counters back to `start`,
+    /// the state is on its cycle and those picks are its period, with no simulation.
+    recording: Option<Recording>,
+}
+
+struct Recording {
+    /// Picks that make a period: Σw/gcd(w), times what it takes to be at least the set's size
+    /// (comparing the counters costs O(n) per attempt).
+    length: usize,
+    start: Vec<i64>,
+    order: Vec<u32>,
+}
+
+impl Kinetic {
+    /// Records a pick (at position `pos`); the period of `generation`'s pick set when the
+    /// recorded picks brought the counters back to where they started.
+    fn record(&mut self, pos: u32, generation: u64) -> Option<Period> {
+        let r = self.recording.as_mut()?;
+        r.order.push(pos);
+        if r.order.len() < r.length {
+            return None;
+        }
+        if !self.wrr.counters().eq(r.start.iter().copied()) {
+            // Not on its cycle yet (after a failover's pick, or an update): try again from here.
+            r.start.clear();
+            r.start.extend(self.wrr.counters());
+            r.order.clear();
+            return None;
+        }
+        let whole = self
+            .positions
+            .iter()
+            .enumerate()
+            .all(|(j, &p)| p as usize == j);
+        Some(Period {
+            generation,
+            positions: (!whole).then(|| self.positions.as_slice().into()),
+            ids: self.ids.as_slice().into(),
+            weights: self.weights.as_slice().into(),
+            order: std::mem::take(&mut r.order).into(),
+            start: Some(r.start.as_slice().into()),
+            total: self.total,
+            next: 0,
+        })
+    }
 }
 
 /// Picks over the whole set of one generation while some of it warms up.
@@ -83,8 +138,8 @@ struct Warming {
     wrr: WarmingWrr,
 }
 
-/// Picks over one subset of the set (a zone preference's local invokers, a router's
-/// candidates) that came on two subset picks in a row, from a kinetic tournament over its
+/// Picks over one subset of the set (a router's candidates, a zone's local invokers while some
+/// invoker is ejected) that came on two subset picks in a row, from a kinetic tournament over its
 /// counters: O(log m) instead of the walk's O(m), the invokers outside it untouched as Dubbo's
 /// walk over the subset leaves them. Failover retries, whose exclusions change from call to
 /// call, keep walking (a build costs about two walks); the subset they interrupt is rebuilt
@@ -117,6 +172,61 @@ struct FreshPeriod {
     total: i64,
 }
 
+/// The invokers a whole-set select of a snapshot picks among: the whole set, or its local zone
+/// when a zone preference narrows every such pick (`Snapshot::local`, nothing ejected). Its
+/// picks are the ones a period or the set's tournament serves.
+#[derive(Clone, Copy)]
+struct PickSet<'a> {
+    snapshot: &'a Snapshot,
+    /// None: the whole set.
+    local: Option<&'a LocalZone>,
+}
+
+impl<'a> PickSet<'a> {
+    fn of(snapshot: &'a Snapshot) -> PickSet<'a> {
+        PickSet {
+            snapshot,
+            local: snapshot.local.as_ref(),
+        }
+    }
+
+    /// True when `ctx`'s candidates are this pick set (the local zone is recognised by
+    /// identity: the filter hands out the snapshot's own positions).
+    fn is_candidates_of(ctx: &Ctx<'_>) -> bool {
+        match &ctx.snapshot.local {
+            None => ctx.is_all,
+            Some(local) => std::ptr::eq(&*local.positions, ctx.candidates),
+        }
+    }
+
+    /// The position in the set of each index of the pick set.
+    fn each_position(&self) -> impl Iterator<Item = u32> + 'a {
+        let local = self.local;
+        (0..self.members().len() as u32).map(move |j| local.map_or(j, |l| l.positions[j as usize]))
+    }
+
+    fn members(&self) -> impl ExactSizeIterator<Item = &'a Member> + 'a {
+        let members = &self.snapshot.members;
+        let local = self.local;
+        (0..local.map_or(members.len(), |l| l.positions.len()))
+            .map(move |j| &members[local.map_or(j, |l| l.positions[j] as usize)])
+    }
+
+    /// Whether the invoker `id` is in the pick set (its entry is updated by every pick).
+    fn contains(&self, id: u64) -> bool {
+        let Some(pos) = self.snapshot.position(id) else {
+            return false;
+        };
+        self.local
+            .map_or(true, |l| l.mask[pos / 64] & (1 << (pos % 64)) != 0)
+    }
+}
+
+/// The position in the set of index `j` of a pick set (`positions`: see [`Period::positions`]).
+fn position_of(positions: Option<&[u32]>, j: usize) -> usize {
+    positions.map_or(j, |p| p[j] as usize)
+}
+
 #[derive(Default)]
 struct State {
     entries: HashMap<u64, Entry, BuildHasherDefault<IdHasher>>,
@@ -131,10 +241,13 @@ struct State {
     last_select_ms: i64,
     /// While a period or a tournament is live: the oldest last-update among entries of invokers that left.
     oldest_departed_ms: i64,
-    /// O(n) picks over the whole set since the period was lost, and when to try to rebuild it
-    /// (after about one period's worth, so rebuilding at most doubles the O(n) cost).
+    /// Picks off the period (Dubbo's walk, or a tournament standing in after an interruption)
+    /// since it was lost, and when to try to rebuild it (after about one period's worth, so
+    /// rebuilding at most doubles the cost of O(n) picks).
     slow_picks: u64,
     rebuild_at: u64,
+    /// Reused for the counters a fast path starts from.
+    scratch: Vec<i64>,
     /// The live period published for lock-free picks, while one is (see [`LiveSlots`]).
     open: Option<Arc<Live>>,
 }
@@ -360,6 +473,31 @@ pub(super) fn walk_step(current: &mut [i64], weights: &[i32], total: i64) -> u32
     best as u32
 }
 
+/// The snapshot's shared period from all-zero counters, for a pick set that is the whole set
+/// and counters that are all zero.
+fn fresh_period_for(set: PickSet<'_>, start: &[i64]) -> Option<Period> {
+    let snapshot = set.snapshot;
+    if set.local.is_some() || start.iter().any(|&c| c != 0) {
+        return None;
+    }
+    let f = snapshot
+        .prepared
+        .as_ref()?
+        .downcast_ref::<SnapshotData>()?
+        .fresh
+        .as_ref()?;
+    Some(Period {
+        generation: snapshot.generation,
+        positions: None,
+        ids: f.ids.clone(),
+        weights: f.weights.clone(),
+        order: f.order.clone(),
+        start: None,
+        total: f.total,
+        next: 0,
+    })
+}
+
 fn affordable(length: u64, n: usize) -> bool {
     length <= MAX_PERIOD
         && length.saturating_mul((n as u64).min(KINETIC_STEP_COST)) <= MAX_SIMULATION
@@ -389,15 +527,24 @@ impl State {
             }
             self.warming = Some(w);
         }
-        if let Some(k) = self.kinetic.take() {
-            for ((&id, &weight), current) in
-                k.ids.iter().zip(k.weights.iter()).zip(k.wrr.counters())
-            {
-                self.set_counter(id, weight, current);
+        if let Some(mut k) = self.kinetic.take() {
+            if k.live {
+                for ((&id, &weight), current) in
+                    k.ids.iter().zip(k.weights.iter()).zip(k.wrr.counters())
+                {
+                    self.set_counter(id, weight, current);
+                }
+                k.live = false;
             }
+            self.kinetic = Some(k);
         }
         let Some(p) = self.period.take() else { return };
-        let mut picks = vec![0i64; p.ids.len()];
+        // Picks by position in the set (the order's entries), read by index in the pick set.
+        let positions = p.positions.as_deref();
+        let span = positions.map_or(p.ids.len(), |ps| {
+            ps.iter().max().map_or(0, |&m| m as usize + 1)
+        });
+        let mut picks = vec![0i64; span];
         for &pos in &p.order[..p.next] {
             picks[pos as usize] += 1;
         }
@@ -405,7 +552,8 @@ impl State {
         for (j, &id) in p.ids.iter().enumerate() {
             let start = p.start.as_ref().map_or(0, |s| s[j]);
             let w = p.weights[j];
-            self.set_counter(id, w, start + steps * w as i64 - p.total * picks[j]);
+            let picked = picks[position_of(positions, j)];
+            self.set_counter(id, w, start + steps * w as i64 - p.total * picked);
         }
     }
 
@@ -428,21 +576,37 @@ impl State {
         }
     }
 
-    /// Sets up picks over the whole of `snapshot` from the current counters (which must be
-    /// materialized): a precomputed period when one fits and the state is on its cycle, the
-    /// kinetic tournament otherwise. False only when every weight is zero (Dubbo's walk then
+    /// Sets up picks over the pick set of `snapshot` (the whole set, or its local zone) from
+    /// the current counters (which must be materialized): the snapshot's precomputed period
+    /// when they are all zero, else the kinetic tournament, which turns into a period once its
+    /// picks are seen to cycle (O(n), no simulation: after a failover's pick over other
+    /// candidates this runs again). False only when every weight is zero (Dubbo's walk then
     /// always takes the first invoker). Resets the counter of an invoker whose weight changed,
     /// as a Dubbo select would first do.
     fn build_fast_path(&mut self, snapshot: &Snapshot, now_ms: i64) -> bool {
-        let members = &snapshot.members;
-        let Some((length, total)) = period_length(members.iter().map(|m| m.weight)) else {
+        let set = PickSet::of(snapshot);
+        let Some((length, _)) = period_length(set.members().map(|m| m.weight)) else {
             return false;
         };
-        // A missing entry is not created: it would start at zero, updated now, and the period
-        // or tournament writes every member's entry when it ends. So a method that starts fresh
-        // keeps no per-invoker state until then.
-        let mut start: Vec<i64> = Vec::with_capacity(members.len());
-        for m in members.iter() {
+        let mut start = std::mem::take(&mut self.scratch);
+        self.starting_counters(set, &mut start);
+        match fresh_period_for(set, &start) {
+            Some(period) => self.period = Some(period),
+            None => self.build_kinetic(set, &start, length),
+        }
+        self.scratch = start;
+        self.start_tracking(set, now_ms);
+        true
+    }
+
+    /// The pick set's counters as its next select finds them, into `start`: an invoker whose
+    /// weight changed restarts from zero, as a Dubbo select first does. A missing entry is not
+    /// created: it would start at zero, updated now, and the period or tournament writes every
+    /// member's entry when it ends (so a method that starts fresh keeps no per-invoker state
+    /// until then).
+    fn starting_counters(&mut self, set: PickSet<'_>, start: &mut Vec<i64>) {
+        start.clear();
+        for m in set.members() {
             let current = match self.entries.get_mut(&m.id) {
                 Some(e) if e.weight != m.weight => {
                     e.weight = m.weight;
@@ -454,58 +618,64 @@ impl State {
             };
             start.push(current);
         }
-        let fresh = snapshot
-            .prepared
-            .as_ref()
-            .and_then(|p| p.downcast_ref::<SnapshotData>())
-            .and_then(|p| p.fresh.as_ref());
-        let period = match fresh {
-            Some(f) if start.iter().all(|&c| c == 0) => Period {
-                generation: snapshot.generation,
-                ids: f.ids.clone(),
-                weights: f.weights.clone(),
-                order: f.order.clone(),
-                start: None,
-                total: f.total,
-                next: 0,
-            },
-            _ => {
-                let weights: Vec<i32> = members.iter().map(|m| m.weight).collect();
-                let fits = affordable(length, members.len());
-                let mut current = start.clone();
-                // From an arbitrary state the sequence may need a few steps to settle into its
-                // cycle; the tournament serves it meanwhile, and a period is tried again later.
-                let order = fits.then(|| simulate(&mut current, &weights, total, length));
-                let Some(order) = order.filter(|_| current == start) else {
-                    self.kinetic = Some(Kinetic {
-                        generation: snapshot.generation,
-                        ids: members.iter().map(|m| m.id).collect(),
-                        wrr: SmoothWrr::new(&weights, &start),
-                        weights: weights.into(),
-                        try_period_in: fits.then_some(length),
-                    });
-                    self.start_tracking(snapshot, now_ms);
-                    return true;
-                };
-                Period {
-                    generation: snapshot.generation,
-                    ids: members.iter().map(|m| m.id).collect(),
-                    weights: weights.into(),
-                    order: order.into(),
-                    start: Some(start.into()),
-                    total,
-                    next: 0,
-                }
-            }
-        };
-        self.period = Some(period);
-        self.start_tracking(snapshot, now_ms);
-        true
     }
 
-    /// Last-update times while a period or the tournament stands in for the set's entries.
-    fn start_tracking(&mut self, snapshot: &Snapshot, now_ms: i64) {
-        self.start_tracking_of(now_ms, |id| snapshot.position(id).is_some());
+    /// The tournament over the pick set from `start` (a period of `length` picks), built in the
+    /// memory of the previous one.
+    fn build_kinetic(&mut self, set: PickSet<'_>, start: &[i64], length: u64) {
+        let generation = set.snapshot.generation;
+        let k = match self.kinetic.as_mut() {
+            Some(k) => {
+                k.positions.clear();
+                k.positions.extend(set.each_position());
+                k.ids.clear();
+                k.ids.extend(set.members().map(|m| m.id));
+                k.weights.clear();
+                k.weights.extend(set.members().map(|m| m.weight));
+                k.wrr.rebuild(&k.weights, start);
+                k
+            }
+            None => {
+                let weights: Vec<i32> = set.members().map(|m| m.weight).collect();
+                self.kinetic.insert(Kinetic {
+                    live: true,
+                    generation,
+                    positions: set.each_position().collect(),
+                    ids: set.members().map(|m| m.id).collect(),
+                    wrr: SmoothWrr::new(&weights, start),
+                    weights,
+                    total: 0,
+                    recording: None,
+                })
+            }
+        };
+        k.live = true;
+        k.generation = generation;
+        k.total = k.weights.iter().map(|&w| w as i64).sum();
+        // Record a multiple of the period at least the set's size, if that fits.
+        let n = start.len() as u64;
+        let recorded = length * n.div_ceil(length).max(1);
+        match (recorded <= MAX_PERIOD, k.recording.as_mut()) {
+            (false, _) => k.recording = None,
+            (true, Some(r)) => {
+                r.length = recorded as usize;
+                r.start.clear();
+                r.start.extend_from_slice(start);
+                r.order.clear();
+            }
+            (true, None) => {
+                k.recording = Some(Recording {
+                    length: recorded as usize,
+                    start: start.to_vec(),
+                    order: Vec::new(),
+                })
+            }
+        }
+    }
+
+    /// Last-update times while a period or the tournament stands in for the pick set's entries.
+    fn start_tracking(&mut self, set: PickSet<'_>, now_ms: i64) {
+        self.start_tracking_of(now_ms, |id| set.contains(id));
     }
 
     /// Last-update times while a tournament stands in for the entries of the invokers each
@@ -531,41 +701,37 @@ impl State {
             let pos = p.order[p.next] as usize;
             p.next = (p.next + 1) % p.order.len();
             pos
-        } else if let Some(k) = self.kinetic.as_mut().filter(|k| k.generation == generation) {
-            let pos = k.wrr.next() as usize;
-            let try_period = match &mut k.try_period_in {
-                Some(0) => true,
-                Some(picks) => {
-                    *picks -= 1;
-                    false
-                }
-                None => false,
-            };
-            if try_period {
-                // A period fits: after a period's worth of picks the state is likely on its
-                // cycle, and picks from a period need no lock.
-                self.last_select_ms = now_ms;
-                self.materialize();
-                self.build_fast_path(snapshot, now_ms);
+        } else if let Some(k) = self
+            .kinetic
+            .as_mut()
+            .filter(|k| k.live && k.generation == generation)
+        {
+            let pos = k.positions[k.wrr.next() as usize];
+            if let Some(period) = k.record(pos, generation) {
+                // Picks from a period need no lock; the tournament's counters are the
+                // period's start.
+                k.live = false;
+                self.period = Some(period);
             }
-            pos
+            pos as usize
         } else {
             return None;
         };
         self.last_select_ms = now_ms;
         if now_ms.saturating_sub(self.oldest_departed_ms) > RECYCLE_MS {
-            self.recycle_departed(snapshot, now_ms);
+            let set = PickSet::of(snapshot);
+            self.recycle_outside(now_ms, |id| set.contains(id));
         }
         // Picks from a period go lock-free again.
         self.open_live(snapshot, method_id);
         Some(pos)
     }
 
-    /// Sets up the fast path again and decides when the next attempt may be made: building
-    /// costs a period's simulation when one fits (O(n) otherwise), so the next rebuild waits for
-    /// as many O(n) picks and rebuilding at most doubles their cost. A failed attempt (every
-    /// weight zero) is retried after twice as many. The caller serves its pick from it next,
-    /// which publishes it (publishing first would let lock-free picks take that position too).
+    /// Sets up the fast path again and decides when the next attempt may be made: at the next
+    /// pick that finds none (building costs O(n), about two walks), or, after a failed attempt
+    /// (every weight zero), after twice as many walks as before. The caller serves its pick
+    /// from it next, which publishes it (publishing first would let lock-free picks take that
+    /// position too).
     fn rebuild_fast_path(&mut self, snapshot: &Snapshot, now_ms: i64) {
         let built = self.build_fast_path(snapshot, now_ms);
         if built {
@@ -573,14 +739,10 @@ impl State {
             self.warming = None;
         }
         self.slow_picks = 0;
-        let n = snapshot.members.len();
-        let length = period_length(snapshot.members.iter().map(|m| m.weight)).map_or(1, |l| l.0);
+        let set = PickSet::of(snapshot);
+        let length = period_length(set.members().map(|m| m.weight)).map_or(1, |l| l.0);
         self.rebuild_at = if built {
-            if affordable(length, n) {
-                length.max(16)
-            } else {
-                16
-            }
+            0
         } else {
             (self.rebuild_at.max(length) * 2).min(1 << 20)
         };
@@ -689,7 +851,7 @@ impl State {
                     })
                 }
             }
-            self.start_tracking(snapshot, now_ms);
+            self.start_tracking_of(now_ms, |id| snapshot.position(id).is_some());
         }
         let warming = self.warming.as_mut().expect("built above");
         let pos = warming.wrr.pick(&snapshot.members, now_ms) as usize;
@@ -789,7 +951,8 @@ impl Strategy for RoundRobin {
             state: Mutex::default(),
         });
         let now_ms = ctx.clock.now_ms();
-        let fast = ctx.is_all && ctx.weights_static();
+        let static_weights = ctx.weights_static();
+        let fast = static_weights && PickSet::is_candidates_of(ctx);
         if fast {
             if let Some(pos) = serve_live(ctx.snapshot, ctx.method_id, now_ms) {
                 return Ok(pos);
@@ -802,8 +965,9 @@ impl Strategy for RoundRobin {
                 return Ok(pos);
             }
             st.materialize();
-            // A fresh method, or one that has made enough O(n) picks since it lost its fast
-            // path: rebuild first, so that this pick is served from it too.
+            // A fresh method, or one whose period or tournament a failover's pick (or warm-up)
+            // interrupted: rebuild first (O(n)), so that this pick is served from it too. Only
+            // while every weight is zero does this wait, and walk.
             if st.slow_picks >= st.rebuild_at {
                 st.rebuild_fast_path(ctx.snapshot, now_ms);
                 if let Some(pos) = st.serve_fast(per_method.method_id, ctx.snapshot, now_ms) {
@@ -811,9 +975,9 @@ impl Strategy for RoundRobin {
                 }
             }
             st.slow_picks += 1;
-        } else if ctx.is_all {
+        } else if ctx.is_all && !static_weights {
             return Ok(st.serve_warming(ctx.snapshot, now_ms));
-        } else if ctx.weights_static() {
+        } else if static_weights {
             if let Some(pos) = st.serve_subset(ctx, now_ms) {
                 return Ok(pos);
             }
