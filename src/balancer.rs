@@ -378,6 +378,12 @@ enum Drawn {
     AllBusy,
 }
 
+/// Most invokers a failover's pick may exclude and still be drawn from the whole set (see
+/// `Inner::select_drawn_excluding`); a retry has tried one or two.
+const MAX_DRAWN_EXCLUSIONS: usize = 4;
+/// Draws that may land on excluded invokers before the general path decides.
+const EXCLUSION_TRIES: usize = 16;
+
 /// One report's arguments.
 struct CallEnd {
     method: u32,
@@ -802,6 +808,55 @@ impl Inner {
             }
             _ => Ok(weights.draw(positions, &rng)),
         }
+    }
+
+    /// A failover's pick (the whole set but a few invokers already tried) by `random` or
+    /// `leastactive`, as `select_drawn` makes it, the draws that land on an excluded invoker
+    /// drawn again: a draw from the whole set's weights conditioned on the rest is a draw from
+    /// the rest's weights, which is the strategy's pick over them (and, for `leastactive`, its
+    /// first-idle draws). O(1) where building the candidate list is O(n). None (before
+    /// counting anything) where that does not apply or the draws keep missing (the rest weighs
+    /// little, or only leastactive's scan can decide): the general path then picks.
+    #[inline(never)]
+    fn select_drawn_excluding(
+        &self,
+        method: u32,
+        excluded: &[u64],
+        now_us: i64,
+    ) -> Option<Result<u64, Status>> {
+        let pin = self.short_pin(method)?;
+        let snapshot = pin.snapshot;
+        let n = snapshot.members.len();
+        if n < 2 || snapshot.local.is_some() || !snapshot.weights_settled(now_us) {
+            return None;
+        }
+        let whole = snapshot.prepared.as_ref()?.downcast_ref::<WholeSet>()?;
+        let mut out = [usize::MAX; MAX_DRAWN_EXCLUSIONS];
+        for (slot, id) in out.iter_mut().zip(excluded) {
+            *slot = snapshot.position(*id).unwrap_or(usize::MAX);
+        }
+        let rng = self.rng.on(Some(pin.rng));
+        let idle_draws = match self.whole_set_draw {
+            WholeSetDraw::FirstIdle { draws } => Some(draws),
+            _ => None,
+        };
+        let mut busy = 0;
+        for _ in 0..EXCLUSION_TRIES {
+            let pos = whole.draw(n, &rng);
+            if out.contains(&pos) {
+                continue;
+            }
+            match idle_draws {
+                Some(draws) if active_in(snapshot, pos, method) != 0 => {
+                    busy += 1;
+                    if busy == draws {
+                        return None;
+                    }
+                }
+                _ => return Some(Ok(self.count_select(&pin, pos, method))),
+            }
+        }
+        None
     }
 
     /// The strategy's pick once every `FirstIdle` draw (over the whole set, or over `zone`)
@@ -1302,9 +1357,15 @@ impl Balancer {
         excluded: &[u64],
         now_us: i64,
     ) -> Result<u64, Status> {
-        if candidates.is_empty() && excluded.is_empty() {
-            if let Some(result) = self.inner.select_short(method, key, now_us) {
-                return result;
+        if candidates.is_empty() {
+            if excluded.is_empty() {
+                if let Some(result) = self.inner.select_short(method, key, now_us) {
+                    return result;
+                }
+            } else if self.inner.drawn_fast && excluded.len() <= MAX_DRAWN_EXCLUSIONS {
+                if let Some(result) = self.inner.select_drawn_excluding(method, excluded, now_us) {
+                    return result;
+                }
             }
         }
         self.select_general(method, key, candidates, excluded, now_us)

@@ -641,6 +641,78 @@ fn churn_drops_state_of_departed_ids_and_reports_for_them_are_harmless() {
     assert_eq!(stat(&b, NOW, 2, "active"), 1);
 }
 
+/// A failover's pick (the whole set but the invokers already tried) by `random` and
+/// `leastactive` follows the weights of the rest, as Dubbo's pick over the rest does: zero
+/// weights never while the rest weighs something, uniformly when it weighs nothing, a single
+/// invoker left is the pick, and leastactive keeps to the idle invokers of the rest.
+#[test]
+fn failover_picks_follow_the_weights_of_the_rest() {
+    let set = [
+        provider(1).weight(100),
+        provider(2).weight(300),
+        provider(3).weight(0),
+        provider(4).weight(600),
+        provider(5).weight(0),
+    ];
+    let draws = 20_000;
+    for (name, seed) in [("random", 41), ("leastactive", 42)] {
+        let b = balancer(&format!("loadbalance={name}&seed={seed}"), &set);
+        let tally = |excluded: &[u64]| {
+            let mut c = std::collections::BTreeMap::<u64, usize>::new();
+            for _ in 0..draws {
+                let id = b.select_among(0, b"", &[], excluded, NOW).unwrap();
+                b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+                *c.entry(id).or_default() += 1;
+            }
+            c
+        };
+        let c = tally(&[4, 99]);
+        assert_eq!(
+            c.keys().copied().collect::<Vec<_>>(),
+            [1, 2],
+            "{name}: {c:?}"
+        );
+        assert_binomial(c[&1], draws, 0.25, 5.0, &format!("{name}: 100 of 400"));
+        let c = tally(&[2, 4]);
+        assert_eq!(
+            c.get(&1),
+            Some(&draws),
+            "{name}: the rest's only weight: {c:?}"
+        );
+        let c = tally(&[1, 2, 4]);
+        assert_eq!(
+            c.keys().copied().collect::<Vec<_>>(),
+            [3, 5],
+            "{name}: {c:?}"
+        );
+        assert_binomial(
+            c[&3],
+            draws,
+            0.5,
+            5.0,
+            &format!("{name}: all zero, uniform"),
+        );
+        let c = tally(&[1, 2, 4, 5]);
+        assert_eq!(c.get(&3), Some(&draws), "{name}: one left");
+    }
+    // leastactive with the heaviest of the rest busy: the idle ones of the rest decide.
+    let b = balancer("loadbalance=leastactive&seed=43", &set);
+    while b.select(0, b"", NOW).unwrap() != 4 {}
+    for id in [1, 2] {
+        while stat(&b, NOW, id, "active") > 0 {
+            b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+        }
+    }
+    let mut c = std::collections::BTreeMap::<u64, usize>::new();
+    for _ in 0..draws {
+        let id = b.select_among(0, b"", &[], &[2], NOW).unwrap();
+        b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+        *c.entry(id).or_default() += 1;
+    }
+    // Idle: 1 (weight 100), 3 and 5 (weight 0): every pick is 1.
+    assert_eq!(c.get(&1), Some(&draws), "{c:?}");
+}
+
 #[test]
 fn select_among_semantics_and_errors() {
     let b = balancer("seed=13", &[provider(1), provider(2), provider(3)]);
