@@ -617,24 +617,34 @@ impl Inner {
         None
     }
 
-    /// The common call of `adaptive`: Dubbo's pair and load comparison over the whole set of the
-    /// thread's cached snapshot at static weights, without building the strategy's context.
-    /// None when any of that does not hold, or with fewer than two invokers.
+    /// The common call of `adaptive`: Dubbo's pair and load comparison over the whole set (or
+    /// its local zone) of the thread's cached snapshot at static weights, nothing ejected,
+    /// without building the strategy's context. None when any of that does not hold, or with
+    /// fewer than two invokers.
     #[inline(always)]
     fn select_adaptive(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
-        let pin = self.short_pin_whole(method)?;
+        let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
         if snapshot.members.len() < 2 || !snapshot.weights_settled(now_us) {
             return None;
         }
         let rng = self.rng.on(Some(pin.rng));
-        let pos = crate::strategy::adaptive_pick(
-            self.config.timeout_ms,
-            snapshot,
-            method,
-            &rng,
-            Clock::new(now_us).now_ms(),
-        );
+        let pick = |positions: &[u32]| {
+            crate::strategy::adaptive_pick(
+                self.config.timeout_ms,
+                snapshot,
+                positions,
+                method,
+                &rng,
+                Clock::new(now_us).now_ms(),
+            )
+        };
+        let pos = match &snapshot.local {
+            None => pick(&snapshot.all),
+            // As the general path: a single candidate is the pick, without the strategy.
+            Some(local) if local.positions.len() == 1 => local.positions[0] as usize,
+            Some(local) => pick(&local.positions),
+        };
         Some(Ok(self.count_select(&pin, pos, method)))
     }
 
@@ -668,14 +678,6 @@ impl Inner {
             }
         }
         self.pin_cached()
-    }
-
-    /// `short_pin` for the short paths that pick from the whole set only: None while zone
-    /// preference narrows it.
-    #[inline(always)]
-    fn short_pin_whole(&self, method: u32) -> Option<CachedPin<'_>> {
-        self.short_pin(method)
-            .filter(|pin| pin.snapshot.local.is_none())
     }
 
     /// Counts a short path's select on the counters of the invoker at `pos`, and keeps `pos` as

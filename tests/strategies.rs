@@ -26,21 +26,21 @@ fn random_follows_weights_and_never_picks_zero() {
     assert_binomial(c[&4], draws, 6.0 / 16.0, 5.0, "weight 6");
 }
 
-/// The balancer makes `random`'s, `leastactive`'s and `p2c`'s draws itself (no strategy call)
-/// over the whole set, and over the local zone of a zone preference while nothing is ejected.
-/// The same picks go through the strategy when the call names every invoker as a candidate,
-/// and (zone) while a remote invoker is ejected. Seeded alike, both must give the same
-/// sequence: the shortcut is the strategy's own draws, and when leastactive's draws all land on
-/// busy invokers the strategy goes on without drawing again. Calls are left in flight in a
-/// pattern that makes every invoker busy at times, so all three outcomes (idle draw, busy
-/// draws then scan) occur.
+/// The balancer makes `random`'s, `leastactive`'s, `p2c`'s and `adaptive`'s draws itself (no
+/// strategy call) over the whole set, and over the local zone of a zone preference while
+/// nothing is ejected. The same picks go through the strategy when the call names every
+/// invoker as a candidate, and (zone) while a remote invoker is ejected. Seeded alike, both
+/// must give the same sequence: the shortcut is the strategy's own draws, and when
+/// leastactive's draws all land on busy invokers the strategy goes on without drawing again.
+/// Calls are left in flight in a pattern that makes every invoker busy at times, so all three
+/// outcomes (idle draw, busy draws then scan) occur.
 #[test]
 fn balancer_draws_are_the_strategy_pick() {
     const EJECTING: &str = "outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50\
                             &outlier.baseEjectionMs=1000000&outlier.maxEjectionMs=1000000";
     // Also with start times whose warm-up is long over (as every Dubbo URL's `timestamp`):
     // the short path serves those sets too.
-    for (strategy, started_ms) in ["random", "leastactive", "p2c"]
+    for (strategy, started_ms) in ["random", "leastactive", "p2c", "adaptive"]
         .into_iter()
         .flat_map(|s| [(s, 0), (s, 1_600_000_000_000)])
     {

@@ -130,17 +130,19 @@ fn draw_pair(candidates: &[u32], rng: &Rng<'_>) -> (usize, usize) {
     )
 }
 
-/// The pick of a whole-set select at static weights (two invokers or more), without a [`Ctx`]:
-/// the balancer's short path, with the same draws as [`Adaptive::select`].
+/// The pick of a select at static weights among `positions` (two or more: the whole set, or
+/// its local zone), without a [`Ctx`]: the balancer's short path, with the same draws as
+/// [`Adaptive::select`].
 #[inline]
-pub(crate) fn pick_whole_set(
+pub(crate) fn pick_among(
     timeout_ms: i32,
     snapshot: &Snapshot,
+    positions: &[u32],
     method_id: u32,
     rng: &Rng<'_>,
     now: i64,
 ) -> usize {
-    let (a, b) = draw_pair(&snapshot.all, rng);
+    let (a, b) = draw_pair(positions, rng);
     let weight = |p: usize| snapshot.members[p].weight;
     choose_low_load(
         timeout_ms,

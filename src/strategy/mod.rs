@@ -22,7 +22,7 @@ mod warming;
 mod warming_wrr;
 mod weighted;
 
-pub(crate) use adaptive::{pick_whole_set as adaptive_pick, touch_pick_time};
+pub(crate) use adaptive::{pick_among as adaptive_pick, touch_pick_time};
 pub(crate) use consistent_hash::{ring_pick, ring_pick_among};
 pub(crate) use p2c::{best_of_pair, best_of_subset_pair};
 pub(crate) use random::WholeSet;
