@@ -9,8 +9,8 @@ use crate::invoker::{Invoker, Outcome};
 use crate::rng::{fresh_seed, Rng, RngSource};
 use crate::stats::{CallStats, InvokerState, NO_COUNTER};
 use crate::strategy::{
-    best_of_pair, best_of_subset_pair, Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind,
-    SubsetWeights, Weights, WholeSet, WholeSetDraw,
+    best_of_pair, best_of_pair_excluding, best_of_subset_pair, Ctx, Prepared, PreparedData, Report,
+    Strategy, StrategyKind, SubsetWeights, Weights, WholeSet, WholeSetDraw,
 };
 use crate::weight::{effective_weight, time_dependent_until};
 use arc_swap::ArcSwap;
@@ -812,13 +812,14 @@ impl Inner {
         }
     }
 
-    /// A failover's pick (the whole set but a few invokers already tried) by `random` or
-    /// `leastactive`, as `select_drawn` makes it, the draws that land on an excluded invoker
-    /// drawn again: a draw from the whole set's weights conditioned on the rest is a draw from
-    /// the rest's weights, which is the strategy's pick over them (and, for `leastactive`, its
-    /// first-idle draws). O(1) where building the candidate list is O(n). None (before
-    /// counting anything) where that does not apply or the draws keep missing (the rest weighs
-    /// little, or only leastactive's scan can decide): the general path then picks.
+    /// A failover's pick (the whole set but a few invokers already tried) by `random`,
+    /// `leastactive` or `p2c`, as `select_drawn` makes it, the draws that land on an excluded
+    /// invoker drawn again: a draw from the whole set's weights conditioned on the rest is a
+    /// draw from the rest's weights, which is the strategy's pick over them (for `leastactive`
+    /// its first-idle draws; `p2c` counts the excluded as drawn already, and its sampler skips
+    /// them exactly). O(1) where building the candidate list is O(n). None (before counting
+    /// anything) where that does not apply or the draws keep missing (the rest weighs little,
+    /// or only leastactive's scan can decide): the general path then picks.
     #[inline(never)]
     fn select_drawn_excluding(
         &self,
@@ -832,12 +833,33 @@ impl Inner {
         if n < 2 || snapshot.local.is_some() || !snapshot.weights_settled(now_us) {
             return None;
         }
-        let whole = snapshot.prepared.as_ref()?.downcast_ref::<WholeSet>()?;
         let mut out = [usize::MAX; MAX_DRAWN_EXCLUSIONS];
         for (slot, id) in out.iter_mut().zip(excluded) {
             *slot = snapshot.position(*id).unwrap_or(usize::MAX);
         }
         let rng = self.rng.on(Some(pin.rng));
+        let prepared = snapshot.prepared.as_ref()?;
+        if self.drawn_pair {
+            // p2c: its sampler over the whole set, the excluded invokers counted as drawn
+            // already, draws the pair from the rest exactly (as over the list of the rest).
+            let ctx = Ctx {
+                snapshot,
+                method: self.methods.get(method)?,
+                method_id: method,
+                candidates: &snapshot.all,
+                is_all: true,
+                drawn: false,
+                mask: &[],
+                subset: None,
+                key: &[],
+                clock: &Clock::new(now_us),
+                rng,
+            };
+            let weights = prepared.downcast_ref::<Weights>()?;
+            let pos = best_of_pair_excluding(&ctx, weights, &out)?;
+            return Some(Ok(self.count_select(&pin, pos, method)));
+        }
+        let whole = prepared.downcast_ref::<WholeSet>()?;
         let idle_draws = match self.whole_set_draw {
             WholeSetDraw::FirstIdle { draws } => Some(draws),
             _ => None,
@@ -1364,7 +1386,9 @@ impl Balancer {
                 if let Some(result) = self.inner.select_short(method, key, now_us) {
                     return result;
                 }
-            } else if self.inner.drawn_fast && excluded.len() <= MAX_DRAWN_EXCLUSIONS {
+            } else if (self.inner.drawn_fast || self.inner.drawn_pair)
+                && excluded.len() <= MAX_DRAWN_EXCLUSIONS
+            {
                 if let Some(result) = self.inner.select_drawn_excluding(method, excluded, now_us) {
                     return result;
                 }

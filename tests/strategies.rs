@@ -641,10 +641,11 @@ fn churn_drops_state_of_departed_ids_and_reports_for_them_are_harmless() {
     assert_eq!(stat(&b, NOW, 2, "active"), 1);
 }
 
-/// A failover's pick (the whole set but the invokers already tried) by `random` and
-/// `leastactive` follows the weights of the rest, as Dubbo's pick over the rest does: zero
-/// weights never while the rest weighs something, uniformly when it weighs nothing, a single
-/// invoker left is the pick, and leastactive keeps to the idle invokers of the rest.
+/// A failover's pick (the whole set but the invokers already tried) by `random`,
+/// `leastactive` and `p2c` (an idle cluster: its first draw stays) follows the weights of the
+/// rest, as Dubbo's pick over the rest does: zero weights never while the rest weighs
+/// something, uniformly when it weighs nothing, a single invoker left is the pick, and
+/// leastactive keeps to the idle invokers of the rest.
 #[test]
 fn failover_picks_follow_the_weights_of_the_rest() {
     let set = [
@@ -655,7 +656,7 @@ fn failover_picks_follow_the_weights_of_the_rest() {
         provider(5).weight(0),
     ];
     let draws = 20_000;
-    for (name, seed) in [("random", 41), ("leastactive", 42)] {
+    for (name, seed) in [("random", 41), ("leastactive", 42), ("p2c", 44)] {
         let b = balancer(&format!("loadbalance={name}&seed={seed}"), &set);
         let tally = |excluded: &[u64]| {
             let mut c = std::collections::BTreeMap::<u64, usize>::new();

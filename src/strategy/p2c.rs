@@ -78,6 +78,31 @@ pub(crate) fn best_of_subset_pair(
     )
 }
 
+/// A failover's pick over the whole set at configured weights less the `excluded` positions
+/// (`usize::MAX`: none), which the sampler counts as drawn already, so that the pair comes from
+/// the rest exactly as from the list of the rest. None when nothing is left.
+pub(crate) fn best_of_pair_excluding(
+    ctx: &Ctx<'_>,
+    weights: &Weights,
+    excluded: &[usize],
+) -> Option<usize> {
+    let mut sampler = Sampler::new(ctx, weights, None);
+    for &p in excluded.iter().filter(|&&p| p != usize::MAX) {
+        sampler.mark(p);
+    }
+    let first = sampler.draw()?;
+    let Some(second) = sampler.draw() else {
+        return Some(first);
+    };
+    let (w1, w2) = (sampler.weight(first), sampler.weight(second));
+    Some(
+        match less_loaded(ctx.active(second), w2, ctx.active(first), w1) {
+            true => second,
+            false => first,
+        },
+    )
+}
+
 /// The pick between a drawn pair: the second only if it is less loaded (weights all 1 when
 /// every candidate weighs 0, Dubbo's rule).
 #[inline(always)]
