@@ -241,9 +241,8 @@ struct State {
     last_select_ms: i64,
     /// While a period or a tournament is live: the oldest last-update among entries of invokers that left.
     oldest_departed_ms: i64,
-    /// Picks off the period (Dubbo's walk, or a tournament standing in after an interruption)
-    /// since it was lost, and when to try to rebuild it (after about one period's worth, so
-    /// rebuilding at most doubles the cost of O(n) picks).
+    /// Whole-set picks made by Dubbo's walk since the fast path last failed to build (every
+    /// weight zero), and after how many to try again (0 while building succeeds: at once).
     slow_picks: u64,
     rebuild_at: u64,
     /// Reused for the counters a fast path starts from.
@@ -596,6 +595,8 @@ impl State {
         }
         self.scratch = start;
         self.start_tracking(set, now_ms);
+        // Built: an interruption rebuilds at the next whole-set pick.
+        (self.slow_picks, self.rebuild_at) = (0, 0);
         true
     }
 
@@ -733,19 +734,13 @@ impl State {
     /// from it next, which publishes it (publishing first would let lock-free picks take that
     /// position too).
     fn rebuild_fast_path(&mut self, snapshot: &Snapshot, now_ms: i64) {
-        let built = self.build_fast_path(snapshot, now_ms);
-        if built {
+        if self.build_fast_path(snapshot, now_ms) {
             // Warm-up is over: its tournament's memory (about 80 B per invoker) goes.
             self.warming = None;
-        }
-        self.slow_picks = 0;
-        let set = PickSet::of(snapshot);
-        let length = period_length(set.members().map(|m| m.weight)).map_or(1, |l| l.0);
-        self.rebuild_at = if built {
-            0
         } else {
-            (self.rebuild_at.max(length) * 2).min(1 << 20)
-        };
+            self.slow_picks = 0;
+            self.rebuild_at = (self.rebuild_at.max(1) * 2).min(1 << 20);
+        }
     }
 
     fn recycle_departed(&mut self, snapshot: &Snapshot, now_ms: i64) {
