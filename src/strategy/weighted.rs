@@ -354,8 +354,13 @@ impl<'c, 'a> Sampler<'c, 'a> {
         }
     }
 
+    #[inline]
     pub fn was_drawn(&self, pos: usize) -> bool {
-        self.drawn[..self.len].binary_search(&(pos as u32)).is_ok()
+        match self.len {
+            // A full scan asks this of every candidate with one drawn (its first).
+            1 => self.drawn[0] == pos as u32,
+            _ => self.drawn[..self.len].binary_search(&(pos as u32)).is_ok(),
+        }
     }
 
     /// Counts `pos` as drawn (a candidate looked at outside the sampler).
