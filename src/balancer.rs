@@ -1247,8 +1247,7 @@ impl Balancer {
         let filter = Filter::new(&config);
         // A short path of `select_short` may serve a call when no `on_select` follows the pick.
         // Filters narrow the set only while an invoker is ejected (checked by `short_pin`) or
-        // to the set's local zone (`Snapshot::local`: the draw paths draw from it, the others
-        // leave such calls to the general path).
+        // to the set's local zone (`Snapshot::local`), which every short path serves.
         let short = !strategy.tracks_selects();
         Balancer {
             inner: Arc::new(Inner {
