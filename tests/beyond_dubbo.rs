@@ -318,6 +318,48 @@ fn new_strategies_follow_weights_when_idle() {
 }
 
 #[test]
+fn full_scans_skip_zero_weights_and_spread_all_zero_sets_evenly() {
+    // `choices=0` looks at every invoker; idle with equal latency, the first (drawn by weight)
+    // is kept, so the weights decide: a zero weight never, unless all weigh 0 (then uniform,
+    // Dubbo's rule).
+    let draws = 40_000;
+    for options in [
+        "peakewma.choices=0",
+        "peakewma.choices=0&peakewma.preferenceMs=1000",
+    ] {
+        let b = lb(
+            &format!("loadbalance=peakewma&seed=9&{options}"),
+            &[
+                provider(1).weight(60),
+                provider(2).weight(0),
+                provider(3).weight(30),
+                provider(4).weight(10),
+            ],
+        );
+        let c = counts(&b, 0, draws, NOW);
+        assert_eq!(c.get(&2), None, "{options}: a zero weight was picked");
+        if !options.contains("preference") {
+            for (id, p) in [(1, 0.6), (3, 0.3), (4, 0.1)] {
+                assert_binomial(c[&id], draws, p, 5.0, &format!("{options}: id {id}"));
+            }
+        }
+        let b = lb(
+            &format!("loadbalance=peakewma&seed=10&{options}"),
+            &(1..=4).map(|id| provider(id).weight(0)).collect::<Vec<_>>(),
+        );
+        let c = counts(&b, 0, draws, NOW);
+        if options.contains("preference") {
+            // One preferred invoker per period, all of them weighing the same (1).
+            assert_eq!(c.len(), 1, "{options}: {c:?}");
+        } else {
+            for id in 1..=4 {
+                assert_binomial(c[&id], draws, 0.25, 5.0, &format!("all zero: id {id}"));
+            }
+        }
+    }
+}
+
+#[test]
 fn p2c_in_flight_settles_in_proportion_to_weight() {
     let b = lb(
         "loadbalance=p2c&seed=4",

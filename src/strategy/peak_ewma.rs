@@ -198,12 +198,24 @@ impl PeakEwma {
 
     #[inline(always)]
     fn look(&self, ctx: &Ctx<'_>, pos: usize, weight: u64, at: &Moment) -> Look {
+        self.look_at(ctx, ctx.member(pos), pos, weight, at)
+    }
+
+    /// [`PeakEwma::look`] at a member the caller already holds (`member` is at `pos`).
+    #[inline(always)]
+    fn look_at(
+        &self,
+        ctx: &Ctx<'_>,
+        member: &Member,
+        pos: usize,
+        weight: u64,
+        at: &Moment,
+    ) -> Look {
         let Moment {
             now_us,
             typical,
             preference,
         } = *at;
-        let member = ctx.member(pos);
         let mut look = Look {
             pos,
             active: 0,
@@ -317,6 +329,35 @@ impl PeakEwma {
         None
     }
 
+    /// [`PeakEwma::scan_rest`] of a full scan over the whole set at configured weights, with
+    /// one candidate (`first`) drawn: the members in order, without the candidate list, the
+    /// sampler's bookkeeping or a second lookup of each member.
+    #[inline(always)]
+    fn scan_rest_of_set<S: Store>(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &Sampler<'_, '_>,
+        first: usize,
+        at: &Moment,
+        field: &mut Field<S>,
+    ) -> Option<usize> {
+        for (p, member) in ctx.snapshot.members.iter().enumerate() {
+            if p == first {
+                continue;
+            }
+            let weight = sampler.configured_weight(member);
+            if weight == 0 {
+                continue;
+            }
+            let look = self.look_at(ctx, member, p, weight, at);
+            if self.claim_probe(ctx, &look, at.now_us, at.typical) {
+                return Some(p);
+            }
+            field.push(look.entry(field.neutral));
+        }
+        None
+    }
+
     /// Looks at every candidate not drawn yet (in set order).
     fn scan_rest<S: Store>(
         &self,
@@ -372,9 +413,14 @@ impl PeakEwma {
         first: Look,
         store: S,
     ) -> usize {
+        let first_pos = first.pos;
         let mut field = Field::new(first, at.typical, store);
-        self.scan_rest(ctx, sampler, at, &mut field)
-            .unwrap_or_else(|| field.choose().pos)
+        let probe = if sampler.is_exact() {
+            self.scan_rest_of_set(ctx, sampler, first_pos, at, &mut field)
+        } else {
+            self.scan_rest(ctx, sampler, at, &mut field)
+        };
+        probe.unwrap_or_else(|| field.choose().pos)
     }
 
     /// `scan_all` of a set wider than `SCAN_FIELD`, into this thread's buffer (it grows to the

@@ -339,6 +339,18 @@ impl<'c, 'a> Sampler<'c, 'a> {
         self.effective(pos)
     }
 
+    /// [`Sampler::weight`] of a member of the whole set when the sampler is exact (the
+    /// configured weight; 1 for everyone when all weigh 0).
+    #[inline(always)]
+    pub fn configured_weight(&self, member: &Member) -> u64 {
+        debug_assert!(self.exact);
+        if self.all_zero {
+            1
+        } else {
+            member.weight.max(0) as u64
+        }
+    }
+
     /// Effective weight in fixed point (0 only for a zero weight).
     pub fn effective(&self, pos: usize) -> u64 {
         let w = self.ctx.weight(pos).max(0) as u64;
