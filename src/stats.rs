@@ -367,6 +367,10 @@ pub struct EwmaCell {
     /// Last sign of progress: a call ended, or the invoker went from idle to busy. While calls
     /// are in flight, the oldest of them is at least `now - progress_us` old.
     pub progress_us: AtomicI64,
+    /// Successful reports (every 8th moves the method's typical estimate). Here rather than
+    /// read from the spread statistics, whose sum is a line per group of threads; counted with
+    /// a plain load and store, as a lost count under a race only shifts that cadence.
+    pub successes: AtomicU64,
 }
 
 /// Latency/load model fields; each strategy documents which ones it uses.
@@ -1004,6 +1008,7 @@ mod tests {
             assert_eq!(word.load(Relaxed), 0);
         }
         assert_eq!(e.estimate_bits.load(Relaxed), 0);
+        assert_eq!(e.successes.load(Relaxed), 0);
         let w = s.window();
         for word in [
             &w.succeeded_elapsed_ms,

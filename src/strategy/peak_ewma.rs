@@ -858,9 +858,11 @@ impl Strategy for PeakEwma {
         if success {
             // Every 8th success of an invoker moves the typical estimate 1/8 of the way: cheap,
             // and dominated by the invokers that take the traffic.
+            let successes = cell.successes.load(Relaxed).wrapping_add(1);
+            cell.successes.store(successes, Relaxed);
             if typical_now <= 0.0 {
                 typical.bits.store(estimate.to_bits(), Relaxed);
-            } else if r.stats.succeeded() % 8 == 0 {
+            } else if successes % 8 == 0 {
                 typical.bits.store(
                     (typical_now + (estimate - typical_now) / 8.0).to_bits(),
                     Relaxed,
