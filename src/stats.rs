@@ -546,6 +546,14 @@ impl CallStats {
         self.total(|c| &c.selected)
     }
 
+    /// [`CallStats::selected`] for a strategy that reads calls in flight: `begin` counts every
+    /// select on the shared line, so the cells (one or two lines per group of threads) need
+    /// not be summed.
+    #[inline]
+    pub fn selected_by_begin(&self) -> u64 {
+        self.counts.selected.load(Acquire)
+    }
+
     pub fn succeeded(&self) -> u64 {
         self.total(|c| &c.succeeded)
     }
@@ -985,6 +993,11 @@ mod tests {
         assert_eq!(
             (s.selected(), s.succeeded(), s.failed(), s.timeouts()),
             (2, 1, 1, 1)
+        );
+        assert_eq!(
+            s.selected_by_begin(),
+            s.selected(),
+            "no select in the cells"
         );
         assert_eq!(s.succeeded_elapsed_us(), 10);
         // A report without a call neither ends one nor hides a later one.

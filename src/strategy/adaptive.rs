@@ -67,7 +67,7 @@ fn load(timeout: i32, stats: &CallStats, now: i64, weight: i32) -> f64 {
             m.current_time_ms = now;
         }
     }
-    let requests = stats.selected() as f64;
+    let requests = stats.selected_by_begin() as f64;
     let successes = stats.succeeded() as f64;
     let inflight = stats.active() as f64;
     m.cpu_load * (m.ewma.sqrt() + 1.0) * (inflight + 1.0)
