@@ -1449,8 +1449,9 @@ fn no_allocation_on_the_hot_path() {
         let strategy = options.split('.').next().unwrap();
         configs.push(format!("loadbalance={strategy}&seed=1&{options}"));
     }
-    // Full scans of more candidates than a pick's field holds: a wider field, then two looks.
-    for n in [40, 100] {
+    // Full scans of more candidates than a pick's field holds: a wider field on the stack,
+    // then (beyond 128) the thread's reused buffer.
+    for n in [40, 200] {
         let wide: Vec<Invoker> = (1..=n).map(provider).collect();
         let b = lb(
             "loadbalance=peakewma&seed=1&peakewma.choices=0&peakewma.preferenceMs=1000",
