@@ -16,8 +16,10 @@ fn set(round: u64) -> Vec<Invoker> {
     (0..n)
         .map(|k| {
             let id = 1 + (round + k) % 12;
+            // Zones matter only to the configurations that prefer one (below).
             let invoker = Invoker::new(id, format!("10.0.{}.{id}:20880", round % 3))
-                .weight(((round + k) % 5) as i32 * 50);
+                .weight(((round + k) % 5) as i32 * 50)
+                .zone(if id % 2 == 0 { "a" } else { "b" });
             if (round + k) % 3 == 0 {
                 invoker.start_time_ms(now_ms - ((round * 7 + k) % 540) as i64 * 1000)
             } else {
@@ -27,10 +29,32 @@ fn set(round: u64) -> Vec<Invoker> {
         .collect()
 }
 
+/// Every strategy with its defaults, and the options whose picks take paths of their own: full
+/// scans, zone preference (the local zone's short paths) and outlier ejection (failures are a
+/// quarter of the reports below, so invokers are ejected and return while the set changes).
+fn configurations() -> Vec<String> {
+    let mut configs: Vec<String> = StrategyKind::ALL
+        .iter()
+        .map(|kind| format!("loadbalance={}", kind.name()))
+        .collect();
+    configs.extend(
+        [
+            "loadbalance=peakewma&peakewma.choices=0&peakewma.preferenceMs=1000",
+            "loadbalance=p2c&p2c.choices=0",
+            "loadbalance=random&zone=a",
+            "loadbalance=roundrobin&zone=a",
+            "loadbalance=leastactive&zone=a&outlier.consecutiveFailures=3",
+            "loadbalance=peakewma&zone=a&outlier.consecutiveFailures=3",
+        ]
+        .map(String::from),
+    );
+    configs
+}
+
 #[test]
 fn select_report_under_constant_updates_ends_with_nothing_in_flight() {
-    for kind in StrategyKind::ALL {
-        let b = Arc::new(Balancer::new(&format!("loadbalance={}", kind.name())).unwrap());
+    for config in configurations() {
+        let b = Arc::new(Balancer::new(&config).unwrap());
         b.update(&set(0)).unwrap();
         let methods: Vec<u32> = ["", "a", "b"]
             .iter()
@@ -72,11 +96,11 @@ fn select_report_under_constant_updates_ends_with_nothing_in_flight() {
         }
         done.store(true, Ordering::Relaxed);
         let picks: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
-        assert!(picks > 8000, "{}: only {picks} picks", kind.name());
+        assert!(picks > 8000, "{config}: only {picks} picks");
         // Every invoker of the final set, in every method: nothing left in flight.
         let v: serde_json::Value = serde_json::from_str(&b.stats_json(0)).unwrap();
         for inv in v["invokers"].as_array().unwrap() {
-            assert_eq!(inv["active"], 0, "{}: {inv}", kind.name());
+            assert_eq!(inv["active"], 0, "{config}: {inv}");
         }
         // And the balancer still works on the last set.
         let id = b.select(0, b"k", 0).unwrap();
@@ -86,9 +110,11 @@ fn select_report_under_constant_updates_ends_with_nothing_in_flight() {
 
 #[test]
 fn stable_set_in_flight_returns_to_exactly_zero() {
-    for kind in StrategyKind::ALL {
-        let invokers: Vec<Invoker> = (1..=6).map(provider).collect();
-        let b = Arc::new(balancer(&format!("loadbalance={}", kind.name()), &invokers));
+    for config in configurations() {
+        let invokers: Vec<Invoker> = (1..=6)
+            .map(|id| provider(id).zone(if id % 2 == 0 { "a" } else { "b" }))
+            .collect();
+        let b = Arc::new(balancer(&config, &invokers));
         let workers: Vec<_> = (0..4u64)
             .map(|t| {
                 let b = b.clone();
@@ -111,10 +137,10 @@ fn stable_set_in_flight_returns_to_exactly_zero() {
             w.join().unwrap();
         }
         for id in 1..=6 {
-            assert_eq!(stat(&b, 0, id, "active"), 0, "{}", kind.name());
+            assert_eq!(stat(&b, 0, id, "active"), 0, "{config}");
         }
         let total: i64 = (1..=6).map(|id| stat(&b, 0, id, "selected")).sum();
-        assert_eq!(total, 80_000);
+        assert_eq!(total, 80_000, "{config}");
     }
 }
 
