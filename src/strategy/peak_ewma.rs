@@ -331,7 +331,9 @@ impl PeakEwma {
 
     /// [`PeakEwma::scan_rest`] of a full scan over the whole set at configured weights, with
     /// one candidate (`first`) drawn: the members in order, without the candidate list, the
-    /// sampler's bookkeeping or a second lookup of each member.
+    /// sampler's bookkeeping or a second lookup of each member. (Folded into `scan_rest` behind
+    /// `is_exact`, skipping with `was_drawn` instead of `first`, it cost 2–6 % more instructions
+    /// per scan.)
     #[inline(always)]
     fn scan_rest_of_set<S: Store>(
         &self,
