@@ -122,6 +122,9 @@ func TestReportErrors(t *testing.T) {
 	wantStatus(t, "negative outcome", lb.Report(m, 1, time.Millisecond, polylb.Outcome(-1)), polylb.ErrUnknownOutcome)
 	wantStatus(t, "unknown method", lb.Report(polylb.Method(999), 1, 0, polylb.Success), polylb.ErrUnknownMethod)
 	wantStatus(t, "negative elapsed", lb.Report(m, 1, -time.Millisecond, polylb.Success), polylb.ErrInvalidArgument)
+	// Shorter than a microsecond, a negative time must not truncate to an accepted 0.
+	wantStatus(t, "negative elapsed under 1 µs", lb.Report(m, 1, -500*time.Nanosecond, polylb.Success), polylb.ErrInvalidArgument)
+	wantStatus(t, "negative rt under 1 µs", lb.ReportProviderMetrics(m, 1, time.Now(), 1, -time.Nanosecond), polylb.ErrInvalidArgument)
 	wantStatus(t, "NaN load", lb.ReportProviderMetrics(m, 1, time.Now(), math.NaN(), time.Millisecond), polylb.ErrInvalidArgument)
 	wantStatus(t, "negative load", lb.ReportProviderMetrics(m, 1, time.Now(), -1, time.Millisecond), polylb.ErrInvalidArgument)
 	wantStatus(t, "metrics, unknown method", lb.ReportProviderMetrics(polylb.Method(999), 1, time.Now(), 1, 0), polylb.ErrUnknownMethod)
@@ -188,5 +191,30 @@ func TestErrorValues(t *testing.T) {
 	}
 	if polylb.Status(99).String() != "PLB_STATUS(99)" || polylb.Status(99).Text() == "" {
 		t.Errorf("unknown status: %q / %q", polylb.Status(99).String(), polylb.Status(99).Text())
+	}
+}
+
+// A virtual clock that starts at the Unix epoch is virtual from its first
+// microsecond: only the zero time.Time means the library's clock.
+func TestTimesAtTheEpochAreVirtual(t *testing.T) {
+	inv := polylb.NewInvoker(1, "10.0.0.1:20880")
+	inv.Weight = 100
+	inv.StartTimeMs = 1
+	inv.WarmupMs = 600_000
+	lb := newBalancer(t, "loadbalance=random", []polylb.Invoker{inv})
+	for _, at := range []time.Time{time.Unix(0, 0), time.Unix(0, 999), time.Unix(0, 1000)} {
+		s, err := lb.StatsAt(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := s.Invoker(1)
+		if !ok {
+			t.Fatal("invoker 1 missing from stats")
+		}
+		// At the epoch the provider has not started: Dubbo's warm-up gives weight 1. At the
+		// library's clock it would be long warm (100).
+		if got.EffectiveWeight != 1 {
+			t.Errorf("StatsAt(%v): effective weight %d, want 1 (virtual time, not the wall clock)", at.UTC(), got.EffectiveWeight)
+		}
 	}
 }

@@ -392,7 +392,9 @@ func (b *Balancer) Select(method Method, key []byte) (uint64, error) {
 }
 
 // SelectAt is Select at a caller-supplied time (virtual time for simulators
-// and tests). The zero time.Time means the library's clock.
+// and tests). The zero time.Time means the library's clock; any other time is
+// used as given, to the microsecond (the Unix epoch's first microsecond counts
+// as 1 µs after it, since 0 µs is the C ABI's "library clock").
 func (b *Balancer) SelectAt(method Method, key []byte, now time.Time) (uint64, error) {
 	return b.selectAt(method, key, unixMicros(now))
 }
@@ -438,7 +440,7 @@ func (b *Balancer) selectAmongAt(method Method, key []byte, candidates, excluded
 
 // Report ends a call started by Select: how long it took and how it ended.
 // A report for an id no longer in the set is accepted and ignored. elapsed is
-// passed in whole microseconds; a negative one is ErrInvalidArgument.
+// passed in whole microseconds (truncated); any negative one is ErrInvalidArgument.
 func (b *Balancer) Report(method Method, id uint64, elapsed time.Duration, outcome Outcome) error {
 	return b.reportAt(method, id, elapsed, outcome, 0)
 }
@@ -453,7 +455,7 @@ func (b *Balancer) reportAt(method Method, id uint64, elapsed time.Duration, out
 		return ErrClosed
 	}
 	rc := C.plbgo_report(b.hotHandle(), C.uint32_t(method), C.uint64_t(id),
-		C.int64_t(elapsed.Microseconds()), C.int32_t(outcome), C.int64_t(nowUs))
+		C.int64_t(micros(elapsed)), C.int32_t(outcome), C.int64_t(nowUs))
 	runtime.KeepAlive(b)
 	if rc != C.PLB_OK {
 		return hotError(b, rc)
@@ -480,7 +482,7 @@ func (b *Balancer) reportProviderMetricsAt(method Method, id uint64, providerTim
 		return ErrClosed
 	}
 	rc := C.plbgo_report_provider_metrics(b.hotHandle(), C.uint32_t(method), C.uint64_t(id),
-		C.int64_t(unixMillis(providerTime)), C.double(cpuLoad), C.int64_t(rt.Microseconds()), C.int64_t(nowUs))
+		C.int64_t(unixMillis(providerTime)), C.double(cpuLoad), C.int64_t(micros(rt)), C.int64_t(nowUs))
 	runtime.KeepAlive(b)
 	if rc != C.PLB_OK {
 		return hotError(b, rc)
@@ -554,7 +556,22 @@ func unixMicros(t time.Time) int64 {
 	if t.IsZero() {
 		return 0 // the ABI's "use the library's clock"
 	}
-	return t.UnixMicro()
+	if us := t.UnixMicro(); us != 0 {
+		return us
+	}
+	// 0 µs would mean the library's clock: a virtual clock that starts at the Unix epoch
+	// must not silently read the wall clock during its first microsecond.
+	return 1
+}
+
+// micros is d in whole microseconds, truncated toward zero, except that a negative d
+// stays negative (the library rejects it) instead of truncating to 0.
+func micros(d time.Duration) int64 {
+	us := d.Microseconds()
+	if us == 0 && d < 0 {
+		return -1
+	}
+	return us
 }
 
 func unixMillis(t time.Time) int64 {
