@@ -177,8 +177,10 @@ void plb_balancer_free(struct plb_balancer *b);
  * The replaced set is freed once no thread holds it: the calling thread drops its cached copy
  * here, other threads at their next call on this balancer (see plb_balancer_free). Updating to
  * an empty set therefore releases the state of a balancer that is no longer used while other
- * threads may still hold its handle; the bindings' close() does this and leaves the free to
- * their garbage collector, so that a call racing close() never reaches freed memory.
+ * threads may still hold its handle, except the copies other threads cached (released as
+ * plb_balancer_free says: such a copy stays until that thread's slot is taken or it exits); the
+ * bindings' close() does this and leaves the free to their garbage collector, so that a call
+ * racing close() never reaches freed memory.
  */
 int32_t plb_balancer_update(const struct plb_balancer *b, const struct plb_invoker *invokers, size_t n, char *err, size_t err_cap, size_t *err_len);
 

@@ -65,6 +65,8 @@ _OUTCOME_TYPES = frozenset((int, Outcome))
 _SUCCESS, _FAILURE, _TIMEOUT, _CANCELLED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.TIMEOUT, Outcome.CANCELLED
 
 _UINT64_END = 1 << 64
+#: An id no invoker can have (above INT64_MAX).
+_NO_INVOKER = _UINT64_END - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -79,7 +81,13 @@ def id_array(ids: Iterable[int]) -> "ctypes.Array[ctypes.c_uint64]":
     Passing a list works too; building the array once and reusing it saves the conversion on
     every select when the same candidate set is used many times.
     """
-    return uint64_array(ids if isinstance(ids, (list, tuple)) else tuple(ids))
+    ids = ids if isinstance(ids, (list, tuple)) else tuple(ids)
+    if ids and (min(ids) < 0 or max(ids) >= _UINT64_END):
+        # c_uint64 would wrap such an int onto a valid-looking id (2**64 + 5 into 5). It names
+        # no invoker, so it becomes one that cannot be a member (ids stop at 2**63 - 1): a
+        # candidate that is not in the set, an exclusion that is ignored.
+        ids = [i if 0 <= i < _UINT64_END else _NO_INVOKER for i in ids]
+    return uint64_array(ids)
 
 
 @dataclass(frozen=True)
@@ -212,6 +220,21 @@ def _to_struct(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
         zone,
         0 if zone is None else len(zone),
     )
+
+
+def _range_status(method: Any, now_us: Any, elapsed_us: Any = 0) -> int:
+    """The status for a method id, clock or elapsed time outside its C type, else 0.
+
+    The declared c_uint32 / c_int64 arguments would wrap such an int (2**32 + m into m) onto a
+    valid-looking value; no method has an id outside 32 bits, and no time outside 64 bits
+    exists in the other languages.
+    """
+    if isinstance(method, int) and not 0 <= method <= 0xFFFF_FFFF:
+        return int(Status.UNKNOWN_METHOD)
+    for value in (now_us, elapsed_us):
+        if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+            return int(Status.INVALID_ARGUMENT)
+    return 0
 
 
 def _type_error(error: ctypes.ArgumentError, parameters: Tuple[str, ...]) -> TypeError:
@@ -484,7 +507,7 @@ class Balancer:
             # Undeclared, an int is cut to its low 32 bits, as the declared c_uint32 method
             # is; a key length cannot be, so a longer key takes the declared call, as do
             # explicit clocks.
-            if now_us == 0 and key_len <= 0xFFFF_FFFF:
+            if now_us == 0 and key_len <= 0xFFFF_FFFF and method & 0xFFFF_FFFF == method:
                 picked = _plb_select32(self._hot_handle, method, key, key_len)
             else:
                 picked = self._select_wide(method, key, key_len, now_us)
@@ -495,6 +518,9 @@ class Balancer:
         return picked
 
     def _select_wide(self, method: int, key: Optional[bytes], key_len: int, now_us: int) -> int:
+        status = _range_status(method, now_us)
+        if status:
+            return -status
         try:
             picked: int = _plb_select(self._handle, method, key, key_len, now_us)
         except ctypes.ArgumentError as error:
@@ -510,6 +536,9 @@ class Balancer:
         exclude: Optional[Ids],
         now_us: int,
     ) -> int:
+        status = _range_status(method, now_us)
+        if status:
+            return -status
         if among is not None and not isinstance(among, ctypes.Array):
             among = id_array(among)
         if exclude is not None and not isinstance(exclude, ctypes.Array):
@@ -546,18 +575,19 @@ class Balancer:
             method = self._method_id(method)
         status: int
         # Undeclared, ctypes checks no type (a float would pass as a double) and cuts an int to
-        # its low 32 bits. So the narrow call is made only for what it carries as the declared
-        # call would: an int elapsed time in 0 .. 2**32 - 1, an outcome code 0..3 (int or
-        # Outcome) and an int id below 2**64 (a negative one wraps, as c_uint64 wraps it; the
-        # method id is cut as c_uint32 cuts it). `x & mask == x` checks a range in one operation
-        # and raises TypeError for a float. Everything else (explicit clocks, negative or long
-        # times, wrong types) takes the declared call, which reports it as it always has.
+        # its low 32 bits. So the narrow call is made only for what it carries exactly: an int
+        # elapsed time in 0 .. 2**32 - 1, an outcome code 0..3 (int or Outcome), an int id in
+        # 0 .. 2**64 - 1 and a method id in 0 .. 2**32 - 1. `x & mask == x` checks a range in
+        # one operation and raises TypeError for a float. Everything else (explicit clocks,
+        # negative or long times, out-of-range ints, wrong types) takes the declared call, which
+        # range-checks what ctypes would wrap.
         try:
             if (
                 now_us == 0
                 and elapsed_us & 0xFFFF_FFFF == elapsed_us
                 and outcome & 3 == outcome
-                and (high := id >> 32) <= 0xFFFF_FFFF
+                and 0 <= (high := id >> 32) <= 0xFFFF_FFFF
+                and method & 0xFFFF_FFFF == method
             ):
                 status = _plb_report32(self._hot_handle, method, high, id & 0xFFFF_FFFF, elapsed_us, outcome)
             else:
@@ -572,8 +602,12 @@ class Balancer:
             # No outcome has this code: let the library reject it (a c_int32 argument would
             # silently keep only the low 32 bits of a larger int).
             outcome = -1
-        if id.__class__ is int and id >= _UINT64_END:
-            # Likewise an id beyond 64 bits names no invoker; do not let it wrap onto one.
+        # The library checks the outcome first; so does this (an unknown one is -1 by now).
+        range_status = _range_status(method, now_us, elapsed_us) if outcome != -1 else 0
+        if range_status:
+            return range_status
+        if id.__class__ is int and not 0 <= id < _UINT64_END:
+            # Likewise an id outside 64 bits names no invoker; do not let it wrap onto one.
             return 0
         try:
             status: int = _plb_report(self._handle, method, id, elapsed_us, outcome, now_us)
@@ -624,7 +658,9 @@ class Balancer:
         the block ends normally, timeout on ``TimeoutError``, failure on any other ``Exception``
         and cancelled on ``BaseException``s that are not ``Exception``s (``KeyboardInterrupt``,
         ``asyncio.CancelledError``); set ``call.outcome`` inside the block to decide it yourself.
-        Exceptions are never swallowed. Works with ``async with`` too.
+        Exceptions are never swallowed, nor replaced: if the balancer is closed (by another
+        thread) during the block, the block's own exception propagates; a block that ended
+        normally then raises :class:`BalancerClosedError`. Works with ``async with`` too.
         """
         if method.__class__ is not int:
             method = self._method_id(method)
@@ -669,7 +705,13 @@ class Call:
     ) -> None:  # never swallows the exception
         elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
         outcome = self.outcome if self.outcome is not None else _outcome_of(exc_type)
-        self._balancer.report(self.id, elapsed_us, outcome, self._method)
+        try:
+            self._balancer.report(self.id, elapsed_us, outcome, self._method)
+        except BalancerClosedError:
+            # Closed (by another thread) during the call: the block's own exception is what
+            # the caller must see, not that the report had nowhere to go.
+            if exc_type is None:
+                raise
 
     async def __aenter__(self) -> "Call":
         return self.__enter__()

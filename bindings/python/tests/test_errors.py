@@ -284,3 +284,72 @@ def test_unknown_status_keeps_its_number() -> None:
     assert type(error) is polylb.PolylbError
     assert error.status == 99
     assert "99" in repr(error)
+
+
+# -- ints beyond their C types ----------------------------------------------------------------
+# ctypes wraps an int that does not fit its C type (2**32 + m into m) without a word: each must
+# instead keep its meaning, as it does in Go and Java, whose types cannot hold such values.
+
+
+def test_method_ids_beyond_32_bits_are_unknown(lb: polylb.Balancer) -> None:
+    m = lb.method("sayHello")
+    for bad in (2**32 + m, m - 2**32, -1):
+        with pytest.raises(polylb.UnknownMethodError):
+            lb.select(method=bad)
+        with pytest.raises(polylb.UnknownMethodError):
+            lb.select(method=bad, now_us=1)
+        with pytest.raises(polylb.UnknownMethodError):
+            lb.select(method=bad, among=[1])
+        with pytest.raises(polylb.UnknownMethodError):
+            lb.report(1, 10, Outcome.SUCCESS, method=bad)
+    assert all(row["active"] == 0 for row in lb.stats()["invokers"])
+
+
+def test_times_beyond_64_bits_are_invalid(lb: polylb.Balancer) -> None:
+    picked = lb.select()
+    for elapsed in (2**64 + 5, 2**63):
+        with pytest.raises(polylb.InvalidArgumentError):
+            lb.report(picked, elapsed, Outcome.SUCCESS)
+    with pytest.raises(polylb.InvalidArgumentError):
+        lb.report(picked, 5, Outcome.SUCCESS, now_us=2**64)
+    assert by_id(lb.stats())[picked]["active"] == 1  # none of them ended the call
+    lb.report(picked, 5, Outcome.SUCCESS)
+    for now_us in (2**64, -(2**63) - 1):
+        with pytest.raises(polylb.InvalidArgumentError):
+            lb.select(now_us=now_us)
+        with pytest.raises(polylb.InvalidArgumentError):
+            lb.select(among=[1], now_us=now_us)
+    assert all(row["active"] == 0 for row in lb.stats()["invokers"])
+
+
+def test_ids_beyond_64_bits_name_no_invoker(lb: polylb.Balancer) -> None:
+    picked = lb.select()
+    # A report for an id no invoker has is ignored: it must not end the call of `picked`.
+    for alias in (picked - 2**64, picked + 2**64):
+        lb.report(alias, 7, Outcome.SUCCESS)
+    assert by_id(lb.stats())[picked]["active"] == 1
+    lb.report(picked, 7, Outcome.SUCCESS)
+    with pytest.raises(polylb.UnknownCandidateError):
+        lb.select(among=[1 + 2**64])
+    with pytest.raises(polylb.UnknownCandidateError):
+        lb.select(among=polylb.id_array([1 - 2**64]))
+    # Exclusions of ids no invoker has exclude nothing (wrapped, they would exclude 1, 2, 3).
+    seen = {lb.select(exclude=[1 + 2**64, 2 + 2**64, 3 - 2**64]) for _ in range(30)}
+    assert seen == {1, 2, 3}
+    for id in seen:
+        for _ in range(10):
+            lb.report(id, 1, Outcome.SUCCESS)
+
+
+def test_call_keeps_the_blocks_exception_when_closed_meanwhile(balancer_factory: Any) -> None:
+    balancer: polylb.Balancer = balancer_factory("random")
+    balancer.update(invokers(2))
+    with pytest.raises(ConnectionError, match="refused"):
+        with balancer.call():
+            balancer.close()  # e.g. a shutdown on another thread
+            raise ConnectionError("provider refused")
+    other: polylb.Balancer = balancer_factory("random")
+    other.update(invokers(2))
+    with pytest.raises(polylb.BalancerClosedError):
+        with other.call():
+            other.close()

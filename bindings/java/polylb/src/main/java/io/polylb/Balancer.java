@@ -25,7 +25,9 @@ import java.util.Objects;
  * <p>Times ({@code nowUs}) are Unix microseconds; 0 means the library's own clock. Passing
  * explicit times makes tests and simulations deterministic.
  *
- * <p>Lifetime: {@link #close()} drops the invoker set and its state at once, and every later
+ * <p>Lifetime: {@link #close()} drops the invoker set and its state at once (each other thread
+ * that called this balancer keeps its cached copy of the last set until its next call on a
+ * balancer taking the same cache slot, or its exit: see {@code plb_balancer_free}), and every later
  * call throws {@link IllegalStateException}; the native balancer itself (a few KB) is freed by a
  * {@link Cleaner} once the object is unreachable. So {@code close()} may race calls on other
  * threads: such a call either completes or throws {@link IllegalStateException}, and no call can
