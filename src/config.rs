@@ -413,11 +413,42 @@ impl Config {
         if self.outlier.max_ejection_ms < self.outlier.base_ejection_ms {
             return fail("outlier.maxEjectionMs", "is below outlier.baseEjectionMs");
         }
-        if given("zone.").is_some() && self.zone.is_none() {
-            return fail(
-                "zone.minHealthyPercent",
-                "has no effect without zone=<this consumer's zone>",
-            );
+        if self.outlier.failure_rate_percent == 0 {
+            if let Some(key) = ["outlier.windowMs", "outlier.minRequests"]
+                .into_iter()
+                .find(|k| seen.contains(k))
+            {
+                return fail(key, "has no effect without outlier.failureRate");
+            }
+        }
+        if given("zone.").is_some() {
+            if self.zone.is_none() {
+                return fail(
+                    "zone.minHealthyPercent",
+                    "has no effect without zone=<this consumer's zone>",
+                );
+            }
+            if !self.outlier.enabled() {
+                return fail(
+                    "zone.minHealthyPercent",
+                    "has no effect without outlier ejection (healthy means not ejected): set \
+                     outlier.consecutiveFailures or outlier.failureRate",
+                );
+            }
+        }
+        // Each of polylb's strategies reads its own options only: `peakewma&p2c.choices=0` is
+        // a slip for `peakewma.choices=0`, not a setting.
+        for kind in [
+            StrategyKind::P2c,
+            StrategyKind::PeakEwma,
+            StrategyKind::BoundedHash,
+        ] {
+            let prefix = format!("{}.", kind.name());
+            if let Some(key) = given(&prefix) {
+                if self.strategy != kind {
+                    return fail(key, &format!("applies to loadbalance={} only", kind.name()));
+                }
+            }
         }
         if let Some(key) = given("slowstart.") {
             if !self.strategy.is_beyond_dubbo() {
@@ -427,7 +458,12 @@ impl Config {
                      Dubbo's warm-up, set per invoker)",
                 );
             }
-            if self.slow_start.window_ms == 0 && key != "slowstart.windowMs" {
+        }
+        if self.slow_start.window_ms == 0 {
+            if let Some(key) = seen
+                .iter()
+                .find(|k| k.starts_with("slowstart.") && **k != "slowstart.windowMs")
+            {
                 return fail(key, "has no effect without slowstart.windowMs");
             }
         }

@@ -171,7 +171,7 @@ fn new_names_and_keys_parse() {
     }
     let c = polylb::Config::parse(
         "loadbalance=peakewma&peakewma.choices=3&peakewma.decay=5000&peakewma.failurePenalty=0\
-         &peakewma.preferenceMs=250&p2c.choices=0&boundedhash.factor=1.5&zone=z1&zone.minHealthyPercent=50\
+         &peakewma.preferenceMs=250&zone=z1&zone.minHealthyPercent=50\
          &outlier.consecutiveFailures=3&outlier.failureRate=40&outlier.windowMs=2000\
          &outlier.minRequests=5&outlier.baseEjectionMs=100&outlier.maxEjectionMs=1000\
          &outlier.maxEjectionPercent=50&slowstart.windowMs=30000&slowstart.minWeightPercent=5\
@@ -183,8 +183,10 @@ fn new_names_and_keys_parse() {
     assert_eq!(c.peakewma.failure_penalty_ms, 0);
     assert_eq!(c.peakewma.preference_ms, 250);
     assert_eq!(polylb::Config::default().peakewma.preference_ms, 0);
-    assert_eq!(c.p2c_choices, 0);
-    assert_eq!(c.boundedhash_factor, 1.5);
+    let p2c = polylb::Config::parse("loadbalance=p2c&p2c.choices=0").unwrap();
+    assert_eq!(p2c.p2c_choices, 0);
+    let bounded = polylb::Config::parse("loadbalance=boundedhash&boundedhash.factor=1.5").unwrap();
+    assert_eq!(bounded.boundedhash_factor, 1.5);
     assert_eq!(c.zone.as_deref(), Some("z1"));
     assert_eq!(c.zone_min_healthy_percent, 50);
     assert_eq!(c.outlier.consecutive_failures, 3);
@@ -217,6 +219,43 @@ fn options_that_would_do_nothing_are_errors() {
         ("zone.minHealthyPercent=50", "zone"),
         ("zone=a&zone.minHealthyPercent=0", "zone.minHealthyPercent"),
         ("outlier.baseEjectionMs=100", "outlier.consecutiveFailures"),
+        (
+            "outlier.consecutiveFailures=3&outlier.windowMs=5000",
+            "outlier.failureRate",
+        ),
+        (
+            "outlier.consecutiveFailures=3&outlier.minRequests=5",
+            "outlier.failureRate",
+        ),
+        (
+            "outlier.failureRate=0&outlier.consecutiveFailures=3&outlier.minRequests=5",
+            "outlier.failureRate",
+        ),
+        ("zone=a&zone.minHealthyPercent=50", "outlier ejection"),
+        // A strategy's own options, given to another strategy (a slip, not a setting).
+        ("loadbalance=peakewma&p2c.choices=0", "loadbalance=p2c only"),
+        (
+            "loadbalance=p2c&peakewma.choices=0",
+            "loadbalance=peakewma only",
+        ),
+        ("peakewma.preferenceMs=1000", "loadbalance=peakewma only"),
+        (
+            "loadbalance=consistenthash&boundedhash.factor=2",
+            "loadbalance=boundedhash only",
+        ),
+        // In any order, and with an empty (absent) window.
+        (
+            "loadbalance=p2c&slowstart.minWeightPercent=20&slowstart.windowMs=0",
+            "slowstart.windowMs",
+        ),
+        (
+            "loadbalance=p2c&slowstart.windowMs=0&slowstart.minWeightPercent=20",
+            "slowstart.minWeightPercent",
+        ),
+        (
+            "loadbalance=p2c&slowstart.windowMs=&slowstart.aggression=2",
+            "slowstart.aggression",
+        ),
         ("outlier.failureRate=101", "outlier.failureRate"),
         (
             "outlier.consecutiveFailures=2&outlier.baseEjectionMs=500000",
@@ -284,7 +323,7 @@ fn new_strategies_follow_weights_when_idle() {
     // with equal weights only.
     for name in ["p2c", "peakewma"] {
         let b = lb(
-            &format!("loadbalance={name}&seed=3&peakewma.choices=3&p2c.choices=3"),
+            &format!("loadbalance={name}&seed=3&{name}.choices=3"),
             &[
                 provider(1).weight(50),
                 provider(2).weight(30),
@@ -1193,9 +1232,14 @@ fn outlier_ejection_backs_off_and_returns() {
         let b = lb(
             &format!(
                 "loadbalance={}&seed=17&outlier.consecutiveFailures=3&outlier.baseEjectionMs=1000\
-                 &outlier.maxEjectionMs=2500&outlier.maxEjectionPercent=50\
-                 &peakewma.failurePenalty=0",
-                kind.name()
+                 &outlier.maxEjectionMs=2500&outlier.maxEjectionPercent=50{}",
+                kind.name(),
+                // Failures must not also look slow here: ejection alone is under test.
+                if *kind == StrategyKind::PeakEwma {
+                    "&peakewma.failurePenalty=0"
+                } else {
+                    ""
+                }
             ),
             &(1..=4).map(provider).collect::<Vec<_>>(),
         );
