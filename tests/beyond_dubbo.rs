@@ -714,6 +714,45 @@ fn peakewma_sees_a_stall_with_one_call_in_flight_per_consumer() {
 }
 
 #[test]
+fn peakewma_a_cancelled_call_is_no_progress_of_a_stalled_invoker() {
+    // Invoker 1 holds a call that never returns; its age makes it look slow. A second call
+    // picked for it and cancelled (never sent) is no sign of life: the age must stay.
+    let b = lb(
+        "loadbalance=peakewma&peakewma.choices=0&seed=3",
+        &[provider(1), provider(2)],
+    );
+    for k in 0..200 {
+        let t = NOW + k * 1000;
+        let id = b.select(0, b"", t).unwrap();
+        b.report(0, id, 1000, Outcome::Success, t).unwrap();
+    }
+    let stuck_at = NOW + 1_000_000;
+    assert_eq!(b.select_among(0, b"", &[1], &[], stuck_at).unwrap(), 1);
+    let later = stuck_at + 5_000_000;
+    // Invoker 2 is busier by calls in flight: only the stalled call's age keeps picks off 1.
+    for _ in 0..3 {
+        assert_eq!(b.select_among(0, b"", &[2], &[], later).unwrap(), 2);
+    }
+    let to_stalled = |t: i64| {
+        (0..100)
+            .filter(|_| {
+                let id = b.select(0, b"", t).unwrap();
+                b.report(0, id, 1000, Outcome::Success, t).unwrap();
+                id == 1
+            })
+            .count()
+    };
+    assert_eq!(to_stalled(later), 0, "the stall was not seen");
+    let id = b.select_among(0, b"", &[1], &[], later).unwrap();
+    b.report(0, id, 0, Outcome::Cancelled, later).unwrap();
+    assert_eq!(
+        to_stalled(later + 1000),
+        0,
+        "a cancelled call made the stalled invoker look healthy"
+    );
+}
+
+#[test]
 fn peakewma_fast_failures_and_timeouts_do_not_look_fast() {
     for bad in [Outcome::Failure, Outcome::Timeout] {
         let invokers: Vec<Invoker> = (1..=4).map(provider).collect();

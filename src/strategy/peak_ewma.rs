@@ -11,8 +11,8 @@
 //!   still fails.
 //! - **Calls in flight for longer than the estimate count as slow.** While calls are in flight
 //!   and none ends, the oldest of them is at least as old as the time since the invoker last made
-//!   progress (a call ended, or it went from idle to busy); the effective latency is the larger
-//!   of that age and the estimate. A stalled invoker looks slower every millisecond, before any
+//!   progress (a call it was sent ended, or it went from idle to busy); the effective latency is
+//!   the larger of that age and the estimate. A stalled invoker looks slower every millisecond, before any
 //!   of its calls returns — with one call in flight as well as with a hundred.
 //! - **Cold start.** An invoker without a sample is priced at the method's typical estimate (an
 //!   average of the invokers' estimates as successful calls end, so weighted by traffic), so it
@@ -777,16 +777,17 @@ impl Strategy for PeakEwma {
     }
 
     fn on_report(&self, r: &Report<'_>) {
+        let success = match r.outcome {
+            Outcome::Success => true,
+            Outcome::Failure | Outcome::Timeout => false,
+            // Never sent: the invoker made no progress (a stalled one must keep its age).
+            Outcome::Cancelled => return,
+        };
         let cell = r.stats.ewma();
         let now = r.clock.now_us();
         if r.ended {
             cell.progress_us.store(now, Relaxed);
         }
-        let success = match r.outcome {
-            Outcome::Success => true,
-            Outcome::Failure | Outcome::Timeout => false,
-            Outcome::Cancelled => return,
-        };
         let elapsed = r.elapsed_us.max(1) as f64;
         let sample = if success {
             elapsed
