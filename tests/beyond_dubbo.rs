@@ -1792,6 +1792,79 @@ fn boundedhash_gives_a_warming_invoker_its_keys_gradually_and_keeps_them() {
     );
 }
 
+#[test]
+fn boundedhash_keeps_the_ring_when_every_invoker_warms_up_together() {
+    // A full redeploy: every invoker 60 s into Dubbo's 10-min warm-up (10 % of its weight), or
+    // every id new under slow start. Relative to each other they weigh the same, so under light
+    // load every key stays where consistenthash puts it (a share relative to full weight made
+    // most keys skip every owner and fall back to the first invoker of the set).
+    let now_ms = NOW / 1000;
+    let warming: Vec<Invoker> = (1..=4)
+        .map(|i| {
+            provider(i)
+                .start_time_ms(now_ms - 60_000)
+                .warmup_ms(600_000)
+        })
+        .collect();
+    let ramped = lb(
+        "loadbalance=boundedhash&slowstart.windowMs=60000",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    );
+    let green: Vec<Invoker> = (5..=8).map(provider).collect();
+    ramped.update(&green).unwrap();
+    for (b, set) in [
+        (lb("loadbalance=boundedhash", &warming), &warming),
+        (ramped, &green),
+    ] {
+        let ch = lb("loadbalance=consistenthash", set);
+        for k in 0..2_000u32 {
+            let key = format!("key-{k}");
+            let got = b.select(0, key.as_bytes(), NOW).unwrap();
+            b.report(0, got, 1000, Outcome::Success, NOW).unwrap();
+            let ring = ch.select(0, key.as_bytes(), NOW).unwrap();
+            ch.report(0, ring, 1000, Outcome::Success, NOW).unwrap();
+            assert_eq!(got, ring, "key {key}");
+        }
+    }
+}
+
+#[test]
+fn boundedhash_bound_is_the_exact_ceiling() {
+    // ⌈factor × (in flight + 1) / n⌉ at equal weights, computed exactly: in f64, 1.25 × 28 / 5
+    // is 7.000000000000001, and its ceiling let an invoker take an 8th call.
+    for (factor, num, den, n) in [
+        ("1.25", 5i64, 4i64, 5u64),
+        ("1.5", 3, 2, 3),
+        ("1.1", 11, 10, 4),
+    ] {
+        let b = lb(
+            &format!("loadbalance=boundedhash&boundedhash.factor={factor}"),
+            &(1..=n).map(provider).collect::<Vec<_>>(),
+        );
+        let mut active: BTreeMap<u64, i64> = BTreeMap::new();
+        let mut reached = false;
+        for calls in 1..=80i64 {
+            // Nothing is reported: `calls` are in flight after this select.
+            let id = b.select(0, b"hot-key", NOW).unwrap();
+            let held = active.entry(id).or_insert(0);
+            *held += 1;
+            let d = den * n as i64;
+            let bound = (num * calls + d - 1) / d;
+            assert!(
+                *held <= bound,
+                "factor {factor}, {n} invokers: invoker {id} holds {held} of {calls}, bound {bound}"
+            );
+            reached |= *held == bound && (num * calls) % d == 0;
+        }
+        // The bound was met exactly where factor × calls / n is whole (the rounding case);
+        // 1.1 (not a binary fraction) is checked for the bound only.
+        assert!(
+            reached || factor == "1.1",
+            "factor {factor}: no whole bound was reached"
+        );
+    }
+}
+
 /// Provider metrics are adaptive's: any other strategy accepts and ignores them. (Each
 /// strategy's per-method words share their space, so metrics written for a peakewma or
 /// shortestresponse balancer would overwrite its latency estimates.)

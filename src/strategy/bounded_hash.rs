@@ -13,9 +13,10 @@
 //! always has room; the walk is bounded by the ring's length anyway, and a pick that found no
 //! room (racing updates) takes the least loaded candidate relative to weight. Weights (with
 //! warm-up and slow start) scale capacities; and an invoker below its full weight takes only
-//! that fraction of its keys (chosen per key, so a key it took stays with it as the weight
-//! grows) — with few calls in flight every capacity rounds up to 1, so capacities alone would
-//! let a cold invoker take all of its keys at once.
+//! that fraction of its keys, relative to the warmest candidate's (chosen per key, so a key it
+//! took stays with it as the weight grows) — with few calls in flight every capacity rounds up
+//! to 1, so capacities alone would let a cold invoker take all of its keys at once; relative, so
+//! that a set warming up all at once (a full redeploy) keeps the ring's picks.
 //!
 //! The whole set's in-flight total is kept per method (one counter, +1 on select, -1 on report)
 //! so that a whole-set pick is O(walk), not O(n); it is recounted from the invokers' own counts
@@ -81,6 +82,29 @@ impl BoundedHash {
             slow: SlowStart::new(config),
         }
     }
+}
+
+/// `⌈x⌉` for a capacity computed in `f64`: a whole number that rounding left a hair above it
+/// (1.25 × 28 / 5 = 7.000000000000001) is that number, not the next one.
+fn ceil_of_computed(x: f64) -> f64 {
+    (x * (1.0 - 1e-12)).ceil()
+}
+
+/// The largest fraction of its full weight that any candidate with a weight has: the share of
+/// its keys a warming invoker takes is relative to it, so a set that warms up (or ramps) all at
+/// once keeps its ring's picks instead of skipping every owner.
+fn warmest(ctx: &Ctx<'_>, sampler: &Sampler<'_, '_>) -> f64 {
+    let mut most = 0.0f64;
+    for &p in ctx.candidates {
+        let p = p as usize;
+        if ctx.member(p).weight > 0 {
+            most = most.max(sampler.fraction_of_full(p));
+            if most >= 1.0 {
+                break;
+            }
+        }
+    }
+    most
 }
 
 /// The whole set's total effective weight while some of it warms up (no slow-start ramp), in
@@ -149,6 +173,7 @@ impl Strategy for BoundedHash {
             total_weight
         };
         let per_weight = self.factor * (in_flight + 1) as f64 / total_weight as f64;
+        let mut warmest_fraction = None;
         if ring.len() > 0 {
             let point = key_point(ctx.key);
             let start = ring.ceiling(point);
@@ -161,17 +186,22 @@ impl Strategy for BoundedHash {
                 if w == 0 {
                     continue;
                 }
-                let capacity = (per_weight * w as f64).ceil();
+                let capacity = ceil_of_computed(per_weight * w as f64);
                 if (ctx.active(pos) as f64) >= capacity {
                     continue;
                 }
                 // Warming up or ramping: it takes the share of its keys that its weight allows
-                // (decided per key, so a key stays put and the share only grows), even when
-                // every capacity is 1 (few calls in flight).
+                // next to the warmest candidate's (decided per key, so a key stays put and the
+                // share only grows), even when every capacity is 1 (few calls in flight).
                 if !sampler.is_exact() {
                     let fraction = sampler.fraction_of_full(pos);
-                    if fraction < 1.0 && key_fraction(point, ctx.member(pos).id) >= fraction {
-                        continue;
+                    if fraction < 1.0 {
+                        let warmest =
+                            *warmest_fraction.get_or_insert_with(|| warmest(ctx, &sampler));
+                        let share = fraction / warmest;
+                        if share < 1.0 && key_fraction(point, ctx.member(pos).id) >= share {
+                            continue;
+                        }
                     }
                 }
                 return Ok(pos);
