@@ -514,6 +514,72 @@ fn consistenthash_subset_answers_as_a_ring_of_the_subset() {
 }
 
 #[test]
+fn consistenthash_subset_gets_the_points_a_collision_shadowed() {
+    // 10.0.1.63:20880 and 10.0.1.239:20880 place a point at the same place (3133687857), just
+    // after the key "user-1234"'s; the later invoker (2) wins it, as Dubbo's later put does. A
+    // ring of a subset without invoker 2 has invoker 1 there.
+    let colliding = |third: &str| {
+        vec![
+            Invoker::new(1, "10.0.1.63:20880"),
+            Invoker::new(2, "10.0.1.239:20880"),
+            Invoker::new(3, third),
+        ]
+    };
+    let b = balancer("loadbalance=consistenthash", &colliding("10.0.0.1:20880"));
+    assert_eq!(b.select(0, b"user-1234", NOW).unwrap(), 2);
+    let pick = |among: &[u64], excluded: &[u64]| {
+        let id = b
+            .select_among(0, b"user-1234", among, excluded, NOW)
+            .unwrap();
+        b.report(0, id, 1, Outcome::Cancelled, NOW).unwrap();
+        id
+    };
+    assert_eq!(pick(&[1, 3], &[]), 1);
+    assert_eq!(pick(&[], &[2]), 1);
+    // Every key, against a ring built from the subset: the same picks.
+    let sub = balancer(
+        "loadbalance=consistenthash",
+        &[
+            Invoker::new(1, "10.0.1.63:20880"),
+            Invoker::new(3, "10.0.0.1:20880"),
+        ],
+    );
+    for i in 0..3000 {
+        let key = format!("k{i}");
+        let a = b
+            .select_among(0, key.as_bytes(), &[1, 3], &[], NOW)
+            .unwrap();
+        b.report(0, a, 1, Outcome::Cancelled, NOW).unwrap();
+        assert_eq!(a, ring_pick(&sub, &key), "key {key}");
+    }
+    // Two invokers at one address: the first one's points are all shadowed, and a subset
+    // without the second still gives it its keys.
+    let twins = balancer(
+        "loadbalance=consistenthash",
+        &[
+            Invoker::new(1, "10.0.0.1:20880"),
+            Invoker::new(2, "10.0.0.1:20880"),
+            Invoker::new(3, "10.0.0.2:20880"),
+        ],
+    );
+    let single = balancer(
+        "loadbalance=consistenthash",
+        &[
+            Invoker::new(1, "10.0.0.1:20880"),
+            Invoker::new(3, "10.0.0.2:20880"),
+        ],
+    );
+    for i in 0..2000 {
+        let key = format!("k{i}");
+        let a = twins
+            .select_among(0, key.as_bytes(), &[1, 3], &[], NOW)
+            .unwrap();
+        twins.report(0, a, 1, Outcome::Cancelled, NOW).unwrap();
+        assert_eq!(a, ring_pick(&single, &key), "key {key}");
+    }
+}
+
+#[test]
 fn consistenthash_same_key_same_invoker_and_spreads_keys() {
     let invokers: Vec<Invoker> = (1..=5).map(provider).collect();
     let b = balancer("loadbalance=consistenthash", &invokers);

@@ -229,6 +229,27 @@ impl Ring {
         let i = if index >= len { index - len } else { index };
         self.points[i].1 as usize
     }
+
+    /// The owner of the point at `index` (as `owner_at`) on a ring built from the invokers
+    /// `accepts` takes alone: the winner of a collision when it is one of them, else the latest
+    /// of them that the winner shadowed there (in Dubbo's put order); None when none placed it.
+    fn owner_among(&self, index: usize, accepts: impl Fn(usize) -> bool) -> Option<usize> {
+        let len = self.points.len();
+        let (point, owner) = self.points[if index >= len { index - len } else { index }];
+        if accepts(owner as usize) {
+            return Some(owner as usize);
+        }
+        if self.shadowed.is_empty() {
+            return None;
+        }
+        let end = self.shadowed.partition_point(|&(p, _)| p <= point);
+        self.shadowed[..end]
+            .iter()
+            .rev()
+            .take_while(|&&(p, _)| p == point)
+            .map(|&(_, o)| o as usize)
+            .find(|&o| accepts(o))
+    }
 }
 
 pub(crate) fn ring_of(snapshot: &Snapshot) -> Option<&Ring> {
@@ -249,9 +270,8 @@ pub(crate) fn ring_pick(snapshot: &Snapshot, key: &[u8]) -> Option<usize> {
 pub(crate) fn ring_pick_among(snapshot: &Snapshot, key: &[u8], mask: &[u64]) -> Option<usize> {
     let ring = ring_of(snapshot)?;
     let start = ring.ceiling(key_point(key));
-    (0..ring.len())
-        .map(|k| ring.owner_at(start + k))
-        .find(|&pos| mask[pos / 64] & (1u64 << (pos % 64)) != 0)
+    let in_mask = |pos: usize| mask[pos / 64] & (1u64 << (pos % 64)) != 0;
+    (0..ring.len()).find_map(|k| ring.owner_among(start + k, in_mask))
 }
 
 impl Strategy for ConsistentHash {
