@@ -145,6 +145,34 @@ fn churn_against_model(
                 }
                 1 => now_ms += 61_000,
                 2 => now_ms += rng.next(30_000) as i64,
+                // The caller's clock steps back (or NTP moves the wall clock): Dubbo stamps
+                // each select's own time, so recycling counts from the latest select's.
+                4 => now_ms -= rng.next(10_000) as i64,
+                5 => {
+                    // Two updates with no select between them: a weight changed and changed
+                    // back, or a set of one (which Dubbo never walks). No select saw either, so
+                    // no counter may restart.
+                    let passing: Vec<Invoker> = match rng.next(2) {
+                        0 => set
+                            .iter()
+                            .map(|&(id, w)| provider(id).weight(w + 1 + rng.next(3) as i32))
+                            .collect(),
+                        _ => vec![provider(set[0].0).weight(set[0].1 + 1)],
+                    };
+                    b.update(&passing).unwrap();
+                    if rng.next(2) == 0 {
+                        // A select over the set of one: Dubbo returns it untouched.
+                        let only = passing[0].id;
+                        if passing.len() == 1 {
+                            assert_eq!(b.select(m, b"", now_ms * 1000).unwrap(), only);
+                            b.report(m, only, 1, polylb::Outcome::Success, now_ms * 1000)
+                                .unwrap();
+                        }
+                    }
+                    let invokers: Vec<Invoker> =
+                        set.iter().map(|&(id, w)| provider(id).weight(w)).collect();
+                    b.update(&invokers).unwrap();
+                }
                 3 if set.len() > 2 => {
                     // A failover retry: exclude one tried invoker.
                     let tried = set[rng.next(set.len() as u64) as usize].0;
@@ -691,4 +719,45 @@ fn zone_preference_keeps_dubbos_sequence_over_the_local_invokers() {
         let want = model.select(&local, now_ms);
         assert_eq!(b.select(0, b"", now_ms * 1000).unwrap(), want, "pick {k}");
     }
+}
+
+#[test]
+fn a_weight_change_no_select_saw_restarts_nothing() {
+    // Dubbo resets a counter when a select finds the weight changed. Changed and changed back
+    // between two selects, no select saw it: the [5, 1, 1] period goes on where it was.
+    let set = |w2: i32| {
+        [
+            provider(1).weight(5),
+            provider(2).weight(w2),
+            provider(3).weight(1),
+        ]
+    };
+    let b = balancer("loadbalance=roundrobin", &set(1));
+    let t = 1_000_000;
+    let mut got = vec![b.select(0, b"", t).unwrap()]; // counters (-2, 1, 1)
+    b.update(&set(3)).unwrap();
+    b.update(&set(1)).unwrap();
+    // Nor does a set of one, which Dubbo returns without walking it.
+    b.update(&[provider(1).weight(7)]).unwrap();
+    assert_eq!(b.select(0, b"", t).unwrap(), 1);
+    b.update(&set(1)).unwrap();
+    got.extend((0..6).map(|_| b.select(0, b"", t).unwrap()));
+    assert_eq!(got, [1, 1, 2, 1, 3, 1, 1]);
+}
+
+#[test]
+fn recycling_counts_from_the_latest_select_even_when_the_clock_stepped_back() {
+    let t0 = 1_700_000_000_000i64;
+    let back = t0 - 5_000;
+    let all = [provider(1), provider(2), provider(3)];
+    let b = balancer("loadbalance=roundrobin", &all);
+    assert_eq!(b.select(0, b"", t0 * 1000).unwrap(), 1); // (-2, 1, 1)
+    assert_eq!(b.select(0, b"", back * 1000).unwrap(), 2); // (-1, -1, 2), stamped `back`
+    b.update(&all[..2]).unwrap();
+    // 60 s after the latest select's time (not after t0): invoker 3's counter is recycled...
+    let t = back + 60_001;
+    assert_eq!(b.select(0, b"", t * 1000).unwrap(), 1);
+    b.update(&all).unwrap();
+    // ... so it restarts at 0 when it comes back: (-1, 1, 1) → 2.
+    assert_eq!(b.select(0, b"", t * 1000).unwrap(), 2);
 }

@@ -249,6 +249,10 @@ struct State {
     scratch: Vec<i64>,
     /// The live period published for lock-free picks, while one is (see [`LiveSlots`]).
     open: Option<Arc<Live>>,
+    /// A select has been served from the period or tournament since it was built. Until one
+    /// is, no select has seen its set (an update builds ahead of the picks): ending it then
+    /// must leave the entries as they were, as Dubbo's would be, weight changes unseen.
+    picked_since_build: bool,
 }
 
 struct PerMethod {
@@ -379,7 +383,9 @@ pub(crate) fn serve_live(snapshot: &Snapshot, method_id: u32, now_ms: i64) -> Op
     if ticket & CLOSED != 0 {
         return None;
     }
-    if live.last_select_ms.load(Relaxed) < now_ms {
+    // The latest select's own time, as Dubbo stamps it (earlier too, when the clock stepped
+    // back); written once per millisecond, not per pick.
+    if live.last_select_ms.load(Relaxed) != now_ms {
         live.last_select_ms.store(now_ms, Relaxed);
     }
     Some(live.order[live.position(ticket)] as usize)
@@ -392,9 +398,13 @@ impl State {
             // The cursor started at the period's position: it now is the position reached.
             let reached = live.cursor.fetch_or(CLOSED, AcqRel) & !CLOSED;
             if let Some(p) = self.period.as_mut() {
+                // A set of one is never walked by Dubbo: its selects leave no trace.
+                if reached != p.next as u64 && p.ids.len() > 1 {
+                    self.picked_since_build = true;
+                    self.last_select_ms = live.last_select_ms.load(Relaxed);
+                }
                 p.next = (reached % p.order.len() as u64) as usize;
             }
-            self.last_select_ms = self.last_select_ms.max(live.last_select_ms.load(Relaxed));
         }
     }
 
@@ -526,6 +536,15 @@ impl State {
             }
             self.warming = Some(w);
         }
+        if !self.picked_since_build {
+            // Built ahead of any select (by an update): no select saw its set, so the entries
+            // stay as they are.
+            if let Some(k) = self.kinetic.as_mut() {
+                k.live = false;
+            }
+            self.period = None;
+            return;
+        }
         if let Some(mut k) = self.kinetic.take() {
             if k.live {
                 for ((&id, &weight), current) in
@@ -589,6 +608,7 @@ impl State {
         };
         let mut start = std::mem::take(&mut self.scratch);
         self.starting_counters(set, &mut start);
+        self.picked_since_build = false;
         match fresh_period_for(set, &start) {
             Some(period) => self.period = Some(period),
             None => self.build_kinetic(set, &start, length),
@@ -601,21 +621,16 @@ impl State {
     }
 
     /// The pick set's counters as its next select finds them, into `start`: an invoker whose
-    /// weight changed restarts from zero, as a Dubbo select first does. A missing entry is not
-    /// created: it would start at zero, updated now, and the period or tournament writes every
-    /// member's entry when it ends (so a method that starts fresh keeps no per-invoker state
-    /// until then).
-    fn starting_counters(&mut self, set: PickSet<'_>, start: &mut Vec<i64>) {
+    /// weight changed restarts from zero, as a Dubbo select first does. The entries are not
+    /// touched: the period or tournament writes every member's entry when it ends, once a
+    /// select has been served from it (until then no select has seen the change, and a weight
+    /// changed and changed back before one does restarts nothing, as in Dubbo).
+    fn starting_counters(&self, set: PickSet<'_>, start: &mut Vec<i64>) {
         start.clear();
         for m in set.members() {
-            let current = match self.entries.get_mut(&m.id) {
-                Some(e) if e.weight != m.weight => {
-                    e.weight = m.weight;
-                    e.current = 0;
-                    0
-                }
-                Some(e) => e.current,
-                None => 0,
+            let current = match self.entries.get(&m.id) {
+                Some(e) if e.weight == m.weight => e.current,
+                _ => 0,
             };
             start.push(current);
         }
@@ -698,27 +713,33 @@ impl State {
     /// A pick from the period or the tournament, when one is set up for this snapshot.
     fn serve_fast(&mut self, method_id: u32, snapshot: &Snapshot, now_ms: i64) -> Option<usize> {
         let generation = snapshot.generation;
-        let pos = if let Some(p) = self.period.as_mut().filter(|p| p.generation == generation) {
-            let pos = p.order[p.next] as usize;
-            p.next = (p.next + 1) % p.order.len();
-            pos
-        } else if let Some(k) = self
-            .kinetic
-            .as_mut()
-            .filter(|k| k.live && k.generation == generation)
-        {
-            let pos = k.positions[k.wrr.next() as usize];
-            if let Some(period) = k.record(pos, generation) {
-                // Picks from a period need no lock; the tournament's counters are the
-                // period's start.
-                k.live = false;
-                self.period = Some(period);
-            }
-            pos as usize
-        } else {
-            return None;
-        };
-        self.last_select_ms = now_ms;
+        let (pos, walked) =
+            if let Some(p) = self.period.as_mut().filter(|p| p.generation == generation) {
+                let pos = p.order[p.next] as usize;
+                p.next = (p.next + 1) % p.order.len();
+                (pos, p.ids.len() > 1)
+            } else if let Some(k) = self
+                .kinetic
+                .as_mut()
+                .filter(|k| k.live && k.generation == generation)
+            {
+                let pos = k.positions[k.wrr.next() as usize];
+                let walked = k.ids.len() > 1;
+                if let Some(period) = k.record(pos, generation) {
+                    // Picks from a period need no lock; the tournament's counters are the
+                    // period's start.
+                    k.live = false;
+                    self.period = Some(period);
+                }
+                (pos as usize, walked)
+            } else {
+                return None;
+            };
+        // A set of one is never walked by Dubbo: its selects leave no trace.
+        if walked {
+            self.picked_since_build = true;
+            self.last_select_ms = now_ms;
+        }
         if now_ms.saturating_sub(self.oldest_departed_ms) > RECYCLE_MS {
             let set = PickSet::of(snapshot);
             self.recycle_outside(now_ms, |id| set.contains(id));
