@@ -761,3 +761,17 @@ fn recycling_counts_from_the_latest_select_even_when_the_clock_stepped_back() {
     // ... so it restarts at 0 when it comes back: (-1, 1, 1) → 2.
     assert_eq!(b.select(0, b"", t * 1000).unwrap(), 2);
 }
+
+#[test]
+fn totals_beyond_32_bits_keep_the_smooth_sequence() {
+    // Dubbo's int total overflows at 2 × (2^31 − 1) and its pick then sticks to the first
+    // provider; in 64 bits the two alternate, as equal weights must.
+    let b = balancer(
+        "loadbalance=roundrobin",
+        &[provider(1).weight(i32::MAX), provider(2).weight(i32::MAX)],
+    );
+    let got: Vec<u64> = (0..6)
+        .map(|_| b.select(0, b"", 1_000_000).unwrap())
+        .collect();
+    assert_eq!(got, [1, 2, 1, 2, 1, 2]);
+}
