@@ -157,10 +157,13 @@ fn read_string(env: &mut JNIEnv, value: &JString) -> Result<String, Status> {
     }
     // Safety: the Java side declares these as String / String[] elements, so `value` is a
     // java.lang.String (the checked `get_string` would add a class lookup per element).
-    // Java hands out modified UTF-8; the conversion decodes it (lossily for lone surrogates,
-    // which have no UTF-8 form).
     let java_str = unsafe { env.get_string_unchecked(value) }.map_err(|_| Status::InvalidUtf8)?;
-    Ok(java_str.into())
+    // Java hands out modified UTF-8. A lone surrogate has no UTF-8 form: strictly decoded it is
+    // an error, as the other bindings make it (a lossy decode would turn it into U+FFFD and
+    // place an invoker under an address no other language can name).
+    cesu8::from_java_cesu8(java_str.to_bytes())
+        .map(|text| text.into_owned())
+        .map_err(|_| Status::InvalidUtf8)
 }
 
 /// Reads element `index` of a `String[]`; `Ok(None)` for a null element.
@@ -334,8 +337,18 @@ fn read_invokers(
 
     let mut invokers = Vec::with_capacity(n);
     for i in 0..n {
-        // A negative Java long is an id above INT64_MAX once reinterpreted, which the core
-        // rejects with its own IdOutOfRange message.
+        // Named as the caller wrote it: reinterpreted, a negative long is an id above INT64_MAX,
+        // which the core would reject naming a number nobody passed.
+        if id_values[i] < 0 {
+            return Err((
+                Status::IdOutOfRange,
+                format!(
+                    "invoker #{i}: id {} is outside 0..{}",
+                    id_values[i],
+                    i64::MAX
+                ),
+            ));
+        }
         let id = id_values[i] as u64;
         let address = match read_string_element(env, addresses, i) {
             Ok(Some(address)) => address,
@@ -355,8 +368,9 @@ fn read_invokers(
             .warmup_ms(warmup_values[i]);
         if !zones.is_null() {
             match read_string_element(env, zones, i) {
-                Ok(Some(zone)) => invoker = invoker.zone(zone),
-                Ok(None) => {}
+                // An empty zone is no zone, as a zero-length one is in the C ABI.
+                Ok(Some(zone)) if !zone.is_empty() => invoker = invoker.zone(zone),
+                Ok(_) => {}
                 Err(status) => {
                     return Err((status, format!("could not read the zone of invoker {i}")))
                 }

@@ -150,7 +150,7 @@ public final class Balancer implements AutoCloseable {
     public int method(String name) {
         Objects.requireNonNull(name, "name");
         try {
-            long id = Native.method(live(), name.getBytes(StandardCharsets.UTF_8));
+            long id = Native.method(live(), utf8(name, "method name"));
             if (id < 0) {
                 throw PolylbException.of(id);
             }
@@ -210,7 +210,7 @@ public final class Balancer implements AutoCloseable {
             for (int i = length - 1; i >= 0; i--) {
                 char c = key.charAt(i);
                 if (c >= 0x80) {
-                    return select(method, key.getBytes(StandardCharsets.UTF_8), 0);
+                    return select(method, utf8(key, "key"), 0);
                 }
                 if (i >= 8) {
                     high = (high << 8) | c;
@@ -220,7 +220,31 @@ public final class Balancer implements AutoCloseable {
             }
             return selectPacked(method, low, high, length, 0);
         }
-        return select(method, key.getBytes(StandardCharsets.UTF_8), 0);
+        return select(method, utf8(key, "key"), 0);
+    }
+
+    /**
+     * The UTF-8 bytes of {@code text}. A lone surrogate has no UTF-8 form: {@code getBytes}
+     * would turn it into {@code '?'} (so two different names or keys could become one), where
+     * the other bindings reject such text; it is {@link Status#INVALID_UTF8} here too.
+     */
+    static byte[] utf8(String text, String what) {
+        int length = text.length();
+        for (int i = 0; i < length; i++) {
+            char c = text.charAt(i);
+            if (Character.isSurrogate(c)) {
+                if (Character.isHighSurrogate(c)
+                        && i + 1 < length
+                        && Character.isLowSurrogate(text.charAt(i + 1))) {
+                    i++;
+                    continue;
+                }
+                throw PolylbException.of(
+                        Status.INVALID_UTF8.code(),
+                        what + " has a lone surrogate at index " + i + " (no UTF-8 form)");
+            }
+        }
+        return text.getBytes(StandardCharsets.UTF_8);
     }
 
     private long selectPacked(int method, long keyLow, long keyHigh, int keyLength, long nowUs) {

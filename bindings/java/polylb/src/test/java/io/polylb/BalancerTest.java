@@ -100,10 +100,11 @@ class BalancerTest {
                         bytes[i] = (byte) random.nextInt(256);
                     }
                     assertSamePick(lb, m, bytes, lb.select(m, bytes));
-                    String alphabet = alphabets[trial % 2];
+                    // Whole code points: a lone surrogate half has no UTF-8 form (INVALID_UTF8).
+                    int[] alphabet = alphabets[trial % 2].codePoints().toArray();
                     StringBuilder text = new StringBuilder();
                     while (text.length() < length) {
-                        text.append(alphabet.charAt(random.nextInt(alphabet.length())));
+                        text.appendCodePoint(alphabet[random.nextInt(alphabet.length)]);
                     }
                     String key = text.toString();
                     assertSamePick(lb, m, key.getBytes(StandardCharsets.UTF_8), lb.selectByKey(m, key));
@@ -204,8 +205,11 @@ class BalancerTest {
                     () -> lb.update(List.of(Invoker.of(1, "a:1"), Invoker.of(1, "b:1")))).status());
             assertEquals(Status.NEGATIVE_WEIGHT, assertThrows(PolylbException.class,
                     () -> lb.update(List.of(Invoker.of(1, "a:1").withWeight(-1)))).status());
-            assertEquals(Status.ID_OUT_OF_RANGE, assertThrows(PolylbException.class,
-                    () -> lb.update(List.of(Invoker.of(-1, "a:1")))).status());
+            PolylbException negativeId = assertThrows(PolylbException.class,
+                    () -> lb.update(List.of(Invoker.of(-1, "a:1"))));
+            assertEquals(Status.ID_OUT_OF_RANGE, negativeId.status());
+            // Named as given, as Python and Go name it (not as the u64 it reinterprets to).
+            assertTrue(negativeId.getMessage().contains("id -1 is outside 0.."), negativeId.getMessage());
             assertThrows(NullPointerException.class, () -> Invoker.of(1, null));
             assertThrows(NullPointerException.class, () -> lb.update(null));
 
@@ -227,13 +231,26 @@ class BalancerTest {
             assertThrows(NullPointerException.class, () -> lb.report(m, 1, 5, null));
             assertEquals(Status.INVALID_ARGUMENT, assertThrows(PolylbException.class,
                     () -> lb.reportProviderMetrics(m, 1, NOW_MS, Double.NaN, 10, 0)).status());
-            // Text Java can hold but UTF-8 cannot (a lone surrogate) is cleaned or rejected, never fatal.
-            try {
-                lb.update(List.of(Invoker.of(5, "\uD800bad:1"), Invoker.of(6, "ok:1").withZone("\uDFFF")));
-            } catch (PolylbException e) {
-                assertEquals(Status.INVALID_UTF8, e.status());
-            }
-            lb.method("\uD800");
+            // Text Java can hold but UTF-8 cannot (a lone surrogate) is INVALID_UTF8, as in the
+            // other bindings: never replaced by U+FFFD or '?', which would make two names one.
+            assertEquals(Status.INVALID_UTF8, assertThrows(PolylbException.class,
+                    () -> lb.update(List.of(Invoker.of(5, "\uD800bad:1")))).status());
+            assertEquals(Status.INVALID_UTF8, assertThrows(PolylbException.class,
+                    () -> lb.update(List.of(Invoker.of(6, "ok:1").withZone("\uDFFF")))).status());
+            assertEquals(Status.INVALID_UTF8, assertThrows(PolylbException.class,
+                    () -> lb.method("get\uD800")).status());
+            assertEquals(Status.INVALID_UTF8, assertThrows(PolylbException.class,
+                    () -> lb.selectByKey(m, "key-\uDC00")).status());
+            assertEquals(Status.INVALID_UTF8, assertThrows(PolylbException.class,
+                    () -> lb.selectByKey(m, "a key longer than sixteen chars \uD800")).status());
+            assertEquals(Status.INVALID_UTF8, assertThrows(PolylbException.class,
+                    () -> new Balancer("loadbalance=random&zone=\uD800"))
+                    .status());
+            // A surrogate pair is one character, with a UTF-8 form.
+            assertTrue(lb.method("get\uD83D\uDE00") > 0);
+            // An empty zone is no zone, as a zero-length one is in C, Go and Python.
+            lb.update(List.of(Invoker.of(1, "a:1").withZone(""), Invoker.of(2, "b:1")));
+            assertFalse(lb.statsJson().contains("\"zone\""), lb.statsJson());
             lb.update(invokers(1, 2, 3));
             // A report for an id that is not in the set is harmless.
             lb.report(m, 77, 5, Outcome.FAILURE);
