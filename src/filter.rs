@@ -11,7 +11,8 @@
 //! - **Zone preference**: with `zone=Z`, calls go to invokers of zone Z while at least
 //!   `zone.minHealthyPercent` % of them are healthy (not ejected). Below that, the local share
 //!   shrinks in proportion (healthy fraction / threshold) and the rest spills over to every
-//!   healthy invoker; with no healthy local invoker, everything spills over.
+//!   healthy invoker; with no healthy local invoker, everything spills over. A zone whose
+//!   invokers all weigh 0 while others do not is drained: it is preferred no more.
 //!
 //! Hot path: while nothing is ejected (always, without outlier ejection) a whole-set call
 //! narrows at most to the set's local zone, built once on update (`LocalZone`, kept in the
@@ -155,6 +156,9 @@ impl Filter {
     /// takes the whole set: no zone configured, or no invoker (or every invoker) local.
     pub fn local_zone(&self, members: &[Member]) -> Option<LocalZone> {
         self.zone.as_ref()?;
+        if self.drained(members) {
+            return None;
+        }
         let positions: Box<[u32]> = (0..members.len() as u32)
             .filter(|&p| self.is_local(&members[p as usize]))
             .collect();
@@ -174,6 +178,22 @@ impl Filter {
 
     fn is_local(&self, member: &Member) -> bool {
         matches!((&self.zone, &member.zone), (Some(z), Some(m)) if **z == **m)
+    }
+
+    /// Every local invoker weighs 0 while some other invoker does not: the zone is drained (its
+    /// weights were set to 0 to move its traffic away), so it is preferred no more and calls
+    /// go where the weights are, as a set's zero weights send them.
+    fn drained(&self, members: &[Member]) -> bool {
+        let (mut local, mut local_weight, mut other_weight) = (false, false, false);
+        for m in members {
+            if self.is_local(m) {
+                local = true;
+                local_weight |= m.weight > 0;
+            } else {
+                other_weight |= m.weight > 0;
+            }
+        }
+        local && !local_weight && other_weight
     }
 
     /// The local share as a 32-bit fixed-point probability: 1 << 32 = always local.
@@ -242,8 +262,9 @@ impl Filter {
         view.local_mask.clear();
         view.local_mask.resize(words, 0);
         let mut local_total = 0u64;
+        let drained = self.drained(&snapshot.members);
         for (pos, m) in snapshot.members.iter().enumerate() {
-            let local = self.is_local(m);
+            let local = !drained && self.is_local(m);
             local_total += local as u64;
             if self.outlier.is_some() && m.state.outlier.is_ejected() {
                 continue;

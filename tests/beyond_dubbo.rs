@@ -1089,6 +1089,56 @@ fn zone_preference_keeps_calls_local_for_every_strategy() {
     }
 }
 
+#[test]
+fn a_zone_drained_by_zero_weights_is_preferred_no_more() {
+    // Every invoker of zone a set to weight 0 (to move its traffic away): calls go where the
+    // weights are, as a set's zero weights send them, instead of staying local and spreading
+    // evenly over the drained invokers (the rule for a set that weighs nothing at all).
+    let drained: Vec<Invoker> = zoned()
+        .into_iter()
+        .map(|i| match i.id {
+            1 | 2 => i.weight(0),
+            _ => i,
+        })
+        .collect();
+    // The strategies that never pick a zero weight while another weighs something (Dubbo's
+    // ring ignores weights; its leastactive, shortestresponse and adaptive may return a
+    // zero-weight invoker that is alone in being least loaded or fastest).
+    for kind in [
+        StrategyKind::Random,
+        StrategyKind::RoundRobin,
+        StrategyKind::P2c,
+        StrategyKind::PeakEwma,
+        StrategyKind::BoundedHash,
+    ] {
+        for options in ["", "&outlier.consecutiveFailures=3"] {
+            let b = lb(
+                &format!("loadbalance={}&zone=a&seed=15{options}", kind.name()),
+                &drained,
+            );
+            for k in 0..500u32 {
+                let id = b.select(0, &k.to_le_bytes(), NOW).unwrap();
+                b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+                assert!(
+                    id > 2,
+                    "{}{options}: picked drained invoker {id}",
+                    kind.name()
+                );
+            }
+        }
+    }
+    // One local invoker still weighing something keeps the zone preferred.
+    let partly: Vec<Invoker> = zoned()
+        .into_iter()
+        .map(|i| if i.id == 1 { i.weight(0) } else { i })
+        .collect();
+    let b = lb("loadbalance=random&zone=a&seed=15", &partly);
+    for k in 0..500u32 {
+        assert_eq!(b.select(0, &k.to_le_bytes(), NOW).unwrap(), 2);
+        b.report(0, 2, 1000, Outcome::Success, NOW).unwrap();
+    }
+}
+
 /// consistenthash with a zone preference answers as its ring walked to the first local
 /// invoker (what a caller naming the local invokers as candidates gets): each key keeps its
 /// owner when that owner is local, and the keys of remote owners go to the local invoker that
