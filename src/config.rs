@@ -203,7 +203,8 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "peakewma.failurePenalty",
         "peakewma: latency in ms recorded for a failed or timed-out call (at least its elapsed \
          time), so fast failures do not look fast; a failing invoker is probed again after \
-         this long, then twice as late each time; 0 = elapsed time only (default 1000)",
+         this long (at most peakewma.decay, after which the estimate has faded too), then \
+         twice as late each time; 0 = elapsed time only (default 1000)",
         |c, k, v| {
             c.peakewma.failure_penalty_ms = non_negative(k, v)?;
             Ok(())

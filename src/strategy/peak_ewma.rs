@@ -7,8 +7,8 @@
 //!   since the previous sample.
 //! - **Failures are not fast.** A failed or timed-out call is recorded as at least
 //!   `peakewma.failurePenalty` (1 s by default), so an invoker that answers errors in 1 ms looks
-//!   slow, not fast; it is probed again only after the penalty, then twice as late each time it
-//!   still fails.
+//!   slow, not fast; it is probed again only after the penalty (at most `peakewma.decay`), then
+//!   twice as late each time it still fails.
 //! - **Calls in flight for longer than the estimate count as slow.** While calls are in flight
 //!   and none ends, the oldest of them is at least as old as the time since the invoker last made
 //!   progress (a call it was sent ended, or it went from idle to busy); the effective latency is
