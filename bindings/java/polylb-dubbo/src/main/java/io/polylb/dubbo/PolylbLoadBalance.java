@@ -102,7 +102,14 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             }
             ServiceState.Target target = binding.target(state, set);
             ServiceState.NativeBalancer nb = target.balancer;
-            nb.sync(set);
+            try {
+                nb.sync(set);
+            } catch (PolylbException e) {
+                // A provider list the library rejects (e.g. an address or zone with no UTF-8
+                // form): Dubbo's own failure type, so its cluster handles it as any other.
+                throw new RpcException("polylb: the provider list of " + firstUrl.getServiceKey()
+                        + " was rejected: " + e.getMessage(), e);
+            }
             long id;
             try {
                 id = candidates == null
