@@ -683,6 +683,27 @@ impl Inner {
     /// Counts a short path's select on the counters of the invoker at `pos`, and keeps `pos` as
     /// the thread's hint for the report; returns the invoker's id.
     #[inline(always)]
+    fn count_select_in(
+        &self,
+        snapshot: &Snapshot,
+        counted: Counted<'_>,
+        pos: usize,
+        method: u32,
+    ) -> u64 {
+        let member = &snapshot.members[pos];
+        let stats = member.state.methods.get_or_insert(method);
+        if self.spread_counters {
+            stats.begin_spread(counted.counter);
+        } else {
+            stats.begin();
+        }
+        if let Some(hint) = counted.hint {
+            hint.set(pos as u32);
+        }
+        member.id
+    }
+
+    #[inline(always)]
     fn count_select(&self, pin: &CachedPin<'_>, pos: usize, method: u32) -> u64 {
         let member = &pin.snapshot.members[pos];
         let stats = member.state.methods.get_or_insert(method);
@@ -820,6 +841,10 @@ impl Inner {
     /// them exactly). O(1) where building the candidate list is O(n). None (before counting
     /// anything) where that does not apply or the draws keep missing (the rest weighs little,
     /// or only leastactive's scan can decide): the general path then picks.
+    ///
+    /// Which path picks never depends on this thread's snapshot cache (a cold cache pins the
+    /// snapshot the slow way), so a seeded balancer's failover picks repeat whatever other
+    /// balancers this thread called; and a call with every invoker excluded draws nothing.
     #[inline(never)]
     fn select_drawn_excluding(
         &self,
@@ -827,8 +852,45 @@ impl Inner {
         excluded: &[u64],
         now_us: i64,
     ) -> Option<Result<u64, Status>> {
-        let pin = self.short_pin(method)?;
-        let snapshot = pin.snapshot;
+        if !self.methods.is_known(method) {
+            return None;
+        }
+        if let Some(filter) = &self.filter {
+            if filter.restricts_now() {
+                return None;
+            }
+        }
+        match self.pin_cached() {
+            Some(pin) => {
+                let rng = self.rng.on(Some(pin.rng));
+                let counted = Counted {
+                    counter: pin.counter,
+                    hint: Some(pin.hint),
+                };
+                self.drawn_excluding_in(pin.snapshot, counted, rng, method, excluded, now_us)
+            }
+            None => {
+                let pinned = self.pin();
+                let rng = self.rng.on(pinned.rng_state());
+                let counted = Counted {
+                    counter: pinned.counter,
+                    hint: None,
+                };
+                self.drawn_excluding_in(pinned.get(), counted, rng, method, excluded, now_us)
+            }
+        }
+    }
+
+    /// `select_drawn_excluding` on a pinned snapshot.
+    fn drawn_excluding_in(
+        &self,
+        snapshot: &Snapshot,
+        counted: Counted<'_>,
+        rng: Rng<'_>,
+        method: u32,
+        excluded: &[u64],
+        now_us: i64,
+    ) -> Option<Result<u64, Status>> {
         let n = snapshot.members.len();
         if n < 2 || snapshot.local.is_some() || !snapshot.weights_settled(now_us) {
             return None;
@@ -837,7 +899,13 @@ impl Inner {
         for (slot, id) in out.iter_mut().zip(excluded) {
             *slot = snapshot.position(*id).unwrap_or(usize::MAX);
         }
-        let rng = self.rng.on(Some(pin.rng));
+        let distinct_out = (0..out.len())
+            .filter(|&i| out[i] != usize::MAX && !out[..i].contains(&out[i]))
+            .count();
+        if distinct_out >= n {
+            // Nothing left: the general path answers NoCandidate, without a draw.
+            return None;
+        }
         let prepared = snapshot.prepared.as_ref()?;
         if self.drawn_pair {
             // p2c: its sampler over the whole set, the excluded invokers counted as drawn
@@ -857,7 +925,7 @@ impl Inner {
             };
             let weights = prepared.downcast_ref::<Weights>()?;
             let pos = best_of_pair_excluding(&ctx, weights, &out)?;
-            return Some(Ok(self.count_select(&pin, pos, method)));
+            return Some(Ok(self.count_select_in(snapshot, counted, pos, method)));
         }
         let whole = prepared.downcast_ref::<WholeSet>()?;
         let idle_draws = match self.whole_set_draw {
@@ -877,7 +945,7 @@ impl Inner {
                         return None;
                     }
                 }
-                _ => return Some(Ok(self.count_select(&pin, pos, method))),
+                _ => return Some(Ok(self.count_select_in(snapshot, counted, pos, method))),
             }
         }
         None
@@ -1050,6 +1118,14 @@ impl Inner {
             _inner: PhantomData,
         }
     }
+}
+
+/// Where a short path counts its pick: the thread's counter id, and the report's hint when the
+/// snapshot is the thread's cached one.
+#[derive(Clone, Copy)]
+struct Counted<'a> {
+    counter: u32,
+    hint: Option<&'a Cell<u32>>,
 }
 
 /// This thread's cached snapshot of a balancer while it is current, for the common calls: no

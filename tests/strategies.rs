@@ -707,6 +707,35 @@ fn churn_drops_state_of_departed_ids_and_reports_for_them_are_harmless() {
     assert_eq!(stat(&b, NOW, 2, "active"), 1);
 }
 
+/// A seeded balancer's failover picks repeat whatever its thread did in between: whether this
+/// thread's snapshot cache is warm (here: cold after an update made on it, as it is after calls
+/// on 64 other balancers) does not change which draws a pick makes. And a failover with every
+/// invoker excluded, rejected, draws nothing.
+#[test]
+fn seeded_failover_picks_do_not_depend_on_the_threads_cache() {
+    for strategy in ["random", "leastactive", "p2c"] {
+        let config = format!("loadbalance={strategy}&seed=9");
+        let set = [provider(1), provider(2), provider(3), provider(4)];
+        let (a, b) = (balancer(&config, &set), balancer(&config, &set));
+        let (mut picks_a, mut picks_b) = (Vec::new(), Vec::new());
+        for round in 0..200 {
+            // The same set again: nothing changes but this thread's cache of `a`.
+            a.update(&set).unwrap();
+            for (lb, picks) in [(&a, &mut picks_a), (&b, &mut picks_b)] {
+                let id = lb.select_among(0, b"", &[], &[1 + round % 4], NOW).unwrap();
+                lb.report(0, id, 5, Outcome::Success, NOW).unwrap();
+                picks.push(id);
+                let rejected = lb.select_among(0, b"", &[], &[1, 2, 3, 4], NOW);
+                assert_eq!(rejected, Err(Status::NoCandidate));
+                let id = lb.select(0, b"", NOW).unwrap();
+                lb.report(0, id, 5, Outcome::Success, NOW).unwrap();
+                picks.push(id);
+            }
+        }
+        assert_eq!(picks_a, picks_b, "{strategy}");
+    }
+}
+
 /// A failover's pick (the whole set but the invokers already tried) by `random`,
 /// `leastactive` and `p2c` (an idle cluster: its first draw stays) follows the weights of the
 /// rest, as Dubbo's pick over the rest does: zero weights never while the rest weighs
