@@ -183,7 +183,7 @@ impl Filter {
     /// Every local invoker weighs 0 while some other invoker does not: the zone is drained (its
     /// weights were set to 0 to move its traffic away), so it is preferred no more and calls
     /// go where the weights are, as a set's zero weights send them.
-    fn drained(&self, members: &[Member]) -> bool {
+    fn drained<'m>(&self, members: impl IntoIterator<Item = &'m Member>) -> bool {
         let (mut local, mut local_weight, mut other_weight) = (false, false, false);
         for m in members {
             if self.is_local(m) {
@@ -300,7 +300,8 @@ impl Filter {
             |p: u32| self.outlier.is_some() && members[p as usize].state.outlier.is_ejected();
         // Zone health counts the caller's local candidates, ejected ones included.
         let (mut local_total, mut local_healthy) = (0u64, 0u64);
-        if self.zone.is_some() {
+        let drained = || self.drained(positions.iter().map(|&p| &members[p as usize]));
+        if self.zone.is_some() && !drained() {
             for &p in positions.iter() {
                 if self.is_local(&members[p as usize]) {
                     local_total += 1;

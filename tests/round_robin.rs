@@ -91,10 +91,12 @@ fn churn_against_model(
         true => provider(id).zone(if id % 3 == 0 { "remote" } else { "here" }),
         false => provider(id),
     };
-    // The candidates a zone preference leaves (all of them healthy): the local ones, if any.
+    // The candidates a zone preference leaves (all of them healthy): the local ones, if any,
+    // unless all of those weigh 0 while a remote one does not (a drained zone).
     let narrow = |list: Vec<(u64, i32)>| -> Vec<(u64, i32)> {
         let local: Vec<(u64, i32)> = list.iter().copied().filter(|e| e.0 % 3 != 0).collect();
-        match zoned && !local.is_empty() {
+        let drained = local.iter().all(|e| e.1 <= 0) && list.iter().any(|e| e.1 > 0);
+        match zoned && !local.is_empty() && !drained {
             true => local,
             false => list,
         }
