@@ -127,6 +127,10 @@ enum Ev {
         metrics: bool,
     },
     Action(u32),
+    /// An answer of `provider` has crossed its extra latency (see `Provider::in_transit`).
+    TransitEnd {
+        provider: u32,
+    },
     /// Probe every key's provider (hashing quality), before or after the removal.
     Probe {
         after: bool,
@@ -285,6 +289,9 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         },
         events: 0,
     };
+    for &i in &sc.initial {
+        e.providers[i].joined_us = Some(0);
+    }
     e.members = sc
         .initial
         .iter()
@@ -383,6 +390,7 @@ impl Engine<'_> {
                 metrics,
             } => self.response(req, gen, ok, metrics),
             Ev::Action(i) => self.action(self.sc.timeline[i as usize].1),
+            Ev::TransitEnd { provider } => self.providers[provider as usize].in_transit -= 1,
             Ev::Probe { after } => self.probe(after),
         }
     }
@@ -585,6 +593,8 @@ impl Engine<'_> {
             if extra == 0 {
                 self.response(r, gen, true, true);
             } else {
+                self.providers[p].in_transit += 1;
+                self.schedule(now + extra, Ev::TransitEnd { provider: p as u32 });
                 self.schedule(
                     now + extra,
                     Ev::Response {
@@ -679,6 +689,7 @@ impl Engine<'_> {
                 prov.account(now);
                 prov.health = Health::Up;
                 prov.started_us = Some(now);
+                prov.joined_us.get_or_insert(now);
                 self.members.retain(|m| m.index != p);
                 self.members.push(Member {
                     index: p,

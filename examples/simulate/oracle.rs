@@ -57,7 +57,9 @@ impl Oracle {
 
     fn score(&self, p: &Provider, now_us: i64) -> f64 {
         match self.kind {
-            OracleKind::Jsq => p.in_system() as f64,
+            // Every request sent and not yet answered: at least what a caller counting its own
+            // calls in flight knows (a request past service but still in transit is one).
+            OracleKind::Jsq => p.outstanding() as f64,
             OracleKind::Sed => p.expected_delay(now_us, self.mean_cost),
         }
     }

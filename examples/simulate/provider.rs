@@ -106,8 +106,13 @@ pub struct Provider {
     pub epoch: u32,
     /// Start of the current process, for the cold-start model (None: warm since forever).
     pub started_us: Option<i64>,
+    /// When it first joined the set (0 for the initial set): utilisation counts from then.
+    pub joined_us: Option<i64>,
     pub queue: VecDeque<u32>,
     pub in_service: Vec<u32>,
+    /// Answered but still on their way back (the extra latency of scenario 2's slow
+    /// providers): done for the provider, still outstanding for the caller.
+    pub in_transit: usize,
     // Accounting.
     busy_integral_us: f64,
     last_change_us: i64,
@@ -124,8 +129,10 @@ impl Provider {
             health: Health::Up,
             epoch: 0,
             started_us: None,
+            joined_us: None,
             queue: VecDeque::new(),
             in_service: Vec::new(),
+            in_transit: 0,
             busy_integral_us: 0.0,
             last_change_us: 0,
             util_ewma: 0.0,
@@ -134,6 +141,11 @@ impl Provider {
 
     pub fn in_system(&self) -> usize {
         self.in_service.len() + self.queue.len()
+    }
+
+    /// Requests sent and not yet answered to their caller: in the system or in transit.
+    pub fn outstanding(&self) -> usize {
+        self.in_system() + self.in_transit
     }
 
     pub fn busy(&self) -> u32 {
@@ -153,13 +165,16 @@ impl Provider {
         }
     }
 
-    /// Fraction of worker time used over `[0, end_us]`.
+    /// Fraction of worker time used from its first join to `end_us` (a provider that joins
+    /// late is not charged for the time before it existed; one that crashed and came back is
+    /// charged for its time down).
     pub fn utilisation(&mut self, end_us: i64) -> f64 {
         self.account(end_us);
-        if end_us <= 0 {
+        let lifetime = end_us - self.joined_us.unwrap_or(end_us);
+        if lifetime <= 0 {
             return 0.0;
         }
-        self.busy_integral_us / (self.spec.workers as f64 * end_us as f64)
+        self.busy_integral_us / (self.spec.workers as f64 * lifetime as f64)
     }
 
     /// The load a Dubbo provider would attach to its response (0–100).
@@ -239,6 +254,16 @@ impl Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utilisation_counts_from_the_first_join() {
+        let mut p = Provider::new(ProviderSpec::new(1, 1000.0, Dist::Exponential));
+        p.joined_us = Some(200);
+        p.account(200);
+        p.in_service.push(0);
+        p.account(1000);
+        assert!((p.utilisation(1000) - 1.0).abs() < 1e-9);
+    }
 
     #[test]
     fn unit_service_has_mean_one() {
