@@ -67,7 +67,11 @@ fn balancer_draws_are_the_strategy_pick() {
             for inv in &mut set {
                 *inv = inv.clone().zone("a");
             }
-            set.extend([98, 99].map(|id| provider(id).weight(100).zone("b")));
+            // Remote ones weighing nothing too when the local ones do: a zone whose invokers
+            // all weigh 0 while others do not is drained (not preferred), and this compares
+            // picks within the local zone.
+            let remote = if weights.iter().all(|&w| w == 0) { 0 } else { 100 };
+            set.extend([98, 99].map(|id| provider(id).weight(remote).zone("b")));
             let zoned = format!("loadbalance={strategy}&seed=11&zone=a");
             let direct = balancer(&zoned, &set);
             let via_strategy = balancer(&format!("{zoned}&{EJECTING}"), &set);
