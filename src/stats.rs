@@ -425,10 +425,21 @@ impl CallStats {
     #[inline]
     pub fn end(&self, counter: u32, outcome: Outcome, elapsed_us: u64) -> bool {
         // A report without a call counts its outcome, not an end: it must not hide a later call.
-        let matched = self.active() > 0;
-        if matched {
-            self.ended.fetch_add(1, Relaxed);
-        }
+        // The end is claimed, not just checked then added: two reports racing for the last call
+        // in flight (a double report) would otherwise both end it, and hide the next call.
+        let mut ended = self.ended.load(Acquire);
+        let matched = loop {
+            if self.counts.selected.load(Acquire).wrapping_sub(ended) as i64 <= 0 {
+                break false;
+            }
+            match self
+                .ended
+                .compare_exchange_weak(ended, ended.wrapping_add(1), Relaxed, Acquire)
+            {
+                Ok(_) => break true,
+                Err(now) => ended = now,
+            }
+        };
         match self.counts_of(counter) {
             (counts, true) => counts.end::<true>(outcome, elapsed_us),
             (counts, false) => counts.end::<false>(outcome, elapsed_us),

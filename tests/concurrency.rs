@@ -237,3 +237,34 @@ fn many_balancers_per_thread_never_serve_another_set_or_an_old_one() {
         t.join().unwrap();
     }
 }
+
+/// Two reports racing for the last call in flight (a double report, e.g. a retry layer and
+/// its caller both reporting): one ends it, the other is unmatched. Both ending it would hide
+/// every later call of that invoker from strategies that read calls in flight.
+#[test]
+fn racing_double_reports_never_hide_a_later_call() {
+    let b = Arc::new(balancer("loadbalance=leastactive", &[provider(1)]));
+    const NOW: i64 = 1_700_000_000_000_000;
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    for round in 0..20_000 {
+        let id = b.select(0, b"", NOW).unwrap();
+        let racer = {
+            let (b, barrier) = (b.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                b.report(0, id, 10, Outcome::Success, NOW).unwrap();
+            })
+        };
+        barrier.wait();
+        b.report(0, id, 10, Outcome::Success, NOW).unwrap();
+        racer.join().unwrap();
+        // A new call must show as in flight.
+        let next = b.select(0, b"", NOW).unwrap();
+        assert_eq!(
+            stat(&b, NOW, 1, "active"),
+            1,
+            "round {round}: a call is hidden"
+        );
+        b.report(0, next, 10, Outcome::Success, NOW).unwrap();
+    }
+}
