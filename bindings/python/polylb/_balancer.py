@@ -507,7 +507,8 @@ class Balancer:
             # Undeclared, an int is cut to its low 32 bits, as the declared c_uint32 method
             # is; a key length cannot be, so a longer key takes the declared call, as do
             # explicit clocks.
-            if now_us == 0 and key_len <= 0xFFFF_FFFF and method & 0xFFFF_FFFF == method:
+            # `not x >> 32` is the cheapest test of 0 <= x < 2**32 (a negative x shifts to -1).
+            if now_us == 0 and not key_len >> 32 and not method >> 32:
                 picked = _plb_select32(self._hot_handle, method, key, key_len)
             else:
                 picked = self._select_wide(method, key, key_len, now_us)
@@ -577,17 +578,17 @@ class Balancer:
         # Undeclared, ctypes checks no type (a float would pass as a double) and cuts an int to
         # its low 32 bits. So the narrow call is made only for what it carries exactly: an int
         # elapsed time in 0 .. 2**32 - 1, an outcome code 0..3 (int or Outcome), an int id in
-        # 0 .. 2**64 - 1 and a method id in 0 .. 2**32 - 1. `x & mask == x` checks a range in
-        # one operation and raises TypeError for a float. Everything else (explicit clocks,
-        # negative or long times, out-of-range ints, wrong types) takes the declared call, which
-        # range-checks what ctypes would wrap.
+        # 0 .. 2**64 - 1 and a method id in 0 .. 2**32 - 1. `not x >> k` checks 0 <= x < 2**k
+        # in one shift (a negative x shifts to -1; cheaper than comparing with a two-digit int)
+        # and raises TypeError for a float. Everything else (explicit clocks, negative or long
+        # times, out-of-range ints, wrong types) takes the declared call, which range-checks
+        # what ctypes would wrap.
         try:
             if (
                 now_us == 0
-                and elapsed_us & 0xFFFF_FFFF == elapsed_us
-                and outcome & 3 == outcome
-                and 0 <= (high := id >> 32) <= 0xFFFF_FFFF
-                and method & 0xFFFF_FFFF == method
+                and not elapsed_us >> 32
+                and not outcome >> 2
+                and not ((high := id >> 32) >> 32 | method >> 32)
             ):
                 status = _plb_report32(self._hot_handle, method, high, id & 0xFFFF_FFFF, elapsed_us, outcome)
             else:
