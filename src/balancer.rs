@@ -431,16 +431,7 @@ impl Inner {
         } else {
             self.pick_general(call, candidates, excluded)?
         };
-        let member = &snapshot.members[pos];
-        let stats = member.state.methods.get_or_insert(call.method);
-        if self.spread_counters {
-            stats.begin_spread(call.counter);
-        } else {
-            stats.begin();
-        }
-        if let Some(hint) = call.hint {
-            hint.set(pos as u32);
-        }
+        let (member, stats) = self.begin_call(snapshot, call.counter, call.hint, pos, call.method);
         if self.tracks_selects {
             self.strategy
                 .on_select(call.method_state, call.method, stats, call.clock);
@@ -690,30 +681,38 @@ impl Inner {
         pos: usize,
         method: u32,
     ) -> u64 {
-        let member = &snapshot.members[pos];
-        let stats = member.state.methods.get_or_insert(method);
-        if self.spread_counters {
-            stats.begin_spread(counted.counter);
-        } else {
-            stats.begin();
-        }
-        if let Some(hint) = counted.hint {
-            hint.set(pos as u32);
-        }
+        let (member, _) = self.begin_call(snapshot, counted.counter, counted.hint, pos, method);
         member.id
     }
 
     #[inline(always)]
     fn count_select(&self, pin: &CachedPin<'_>, pos: usize, method: u32) -> u64 {
-        let member = &pin.snapshot.members[pos];
+        let (member, _) = self.begin_call(pin.snapshot, pin.counter, Some(pin.hint), pos, method);
+        member.id
+    }
+
+    /// Counts a select of the invoker at `pos` as in flight (on this thread's cell when the
+    /// counters are spread) and keeps `pos` as the report's hint, when there is one.
+    #[inline(always)]
+    fn begin_call<'s>(
+        &self,
+        snapshot: &'s Snapshot,
+        counter: u32,
+        hint: Option<&Cell<u32>>,
+        pos: usize,
+        method: u32,
+    ) -> (&'s Member, &'s CallStats) {
+        let member = &snapshot.members[pos];
         let stats = member.state.methods.get_or_insert(method);
         if self.spread_counters {
-            stats.begin_spread(pin.counter);
+            stats.begin_spread(counter);
         } else {
             stats.begin();
         }
-        pin.hint.set(pos as u32);
-        member.id
+        if let Some(hint) = hint {
+            hint.set(pos as u32);
+        }
+        (member, stats)
     }
 
     /// The common call of `roundrobin`: a ticket of the method's live period in the thread's

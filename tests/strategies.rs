@@ -70,7 +70,11 @@ fn balancer_draws_are_the_strategy_pick() {
             // Remote ones weighing nothing too when the local ones do: a zone whose invokers
             // all weigh 0 while others do not is drained (not preferred), and this compares
             // picks within the local zone.
-            let remote = if weights.iter().all(|&w| w == 0) { 0 } else { 100 };
+            let remote = if weights.iter().all(|&w| w == 0) {
+                0
+            } else {
+                100
+            };
             set.extend([98, 99].map(|id| provider(id).weight(remote).zone("b")));
             let zoned = format!("loadbalance={strategy}&seed=11&zone=a");
             let direct = balancer(&zoned, &set);
@@ -548,14 +552,7 @@ fn consistenthash_subset_gets_the_points_a_collision_shadowed() {
             Invoker::new(3, "10.0.0.1:20880"),
         ],
     );
-    for i in 0..3000 {
-        let key = format!("k{i}");
-        let a = b
-            .select_among(0, key.as_bytes(), &[1, 3], &[], NOW)
-            .unwrap();
-        b.report(0, a, 1, Outcome::Cancelled, NOW).unwrap();
-        assert_eq!(a, ring_pick(&sub, &key), "key {key}");
-    }
+    picks_among_equal_the_subsets_ring(&b, &[1, 3], &sub, 3000);
     // Two invokers at one address: the first one's points are all shadowed, and a subset
     // without the second still gives it its keys.
     let twins = balancer(
@@ -573,13 +570,19 @@ fn consistenthash_subset_gets_the_points_a_collision_shadowed() {
             Invoker::new(3, "10.0.0.2:20880"),
         ],
     );
-    for i in 0..2000 {
+    picks_among_equal_the_subsets_ring(&twins, &[1, 3], &single, 2000);
+}
+
+/// `full`'s picks among `among` for `keys` keys are those of `ring`, a balancer built from
+/// those invokers alone.
+fn picks_among_equal_the_subsets_ring(full: &Balancer, among: &[u64], ring: &Balancer, keys: u32) {
+    for i in 0..keys {
         let key = format!("k{i}");
-        let a = twins
-            .select_among(0, key.as_bytes(), &[1, 3], &[], NOW)
+        let picked = full
+            .select_among(0, key.as_bytes(), among, &[], NOW)
             .unwrap();
-        twins.report(0, a, 1, Outcome::Cancelled, NOW).unwrap();
-        assert_eq!(a, ring_pick(&single, &key), "key {key}");
+        full.report(0, picked, 1, Outcome::Cancelled, NOW).unwrap();
+        assert_eq!(picked, ring_pick(ring, &key), "key {key}");
     }
 }
 
