@@ -300,8 +300,7 @@ impl Filter {
             |p: u32| self.outlier.is_some() && members[p as usize].state.outlier.is_ejected();
         // Zone health counts the caller's local candidates, ejected ones included.
         let (mut local_total, mut local_healthy) = (0u64, 0u64);
-        let drained = || self.drained(positions.iter().map(|&p| &members[p as usize]));
-        if self.zone.is_some() && !drained() {
+        if self.zone.is_some() && !self.drained(positions.iter().map(|&p| &members[p as usize])) {
             for &p in positions.iter() {
                 if self.is_local(&members[p as usize]) {
                     local_total += 1;
