@@ -186,7 +186,13 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--timeout" => a.timeout_us = (num(value()?, "--timeout")? * 1e3) as i64,
-            "--retries" => a.retries = (num(value()?, "--retries")? as u32).min(3),
+            "--retries" => {
+                let n = num(value()?, "--retries")?;
+                if !(n.fract() == 0.0 && (0.0..=3.0).contains(&n)) {
+                    return Err(format!("--retries: {n} is not a whole number in 0..=3"));
+                }
+                a.retries = n as u32;
+            }
             "--jobs" | "-j" => a.jobs = (num(value()?, "--jobs")? as usize).max(1),
             "--out" => a.out = PathBuf::from(value()?),
             "--quiet" | "-q" => a.quiet = true,
