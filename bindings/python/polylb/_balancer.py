@@ -222,8 +222,8 @@ def _to_struct(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
     )
 
 
-def _range_status(method: Any, now_us: Any, elapsed_us: Any = 0) -> int:
-    """The status for a method id, clock or elapsed time outside its C type, else 0.
+def _range_status(method: Any, *times: Any) -> int:
+    """The status for a method id, or a clock or time (``int64_t``), outside its C type, else 0.
 
     The declared c_uint32 / c_int64 arguments would wrap such an int (2**32 + m into m) onto a
     valid-looking value; no method has an id outside 32 bits, and no time outside 64 bits
@@ -231,7 +231,7 @@ def _range_status(method: Any, now_us: Any, elapsed_us: Any = 0) -> int:
     """
     if isinstance(method, int) and not 0 <= method <= 0xFFFF_FFFF:
         return int(Status.UNKNOWN_METHOD)
-    for value in (now_us, elapsed_us):
+    for value in times:
         if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
             return int(Status.INVALID_ARGUMENT)
     return 0
@@ -459,6 +459,10 @@ class Balancer:
         evaluated at ``now_us`` (Unix microseconds; 0 = now).
         """
         handle = self._open_handle()
+        if _range_status(0, now_us):
+            raise InvalidArgumentError(
+                Status.INVALID_ARGUMENT, f"now_us {now_us} does not fit its C type (int64_t)"
+            )
         capacity = self._stats_capacity
         length = c_size_t()
         while True:
@@ -632,8 +636,15 @@ class Balancer:
         """
         if method.__class__ is not int:
             method = self._method_id(method)
+        # As in _report_wide: what ctypes would wrap onto a valid value is refused, and an id
+        # outside 64 bits names no invoker (the library still checks the other arguments).
+        status = _range_status(method, provider_time_ms, rt_us, now_us)
+        if status:
+            raise self._hot_error(status)
+        if id.__class__ is int and not 0 <= id < _UINT64_END:
+            id = _NO_INVOKER
         try:
-            status: int = _ffi.lib.plb_report_provider_metrics(
+            status = _ffi.lib.plb_report_provider_metrics(
                 self._handle, method, id, provider_time_ms, cpu_load, rt_us, now_us
             )
         except ctypes.ArgumentError as error:

@@ -322,6 +322,21 @@ def test_times_beyond_64_bits_are_invalid(lb: polylb.Balancer) -> None:
     assert all(row["active"] == 0 for row in lb.stats()["invokers"])
 
 
+def test_provider_metrics_and_stats_ints_are_not_wrapped(balancer_factory: Any) -> None:
+    lb: polylb.Balancer = balancer_factory("adaptive")
+    lb.update(invokers(2))
+    m = lb.method("sayHello")
+    for bad in (2**32 + m, m - 2**32):
+        with pytest.raises(polylb.UnknownMethodError):
+            lb.report_provider_metrics(1, 1, 0.5, 10, method=bad)
+    for provider_time_ms, rt_us, now_us in ((2**64 + 1, 10, 0), (1, 2**64 + 10, 0), (1, 10, 2**64 + 1)):
+        with pytest.raises(polylb.InvalidArgumentError):
+            lb.report_provider_metrics(1, provider_time_ms, 0.5, rt_us, now_us=now_us)
+    for now_us in (2**64, -(2**63) - 1):
+        with pytest.raises(polylb.InvalidArgumentError):
+            lb.stats(now_us=now_us)
+
+
 def test_ids_beyond_64_bits_name_no_invoker(lb: polylb.Balancer) -> None:
     picked = lb.select()
     # A report for an id no invoker has is ignored: it must not end the call of `picked`.
