@@ -84,13 +84,19 @@ final class DubboUrls {
      */
     static boolean declaresWeight(Invoker<?> first, String methodName) {
         URL url = first.getUrl();
+        // The weight is read where providerParams (and Dubbo's getWeight) read it: from a cluster
+        // invoker's registry URL; the timestamp from the invoker's own URL.
+        URL weightUrl = url;
         if (first instanceof ClusterInvoker) {
             URL registryUrl = ((ClusterInvoker<?>) first).getRegistryUrl();
-            if (registryUrl != null && REGISTRY_SERVICE.equals(registryUrl.getServiceInterface())) {
-                return notEmpty(registryUrl.getParameter(WEIGHT));
+            if (registryUrl != null) {
+                weightUrl = registryUrl;
             }
         }
-        return notEmpty(url.getMethodParameter(methodName, WEIGHT)) || notEmpty(url.getParameter(TIMESTAMP));
+        if (REGISTRY_SERVICE.equals(weightUrl.getServiceInterface())) {
+            return notEmpty(weightUrl.getParameter(WEIGHT));
+        }
+        return notEmpty(weightUrl.getMethodParameter(methodName, WEIGHT)) || notEmpty(url.getParameter(TIMESTAMP));
     }
 
     /** The ring address Dubbo's ConsistentHashLoadBalance uses: host:port. */

@@ -7,7 +7,13 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.lang.reflect.Method;
+import java.util.List;
 import org.apache.dubbo.common.URL;
+import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.cluster.ClusterInvoker;
+import org.apache.dubbo.rpc.cluster.Directory;
+import org.apache.dubbo.rpc.cluster.loadbalance.RandomLoadBalance;
 import org.junit.jupiter.api.Test;
 
 class DubboUrlsTest {
@@ -72,5 +78,62 @@ class DubboUrlsTest {
         assertNull(DubboUrls.parseAdaptiveAttachment("curTime:5,load:."), "Double.parseDouble(\".\") fails");
         assertNull(DubboUrls.parseAdaptiveAttachment(""));
         assertNull(DubboUrls.parseAdaptiveAttachment(null));
+    }
+
+    /** A provider behind a cluster (multi-registry, zone-aware): Dubbo reads weights from its registry URL. */
+    private static final class FakeClusterInvoker extends TestInvokers.FakeInvoker implements ClusterInvoker<Object> {
+        private final URL registryUrl;
+
+        FakeClusterInvoker(String url, String registryUrl) {
+            super(URL.valueOf(url));
+            this.registryUrl = URL.valueOf(registryUrl);
+        }
+
+        @Override
+        public URL getRegistryUrl() {
+            return registryUrl;
+        }
+
+        @Override
+        public Directory<Object> getDirectory() {
+            return null;
+        }
+
+        @Override
+        public boolean isDestroyed() {
+            return false;
+        }
+    }
+
+    /** Dubbo's own RandomLoadBalance.needWeightLoadBalance for a list whose first provider is {@code first}. */
+    private static boolean dubboNeedsWeight(Invoker<Object> first, String method) throws Exception {
+        Method need = RandomLoadBalance.class.getDeclaredMethod(
+                "needWeightLoadBalance", List.class, org.apache.dubbo.rpc.Invocation.class);
+        need.setAccessible(true);
+        return (boolean) need.invoke(new RandomLoadBalance(), List.of(first), TestInvokers.call(method));
+    }
+
+    @Test
+    void declaresWeightIsDubbosNeedWeightLoadBalance() throws Exception {
+        String provider = "dubbo://10.0.0.1:20880/" + TestInvokers.SERVICE;
+        String registry = "registry://10.0.0.9:2181/org.apache.dubbo.registry.RegistryService";
+        String consumer = "consumer://10.0.0.9/" + TestInvokers.SERVICE;
+        List<Invoker<Object>> cases = List.of(
+                TestInvokers.invoker(1, null),
+                TestInvokers.invoker(1, "m.weight=3"),
+                TestInvokers.invoker(1, "timestamp=1"),
+                new FakeClusterInvoker(provider, registry + "?weight=5"),
+                new FakeClusterInvoker(provider + "?timestamp=1", registry),
+                // A cluster under a directory that is not a registry: the method weight of the
+                // cluster's registry URL, the timestamp of the invoker's own URL.
+                new FakeClusterInvoker(provider, consumer + "?m.weight=5"),
+                new FakeClusterInvoker(provider, consumer + "?weight=5"),
+                new FakeClusterInvoker(provider + "?weight=5", consumer),
+                new FakeClusterInvoker(provider + "?timestamp=1", consumer));
+        for (Invoker<Object> first : cases) {
+            ClusterInvoker<?> cluster = first instanceof ClusterInvoker ? (ClusterInvoker<?>) first : null;
+            String shape = first.getUrl() + (cluster == null ? "" : " in " + cluster.getRegistryUrl());
+            assertEquals(dubboNeedsWeight(first, "m"), DubboUrls.declaresWeight(first, "m"), shape);
+        }
     }
 }

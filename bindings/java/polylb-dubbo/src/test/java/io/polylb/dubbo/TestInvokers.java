@@ -15,7 +15,7 @@ final class TestInvokers {
 
     private TestInvokers() {}
 
-    static final class FakeInvoker implements Invoker<Object> {
+    static class FakeInvoker implements Invoker<Object> {
         private final URL url;
         volatile boolean available = true;
 
