@@ -6,6 +6,8 @@ import contextlib
 import io
 import re
 
+import pytest
+
 import polylb
 from conftest import PYTHON_DIR
 
@@ -48,3 +50,15 @@ def test_every_exception_is_exported_under_its_status() -> None:
     for status, cls in polylb._errors.ERROR_CLASSES.items():
         assert getattr(polylb, cls.__name__) is cls, status
 
+
+def test_configuration_lists_every_key_the_library_knows() -> None:
+    # The library's message for an unknown key lists every key it accepts.
+    with pytest.raises(polylb.ConfigError) as info:
+        polylb.Balancer(config="no.such.key=1")
+    listed = re.search(r"known keys: ([^)]*)\)", info.value.message)
+    assert listed, "the library's message no longer lists its keys"
+    keys = [key.strip() for key in listed.group(1).split(",")]
+    assert "loadbalance" in keys and "hash.nodes" in keys
+    configuration = section("Configuration")
+    missing = [key for key in keys if f"`{key}`" not in configuration]
+    assert not missing, f"README's Configuration section does not name: {missing}"
