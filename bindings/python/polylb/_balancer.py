@@ -256,6 +256,7 @@ _SELECT_AMONG_PARAMS = (
     "balancer", "method", "key", "key_len", "among", "n_among", "exclude", "n_exclude", "now_us",
 )
 _REPORT_PARAMS = ("balancer", "method", "id", "elapsed_us", "outcome", "now_us")
+_STATS_PARAMS = ("balancer", "now_us", "buf", "cap", "len")
 _METRICS_PARAMS = ("balancer", "method", "id", "provider_time_ms", "cpu_load", "rt_us", "now_us")
 
 
@@ -467,7 +468,10 @@ class Balancer:
         length = c_size_t()
         while True:
             buffer = create_string_buffer(capacity)
-            status = _ffi.lib.plb_balancer_stats(handle, now_us, buffer, capacity, byref(length))
+            try:
+                status = _ffi.lib.plb_balancer_stats(handle, now_us, buffer, capacity, byref(length))
+            except ctypes.ArgumentError as error:
+                raise _type_error(error, _STATS_PARAMS) from None
             if status == Status.BUFFER_TOO_SMALL and length.value >= capacity:
                 # *len is the size needed without the NUL; the set may still grow before the
                 # retry (a concurrent update), hence the loop.

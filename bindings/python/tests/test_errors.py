@@ -238,6 +238,19 @@ def test_non_integer_elapsed_is_a_type_error(lb: polylb.Balancer) -> None:
         lb.report(1, 1.5, Outcome.SUCCESS)  # type: ignore[arg-type]
 
 
+def test_wrong_types_are_type_errors_naming_the_parameter(lb: polylb.Balancer) -> None:
+    calls = {
+        "elapsed_us": lambda: lb.report(1, 1.5, Outcome.SUCCESS),  # type: ignore[arg-type]
+        "provider_time_ms": lambda: lb.report_provider_metrics(1, 1.5, 0.5, 10),  # type: ignore[arg-type]
+        "now_us": lambda: lb.stats(now_us=1.5),  # type: ignore[arg-type]
+    }
+    for parameter, call in calls.items():
+        with pytest.raises(TypeError, match=parameter):
+            call()
+    with pytest.raises(TypeError, match="now_us"):
+        lb.stats(now_us="0")  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     "args",
     [
