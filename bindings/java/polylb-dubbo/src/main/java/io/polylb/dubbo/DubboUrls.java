@@ -1,5 +1,7 @@
 package io.polylb.dubbo;
 
+import static java.nio.charset.StandardCharsets.UTF_8;
+
 import java.util.regex.Pattern;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.Invocation;
@@ -126,7 +128,7 @@ final class DubboUrls {
         }
         if (argumentIndex.length == 1) {
             int i = argumentIndex[0];
-            return i < 0 || i >= args.length ? "" : String.valueOf(args[i]);
+            return i < 0 || i >= args.length ? "" : hashable(String.valueOf(args[i]));
         }
         StringBuilder key = new StringBuilder();
         for (int i : argumentIndex) {
@@ -134,7 +136,21 @@ final class DubboUrls {
                 key.append(args[i]);
             }
         }
-        return key.toString();
+        return hashable(key.toString());
+    }
+
+    /**
+     * {@code key} with the UTF-8 form Dubbo hashes: {@code String.getBytes(UTF_8)} writes '?' for a
+     * lone surrogate (e.g. an emoji cut in half), where polylb's API refuses such text. The key
+     * itself, without a copy, when it holds no surrogate (the common case).
+     */
+    static String hashable(String key) {
+        for (int i = 0, n = key.length(); i < n; i++) {
+            if (Character.isSurrogate(key.charAt(i))) {
+                return new String(key.getBytes(UTF_8), UTF_8);
+            }
+        }
+        return key;
     }
 
     static boolean notEmpty(String s) {

@@ -50,6 +50,23 @@ class DubboParityTest extends AdapterTest {
     }
 
     @Test
+    void consistentHashKeysWithoutUtf8FormHashAsDubboHashesThem() {
+        // A lone surrogate (e.g. an emoji cut in half by substring) has no UTF-8 form; Dubbo hashes
+        // String.getBytes(UTF_8), which writes '?' for it, and routes the call like any other.
+        List<Invoker<Object>> all = tenProviders("weight=100");
+        List<Invoker<Object>> subset = all.subList(2, 9);
+        PolylbLoadBalance polylb = track(new PolylbLoadBalance.ConsistentHash());
+        for (String key : List.of("\uD83D", "u-\uDE00", "user-42-\uD83D", "a key longer than 16 chars \uD83D",
+                "\uDE00\uD83D", "pair-\uD83D\uDE00-ok")) {
+            for (List<Invoker<Object>> list : List.of(all, subset)) {
+                RpcInvocation inv = call("get", key);
+                Invoker<Object> expected = new ConsistentHashLoadBalance().select(list, list.get(0).getUrl(), inv);
+                assertSame(expected, pick(polylb, list, inv), key + " over " + list.size() + " providers");
+            }
+        }
+    }
+
+    @Test
     void consistentHashKeysFollowHashArgumentsAndGenericCalls() {
         String params = "hash.arguments=0,2&hash.nodes=40";
         List<Invoker<Object>> list = tenProviders(params);
