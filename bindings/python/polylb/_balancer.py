@@ -616,8 +616,10 @@ class Balancer:
         if range_status:
             return range_status
         if id.__class__ is int and not 0 <= id < _UINT64_END:
-            # Likewise an id outside 64 bits names no invoker; do not let it wrap onto one.
-            return 0
+            # Likewise an id outside 64 bits names no invoker; do not let it wrap onto one, and
+            # let the library check the rest (method, elapsed time, a closed handle) as it does
+            # for any id that is not in the set.
+            id = _NO_INVOKER
         try:
             status: int = _plb_report(self._handle, method, id, elapsed_us, outcome, now_us)
         except ctypes.ArgumentError as error:

@@ -369,6 +369,22 @@ def test_ids_beyond_64_bits_name_no_invoker(lb: polylb.Balancer) -> None:
             lb.report(id, 1, Outcome.SUCCESS)
 
 
+def test_reports_for_ids_beyond_64_bits_check_everything_else(lb: polylb.Balancer, balancer_factory: Any) -> None:
+    # Such an id names no invoker, as 2**64 - 1 does in Go and -1 in Java; the report is still
+    # checked as theirs are: unknown method, negative elapsed time, closed balancer.
+    for alias in (-1, 2**64 + 1):
+        with pytest.raises(polylb.UnknownMethodError):
+            lb.report(alias, 10, Outcome.SUCCESS, method=12345)
+        with pytest.raises(polylb.InvalidArgumentError):
+            lb.report(alias, -5, Outcome.SUCCESS)
+        lb.report(alias, 10, Outcome.SUCCESS)  # otherwise accepted and ignored
+    closed: polylb.Balancer = balancer_factory("random")
+    closed.close()
+    for alias in (-1, 2**64 + 1):
+        with pytest.raises(polylb.BalancerClosedError):
+            closed.report(alias, 10, Outcome.SUCCESS)
+
+
 def test_call_keeps_the_blocks_exception_when_closed_meanwhile(balancer_factory: Any) -> None:
     balancer: polylb.Balancer = balancer_factory("random")
     balancer.update(invokers(2))
