@@ -5,7 +5,7 @@
 use crate::invoker::Outcome;
 use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64,
-    Ordering::{AcqRel, Acquire, Relaxed},
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
 use std::sync::OnceLock;
 
@@ -452,10 +452,16 @@ impl CallStats {
     #[inline]
     fn end_owned(&self, outcome: Outcome, elapsed_us: u64) -> bool {
         let matched = self.counted_in_flight() > 0;
-        self.counts.end::<true>(outcome, elapsed_us);
         if !matched {
+            // Unmatched before it is ended: a reader of spread counts (created by another
+            // thread meanwhile) that saw it ended but not yet unmatched would find fewer than
+            // no calls in flight and count it as unmatched itself, then this add would count
+            // it again and leave a call "in flight" for good. The fence makes a reader that
+            // sees the end see this add too, so that its compensating exchange fails.
             self.unmatched().fetch_add(1, Relaxed);
+            std::sync::atomic::fence(Release);
         }
+        self.counts.end::<true>(outcome, elapsed_us);
         matched
     }
 
@@ -924,6 +930,49 @@ mod tests {
         assert_eq!(s.unmatched().load(Relaxed), 1);
         s.begin_spread(2);
         assert_eq!(s.in_flight(), 1);
+    }
+
+    /// The only thread counting reports a call it never selected while a second thread spreads
+    /// the counts and reads them: the reader may find that report counted as ended before it
+    /// is counted as unmatched, and compensates for it; the owner must not compensate again,
+    /// or a call stays "in flight" forever.
+    #[test]
+    fn an_unmatched_report_racing_the_spread_is_compensated_once() {
+        use std::sync::atomic::AtomicUsize;
+        const ROUNDS: usize = 100_000;
+        let round = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let slots: Vec<CallStats> = (0..ROUNDS).map(|_| CallStats::default()).collect();
+        for s in &slots {
+            // Thread 1 owns the counts; nothing in flight.
+            s.begin_spread(1);
+            s.end_spread(1, Outcome::Success, 1);
+        }
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for (i, s) in slots.iter().enumerate() {
+                    while round.load(Acquire) < i {
+                        std::hint::spin_loop();
+                    }
+                    // Matched against nothing in flight: unmatched.
+                    s.end_spread(1, Outcome::Failure, 0);
+                    done.store(i + 1, Release);
+                }
+            });
+            scope.spawn(|| {
+                for (i, s) in slots.iter().enumerate() {
+                    round.store(i, Release);
+                    // Spread, then read while the owner reports.
+                    s.begin_spread(2);
+                    s.end_spread(2, Outcome::Success, 1);
+                    while done.load(Acquire) <= i {
+                        s.in_flight();
+                    }
+                }
+            });
+        });
+        let phantom = slots.iter().filter(|s| s.in_flight() != 0).count();
+        assert_eq!(phantom, 0, "rounds that left a call in flight");
     }
 
     #[test]
