@@ -1420,7 +1420,7 @@ impl Balancer {
         let clock = Clock::new(0);
         inner
             .methods
-            .each(|m| inner.strategy.after_update(m, &snapshot, &clock));
+            .each(|m| inner.strategy.after_update(m, &snapshot, &old, &clock));
         drop(old);
         inner.forget_cached_snapshot();
         Ok(())
@@ -1748,5 +1748,76 @@ mod tests {
             state.upgrade().is_none(),
             "the replaced set is still alive after the update"
         );
+    }
+
+    /// boundedhash keeps the whole set's calls in flight per method and brings it up to date on
+    /// every update. Calls selected and reported while a set is replaced must neither be lost
+    /// from that total nor counted twice: with every call reported, it is 0 after each round.
+    #[test]
+    fn boundedhash_in_flight_total_survives_updates_racing_calls() {
+        use std::sync::atomic::AtomicUsize;
+        const ROUNDS: usize = 3000;
+        const WORKERS: usize = 2;
+        let b = Balancer::new("loadbalance=boundedhash").unwrap();
+        let set: Vec<Invoker> = (1..=4)
+            .map(|id| Invoker::new(id, format!("10.0.0.{id}:20880")))
+            .collect();
+        b.update(&set).unwrap();
+        let method = b.method("m").unwrap();
+        // Odd phases: the workers call (and update races them); even ones: each worker, its
+        // calls all reported, parks by storing the phase.
+        let phase = AtomicUsize::new(0);
+        let parked: [AtomicUsize; WORKERS] = Default::default();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for (w, parked) in parked.iter().enumerate() {
+                let (b, phase, stop) = (&b, &phase, &stop);
+                scope.spawn(move || {
+                    let mut held = Vec::new();
+                    let mut i = 0u64;
+                    loop {
+                        let p = phase.load(Acquire);
+                        if p % 2 == 0 {
+                            parked.store(p, Release);
+                            if stop.load(Acquire) {
+                                return;
+                            }
+                            std::thread::yield_now();
+                            continue;
+                        }
+                        // Three calls held at once, so that invokers are busy during updates.
+                        for _ in 0..3 {
+                            i += 1;
+                            let key = (w as u64 * 1_000_003 + i).to_le_bytes();
+                            held.push(b.select(method, &key, 0).unwrap());
+                        }
+                        for id in held.drain(..) {
+                            b.report(method, id, 100, Outcome::Success, 0).unwrap();
+                        }
+                    }
+                });
+            }
+            let mut drifted = Vec::new();
+            for r in 1..=ROUNDS {
+                phase.store(2 * r - 1, Release);
+                // Let the workers start calling, then replace the set under them.
+                std::thread::yield_now();
+                b.update(&set).unwrap();
+                phase.store(2 * r, Release);
+                while parked.iter().any(|p| p.load(Acquire) != 2 * r) {
+                    std::thread::yield_now();
+                }
+                let m = b.inner.methods.get(method).unwrap();
+                let total = crate::strategy::whole_set_in_flight(m).unwrap_or(0);
+                if total != 0 {
+                    drifted.push((r, total));
+                }
+            }
+            stop.store(true, Release);
+            assert!(
+                drifted.is_empty(),
+                "rounds ended with a total in flight: {drifted:?}"
+            );
+        });
     }
 }

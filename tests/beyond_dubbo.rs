@@ -946,8 +946,8 @@ fn invokers_added_and_removed_leave_no_stale_state() {
         if name == "peakewma" {
             assert_eq!(v["invokers"][1]["latency_estimate_us"], 0, "{name}");
         }
-        // And it takes its share again (keys for boundedhash: the total in flight was recounted,
-        // so capacities are not inflated by the departed calls).
+        // And it takes its share again (keys for boundedhash: the departed calls were taken out
+        // of the total in flight, so capacities are not inflated by them).
         let mut c = BTreeMap::new();
         for k in 0..20_000u32 {
             let id = b.select(0, &k.to_le_bytes(), NOW).unwrap();

@@ -23,6 +23,8 @@ mod warming_wrr;
 mod weighted;
 
 pub(crate) use adaptive::{pick_among as adaptive_pick, touch_pick_time};
+#[cfg(test)]
+pub(crate) use bounded_hash::whole_set_in_flight;
 pub(crate) use consistent_hash::{ring_pick, ring_pick_among};
 pub(crate) use p2c::{best_of_pair, best_of_pair_excluding, best_of_subset_pair};
 pub(crate) use random::WholeSet;
@@ -143,8 +145,16 @@ pub(crate) trait Strategy: Send + Sync + 'static {
     /// counters).
     fn on_report(&self, _report: &Report<'_>) {}
 
-    /// A new set was swapped in; per-method state may be brought up to date here (cold path).
-    fn after_update(&self, _method: &MethodState, _snapshot: &Snapshot, _clock: &Clock) {}
+    /// A new set was swapped in for `previous`; per-method state may be brought up to date
+    /// here (cold path).
+    fn after_update(
+        &self,
+        _method: &MethodState,
+        _snapshot: &Snapshot,
+        _previous: &Snapshot,
+        _clock: &Clock,
+    ) {
+    }
 
     /// Extra, strategy-specific JSON fields for one invoker in `stats` (`,"key":value` pairs).
     fn stats_fields(&self, _member: &Member, _out: &mut String) {}

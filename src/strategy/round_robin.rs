@@ -1003,7 +1003,13 @@ impl Strategy for RoundRobin {
         Ok(st.walk(ctx, now_ms))
     }
 
-    fn after_update(&self, method: &MethodState, snapshot: &Snapshot, clock: &Clock) {
+    fn after_update(
+        &self,
+        method: &MethodState,
+        snapshot: &Snapshot,
+        _previous: &Snapshot,
+        clock: &Clock,
+    ) {
         let Some(per_method) = method.ext_if_present::<PerMethod>() else {
             return;
         };
