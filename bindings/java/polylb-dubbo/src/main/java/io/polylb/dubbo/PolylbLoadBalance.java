@@ -100,7 +100,12 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                     count = match;
                 }
             }
-            ServiceState.Target target = binding.target(state, set);
+            ServiceState.Target target;
+            try {
+                target = binding.target(state, set);
+            } catch (PolylbException e) {
+                throw methodRejected(firstUrl, methodName, e);
+            }
             ServiceState.NativeBalancer nb = target.balancer;
             try {
                 nb.sync(set);
@@ -206,10 +211,24 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             throw new RpcException("polylb: bad load-balancing configuration for " + url.getServiceKey() + "."
                     + methodName + " (" + config + "): " + e.getMessage(), e);
         }
-        binding = new ServiceState.MethodBinding(url, methodName, config.toString(), nb, hashArguments, adaptive,
-                methodWeightsApply);
+        try {
+            binding = new ServiceState.MethodBinding(url, methodName, config.toString(), nb, hashArguments, adaptive,
+                    methodWeightsApply);
+        } catch (PolylbException e) {
+            throw methodRejected(url, methodName, e);
+        }
         state.bindingsByMethod.put(methodName, binding);
         return binding;
+    }
+
+    /**
+     * A method name the library cannot intern: one with no UTF-8 form (a generic call's name
+     * holding a lone surrogate), or one past the per-balancer method limit. Dubbo's callers
+     * expect a LoadBalance to fail with RpcException only.
+     */
+    private static RpcException methodRejected(URL url, String methodName, PolylbException e) {
+        return new RpcException("polylb: method " + methodName + " of " + url.getServiceKey()
+                + " cannot be balanced: " + e.getMessage(), e);
     }
 
     /** The state of a service, or null (tests and diagnostics). */
