@@ -115,7 +115,10 @@ pub extern "system" fn Java_io_polylb_Native_abiVersion(_env: JNIEnv, _class: JC
 #[no_mangle]
 pub extern "system" fn Java_io_polylb_Native_version(env: JNIEnv, _class: JClass) -> jstring {
     guarded(std::ptr::null_mut(), || {
-        env.new_string(env!("CARGO_PKG_VERSION"))
+        // The core library's version (plb_version), not this glue crate's.
+        // SAFETY: plb_version returns a static NUL-terminated string.
+        let version = unsafe { std::ffi::CStr::from_ptr(polylb::ffi::plb_version()) };
+        env.new_string(version.to_string_lossy())
             .map(JString::into_raw)
             .unwrap_or(std::ptr::null_mut())
     })

@@ -403,7 +403,7 @@ public final class Balancer implements AutoCloseable {
         Reference.reachabilityFence(this);
     }
 
-    /** The native library's version, e.g. {@code "0.1.0"}. */
+    /** The polylb core library's version ({@code plb_version()}), e.g. {@code "0.1.0"}. */
     public static String nativeVersion() {
         return Native.version();
     }

@@ -34,6 +34,17 @@ class BalancerTest {
     }
 
     @Test
+    void nativeVersionIsTheCoreLibrarysVersion() throws Exception {
+        // plb_version() returns the polylb crate's version (the core library the JNI glue links),
+        // which the repository's Cargo.toml declares; the glue crate's own version is not it.
+        String cargo = java.nio.file.Files.readString(java.nio.file.Path.of("..", "..", "..", "Cargo.toml"));
+        Matcher m = Pattern.compile("(?s)\\[package\\]\\s*name\\s*=\\s*\"polylb\"\\s*version\\s*=\\s*\"([^\"]+)\"")
+                .matcher(cargo);
+        assertTrue(m.find(), "no polylb version in the root Cargo.toml");
+        assertEquals(m.group(1), Balancer.nativeVersion());
+    }
+
+    @Test
     void reportsVersionAndStrategy() {
         assertFalse(Balancer.nativeVersion().isEmpty());
         try (Balancer random = new Balancer("");
