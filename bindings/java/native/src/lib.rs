@@ -268,7 +268,15 @@ pub extern "system" fn Java_io_polylb_Native_update<'local>(
             Ok(invokers) => match balancer.update(&invokers) {
                 Ok(()) => status_code(Status::Ok),
                 Err(error) => {
-                    put_message(&mut env, &message_out, &error.message);
+                    let message = match error.status {
+                        Status::IdOutOfRange => out_of_range_message(&invokers),
+                        _ => None,
+                    };
+                    put_message(
+                        &mut env,
+                        &message_out,
+                        message.as_deref().unwrap_or(&error.message),
+                    );
                     status_code(error.status)
                 }
             },
@@ -278,6 +286,21 @@ pub extern "system" fn Java_io_polylb_Native_update<'local>(
             }
         }
     })
+}
+
+/// The core rejected an id above INT64_MAX: the first such invoker (it stops at the first error
+/// and checks each invoker's id first). Java passed it as a negative long, so name it as written,
+/// not as the u64 it reinterprets to.
+fn out_of_range_message(invokers: &[Invoker]) -> Option<String> {
+    let (i, invoker) = invokers
+        .iter()
+        .enumerate()
+        .find(|(_, invoker)| invoker.id > i64::MAX as u64)?;
+    Some(format!(
+        "invoker #{i}: id {} is outside 0..{}",
+        invoker.id as i64,
+        i64::MAX
+    ))
 }
 
 fn read_invokers(
@@ -340,18 +363,8 @@ fn read_invokers(
 
     let mut invokers = Vec::with_capacity(n);
     for i in 0..n {
-        // Named as the caller wrote it: reinterpreted, a negative long is an id above INT64_MAX,
-        // which the core would reject naming a number nobody passed.
-        if id_values[i] < 0 {
-            return Err((
-                Status::IdOutOfRange,
-                format!(
-                    "invoker #{i}: id {} is outside 0..{}",
-                    id_values[i],
-                    i64::MAX
-                ),
-            ));
-        }
+        // A negative long reinterprets to an id above INT64_MAX, which the core rejects at its
+        // own place in its in-order check (as it does for C and Go); see out_of_range_message.
         let id = id_values[i] as u64;
         let address = match read_string_element(env, addresses, i) {
             Ok(Some(address)) => address,

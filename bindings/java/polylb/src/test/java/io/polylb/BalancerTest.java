@@ -199,6 +199,27 @@ class BalancerTest {
     }
 
     @Test
+    void updateWithSeveralBadInvokersReportsWhatTheCAbiReports() {
+        // The C ABI checks every address and zone for UTF-8 first, then each invoker in order:
+        // id <= INT64_MAX, weight >= 0, id not used before. Go passes its list unchanged, so the
+        // same list gives the same error in every language; a negative id here is an id the core
+        // rejects at its own place in that order.
+        try (Balancer lb = new Balancer("loadbalance=roundrobin")) {
+            PolylbException weightFirst = assertThrows(PolylbException.class, () -> lb.update(
+                    List.of(Invoker.of(1, "a:1").withWeight(-1), Invoker.of(-1, "b:1"))));
+            assertEquals(Status.NEGATIVE_WEIGHT, weightFirst.status(), weightFirst.getMessage());
+            assertEquals(Status.DUPLICATE_ID, assertThrows(PolylbException.class, () -> lb.update(
+                    List.of(Invoker.of(1, "a:1"), Invoker.of(1, "b:1"), Invoker.of(-5, "c:1")))).status());
+            assertEquals(Status.INVALID_UTF8, assertThrows(PolylbException.class, () -> lb.update(
+                    List.of(Invoker.of(-1, "a:1"), Invoker.of(2, "\uD800b:1")))).status());
+            PolylbException idSecond = assertThrows(PolylbException.class, () -> lb.update(
+                    List.of(Invoker.of(1, "a:1"), Invoker.of(-7, "b:1").withWeight(-1), Invoker.of(-1, "c:1"))));
+            assertEquals(Status.ID_OUT_OF_RANGE, idSecond.status());
+            assertTrue(idSecond.getMessage().contains("invoker #1: id -7 is outside 0.."), idSecond.getMessage());
+        }
+    }
+
+    @Test
     void badInputBecomesExceptionsWithTheLibrarysMessage() {
         PolylbException config = assertThrows(PolylbException.class, () -> new Balancer("loadBalance=random"));
         assertEquals(Status.INVALID_CONFIG, config.status());
