@@ -31,10 +31,8 @@ from . import _ffi
 from ._errors import (
     BalancerClosedError,
     ConfigError,
-    IdOutOfRangeError,
     InvalidArgumentError,
     InvalidUtf8Error,
-    NegativeWeightError,
     PolylbError,
     error_for,
 )
@@ -187,39 +185,71 @@ def _check_range(value: int, low: int, high: int, what: str) -> None:
         )
 
 
+def _update_text(text: Union[str, bytes], what: str) -> bytes:
+    """An address or zone for plb_balancer_update. A str with a lone surrogate (no UTF-8 form)
+    is passed in its surrogate-escaped form, which is not UTF-8: the library then rejects it at
+    its own place in its checks (every address and zone first, in order), as it does invalid
+    bytes, so a list with several bad invokers gives the error it gives in C, Go and Java."""
+    if isinstance(text, str):
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "surrogatepass")
+    return _utf8(text, what)
+
+
 def _to_struct(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
+    """The C form of an invoker. Wrong types and values that exist in no other language (beyond
+    the C field's type) are refused here; every other bad value goes to the library, which checks
+    the list in its order. An id outside 0 .. 2**64 - 1 or a weight below -2**31 is given in a
+    form the library rejects the same way (an id above INT64_MAX, a negative weight), so such an
+    invoker is reported where the library reports ids and weights (see _update_error)."""
     if not isinstance(invoker, Invoker):
         raise TypeError(f"update() takes Invoker objects, not {type(invoker).__name__}")
     if not isinstance(invoker.id, int):
         raise TypeError(f"invoker id must be an int, not {type(invoker.id).__name__}")
-    if not 0 <= invoker.id < _UINT64_END:
-        # Below 2**64 the library itself rejects ids above INT64_MAX; only what ctypes would wrap
-        # around into a valid-looking id is caught here.
-        raise IdOutOfRangeError(
-            Status.ID_OUT_OF_RANGE, f"invoker id {invoker.id} is outside 0..{_INT64_MAX}"
-        )
-    if isinstance(invoker.weight, int) and invoker.weight < _INT32_MIN:
-        raise NegativeWeightError(
-            Status.NEGATIVE_WEIGHT, f"invoker {invoker.id}: negative weight {invoker.weight}"
-        )
-    _check_range(invoker.weight, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: weight")
+    # ctypes would wrap these around into valid-looking values.
+    id = invoker.id if 0 <= invoker.id < _UINT64_END else _UINT64_END - 1
+    weight = invoker.weight
+    if isinstance(weight, int) and weight < _INT32_MIN:
+        weight = _INT32_MIN
+    _check_range(weight, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: weight")
     _check_range(invoker.start_time_ms, _INT64_MIN, _INT64_MAX, f"invoker {invoker.id}: start_time_ms")
     _check_range(invoker.warmup_ms, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: warmup_ms")
-    address = _utf8(invoker.address, f"invoker {invoker.id}: address")
-    zone = None if invoker.zone is None else _utf8(invoker.zone, f"invoker {invoker.id}: zone")
+    address = _update_text(invoker.address, f"invoker {invoker.id}: address")
+    zone = None if invoker.zone is None else _update_text(invoker.zone, f"invoker {invoker.id}: zone")
     keep_alive.append(address)
     if zone is not None:
         keep_alive.append(zone)
     return PlbInvoker(
-        invoker.id,
+        id,
         address,
         len(address),
-        invoker.weight,
+        weight,
         invoker.start_time_ms,
         invoker.warmup_ms,
         zone,
         0 if zone is None else len(zone),
     )
+
+
+def _update_error(status: int, message: str, invokers: List[Invoker]) -> PolylbError:
+    """The error of a rejected update; for an id or weight _to_struct had to stand in for, the
+    message names the value as the caller wrote it. The library stops at the first bad invoker
+    and checks its id, then its weight, so that invoker is the first with a bad id (weight)."""
+    if status == Status.ID_OUT_OF_RANGE:
+        for i, invoker in enumerate(invokers):
+            if not 0 <= invoker.id <= _INT64_MAX:
+                if not 0 <= invoker.id < _UINT64_END:
+                    message = f"invoker #{i}: id {invoker.id} is outside 0..{_INT64_MAX}"
+                break
+    elif status == Status.NEGATIVE_WEIGHT:
+        for i, invoker in enumerate(invokers):
+            if invoker.weight < 0:
+                if invoker.weight < _INT32_MIN:
+                    message = f"invoker #{i} (id {invoker.id}): weight {invoker.weight} is negative"
+                break
+    return error_for(status, message)
 
 
 def _range_status(method: Any, *times: Any) -> int:
@@ -412,6 +442,7 @@ class Balancer:
         State of ids that stay (active counts, latency windows, round-robin weights) is kept.
         """
         keep_alive: List[bytes] = []
+        invokers = list(invokers)
         structs = [_to_struct(invoker, keep_alive) for invoker in invokers]
         array = (PlbInvoker * len(structs))(*structs)
         message = create_string_buffer(_MESSAGE_CAPACITY)
@@ -423,7 +454,7 @@ class Balancer:
             )
         del keep_alive  # the library has copied what it keeps
         if status:
-            raise error_for(status, _message(message, message_len))
+            raise _update_error(status, _message(message, message_len), invokers)
 
     def method(self, name: Union[str, bytes]) -> int:
         """The id of a method name, for the ``method=`` argument of select and report.

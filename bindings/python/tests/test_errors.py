@@ -141,6 +141,62 @@ def test_address_lone_surrogate(lb: polylb.Balancer) -> None:
         lb.update([Invoker(1, "10.0.0.1:\ud800")])
 
 
+def _c_update_status(invokers: "list[Invoker]") -> int:
+    """What plb_balancer_update returns for the same list given as C (and Go) would give it."""
+    from polylb._ffi import PlbInvoker, lib
+
+    def raw(text: "str | bytes | None") -> bytes:
+        if text is None:
+            return b""
+        return text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+
+    keep = [(raw(i.address), raw(i.zone)) for i in invokers]
+    array = (PlbInvoker * len(invokers))(
+        *(
+            PlbInvoker(i.id if 0 <= i.id < 2**64 else 2**64 - 1, a, len(a), i.weight, i.start_time_ms, i.warmup_ms, z or None, len(z))
+            for i, (a, z) in zip(invokers, keep)
+        )
+    )
+    probe = polylb.Balancer("roundrobin")
+    try:
+        status: int = lib.plb_balancer_update(probe._handle, array, len(invokers), None, 0, None)
+    finally:
+        probe.close()
+    return status
+
+
+@pytest.mark.parametrize(
+    "bad, status, named",
+    [
+        ([Invoker(1, "a:1", weight=-1), Invoker(-1, "b:1")], Status.NEGATIVE_WEIGHT, "#0"),
+        ([Invoker(1, "a:1"), Invoker(1, "b:1"), Invoker(-5, "c:1")], Status.DUPLICATE_ID, "#1"),
+        ([Invoker(-1, "a:1"), Invoker(2, "\ud800b:1")], Status.INVALID_UTF8, "#1 address"),
+        ([Invoker(2**64, "a:1"), Invoker(2, "b:1", zone=b"\xff")], Status.INVALID_UTF8, "#1 zone"),
+        ([Invoker(1, b"\xffa:1"), Invoker(2, "\ud800b:1")], Status.INVALID_UTF8, "#0 address"),
+        ([Invoker(1, "a:1"), Invoker(-7, "b:1", weight=-1), Invoker(-1, "c:1")], Status.ID_OUT_OF_RANGE, "#1: id -7"),
+        ([Invoker(3, "a:1"), Invoker(2**64, "b:1", weight=-1)], Status.ID_OUT_OF_RANGE, f"#1: id {2**64}"),
+    ],
+)
+def test_update_with_several_bad_invokers_reports_what_the_c_abi_reports(
+    lb: polylb.Balancer, bad: "list[Invoker]", status: Status, named: str
+) -> None:
+    # The C ABI checks every address and zone for UTF-8 first, then each invoker in order (id
+    # <= INT64_MAX, weight >= 0, id not used before); Go passes its list unchanged. An id no C
+    # type holds (as a negative Java long) is rejected where the library rejects an id above
+    # INT64_MAX, so the C form of such an id here is one above INT64_MAX.
+    assert _c_update_status(bad) == status
+    with pytest.raises(polylb.PolylbError) as info:
+        lb.update(bad)
+    assert info.value.status is status
+    assert named in info.value.message, info.value.message
+
+
+def test_weight_below_int32_is_reported_in_order(lb: polylb.Balancer) -> None:
+    with pytest.raises(polylb.NegativeWeightError) as info:
+        lb.update([Invoker(1, "a:1", weight=-(2**40)), Invoker(-1, "b:1")])
+    assert f"weight {-(2**40)}" in info.value.message and "#0" in info.value.message, info.value.message
+
+
 def test_wrong_types_are_type_errors(lb: polylb.Balancer) -> None:
     with pytest.raises(TypeError):
         lb.update([Invoker("1", "10.0.0.1:20880")])  # type: ignore[arg-type]
