@@ -119,9 +119,9 @@ def _utf8(text: Union[str, bytes], what: str) -> bytes:
 
 
 def _key_bytes(key: Key) -> bytes:
-    if isinstance(key, str):
+    if isinstance(key, str):  # also str subclasses (numpy.str_, ...)
         return _utf8(key, "key")
-    if isinstance(key, (bytearray, memoryview)):
+    if isinstance(key, (bytes, bytearray, memoryview)):  # bytes subclasses too (numpy.bytes_, ...)
         return bytes(key)
     raise TypeError(f"key must be bytes or str, not {type(key).__name__}")
 

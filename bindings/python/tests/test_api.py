@@ -158,6 +158,27 @@ def test_key_spellings_hash_the_same(balancer_factory: Any) -> None:
         assert lb.select(key=text, among=[1, 2, 3, 4, 5]) == expected
 
 
+def test_key_subclasses_of_bytes_and_str_hash_as_their_values(balancer_factory: Any) -> None:
+    # e.g. numpy.bytes_ / numpy.str_, or an application's own bytes or str subclass.
+    class Key(bytes):
+        pass
+
+    class Text(str):
+        pass
+
+    lb = balancer_factory("consistenthash")
+    lb.update(invokers(5))
+    for i in range(30):
+        text = f"user-{i}-ünïcode"
+        expected = lb.select(key=text.encode("utf-8"))
+        assert lb.select(key=Key(text.encode("utf-8"))) == expected
+        assert lb.select(key=Text(text)) == expected
+        assert lb.select(key=Key(text.encode("utf-8")), among=[1, 2, 3, 4, 5]) == expected
+        assert lb.select(key=Text(text), method="m", now_us=1) == lb.select(key=text, method="m", now_us=1)
+        with lb.call(key=Key(text.encode("utf-8"))) as call:
+            assert call.id == expected
+
+
 def test_key_with_nul_bytes_is_hashed_whole(balancer_factory: Any) -> None:
     lb = balancer_factory("consistenthash")
     lb.update(invokers(5))
