@@ -34,6 +34,7 @@ from ._errors import (
     InvalidArgumentError,
     InvalidUtf8Error,
     PolylbError,
+    UnknownOutcomeError,
     error_for,
 )
 from ._ffi import Outcome, PlbInvoker, Status, uint64_array
@@ -707,6 +708,9 @@ class Balancer:
         the block ends normally, timeout on ``TimeoutError``, failure on any other ``Exception``
         and cancelled on ``BaseException``s that are not ``Exception``s (``KeyboardInterrupt``,
         ``asyncio.CancelledError``); set ``call.outcome`` inside the block to decide it yourself.
+        A ``call.outcome`` that is no outcome still ends the call, as cancelled (the in-flight
+        count is undone, nothing is recorded), and raises ``TypeError`` (``UnknownOutcomeError``
+        for an int outside 0..3) only from a block that ended normally.
         Exceptions are never swallowed, nor replaced: if the balancer is closed (by another
         thread) during the block, the block's own exception propagates; a block that ended
         normally then raises :class:`BalancerClosedError`. Works with ``async with`` too.
@@ -760,6 +764,22 @@ class Call:
             # Closed (by another thread) during the call: the block's own exception is what
             # the caller must see, not that the report had nowhere to go.
             if exc_type is None:
+                raise
+        except (TypeError, UnknownOutcomeError) as error:
+            if self.outcome is None:
+                raise  # not the caller's outcome: a bug here, do not hide it
+            # call.outcome is no outcome: the call still ends, as cancelled (nothing is known
+            # of how it went), so it is not left counted in flight; the block's own exception,
+            # if any, is what propagates.
+            try:
+                self._balancer.report(self.id, elapsed_us, _CANCELLED, self._method)
+            except BalancerClosedError:
+                pass
+            if exc_type is None:
+                if isinstance(error, TypeError):
+                    raise TypeError(
+                        f"call.outcome must be a polylb.Outcome or its int code, not {type(self.outcome).__name__}"
+                    ) from None
                 raise
 
     async def __aenter__(self) -> "Call":

@@ -377,6 +377,32 @@ def test_call_outcome_can_be_set(balancer_factory: Any) -> None:
     assert by_id(lb.stats())[1]["failures"] == 1
 
 
+@pytest.mark.parametrize("bad", ["oops", 7, -1, 2.0, object()])
+def test_call_with_an_invalid_outcome_still_ends_and_keeps_the_blocks_exception(
+    balancer_factory: Any, bad: Any
+) -> None:
+    lb = _single(balancer_factory)
+    with pytest.raises(KeyError, match="the block's own"):
+        with lb.call() as call:
+            call.outcome = bad
+            raise KeyError("the block's own")
+    row = by_id(lb.stats())[1]
+    # Ended as cancelled: the in-flight count is undone, nothing is credited or blamed.
+    assert (row["active"], row["selected"], row["succeeded"], row["failures"]) == (0, 1, 0, 0)
+
+
+@pytest.mark.parametrize("bad, error", [("oops", TypeError), (7, ValueError), (2.0, TypeError)])
+def test_call_with_an_invalid_outcome_after_a_normal_block_raises(
+    balancer_factory: Any, bad: Any, error: type
+) -> None:
+    lb = _single(balancer_factory)
+    with pytest.raises(error, match="outcome"):
+        with lb.call() as call:
+            call.outcome = bad
+    row = by_id(lb.stats())[1]
+    assert (row["active"], row["succeeded"], row["failures"]) == (0, 0, 0)
+
+
 def test_call_with_method_key_and_subset(balancer_factory: Any) -> None:
     lb = balancer_factory("consistenthash")
     lb.update(invokers(4))
