@@ -26,7 +26,9 @@ import org.apache.dubbo.rpc.support.RpcUtils;
  *
  * <p>URL parameters read (method level first, from the first provider, as Dubbo does):
  * {@value #STRATEGY_KEY}, {@code hash.nodes} and {@code hash.arguments} (hashing strategies),
- * {@code timeout} (adaptive), {@value #EXTRA_CONFIG_KEY} (extra polylb configuration, e.g.
+ * {@code timeout} (adaptive; unlike Dubbo, which reads it per candidate and lets a call's
+ * {@code timeout} attachment override it, polylb has one timeout per balancer: see the README),
+ * {@value #EXTRA_CONFIG_KEY} (extra polylb configuration, e.g.
  * {@code seed=42}); per provider: {@code weight} ({@code <method>.weight} first), {@code timestamp},
  * {@code warmup}, {@code zone}. A method whose providers declare {@code <method>.weight} gets a
  * native balancer registered with that method's weights; other methods share the service's.
