@@ -12,7 +12,8 @@
 //!   `zone.minHealthyPercent` % of them are healthy (not ejected). Below that, the local share
 //!   shrinks in proportion (healthy fraction / threshold) and the rest spills over to every
 //!   healthy invoker; with no healthy local invoker, everything spills over. A zone whose
-//!   invokers all weigh 0 while others do not is drained: it is preferred no more.
+//!   healthy invokers all weigh 0 while other healthy ones do not is drained: it is preferred
+//!   no more (also when its weighted invokers are the ones ejected).
 //!
 //! Hot path: while nothing is ejected (always, without outlier ejection) a whole-set call
 //! narrows at most to the set's local zone, built once on update (`LocalZone`, kept in the
@@ -180,6 +181,10 @@ impl Filter {
         matches!((&self.zone, &member.zone), (Some(z), Some(m)) if **z == **m)
     }
 
+    fn is_ejected(&self, member: &Member) -> bool {
+        self.outlier.is_some() && member.state.outlier.is_ejected()
+    }
+
     /// Every local invoker weighs 0 while some other invoker does not: the zone is drained (its
     /// weights were set to 0 to move its traffic away), so it is preferred no more and calls
     /// go where the weights are, as a set's zero weights send them.
@@ -262,11 +267,13 @@ impl Filter {
         view.local_mask.clear();
         view.local_mask.resize(words, 0);
         let mut local_total = 0u64;
-        let drained = self.drained(&snapshot.members);
+        // Drained among the invokers a pick can get: a zone whose weighted invokers are all
+        // ejected is left with zero weights only, which must not draw its share of the calls.
+        let drained = self.drained(snapshot.members.iter().filter(|m| !self.is_ejected(m)));
         for (pos, m) in snapshot.members.iter().enumerate() {
             let local = !drained && self.is_local(m);
             local_total += local as u64;
-            if self.outlier.is_some() && m.state.outlier.is_ejected() {
+            if self.is_ejected(m) {
                 continue;
             }
             view.healthy.push(pos as u32);
@@ -296,11 +303,12 @@ impl Filter {
         rng: &Rng,
     ) {
         let members = &snapshot.members;
-        let ejected =
-            |p: u32| self.outlier.is_some() && members[p as usize].state.outlier.is_ejected();
-        // Zone health counts the caller's local candidates, ejected ones included.
+        let ejected = |p: u32| self.is_ejected(&members[p as usize]);
+        // Zone health counts the caller's local candidates, ejected ones included; drained is
+        // decided among those not ejected, as for the whole set.
         let (mut local_total, mut local_healthy) = (0u64, 0u64);
-        if self.zone.is_some() && !self.drained(positions.iter().map(|&p| &members[p as usize])) {
+        let healthy = positions.iter().filter(|&&p| !ejected(p));
+        if self.zone.is_some() && !self.drained(healthy.map(|&p| &members[p as usize])) {
             for &p in positions.iter() {
                 if self.is_local(&members[p as usize]) {
                     local_total += 1;

@@ -1139,6 +1139,52 @@ fn a_zone_drained_by_zero_weights_is_preferred_no_more() {
     }
 }
 
+#[test]
+fn a_zone_left_with_zero_weights_by_ejections_is_preferred_no_more() {
+    // Zone a: invoker 1 weighs 100, invoker 2 weighs 0. Once 1 is ejected the zone's healthy
+    // invokers weigh nothing: staying local (50 % healthy, below 70 %, would keep 5 calls in
+    // 7 there) would send them to the zero weight while 3, 4 and 5 weigh something. Over the
+    // whole set and over a caller's subset, for the strategies that never pick a zero weight
+    // while another candidate weighs something.
+    let set: Vec<Invoker> = zoned()
+        .into_iter()
+        .map(|i| if i.id == 2 { i.weight(0) } else { i })
+        .collect();
+    for kind in [
+        StrategyKind::Random,
+        StrategyKind::RoundRobin,
+        StrategyKind::P2c,
+        StrategyKind::PeakEwma,
+        StrategyKind::BoundedHash,
+    ] {
+        // One balancer for whole-set picks, one for a caller's subset (roundrobin's counters
+        // are shared by both kinds of pick, and mixing them is not what is tested here).
+        let [whole, subset] = [0, 1].map(|_| {
+            let b = lb(
+                &format!(
+                    "loadbalance={}&zone=a&seed=23&outlier.consecutiveFailures=1\
+                     &outlier.maxEjectionPercent=50&outlier.baseEjectionMs=1000000\
+                     &outlier.maxEjectionMs=1000000",
+                    kind.name()
+                ),
+                &set,
+            );
+            b.report(0, 1, 10, Outcome::Failure, NOW).unwrap();
+            assert!(active_ejected(&b, 1), "{}", kind.name());
+            b
+        });
+        for k in 0..500u32 {
+            let key = k.to_le_bytes();
+            let id = whole.select(0, &key, NOW).unwrap();
+            whole.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+            assert!(id > 2, "{}: picked {id}", kind.name());
+            let id = subset.select_among(0, &key, &[1, 2, 3], &[], NOW).unwrap();
+            subset.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+            assert_eq!(id, 3, "{}: subset pick", kind.name());
+        }
+    }
+}
+
 /// consistenthash with a zone preference answers as its ring walked to the first local
 /// invoker (what a caller naming the local invokers as candidates gets): each key keeps its
 /// owner when that owner is local, and the keys of remote owners go to the local invoker that
