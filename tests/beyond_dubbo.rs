@@ -922,6 +922,27 @@ fn slow_start_ramps_an_invoker_that_joins() {
 }
 
 #[test]
+fn slow_start_does_not_ramp_an_invoker_that_served_alone() {
+    // The set is replaced by a single invoker, 3, which takes every call (without the strategy,
+    // so no ramp is stamped) for two minutes; then 4 joins. 3 has nothing to ramp from, and 4
+    // is the one to protect: 4 starts at 10 % of 3's weight, not both at 10 % (which would
+    // split the calls evenly at once).
+    for name in ["p2c", "peakewma"] {
+        let config = format!(
+            "loadbalance={name}&seed=13&slowstart.windowMs=60000&slowstart.minWeightPercent=10"
+        );
+        let b = lb(&config, &[provider(1), provider(2)]);
+        b.update(&[provider(3)]).unwrap();
+        counts(&b, 0, 100, NOW);
+        b.update(&[provider(3), provider(4)]).unwrap();
+        let draws = 40_000;
+        let c = counts(&b, 0, draws, NOW + 120_000_000);
+        let joined = c.get(&4).copied().unwrap_or(0);
+        assert_binomial(joined, draws, 10.0 / 110.0, 5.0, name);
+    }
+}
+
+#[test]
 fn invokers_added_and_removed_leave_no_stale_state() {
     for name in NEW {
         let b = lb(

@@ -5,7 +5,8 @@
 //! the classic flood of a new node. Slow start ramps the weight of an invoker that joins an
 //! existing set from `slowstart.minWeightPercent` to 100 % over the window, as
 //! `(elapsed / window)^(1 / aggression)` (Envoy's shape), on top of Dubbo's warm-up. Invokers of
-//! the first set a balancer sees do not ramp (there is nothing to protect them from).
+//! the first set a balancer sees do not ramp (there is nothing to protect them from), nor does
+//! an invoker once it is alone in the set.
 //!
 //! The ramp starts at the first pick that sees the invoker (so it runs on the callers'
 //! timeline, virtual or not), and is stamped in the invoker's state, which an update keeps.
@@ -40,9 +41,12 @@ impl SlowStart {
         })
     }
 
-    /// Marks the invokers of a first set as exempt and computes the set's ramp.
+    /// Marks the invokers of a first set as exempt and computes the set's ramp. An invoker
+    /// alone in its set is exempt too: it takes every call whatever its weight, and those
+    /// picks skip the strategy, so no ramp would be stamped until another invoker joins; both
+    /// would then ramp together, leaving the newcomer unprotected.
     pub fn prepare(&self, members: &[Member], previous: &Snapshot) -> Ramp {
-        if previous.members.is_empty() {
+        if previous.members.is_empty() || members.len() == 1 {
             for m in members {
                 let _ = m
                     .state
