@@ -352,6 +352,9 @@ impl Config {
     pub fn parse(text: &str) -> Result<Config, Error> {
         let mut config = Config::default();
         let mut seen: Vec<&str> = Vec::new();
+        // The keys given a value: the option checks look at these only (an empty value is an
+        // absent key, which cannot be an option that does nothing).
+        let mut given: Vec<&str> = Vec::new();
         for pair in text.split('&').filter(|p| !p.trim().is_empty()) {
             let (key, value) = pair.split_once('=').ok_or_else(|| {
                 Error::new(
@@ -387,9 +390,10 @@ impl Config {
             // As in Dubbo, an empty value means "absent": the default stays.
             if !value.is_empty() {
                 set(&mut config, key, value)?;
+                given.push(key);
             }
         }
-        config.check_options(&seen)?;
+        config.check_options(&given)?;
         Ok(config)
     }
 

@@ -286,6 +286,25 @@ fn options_that_would_do_nothing_are_errors() {
     }
 }
 
+#[test]
+fn options_with_empty_values_are_absent() {
+    // An empty value means "absent" (as in Dubbo): the default stays, and an absent option
+    // cannot be one that would do nothing.
+    for text in [
+        "loadbalance=random&p2c.choices=",
+        "loadbalance=roundrobin&slowstart.windowMs=&slowstart.aggression=",
+        "outlier.windowMs=&outlier.baseEjectionMs=",
+        "zone=&zone.minHealthyPercent=",
+        "loadbalance=p2c&slowstart.windowMs=&slowstart.minWeightPercent=",
+        "outlier.consecutiveFailures=3&outlier.minRequests=",
+    ] {
+        let b = Balancer::new(text).unwrap_or_else(|e| panic!("{text}: {}", e.message));
+        drop(b);
+    }
+    // A value given twice is still an error, empty or not.
+    assert!(Balancer::new("seed=&seed=1").is_err());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Weighted distribution.
 
