@@ -531,9 +531,8 @@ impl Inner {
                 Some(f) => f.with_view(snapshot, &call.rng, pick)?,
             }
         } else {
-            SCRATCH.with(|cell| {
-                let mut scratch = cell.borrow_mut();
-                let (mask, positions) = &mut *scratch;
+            let subset = |scratch: &mut (Vec<u64>, Vec<u32>)| {
+                let (mask, positions) = scratch;
                 mask.clear();
                 if candidates.is_empty() {
                     mask.resize(n.div_ceil(64), u64::MAX);
@@ -568,7 +567,15 @@ impl Inner {
                 }
                 let is_all = positions.len() == n;
                 pick(positions, is_all, mask, None)
-            })?
+            };
+            let picked = SCRATCH.try_with(|cell| Some(subset(&mut *cell.try_borrow_mut().ok()?)));
+            match picked {
+                Ok(Some(result)) => result?,
+                // The buffers are gone or in use: fresh ones. Gone when a thread-exit hook
+                // calls (a pthread key destructor runs after the thread locals are destroyed);
+                // in use never today (a pick does not nest).
+                _ => subset(&mut Default::default())?,
+            }
         };
         Ok(pos)
     }

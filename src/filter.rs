@@ -234,27 +234,49 @@ impl Filter {
                 None => pick(&snapshot.all, true, &[], None),
             };
         }
-        VIEWS.with(|cell| {
-            let mut views = cell.borrow_mut();
-            let epoch = self.epoch.load(Acquire);
-            let slot = views.slot(self.uid, snapshot.generation, epoch);
-            let view = &mut views.entries[slot];
-            if !view.matches(self.uid, snapshot.generation, epoch) {
-                self.build(view, snapshot);
-                view.key = Some((self.uid, snapshot.generation, epoch));
+        let mut pick = Some(pick);
+        let picked = VIEWS.try_with(|cell| {
+            let mut views = cell.try_borrow_mut().ok()?;
+            Some(self.pick_in_view(&mut views, snapshot, rng, pick.take()?))
+        });
+        match picked {
+            Ok(Some(result)) => result,
+            // The views are gone or in use: a fresh one. Gone when a thread-exit hook calls (a
+            // pthread key destructor runs after the thread locals are destroyed); in use never
+            // today (a pick does not nest). `pick` is still here: it is taken only to be called.
+            _ => {
+                let pick = pick.expect("not taken unless called");
+                self.pick_in_view(&mut Views::default(), snapshot, rng, pick)
             }
-            let n = snapshot.members.len();
-            if Self::stays_local(view.local_share, rng) {
-                let is_all = view.local.len() == n;
-                let weights = view.local_weights.as_ref().filter(|_| !is_all);
-                pick(&view.local, is_all, &view.local_mask, weights)
-            } else if view.healthy.len() == n {
-                pick(&snapshot.all, true, &[], None)
-            } else {
-                let weights = view.healthy_weights.as_ref();
-                pick(&view.healthy, false, &view.healthy_mask, weights)
-            }
-        })
+        }
+    }
+
+    /// `with_view` with this thread's views (or fresh ones).
+    fn pick_in_view<R>(
+        &self,
+        views: &mut Views,
+        snapshot: &Snapshot,
+        rng: &Rng,
+        pick: impl FnOnce(&[u32], bool, &[u64], Option<&SubsetWeights>) -> R,
+    ) -> R {
+        let epoch = self.epoch.load(Acquire);
+        let slot = views.slot(self.uid, snapshot.generation, epoch);
+        let view = &mut views.entries[slot];
+        if !view.matches(self.uid, snapshot.generation, epoch) {
+            self.build(view, snapshot);
+            view.key = Some((self.uid, snapshot.generation, epoch));
+        }
+        let n = snapshot.members.len();
+        if Self::stays_local(view.local_share, rng) {
+            let is_all = view.local.len() == n;
+            let weights = view.local_weights.as_ref().filter(|_| !is_all);
+            pick(&view.local, is_all, &view.local_mask, weights)
+        } else if view.healthy.len() == n {
+            pick(&snapshot.all, true, &[], None)
+        } else {
+            let weights = view.healthy_weights.as_ref();
+            pick(&view.healthy, false, &view.healthy_mask, weights)
+        }
     }
 
     fn build(&self, view: &mut View, snapshot: &Snapshot) {

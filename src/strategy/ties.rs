@@ -15,8 +15,7 @@ thread_local! {
 /// uniform when weights are equal or all zero. Weights are the effective (warm-up) weights for
 /// both the total and the walk: Dubbo once mixed raw and warm weights here.
 pub(crate) fn least_by(ctx: &Ctx<'_>, value: impl Fn(usize) -> i64) -> usize {
-    TIES.with(|cell| {
-        let mut ties = cell.borrow_mut();
+    let scan = |ties: &mut Vec<(u32, i32)>| {
         ties.clear();
         let mut least = i64::MAX;
         let mut total: i64 = 0;
@@ -52,5 +51,11 @@ pub(crate) fn least_by(ctx: &Ctx<'_>, value: impl Fn(usize) -> i64) -> usize {
             }
         }
         ties[ctx.rng.below(ties.len() as u64) as usize].0 as usize
-    })
+    };
+    match TIES.try_with(|cell| Some(scan(&mut *cell.try_borrow_mut().ok()?))) {
+        Ok(Some(pos)) => pos,
+        // The buffer is gone (a thread-exit hook calls after the thread locals are destroyed)
+        // or in use (a scan cannot nest today): a fresh one.
+        _ => scan(&mut Vec::new()),
+    }
 }
