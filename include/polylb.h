@@ -90,7 +90,8 @@
 #define PLB_ERR_PANIC 13
 
 /**
- * An argument out of its domain: negative elapsed time, NaN or negative load.
+ * An argument out of its domain: negative elapsed time, NaN or negative load, or a length
+ * whose size in bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
  */
 #define PLB_ERR_INVALID_ARGUMENT 14
 

@@ -36,7 +36,8 @@ pub const PLB_ERR_UNKNOWN_OUTCOME: i32 = 11;
 pub const PLB_ERR_BUFFER_TOO_SMALL: i32 = 12;
 /// A bug inside polylb was caught at the boundary; the balancer remains usable.
 pub const PLB_ERR_PANIC: i32 = 13;
-/// An argument out of its domain: negative elapsed time, NaN or negative load.
+/// An argument out of its domain: negative elapsed time, NaN or negative load, or a length
+/// whose size in bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
 pub const PLB_ERR_INVALID_ARGUMENT: i32 = 14;
 /// A limit was exceeded (at most 2^20 method names per balancer).
 pub const PLB_ERR_LIMIT_EXCEEDED: i32 = 15;
@@ -80,29 +81,41 @@ unsafe fn balancer<'a>(b: *const plb_balancer) -> Result<&'a Balancer, Status> {
     (b as *const Balancer).as_ref().ok_or(Status::NullPointer)
 }
 
-unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8], Status> {
+/// The caller's array `(ptr, len)`; NULL only with length 0. A length whose size in bytes is
+/// above `isize::MAX` describes no array (typically `(size_t)-1` passed for "unknown"): it is
+/// an argument error before anything is read, not a slice Rust must never make.
+unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> Result<&'a [T], Status> {
     if len == 0 {
         return Ok(&[]);
     }
     if ptr.is_null() {
         return Err(Status::NullPointer);
     }
+    if len > isize::MAX as usize / std::mem::size_of::<T>() {
+        return Err(Status::InvalidArgument);
+    }
     Ok(std::slice::from_raw_parts(ptr, len))
+}
+
+unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8], Status> {
+    slice(ptr, len)
 }
 
 unsafe fn ids<'a>(ptr: *const u64, len: usize) -> Result<&'a [u64], Status> {
-    if len == 0 {
-        return Ok(&[]);
-    }
-    if ptr.is_null() {
-        return Err(Status::NullPointer);
-    }
-    Ok(std::slice::from_raw_parts(ptr, len))
+    slice(ptr, len)
+}
+
+/// What was wrong with the caller's array `what` of length `len`, for an error message.
+fn array_error(status: Status, what: &str, len: usize) -> Error {
+    let message = match status {
+        Status::NullPointer => format!("{what}: pointer is NULL with length {len}"),
+        _ => format!("{what}: length {len} is larger than any array"),
+    };
+    Error::new(status, message)
 }
 
 unsafe fn text<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a str, Error> {
-    let b = bytes(ptr, len)
-        .map_err(|s| Error::new(s, format!("{what}: pointer is NULL with length {len}")))?;
+    let b = bytes(ptr, len).map_err(|s| array_error(s, what, len))?;
     std::str::from_utf8(b).map_err(|e| {
         Error::new(
             Status::InvalidUtf8,
@@ -201,17 +214,7 @@ pub unsafe extern "C" fn plb_balancer_update(
     guard(PLB_ERR_PANIC, || {
         let result = (|| {
             let b = balancer(b).map_err(|s| Error::new(s, "balancer is NULL"))?;
-            if n > 0 && invokers.is_null() {
-                return Err(Error::new(
-                    Status::NullPointer,
-                    format!("invokers is NULL with n = {n}"),
-                ));
-            }
-            let raw = if n == 0 {
-                &[][..]
-            } else {
-                std::slice::from_raw_parts(invokers, n)
-            };
+            let raw = slice(invokers, n).map_err(|s| array_error(s, "invokers", n))?;
             let mut set = Vec::with_capacity(n);
             for (i, r) in raw.iter().enumerate() {
                 let address = text(r.address, r.address_len, &format!("invoker #{i} address"))?;

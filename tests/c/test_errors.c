@@ -410,6 +410,54 @@ static void report_errors(void)
     plb_balancer_free(b);
 }
 
+/*
+ * A length that no array can have (its size in bytes above PTRDIFF_MAX: typically (size_t)-1
+ * passed for "unknown" or "NUL-terminated") is PLB_ERR_INVALID_ARGUMENT, found before anything
+ * is read, even where the strategy ignores the data; a rejected update changes nothing.
+ */
+static void huge_lengths(const char *config)
+{
+    plb_balancer *b = plbt_new(config);
+    const uint64_t ids[] = {1, 2, 3};
+    plb_invoker inv[3];
+    char addr[3][32];
+    plbt_invokers(inv, addr, ids, NULL, 3);
+    EXPECT_STATUS(plbt_update(b, inv, 3), PLB_OK);
+
+    const size_t huge_bytes = SIZE_MAX, huge_ids = SIZE_MAX / sizeof(uint64_t) / 2 + 1,
+                 huge_set = SIZE_MAX / sizeof(plb_invoker) / 2 + 1;
+    uint32_t m = 777;
+    EXPECT_STATUS(plb_select(b, 0, plbt_u8("k"), huge_bytes, PLBT_T0_US),
+                  -PLB_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(plb_select_among(b, 0, plbt_u8("k"), huge_bytes, NULL, 0, NULL, 0, PLBT_T0_US),
+                  -PLB_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(plb_select_among(b, 0, NULL, 0, ids, huge_ids, NULL, 0, PLBT_T0_US),
+                  -PLB_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(plb_select_among(b, 0, NULL, 0, NULL, 0, ids, huge_ids, PLBT_T0_US),
+                  -PLB_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(plb_balancer_method(b, plbt_u8("m"), huge_bytes, &m), PLB_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(m, 777);
+    /* NULL stays the first verdict. */
+    EXPECT_STATUS(plb_select(b, 0, NULL, huge_bytes, PLBT_T0_US), -PLB_ERR_NULL_POINTER);
+
+    plb_balancer *out = SENTINEL;
+    EXPECT_STATUS(plb_balancer_new(plbt_u8("seed=1"), huge_bytes, &out, NULL, 0, NULL),
+                  PLB_ERR_INVALID_ARGUMENT);
+    EXPECT(out == SENTINEL);
+    expect_rejected(b, inv, huge_set, PLB_ERR_INVALID_ARGUMENT, "n too large", ids, 3);
+    expect_rejected(b, inv, SIZE_MAX, PLB_ERR_INVALID_ARGUMENT, "n = SIZE_MAX", ids, 3);
+    plb_invoker broken[3];
+    memcpy(broken, inv, sizeof broken);
+    broken[1].address_len = huge_bytes;
+    expect_rejected(b, broken, 3, PLB_ERR_INVALID_ARGUMENT, "address_len = SIZE_MAX", ids, 3);
+    memcpy(broken, inv, sizeof broken);
+    broken[2].zone = plbt_u8("z");
+    broken[2].zone_len = huge_bytes;
+    expect_rejected(b, broken, 3, PLB_ERR_INVALID_ARGUMENT, "zone_len = SIZE_MAX", ids, 3);
+    plbt_expect_idle(b, config);
+    plb_balancer_free(b);
+}
+
 static void stats_errors(void)
 {
     plb_balancer *b = plbt_new("loadbalance=roundrobin");
@@ -484,6 +532,8 @@ int main(void)
     select_errors("loadbalance=consistenthash");
     select_errors("loadbalance=roundrobin");
     report_errors();
+    huge_lengths("loadbalance=random");
+    huge_lengths("loadbalance=consistenthash");
     stats_errors();
     status_texts();
     return plbt_exit_code("test_errors");
