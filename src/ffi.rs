@@ -77,6 +77,19 @@ fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(on_panic)
 }
 
+/// `guard` for a call with a message buffer: a caught panic writes its status text and length
+/// there too, as every other failure does, so a caller that prints `err` on any failure never
+/// reads a buffer the call left unwritten (or unterminated).
+unsafe fn guard_with_message(
+    err: *mut c_char,
+    err_cap: usize,
+    err_len: *mut usize,
+    body: impl FnOnce() -> i32,
+) -> i32 {
+    guard(None, || Some(body()))
+        .unwrap_or_else(|| fail(Status::Panic.into(), err, err_cap, err_len))
+}
+
 unsafe fn balancer<'a>(b: *const plb_balancer) -> Result<&'a Balancer, Status> {
     (b as *const Balancer).as_ref().ok_or(Status::NullPointer)
 }
@@ -158,7 +171,7 @@ pub unsafe extern "C" fn plb_balancer_new(
     err_cap: usize,
     err_len: *mut usize,
 ) -> i32 {
-    guard(PLB_ERR_PANIC, || {
+    guard_with_message(err, err_cap, err_len, || {
         let result = (|| {
             if out.is_null() {
                 return Err(Error::new(Status::NullPointer, "out is NULL"));
@@ -211,7 +224,7 @@ pub unsafe extern "C" fn plb_balancer_update(
     err_cap: usize,
     err_len: *mut usize,
 ) -> i32 {
-    guard(PLB_ERR_PANIC, || {
+    guard_with_message(err, err_cap, err_len, || {
         let result = (|| {
             let b = balancer(b).map_err(|s| Error::new(s, "balancer is NULL"))?;
             let raw = slice(invokers, n).map_err(|s| array_error(s, "invokers", n))?;
@@ -452,4 +465,30 @@ pub extern "C" fn plb_version() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn plb_abi_version() -> u32 {
     PLB_ABI_VERSION
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_caught_panic_writes_its_message_like_any_failure() {
+        let mut buf = [b'X' as c_char; 16];
+        let mut len = 12345;
+        let status = unsafe {
+            guard_with_message(buf.as_mut_ptr(), buf.len(), &mut len, || {
+                panic!("a bug inside polylb (this test's own)")
+            })
+        };
+        assert_eq!(status, PLB_ERR_PANIC);
+        let text = Status::Panic.message().as_bytes();
+        assert_eq!(
+            len,
+            buf.len() - 1,
+            "the text truncated to the buffer, NUL excluded"
+        );
+        let written: Vec<u8> = buf[..len].iter().map(|&c| c as u8).collect();
+        assert_eq!(written, &text[..len]);
+        assert_eq!(buf[len], 0);
+    }
 }
