@@ -1668,7 +1668,7 @@ impl Balancer {
                 sums[4],
                 mean_us
             ));
-            inner.strategy.stats_fields(m, &mut out);
+            inner.strategy.stats_fields(m, now_ms, &mut out);
             if let Some(filter) = &inner.filter {
                 filter.stats_fields(m, &mut out);
             }

@@ -941,6 +941,40 @@ fn slow_start_ramps_an_invoker_that_joins() {
 }
 
 #[test]
+fn stats_show_the_slow_start_ramp() {
+    // effective_weight is Dubbo's warm-up only; slow_start_percent is what the ramp leaves.
+    for name in NEW {
+        let config = format!(
+            "loadbalance={name}&seed=12&slowstart.windowMs=60000&slowstart.minWeightPercent=10&slowstart.aggression=2"
+        );
+        let b = lb(&config, &(1..=3).map(provider).collect::<Vec<_>>());
+        b.update(&(1..=4).map(provider).collect::<Vec<_>>())
+            .unwrap();
+        // The first pick after the update stamps the ramp's start.
+        let id = b.select(0, b"k", NOW).unwrap();
+        b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+        for (dt, percent) in [(0, 10.0), (15_000_000, 50.0), (60_000_000, 100.0)] {
+            let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW + dt)).unwrap();
+            let rows = v["invokers"].as_array().unwrap();
+            for row in rows {
+                let expected = if row["id"] == 4 { percent } else { 100.0 };
+                assert_eq!(
+                    row["slow_start_percent"].as_f64(),
+                    Some(expected),
+                    "{name} at +{dt} µs: {row}"
+                );
+                assert_eq!(row["effective_weight"], 100, "{name}");
+            }
+        }
+        let plain = lb(&format!("loadbalance={name}"), &[provider(1)]);
+        assert!(
+            !plain.stats_json(NOW).contains("slow_start_percent"),
+            "{name}"
+        );
+    }
+}
+
+#[test]
 fn slow_start_does_not_ramp_an_invoker_that_served_alone() {
     // The set is replaced by a single invoker, 3, which takes every call (without the strategy,
     // so no ramp is stamped) for two minutes; then 4 joins. 3 has nothing to ramp from, and 4

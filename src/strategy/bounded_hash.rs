@@ -135,6 +135,10 @@ impl Strategy for BoundedHash {
         StrategyKind::BoundedHash
     }
 
+    fn stats_fields(&self, member: &Member, now_ms: i64, out: &mut String) {
+        SlowStart::stats_field(self.slow.as_ref(), member, now_ms, out);
+    }
+
     fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
         // Only addresses place points: keep the ring when they did not change.
         let old = previous

@@ -157,7 +157,7 @@ pub(crate) trait Strategy: Send + Sync + 'static {
     }
 
     /// Extra, strategy-specific JSON fields for one invoker in `stats` (`,"key":value` pairs).
-    fn stats_fields(&self, _member: &Member, _out: &mut String) {}
+    fn stats_fields(&self, _member: &Member, _now_ms: i64, _out: &mut String) {}
 }
 
 /// Every strategy name polylb knows. Dubbo's six keep Dubbo's meaning forever.

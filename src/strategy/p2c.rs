@@ -129,6 +129,10 @@ impl Strategy for P2c {
         StrategyKind::P2c
     }
 
+    fn stats_fields(&self, member: &Member, now_ms: i64, out: &mut String) {
+        SlowStart::stats_field(self.slow.as_ref(), member, now_ms, out);
+    }
+
     fn whole_set_draw(&self) -> WholeSetDraw {
         // Slow start makes weights depend on time, which the balancer's draw does not evaluate.
         if self.choices == 2 && self.slow.is_none() {

@@ -875,7 +875,7 @@ impl Strategy for PeakEwma {
         }
     }
 
-    fn stats_fields(&self, member: &Member, out: &mut String) {
+    fn stats_fields(&self, member: &Member, now_ms: i64, out: &mut String) {
         let estimate = member
             .state
             .methods
@@ -886,6 +886,7 @@ impl Strategy for PeakEwma {
             ",\"latency_estimate_us\":{}",
             estimate.round() as i64
         ));
+        SlowStart::stats_field(self.slow.as_ref(), member, now_ms, out);
     }
 }
 

@@ -67,6 +67,15 @@ impl SlowStart {
         }
     }
 
+    /// Stats' `slow_start_percent`: the share of its weight the ramp leaves an invoker at
+    /// `now_ms` (the stats' `effective_weight` is Dubbo's warm-up only). Absent without slow start.
+    pub fn stats_field(slow: Option<&SlowStart>, member: &Member, now_ms: i64, out: &mut String) {
+        if let Some(slow) = slow {
+            let percent = slow.factor(member, now_ms) * 100.0;
+            out.push_str(&format!(",\"slow_start_percent\":{percent:.2}"));
+        }
+    }
+
     /// Weight multiplier of an invoker at `now_ms`, in `[min, 1]`.
     pub fn factor(&self, member: &Member, now_ms: i64) -> f64 {
         let joined = member.state.joined_ms.load(Relaxed);
