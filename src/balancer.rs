@@ -1757,6 +1757,42 @@ mod tests {
         );
     }
 
+    /// A failure reported on a replaced set (its report began before the update) must not eject
+    /// there: the filter counted its ejections from the new set, and an ejection counted from
+    /// the old one kept every pick off the short paths until it expired.
+    #[test]
+    fn a_failure_reported_on_a_replaced_set_ejects_nothing() {
+        let b = Balancer::new("loadbalance=random&outlier.consecutiveFailures=1").unwrap();
+        let set: Vec<Invoker> = (1..=4)
+            .map(|id| Invoker::new(id, format!("10.0.0.{id}:20880")))
+            .collect();
+        b.update(&set).unwrap();
+        let method = b.method("m").unwrap();
+        let old = b.inner.snapshot.load_full();
+        b.update(&set[..3]).unwrap();
+        let end = CallEnd {
+            method,
+            id: 4,
+            elapsed_us: 1000,
+            outcome: Outcome::Failure,
+            now_us: 1_000_000_000,
+        };
+        b.inner.end_call(&old, 0, &end);
+        let filter = b.inner.filter.as_ref().unwrap();
+        assert!(
+            !filter.restricts_now(),
+            "an ejection counted from the replaced set"
+        );
+        // A staying invoker's failure on the replaced set ejects nothing either; its next
+        // failure, on the current set, does.
+        let end = CallEnd { id: 2, ..end };
+        b.inner.end_call(&old, 0, &end);
+        assert!(!filter.restricts_now());
+        let current = b.inner.snapshot.load_full();
+        b.inner.end_call(&current, 0, &end);
+        assert!(filter.restricts_now());
+    }
+
     /// boundedhash keeps the whole set's calls in flight per method and brings it up to date on
     /// every update. Calls selected and reported while a set is replaced must neither be lost
     /// from that total nor counted twice: with every call reported, it is 0 after each round.

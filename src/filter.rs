@@ -102,8 +102,11 @@ pub(crate) struct Filter {
     next_expiry_ms: AtomicI64,
     /// Changes whenever the set of ejected invokers changes.
     epoch: AtomicU64,
-    /// Serialises ejections and sweeps.
-    lock: Mutex<()>,
+    /// Serialises ejections and sweeps; holds the generation of the set that `live` and
+    /// `next_expiry_ms` were counted from. A report or pick still running on a replaced set
+    /// neither ejects nor sweeps there: its counts would stand for a set that is gone (an
+    /// invoker ejected after it left kept every pick off the short paths until it expired).
+    lock: Mutex<u64>,
 }
 
 /// The most invokers of a set of `n` that may be ejected at once.
@@ -129,7 +132,7 @@ impl Filter {
             live: AtomicU32::new(0),
             next_expiry_ms: AtomicI64::new(i64::MAX),
             epoch: AtomicU64::new(0),
-            lock: Mutex::new(()),
+            lock: Mutex::new(0),
         })
     }
 
@@ -402,7 +405,11 @@ impl Filter {
     }
 
     fn eject(&self, snapshot: &Snapshot, pos: usize, cfg: &OutlierConfig, now_ms: i64) {
-        let _guard = self.lock.lock();
+        let current = self.lock.lock();
+        if snapshot.generation < *current {
+            // Its next failure, on the current set, tries again.
+            return;
+        }
         let state = &snapshot.members[pos].state.outlier;
         if state.is_ejected() {
             return;
@@ -440,9 +447,12 @@ impl Filter {
     /// Lifts the ejections that are over. Skipped when another thread holds the lock (it is
     /// sweeping or ejecting; the next pick checks again).
     fn sweep(&self, snapshot: &Snapshot, now_ms: i64) {
-        let Some(_guard) = self.lock.try_lock() else {
+        let Some(current) = self.lock.try_lock() else {
             return;
         };
+        if snapshot.generation < *current {
+            return;
+        }
         let mut lifted = false;
         for m in snapshot.members.iter() {
             let state = &m.state.outlier;
@@ -479,7 +489,8 @@ impl Filter {
     /// may hold more ejections than its budget (the ones ending first are lifted).
     pub fn after_update(&self, snapshot: &Snapshot) {
         let Some(cfg) = &self.outlier else { return };
-        let _guard = self.lock.lock();
+        let mut current = self.lock.lock();
+        *current = (*current).max(snapshot.generation);
         let budget = ejection_budget(snapshot.members.len(), cfg.max_ejection_percent);
         loop {
             let ejected: Vec<&Member> = snapshot
