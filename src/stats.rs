@@ -584,6 +584,11 @@ impl CallStats {
         self.total(|c| &c.timeouts)
     }
 
+    /// Calls reported as never sent.
+    pub fn cancelled(&self) -> u64 {
+        self.total(|c| &c.cancelled)
+    }
+
     /// For a strategy whose picks never read calls in flight: the reports counted without a
     /// matching select (kept in `ended`, which such a strategy does not count).
     #[inline]

@@ -640,6 +640,38 @@ fn adaptive_steers_to_the_lower_provider_load() {
 }
 
 #[test]
+fn adaptive_cancelled_calls_say_nothing_about_the_provider() {
+    // A cancelled call was never sent: only its in-flight count is undone (the Outcome's
+    // contract). It must not count as a request without success in adaptive's success ratio,
+    // or a caller that cancels picks (a deadline passed before sending) would shun a provider.
+    let picks = |cancelled: usize| -> Vec<u64> {
+        let b = balancer("loadbalance=adaptive&seed=9", &[provider(1), provider(2)]);
+        for id in [1, 2] {
+            for _ in 0..20 {
+                b.select_among(0, b"", &[id], &[], NOW).unwrap();
+                b.report(0, id, 10_000, Outcome::Success, NOW).unwrap();
+            }
+            b.report_provider_metrics(0, id, NOW / 1000, 0.5, 10_000, NOW)
+                .unwrap();
+        }
+        for _ in 0..cancelled {
+            b.select_among(0, b"", &[1], &[], NOW).unwrap();
+            b.report(0, 1, 0, Outcome::Cancelled, NOW).unwrap();
+        }
+        (0..200)
+            .map(|_| {
+                let id = b.select(0, b"", NOW).unwrap();
+                b.report(0, id, 10_000, Outcome::Success, NOW).unwrap();
+                id
+            })
+            .collect()
+    };
+    let plain = picks(0);
+    assert!(plain.contains(&1), "{plain:?}");
+    assert_eq!(picks(20), plain, "cancelled calls changed adaptive's picks");
+}
+
+#[test]
 fn adaptive_forces_a_pick_after_two_timeouts() {
     // Invoker 2 looks terrible, but once it has not been picked for 2 × timeout its load is 0.
     let b = balancer(

@@ -67,7 +67,9 @@ fn load(timeout: i32, stats: &CallStats, now: i64, weight: i32) -> f64 {
             m.current_time_ms = now;
         }
     }
-    let requests = stats.selected_by_begin() as f64;
+    // A cancelled call was never sent: it is no request the provider failed to answer (only
+    // its in-flight count is undone), so it must not lower the success ratio.
+    let requests = stats.selected_by_begin().saturating_sub(stats.cancelled()) as f64;
     let successes = stats.succeeded() as f64;
     let inflight = stats.active() as f64;
     m.cpu_load * (m.ewma.sqrt() + 1.0) * (inflight + 1.0)
