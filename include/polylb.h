@@ -90,8 +90,9 @@
 #define PLB_ERR_PANIC 13
 
 /**
- * An argument out of its domain: negative elapsed time, NaN or negative load, or a length
- * whose size in bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
+ * An argument out of its domain: a negative elapsed time; for provider metrics a NaN, infinite
+ * or negative CPU load, or a negative response time or provider clock; or a length whose size in
+ * bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
  */
 #define PLB_ERR_INVALID_ARGUMENT 14
 
@@ -234,7 +235,8 @@ int32_t plb_report32(const struct plb_balancer *b, uint32_t method, uint32_t id_
 
 /**
  * Provider-side metrics for `adaptive` (what a Dubbo provider returns in its `lb_adaptive`
- * attachment): the provider's clock in ms, its CPU load (>= 0) and the call's response time.
+ * attachment): the provider's clock in ms (>= 0), its CPU load (finite, >= 0) and the call's
+ * response time (>= 0); other values return PLB_ERR_INVALID_ARGUMENT.
  * Reports older than the last one are ignored. Other strategies accept and ignore them.
  */
 int32_t plb_report_provider_metrics(const struct plb_balancer *b, uint32_t method, uint64_t id, int64_t provider_time_ms, double cpu_load, int64_t rt_us, int64_t now_us);

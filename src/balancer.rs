@@ -1561,7 +1561,9 @@ impl Balancer {
     }
 
     /// Feeds what a Dubbo provider returns in its `lb_adaptive` attachment (`curTime`, `load`)
-    /// plus the call's response time; used by `adaptive`, ignored by others.
+    /// plus the call's response time; used by `adaptive`, ignored by others. Errors:
+    /// `UnknownMethod`; `InvalidArgument` for a NaN, infinite or negative `cpu_load`, or a
+    /// negative `rt_us` or `provider_time_ms`.
     pub fn report_provider_metrics(
         &self,
         method: u32,

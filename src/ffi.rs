@@ -36,8 +36,9 @@ pub const PLB_ERR_UNKNOWN_OUTCOME: i32 = 11;
 pub const PLB_ERR_BUFFER_TOO_SMALL: i32 = 12;
 /// A bug inside polylb was caught at the boundary; the balancer remains usable.
 pub const PLB_ERR_PANIC: i32 = 13;
-/// An argument out of its domain: negative elapsed time, NaN or negative load, or a length
-/// whose size in bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
+/// An argument out of its domain: a negative elapsed time; for provider metrics a NaN, infinite
+/// or negative CPU load, or a negative response time or provider clock; or a length whose size in
+/// bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
 pub const PLB_ERR_INVALID_ARGUMENT: i32 = 14;
 /// A limit was exceeded (at most 2^20 method names per balancer).
 pub const PLB_ERR_LIMIT_EXCEEDED: i32 = 15;
@@ -424,7 +425,8 @@ pub unsafe extern "C" fn plb_report32(
 }
 
 /// Provider-side metrics for `adaptive` (what a Dubbo provider returns in its `lb_adaptive`
-/// attachment): the provider's clock in ms, its CPU load (>= 0) and the call's response time.
+/// attachment): the provider's clock in ms (>= 0), its CPU load (finite, >= 0) and the call's
+/// response time (>= 0); other values return PLB_ERR_INVALID_ARGUMENT.
 /// Reports older than the last one are ignored. Other strategies accept and ignore them.
 #[no_mangle]
 pub unsafe extern "C" fn plb_report_provider_metrics(

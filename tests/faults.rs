@@ -576,6 +576,13 @@ fn hostile_arguments() {
                 PLB_ERR_INVALID_ARGUMENT
             );
         }
+        // A negative response time or provider clock is out of domain too (README's table).
+        for (provider_time_ms, rt_us) in [(-1, 10), (1, -1), (i64::MIN, i64::MIN)] {
+            assert_eq!(
+                plb_report_provider_metrics(lb.0, 0, 1, provider_time_ms, 0.5, rt_us, NOW),
+                PLB_ERR_INVALID_ARGUMENT
+            );
+        }
         assert_eq!(
             plb_report_provider_metrics(lb.0, 0, 1, i64::MAX, f64::MAX, i64::MAX, NOW),
             PLB_OK
