@@ -61,7 +61,8 @@ pub struct OutlierConfig {
     /// First ejection's length; the n-th consecutive ejection lasts n times as long.
     pub base_ejection_ms: i64,
     pub max_ejection_ms: i64,
-    /// At most this share of the set is ejected at once (at least one invoker, never all).
+    /// At most this share of the set is ejected at once (at least one invoker, never all; 0 =
+    /// never eject).
     pub max_ejection_percent: u32,
 }
 
@@ -309,7 +310,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
     (
         "outlier.maxEjectionPercent",
         "outlier ejection: at most this percentage of the set is ejected at once (at least one \
-         invoker, never all of them), 0..=100 (default 10)",
+         invoker, never all of them; 0 = never eject), 0..=100 (default 10)",
         |c, k, v| {
             c.outlier.max_ejection_percent = percent(k, v, 0)?;
             Ok(())

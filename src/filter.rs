@@ -6,8 +6,9 @@
 //! - **Outlier ejection**: after `outlier.consecutiveFailures` failures in a row, or a failure
 //!   rate of `outlier.failureRate` % over a window, an invoker is skipped for a back-off that
 //!   grows with repeated ejections (`base × n`, capped). At most `outlier.maxEjectionPercent` of
-//!   the set is ejected at once (at least one invoker, never all), so a bad network cannot
-//!   eject everyone; and when a call's own candidates are all ejected, they are used anyway.
+//!   the set is ejected at once (at least one invoker, never all; 0 % never ejects), so a bad
+//!   network cannot eject everyone; and when a call's own candidates are all ejected, they are
+//!   used anyway.
 //! - **Zone preference**: with `zone=Z`, calls go to invokers of zone Z while at least
 //!   `zone.minHealthyPercent` % of them are healthy (not ejected). Below that, the local share
 //!   shrinks in proportion (healthy fraction / threshold) and the rest spills over to every

@@ -1540,7 +1540,7 @@ fn outlier_failure_rate_rule() {
 
 #[test]
 fn outlier_ejection_never_ejects_everyone() {
-    for percent in [10, 50, 100] {
+    for percent in [0, 10, 50, 100] {
         let b = lb(
             &format!(
                 "loadbalance=random&seed=19&outlier.consecutiveFailures=1\
@@ -1555,14 +1555,21 @@ fn outlier_ejection_never_ejects_everyone() {
             }
         }
         let ejected = (1..=10).filter(|&id| active_ejected(&b, id)).count();
-        let budget = (10 * percent / 100).clamp(1, 9);
+        // 0 % never ejects; otherwise at least one invoker and never all.
+        let budget = if percent == 0 {
+            0
+        } else {
+            (10 * percent / 100).clamp(1, 9)
+        };
         assert_eq!(ejected, budget, "maxEjectionPercent={percent}");
         let c = counts(&b, 0, 2000, NOW);
         assert_eq!(c.len(), 10 - budget);
         // A caller subset made only of ejected invokers is still answered.
         let ejected_ids: Vec<u64> = (1..=10).filter(|&id| active_ejected(&b, id)).collect();
-        let id = b.select_among(0, b"", &ejected_ids, &[], NOW).unwrap();
-        assert!(ejected_ids.contains(&id));
+        if !ejected_ids.is_empty() {
+            let id = b.select_among(0, b"", &ejected_ids, &[], NOW).unwrap();
+            assert!(ejected_ids.contains(&id));
+        }
     }
     // A set shrinking below its ejections lifts the extra ones.
     let b = lb(
