@@ -1324,6 +1324,10 @@ impl Balancer {
         Ok(Self::with_config(Config::parse(config)?))
     }
 
+    /// A balancer for a config that [`Config::parse`] returned (or [`Config::default`] with
+    /// fields changed within the ranges `parse` accepts, listed in docs/strategies.md and the
+    /// README). Nothing here checks them again: a hand-built config outside them is a bug in
+    /// the caller (`hash_nodes` below 4, for one, makes `consistenthash` panic on a pick).
     pub fn with_config(config: Config) -> Balancer {
         let strategy = config.strategy.build(&config);
         let filter = Filter::new(&config);
