@@ -141,7 +141,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
     }),
     (
         "hash.nodes",
-        "virtual nodes per invoker, >= 4",
+        "virtual nodes per invoker, 4..=65536 (rounded down to a multiple of 4)",
         |c, k, v| {
             let n: u32 = int(k, v)?;
             if n < 4 {
@@ -225,7 +225,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
     (
         "boundedhash.factor",
         "boundedhash: an invoker keeps a key while its in-flight calls stay below \
-         ceil(factor x weighted average); >= 1.0 (default 1.25)",
+         ceil(factor x weighted average); 1.0..=100 (default 1.25)",
         |c, k, v| {
             let f = float(k, v)?;
             if !(1.0..=100.0).contains(&f) {
@@ -606,6 +606,7 @@ mod tests {
     fn bad_values() {
         for text in [
             "hash.nodes=3",
+            "hash.nodes=65537",
             "hash.nodes=x",
             "timeout=0",
             "shortestresponse.slidePeriod=-1",
