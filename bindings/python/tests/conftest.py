@@ -3,6 +3,8 @@ directory has no ``__init__.py``, so pytest does not put the package's source tr
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -63,3 +65,34 @@ def balancer_factory() -> Iterator[Any]:
 
 def by_id(stats: Dict[str, Any]) -> Dict[int, Dict[str, Any]]:
     return {row["id"]: row for row in stats["invokers"]}
+
+
+def dubbo_ring(addresses: Dict[int, str], nodes: int = 160) -> Any:
+    """Dubbo's ConsistentHashLoadBalance rule, written out independently of the library: each
+    address puts nodes/4 MD5 digests of ``address + str(i)`` on the ring, four little-endian
+    32-bit points per digest (a later invoker's point wins a collision); a key lands on the
+    first point at or after the first little-endian word of MD5(key), wrapping around."""
+    ring: Dict[int, int] = {}
+    for invoker_id, address in addresses.items():
+        for i in range(nodes // 4):
+            digest = hashlib.md5(f"{address}{i}".encode()).digest()
+            for h in range(4):
+                ring[int.from_bytes(digest[4 * h : 4 * h + 4], "little")] = invoker_id
+    points = sorted(ring)
+
+    def owner(key: str) -> int:
+        point = int.from_bytes(hashlib.md5(key.encode()).digest()[:4], "little")
+        at = bisect.bisect_left(points, point)
+        return ring[points[at % len(points)]]
+
+    def share(invoker_id: int) -> float:
+        """The fraction of the 2^32 key space whose keys land on invoker_id's points."""
+        owned = 0
+        for k, point in enumerate(points):
+            if ring[point] == invoker_id:
+                previous = points[k - 1] if k else points[-1] - 2**32
+                owned += point - previous
+        return owned / 2**32
+
+    owner.share = share  # type: ignore[attr-defined]
+    return owner

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import pytest
 
-from conftest import invokers
+from conftest import dubbo_ring, invokers
 from polylb import Balancer, Outcome
 
 SIGMAS = 5.0
@@ -99,14 +99,25 @@ def test_adaptive_without_metrics_is_uniform_over_equal_weights(balancer_factory
 
 
 def test_consistenthash_spreads_distinct_keys(balancer_factory: Any) -> None:
-    # Ring points are MD5-derived, so distinct keys land roughly uniformly; with 160 virtual
-    # nodes per invoker the arc shares vary by a few percent, so allow 10% beyond the binomial.
+    # Every key goes where Dubbo's ring rule (computed here from MD5, not from the library)
+    # sends it; and since MD5 of distinct keys is uniform on 2^32, each invoker's count is
+    # Binomial(n, arc share), so it must lie within 5 sigma of n * arc share (not a blanket 10 %).
     lb = balancer_factory("consistenthash")
     lb.update(invokers(4))
+    owner = dubbo_ring({i: f"10.0.0.{i}:20880" for i in range(1, 5)})
     draws = 8_000
-    counts = Counter(lb.select(key=f"key-{i}") for i in range(draws))
-    for invoker_id in range(1, 5):
-        assert abs(counts[invoker_id] - draws / 4) < 0.10 * draws + SIGMAS * math.sqrt(draws * 0.25 * 0.75)
+    keys = [f"key-{i}" for i in range(draws)]
+    picked = [lb.select(key=key) for key in keys]
+    wrong = [(key, got, owner(key)) for key, got in zip(keys, picked) if got != owner(key)]
+    assert not wrong, f"{len(wrong)} keys off Dubbo's ring, e.g. (key, got, expected) {wrong[:3]}"
+    counts = Counter(picked)
+    shares = {i: owner.share(i) for i in range(1, 5)}
+    assert abs(sum(shares.values()) - 1.0) < 1e-12
+    for invoker_id, p in shares.items():
+        tolerance = SIGMAS * math.sqrt(draws * p * (1 - p))
+        assert abs(counts[invoker_id] - draws * p) <= tolerance, (
+            f"id {invoker_id}: {counts[invoker_id]} keys, expected {draws * p:.0f} ± {tolerance:.0f}"
+        )
 
 
 def test_seed_makes_choices_reproducible(balancer_factory: Any) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import polylb
-from conftest import by_id, invokers
+from conftest import by_id, dubbo_ring, invokers
 from polylb import Invoker, Outcome
 
 STRATEGIES = ["random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive"]
@@ -133,6 +133,12 @@ def test_consistenthash_nodes_change_the_ring(balancer_factory: Any) -> None:
     large = balancer_factory("consistenthash", hash_nodes=160)
     for lb in (small, large):
         lb.update(invokers(3))
+    # Each ring is the one Dubbo's rule builds with that many nodes per invoker (the reference
+    # is computed from MD5 in conftest, not by the library), and the two differ.
+    addresses = {i: f"10.0.0.{i}:20880" for i in range(1, 4)}
+    for lb, nodes in ((small, 4), (large, 160)):
+        owner = dubbo_ring(addresses, nodes)
+        assert [lb.select(key=k) for k in keys] == [owner(k) for k in keys], f"hash.nodes={nodes}"
     assert [small.select(key=k) for k in keys] != [large.select(key=k) for k in keys]
 
 
