@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, List
 
@@ -26,6 +27,15 @@ FULL_SET = invokers(8)
 # Shares ids 1..6 with FULL_SET (their state must survive), drops 7 and 8, adds 9 and 10.
 OTHER_SET = invokers(6) + [Invoker(9, "10.0.0.9:20880"), Invoker(10, "10.0.0.10:20880", weight=50)]
 OUTCOMES = [Outcome.SUCCESS, Outcome.SUCCESS, Outcome.FAILURE, Outcome.TIMEOUT, Outcome.CANCELLED]
+# The stats counters each outcome adds to (a timeout is also a failure; a cancelled call adds to
+# none of these).
+COUNTED = {
+    Outcome.SUCCESS: ("succeeded",),
+    Outcome.FAILURE: ("failures",),
+    Outcome.TIMEOUT: ("failures", "timeouts"),
+    Outcome.CANCELLED: (),
+}
+EVER = {invoker.id for invoker in FULL_SET + OTHER_SET}
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -43,9 +53,9 @@ def test_select_and_report_while_updating(strategy: str, balancer_factory: Any) 
             updates += 1
             lb.stats()  # reading a snapshot concurrently is fine too
 
-    def worker(seed: int) -> int:
+    def worker(seed: int) -> Counter:
         rng = random.Random(seed)
-        selected = 0
+        tally: Counter = Counter()  # (id, "selected" or the outcome's stats field) -> count
         for i in range(CALLS_PER_WORKER):
             method = hello if i % 2 else 0
             if i % 7 == 0:
@@ -54,21 +64,32 @@ def test_select_and_report_while_updating(strategy: str, balancer_factory: Any) 
                 assert picked in (1, 3)
             else:
                 picked = lb.select(key=f"user-{rng.randrange(1000)}", method=method)
-            selected += 1
-            lb.report(picked, rng.randrange(100, 5_000), rng.choice(OUTCOMES), method=method)
-        return selected
+                assert picked in EVER, picked
+            outcome = rng.choice(OUTCOMES)
+            tally[picked, "selected"] += 1
+            for field in COUNTED[outcome]:
+                tally[picked, field] += 1
+            lb.report(picked, rng.randrange(100, 5_000), outcome, method=method)
+        return tally
 
     update_thread = threading.Thread(target=updater)
     update_thread.start()
     try:
         with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-            results: List[int] = list(pool.map(worker, range(WORKERS)))
+            results: List[Counter] = list(pool.map(worker, range(WORKERS)))
     finally:
         done.set()
         update_thread.join()
 
-    assert sum(results) == WORKERS * CALLS_PER_WORKER
     assert updates > 0
+    # Ids 1..6 are in every version of the set, so their counters were kept through every
+    # update: each equals what the workers did to that id, whatever the interleaving.
+    tally = sum(results, Counter())
+    assert sum(tally[i, "selected"] for i in EVER) == WORKERS * CALLS_PER_WORKER
+    rows = {row["id"]: row for row in lb.stats()["invokers"]}
+    for i in range(1, 7):
+        for field in ("selected", "succeeded", "failures", "timeouts"):
+            assert rows[i][field] == tally[i, field], (i, field, rows[i][field], tally[i, field])
     lb.update(FULL_SET)  # bring ids 7 and 8 back: their fresh state must be idle too
     stats = lb.stats()
     assert len(stats["invokers"]) == len(FULL_SET)
