@@ -156,6 +156,28 @@ func TestShortestResponseAvoidsTheSlowInvoker(t *testing.T) {
 func TestConsistentHashIsStickyPerKeyAndIgnoresWeights(t *testing.T) {
 	lb := newBalancer(t, "loadbalance=consistenthash", weighted(1, 1000, 1))
 	m := method(t, lb, "sayHello")
+	// Weights ignored: the same addresses at equal weights place every key
+	// exactly where 1:1000:1 does.
+	equal := newBalancer(t, "loadbalance=consistenthash", weighted(1, 1, 1))
+	// The ring without invoker n, for the walk past an excluded invoker.
+	without := map[uint64]*polylb.Balancer{}
+	for n := uint64(1); n <= 3; n++ {
+		var rest []polylb.Invoker
+		for _, inv := range weighted(1, 1000, 1) {
+			if inv.ID != n {
+				rest = append(rest, inv)
+			}
+		}
+		without[n] = newBalancer(t, "loadbalance=consistenthash", rest)
+	}
+	pick := func(b *polylb.Balancer, key []byte) uint64 {
+		t.Helper()
+		id, err := b.Select(polylb.ServiceLevel, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
 	seen := map[uint64]bool{}
 	for k := 0; k < 200; k++ {
 		key := []byte(fmt.Sprintf("user-%d", k))
@@ -168,14 +190,18 @@ func TestConsistentHashIsStickyPerKeyAndIgnoresWeights(t *testing.T) {
 				t.Fatalf("key %q went to %d, then %d", key, first, again)
 			}
 		}
+		if same := pick(equal, key); same != first {
+			t.Fatalf("key %q: weights 1:1000:1 pick %d, equal weights %d", key, first, same)
+		}
 		seen[first] = true
-		// Excluding the key's invoker walks on along the ring to another.
+		// Excluding the key's invoker walks on along the ring to the next
+		// point of another invoker: the owner on the ring without it.
 		other, err := lb.SelectAmong(m, key, nil, []uint64{first})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if other == first {
-			t.Fatalf("key %q: excluded %d was picked", key, first)
+		if want := pick(without[first], key); other != want {
+			t.Fatalf("key %q: excluding %d picked %d, the ring without it gives %d", key, first, other, want)
 		}
 	}
 	if len(seen) != 3 {
