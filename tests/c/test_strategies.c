@@ -20,6 +20,18 @@ static plb_balancer *with_set(const char *config, const uint64_t *ids, const int
     return b;
 }
 
+/* `count` of `draws` picks lies within 5 binomial standard deviations of draws * p: with a fixed
+ * seed the count never changes, and a correct strategy leaves the band with odds below 1e-6. */
+static void expect_binomial_at(int line, int count, int draws, double p, const char *what)
+{
+    /* Squared, so the test needs no libm: |count - mean| > 5 sd <=> (count - mean)^2 > 25 var. */
+    double mean = draws * p, var = draws * p * (1 - p), d = count - mean;
+    if (d * d > 25 * var)
+        plbt_fail(__FILE__, line, "%s: %d of %d picks, expected %.1f, sd^2 %.1f (5 sd band)",
+                  what, count, draws, mean, var);
+}
+#define expect_binomial(count, draws, p, what) expect_binomial_at(__LINE__, count, draws, p, what)
+
 /* Checks every strategy must pass, whatever its policy. */
 static void generic(const char *name)
 {
@@ -281,7 +293,7 @@ static void leastactive_avoids_busy(void)
 {
     const uint64_t ids[] = {1, 2, 3};
     const uint64_t one[] = {1}, two[] = {2};
-    plb_balancer *b = with_set("loadbalance=leastactive", ids, NULL, 3);
+    plb_balancer *b = with_set("loadbalance=leastactive&seed=5", ids, NULL, 3);
     EXPECT_EQ(plb_select_among(b, 0, NULL, 0, one, 1, NULL, 0, PLBT_T0_US), 1);
     EXPECT_EQ(plb_select_among(b, 0, NULL, 0, two, 1, NULL, 0, PLBT_T0_US), 2);
     for (int i = 0; i < 30; i++) {
@@ -290,17 +302,19 @@ static void leastactive_avoids_busy(void)
         if (id >= 0)
             plb_report(b, 0, (uint64_t)id, 10, PLB_OUTCOME_CANCELLED, PLBT_T0_US);
     }
-    /* In-flight counts are per method: another method sees three idle invokers. */
+    /* In-flight counts are per method: another method sees three idle invokers, so its picks
+     * are uniform over all three (busy 1 and 2 included), not pushed to 3. */
     uint32_t other = plbt_method(b, "other");
     int seen[4] = {0};
-    for (int i = 0; i < 300; i++) {
+    for (int i = 0; i < 3000; i++) {
         int64_t id = plb_select(b, other, NULL, 0, PLBT_T0_US);
         if (id >= 1 && id <= 3)
             seen[id]++;
         if (id >= 0)
             plb_report(b, other, (uint64_t)id, 10, PLB_OUTCOME_CANCELLED, PLBT_T0_US);
     }
-    EXPECT(seen[1] > 0 && seen[2] > 0 && seen[3] > 0);
+    for (int id = 1; id <= 3; id++)
+        expect_binomial(seen[id], 3000, 1.0 / 3, "leastactive, other method");
     EXPECT_STATUS(plb_report(b, 0, 1, 10, PLB_OUTCOME_SUCCESS, PLBT_T0_US), PLB_OK);
     EXPECT_STATUS(plb_report(b, 0, 2, 10, PLB_OUTCOME_SUCCESS, PLBT_T0_US), PLB_OK);
     plbt_expect_idle(b, "leastactive");
@@ -370,8 +384,8 @@ static void random_weights(void)
     const uint64_t ids[] = {1, 2, 3};
     const int32_t w[] = {0, 100, 300};
     int seen[4] = {0};
-    plb_balancer *b = with_set("loadbalance=random", ids, w, 3);
-    for (int i = 0; i < 2000; i++) {
+    plb_balancer *b = with_set("loadbalance=random&seed=6", ids, w, 3);
+    for (int i = 0; i < 20000; i++) {
         int64_t id = plb_select(b, 0, NULL, 0, PLBT_T0_US);
         if (id >= 1 && id <= 3)
             seen[id]++;
@@ -381,8 +395,8 @@ static void random_weights(void)
             plb_report(b, 0, (uint64_t)id, 10, PLB_OUTCOME_SUCCESS, PLBT_T0_US);
     }
     EXPECT_EQ(seen[1], 0);
-    /* 3:1 odds; 2000 draws put id 3 near 1500 (sd 19): a wide band cannot flake. */
-    EXPECT(seen[3] > 1300 && seen[3] < 1700);
+    /* 3:1 odds: id 3's count is Binomial(20000, 3/4), within 5 sd (5 * 61) of 15000. */
+    expect_binomial(seen[3], 20000, 0.75, "random, weight 300 of 400");
     plb_balancer_free(b);
 }
 
