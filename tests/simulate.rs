@@ -41,14 +41,11 @@ fn run(id: &str, secs: f64, policy: &str, load: f64, consumers: usize, seed: u64
     engine::run(&spec(id, secs, policy, load, consumers, seed)).expect("a known strategy")
 }
 
-/// A strategy that has not landed in the library yet: the test says so and passes.
-fn available(strategy: &str) -> bool {
-    match polylb::Balancer::new(&format!("loadbalance={strategy}")) {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("skipped: the library does not know '{strategy}' yet ({e})");
-            false
-        }
+/// The strategies below have landed: a configuration the library rejects (a renamed option, a
+/// strategy gone missing) must fail the test, not skip it.
+fn assert_known(config: &str) {
+    if let Err(e) = polylb::Balancer::new(&format!("loadbalance={config}")) {
+        panic!("the library rejects 'loadbalance={config}': {e}");
     }
 }
 
@@ -73,9 +70,7 @@ fn leastactive_beats_random_with_one_slow_provider() {
 
 #[test]
 fn peakewma_avoids_the_fast_failing_provider() {
-    if !available("peakewma") {
-        return;
-    }
+    assert_known("peakewma");
     for consumers in [1, 50] {
         let ewma = run("4", 4.0, "peakewma", 0.7, consumers, 1);
         let rnd = run("4", 4.0, "random", 0.7, consumers, 1);
@@ -95,9 +90,7 @@ fn peakewma_preference_helps_many_consumers() {
     // preference between equal invokers, a consumer's calls gather where its own in-flight
     // counts mean something (a GC pause scenario, 6 s, two seeds: 10 % and 6 % lower p99 in
     // these runs, asserted at 4 %).
-    if !available("peakewma&peakewma.preferenceMs=1000") {
-        return;
-    }
+    assert_known("peakewma&peakewma.preferenceMs=1000");
     for seed in [1, 2] {
         let drawn = run("3", 6.0, "peakewma&peakewma.choices=0", 0.85, 50, seed);
         let preferred = run(
@@ -133,9 +126,7 @@ fn boundedhash_keeps_max_mean_load_within_c() {
         "{ch:?}"
     );
     assert!(ch.max_mean > C + TOLERANCE, "{ch:?}");
-    if !available("boundedhash") {
-        return;
-    }
+    assert_known("boundedhash");
     let bh = run("7", 4.0, "boundedhash", 0.7, 1, 1)
         .hash
         .expect("scenario 7 measures hashing");
