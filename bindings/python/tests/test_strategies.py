@@ -6,6 +6,7 @@ provider metrics, weights, time) to the library; the strategies' fine detail is 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
@@ -61,6 +62,18 @@ def test_roundrobin_follows_weights_exactly(balancer_factory: Any) -> None:
     lb.update(invokers(3, weights=[3, 2, 1]))
     picks = [lb.select(now_us=NOW_US) for _ in range(600)]
     assert Counter(picks) == {1: 300, 2: 200, 3: 100}
+    # And in Dubbo's smooth order, not merely the right counts: each pick adds every weight to
+    # its invoker's current weight, takes the first largest and subtracts the total from it.
+    weights = {1: 3, 2: 2, 3: 1}
+    current = {i: 0 for i in weights}
+    expected = []
+    for _ in range(600):
+        for i, w in weights.items():
+            current[i] += w
+        best = max(current, key=lambda i: (current[i], -i))
+        current[best] -= sum(weights.values())
+        expected.append(best)
+    assert picks == expected
 
 
 def test_roundrobin_keeps_position_across_update(balancer_factory: Any) -> None:
@@ -94,13 +107,15 @@ def test_leastactive_counts_per_method(balancer_factory: Any) -> None:
     assert lb.select(method=hello) != first
     lb.select(method=hello, among=[first])  # `first` now has 2 sayHello calls in flight, the other 1
     assert lb.select(method=hello) != first
-    # sayBye has nothing in flight: both invokers tie, so both get picked
-    picks = set()
-    for _ in range(50):
+    # sayBye has nothing in flight: both invokers tie at equal weights, so each pick is a fair
+    # coin and invoker 1's count is Binomial(4000, 1/2): within 5 sigma (5 * 31.6) of 2000.
+    picks: Counter = Counter()
+    for _ in range(4000):
         picked = lb.select(method=bye)
-        picks.add(picked)
+        picks[picked] += 1
         lb.report(picked, 100, Outcome.SUCCESS, method=bye)
-    assert picks == {1, 2}
+    assert set(picks) == {1, 2}
+    assert abs(picks[1] - 2000) <= 5 * math.sqrt(4000 * 0.25), picks
 
 
 def test_shortestresponse_prefers_the_fast_provider(balancer_factory: Any) -> None:
