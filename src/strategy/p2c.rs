@@ -46,6 +46,30 @@ fn less_loaded(aj: i64, wj: u64, ai: i64, wi: u64) -> bool {
     (aj as u128 + 1) * wi as u128 <= ai as u128 * wj as u128
 }
 
+/// A candidate (position, in flight, weight) of a full scan whose `best` displaced the first
+/// draw (in flight, weight): if it is as loaded as `best` relative to weight and, like it, less
+/// loaded than the first draw even after this call, it joins the ties and replaces `best` with
+/// probability weight / the ties' weight (a weighted reservoir of one). Returns the ties'
+/// weight. Out of line with all its arithmetic: only scans whose first draw lost come here.
+#[inline(never)]
+fn take_tie(
+    ctx: &Ctx<'_>,
+    tied: u64,
+    (p, a, w): (usize, i64, u64),
+    (first_active, first_weight): (i64, u64),
+    best: &mut (usize, i64, u64),
+) -> u64 {
+    let same_load = a as u128 * best.2 as u128 == best.1 as u128 * w as u128;
+    if w == 0 || !same_load || !less_loaded(a, w, first_active, first_weight) {
+        return tied;
+    }
+    let tied = tied + w;
+    if ctx.rng.below(tied) < w {
+        *best = (p, a, w);
+    }
+    tied
+}
+
 /// The common pick: a pair drawn by configured weight from the whole set, and the less loaded
 /// of the two. Shared by [`P2c::select`] and the balancer's own draw path, which makes it
 /// without building a [`Ctx`] or calling through the strategy (`active` = calls of the method
@@ -184,6 +208,13 @@ impl Strategy for P2c {
         let (mut best, mut best_active, mut best_weight) =
             (first, ctx.active(first), sampler.weight(first));
         if self.choices == 0 || self.choices >= k {
+            let drawn = (best_active, best_weight);
+            // The weight of the candidates tied with `best` since it displaced the first draw
+            // (0 while the first draw stands): the scan goes in set order, and keeping the
+            // first of such ties gave the first idle invoker after a busy one in set order
+            // every call the busy one lost (with many consumers each holding a call or two,
+            // about a double share). Ties are drawn in proportion to weight instead.
+            let mut tied = 0u64;
             for &p in ctx.candidates {
                 let p = p as usize;
                 if p == first || !sampler.counts(p) {
@@ -192,6 +223,11 @@ impl Strategy for P2c {
                 let (a, w) = (ctx.active(p), sampler.weight(p));
                 if less_loaded(a, w, best_active, best_weight) {
                     (best, best_active, best_weight) = (p, a, w);
+                    tied = w;
+                } else if tied != 0 {
+                    let mut pick = (best, best_active, best_weight);
+                    tied = take_tie(ctx, tied, (p, a, w), drawn, &mut pick);
+                    (best, best_active, best_weight) = pick;
                 }
             }
         } else {
