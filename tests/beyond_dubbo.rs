@@ -623,6 +623,14 @@ fn full_scans_draw_ties_among_the_least_loaded_by_weight_not_by_set_order() {
         ("loadbalance=p2c&p2c.choices=0&seed=31", [10, 10, 10, 10]),
         ("loadbalance=p2c&p2c.choices=4&seed=32", [10, 10, 10, 10]),
         ("loadbalance=p2c&p2c.choices=0&seed=33", [10, 10, 20, 10]),
+        (
+            "loadbalance=peakewma&peakewma.choices=0&seed=34",
+            [10, 10, 10, 10],
+        ),
+        (
+            "loadbalance=peakewma&peakewma.choices=0&seed=35",
+            [10, 10, 20, 10],
+        ),
     ] {
         let invokers: Vec<Invoker> = (1..=4u64)
             .map(|id| provider(id).weight(weights[id as usize - 1]))

@@ -88,8 +88,10 @@ fn peakewma_avoids_the_fast_failing_provider() {
 fn peakewma_preference_helps_many_consumers() {
     // 50 consumers at 85 % load, each with about one call in flight: with a per-balancer
     // preference between equal invokers, a consumer's calls gather where its own in-flight
-    // counts mean something (a GC pause scenario, 6 s, two seeds: 10 % and 6 % lower p99 in
-    // these runs, asserted at 4 %).
+    // counts mean something (a GC pause scenario, 6 s, two seeds: 9.5 % and 3.7 % lower p99 in
+    // these runs, asserted at 3 %). (It was 6 % for seed 1 while full scans without a
+    // preference broke ties by set order, which raised their p99: the preference's p99 is the
+    // same, the comparison's baseline got better.)
     assert_known("peakewma&peakewma.preferenceMs=1000");
     for seed in [1, 2] {
         let drawn = run("3", 6.0, "peakewma&peakewma.choices=0", 0.85, 50, seed);
@@ -102,7 +104,7 @@ fn peakewma_preference_helps_many_consumers() {
             seed,
         );
         assert!(
-            preferred.p99_us < 0.96 * drawn.p99_us,
+            preferred.p99_us < 0.97 * drawn.p99_us,
             "seed {seed}: p99 {} with a preference vs {} without",
             preferred.p99_us,
             drawn.p99_us

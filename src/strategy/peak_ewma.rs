@@ -72,6 +72,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::Status;
 use crate::invoker::Outcome;
+use crate::rng::Rng;
 use crate::stats::{CallStats, EwmaCell};
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
@@ -422,7 +423,7 @@ impl PeakEwma {
         } else {
             self.scan_rest(ctx, sampler, at, &mut field)
         };
-        probe.unwrap_or_else(|| field.choose().pos)
+        probe.unwrap_or_else(|| field.choose(&ctx.rng).pos)
     }
 
     /// `scan_all` of a set wider than `SCAN_FIELD`, into this thread's buffer (it grows to the
@@ -514,7 +515,7 @@ impl PeakEwma {
         if ctx.candidates.len() <= base + ESCALATION {
             return self
                 .scan_rest(ctx, sampler, at, &mut field)
-                .unwrap_or_else(|| field.choose().pos);
+                .unwrap_or_else(|| field.choose(&ctx.rng).pos);
         }
         for _ in 0..ESCALATION {
             let Some(p) = sampler.draw() else { break };
@@ -525,7 +526,7 @@ impl PeakEwma {
                 break;
             }
         }
-        field.choose().pos
+        field.choose(&ctx.rng).pos
     }
 }
 
@@ -645,7 +646,7 @@ impl<S: Store> Field<S> {
         self.looks.push(entry);
     }
 
-    fn choose(&self) -> Entry {
+    fn choose(&self, rng: &Rng<'_>) -> Entry {
         let band = self.fastest * TIE;
         let looks = self.looks.as_slice();
         let mut best = looks[0];
@@ -654,8 +655,42 @@ impl<S: Store> Field<S> {
                 best = *entry;
             }
         }
+        // Rank 0: preferences are off (with them on, ranks differ and already decide ties).
+        if best.pos != looks[0].pos && best.latency <= band && best.rank == 0 {
+            return draw_among_ties(looks, best, band, rng);
+        }
         best
     }
+}
+
+/// The pick once the first look lost to `best`, an equivalent latency: one of the looks tied
+/// with it (latency within `band`, the same calls in flight relative to weight, the same
+/// preference rank) that, like it, are better than the first, drawn in proportion to weight (a
+/// weighted reservoir of one). A full scan's looks are in set order and `choose` keeps the
+/// first of such ties, so without this draw the first idle invoker after a busy or slow one in
+/// set order took every call that one lost (with many consumers each holding a call or two,
+/// about a double share). Out of line: a pick whose first look stands pays one comparison.
+#[inline(never)]
+fn draw_among_ties(looks: &[Entry], best: Entry, band: f64, rng: &Rng<'_>) -> Entry {
+    let first = &looks[0];
+    let (mut pick, mut tied) = (best, 0u64);
+    for c in &looks[1..] {
+        let same_load =
+            c.active as u128 * best.weight as u128 == best.active as u128 * c.weight as u128;
+        if c.weight == 0
+            || c.latency > band
+            || !same_load
+            || c.rank != best.rank
+            || !better(c, first, band)
+        {
+            continue;
+        }
+        tied += c.weight;
+        if tied == c.weight || rng.below(tied) < c.weight {
+            pick = *c;
+        }
+    }
+    pick
 }
 
 /// The latency of an invoker without a sample: the method's typical one. Before any success
@@ -758,7 +793,7 @@ impl Strategy for PeakEwma {
                 return Ok(p);
             }
         }
-        let best = field.choose();
+        let best = field.choose(&ctx.rng);
         if typical > 0.0 && best.latency > SLOW * typical {
             return Ok(self.escalate(ctx, &mut sampler, base, &at, field));
         }
