@@ -837,6 +837,47 @@ fn peakewma_fast_failures_and_timeouts_do_not_look_fast() {
 }
 
 #[test]
+fn peakewma_a_failing_invoker_is_probed_twice_as_late_each_time() {
+    // Documented (`peakewma.failurePenalty`): a failing invoker is probed again after the
+    // penalty (1 s), then twice as late each time it still fails, up to the decay (10 s): waits
+    // of 1, 2, 4, 8, 10, 10 s. A select every 10 ms; invoker 1 is in a pair half the time, so a
+    // due probe is taken within a few selects.
+    let b = lb(
+        "loadbalance=peakewma&seed=41",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    );
+    for k in 0..200 {
+        let t = NOW + k * 1000;
+        let id = b.select(0, b"", t).unwrap();
+        b.report(0, id, 1000, Outcome::Success, t).unwrap();
+    }
+    let failed_at = NOW + 1_000_000;
+    assert_eq!(b.select_among(0, b"", &[1], &[], failed_at).unwrap(), 1);
+    b.report(0, 1, 100, Outcome::Failure, failed_at).unwrap();
+    let mut probes = vec![failed_at];
+    let mut t = failed_at;
+    while t < failed_at + 36_000_000 {
+        t += 10_000;
+        let id = b.select(0, b"", t).unwrap();
+        if id == 1 {
+            probes.push(t);
+            b.report(0, id, 100, Outcome::Failure, t).unwrap();
+        } else {
+            b.report(0, id, 1000, Outcome::Success, t).unwrap();
+        }
+    }
+    let waits: Vec<i64> = probes.windows(2).map(|w| w[1] - w[0]).collect();
+    let expected = [1_000_000, 2_000_000, 4_000_000, 8_000_000, 10_000_000];
+    assert!(waits.len() >= expected.len(), "probes after {waits:?} µs");
+    for (wait, expected) in waits.iter().zip(expected) {
+        assert!(
+            (expected..expected + 200_000).contains(wait),
+            "waits between probes {waits:?} µs, expected {expected:?}"
+        );
+    }
+}
+
+#[test]
 fn peakewma_missing_zero_stale_and_equal_metrics() {
     let invokers = [provider(1).weight(200), provider(2), provider(3)];
     // Missing: no report ever (every call cancelled) → weights decide.

@@ -883,16 +883,18 @@ impl Strategy for PeakEwma {
         };
         cell.sampled_us.store(now, Relaxed);
         // Probes back off only while they find no improvement; an invoker that fails is not
-        // retried before the failure penalty has passed, then twice as late each time.
+        // retried before the failure penalty has passed, then twice as late each time. (The
+        // doubling is the probe's claim's: doubled here too, a failed probe's wait grew 4x.)
         if recovered && cell.probe_gap_us.load(Relaxed) != 0 {
             cell.probe_gap_us.store(0, Relaxed);
         } else if !success {
             let gap = cell.probe_gap_us.load(Relaxed);
             let longer = gap
-                .saturating_mul(2)
                 .max(self.penalty_us as i64)
                 .clamp(self.probe_min_us, self.probe_max_us);
-            cell.probe_gap_us.store(longer, Relaxed);
+            if longer != gap {
+                cell.probe_gap_us.store(longer, Relaxed);
+            }
         }
         if success {
             // Every 8th success of an invoker moves the typical estimate 1/8 of the way: cheap,
