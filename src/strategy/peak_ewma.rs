@@ -34,8 +34,9 @@
 //!    typical one does, so a high-variance service keeps its textbook peak EWMA.) To see
 //!    such calls at all, an invoker with nothing in flight that looks slow is probed: one call
 //!    (claimed by one thread) once its last sample is older than twice the typical latency (at
-//!    least decay / 1000, at most decay), so a stall that just ended is retried at once; while
-//!    probes find it still slow the wait doubles (up to decay), so a persistently slow invoker
+//!    least decay / 1000, at most decay), so a stall that just ended is retried at once; the
+//!    second probe waits as long again, and while probes find it still slow each later wait
+//!    doubles (up to decay: g, g, 2g, 4g, ...), so a persistently slow invoker
 //!    costs a few calls, not a steady share. A 500 ms stall is forgiven within tens of
 //!    milliseconds of its end, not 25 s. An estimate nobody refreshes decays towards the
 //!    typical one (its ratio to it shrinks in log space with the decay's time constant: a
@@ -262,8 +263,9 @@ impl PeakEwma {
     }
 
     /// An idle invoker that looks slow is probed once its last sample (or probe) is older than
-    /// the current gap: twice its estimate at first, doubling while probes find it still slow
-    /// (up to decay), back to the start when a sample shows recovery.
+    /// the current gap: twice the method's typical latency for the first two probes, then
+    /// doubling at each claim while probes find it still slow (up to decay), back to the start
+    /// when a sample shows recovery.
     fn probe_due(&self, cell: &EwmaCell, typical: f64, now_us: i64) -> Option<i64> {
         let probed = cell.probed_us.load(Relaxed);
         let last = cell.sampled_us.load(Relaxed).max(probed);
