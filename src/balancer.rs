@@ -7,6 +7,7 @@ use crate::error::{Error, Status};
 use crate::filter::{Filter, LocalZone};
 use crate::invoker::{Invoker, Outcome};
 use crate::rng::{fresh_seed, Rng, RngSource};
+use crate::scratch::with_scratch;
 use crate::stats::{CallStats, InvokerState, NO_COUNTER};
 use crate::strategy::{
     best_of_pair, best_of_pair_excluding, best_of_subset_pair, Ctx, Prepared, PreparedData, Report,
@@ -568,14 +569,7 @@ impl Inner {
                 let is_all = positions.len() == n;
                 pick(positions, is_all, mask, None)
             };
-            let picked = SCRATCH.try_with(|cell| Some(subset(&mut *cell.try_borrow_mut().ok()?)));
-            match picked {
-                Ok(Some(result)) => result?,
-                // The buffers are gone or in use: fresh ones. Gone when a thread-exit hook
-                // calls (a pthread key destructor runs after the thread locals are destroyed);
-                // in use never today (a pick does not nest).
-                _ => subset(&mut Default::default())?,
-            }
+            with_scratch(&SCRATCH, subset)?
         };
         Ok(pos)
     }

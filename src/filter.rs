@@ -29,6 +29,7 @@ use crate::clock::Clock;
 use crate::config::{Config, OutlierConfig};
 use crate::invoker::Outcome;
 use crate::rng::Rng;
+use crate::scratch::with_scratch;
 use crate::strategy::SubsetWeights;
 use parking_lot::Mutex;
 use std::cell::RefCell;
@@ -238,21 +239,9 @@ impl Filter {
                 None => pick(&snapshot.all, true, &[], None),
             };
         }
-        let mut pick = Some(pick);
-        let picked = VIEWS.try_with(|cell| {
-            let mut views = cell.try_borrow_mut().ok()?;
-            Some(self.pick_in_view(&mut views, snapshot, rng, pick.take()?))
-        });
-        match picked {
-            Ok(Some(result)) => result,
-            // The views are gone or in use: a fresh one. Gone when a thread-exit hook calls (a
-            // pthread key destructor runs after the thread locals are destroyed); in use never
-            // today (a pick does not nest). `pick` is still here: it is taken only to be called.
-            _ => {
-                let pick = pick.expect("not taken unless called");
-                self.pick_in_view(&mut Views::default(), snapshot, rng, pick)
-            }
-        }
+        with_scratch(&VIEWS, |views| {
+            self.pick_in_view(views, snapshot, rng, pick)
+        })
     }
 
     /// `with_view` with this thread's views (or fresh ones).

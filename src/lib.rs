@@ -29,6 +29,7 @@ pub mod ffi;
 mod filter;
 mod invoker;
 mod rng;
+mod scratch;
 mod stats;
 mod strategy;
 mod weight;

@@ -1303,6 +1303,17 @@ fn zone_preference_keeps_calls_local_for_every_strategy() {
     }
 }
 
+/// The strategies that never pick a zero weight while another candidate weighs something
+/// (Dubbo's ring ignores weights; its leastactive, shortestresponse and adaptive may return a
+/// zero-weight invoker that is alone in being least loaded or fastest).
+const NEVER_PICK_A_ZERO_WEIGHT: [StrategyKind; 5] = [
+    StrategyKind::Random,
+    StrategyKind::RoundRobin,
+    StrategyKind::P2c,
+    StrategyKind::PeakEwma,
+    StrategyKind::BoundedHash,
+];
+
 #[test]
 fn a_zone_drained_by_zero_weights_is_preferred_no_more() {
     // Every invoker of zone a set to weight 0 (to move its traffic away): calls go where the
@@ -1315,16 +1326,7 @@ fn a_zone_drained_by_zero_weights_is_preferred_no_more() {
             _ => i,
         })
         .collect();
-    // The strategies that never pick a zero weight while another weighs something (Dubbo's
-    // ring ignores weights; its leastactive, shortestresponse and adaptive may return a
-    // zero-weight invoker that is alone in being least loaded or fastest).
-    for kind in [
-        StrategyKind::Random,
-        StrategyKind::RoundRobin,
-        StrategyKind::P2c,
-        StrategyKind::PeakEwma,
-        StrategyKind::BoundedHash,
-    ] {
+    for kind in NEVER_PICK_A_ZERO_WEIGHT {
         for options in ["", "&outlier.consecutiveFailures=3"] {
             let b = lb(
                 &format!("loadbalance={}&zone=a&seed=15{options}", kind.name()),
@@ -1364,13 +1366,7 @@ fn a_zone_left_with_zero_weights_by_ejections_is_preferred_no_more() {
         .into_iter()
         .map(|i| if i.id == 2 { i.weight(0) } else { i })
         .collect();
-    for kind in [
-        StrategyKind::Random,
-        StrategyKind::RoundRobin,
-        StrategyKind::P2c,
-        StrategyKind::PeakEwma,
-        StrategyKind::BoundedHash,
-    ] {
+    for kind in NEVER_PICK_A_ZERO_WEIGHT {
         // One balancer for whole-set picks, one for a caller's subset (roundrobin's counters
         // are shared by both kinds of pick, and mixing them is not what is tested here).
         let [whole, subset] = [0, 1].map(|_| {

@@ -74,6 +74,7 @@ use crate::config::Config;
 use crate::error::Status;
 use crate::invoker::Outcome;
 use crate::rng::Rng;
+use crate::scratch::with_scratch;
 use crate::stats::{CallStats, EwmaCell};
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
@@ -438,16 +439,10 @@ impl PeakEwma {
         at: &Moment,
         first: Look,
     ) -> usize {
-        let scanned = WIDE_SCAN.try_with(|cell| {
-            let mut buffer = cell.try_borrow_mut().ok()?;
+        with_scratch(&WIDE_SCAN, |buffer| {
             buffer.clear();
-            Some(self.scan_into(ctx, sampler, at, first, &mut *buffer))
-        });
-        match scanned {
-            Ok(Some(pos)) => pos,
-            // The buffer is gone (thread teardown) or in use (a pick cannot nest today).
-            _ => self.scan_into(ctx, sampler, at, first, &mut Vec::new()),
-        }
+            self.scan_into(ctx, sampler, at, first, buffer)
+        })
     }
 
     /// The pick from a pair drawn by weight (`w` weighs as the sampler would), escalating when

@@ -2,6 +2,7 @@
 //! shortestresponse (and any strategy that ranks by a per-invoker integer).
 
 use super::Ctx;
+use crate::scratch::with_scratch;
 use std::cell::RefCell;
 
 thread_local! {
@@ -52,10 +53,5 @@ pub(crate) fn least_by(ctx: &Ctx<'_>, value: impl Fn(usize) -> i64) -> usize {
         }
         ties[ctx.rng.below(ties.len() as u64) as usize].0 as usize
     };
-    match TIES.try_with(|cell| Some(scan(&mut *cell.try_borrow_mut().ok()?))) {
-        Ok(Some(pos)) => pos,
-        // The buffer is gone (a thread-exit hook calls after the thread locals are destroyed)
-        // or in use (a scan cannot nest today): a fresh one.
-        _ => scan(&mut Vec::new()),
-    }
+    with_scratch(&TIES, scan)
 }
