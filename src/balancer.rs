@@ -1315,14 +1315,20 @@ thread_local! {
 
 impl Balancer {
     pub fn new(config: &str) -> Result<Balancer, Error> {
-        Ok(Self::with_config(Config::parse(config)?))
+        Ok(Self::build(Config::parse(config)?))
     }
 
-    /// A balancer for a config that [`Config::parse`] returned (or [`Config::default`] with
-    /// fields changed within the ranges `parse` accepts, listed in docs/strategies.md and the
-    /// README). Nothing here checks them again: a hand-built config outside them is a bug in
-    /// the caller (`hash_nodes` below 4, for one, makes `consistenthash` panic on a pick).
-    pub fn with_config(config: Config) -> Balancer {
+    /// A balancer for a hand-built config (say [`Config::default`] with fields changed). Its
+    /// fields must lie within the ranges `parse` accepts ([`Config::validate`]); one outside
+    /// them is `Status::InvalidConfig` naming the config key, as the same value in a config
+    /// string would be. (Options that would do nothing, which `parse` also rejects, are not
+    /// looked for here: a struct cannot say which fields were set on purpose.)
+    pub fn with_config(config: Config) -> Result<Balancer, Error> {
+        config.validate()?;
+        Ok(Self::build(config))
+    }
+
+    fn build(config: Config) -> Balancer {
         let strategy = config.strategy.build(&config);
         let filter = Filter::new(&config);
         // A short path of `select_short` may serve a call when no `on_select` follows the pick.

@@ -143,14 +143,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "hash.nodes",
         "virtual nodes per invoker, 4..=65536 (rounded down to a multiple of 4)",
         |c, k, v| {
-            let n: u32 = int(k, v)?;
-            if n < 4 {
-                return Err(bad(k, v, "below 4 (the ring would be empty)"));
-            }
-            if n > 1 << 16 {
-                return Err(bad(k, v, "above 65536"));
-            }
-            c.hash_nodes = n;
+            c.hash_nodes = int(k, v)?;
             Ok(())
         },
     ),
@@ -162,12 +155,12 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "shortestresponse.slidePeriod",
         "window in ms, > 0",
         |c, k, v| {
-            c.slide_period_ms = positive(k, v)?;
+            c.slide_period_ms = int(k, v)?;
             Ok(())
         },
     ),
     ("timeout", "adaptive's timeout in ms, > 0", |c, k, v| {
-        c.timeout_ms = positive(k, v)?;
+        c.timeout_ms = int(k, v)?;
         Ok(())
     }),
     ("seed", "u64 seed for reproducible choices", |c, k, v| {
@@ -178,7 +171,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "p2c.choices",
         "p2c: candidates drawn (by weight) and compared per pick, 2..=16; 0 = all (default 2)",
         |c, k, v| {
-            c.p2c_choices = choices(k, v)?;
+            c.p2c_choices = int(k, v)?;
             Ok(())
         },
     ),
@@ -187,7 +180,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "peakewma: candidates compared per pick before it escalates (up to 8 more, or all) \
          because the best looks slow, 2..=16; 0 = all (default 2)",
         |c, k, v| {
-            c.peakewma.choices = choices(k, v)?;
+            c.peakewma.choices = int(k, v)?;
             Ok(())
         },
     ),
@@ -196,7 +189,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "peakewma: time constant of the latency average in ms, > 0; also bounds how long a \
          slow invoker goes unprobed (default 10000)",
         |c, k, v| {
-            c.peakewma.decay_ms = positive(k, v)?;
+            c.peakewma.decay_ms = int(k, v)?;
             Ok(())
         },
     ),
@@ -207,7 +200,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
          this long (at most peakewma.decay, after which the estimate has faded too), then \
          twice as late each time; 0 = elapsed time only (default 1000)",
         |c, k, v| {
-            c.peakewma.failure_penalty_ms = non_negative(k, v)?;
+            c.peakewma.failure_penalty_ms = int(k, v)?;
             Ok(())
         },
     ),
@@ -218,7 +211,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
          ms, instead of the first drawn; helps many consumers each with few calls in flight; \
          0 = off (default 0)",
         |c, k, v| {
-            c.peakewma.preference_ms = non_negative(k, v)?;
+            c.peakewma.preference_ms = int(k, v)?;
             Ok(())
         },
     ),
@@ -227,11 +220,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "boundedhash: an invoker keeps a key while its in-flight calls stay below \
          ceil(factor x weighted average); 1.0..=100 (default 1.25)",
         |c, k, v| {
-            let f = float(k, v)?;
-            if !(1.0..=100.0).contains(&f) {
-                return Err(bad(k, v, "outside 1.0..=100.0"));
-            }
-            c.boundedhash_factor = f;
+            c.boundedhash_factor = float(k, v)?;
             Ok(())
         },
     ),
@@ -250,7 +239,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
          invokers is healthy (not ejected); below, the local share shrinks in proportion \
          and the rest spills over to every healthy invoker; 1..=100 (default 70)",
         |c, k, v| {
-            c.zone_min_healthy_percent = percent(k, v, 1)?;
+            c.zone_min_healthy_percent = int(k, v)?;
             Ok(())
         },
     ),
@@ -268,7 +257,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "outlier ejection: eject an invoker whose failures reach this percentage of its calls in \
          a window (outlier.windowMs, at least outlier.minRequests calls); 0 = rule off (default 0)",
         |c, k, v| {
-            c.outlier.failure_rate_percent = percent(k, v, 0)?;
+            c.outlier.failure_rate_percent = int(k, v)?;
             Ok(())
         },
     ),
@@ -276,7 +265,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "outlier.windowMs",
         "outlier ejection: window of the failure-rate rule in ms, > 0 (default 10000)",
         |c, k, v| {
-            c.outlier.window_ms = positive(k, v)?;
+            c.outlier.window_ms = int(k, v)?;
             Ok(())
         },
     ),
@@ -285,7 +274,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "outlier ejection: calls a window needs before the failure-rate rule applies, > 0 \
          (default 20)",
         |c, k, v| {
-            c.outlier.min_requests = positive(k, v)?;
+            c.outlier.min_requests = int(k, v)?;
             Ok(())
         },
     ),
@@ -295,7 +284,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
          times as long (one step is forgiven per base period without ejection), > 0 \
          (default 30000)",
         |c, k, v| {
-            c.outlier.base_ejection_ms = positive(k, v)?;
+            c.outlier.base_ejection_ms = int(k, v)?;
             Ok(())
         },
     ),
@@ -303,7 +292,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "outlier.maxEjectionMs",
         "outlier ejection: longest ejection in ms, > 0 (default 300000)",
         |c, k, v| {
-            c.outlier.max_ejection_ms = positive(k, v)?;
+            c.outlier.max_ejection_ms = int(k, v)?;
             Ok(())
         },
     ),
@@ -312,7 +301,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "outlier ejection: at most this percentage of the set is ejected at once (at least one \
          invoker, never all of them; 0 = never eject), 0..=100 (default 10)",
         |c, k, v| {
-            c.outlier.max_ejection_percent = percent(k, v, 0)?;
+            c.outlier.max_ejection_percent = int(k, v)?;
             Ok(())
         },
     ),
@@ -321,7 +310,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "slow start (p2c, peakewma, boundedhash): an invoker that joins an existing set ramps \
          its weight up over this many ms (on top of Dubbo's warm-up); 0 = off (default 0)",
         |c, k, v| {
-            c.slow_start.window_ms = non_negative(k, v)?;
+            c.slow_start.window_ms = int(k, v)?;
             Ok(())
         },
     ),
@@ -330,7 +319,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "slow start: weight at the start of the window, percent of the full weight, 1..=100 \
          (default 10)",
         |c, k, v| {
-            c.slow_start.min_weight_percent = percent(k, v, 1)?;
+            c.slow_start.min_weight_percent = int(k, v)?;
             Ok(())
         },
     ),
@@ -339,11 +328,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "slow start: ramp shape, weight ~ (elapsed / window)^(1 / aggression); 1.0 is linear, \
          > 1 ramps faster early; 0.1..=10 (default 1.0)",
         |c, k, v| {
-            let f = float(k, v)?;
-            if !(0.1..=10.0).contains(&f) {
-                return Err(bad(k, v, "outside 0.1..=10.0"));
-            }
-            c.slow_start.aggression = f;
+            c.slow_start.aggression = float(k, v)?;
             Ok(())
         },
     ),
@@ -394,8 +379,97 @@ impl Config {
                 given.push(key);
             }
         }
+        config.validate()?;
         config.check_options(&given)?;
         Ok(config)
+    }
+
+    /// Every field within the range `parse` accepts (the ranges in the key descriptions):
+    /// [`crate::Balancer::with_config`] checks a hand-built config with this too, so a value
+    /// out of range is the same clear error whichever way it came in.
+    pub fn validate(&self) -> Result<(), Error> {
+        let out = |key: &str, value: &dyn std::fmt::Display, why: &str| {
+            Err(bad(key, &value.to_string(), why))
+        };
+        let positive = |key: &str, value: i64| {
+            if value > 0 {
+                Ok(())
+            } else {
+                out(key, &value, "not positive")
+            }
+        };
+        let non_negative = |key: &str, value: i64| {
+            if value >= 0 {
+                Ok(())
+            } else {
+                out(key, &value, "negative")
+            }
+        };
+        let percent = |key: &str, value: u32, min: u32| {
+            if (min..=100).contains(&value) {
+                Ok(())
+            } else {
+                out(key, &value, &format!("outside {min}..=100"))
+            }
+        };
+        let choices = |key: &str, value: u32| {
+            if value == 0 || (2..=16).contains(&value) {
+                Ok(())
+            } else {
+                out(key, &value, "not 0 (all) or 2..=16")
+            }
+        };
+        let within = |key: &str, value: f64, range: std::ops::RangeInclusive<f64>| {
+            if range.contains(&value) {
+                Ok(())
+            } else {
+                out(key, &value, &format!("outside {:?}", range))
+            }
+        };
+        if self.hash_nodes < 4 {
+            return out(
+                "hash.nodes",
+                &self.hash_nodes,
+                "below 4 (the ring would be empty)",
+            );
+        }
+        if self.hash_nodes > 1 << 16 {
+            return out("hash.nodes", &self.hash_nodes, "above 65536");
+        }
+        positive("shortestresponse.slidePeriod", self.slide_period_ms)?;
+        positive("timeout", self.timeout_ms.into())?;
+        choices("p2c.choices", self.p2c_choices)?;
+        let pe = &self.peakewma;
+        choices("peakewma.choices", pe.choices)?;
+        positive("peakewma.decay", pe.decay_ms)?;
+        non_negative("peakewma.failurePenalty", pe.failure_penalty_ms)?;
+        non_negative("peakewma.preferenceMs", pe.preference_ms)?;
+        within("boundedhash.factor", self.boundedhash_factor, 1.0..=100.0)?;
+        if self.zone.as_deref() == Some("") {
+            return out(
+                "zone",
+                &"",
+                "empty: leave the zone out (None) for no zone preference",
+            );
+        }
+        percent("zone.minHealthyPercent", self.zone_min_healthy_percent, 1)?;
+        let o = &self.outlier;
+        percent("outlier.failureRate", o.failure_rate_percent, 0)?;
+        positive("outlier.windowMs", o.window_ms)?;
+        positive("outlier.minRequests", o.min_requests.into())?;
+        positive("outlier.baseEjectionMs", o.base_ejection_ms)?;
+        positive("outlier.maxEjectionMs", o.max_ejection_ms)?;
+        if o.max_ejection_ms < o.base_ejection_ms {
+            return Err(Error::new(
+                Status::InvalidConfig,
+                "config: outlier.maxEjectionMs is below outlier.baseEjectionMs",
+            ));
+        }
+        percent("outlier.maxEjectionPercent", o.max_ejection_percent, 0)?;
+        let ss = &self.slow_start;
+        non_negative("slowstart.windowMs", ss.window_ms)?;
+        percent("slowstart.minWeightPercent", ss.min_weight_percent, 1)?;
+        within("slowstart.aggression", ss.aggression, 0.1..=10.0)
     }
 
     /// Options that would silently do nothing are errors, as misspelled keys are.
@@ -415,9 +489,6 @@ impl Config {
                      enable outlier ejection",
                 );
             }
-        }
-        if self.outlier.max_ejection_ms < self.outlier.base_ejection_ms {
-            return fail("outlier.maxEjectionMs", "is below outlier.baseEjectionMs");
         }
         if self.outlier.failure_rate_percent == 0 {
             if let Some(key) = ["outlier.windowMs", "outlier.minRequests"]
@@ -496,50 +567,12 @@ fn int<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, Error> {
         .map_err(|_| bad(key, value, "not an integer in range"))
 }
 
-fn positive<T: std::str::FromStr + PartialOrd + Default>(
-    key: &str,
-    value: &str,
-) -> Result<T, Error> {
-    let v: T = int(key, value)?;
-    if v <= T::default() {
-        return Err(bad(key, value, "not positive"));
-    }
-    Ok(v)
-}
-
-fn non_negative<T: std::str::FromStr + PartialOrd + Default>(
-    key: &str,
-    value: &str,
-) -> Result<T, Error> {
-    let v: T = int(key, value)?;
-    if v < T::default() {
-        return Err(bad(key, value, "negative"));
-    }
-    Ok(v)
-}
-
 fn float(key: &str, value: &str) -> Result<f64, Error> {
     value
         .parse::<f64>()
         .ok()
         .filter(|f| f.is_finite())
         .ok_or_else(|| bad(key, value, "not a number"))
-}
-
-fn percent(key: &str, value: &str, min: u32) -> Result<u32, Error> {
-    let v: u32 = int(key, value)?;
-    if v < min || v > 100 {
-        return Err(bad(key, value, &format!("outside {min}..=100")));
-    }
-    Ok(v)
-}
-
-fn choices(key: &str, value: &str) -> Result<u32, Error> {
-    let v: u32 = int(key, value)?;
-    if v == 1 || v > 16 {
-        return Err(bad(key, value, "not 0 (all) or 2..=16"));
-    }
-    Ok(v)
 }
 
 /// The candidate closest to `word` by case-insensitive edit distance, if it is close enough to
@@ -600,6 +633,149 @@ mod tests {
         assert!(e.message.contains("'hash.nodes'"), "{}", e.message);
         let e = Config::parse("loadbalance=roundrobbin").unwrap_err();
         assert!(e.message.contains("'roundrobin'"), "{}", e.message);
+    }
+
+    /// Each field one step outside its range, with the key the error must name. A hand-built
+    /// config gets the error the same value in a config string gets.
+    #[test]
+    fn hand_built_configs_out_of_range_are_errors_naming_the_key() {
+        type Break = fn(&mut Config);
+        let cases: &[(&str, Break, &str)] = &[
+            ("hash.nodes", |c| c.hash_nodes = 3, "hash.nodes=3"),
+            ("hash.nodes", |c| c.hash_nodes = 65537, "hash.nodes=65537"),
+            (
+                "shortestresponse.slidePeriod",
+                |c| c.slide_period_ms = 0,
+                "shortestresponse.slidePeriod=0",
+            ),
+            ("timeout", |c| c.timeout_ms = -1, "timeout=-1"),
+            ("p2c.choices", |c| c.p2c_choices = 1, "p2c.choices=1"),
+            ("p2c.choices", |c| c.p2c_choices = 17, "p2c.choices=17"),
+            (
+                "peakewma.choices",
+                |c| c.peakewma.choices = 1,
+                "peakewma.choices=1",
+            ),
+            (
+                "peakewma.decay",
+                |c| c.peakewma.decay_ms = 0,
+                "peakewma.decay=0",
+            ),
+            (
+                "peakewma.failurePenalty",
+                |c| c.peakewma.failure_penalty_ms = -1,
+                "peakewma.failurePenalty=-1",
+            ),
+            (
+                "peakewma.preferenceMs",
+                |c| c.peakewma.preference_ms = -1,
+                "peakewma.preferenceMs=-1",
+            ),
+            (
+                "boundedhash.factor",
+                |c| c.boundedhash_factor = 0.99,
+                "boundedhash.factor=0.99",
+            ),
+            (
+                "boundedhash.factor",
+                |c| c.boundedhash_factor = f64::NAN,
+                "boundedhash.factor=NaN",
+            ),
+            ("zone", |c| c.zone = Some(String::new()), ""),
+            (
+                "zone.minHealthyPercent",
+                |c| c.zone_min_healthy_percent = 0,
+                "zone.minHealthyPercent=0",
+            ),
+            (
+                "outlier.failureRate",
+                |c| c.outlier.failure_rate_percent = 101,
+                "outlier.failureRate=101",
+            ),
+            (
+                "outlier.windowMs",
+                |c| c.outlier.window_ms = 0,
+                "outlier.failureRate=5&outlier.windowMs=0",
+            ),
+            (
+                "outlier.minRequests",
+                |c| c.outlier.min_requests = 0,
+                "outlier.failureRate=5&outlier.minRequests=0",
+            ),
+            (
+                "outlier.baseEjectionMs",
+                |c| c.outlier.base_ejection_ms = 0,
+                "outlier.consecutiveFailures=5&outlier.baseEjectionMs=0",
+            ),
+            (
+                "outlier.maxEjectionMs",
+                |c| c.outlier.max_ejection_ms = 29_999,
+                "outlier.consecutiveFailures=5&outlier.maxEjectionMs=29999",
+            ),
+            (
+                "outlier.maxEjectionPercent",
+                |c| c.outlier.max_ejection_percent = 101,
+                "outlier.consecutiveFailures=5&outlier.maxEjectionPercent=101",
+            ),
+            (
+                "slowstart.windowMs",
+                |c| c.slow_start.window_ms = -1,
+                "loadbalance=p2c&slowstart.windowMs=-1",
+            ),
+            (
+                "slowstart.minWeightPercent",
+                |c| c.slow_start.min_weight_percent = 0,
+                "loadbalance=p2c&slowstart.windowMs=1&slowstart.minWeightPercent=0",
+            ),
+            (
+                "slowstart.aggression",
+                |c| c.slow_start.aggression = 10.5,
+                "loadbalance=p2c&slowstart.windowMs=1&slowstart.aggression=10.5",
+            ),
+        ];
+        for (key, break_it, text) in cases {
+            let mut config = Config::default();
+            break_it(&mut config);
+            let e = config.validate().unwrap_err();
+            assert_eq!(e.status, Status::InvalidConfig, "{key}");
+            assert!(e.message.contains(key), "{key}: {}", e.message);
+            let e = crate::Balancer::with_config(config).err().expect(key);
+            assert!(e.message.contains(key), "{key}: {}", e.message);
+            if !text.is_empty() {
+                let e = Config::parse(text).unwrap_err();
+                assert!(e.message.contains(key), "{text}: {}", e.message);
+            }
+        }
+    }
+
+    /// The edges of every range are accepted, by hand and as text alike.
+    #[test]
+    fn range_edges_are_accepted() {
+        let text = "loadbalance=p2c&hash.nodes=4&p2c.choices=16\
+                    &zone=a&zone.minHealthyPercent=1&outlier.failureRate=100&outlier.windowMs=1\
+                    &outlier.minRequests=1&outlier.baseEjectionMs=1&outlier.maxEjectionMs=1\
+                    &outlier.maxEjectionPercent=0&slowstart.windowMs=1\
+                    &slowstart.minWeightPercent=100&slowstart.aggression=0.1";
+        let config = Config::parse(text).unwrap();
+        assert_eq!(config.hash_nodes, 4);
+        config.validate().unwrap();
+        Config::parse("loadbalance=boundedhash&boundedhash.factor=100").unwrap();
+        let config = Config {
+            hash_nodes: 65536,
+            p2c_choices: 0,
+            peakewma: PeakEwmaConfig {
+                choices: 2,
+                failure_penalty_ms: 0,
+                ..Config::default().peakewma
+            },
+            boundedhash_factor: 1.0,
+            slow_start: SlowStartConfig {
+                aggression: 10.0,
+                ..Config::default().slow_start
+            },
+            ..Config::default()
+        };
+        crate::Balancer::with_config(config).unwrap();
     }
 
     #[test]
