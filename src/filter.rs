@@ -404,6 +404,12 @@ impl Filter {
         if state.is_ejected() {
             return;
         }
+        // Ejections that are over count against the budget no more, whether or not a pick has
+        // swept them yet (reports may come in with no pick between).
+        if self.lift_expired(snapshot, now_ms) {
+            self.recount(snapshot);
+            self.epoch.fetch_add(1, Release);
+        }
         let members = &snapshot.members;
         let ejected = members
             .iter()
@@ -443,6 +449,15 @@ impl Filter {
         if snapshot.generation < *current {
             return;
         }
+        let lifted = self.lift_expired(snapshot, now_ms);
+        self.recount(snapshot);
+        if lifted {
+            self.epoch.fetch_add(1, Release);
+        }
+    }
+
+    /// Lifts every ejection over at `now_ms` (caller holds the lock); true if any was.
+    fn lift_expired(&self, snapshot: &Snapshot, now_ms: i64) -> bool {
         let mut lifted = false;
         for m in snapshot.members.iter() {
             let state = &m.state.outlier;
@@ -454,10 +469,7 @@ impl Filter {
                 lifted = true;
             }
         }
-        self.recount(snapshot);
-        if lifted {
-            self.epoch.fetch_add(1, Release);
-        }
+        lifted
     }
 
     /// Live count and next expiry from the members' states (caller holds the lock).

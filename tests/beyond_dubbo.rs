@@ -1721,6 +1721,29 @@ fn outlier_ejection_never_ejects_everyone() {
     assert_eq!(ejected, 2);
 }
 
+/// An ejection that is over frees its place in the budget even when no pick came between to
+/// lift it: reports alone (a consumer whose calls all fail fast, say) must not be refused.
+#[test]
+fn an_ejection_that_is_over_leaves_the_budget_without_a_pick_between() {
+    // 10 invokers at 10 %: one ejection at a time; a first ejection lasts 1 s.
+    let b = lb(
+        "loadbalance=random&seed=3&outlier.consecutiveFailures=1&outlier.baseEjectionMs=1000",
+        &(1..=10).map(provider).collect::<Vec<_>>(),
+    );
+    b.report(0, 1, 10, Outcome::Failure, NOW).unwrap();
+    assert!(active_ejected(&b, 1));
+    b.report(0, 2, 10, Outcome::Failure, NOW + 500_000).unwrap();
+    assert!(!active_ejected(&b, 2), "over budget while 1 is out");
+    // 1's ejection ended at NOW + 1 s; nothing was picked since.
+    b.report(0, 2, 10, Outcome::Failure, NOW + 1_500_000)
+        .unwrap();
+    assert!(!active_ejected(&b, 1), "1's ejection is over");
+    assert!(active_ejected(&b, 2), "2 takes the freed place");
+    let c = counts(&b, 0, 2000, NOW + 1_600_000);
+    assert_eq!(c.get(&2), None);
+    assert!(c.contains_key(&1));
+}
+
 fn active_ejected(b: &Balancer, id: u64) -> bool {
     let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
     v["invokers"]
