@@ -1744,6 +1744,29 @@ fn an_ejection_that_is_over_leaves_the_budget_without_a_pick_between() {
     assert!(c.contains_key(&1));
 }
 
+/// A method's typical latency starts from its first success's own latency, not from an
+/// estimate that a failure penalty inflated: seeded at the penalty (1 s), a fast invoker that
+/// failed once would look typical at about 1 s and come back only at the decay's pace (10 s).
+#[test]
+fn peakewma_a_failure_before_the_first_success_does_not_seed_the_typical_latency() {
+    let b = lb("loadbalance=peakewma", &[provider(1), provider(2)]);
+    let mut t = NOW;
+    let mut call = |outcome| {
+        assert_eq!(b.select_among(0, b"", &[1], &[], t).unwrap(), 1);
+        b.report(0, 1, 1000, outcome, t + 1000).unwrap();
+        t += 2000;
+    };
+    call(Outcome::Failure);
+    for _ in 0..4 {
+        call(Outcome::Success);
+    }
+    let v: serde_json::Value = serde_json::from_str(&b.stats_json(t)).unwrap();
+    let estimate = v["invokers"][0]["latency_estimate_us"].as_i64().unwrap();
+    // 1 s after the failure, then halfway to 1 ms in log space per success: 31.6, 5.6, 2.4 ms,
+    // then the typical 1 ms.
+    assert!(estimate <= 2_500, "estimate {estimate} µs");
+}
+
 fn active_ejected(b: &Balancer, id: u64) -> bool {
     let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
     v["invokers"]

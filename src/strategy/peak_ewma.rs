@@ -899,7 +899,9 @@ impl Strategy for PeakEwma {
             let successes = cell.successes.load(Relaxed).wrapping_add(1);
             cell.successes.store(successes, Relaxed);
             if typical_now <= 0.0 {
-                typical.bits.store(estimate.to_bits(), Relaxed);
+                // The success's own latency: the estimate may hold an earlier failure's
+                // penalty, which would make a failure the measure of "typical".
+                typical.bits.store(sample.to_bits(), Relaxed);
             } else if successes % 8 == 0 {
                 typical.bits.store(
                     (typical_now + (estimate - typical_now) / 8.0).to_bits(),
