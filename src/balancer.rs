@@ -432,10 +432,16 @@ impl Inner {
         } else {
             self.pick_general(call, candidates, excluded)?
         };
-        let (member, stats) = self.begin_call(snapshot, call.counter, call.hint, pos, call.method);
+        let (member, stats, selected_before) =
+            self.begin_call(snapshot, call.counter, call.hint, pos, call.method);
         if self.tracks_selects {
-            self.strategy
-                .on_select(call.method_state, call.method, stats, call.clock);
+            self.strategy.on_select(
+                call.method_state,
+                call.method,
+                stats,
+                selected_before,
+                call.clock,
+            );
         }
         Ok(member.id)
     }
@@ -682,18 +688,19 @@ impl Inner {
         pos: usize,
         method: u32,
     ) -> u64 {
-        let (member, _) = self.begin_call(snapshot, counted.counter, counted.hint, pos, method);
+        let (member, ..) = self.begin_call(snapshot, counted.counter, counted.hint, pos, method);
         member.id
     }
 
     #[inline(always)]
     fn count_select(&self, pin: &CachedPin<'_>, pos: usize, method: u32) -> u64 {
-        let (member, _) = self.begin_call(pin.snapshot, pin.counter, Some(pin.hint), pos, method);
+        let (member, ..) = self.begin_call(pin.snapshot, pin.counter, Some(pin.hint), pos, method);
         member.id
     }
 
     /// Counts a select of the invoker at `pos` as in flight (on this thread's cell when the
-    /// counters are spread) and keeps `pos` as the report's hint, when there is one.
+    /// counters are spread) and keeps `pos` as the report's hint, when there is one. Also
+    /// returns the selects counted before this one (0 for spread counters).
     #[inline(always)]
     fn begin_call<'s>(
         &self,
@@ -702,18 +709,21 @@ impl Inner {
         hint: Option<&Cell<u32>>,
         pos: usize,
         method: u32,
-    ) -> (&'s Member, &'s CallStats) {
+    ) -> (&'s Member, &'s CallStats, u64) {
         let member = &snapshot.members[pos];
         let stats = member.state.methods.get_or_insert(method);
-        if self.spread_counters {
+        // Spread counters are for strategies that never read calls in flight, so none of
+        // them asks `on_select` what was selected before.
+        let selected_before = if self.spread_counters {
             stats.begin_spread(counter);
+            0
         } else {
-            stats.begin();
-        }
+            stats.begin()
+        };
         if let Some(hint) = hint {
             hint.set(pos as u32);
         }
-        (member, stats)
+        (member, stats, selected_before)
     }
 
     /// The common call of `roundrobin`: a ticket of the method's live period in the thread's

@@ -90,8 +90,8 @@ fn add<const OWNED: bool>(counter: &AtomicU64, v: u64) -> u64 {
 
 impl Counts {
     #[inline]
-    fn begin<const OWNED: bool>(&self) {
-        add::<OWNED>(&self.selected, 1);
+    fn begin<const OWNED: bool>(&self) -> u64 {
+        add::<OWNED>(&self.selected, 1)
     }
 
     #[inline]
@@ -412,9 +412,18 @@ impl CallStats {
     /// shared `selected` (atomically), so that a read of the calls in flight is one cache line.
     /// (Owned counts with a cell for the other threads, as `begin_spread` has them, made one
     /// thread 35 % faster and two threads 11-33 % slower: reads then add up two lines.)
+    /// Returns the selects counted before this one (for [`CallStats::was_idle`]).
     #[inline]
-    pub fn begin(&self) {
-        self.counts.begin::<false>();
+    pub fn begin(&self) -> u64 {
+        self.counts.begin::<false>()
+    }
+
+    /// Whether nothing was in flight when the select that `begin` answered `selected_before`
+    /// counted itself. Calls that ended since count as ended then: racing selects each see
+    /// the others' calls (`active() == 1` after the fact saw none idle when two raced).
+    #[inline]
+    pub fn was_idle(&self, selected_before: u64) -> bool {
+        self.ended.load(Acquire) >= selected_before
     }
 
     /// Records the end of a call, for a strategy that reads calls in flight. True when a call
@@ -472,7 +481,7 @@ impl CallStats {
         match self.counts_of(counter) {
             (counts, true) => counts.begin::<true>(),
             (cell, false) => cell.begin::<false>(),
-        }
+        };
     }
 
     /// `end` for a strategy whose picks never read calls in flight. While one thread counts

@@ -238,7 +238,14 @@ impl Strategy for BoundedHash {
         true
     }
 
-    fn on_select(&self, method: &MethodState, method_id: u32, _stats: &CallStats, _clock: &Clock) {
+    fn on_select(
+        &self,
+        method: &MethodState,
+        method_id: u32,
+        _stats: &CallStats,
+        _selected_before: u64,
+        _clock: &Clock,
+    ) {
         Load::of(method, method_id).in_flight.fetch_add(1, Relaxed);
     }
 

@@ -118,12 +118,14 @@ pub(crate) trait Strategy: Send + Sync + 'static {
         false
     }
 
-    /// A pick was counted in flight (also single-candidate picks, which skip `select`).
+    /// A pick was counted in flight (also single-candidate picks, which skip `select`);
+    /// `selected_before` is what the count's `CallStats::begin` returned.
     fn on_select(
         &self,
         _method: &MethodState,
         _method_id: u32,
         _stats: &CallStats,
+        _selected_before: u64,
         _clock: &Clock,
     ) {
     }

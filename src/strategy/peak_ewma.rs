@@ -801,9 +801,16 @@ impl Strategy for PeakEwma {
         true
     }
 
-    fn on_select(&self, _method: &MethodState, _method_id: u32, stats: &CallStats, clock: &Clock) {
+    fn on_select(
+        &self,
+        _method: &MethodState,
+        _method_id: u32,
+        stats: &CallStats,
+        selected_before: u64,
+        clock: &Clock,
+    ) {
         // Idle to busy: the age of the oldest call in flight counts from now.
-        if stats.active() == 1 {
+        if stats.was_idle(selected_before) {
             stats.ewma().progress_us.store(clock.now_us(), Relaxed);
         }
     }
@@ -938,6 +945,26 @@ mod tests {
             weight,
             rank: 0,
         }
+    }
+
+    /// Two selects of an idle invoker, both counted before either's `on_select` runs: the
+    /// oldest call in flight is dated from then, not from the invoker's last progress (which
+    /// made it look stalled for as long as it had been idle).
+    #[test]
+    fn two_selects_racing_on_an_idle_invoker_date_its_oldest_call_from_now() {
+        let config = Config::parse("loadbalance=peakewma").unwrap();
+        let strategy = PeakEwma::new(&config);
+        let method = MethodState::default();
+        let calls = crate::stats::MethodStats::default();
+        let stats = calls.get_or_insert(0);
+        let (idle_since, now) = (1_000, 5_000_000);
+        stats.ewma().progress_us.store(idle_since, Relaxed);
+        let first = stats.begin();
+        let second = stats.begin();
+        let clock = Clock::new(now);
+        strategy.on_select(&method, 0, stats, first, &clock);
+        strategy.on_select(&method, 0, stats, second, &clock);
+        assert_eq!(stats.ewma().progress_us.load(Relaxed), now);
     }
 
     #[test]
