@@ -3,7 +3,10 @@ package io.polylb.dubbo;
 import static org.apache.dubbo.common.constants.CommonConstants.CONSUMER;
 
 import io.polylb.Outcome;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
 import org.apache.dubbo.common.extension.Activate;
+import org.apache.dubbo.remoting.TimeoutException;
 import org.apache.dubbo.rpc.BaseFilter;
 import org.apache.dubbo.rpc.Filter;
 import org.apache.dubbo.rpc.Invocation;
@@ -17,9 +20,10 @@ import org.apache.dubbo.rpc.RpcException;
  * through untouched (one attribute lookup).
  *
  * <p>Outcomes follow Dubbo's ActiveLimitFilter: a response, even one carrying a business
- * exception, is a success; an RpcException timeout is {@link Outcome#TIMEOUT}; any other error
- * a {@link Outcome#FAILURE}. For {@code adaptive}, the provider's {@code lb_adaptive} reply is
- * parsed as Dubbo's AdaptiveLoadBalanceFilter parses it, fed to polylb, and stripped.
+ * exception, is a success; a timeout (an RpcException timeout, or for an async call Dubbo's
+ * remoting TimeoutException) is {@link Outcome#TIMEOUT}; any other error a {@link Outcome#FAILURE}.
+ * For {@code adaptive}, the provider's {@code lb_adaptive} reply is parsed as Dubbo's
+ * AdaptiveLoadBalanceFilter parses it, fed to polylb, and stripped.
  */
 @Activate(group = CONSUMER, order = Integer.MAX_VALUE)
 public class PolylbInvokerFilter implements Filter, BaseFilter.Listener {
@@ -63,8 +67,19 @@ public class PolylbInvokerFilter implements Filter, BaseFilter.Listener {
         if (s == null) {
             return;
         }
-        boolean timeout = t instanceof RpcException && ((RpcException) t).isTimeout();
-        report(s, elapsedUs(s), timeout ? Outcome.TIMEOUT : Outcome.FAILURE);
+        report(s, elapsedUs(s), isTimeout(t) ? Outcome.TIMEOUT : Outcome.FAILURE);
+    }
+
+    /**
+     * A sync call's timeout arrives as an RpcException with the timeout code; an async call's as
+     * the exception its future completed with: a CompletionException around Dubbo's remoting
+     * TimeoutException (or around such an RpcException).
+     */
+    static boolean isTimeout(Throwable t) {
+        while ((t instanceof CompletionException || t instanceof ExecutionException) && t.getCause() != null) {
+            t = t.getCause();
+        }
+        return t instanceof TimeoutException || (t instanceof RpcException && ((RpcException) t).isTimeout());
     }
 
     private static Selections.Selection finish(Invoker<?> invoker, Invocation invocation) {

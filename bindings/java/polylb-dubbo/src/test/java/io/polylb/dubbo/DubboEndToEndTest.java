@@ -2,6 +2,7 @@ package io.polylb.dubbo;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.gson.JsonElement;
@@ -16,7 +17,9 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -28,6 +31,9 @@ import org.apache.dubbo.config.ProtocolConfig;
 import org.apache.dubbo.config.ReferenceConfig;
 import org.apache.dubbo.config.ServiceConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+import org.apache.dubbo.remoting.TimeoutException;
+import org.apache.dubbo.rpc.RpcContext;
+import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.model.ApplicationModel;
 import org.apache.dubbo.rpc.model.FrameworkModel;
@@ -171,6 +177,10 @@ class DubboEndToEndTest {
 
     /** A consumer in its own FrameworkModel; returns the proxy and its bootstrap (to stop). */
     private static Consumer consumer(String loadbalance, int timeoutMs, int retries) {
+        return consumer(loadbalance, timeoutMs, retries, false);
+    }
+
+    private static Consumer consumer(String loadbalance, int timeoutMs, int retries, boolean async) {
         FrameworkModel framework = new FrameworkModel();
         ReferenceConfig<EchoService> reference = new ReferenceConfig<>();
         reference.setInterface(EchoService.class);
@@ -180,6 +190,7 @@ class DubboEndToEndTest {
         reference.setRetries(retries);
         reference.setTimeout(timeoutMs);
         reference.setCheck(false);
+        reference.setAsync(async);
         DubboBootstrap bootstrap = DubboBootstrap.newInstance(framework)
                 .application(application("consumer-" + loadbalance))
                 .registry(new org.apache.dubbo.config.RegistryConfig("N/A"))
@@ -235,6 +246,38 @@ class DubboEndToEndTest {
             assertTrue(failovers >= 4, "round robin must have hit the slow provider first sometimes: " + failovers);
             awaitNoneInFlight(consumer, "polylb-roundrobin");
         }
+    }
+
+    @Test
+    void asyncTimeoutsAreReportedAsTimeouts() throws Exception {
+        // An async call's timeout reaches the filter as a CompletionException around Dubbo's
+        // remoting TimeoutException, not as the RpcException a sync call throws.
+        try (Consumer consumer = consumer("polylb-roundrobin", 300, 0, true)) {
+            List<CompletableFuture<Object>> calls = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                consumer.echo.work("async-timeout-" + i, 1500); // async: returns null at once
+                calls.add(RpcContext.getServiceContext().getCompletableFuture());
+            }
+            for (CompletableFuture<Object> call : calls) {
+                ExecutionException e = assertThrows(ExecutionException.class, () -> call.get(10, TimeUnit.SECONDS));
+                assertTrue(e.getCause() instanceof RpcException && ((RpcException) e.getCause()).isTimeout()
+                        || e.getCause() instanceof TimeoutException, e.toString());
+            }
+            awaitNoneInFlight(consumer, "polylb-roundrobin");
+            List<String> stats = consumer.stats("polylb-roundrobin");
+            assertEquals(3, sum(stats, "timeouts"), stats.toString());
+        }
+    }
+
+    /** A per-invoker counter of polylb's stats, summed over the service's balancers and invokers. */
+    private static int sum(List<String> stats, String counter) {
+        int total = 0;
+        for (String json : stats) {
+            for (JsonElement m : JsonParser.parseString(json).getAsJsonObject().getAsJsonArray("invokers")) {
+                total += m.getAsJsonObject().get(counter).getAsInt();
+            }
+        }
+        return total;
     }
 
     @Test
