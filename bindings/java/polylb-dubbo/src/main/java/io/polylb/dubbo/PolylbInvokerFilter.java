@@ -31,8 +31,11 @@ public class PolylbInvokerFilter implements Filter, BaseFilter.Listener {
     @Override
     public Result invoke(Invoker<?> invoker, Invocation invocation) throws RpcException {
         Selections selections = Selections.of(invocation);
-        if (selections != null) {
-            selections.start(invoker.getUrl());
+        if (selections == null || selections.start(invoker.getUrl()) == null) {
+            // Sent without a pick of polylb's for this provider (a cluster returns a lone
+            // candidate without asking the LoadBalance, forking may send to all): Dubbo's
+            // RpcStatus counts such calls too, so they are counted in flight like picks.
+            PolylbLoadBalance.beginUnpicked(invoker, invocation);
         }
         return invoker.invoke(invocation);
     }

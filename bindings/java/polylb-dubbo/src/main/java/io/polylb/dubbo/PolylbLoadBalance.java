@@ -1,6 +1,8 @@
 package io.polylb.dubbo;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.apache.dubbo.common.constants.CommonConstants.DEFAULT_LOADBALANCE;
+import static org.apache.dubbo.common.constants.CommonConstants.LOADBALANCE_KEY;
 
 import io.polylb.PolylbException;
 import java.util.List;
@@ -11,7 +13,9 @@ import org.apache.dubbo.common.resource.Disposable;
 import org.apache.dubbo.rpc.Invocation;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.RpcException;
+import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.cluster.loadbalance.AbstractLoadBalance;
+import org.apache.dubbo.rpc.model.ScopeModelUtil;
 import org.apache.dubbo.rpc.support.RpcUtils;
 
 /**
@@ -151,6 +155,56 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         }
         throw new RpcException("polylb: the provider list of " + firstUrl.getServiceKey()
                 + " kept changing during select; giving up after 4 attempts");
+    }
+
+    /**
+     * Counts a call Dubbo sends to {@code invoker} without a pick of polylb's (see
+     * PolylbInvokerFilter) when the service is balanced by a polylb extension: the call is
+     * recorded as a started pick, so the filter reports it as any other. Does nothing for other
+     * load balancers, or for a service, method or provider polylb has not balanced yet.
+     */
+    static void beginUnpicked(Invoker<?> invoker, Invocation invocation) {
+        URL url = invoker.getUrl();
+        String methodName = RpcUtils.getMethodName(invocation);
+        // The extension Dubbo's cluster invokers use (AbstractClusterInvoker.initLoadBalance).
+        String name = url.getMethodParameter(methodName, LOADBALANCE_KEY, DEFAULT_LOADBALANCE);
+        if (name == null || !name.startsWith(NAME)) {
+            return;
+        }
+        LoadBalance lb;
+        try {
+            lb = ScopeModelUtil.getApplicationModel(invocation.getModuleModel())
+                    .getExtensionLoader(LoadBalance.class)
+                    .getExtension(name);
+        } catch (RuntimeException e) {
+            return; // no such extension: the cluster failed on it already
+        }
+        if (lb instanceof PolylbLoadBalance) {
+            ((PolylbLoadBalance) lb).beginUnpicked(url, methodName, invocation);
+        }
+    }
+
+    private void beginUnpicked(URL url, String methodName, Invocation invocation) {
+        ServiceState state = services.get(url.getServiceKey() == null ? "" : url.getServiceKey());
+        ServiceState.MethodBinding binding = state == null ? null : state.bindingsByMethod.get(methodName);
+        if (binding == null) {
+            return;
+        }
+        InvokerSet set = state.set;
+        long id = state.idOf(url);
+        if (id < 0 || set.positionOfId(id) < 0) {
+            return;
+        }
+        ServiceState.Target target = binding.target(state, set);
+        ServiceState.NativeBalancer nb = target.balancer;
+        try {
+            nb.sync(set);
+            // A lone candidate is picked as is; the library counts it in flight.
+            nb.balancer.selectAmong(target.methodId, null, new long[] {id}, 1, null, 0, 0);
+        } catch (PolylbException e) {
+            return; // the set changed meanwhile: this one call goes uncounted
+        }
+        Selections.recordStarted(invocation, new Selections.Selection(nb.balancer, target.methodId, id, url, false));
     }
 
     private ServiceState service(String serviceKey) {

@@ -46,23 +46,31 @@ final class Selections {
     private int size;
 
     static void record(Invocation invocation, Selection selection) {
-        Object existing = invocation.get(ATTRIBUTE);
-        Selections selections;
-        if (existing instanceof Selections) {
-            selections = (Selections) existing;
-        } else {
-            selections = new Selections();
-            invocation.put(ATTRIBUTE, selections);
-        }
-        Selection evicted = selections.add(selection);
+        Selection evicted = of(invocation, true).add(selection);
         if (evicted != null) {
             cancel(evicted);
         }
     }
 
-    static Selections of(Invocation invocation) {
+    /** Records a pick that is sent now (a call Dubbo sent without a select, see PolylbInvokerFilter). */
+    static void recordStarted(Invocation invocation, Selection selection) {
+        selection.started = true;
+        selection.startNanos = System.nanoTime();
+        record(invocation, selection);
+    }
+
+    private static Selections of(Invocation invocation, boolean create) {
         Object existing = invocation.get(ATTRIBUTE);
-        return existing instanceof Selections ? (Selections) existing : null;
+        if (existing instanceof Selections || !create) {
+            return existing instanceof Selections ? (Selections) existing : null;
+        }
+        // Forks may send their first calls at once on several threads: one Selections for all
+        // (RpcInvocation's attributes are a synchronized map, so computeIfAbsent is atomic).
+        return (Selections) invocation.getAttributes().computeIfAbsent(ATTRIBUTE, k -> new Selections());
+    }
+
+    static Selections of(Invocation invocation) {
+        return of(invocation, false);
     }
 
     private synchronized Selection add(Selection selection) {

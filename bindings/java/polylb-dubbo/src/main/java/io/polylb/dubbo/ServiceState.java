@@ -404,6 +404,12 @@ final class ServiceState {
         }
     }
 
+    /** The polylb id of the provider at {@code url} (its first, if a set held two), or -1. */
+    long idOf(URL url) {
+        Long id = idsByIdentity.get(url.toIdentityString());
+        return id == null ? -1 : id;
+    }
+
     /** Native updates made so far, summed over this service's balancers (tests). */
     long nativeUpdates() {
         long n = 0;

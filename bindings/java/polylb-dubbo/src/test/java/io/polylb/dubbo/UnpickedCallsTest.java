@@ -1,0 +1,118 @@
+package io.polylb.dubbo;
+
+import static io.polylb.dubbo.TestInvokers.call;
+import static io.polylb.dubbo.TestInvokers.invoker;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+
+import com.google.gson.JsonElement;
+import com.google.gson.JsonParser;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.dubbo.rpc.AppResponse;
+import org.apache.dubbo.rpc.AsyncRpcResult;
+import org.apache.dubbo.rpc.Invocation;
+import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.Result;
+import org.apache.dubbo.rpc.RpcInvocation;
+import org.apache.dubbo.rpc.cluster.LoadBalance;
+import org.apache.dubbo.rpc.model.ApplicationModel;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Calls Dubbo sends without asking the LoadBalance: a cluster invoker returns a lone candidate
+ * as it is (a router left one provider, a failover retry with one provider left), forking with
+ * forks >= providers uses them all, sticky reuses the last one. Dubbo's RpcStatus (leastactive,
+ * shortestresponse) counts every call a provider serves, so polylb must count these too.
+ */
+class UnpickedCallsTest {
+    private static final String LB = "polylb-leastactive";
+    private final List<Sent> open = new ArrayList<>();
+
+    /** The consumer's LoadBalance extension, the one Dubbo's cluster invokers use. */
+    private static PolylbLoadBalance extension() {
+        LoadBalance lb = ApplicationModel.defaultModel().getExtensionLoader(LoadBalance.class).getExtension(LB);
+        return (PolylbLoadBalance) lb;
+    }
+
+    private record Sent(RpcInvocation inv, Invoker<Object> sentTo, Result result) {}
+
+    @AfterEach
+    void endOpenCalls() {
+        for (Sent c : open) {
+            new PolylbInvokerFilter().onResponse(c.result, c.sentTo, c.inv);
+        }
+        extension().destroy();
+    }
+
+    private static int active(PolylbLoadBalance lb, String address) {
+        int active = 0;
+        for (String json : lb.statsJson(TestInvokers.SERVICE)) {
+            for (JsonElement e : JsonParser.parseString(json).getAsJsonObject().getAsJsonArray("invokers")) {
+                if (e.getAsJsonObject().get("address").getAsString().equals(address)) {
+                    active += e.getAsJsonObject().get("active").getAsInt();
+                }
+            }
+        }
+        return active;
+    }
+
+    /** Sends {@code inv} to {@code provider} through the filter, as Dubbo's consumer chain does. */
+    private Result send(Invoker<Object> provider, RpcInvocation inv) {
+        Result result = new PolylbInvokerFilter().invoke(provider, inv);
+        open.add(new Sent(inv, provider, result));
+        return result;
+    }
+
+    private static TestInvokers.FakeInvoker provider(int n, String lb) {
+        return new TestInvokers.FakeInvoker(invoker(n, "loadbalance=" + lb).getUrl()) {
+            @Override
+            public Result invoke(Invocation invocation) {
+                return AsyncRpcResult.newDefaultAsyncResult(new AppResponse("ok"), invocation);
+            }
+        };
+    }
+
+    @Test
+    void callsToALoneCandidateCountAsInFlight() {
+        PolylbLoadBalance lb = extension();
+        Invoker<Object> a = provider(1, LB);
+        Invoker<Object> b = provider(2, LB);
+        List<Invoker<Object>> both = List.of(a, b);
+        // polylb balances the service once (one call, ended).
+        RpcInvocation first = call("sayHello");
+        Invoker<Object> chosen = lb.select(both, a.getUrl(), first);
+        Result r = new PolylbInvokerFilter().invoke(chosen, first);
+        new PolylbInvokerFilter().onResponse(r, chosen, first);
+        PolylbClusterFilter.releaseUnsent(first);
+        assertEquals(0, active(lb, "10.0.0.1:20880") + active(lb, "10.0.0.2:20880"));
+
+        // A router leaves b alone for three calls: the cluster sends them without a select.
+        for (int i = 0; i < 3; i++) {
+            send(b, call("sayHello"));
+        }
+        assertEquals(3, active(lb, "10.0.0.2:20880"), "b serves three calls");
+
+        // leastactive over both then avoids b, as Dubbo's does with RpcStatus counting them.
+        for (int i = 0; i < 20; i++) {
+            RpcInvocation inv = call("sayHello");
+            Invoker<Object> pick = lb.select(both, a.getUrl(), inv);
+            PolylbClusterFilter.releaseUnsent(inv);
+            assertSame(a, pick, "pick " + i);
+        }
+
+        endOpenCalls();
+        open.clear();
+        assertEquals(0, active(lb, "10.0.0.2:20880"), "b's calls ended");
+    }
+
+    @Test
+    void callsOfOtherLoadBalancesAreNotTouched() {
+        Invoker<Object> a = provider(1, "random");
+        RpcInvocation inv = call("sayHello");
+        send(a, inv);
+        assertNull(Selections.of(inv));
+    }
+}
