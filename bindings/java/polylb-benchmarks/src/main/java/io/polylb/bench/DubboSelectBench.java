@@ -45,8 +45,9 @@ import org.openjdk.jmh.annotations.Warmup;
  * has its own (an invocation belongs to one call at a time, and the adapter records its pick on
  * it), so threads share only the balancer, as concurrent RPCs do.
  *
- * <p>The polylb side also ends each invocation as Dubbo's cluster layer does
- * ({@link PolylbClusterFilter#releaseUnsent}: one more JNI call that undoes the in-flight count),
+ * <p>The polylb side also begins and ends each invocation as Dubbo's cluster layer does
+ * ({@link PolylbClusterFilter#beginInvocation}, {@link PolylbClusterFilter#releaseUnsent}: one
+ * more JNI call that undoes the in-flight count),
  * so it pays for select + report while Dubbo's pays for select only.
  */
 @BenchmarkMode(Mode.AverageTime)
@@ -203,6 +204,9 @@ public class DubboSelectBench {
     public Invoker<Object> select(Calls calls) {
         RpcInvocation invocation = calls.next();
         List<Invoker<Object>> routed = directory == null ? invokers : directory.clone();
+        if (polylb) {
+            PolylbClusterFilter.beginInvocation(invocation);
+        }
         Invoker<Object> chosen = lb.select(routed, consumerUrl, invocation);
         if (polylb) {
             PolylbClusterFilter.releaseUnsent(invocation);

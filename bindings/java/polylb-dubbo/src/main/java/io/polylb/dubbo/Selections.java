@@ -45,18 +45,45 @@ final class Selections {
     private Selection oldest;
     private int size;
 
+    /**
+     * Marks an invocation whose end {@link #releaseUnsent} will see (PolylbClusterFilter marks
+     * each invocation it wraps); picks of unmarked invocations are undone at once by
+     * {@link #record}.
+     */
+    static void releasedAtEnd(Invocation invocation) {
+        invocation.put(RELEASED_AT_END, Boolean.TRUE);
+    }
+
+    static final String RELEASED_AT_END = "polylb.released-at-end";
+
+    /**
+     * Keeps a pick until its invocation sends or releases it. Without PolylbClusterFilter (a
+     * reference's {@code filter="-default"} or {@code "-polylb"} drops it, and PolylbInvokerFilter
+     * with it) nothing would ever end the pick, and in-flight counts would only grow: the pick is
+     * undone at once, so its call goes uncounted, as with Dubbo's leastactive without
+     * ActiveLimitFilter (a PolylbInvokerFilter that is there after all counts the call when it
+     * is sent).
+     */
     static void record(Invocation invocation, Selection selection) {
-        Selection evicted = of(invocation, true).add(selection);
-        if (evicted != null) {
-            cancel(evicted);
+        if (invocation.get(RELEASED_AT_END) == null) {
+            cancel(selection);
+            return;
         }
+        add(invocation, selection);
     }
 
     /** Records a pick that is sent now (a call Dubbo sent without a select, see PolylbInvokerFilter). */
     static void recordStarted(Invocation invocation, Selection selection) {
         selection.started = true;
         selection.startNanos = System.nanoTime();
-        record(invocation, selection);
+        add(invocation, selection);
+    }
+
+    private static void add(Invocation invocation, Selection selection) {
+        Selection evicted = of(invocation, true).add(selection);
+        if (evicted != null) {
+            cancel(evicted);
+        }
     }
 
     private static Selections of(Invocation invocation, boolean create) {

@@ -24,6 +24,7 @@ abstract class AdapterTest {
 
     /** Selects, then ends the invocation as Dubbo's cluster layer would (nothing sent). */
     static Invoker<Object> pick(LoadBalance lb, List<Invoker<Object>> list, Invocation inv) {
+        PolylbClusterFilter.beginInvocation(inv);
         Invoker<Object> chosen = lb.select(list, list.get(0).getUrl(), inv);
         PolylbClusterFilter.releaseUnsent(inv);
         return chosen;

@@ -283,6 +283,7 @@ class DubboMethodWeightTest extends AdapterTest {
                         calls.incrementAndGet();
                         Invoker<Object> chosen;
                         try {
+                            PolylbClusterFilter.beginInvocation(inv);
                             chosen = polylb.select(list, list.get(0).getUrl(), inv);
                         } catch (org.apache.dubbo.rpc.RpcException e) {
                             if (e.getMessage() == null || !e.getMessage().contains("kept changing")) {

@@ -269,6 +269,7 @@ class DubboParityTest extends AdapterTest {
         List<Invoker<Object>> list = weighted(100, 100, 100);
         for (int i = 0; i < 100; i++) {
             RpcInvocation inv = call("m");
+            PolylbClusterFilter.beginInvocation(inv);
             polylb.select(list, list.get(0).getUrl(), inv);
             polylb.select(list, list.get(0).getUrl(), inv); // a reselect: the first pick is never sent
             PolylbClusterFilter.releaseUnsent(inv);

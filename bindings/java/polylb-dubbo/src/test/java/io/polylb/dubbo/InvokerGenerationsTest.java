@@ -45,6 +45,7 @@ class InvokerGenerationsTest extends AdapterTest {
         RpcInvocation inv = call(method, "k" + ThreadLocalRandom.current().nextInt(1000));
         Invoker<Object> chosen;
         try {
+            PolylbClusterFilter.beginInvocation(inv);
             chosen = lb.select(list, list.get(0).getUrl(), inv);
         } finally {
             PolylbClusterFilter.releaseUnsent(inv);

@@ -33,6 +33,7 @@ class SelectionsTest {
         lb.update(List.of(Invoker.of(1, "10.0.0.1:20880"), Invoker.of(2, "10.0.0.2:20880")));
         m = lb.method("m");
         inv = TestInvokers.call("m");
+        Selections.releasedAtEnd(inv);
     }
 
     @AfterEach

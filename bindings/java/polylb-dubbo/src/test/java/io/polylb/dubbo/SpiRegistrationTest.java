@@ -51,6 +51,7 @@ class SpiRegistrationTest {
                 }
                 for (int i = 0; i < 50; i++) {
                     RpcInvocation inv = TestInvokers.call("sayHello", "key-" + i);
+                    PolylbClusterFilter.beginInvocation(inv);
                     Invoker<Object> chosen = lb.select(list, list.get(0).getUrl(), inv);
                     assertTrue(list.contains(chosen), name);
                     PolylbClusterFilter.releaseUnsent(inv);

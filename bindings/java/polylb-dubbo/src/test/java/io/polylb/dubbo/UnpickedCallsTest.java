@@ -5,6 +5,7 @@ import static io.polylb.dubbo.TestInvokers.invoker;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonParser;
@@ -83,6 +84,7 @@ class UnpickedCallsTest {
         List<Invoker<Object>> both = List.of(a, b);
         // polylb balances the service once (one call, ended).
         RpcInvocation first = call("sayHello");
+        PolylbClusterFilter.beginInvocation(first);
         Invoker<Object> chosen = lb.select(both, a.getUrl(), first);
         Result r = new PolylbInvokerFilter().invoke(chosen, first);
         new PolylbInvokerFilter().onResponse(r, chosen, first);
@@ -98,6 +100,7 @@ class UnpickedCallsTest {
         // leastactive over both then avoids b, as Dubbo's does with RpcStatus counting them.
         for (int i = 0; i < 20; i++) {
             RpcInvocation inv = call("sayHello");
+            PolylbClusterFilter.beginInvocation(inv);
             Invoker<Object> pick = lb.select(both, a.getUrl(), inv);
             PolylbClusterFilter.releaseUnsent(inv);
             assertSame(a, pick, "pick " + i);
@@ -106,6 +109,28 @@ class UnpickedCallsTest {
         endOpenCalls();
         open.clear();
         assertEquals(0, active(lb, "10.0.0.2:20880"), "b's calls ended");
+    }
+
+    @Test
+    void withoutPolylbsFiltersPicksAreNotLeftInFlight() {
+        // filter="-default" (or "-polylb") on a reference removes both filters: nothing reports
+        // or releases picks. Dubbo's leastactive then sees no active calls (no ActiveLimitFilter)
+        // and is weighted random; polylb's counts must not grow with every pick.
+        PolylbLoadBalance lb = new PolylbLoadBalance.LeastActive();
+        try {
+            List<Invoker<Object>> list = TestInvokers.weighted(100, 900);
+            int light = 0;
+            for (int i = 0; i < 2000; i++) {
+                if (lb.select(list, list.get(0).getUrl(), call("sayHello")) == list.get(0)) {
+                    light++;
+                }
+            }
+            assertEquals(0, active(lb, "10.0.0.1:20880") + active(lb, "10.0.0.2:20880"));
+            // Weighted random: about 200 of 2000 (a leak would even the counts out: about 1000).
+            assertTrue(light > 100 && light < 320, "weight-100 provider picked " + light + " times of 2000");
+        } finally {
+            lb.destroy();
+        }
     }
 
     @Test
