@@ -15,6 +15,8 @@ import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.cluster.loadbalance.AbstractLoadBalance;
+import org.apache.dubbo.rpc.model.ApplicationModel;
+import org.apache.dubbo.rpc.model.ScopeModelAware;
 import org.apache.dubbo.rpc.model.ScopeModelUtil;
 import org.apache.dubbo.rpc.support.RpcUtils;
 
@@ -36,8 +38,10 @@ import org.apache.dubbo.rpc.support.RpcUtils;
  * {@code seed=42}); per provider: {@code weight} ({@code <method>.weight} first), {@code timestamp},
  * {@code warmup}, {@code zone}. A method whose providers declare {@code <method>.weight} gets a
  * native balancer registered with that method's weights; other methods share the service's.
+ * {@code shortestresponse}'s window comes, as Dubbo's, from the application configuration
+ * {@value #DUBBO_SLIDE_PERIOD_KEY} (default 30000 ms).
  */
-public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable {
+public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable, ScopeModelAware {
     public static final String NAME = "polylb";
     public static final String STRATEGY_KEY = "polylb.strategy";
     public static final String EXTRA_CONFIG_KEY = "polylb.config";
@@ -45,11 +49,19 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     static final String ADAPTIVE_ATTACHMENT = "lb_adaptive";
     /** What Dubbo's AdaptiveLoadBalance asks providers for. */
     static final String ADAPTIVE_ATTACHMENT_REQUEST = "mem,load";
+    static final String DUBBO_SLIDE_PERIOD_KEY = "shortestResponseSlidePeriod";
+    static final String SLIDE_PERIOD_KEY = "shortestresponse.slidePeriod";
+    static final int DEFAULT_SLIDE_PERIOD_MS = 30_000;
     private static final Set<String> HASHING = Set.of("consistenthash", "boundedhash");
 
     private static final ThreadLocal<long[]> CANDIDATES = ThreadLocal.withInitial(() -> new long[64]);
 
     private final String fixedStrategy;
+    /**
+     * shortestresponse's window: Dubbo's ShortestResponseLoadBalance reads the application
+     * configuration {@value #DUBBO_SLIDE_PERIOD_KEY} (not a URL parameter), default 30 s.
+     */
+    private volatile int slidePeriodMs = DEFAULT_SLIDE_PERIOD_MS;
     private final ConcurrentHashMap<String, ServiceState> services = new ConcurrentHashMap<>();
 
     /** {@code loadbalance="polylb"}: the strategy comes from {@value #STRATEGY_KEY}. */
@@ -59,6 +71,19 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     protected PolylbLoadBalance(String fixedStrategy) {
         this.fixedStrategy = fixedStrategy;
+    }
+
+    @Override
+    public void setApplicationModel(ApplicationModel applicationModel) {
+        int ms;
+        try {
+            ms = applicationModel.modelEnvironment().getConfiguration()
+                    .getInt(DUBBO_SLIDE_PERIOD_KEY, DEFAULT_SLIDE_PERIOD_MS);
+        } catch (RuntimeException e) {
+            ms = DEFAULT_SLIDE_PERIOD_MS; // not a number: Dubbo fails to create its balancer
+        }
+        // Dubbo resets its window on nearly every call for 0 or less; polylb wants a positive period.
+        slidePeriodMs = Math.max(ms, 1);
     }
 
     @Override
@@ -254,6 +279,9 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                     .append(url.getMethodPositiveParameter(methodName, DubboUrls.TIMEOUT, DubboUrls.DEFAULT_TIMEOUT_MS));
         }
         String extra = url.getMethodParameter(methodName, EXTRA_CONFIG_KEY);
+        if ("shortestresponse".equals(strategy) && (extra == null || !extra.contains(SLIDE_PERIOD_KEY))) {
+            config.append('&').append(SLIDE_PERIOD_KEY).append('=').append(slidePeriodMs);
+        }
         if (extra != null && !extra.isEmpty()) {
             config.append('&').append(extra);
         }
