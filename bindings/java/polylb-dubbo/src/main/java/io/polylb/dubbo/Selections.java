@@ -210,8 +210,12 @@ final class Selections {
         }
     }
 
-    /** Releases every unsent pick of an invocation (what PolylbClusterFilter does when it ends). */
+    /**
+     * Releases every unsent pick of an invocation (what PolylbClusterFilter does when it ends),
+     * and unmarks it: a later select with it (failback's retry timer) has no end to wait for.
+     */
     static void releaseUnsent(Invocation invocation) {
+        invocation.getAttributes().remove(RELEASED_AT_END);
         Selections selections = of(invocation);
         if (selections == null) {
             return;

@@ -134,6 +134,27 @@ class UnpickedCallsTest {
     }
 
     @Test
+    void picksAfterTheInvocationEndedAreNotLeftInFlight() {
+        // Failback's retry timer selects again with the same invocation after PolylbClusterFilter
+        // ended it (reselect discards a pick of the provider that failed): nothing would release
+        // those picks any more.
+        PolylbLoadBalance lb = new PolylbLoadBalance.LeastActive();
+        try {
+            List<Invoker<Object>> list = TestInvokers.weighted(100, 100);
+            RpcInvocation inv = call("sayHello");
+            PolylbClusterFilter.beginInvocation(inv);
+            lb.select(list, list.get(0).getUrl(), inv);
+            new PolylbClusterFilter().onError(new RuntimeException("failed: failback retries later"), null, inv);
+            for (int retry = 0; retry < 5; retry++) {
+                lb.select(list, list.get(0).getUrl(), inv); // discarded by reselect, never sent
+            }
+            assertEquals(0, active(lb, "10.0.0.1:20880") + active(lb, "10.0.0.2:20880"));
+        } finally {
+            lb.destroy();
+        }
+    }
+
+    @Test
     void callsOfOtherLoadBalancesAreNotTouched() {
         Invoker<Object> a = provider(1, "random");
         RpcInvocation inv = call("sayHello");
