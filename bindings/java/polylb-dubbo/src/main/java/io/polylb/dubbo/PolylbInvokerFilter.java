@@ -16,8 +16,10 @@ import org.apache.dubbo.rpc.RpcException;
 
 /**
  * Reports each attempt's latency and outcome to polylb. A consumer filter wraps each provider
- * invoker, so every failover attempt is timed on its own. Calls not balanced by polylb pass
- * through untouched (one attribute lookup).
+ * invoker, so every failover attempt is timed on its own. Calls of services not balanced by
+ * polylb pass through untouched (an attribute and a URL parameter lookup). A call Dubbo sends
+ * without a polylb pick (a lone candidate, forking to all, sticky) is counted as well, as Dubbo's
+ * RpcStatus counts it.
  *
  * <p>Outcomes follow Dubbo's ActiveLimitFilter: a response, even one carrying a business
  * exception, is a success; a timeout (an RpcException timeout, or for an async call Dubbo's
