@@ -94,92 +94,113 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         ServiceState.MethodBinding binding = binding(state, methodName, invokers);
         String key = binding.hashArguments == null ? null : DubboUrls.hashKey(invocation, binding.hashArguments);
 
-        // Retries only happen when another thread changed the set between our steps.
-        for (int attempt = 0; attempt < 4; attempt++) {
-            InvokerSet set = state.set;
-            long[] candidates = null;
-            int count = 0;
-            // Set when the list holds other objects of members' providers (aliases): the pick is
-            // then mapped back to the call's own object.
-            boolean aliased = false;
-            if (!set.knownEqual(invokers)) {
-                candidates = scratch(invokers.size());
-                int match = set.match(invokers, candidates, attempt == 0);
-                if (match == InvokerSet.UNKNOWN_MEMBER) {
-                    state.cover(invokers);
-                    continue;
-                }
-                if (match != InvokerSet.EQUAL && (match & InvokerSet.ALIASED) != 0) {
-                    match &= ~InvokerSet.ALIASED;
-                    aliased = true;
-                    if (set.allInOrder(candidates, match)) {
-                        match = InvokerSet.EQUAL; // every provider, in order: no candidates needed
-                    }
-                }
-                if (match == InvokerSet.EQUAL) {
-                    if (!aliased) {
-                        set.rememberEqual(invokers);
-                    }
-                    candidates = null;
-                } else {
-                    if (match != set.lastCheckedSubsetSize) {
-                        set.lastCheckedSubsetSize = match;
-                        if (state.prune(invokers) != set) {
-                            continue; // a destroyed provider left; match against the smaller set
-                        }
-                    }
-                    count = match;
+        // Retries only happen when another thread changed the set between our steps. After three,
+        // the attempts hold the service's lock (the set changes only under it), so a select never
+        // fails for losing races, as Dubbo's balancers never fail one: there, at most one
+        // attempt updates the set for this call's list and the next one picks.
+        for (int attempt = 0; attempt < 6; attempt++) {
+            Invoker<T> chosen;
+            if (attempt < 3) {
+                chosen = attempt(invokers, invocation, state, binding, key, attempt);
+            } else {
+                synchronized (state) {
+                    chosen = attempt(invokers, invocation, state, binding, key, attempt);
                 }
             }
-            ServiceState.Target target;
-            try {
-                target = binding.target(state, set);
-            } catch (PolylbException e) {
-                throw methodRejected(firstUrl, methodName, e);
+            if (chosen != null) {
+                return chosen;
             }
-            ServiceState.NativeBalancer nb = target.balancer;
-            try {
-                nb.sync(set);
-            } catch (PolylbException e) {
-                // A provider list the library rejects (e.g. an address or zone with no UTF-8
-                // form): Dubbo's own failure type, so its cluster handles it as any other.
-                throw new RpcException("polylb: the provider list of " + firstUrl.getServiceKey()
-                        + " was rejected: " + e.getMessage(), e);
-            }
-            long id;
-            try {
-                id = candidates == null
-                        ? nb.balancer.selectByKey(target.methodId, key)
-                        : nb.balancer.selectAmong(target.methodId, key == null ? null : key.getBytes(UTF_8),
-                                candidates, count, null, 0, 0);
-            } catch (PolylbException e) {
-                if (nb.applied != set) {
-                    continue; // raced with an update; e.g. a candidate of the old set is gone
-                }
-                throw new RpcException("polylb could not select a provider for " + firstUrl.getServiceKey()
-                        + "." + methodName + ": " + e.getMessage(), e);
-            }
-            Invoker<?> chosen = set.invokerById(id);
-            if (chosen != null && aliased) {
-                chosen = set.objectInList(invokers, set.positionOfId(id));
-            }
-            if (chosen == null || nb.applied != set) {
-                // The balancer moved to a newer set between sync and select, so the pick may not
-                // be in this call's list: undo it and start over with the current set.
-                Selections.cancel(new Selections.Selection(nb.balancer, target.methodId, id, null, false));
-                continue;
-            }
-            Selections.record(invocation,
-                    new Selections.Selection(nb.balancer, target.methodId, id, chosen.getUrl(), binding.adaptive));
-            if (binding.adaptive) {
-                invocation.setAttachment(ADAPTIVE_ATTACHMENT, ADAPTIVE_ATTACHMENT_REQUEST);
-            }
-            @SuppressWarnings("unchecked")
-            Invoker<T> result = (Invoker<T>) chosen;
-            return result;
         }
         throw new RpcException("polylb: the provider list of " + firstUrl.getServiceKey()
-                + " kept changing during select; giving up after 4 attempts");
+                + " kept changing during select; giving up after 6 attempts");
+    }
+
+    /** One try of {@link #doSelect}: the pick, or null when the set changed meanwhile. */
+    private <T> Invoker<T> attempt(List<Invoker<T>> invokers, Invocation invocation, ServiceState state,
+            ServiceState.MethodBinding binding, String key, int attempt) {
+        URL firstUrl = invokers.get(0).getUrl();
+        String methodName = binding.methodName;
+        InvokerSet set = state.set;
+        long[] candidates = null;
+        int count = 0;
+        // Set when the list holds other objects of members' providers (aliases): the pick is
+        // then mapped back to the call's own object.
+        boolean aliased = false;
+        if (!set.knownEqual(invokers)) {
+            candidates = scratch(invokers.size());
+            int match = set.match(invokers, candidates, attempt == 0);
+            if (match == InvokerSet.UNKNOWN_MEMBER) {
+                state.cover(invokers);
+                return null;
+            }
+            if (match != InvokerSet.EQUAL && (match & InvokerSet.ALIASED) != 0) {
+                match &= ~InvokerSet.ALIASED;
+                aliased = true;
+                if (set.allInOrder(candidates, match)) {
+                    match = InvokerSet.EQUAL; // every provider, in order: no candidates needed
+                }
+            }
+            if (match == InvokerSet.EQUAL) {
+                if (!aliased) {
+                    set.rememberEqual(invokers);
+                }
+                candidates = null;
+            } else {
+                if (match != set.lastCheckedSubsetSize) {
+                    set.lastCheckedSubsetSize = match;
+                    if (state.prune(invokers) != set) {
+                        return null; // a destroyed provider left; match against the smaller set
+                    }
+                }
+                count = match;
+            }
+        }
+        ServiceState.Target target;
+        try {
+            target = binding.target(state, set);
+        } catch (PolylbException e) {
+            throw methodRejected(firstUrl, methodName, e);
+        }
+        ServiceState.NativeBalancer nb = target.balancer;
+        try {
+            nb.sync(set);
+        } catch (PolylbException e) {
+            // A provider list the library rejects (e.g. an address or zone with no UTF-8
+            // form): Dubbo's own failure type, so its cluster handles it as any other.
+            throw new RpcException("polylb: the provider list of " + firstUrl.getServiceKey()
+                    + " was rejected: " + e.getMessage(), e);
+        }
+        long id;
+        try {
+            id = candidates == null
+                    ? nb.balancer.selectByKey(target.methodId, key)
+                    : nb.balancer.selectAmong(target.methodId, key == null ? null : key.getBytes(UTF_8),
+                            candidates, count, null, 0, 0);
+        } catch (PolylbException e) {
+            if (nb.applied != set) {
+                return null; // raced with an update; e.g. a candidate of the old set is gone
+            }
+            throw new RpcException("polylb could not select a provider for " + firstUrl.getServiceKey()
+                    + "." + methodName + ": " + e.getMessage(), e);
+        }
+        Invoker<?> chosen = set.invokerById(id);
+        if (chosen != null && aliased) {
+            chosen = set.objectInList(invokers, set.positionOfId(id));
+        }
+        if (chosen == null || nb.applied != set) {
+            // The balancer moved to a newer set between sync and select, so the pick may not
+            // be in this call's list: undo it and start over with the current set.
+            Selections.cancel(new Selections.Selection(nb.balancer, target.methodId, id, null, false));
+            return null;
+        }
+        Selections.record(invocation,
+                new Selections.Selection(nb.balancer, target.methodId, id, chosen.getUrl(), binding.adaptive));
+        if (binding.adaptive) {
+            invocation.setAttachment(ADAPTIVE_ATTACHMENT, ADAPTIVE_ATTACHMENT_REQUEST);
+        }
+        @SuppressWarnings("unchecked")
+        Invoker<T> result = (Invoker<T>) chosen;
+        return result;
     }
 
     /**

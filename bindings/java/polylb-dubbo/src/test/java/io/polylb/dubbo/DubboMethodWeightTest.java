@@ -252,10 +252,8 @@ class DubboMethodWeightTest extends AdapterTest {
      * disappearing, providers replaced): every pick is from the list the call passed, and every
      * balancer's in-flight counts are back to 0 at the end.
      *
-     * <p>A call still holding the previous list while others use the new one (same providers,
-     * new Invoker objects) can make the adapter replace the provider set back and forth until it
-     * gives up after 4 attempts ("kept changing"); that predates method-level weights (it happens
-     * as often without any override), so such give-ups are counted and only required to be rare.
+     * <p>A select that keeps losing races with set changes finishes under the service's lock,
+     * so no call may give up ("kept changing"); give-ups are counted to say so if one does.
      */
     @Test
     void concurrentCallsDuringChurnStayConsistent() throws Exception {
