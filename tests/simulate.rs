@@ -250,3 +250,23 @@ fn every_scenario_runs_with_one_and_many_consumers() {
     }
     assert!(scenario::build("nope", None, &scenario::Model::default()).is_none());
 }
+
+#[test]
+fn utilisation_is_work_done_even_on_a_paused_provider() {
+    // Every provider serves the same mix of calls, so utilisation per unit of share is the same
+    // for all of them, the paused one included: a worker frozen by a GC pause serves nothing.
+    let r = run("3", 6.0, "oracle-sed", 0.7, 1, 1);
+    let per_share: Vec<f64> = r
+        .providers
+        .iter()
+        .map(|p| p.utilisation / p.share)
+        .collect();
+    let others = per_share[1..].iter().sum::<f64>() / (per_share.len() - 1) as f64;
+    assert!(
+        (per_share[0] / others - 1.0).abs() < 0.03,
+        "utilisation per share: paused {:.3}, others {:.3} ({:?})",
+        per_share[0],
+        others,
+        r.providers
+    );
+}

@@ -153,12 +153,15 @@ impl Provider {
     }
 
     /// Brings the busy-time integral and the smoothed utilisation up to `now` (call before the
-    /// number of busy workers changes).
+    /// number of busy workers changes). The integral counts time spent serving: a worker frozen
+    /// by a stall holds its call but serves nothing. (The smoothed load, what the provider
+    /// reports, still counts it: a stop-the-world pause keeps the CPU busy.)
     pub fn account(&mut self, now_us: i64) {
         let dt = (now_us - self.last_change_us) as f64;
         if dt > 0.0 {
             let u = self.busy() as f64 / self.spec.workers as f64;
-            self.busy_integral_us += self.busy() as f64 * dt;
+            let stalled = self.stalled_between(self.last_change_us, now_us) as f64;
+            self.busy_integral_us += self.busy() as f64 * (dt - stalled);
             let keep = (-dt / UTIL_TAU_US).exp();
             self.util_ewma = self.util_ewma * keep + u * (1.0 - keep);
             self.last_change_us = now_us;
@@ -223,6 +226,28 @@ impl Provider {
         }
     }
 
+    /// Time within `[from, to)` spent in stalls.
+    pub fn stalled_between(&self, from_us: i64, to_us: i64) -> i64 {
+        let Some(s) = self.spec.stall else { return 0 };
+        if to_us <= from_us || to_us <= s.first_us {
+            return 0;
+        }
+        let mut k = if from_us <= s.first_us {
+            0
+        } else {
+            (from_us - s.first_us) / s.period_us
+        };
+        let mut total = 0;
+        loop {
+            let ws = s.first_us + k * s.period_us;
+            if ws >= to_us {
+                return total;
+            }
+            total += (ws + s.length_us).min(to_us) - ws.max(from_us).min(ws + s.length_us);
+            k += 1;
+        }
+    }
+
     /// If stalled at `now`, how long until the stall ends.
     pub fn stall_remaining(&self, now_us: i64) -> i64 {
         let Some(s) = self.spec.stall else { return 0 };
@@ -263,6 +288,33 @@ mod tests {
         p.in_service.push(0);
         p.account(1000);
         assert!((p.utilisation(1000) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_stalled_worker_is_not_counted_as_busy() {
+        let mut spec = ProviderSpec::new(1, 1000.0, Dist::Exponential);
+        spec.stall = Some(Stall {
+            first_us: 100,
+            period_us: 1000,
+            length_us: 50,
+        });
+        let mut p = Provider::new(spec.clone());
+        p.joined_us = Some(0);
+        p.account(0);
+        p.in_service.push(0);
+        // Serving during 0-100 and 150-200, frozen during 100-150.
+        let u = p.utilisation(200);
+        assert!((u - 0.75).abs() < 1e-9, "{u}");
+        // Over several windows, accounted in uneven steps.
+        let mut p = Provider::new(spec);
+        p.joined_us = Some(0);
+        p.account(0);
+        p.in_service.push(0);
+        for t in [120, 130, 1000, 1120, 1149, 2125] {
+            p.account(t);
+        }
+        let u = p.utilisation(2200);
+        assert!((u - 2050.0 / 2200.0).abs() < 1e-9, "{u}");
     }
 
     #[test]
