@@ -27,7 +27,8 @@ pub struct Report {
     s: Settings,
 }
 
-/// One (scenario, load, consumers, policy), aggregated over seeds (medians; spread of p99).
+/// One (scenario, load, consumers, policy), aggregated over seeds (medians of latencies and
+/// error rates, means of shares and utilisation; spread of p99).
 #[derive(Clone, Debug)]
 pub struct Cell {
     pub p50: f64,
@@ -465,7 +466,8 @@ impl Report {
             "Latencies are of successful calls. `/oracle` is p99 divided by the better of the \
              two oracles' p99. Shares are of attempts; utilisation is of worker time.{}\n",
             if self.s.seeds > 1 {
-                " Values are medians over seeds; p99 shows [min-max] over seeds."
+                " Latencies and error rates are medians over seeds, shares and utilisation means; \
+                 p99 shows [min-max] over seeds."
             } else {
                 ""
             }
