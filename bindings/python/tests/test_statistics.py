@@ -72,6 +72,24 @@ def test_random_subset_is_weighted_within_the_subset(balancer_factory: Any) -> N
     assert_binomial(draw(lb, draws, among=[2, 4], report=False), {2: 2, 4: 4}, draws)
 
 
+@pytest.mark.parametrize("strategy", ["random", "leastactive", "p2c"])
+def test_subset_with_exclusions_is_weighted_over_what_is_left(strategy: str, balancer_factory: Any) -> None:
+    # Candidates 1, 3, 4, 5 less the exclusions 99 (unknown, ignored) and 3, as a failover would
+    # ask: 1, 4 and 5 are left, weighing 1:4:5, and each call is reported before the next, so
+    # these strategies draw among them by weight. Membership alone would pass a binding that
+    # returns the first candidate left, or passes one id too few of either list (the last
+    # candidate and the last exclusion both matter here), or ignores the weights.
+    lb = balancer_factory(strategy, seed=42)
+    lb.update(invokers(5, [1, 2, 3, 4, 5]))
+    draws = 20_000
+    counts: Counter = Counter()
+    for _ in range(draws):
+        picked = lb.select(among=[1, 3, 4, 5], exclude=[99, 3])
+        counts[picked] += 1
+        lb.report(picked, 1_000, Outcome.SUCCESS)
+    assert_binomial(counts, {1: 1, 4: 4, 5: 5}, draws)
+
+
 @pytest.mark.parametrize("strategy", ["leastactive", "shortestresponse", "adaptive"])
 def test_ties_are_broken_by_weight(strategy: str, balancer_factory: Any) -> None:
     # With every call reported at once (nothing in flight, no latency or load known yet), these
