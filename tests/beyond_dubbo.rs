@@ -68,19 +68,34 @@ fn active(b: &Balancer, id: u64) -> i64 {
 /// A closed loop with `in_flight` calls always outstanding (FIFO completion, equal latency):
 /// returns the picks per id over `draws` selects.
 fn closed_loop(b: &Balancer, in_flight: usize, draws: usize) -> BTreeMap<u64, usize> {
+    closed_loop_tracking(b, in_flight, draws, 0).0
+}
+
+/// [`closed_loop`], also returning the lowest and highest number of calls in flight at `id`
+/// seen after each of the `draws` selects.
+fn closed_loop_tracking(
+    b: &Balancer,
+    in_flight: usize,
+    draws: usize,
+    id: u64,
+) -> (BTreeMap<u64, usize>, usize, usize) {
     let mut queue: std::collections::VecDeque<u64> = hold(b, 0, in_flight, NOW).into();
     let mut c = BTreeMap::new();
+    let mut at_id = queue.iter().filter(|&&q| q == id).count();
+    let (mut lo, mut hi) = (usize::MAX, 0);
     for _ in 0..draws {
         let done = queue.pop_front().unwrap();
         b.report(0, done, 1000, Outcome::Success, NOW).unwrap();
-        let id = b.select(0, b"", NOW).unwrap();
-        *c.entry(id).or_insert(0) += 1;
-        queue.push_back(id);
+        let picked = b.select(0, b"", NOW).unwrap();
+        *c.entry(picked).or_insert(0) += 1;
+        queue.push_back(picked);
+        at_id = at_id + usize::from(picked == id) - usize::from(done == id);
+        (lo, hi) = (lo.min(at_id), hi.max(at_id));
     }
     for id in queue {
         b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
     }
-    c
+    (c, lo, hi)
 }
 
 /// A tiny virtual-time world: `consumers` balancers share the providers; a call is started every
@@ -423,12 +438,18 @@ fn p2c_in_flight_settles_in_proportion_to_weight() {
         "loadbalance=p2c&seed=4",
         &[provider(1).weight(300), provider(2).weight(100)],
     );
-    let c = closed_loop(&b, 40, 40_000);
-    let share = c[&1] as f64 / 40_000.0;
+    // With 40 calls in flight, "less loaded after this call relative to weight" holds the pair
+    // at its balance point, 30 calls at 1 and 10 at 2: a pick that would leave 1 with 31 (31/300
+    // > 10/100) or 2 with 11 goes the other way, so after each pick 1 holds 30 ± 1. A strategy
+    // that ignores load (a weighted coin: also 3:1 on average) lets 1's count wander as
+    // Binomial(40, 3/4), sd 2.7: over 40 000 picks it strays by 8 or more.
+    let (c, lo, hi) = closed_loop_tracking(&b, 40, 40_000, 1);
     assert!(
-        (share - 0.75).abs() < 0.03,
-        "weight 3:1 under load: {share}"
+        lo >= 29 && hi <= 31,
+        "weight 3:1 under load: in flight at 1 ranged over {lo}..={hi}, not 30 ± 1"
     );
+    // The share follows: within 5 binomial sd of 3/4 (a closed loop is tighter still).
+    assert_binomial(c[&1], 40_000, 0.75, 5.0, "p2c, weight 3:1 under load");
     // Equal weights under load: in flight stays balanced (ordinary P2C: a small gap; comparing
     // every candidate: at most 1).
     for (choices, gap) in [(2, 3), (0, 1)] {
@@ -452,12 +473,15 @@ fn peakewma_under_load_honours_weights_between_equal_latencies() {
         "loadbalance=peakewma&seed=6",
         &[provider(1).weight(300), provider(2).weight(100)],
     );
-    let c = closed_loop(&b, 40, 40_000);
-    let share = c[&1] as f64 / 40_000.0;
+    // Equal latencies: load relative to weight decides (as p2c), so the 40 calls in flight stay
+    // at 30 : 10 within one call, which a load-blind weighted coin (3:1 on average too, but
+    // with 1's count wandering as Binomial(40, 3/4), sd 2.7) does not.
+    let (c, lo, hi) = closed_loop_tracking(&b, 40, 40_000, 1);
     assert!(
-        (share - 0.75).abs() < 0.04,
-        "weight 3:1 under load: {share}"
+        lo >= 29 && hi <= 31,
+        "weight 3:1 under load: in flight at 1 ranged over {lo}..={hi}, not 30 ± 1"
     );
+    assert_binomial(c[&1], 40_000, 0.75, 5.0, "peakewma, weight 3:1 under load");
 }
 
 #[test]
