@@ -37,7 +37,8 @@ static void generic(const char *name)
 {
     char config[128], listed[64];
     plbt_row rows[N + 1];
-    snprintf(config, sizeof config, "loadbalance=%s", name);
+    /* A fixed seed: the spread checked at the end is the same on every run. */
+    snprintf(config, sizeof config, "loadbalance=%s&seed=3", name);
     plb_balancer *b = plbt_new(config);
 
     EXPECT_EQ(plbt_stats(b, PLBT_T0_US, rows, N, listed, sizeof listed), 0);
@@ -215,13 +216,26 @@ static void generic(const char *name)
 
     plb_balancer_free(b);
 
-    if (strcmp(name, "random") == 0 || strcmp(name, "roundrobin") == 0 ||
-        strcmp(name, "leastactive") == 0 || strcmp(name, "consistenthash") == 0) {
-        /* Policies that spread load evenly over equal invokers reach every one of them. */
+    /* The 2000 calls above, over five invokers of weight 100. */
+    if (strcmp(name, "random") == 0 || strcmp(name, "leastactive") == 0) {
+        /* Each call is reported before the next, so leastactive sees ties too: every pick is a
+         * draw by weight, and each invoker's count is Binomial(2000, 1/5). (Merely reaching
+         * every invoker would let a draw that gives one of them double its share pass.) */
         for (int i = 0; i < N; i++)
-            if (picked[i] == 0)
-                plbt_fail(__FILE__, __LINE__, "%s: invoker %" PRIu64 " never picked in 2000 calls",
-                          name, IDS[i]);
+            expect_binomial((int)picked[i], 2000, 1.0 / N, name);
+    } else if (strcmp(name, "roundrobin") == 0) {
+        /* Smooth round robin per method (two methods, 1000 calls each): exactly 200 + 200. */
+        for (int i = 0; i < N; i++)
+            if (picked[i] != 2000 / N)
+                plbt_fail(__FILE__, __LINE__, "roundrobin: invoker %" PRIu64 " picked %lld times",
+                          IDS[i], picked[i]);
+    } else if (strcmp(name, "consistenthash") == 0) {
+        /* 50 keys, 40 calls each: every invoker owns some of the keys' arcs. */
+        for (int i = 0; i < N; i++)
+            if (picked[i] == 0 || picked[i] % 40 != 0)
+                plbt_fail(__FILE__, __LINE__,
+                          "consistenthash: invoker %" PRIu64 " picked %lld times", IDS[i],
+                          picked[i]);
     }
 }
 
@@ -239,7 +253,7 @@ static void large_set(const char *name)
         weights[i] = 1 + i % 7;
     }
     plbt_invokers(inv, addr, ids, weights, BIG);
-    snprintf(config, sizeof config, "loadbalance=%s", name);
+    snprintf(config, sizeof config, "loadbalance=%s&seed=4", name);
     plb_balancer *b = plbt_new(config);
     EXPECT_STATUS(plbt_update(b, inv, BIG), PLB_OK);
 
@@ -268,6 +282,32 @@ static void large_set(const char *name)
             plb_report(b, 0, (uint64_t)id, 100 + i, PLB_OUTCOME_TIMEOUT, 0);
     }
     plbt_expect_idle(b, name);
+
+    if (strcmp(name, "random") == 0 || strcmp(name, "leastactive") == 0 ||
+        strcmp(name, "p2c") == 0) {
+        /* Idle (each call reported before the next), these draw among the candidates left by
+         * weight: 1000, 1063, 1065, 1127, 1128, 1190 weigh 1, 1, 3, 2, 3, 2 (of 12), so each
+         * count is Binomial(draws, w / 12). Membership alone would pass a pick that always takes
+         * the first candidate left, or one that ignores the weights. */
+        const int allowed_w[] = {1, 1, 3, 2, 3, 2};
+        enum { DRAWS = 6000 };
+        int count[6] = {0};
+        for (int i = 0; i < DRAWS; i++) {
+            int64_t id = plb_select_among(b, 0, NULL, 0, cand, 8, excl, 3, PLBT_T0_US);
+            int k = 0;
+            while (k < 6 && (int64_t)allowed[k] != id)
+                k++;
+            if (k == 6) {
+                plbt_fail(__FILE__, __LINE__, "%s: select_among returned %" PRId64, name, id);
+                continue;
+            }
+            count[k]++;
+            plb_report(b, 0, (uint64_t)id, 100, PLB_OUTCOME_SUCCESS, PLBT_T0_US);
+        }
+        for (int k = 0; k < 6; k++)
+            expect_binomial(count[k], DRAWS, allowed_w[k] / 12.0, name);
+        plbt_expect_idle(b, name);
+    }
     plb_balancer_free(b);
 }
 
