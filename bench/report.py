@@ -170,13 +170,16 @@ def table(rows, suite, out):
                 if v is None:
                     continue
                 f = rows.get((suite, "select", "floor", fl, n if fl_n is None else fl_n, t))
-                if f is None:  # e.g. the O(n) smooth-WRR floor is timed on 1 thread only
-                    f = rows.get((suite, "select", "floor", fl, n, 1))
+                fl_label = fl
+                if f is None and t != 1:  # e.g. the O(n) smooth-WRR floor is timed on 1 thread only
+                    f = rows.get((suite, "select", "floor", fl, n if fl_n is None else fl_n, 1))
+                    if f is not None:  # not a 2-thread wall time: say so beside the number
+                        fl_label = f"{fl} (1 thread)"
                 p = rows.get((suite, "select", peer_impl, peer, n, t)) if peer_impl else None
                 label = f"{peer_impl} {peer}" if peer_impl else "no peer"
                 if note:
                     label += f" ({note})"
-                out.append(f"| {ours} | {n} | {fmt(v)} | {fl} | {fmt(f)} | {ratio(v, f)} | {label} | "
+                out.append(f"| {ours} | {n} | {fmt(v)} | {fl_label} | {fmt(f)} | {ratio(v, f)} | {label} | "
                            f"{fmt(p)} | {ratio(p, f)} | {speedup(p, v)} |")
         extra = sorted({k[3] for k in rows if k[0] == suite and k[1] == "select" and k[2] == "floor"
                         and k[5] == t})
