@@ -44,7 +44,16 @@ public class BalancerBench {
     private int total;
     private long[] ids;
     private byte[][] keys;
-    private int keyCursor;
+
+    /**
+     * One benchmark thread's position in {@link #keys}. A cursor in the shared state would be a
+     * line both threads write on every call of the 2-thread consistent-hash row, a cost neither
+     * polylb nor the floor has (DubboSelectBench keeps its invocations per thread too).
+     */
+    @State(Scope.Thread)
+    public static class Cursor {
+        int next;
+    }
 
     @Setup(Level.Trial)
     public void setUp() {
@@ -117,8 +126,8 @@ public class BalancerBench {
 
     /** polylb consistent hash (16-char key through a byte[]), select + report. */
     @Benchmark
-    public long polylbConsistentHashSelectReport() {
-        byte[] key = keys[keyCursor++ % keys.length];
+    public long polylbConsistentHashSelectReport(Cursor cursor) {
+        byte[] key = keys[cursor.next++ % keys.length];
         long id = hash.select(hashMethod, key);
         hash.report(hashMethod, id, 1000, Outcome.SUCCESS);
         return id;
