@@ -98,9 +98,11 @@ PY
             # the command works, so it runs even beside someone else's JMH run
             jvm=(-Djmh.ignoreLock=true)
             jmh=(-wi 1 -w 100ms -i 1 -r 200ms -f 1)
-            dubbo=(-p strategy=random)
-            runs=("1 10")
-            rounds=1
+            # every path of the full run, at the smallest n: each strategy's adapter and Dubbo
+            # class, 2 threads, and the merge of repeated rounds
+            dubbo=(-p strategy=random,roundrobin,leastactive,shortestresponse,consistenthash)
+            runs=("1 10" "2 10")
+            rounds=2
         else
             # one JVM fork per parameter set (monomorphic call sites); 2 threads at n=100 only,
             # to keep the suite's ~53 forks within about 5 minutes
