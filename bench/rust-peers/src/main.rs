@@ -432,8 +432,16 @@ fn main() {
         ] {
             let b = Balancer::new(cfgs).unwrap();
             b.update(&sets[0]).unwrap();
+            // Calls flow between membership changes, as in any client: an update also rebuilds
+            // the state of the methods in use (roundrobin's per-method period), which an update
+            // of a balancer that never served a call would skip.
+            let m = b.method("sayHello").unwrap();
             let v: Vec<f64> = (0..cfg.update_reps * 2)
                 .map(|i| {
+                    for key in &keys[..4] {
+                        let id = b.select(m, key, 0).unwrap();
+                        b.report(m, id, 1000, Outcome::Success, 0).unwrap();
+                    }
                     let t = Instant::now();
                     b.update(&sets[(i + 1) & 1]).unwrap();
                     t.elapsed().as_nanos() as f64 / 1000.0
@@ -446,6 +454,10 @@ fn main() {
                 let lb = pingora_lb::<$ty>(n, $ketama);
                 let v: Vec<f64> = (0..cfg.update_reps * 2)
                     .map(|_| {
+                        // the same calls between updates as polylb's
+                        for key in &keys[..4] {
+                            black_box(lb.select(key, 256));
+                        }
                         let t = Instant::now();
                         block_on(lb.update()).unwrap();
                         t.elapsed().as_nanos() as f64 / 1000.0
