@@ -216,6 +216,9 @@ def write(d, path, smoke, seconds):
                "The machine is a 2-vCPU VM shared with other jobs: absolute ns move by ±20–50 % (much more "
                "under load); **read the ratios**, each taken against a floor or a peer measured in the same "
                "run (same process for Rust; same `go test` / JMH / timeit run for the others).")
+    stale = pathlib.Path(d) / "stale-libs"
+    if stale.exists():
+        out.append(f"\n**WARNING: {stale.read_text().strip()}.**")
     if smoke == "1":
         out.append("\n**SMOKE RUN: tiny iteration counts; these numbers only show that the command works.**")
     out.append("")

@@ -37,12 +37,16 @@ meta() { # suite start_load start_time
         "$1" "$2" "$(loadavg)" $(($(date +%s) - $3)) "$SMOKE" >> "$OUTDIR/$1.jsonl"
 }
 
+FAILED=""
 log "building libpolylb (release)"
+rm -f "$OUTDIR/stale-libs"
 if ! cargo build --release -q -p polylb -p polylb-jni >&2; then
     log "WARNING: cargo build failed; the Go, Java and Python suites use the libraries already in target/release"
+    # the report names the commit it measured: say that these suites did not measure it
+    echo "cargo build --release failed: the Go, Java and Python suites measured whatever libraries an earlier build left in target/release, not this commit" \
+        > "$OUTDIR/stale-libs"
+    FAILED=" build"
 fi
-
-FAILED=""
 run_suite() {
     local suite=$1 t0 l0
     t0=$(date +%s)
