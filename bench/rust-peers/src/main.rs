@@ -127,7 +127,9 @@ where
     }
     let per_thread = (iters / threads as u64).max(16);
     pass(threads, per_thread, make); // warm-up
-    let mut v: Vec<f64> = (0..cfg.samples).map(|_| pass(threads, per_thread, make)).collect();
+    let mut v: Vec<f64> = (0..cfg.samples)
+        .map(|_| pass(threads, per_thread, make))
+        .collect();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
 }
@@ -167,7 +169,9 @@ fn addr(i: usize) -> String {
 }
 /// The polylb set: ids 0..n, weights 100/150/200 (as benches/select.rs).
 fn invokers(n: usize) -> Vec<Invoker> {
-    (0..n).map(|i| Invoker::new(i as u64, addr(i)).weight(weight(i) as i32)).collect()
+    (0..n)
+        .map(|i| Invoker::new(i as u64, addr(i)).weight(weight(i) as i32))
+        .collect()
 }
 /// The same set for pingora. Weighted selectors expand each backend `weight` times, so the
 /// weights are divided by their gcd 50 (2/3/4: the same proportions, a 50× smaller table).
@@ -175,12 +179,16 @@ fn invokers(n: usize) -> Vec<Invoker> {
 /// polylb's unweighted Dubbo ring with hash.nodes=160).
 fn backends(n: usize, ketama: bool) -> BTreeSet<Backend> {
     (0..n)
-        .map(|i| Backend::new_with_weight(&addr(i), if ketama { 1 } else { weight(i) / 50 }).unwrap())
+        .map(|i| {
+            Backend::new_with_weight(&addr(i), if ketama { 1 } else { weight(i) / 50 }).unwrap()
+        })
         .collect()
 }
 fn keys() -> Vec<[u8; 16]> {
     let mut w = Wy(7);
-    (0..4096).map(|_| (w.next() as u128 | ((w.next() as u128) << 64)).to_le_bytes()).collect()
+    (0..4096)
+        .map(|_| (w.next() as u128 | ((w.next() as u128) << 64)).to_le_bytes())
+        .collect()
 }
 
 fn block_on<F: Future>(f: F) -> F::Output {
@@ -200,9 +208,7 @@ struct Alternating {
 }
 #[async_trait::async_trait]
 impl ServiceDiscovery for Alternating {
-    async fn discover(
-        &self,
-    ) -> pingora_error::Result<(BTreeSet<Backend>, HashMap<u64, bool>)> {
+    async fn discover(&self) -> pingora_error::Result<(BTreeSet<Backend>, HashMap<u64, bool>)> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) & 1;
         Ok((self.sets[i].clone(), HashMap::new()))
     }
@@ -219,7 +225,10 @@ where
         s.remove(&extra);
         s
     };
-    let d = Alternating { sets: [small, b], next: AtomicUsize::new(0) };
+    let d = Alternating {
+        sets: [small, b],
+        next: AtomicUsize::new(0),
+    };
     let lb = LoadBalancer::<S>::from_backends(Backends::new(Box::new(d)));
     block_on(lb.update()).unwrap(); // now the n-backend set
     lb
@@ -235,7 +244,12 @@ fn tower_set(n: usize) -> Vec<PeakEwma<Svc>> {
         .map(|_| {
             let s: Svc = tower::service_fn(ok_svc as fn(()) -> _);
             // tower's defaults in balance::p2c examples: 30 ms default RTT, 10 s decay
-            PeakEwma::new(s, Duration::from_millis(30), 10e9, CompleteOnResponse::default())
+            PeakEwma::new(
+                s,
+                Duration::from_millis(30),
+                10e9,
+                CompleteOnResponse::default(),
+            )
         })
         .collect()
 }
@@ -243,12 +257,20 @@ fn tower_set(n: usize) -> Vec<PeakEwma<Svc>> {
 fn main() {
     let smoke = std::env::args().any(|a| a == "--smoke");
     let cfg = if smoke {
-        Cfg { sample: Duration::from_millis(1), samples: 3, update_reps: 3 }
+        Cfg {
+            sample: Duration::from_millis(1),
+            samples: 3,
+            update_reps: 3,
+        }
     } else {
-        Cfg { sample: Duration::from_millis(15), samples: 7, update_reps: 15 }
+        Cfg {
+            sample: Duration::from_millis(15),
+            samples: 7,
+            update_reps: 15,
+        }
     };
     let only: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
-    let want = |s: &str| only.as_deref().map_or(true, |o| s.contains(o));
+    let want = |s: &str| only.as_deref().is_none_or(|o| s.contains(o));
     let sizes = [10usize, 100, 1000];
     let keys = keys();
     let keys = &keys;
@@ -293,7 +315,11 @@ fn main() {
                         if b >= a {
                             b += 1;
                         }
-                        let pick = if c[a].load(Ordering::Relaxed) <= c[b].load(Ordering::Relaxed) { a } else { b };
+                        let pick = if c[a].load(Ordering::Relaxed) <= c[b].load(Ordering::Relaxed) {
+                            a
+                        } else {
+                            b
+                        };
                         c[pick].fetch_add(1, Ordering::AcqRel);
                         c[pick].fetch_sub(1, Ordering::AcqRel);
                         pick as u64
@@ -353,7 +379,14 @@ fn main() {
                 }
 
                 // ----- polylb: select + report on one shared balancer -----
-                for strategy in ["random", "roundrobin", "leastactive", "consistenthash", "p2c", "peakewma"] {
+                for strategy in [
+                    "random",
+                    "roundrobin",
+                    "leastactive",
+                    "consistenthash",
+                    "p2c",
+                    "peakewma",
+                ] {
                     let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
                     b.update(&invokers(n)).unwrap();
                     let m = b.method("sayHello").unwrap();
@@ -425,7 +458,10 @@ fn main() {
         };
         let sets = [invokers(n), invokers(n + 1)];
         for (strategy, cfgs) in [
-            ("consistenthash", "loadbalance=consistenthash&hash.nodes=160"),
+            (
+                "consistenthash",
+                "loadbalance=consistenthash&hash.nodes=160",
+            ),
             ("random", "loadbalance=random"),
             ("roundrobin", "loadbalance=roundrobin"),
             ("leastactive", "loadbalance=leastactive"),
@@ -479,7 +515,10 @@ fn main() {
             ("random", "loadbalance=random"),
             ("roundrobin", "loadbalance=roundrobin"),
             ("leastactive", "loadbalance=leastactive"),
-            ("consistenthash", "loadbalance=consistenthash&hash.nodes=160"),
+            (
+                "consistenthash",
+                "loadbalance=consistenthash&hash.nodes=160",
+            ),
             ("p2c", "loadbalance=p2c"),
             ("peakewma", "loadbalance=peakewma"),
         ] {
@@ -491,13 +530,21 @@ fn main() {
             let after_update = live();
             for name in &names {
                 let m = b.method(name).unwrap();
-                for k in 0..4 {
-                    let id = b.select(m, &keys[k], 0).unwrap();
+                for key in &keys[..4] {
+                    let id = b.select(m, key, 0).unwrap();
                     b.report(m, id, 1000, Outcome::Success, 0).unwrap();
                 }
             }
             let after_methods = live();
-            emit("memory", "polylb", strategy, n, 1, (after_update - before) as f64 / n as f64, "B/invoker");
+            emit(
+                "memory",
+                "polylb",
+                strategy,
+                n,
+                1,
+                (after_update - before) as f64 / n as f64,
+                "B/invoker",
+            );
             emit(
                 "memory",
                 "polylb",
@@ -512,7 +559,10 @@ fn main() {
         macro_rules! pingora_mem {
             ($ty:ty, $name:expr, $ketama:expr) => {{
                 let small = backends(n, $ketama);
-                let d = Box::new(Alternating { sets: [small.clone(), small], next: AtomicUsize::new(0) });
+                let d = Box::new(Alternating {
+                    sets: [small.clone(), small],
+                    next: AtomicUsize::new(0),
+                });
                 let before = live();
                 let lb = LoadBalancer::<$ty>::from_backends(Backends::new(d));
                 block_on(lb.update()).unwrap();
@@ -520,7 +570,15 @@ fn main() {
                     black_box(lb.select(&keys[k], 256));
                 }
                 let after = live();
-                emit("memory", "pingora", $name, n, 1, (after - before) as f64 / n as f64, "B/invoker");
+                emit(
+                    "memory",
+                    "pingora",
+                    $name,
+                    n,
+                    1,
+                    (after - before) as f64 / n as f64,
+                    "B/invoker",
+                );
                 drop(lb);
             }};
         }
@@ -530,7 +588,15 @@ fn main() {
         let before = live();
         let set = tower_set(n);
         let after = live();
-        emit("memory", "tower", "PeakEwma", n, 1, (after - before) as f64 / n as f64, "B/invoker");
+        emit(
+            "memory",
+            "tower",
+            "PeakEwma",
+            n,
+            1,
+            (after - before) as f64 / n as f64,
+            "B/invoker",
+        );
         drop(set);
     }
 }
