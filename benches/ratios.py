@@ -21,7 +21,8 @@ for group in ["select_report", "select_report_2threads", "beyond"]:
     d = root / group
     if not d.exists():
         continue
-    print(f"-- {group}")
+    # the 2-thread rows are wall ns/op over both threads; the floors are timed on 1 thread
+    print(f"-- {group}" + (" (wall ns/op over 2 threads; floors on 1 thread)" if "2threads" in group else ""))
     for strat in sorted(p.name for p in d.iterdir() if p.is_dir() and p.name != "report"):
         for n in (2, 10, 100, 1000):
             t = ns(group, strat, n)

@@ -87,22 +87,29 @@ fn select_report(c: &mut Criterion) {
     g.finish();
 }
 
-/// Two threads on one shared balancer: wall time per operation over both threads.
+/// Two threads on one shared balancer: wall time per operation over both threads. Each call as
+/// in `select_report` (the caller's time, keys in rotation): with `now_us = 0` every call would
+/// also read the library's clock (roundrobin, adaptive), which the 1-thread rows do not.
 fn two_threads(c: &mut Criterion) {
+    let keys = keys();
     let mut g = c.benchmark_group("select_report_2threads");
     for strategy in ["random", "leastactive", "roundrobin", "adaptive"] {
         for n in [10, 1000] {
             let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
             b.update(&invokers(n)).unwrap();
+            let now = polylb::wall_clock_us();
             g.bench_with_input(BenchmarkId::new(strategy, n), &n, |bench, _| {
                 bench.iter_custom(|iters| {
                     let start = Instant::now();
                     std::thread::scope(|s| {
-                        for _ in 0..2 {
-                            s.spawn(|| {
+                        for t in 0..2 {
+                            let (b, keys) = (&b, &keys);
+                            s.spawn(move || {
+                                let mut k = t * 2048;
                                 for _ in 0..iters.div_ceil(2) {
-                                    let id = b.select(0, b"", 0).unwrap();
-                                    b.report(0, id, 1000, Outcome::Success, 0).unwrap();
+                                    k = (k + 1) & 4095;
+                                    let id = b.select(0, &keys[k], now).unwrap();
+                                    b.report(0, id, 1000, Outcome::Success, now).unwrap();
                                 }
                             });
                         }
