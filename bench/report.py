@@ -54,7 +54,10 @@ def parse_jmh(paths):
                 merged[key] = (e, raw)
     for e, raw in merged.values():
         cls, bench = e["benchmark"].rsplit(".", 2)[-2:]
-        med = statistics.median(raw)
+        # JMH's AverageTime is the time per operation seen by each thread (averaged over the
+        # threads), not wall time over all threads' operations as the other suites report on 2
+        # threads: divide by the thread count (JMH keeps the threads' iterations synchronised).
+        med = statistics.median(raw) / e["threads"]
         params = e.get("params", {})
         n = int(params.get("n", 0))
         if cls == "BalancerBench":
