@@ -46,7 +46,7 @@ for t in "${targets[@]}"; do
   "target/$triple/release/$t" "work/$t" "corpus/$t" \
     -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
     -artifact_prefix="artifacts/$t/" -print_final_stats=1 >"work/$t.log" 2>&1 || rc=$?
-  grep -E "^#[0-9]+ +(INITED|DONE)|stat::number_of_executed_units|SUMMARY|ERROR|panicked" "work/$t.log" || true
+  grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|stat::number_of_executed_units|SUMMARY|ERROR|panicked" "work/$t.log" || true
   if [ "$rc" -ne 0 ]; then
     echo "fuzz: $t FAILED (exit $rc); log: fuzz/work/$t.log; input in fuzz/artifacts/$t/"
     status=1
