@@ -52,16 +52,18 @@ fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
         .collect()
 }
 
+/// Tokens a mutation may insert: these, plus `key=` and `&key=` for every key the parser knows
+/// (`interesting()`), so options added after Dubbo's are reached without a hand-kept list.
 const INTERESTING: &[&[u8]] = &[
     b"&",
     b"=",
-    b"loadbalance=",
-    b"hash.nodes=",
-    b"seed=",
-    b"warmup=",
-    b"timeout=",
-    b"shortestresponse.slidePeriod=",
     b"4",
+    b"0",
+    b"1.5",
+    b"100",
+    b"101",
+    b"NaN",
+    b"zone-a",
     b"-1",
     b"65537",
     b"18446744073709551616",
@@ -73,7 +75,19 @@ const INTERESTING: &[&[u8]] = &[
     &[0; 8],
 ];
 
-fn mutate(g: &mut Gen, input: &[u8], other: &[u8]) -> Vec<u8> {
+fn interesting() -> Vec<Vec<u8>> {
+    let mut words: Vec<Vec<u8>> = INTERESTING.iter().map(|w| w.to_vec()).collect();
+    for (key, _) in polylb::Config::keys() {
+        words.push(format!("{key}=").into_bytes());
+        words.push(format!("&{key}=").into_bytes());
+    }
+    for kind in polylb::StrategyKind::ALL {
+        words.push(format!("loadbalance={}", kind.name()).into_bytes());
+    }
+    words
+}
+
+fn mutate(g: &mut Gen, input: &[u8], other: &[u8], words: &[Vec<u8>]) -> Vec<u8> {
     let mut v = input.to_vec();
     for _ in 0..1 + g.below(4) {
         match g.below(7) {
@@ -102,7 +116,7 @@ fn mutate(g: &mut Gen, input: &[u8], other: &[u8]) -> Vec<u8> {
                 v.extend_from_slice(&other[from..]);
             }
             5 => {
-                let word = INTERESTING[g.below(INTERESTING.len())];
+                let word = &words[g.below(words.len())];
                 let i = g.below(v.len() + 1);
                 v.splice(i..i, word.iter().copied());
             }
@@ -157,10 +171,11 @@ fn fuzz(target: &str, f: fn(&[u8]), default_iters: u64) -> u64 {
     let mut g = Gen(env_u64("POLYLB_FUZZ_SEED", 0x9E37_79B9_7F4A_7C15) | 1);
     // Keep inputs that parse as configs or run long as further seeds: a poor man's corpus growth.
     let mut pool: Vec<Vec<u8>> = seeds.into_iter().map(|(_, d)| d).collect();
+    let words = interesting();
     for i in 0..iters {
         let a = g.below(pool.len());
         let b = g.below(pool.len());
-        let input = mutate(&mut g, &pool[a], &pool[b]);
+        let input = mutate(&mut g, &pool[a], &pool[b], &words);
         run_one(target, f, &input, &format!("mutation #{i}"));
         if i % 16 == 0 && pool.len() < 512 {
             pool.push(input);
@@ -178,4 +193,33 @@ fn config_corpus_and_mutations() {
 #[test]
 fn abi_sequence_corpus_and_mutations() {
     fuzz("abi_sequence", targets::abi_sequence, 40_000);
+}
+
+/// The committed config corpus keeps up with the parser: every key the parser knows and every
+/// strategy appear in some seed that parses, so the mutations start from each of them.
+#[test]
+fn config_corpus_covers_every_key_and_strategy() {
+    let accepted: Vec<(String, polylb::Config)> = corpus("config")
+        .into_iter()
+        .filter_map(|(_, d)| String::from_utf8(d).ok())
+        .filter_map(|t| polylb::Config::parse(&t).ok().map(|c| (t, c)))
+        .collect();
+    for (key, _) in polylb::Config::keys() {
+        let sets = |t: &str| {
+            t.split('&')
+                .filter_map(|p| p.split_once('='))
+                .any(|(k, v)| k.trim() == key && !v.trim().is_empty())
+        };
+        assert!(
+            accepted.iter().any(|(t, _)| sets(t)),
+            "no accepted config seed sets {key}"
+        );
+    }
+    for kind in polylb::StrategyKind::ALL {
+        assert!(
+            accepted.iter().any(|(_, c)| c.strategy == *kind),
+            "no accepted config seed uses loadbalance={}",
+            kind.name()
+        );
+    }
 }
