@@ -7,6 +7,7 @@
 //! every select nothing is in flight. With a stable set, the counters add up exactly.
 
 use polylb::ffi::*;
+use std::collections::HashMap;
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
@@ -99,8 +100,38 @@ fn assert_idle(v: &serde_json::Value) {
     }
 }
 
+/// Method names interned by a worker, with the id each got.
+type Names = HashMap<String, u32>;
+
+/// Names interned concurrently got one id each, the same on every thread, and the ids are dense
+/// after the service level's 0 (1..=n for n names): a racing intern neither splits a name
+/// into two ids nor skips one.
+fn assert_interned_once(b: Handle, per_thread: &[Names]) {
+    let mut all: Names = HashMap::new();
+    for names in per_thread {
+        for (name, &id) in names {
+            let first = *all.entry(name.clone()).or_insert(id);
+            assert_eq!(first, id, "{name} interned as {first} and as {id}");
+        }
+    }
+    let mut ids: Vec<u32> = all.values().copied().collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=all.len() as u32).collect::<Vec<_>>(), "{all:?}");
+    for (name, &id) in &all {
+        let mut again = u32::MAX;
+        let s = unsafe { plb_balancer_method(b.0, name.as_ptr(), name.len(), &mut again) };
+        assert_eq!((s, again), (PLB_OK, id), "{name} changed id");
+    }
+}
+
 /// One worker: `iters` mixed calls. Returns (selects, successes, failures, timeouts).
 fn worker(b: Handle, t: usize, iters: u64, churn: bool) -> [u64; 4] {
+    worker_names(b, t, iters, churn).0
+}
+
+/// `worker`, also returning the names it interned.
+fn worker_names(b: Handle, t: usize, iters: u64, churn: bool) -> ([u64; 4], Names) {
+    let mut names = Names::new();
     let mut tally = [0u64; 4];
     let mut methods = vec![0u32];
     let mut held: Vec<(u32, u64)> = Vec::new();
@@ -195,7 +226,9 @@ fn worker(b: Handle, t: usize, iters: u64, churn: bool) -> [u64; 4] {
                 let mut id = u32::MAX;
                 let s = unsafe { plb_balancer_method(b.0, name.as_ptr(), name.len(), &mut id) };
                 assert_eq!(s, PLB_OK);
-                assert!(id >= 1 && id <= 6 * THREADS as u32 + 1);
+                // Six names, m0..m5, shared by every thread: six ids after the service's 0.
+                assert!((1..=6).contains(&id), "{name} got {id}");
+                assert_eq!(*names.entry(name).or_insert(id), id, "an id changed");
                 if !methods.contains(&id) {
                     methods.push(id);
                 }
@@ -218,7 +251,7 @@ fn worker(b: Handle, t: usize, iters: u64, churn: bool) -> [u64; 4] {
         assert_eq!(s, PLB_OK);
         tally[1] += 1;
     }
-    tally
+    (tally, names)
 }
 
 /// Updates race selects; the thread that finishes last frees the handle.
@@ -265,15 +298,27 @@ fn stable_set_counters_add_up() {
             .map(|id| (id, format!("10.8.0.{id}:20880"), 10 * id as i32))
             .collect();
         assert_eq!(update(b, &set), PLB_OK);
+        // Started together, so that the threads race to intern the same names.
+        let start = Arc::new(Barrier::new(THREADS));
         let threads: Vec<_> = (0..THREADS)
-            .map(|t| std::thread::spawn(move || worker(b, t, 20_000, false)))
+            .map(|t| {
+                let start = start.clone();
+                std::thread::spawn(move || {
+                    start.wait();
+                    worker_names(b, t, 20_000, false)
+                })
+            })
             .collect();
         let mut total = [0u64; 4];
+        let mut names = Vec::new();
         for t in threads {
-            for (sum, v) in total.iter_mut().zip(t.join().unwrap()) {
+            let (tally, interned) = t.join().unwrap();
+            for (sum, v) in total.iter_mut().zip(tally) {
                 *sum += v;
             }
+            names.push(interned);
         }
+        assert_interned_once(b, &names);
         let v = stats(b, 0);
         assert_idle(&v);
         let field = |f: &str| -> u64 {
