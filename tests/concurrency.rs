@@ -64,18 +64,26 @@ fn select_report_under_constant_updates_ends_with_nothing_in_flight() {
         let workers: Vec<_> = (0..4u64)
             .map(|t| {
                 let (b, done, methods) = (b.clone(), done.clone(), methods.clone());
+                let config = config.clone();
                 std::thread::spawn(move || {
                     let mut i = 0u64;
                     let mut picks = 0u64;
                     while !done.load(Ordering::Relaxed) || i < 2000 {
                         let m = methods[(i % 3) as usize];
                         let key = (t * 1_000_003 + i).to_le_bytes();
+                        let excluded = 1 + i % 12;
                         let r = if i % 5 == 0 {
-                            b.select_among(m, &key, &[], &[1 + i % 12], 0)
+                            b.select_among(m, &key, &[], &[excluded], 0)
                         } else {
                             b.select(m, &key, 0)
                         };
                         if let Ok(id) = r {
+                            // Some set's member (every set draws from 1..=12), never the one
+                            // excluded, whichever set the pick saw.
+                            assert!((1..=12).contains(&id), "{config}: picked {id}");
+                            if i % 5 == 0 {
+                                assert_ne!(id, excluded, "{config}: picked the excluded id");
+                            }
                             let outcome = [
                                 Outcome::Success,
                                 Outcome::Failure,
