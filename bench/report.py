@@ -254,7 +254,9 @@ def write(d, path, smoke, seconds):
                 out.append(f"| {k[2]} | {k[3]} | {fmt(v)} | {cell} |")
         mem = {k: v for k, v in rows.items() if k[0] == suite and k[1] == "memory"}
         if mem:
-            out.append("\n#### Memory (counting global allocator, n = 1000; live bytes after update and a few selects)\n")
+            out.append("\n#### Memory (counting global allocator, n = 1000; live bytes per invoker after the update — "
+                       "pingora's after 4 selects as well, tower's after building its endpoints; "
+                       "polylb's \"+1000 methods\" rows: what 4 select+report calls on each of 1000 methods add)\n")
             out.append("| impl | selector | bytes per invoker |")
             out.append("|---|---|---:|")
             for k, v in sorted(mem.items(), key=lambda kv: (kv[0][2] != "polylb", kv[0][3])):
