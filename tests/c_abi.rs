@@ -179,6 +179,10 @@ fn stem(path: &Path) -> String {
 /// an error describing how it failed.
 fn run(mut cmd: Command, what: &str) -> Result<String, String> {
     let start = Instant::now();
+    // cargo's LD_LIBRARY_PATH names target/<profile> before the rpath each program was linked
+    // with: a program linked against deps/libpolylb.so would load the copy `cargo build` left
+    // there, which `cargo test` alone does not refresh.
+    cmd.env_remove("LD_LIBRARY_PATH");
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -329,6 +333,45 @@ fn c_programs_are_clean_under_valgrind() {
     });
 }
 
+/// The SONAME is the full version before 1.0 (no ABI promise): a client linked against one
+/// release must not start with another. A client linked from the build directory finds the
+/// library under that name there, as it would in an installed library directory.
+#[test]
+fn the_shared_library_is_named_by_its_full_version() {
+    if !have("gcc") || !have("readelf") {
+        return;
+    }
+    let lib = library();
+    let versioned = format!("libpolylb.so.{}", env!("CARGO_PKG_VERSION"));
+    let mut cmd = Command::new("readelf");
+    cmd.arg("-d").arg(&lib.shared);
+    let dynamic = run(cmd, "readelf -d libpolylb.so").unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        dynamic.contains(&format!("Library soname: [{versioned}]")),
+        "{dynamic}"
+    );
+    assert_eq!(
+        std::fs::canonicalize(lib.dir.join(&versioned)).ok(),
+        std::fs::canonicalize(&lib.shared).ok(),
+        "{versioned} beside {} must be the library",
+        lib.shared.display()
+    );
+    let exe = work_dir("soname").join("client");
+    let client = root().join("examples/c/client.c");
+    compile(&client, &exe, &[], link_args(lib, Link::Shared)).unwrap_or_else(|e| panic!("{e}"));
+    let deps = ldd(&exe);
+    assert!(
+        deps.is_empty()
+            || deps.contains(&format!(
+                "{versioned} => {}",
+                lib.dir.join(&versioned).display()
+            )),
+        "{deps}"
+    );
+    let out = run(Command::new(&exe), "client linked by SONAME").unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.contains("call 0 -> provider"), "{out}");
+}
+
 fn make(args: &[&str], lib: &Library, build: &Path) -> Result<String, String> {
     let mut cmd = Command::new("make");
     cmd.arg("-C")
@@ -360,7 +403,14 @@ fn example_builds_runs_installs_and_links_through_pkg_config() {
     let _ = std::fs::remove_dir_all(&prefix);
     let prefix_arg = format!("PREFIX={}", prefix.display());
     make(&["install", &prefix_arg], lib, &build).unwrap_or_else(|e| panic!("{e}"));
+    let versioned = format!("libpolylb.so.{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        std::fs::read_link(prefix.join("lib/libpolylb.so")).ok(),
+        Some(PathBuf::from(&versioned)),
+        "make install: lib/libpolylb.so must link to {versioned}, the SONAME"
+    );
     for file in [
+        &format!("lib/{versioned}"),
         "lib/libpolylb.so",
         "lib/libpolylb.a",
         "include/polylb.h",
@@ -418,7 +468,11 @@ fn example_builds_runs_installs_and_links_through_pkg_config() {
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(out.contains("call 0 -> provider"), "{out}");
     let deps = ldd(&exe);
-    assert!(deps.is_empty() || deps.contains("libpolylb.so"), "{deps}");
+    let installed = format!(
+        "{versioned} => {}",
+        prefix.join("lib").join(&versioned).display()
+    );
+    assert!(deps.is_empty() || deps.contains(&installed), "{deps}");
 
     // Static: the archive by path (-lpolylb would pick the .so) plus native_static_libs.
     let exe = work.join("client-pkg-config-static");
