@@ -3,7 +3,6 @@ package io.polylb.dubbo;
 import static org.apache.dubbo.common.constants.CommonConstants.CONSUMER;
 
 import org.apache.dubbo.common.extension.Activate;
-import org.apache.dubbo.rpc.BaseFilter;
 import org.apache.dubbo.rpc.Invocation;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.Result;
@@ -15,24 +14,32 @@ import org.apache.dubbo.rpc.cluster.filter.ClusterFilter;
  * sent (a reselect replaced them, or an error came first), so in-flight counts stay exact. It
  * marks each invocation it wraps: picks of other invocations would never be released, so the
  * LoadBalance undoes them at once.
+ *
+ * <p>The end is taken from the result {@code invoke} returns, not through
+ * {@code Filter.Listener}: Dubbo's cluster filter chain calls the listeners only when the whole
+ * chain returned, so a cluster filter outside this one that throws after the cluster invoker
+ * returned would leave the unsent picks in flight for good.
  */
 @Activate(group = CONSUMER)
-public class PolylbClusterFilter implements ClusterFilter, BaseFilter.Listener {
+public class PolylbClusterFilter implements ClusterFilter {
 
     @Override
     public Result invoke(Invoker<?> invoker, Invocation invocation) throws RpcException {
         Selections.releasedAtEnd(invocation);
-        return invoker.invoke(invocation);
-    }
-
-    @Override
-    public void onResponse(Result appResponse, Invoker<?> invoker, Invocation invocation) {
-        Selections.releaseUnsent(invocation);
-    }
-
-    @Override
-    public void onError(Throwable t, Invoker<?> invoker, Invocation invocation) {
-        Selections.releaseUnsent(invocation);
+        Result result;
+        try {
+            result = invoker.invoke(invocation);
+        } catch (RuntimeException | Error e) {
+            Selections.releaseUnsent(invocation);
+            throw e;
+        }
+        return result.whenCompleteWithContext((r, t) -> {
+            try {
+                Selections.releaseUnsent(invocation);
+            } catch (RuntimeException ignored) {
+                // Accounting must never fail the call it accounts for.
+            }
+        });
     }
 
     /**

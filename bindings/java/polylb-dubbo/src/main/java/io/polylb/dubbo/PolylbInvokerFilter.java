@@ -7,7 +7,6 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import org.apache.dubbo.common.extension.Activate;
 import org.apache.dubbo.remoting.TimeoutException;
-import org.apache.dubbo.rpc.BaseFilter;
 import org.apache.dubbo.rpc.Filter;
 import org.apache.dubbo.rpc.Invocation;
 import org.apache.dubbo.rpc.Invoker;
@@ -26,9 +25,14 @@ import org.apache.dubbo.rpc.RpcException;
  * remoting TimeoutException) is {@link Outcome#TIMEOUT}; any other error a {@link Outcome#FAILURE}.
  * For {@code adaptive}, the provider's {@code lb_adaptive} reply is parsed as Dubbo's
  * AdaptiveLoadBalanceFilter parses it, fed to polylb, and stripped.
+ *
+ * <p>The outcome is taken from the result this filter's {@code invoke} returns, not through
+ * {@code Filter.Listener}: Dubbo's filter chain (CallbackRegistrationInvoker) calls the
+ * listeners only when the whole chain returned, so a filter outside this one that throws after
+ * the call was sent would leave the pick in flight for good.
  */
 @Activate(group = CONSUMER, order = Integer.MAX_VALUE)
-public class PolylbInvokerFilter implements Filter, BaseFilter.Listener {
+public class PolylbInvokerFilter implements Filter {
 
     @Override
     public Result invoke(Invoker<?> invoker, Invocation invocation) throws RpcException {
@@ -39,11 +43,29 @@ public class PolylbInvokerFilter implements Filter, BaseFilter.Listener {
             // RpcStatus counts such calls too, so they are counted in flight like picks.
             PolylbLoadBalance.beginUnpicked(invoker, invocation);
         }
-        return invoker.invoke(invocation);
+        Result result;
+        try {
+            result = invoker.invoke(invocation);
+        } catch (RuntimeException | Error e) {
+            onError(e, invoker, invocation);
+            throw e;
+        }
+        // The callback hangs on the call's own future, which completes with the response
+        // whatever the filters outside do with the result (or throw) once it is returned.
+        return result.whenCompleteWithContext((r, t) -> {
+            try {
+                if (t == null) {
+                    onResponse(r, invoker, invocation);
+                } else {
+                    onError(t, invoker, invocation);
+                }
+            } catch (RuntimeException ignored) {
+                // Accounting must never fail the call it accounts for.
+            }
+        });
     }
 
-    @Override
-    public void onResponse(Result appResponse, Invoker<?> invoker, Invocation invocation) {
+    void onResponse(Result appResponse, Invoker<?> invoker, Invocation invocation) {
         Selections.Selection s = finish(invoker, invocation);
         if (s == null) {
             return;
@@ -66,8 +88,7 @@ public class PolylbInvokerFilter implements Filter, BaseFilter.Listener {
         report(s, elapsedUs, Outcome.SUCCESS);
     }
 
-    @Override
-    public void onError(Throwable t, Invoker<?> invoker, Invocation invocation) {
+    void onError(Throwable t, Invoker<?> invoker, Invocation invocation) {
         Selections.Selection s = finish(invoker, invocation);
         if (s == null) {
             return;

@@ -11,6 +11,7 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonParser;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import org.apache.dubbo.rpc.AppResponse;
 import org.apache.dubbo.rpc.AsyncRpcResult;
 import org.apache.dubbo.rpc.Invocation;
@@ -30,7 +31,8 @@ import org.junit.jupiter.api.Test;
  */
 class UnpickedCallsTest {
     private static final String LB = "polylb-leastactive";
-    private final List<Sent> open = new ArrayList<>();
+    /** Responses of calls sent and not answered yet. */
+    private final List<CompletableFuture<AppResponse>> open = new ArrayList<>();
 
     /** The consumer's LoadBalance extension, the one Dubbo's cluster invokers use. */
     private static PolylbLoadBalance extension() {
@@ -38,14 +40,17 @@ class UnpickedCallsTest {
         return (PolylbLoadBalance) lb;
     }
 
-    private record Sent(RpcInvocation inv, Invoker<Object> sentTo, Result result) {}
-
     @AfterEach
-    void endOpenCalls() {
-        for (Sent c : open) {
-            new PolylbInvokerFilter().onResponse(c.result, c.sentTo, c.inv);
-        }
+    void cleanUp() {
+        answerOpenCalls();
         extension().destroy();
+    }
+
+    private void answerOpenCalls() {
+        for (CompletableFuture<AppResponse> response : open) {
+            response.complete(new AppResponse("ok"));
+        }
+        open.clear();
     }
 
     private static int active(PolylbLoadBalance lb, String address) {
@@ -62,16 +67,17 @@ class UnpickedCallsTest {
 
     /** Sends {@code inv} to {@code provider} through the filter, as Dubbo's consumer chain does. */
     private Result send(Invoker<Object> provider, RpcInvocation inv) {
-        Result result = new PolylbInvokerFilter().invoke(provider, inv);
-        open.add(new Sent(inv, provider, result));
-        return result;
+        return new PolylbInvokerFilter().invoke(provider, inv);
     }
 
-    private static TestInvokers.FakeInvoker provider(int n, String lb) {
+    /** A provider whose calls stay open until {@link #answerOpenCalls}. */
+    private TestInvokers.FakeInvoker provider(int n, String lb) {
         return new TestInvokers.FakeInvoker(invoker(n, "loadbalance=" + lb).getUrl()) {
             @Override
             public Result invoke(Invocation invocation) {
-                return AsyncRpcResult.newDefaultAsyncResult(new AppResponse("ok"), invocation);
+                CompletableFuture<AppResponse> response = new CompletableFuture<>();
+                open.add(response);
+                return new AsyncRpcResult(response, invocation);
             }
         };
     }
@@ -86,8 +92,8 @@ class UnpickedCallsTest {
         RpcInvocation first = call("sayHello");
         PolylbClusterFilter.beginInvocation(first);
         Invoker<Object> chosen = lb.select(both, a.getUrl(), first);
-        Result r = new PolylbInvokerFilter().invoke(chosen, first);
-        new PolylbInvokerFilter().onResponse(r, chosen, first);
+        send(chosen, first);
+        answerOpenCalls();
         PolylbClusterFilter.releaseUnsent(first);
         assertEquals(0, active(lb, "10.0.0.1:20880") + active(lb, "10.0.0.2:20880"));
 
@@ -106,8 +112,7 @@ class UnpickedCallsTest {
             assertSame(a, pick, "pick " + i);
         }
 
-        endOpenCalls();
-        open.clear();
+        answerOpenCalls();
         assertEquals(0, active(lb, "10.0.0.2:20880"), "b's calls ended");
     }
 
@@ -144,7 +149,7 @@ class UnpickedCallsTest {
             RpcInvocation inv = call("sayHello");
             PolylbClusterFilter.beginInvocation(inv);
             lb.select(list, list.get(0).getUrl(), inv);
-            new PolylbClusterFilter().onError(new RuntimeException("failed: failback retries later"), null, inv);
+            PolylbClusterFilter.releaseUnsent(inv); // the invocation failed: failback retries later
             for (int retry = 0; retry < 5; retry++) {
                 lb.select(list, list.get(0).getUrl(), inv); // discarded by reselect, never sent
             }
