@@ -6,10 +6,15 @@ import static org.apache.dubbo.common.constants.CommonConstants.LOADBALANCE_KEY;
 
 import io.polylb.PolylbException;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.common.resource.Disposable;
+import org.apache.dubbo.common.threadpool.manager.FrameworkExecutorRepository;
 import org.apache.dubbo.rpc.Invocation;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.RpcException;
@@ -52,6 +57,9 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     static final String DUBBO_SLIDE_PERIOD_KEY = "shortestResponseSlidePeriod";
     static final String SLIDE_PERIOD_KEY = "shortestresponse.slidePeriod";
     static final int DEFAULT_SLIDE_PERIOD_MS = 30_000;
+    /** Application configuration: how often unused states of destroyed references are freed (ms). */
+    public static final String SWEEP_PERIOD_KEY = "polylb.sweepPeriodMs";
+    static final int DEFAULT_SWEEP_PERIOD_MS = 60_000;
     private static final Set<String> HASHING = Set.of("consistenthash", "boundedhash");
 
     private static final ThreadLocal<long[]> CANDIDATES = ThreadLocal.withInitial(() -> new long[64]);
@@ -63,6 +71,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
      */
     private volatile int slidePeriodMs = DEFAULT_SLIDE_PERIOD_MS;
     private final ConcurrentHashMap<String, ServiceState> services = new ConcurrentHashMap<>();
+    private volatile ScheduledFuture<?> sweeps;
 
     /** {@code loadbalance="polylb"}: the strategy comes from {@value #STRATEGY_KEY}. */
     public PolylbLoadBalance() {
@@ -75,6 +84,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     @Override
     public void setApplicationModel(ApplicationModel applicationModel) {
+        scheduleSweeps(applicationModel);
         int ms;
         try {
             ms = applicationModel.modelEnvironment().getConfiguration()
@@ -88,8 +98,26 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     @Override
     protected <T> Invoker<T> doSelect(List<Invoker<T>> invokers, URL url, Invocation invocation) {
+        String serviceKey = invokers.get(0).getUrl().getServiceKey();
+        for (int attempt = 0; ; attempt++) {
+            ServiceState state = service(serviceKey);
+            if (!state.used) {
+                state.used = true; // read first: one plain load per call once set
+            }
+            try {
+                return doSelect(invokers, invocation, state);
+            } catch (IllegalStateException e) {
+                // A sweep retired the state between our lookup and the native calls (it had gone
+                // a whole period unused): the next lookup makes a fresh one.
+                if (!state.retired || attempt >= 2) {
+                    throw e;
+                }
+            }
+        }
+    }
+
+    private <T> Invoker<T> doSelect(List<Invoker<T>> invokers, Invocation invocation, ServiceState state) {
         URL firstUrl = invokers.get(0).getUrl();
-        ServiceState state = service(firstUrl.getServiceKey());
         String methodName = RpcUtils.getMethodName(invocation);
         ServiceState.MethodBinding binding = binding(state, methodName, invokers);
         String key = binding.hashArguments == null ? null : DubboUrls.hashKey(invocation, binding.hashArguments);
@@ -247,10 +275,71 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             nb.sync(set);
             // A lone candidate is picked as is; the library counts it in flight.
             nb.balancer.selectAmong(target.methodId, null, new long[] {id}, 1, null, 0, 0);
-        } catch (PolylbException e) {
-            return; // the set changed meanwhile: this one call goes uncounted
+        } catch (PolylbException | IllegalStateException e) {
+            return; // the set changed, or a sweep retired the state, meanwhile: this call goes uncounted
         }
         Selections.recordStarted(invocation, new Selections.Selection(nb.balancer, target.methodId, id, url, false));
+    }
+
+    /**
+     * Runs {@link #sweep} every {@value #SWEEP_PERIOD_KEY} ms (application configuration,
+     * default {@value #DEFAULT_SWEEP_PERIOD_MS}; 0 or less: never) on Dubbo's shared scheduler,
+     * which stops with the framework.
+     */
+    private void scheduleSweeps(ApplicationModel applicationModel) {
+        long periodMs;
+        try {
+            periodMs = applicationModel.modelEnvironment().getConfiguration()
+                    .getInt(SWEEP_PERIOD_KEY, DEFAULT_SWEEP_PERIOD_MS);
+        } catch (RuntimeException e) {
+            periodMs = DEFAULT_SWEEP_PERIOD_MS;
+        }
+        if (periodMs <= 0 || sweeps != null) {
+            return;
+        }
+        try {
+            ScheduledExecutorService scheduler = applicationModel.getFrameworkModel().getBeanFactory()
+                    .getBean(FrameworkExecutorRepository.class).getSharedScheduledExecutor();
+            sweeps = scheduler.scheduleWithFixedDelay(() -> {
+                try {
+                    sweep();
+                } catch (RuntimeException ignored) {
+                    // A failed sweep must not cancel the later ones.
+                }
+            }, periodMs, periodMs, TimeUnit.MILLISECONDS);
+        } catch (RuntimeException e) {
+            // No scheduler (a Dubbo without the repository, or one shutting down): states then
+            // live until the application's destroy, as before sweeps existed.
+        }
+    }
+
+    /**
+     * Frees the state of each service that had no select since the previous sweep and none of
+     * whose invokers is available any more: Dubbo gives a LoadBalance no destroy hook per
+     * reference, but a reference's destroy (ReferenceConfig.destroy, a generic reference dropped
+     * from its cache) destroys every invoker of its directory. A service whose providers are
+     * merely down for a while loses its history at worst; its next select starts a fresh state.
+     * Calls still in flight keep their balancer reachable and report into it harmlessly.
+     *
+     * @return how many states were freed
+     */
+    int sweep() {
+        int freed = 0;
+        for (Map.Entry<String, ServiceState> e : services.entrySet()) {
+            ServiceState state = e.getValue();
+            if (state.used) {
+                state.used = false;
+            } else if (!state.anyAvailable() && services.remove(e.getKey(), state)) {
+                state.retire();
+                freed++;
+            }
+        }
+        return freed;
+    }
+
+    /** Services with a state (tests and diagnostics). */
+    int serviceCount() {
+        return services.size();
     }
 
     private ServiceState service(String serviceKey) {
@@ -358,6 +447,10 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
      */
     @Override
     public void destroy() {
+        ScheduledFuture<?> s = sweeps;
+        if (s != null) {
+            s.cancel(false);
+        }
         services.clear();
     }
 

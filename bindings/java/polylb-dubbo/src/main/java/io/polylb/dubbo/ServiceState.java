@@ -28,6 +28,14 @@ final class ServiceState {
     volatile InvokerSet set = InvokerSet.EMPTY;
 
     /**
+     * Set by every select, cleared by each sweep: a state is freed only after a whole sweep
+     * period without a select (see {@link PolylbLoadBalance#sweep}).
+     */
+    volatile boolean used;
+    /** Set before the balancers are closed: a select that then meets a closed one starts over. */
+    volatile boolean retired;
+
+    /**
      * A method's resolved configuration; valid while the list's first provider URL is
      * {@code configUrl}. Which native balancer serves the method can also depend on the provider
      * set (method-level weights), so that part is a {@link Target} checked against the set.
@@ -410,6 +418,38 @@ final class ServiceState {
         return id == null ? -1 : id;
     }
 
+    /**
+     * True while some Invoker object this state knows (a member or an alias) is available. A
+     * reference's destroy destroys every invoker of its directory, after which none is.
+     */
+    boolean anyAvailable() {
+        InvokerSet s = set;
+        for (org.apache.dubbo.rpc.Invoker<?> invoker : s.invokers) {
+            if (invoker.isAvailable()) {
+                return true;
+            }
+        }
+        for (org.apache.dubbo.rpc.Invoker<?> alias : s.aliasMembers().keySet()) {
+            if (alias.isAvailable()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * Closes this state's balancers. Safe while calls are still in flight: a closed Balancer
+     * never frees the memory a racing or later call reaches (its native struct goes with its
+     * Cleaner, once unreachable); those calls' reports throw IllegalStateException, which the
+     * filters ignore.
+     */
+    void retire() {
+        retired = true;
+        for (NativeBalancer nb : balancersByConfig.values()) {
+            nb.balancer.close();
+        }
+    }
+
     /** Native updates made so far, summed over this service's balancers (tests). */
     long nativeUpdates() {
         long n = 0;
@@ -423,7 +463,11 @@ final class ServiceState {
     List<String> statsJson() {
         List<String> out = new ArrayList<>();
         for (NativeBalancer nb : balancersByConfig.values()) {
-            out.add(nb.balancer.statsJson());
+            try {
+                out.add(nb.balancer.statsJson());
+            } catch (IllegalStateException closed) {
+                // Retired by a sweep meanwhile: nothing left to show.
+            }
         }
         return out;
     }

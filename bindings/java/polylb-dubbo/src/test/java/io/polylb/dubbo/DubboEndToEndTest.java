@@ -196,25 +196,31 @@ class DubboEndToEndTest {
                 .registry(new org.apache.dubbo.config.RegistryConfig("N/A"))
                 .reference(reference)
                 .start();
-        return new Consumer(framework, bootstrap, reference.get());
+        return new Consumer(framework, bootstrap, reference);
     }
 
     static final class Consumer implements AutoCloseable {
         final FrameworkModel framework;
         final DubboBootstrap bootstrap;
+        final ReferenceConfig<EchoService> reference;
         final EchoService echo;
 
-        Consumer(FrameworkModel framework, DubboBootstrap bootstrap, EchoService echo) {
+        Consumer(FrameworkModel framework, DubboBootstrap bootstrap, ReferenceConfig<EchoService> reference) {
             this.framework = framework;
             this.bootstrap = bootstrap;
-            this.echo = echo;
+            this.reference = reference;
+            this.echo = reference.get();
+        }
+
+        /** The consumer's own LoadBalance extension of that name. */
+        PolylbLoadBalance extension(String loadbalance) {
+            ApplicationModel app = bootstrap.getApplicationModel();
+            return (PolylbLoadBalance) app.getExtensionLoader(LoadBalance.class).getExtension(loadbalance);
         }
 
         /** polylb's stats for the service, from the consumer's own LoadBalance extension. */
         List<String> stats(String loadbalance) {
-            ApplicationModel app = bootstrap.getApplicationModel();
-            LoadBalance lb = app.getExtensionLoader(LoadBalance.class).getExtension(loadbalance);
-            return ((PolylbLoadBalance) lb).statsJson(EchoService.class.getName());
+            return extension(loadbalance).statsJson(EchoService.class.getName());
         }
 
         @Override
@@ -245,6 +251,35 @@ class DubboEndToEndTest {
             }
             assertTrue(failovers >= 4, "round robin must have hit the slow provider first sometimes: " + failovers);
             awaitNoneInFlight(consumer, "polylb-roundrobin");
+        }
+    }
+
+    @Test
+    void aDestroyedReferencesStateIsFreed() throws Exception {
+        // Dubbo tells a LoadBalance nothing when a reference is destroyed; the sweep sees that
+        // every invoker it knows for the service was destroyed with the reference's directory.
+        String before = System.getProperty(PolylbLoadBalance.SWEEP_PERIOD_KEY);
+        System.setProperty(PolylbLoadBalance.SWEEP_PERIOD_KEY, "50");
+        try (Consumer consumer = consumer("polylb-leastactive", 2000, 0)) {
+            for (int i = 0; i < 6; i++) {
+                consumer.echo.work("sweep-" + i, 0);
+            }
+            PolylbLoadBalance lb = consumer.extension("polylb-leastactive");
+            assertEquals(1, lb.serviceCount());
+            Thread.sleep(300); // several sweeps while the reference lives: its state stays
+            assertEquals(1, lb.serviceCount(), "a live reference's state was freed");
+            consumer.reference.destroy();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (lb.serviceCount() > 0 && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+            }
+            assertEquals(0, lb.serviceCount(), "the destroyed reference's state is still held");
+        } finally {
+            if (before == null) {
+                System.clearProperty(PolylbLoadBalance.SWEEP_PERIOD_KEY);
+            } else {
+                System.setProperty(PolylbLoadBalance.SWEEP_PERIOD_KEY, before);
+            }
         }
     }
 

@@ -72,8 +72,13 @@ class OuterFilterFailureTest {
     }
 
     static int inFlight(PolylbLoadBalance lb) {
+        return activeIn(lb.statsJson(TestInvokers.SERVICE));
+    }
+
+    /** Calls in flight, summed over stats JSONs. */
+    static int activeIn(List<String> stats) {
         int active = 0;
-        for (String json : lb.statsJson(TestInvokers.SERVICE)) {
+        for (String json : stats) {
             for (JsonElement e : JsonParser.parseString(json).getAsJsonObject().getAsJsonArray("invokers")) {
                 active += e.getAsJsonObject().get("active").getAsInt();
             }
