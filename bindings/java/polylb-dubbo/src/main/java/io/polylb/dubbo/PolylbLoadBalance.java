@@ -18,6 +18,7 @@ import org.apache.dubbo.common.threadpool.manager.FrameworkExecutorRepository;
 import org.apache.dubbo.rpc.Invocation;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.RpcException;
+import org.apache.dubbo.rpc.cluster.ClusterInvoker;
 import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.cluster.loadbalance.AbstractLoadBalance;
 import org.apache.dubbo.rpc.model.ApplicationModel;
@@ -51,6 +52,8 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     public static final String STRATEGY_KEY = "polylb.strategy";
     public static final String EXTRA_CONFIG_KEY = "polylb.config";
     static final String DEFAULT_STRATEGY = "random";
+    /** Prefix of the key of a service's registry-level state (multi-registry selection). */
+    public static final String REGISTRY_LEVEL_PREFIX = "registry-level:";
     static final String ADAPTIVE_ATTACHMENT = "lb_adaptive";
     /** What Dubbo's AdaptiveLoadBalance asks providers for. */
     static final String ADAPTIVE_ATTACHMENT_REQUEST = "mem,load";
@@ -98,7 +101,15 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     @Override
     protected <T> Invoker<T> doSelect(List<Invoker<T>> invokers, URL url, Invocation invocation) {
-        String serviceKey = invokers.get(0).getUrl().getServiceKey();
+        Invoker<T> first = invokers.get(0);
+        String serviceKey = first.getUrl().getServiceKey();
+        if (first instanceof ClusterInvoker) {
+            // Multi-registry: one cluster invoker per registry, each with the consumer's URL, so
+            // the same serviceKey as the providers. Sharing their state would make every
+            // provider list a subset of a mixed set (candidates on every call, bindings redone
+            // whenever the first URL alternates).
+            serviceKey = REGISTRY_LEVEL_PREFIX + serviceKey;
+        }
         for (int attempt = 0; ; attempt++) {
             ServiceState state = service(serviceKey);
             if (!state.used) {
