@@ -11,6 +11,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.common.resource.Disposable;
@@ -64,6 +65,8 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     public static final String SWEEP_PERIOD_KEY = "polylb.sweepPeriodMs";
     static final int DEFAULT_SWEEP_PERIOD_MS = 60_000;
     private static final Set<String> HASHING = Set.of("consistenthash", "boundedhash");
+    /** Dubbo's strategies whose pick weighs each element of the list (a repeated one more). */
+    private static final Set<String> COUNTS_DUPLICATES = Set.of("random", "leastactive", "shortestresponse");
 
     private static final ThreadLocal<long[]> CANDIDATES = ThreadLocal.withInitial(() -> new long[64]);
 
@@ -211,10 +214,14 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         }
         long id;
         try {
-            id = candidates == null
-                    ? nb.balancer.selectByKey(target.methodId, key)
-                    : nb.balancer.selectAmong(target.methodId, key == null ? null : key.getBytes(UTF_8),
-                            candidates, count, null, 0, 0);
+            if (candidates == null) {
+                id = nb.balancer.selectByKey(target.methodId, key);
+            } else if (binding.countsDuplicates) {
+                id = selectCountingDuplicates(nb, target.methodId, set, candidates, count);
+            } else {
+                id = nb.balancer.selectAmong(target.methodId, key == null ? null : key.getBytes(UTF_8),
+                        candidates, count, null, 0, 0);
+            }
         } catch (PolylbException e) {
             if (nb.applied != set) {
                 return null; // raced with an update; e.g. a candidate of the old set is gone
@@ -240,6 +247,52 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         @SuppressWarnings("unchecked")
         Invoker<T> result = (Invoker<T>) chosen;
         return result;
+    }
+
+    private static final ThreadLocal<int[]> MULTIPLICITY = ThreadLocal.withInitial(() -> new int[64]);
+
+    /**
+     * A pick among candidates that may repeat a provider. Dubbo's reselect over more than
+     * {@code dubbo.reselect.count} (10) providers draws that many at random, with repeats (its
+     * de-duplication test is an "or"), and random, leastactive and shortestresponse then weigh
+     * each list element on its own: a provider listed k times has k times its weight (in the
+     * least-active group for the latter two). polylb's candidates are a membership filter, so the
+     * pick is thinned instead: accepted with probability k / (largest k), else undone and drawn
+     * again, which gives each provider its weight times k, as Dubbo does.
+     */
+    private static long selectCountingDuplicates(ServiceState.NativeBalancer nb, int methodId, InvokerSet set,
+            long[] candidates, int count) {
+        int[] multiplicity = MULTIPLICITY.get();
+        if (multiplicity.length < set.size()) {
+            multiplicity = new int[Math.max(set.size(), multiplicity.length * 2)];
+            MULTIPLICITY.set(multiplicity);
+        }
+        int most = 0;
+        for (int i = 0; i < count; i++) {
+            int p = set.positionOfId(candidates[i]);
+            if (p >= 0) {
+                most = Math.max(most, ++multiplicity[p]);
+            }
+        }
+        try {
+            for (int draw = 0; ; draw++) {
+                long id = nb.balancer.selectAmong(methodId, null, candidates, count, null, 0, 0);
+                int p = set.positionOfId(id);
+                // Expected draws: most / (mean multiplicity) <= 10; the bound only guards a bug.
+                if (most <= 1 || p < 0 || draw >= 1000
+                        || ThreadLocalRandom.current().nextInt(most) < multiplicity[p]) {
+                    return id;
+                }
+                Selections.cancel(new Selections.Selection(nb.balancer, methodId, id, null, false));
+            }
+        } finally {
+            for (int i = 0; i < count; i++) {
+                int p = set.positionOfId(candidates[i]);
+                if (p >= 0) {
+                    multiplicity[p] = 0;
+                }
+            }
+        }
     }
 
     /**
@@ -418,7 +471,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         }
         try {
             binding = new ServiceState.MethodBinding(url, methodName, config.toString(), nb, hashArguments, adaptive,
-                    methodWeightsApply);
+                    methodWeightsApply, COUNTS_DUPLICATES.contains(strategy));
         } catch (PolylbException e) {
             throw methodRejected(url, methodName, e);
         }

@@ -47,6 +47,8 @@ final class ServiceState {
         /** hash.arguments for hashing strategies, else null. */
         final int[] hashArguments;
         final boolean adaptive;
+        /** A provider listed k times among the candidates weighs k times (Dubbo's random, leastactive, shortestresponse). */
+        final boolean countsDuplicates;
         /** The service's balancer for this configuration, shared by methods without own weights. */
         private final NativeBalancer shared;
         private final int sharedMethodId;
@@ -57,7 +59,8 @@ final class ServiceState {
          *     Dubbo's quirk asks, consistenthash's ring): then the target never depends on the set
          */
         MethodBinding(URL configUrl, String methodName, String config, NativeBalancer shared, int[] hashArguments,
-                boolean adaptive, boolean methodWeightsApply) {
+                boolean adaptive, boolean methodWeightsApply, boolean countsDuplicates) {
+            this.countsDuplicates = countsDuplicates;
             this.configUrl = configUrl;
             this.methodName = methodName;
             this.config = config;
