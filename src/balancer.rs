@@ -332,6 +332,8 @@ struct Inner {
     whole_set_draw: WholeSetDraw,
     tracks_selects: bool,
     tracks_reports: bool,
+    /// The strategy's `sees_single_picks()`, asked once.
+    sees_single_picks: bool,
     /// A report has more to do than count the call's end: the strategy follows reports, or a
     /// filter (outlier ejection) does.
     learns_from_reports: bool,
@@ -499,6 +501,9 @@ impl Inner {
         subset: Option<&SubsetWeights>,
     ) -> Result<usize, Status> {
         if positions.len() == 1 {
+            if self.sees_single_picks {
+                self.strategy.single_pick(call.snapshot, call.clock);
+            }
             return Ok(positions[0] as usize);
         }
         self.strategy.select(&Ctx {
@@ -1352,6 +1357,7 @@ impl Balancer {
                 generation: AtomicU64::new(0),
                 whole_set_draw: strategy.whole_set_draw(),
                 tracks_selects: strategy.tracks_selects(),
+                sees_single_picks: strategy.sees_single_picks(),
                 tracks_reports: strategy.tracks_reports(),
                 learns_from_reports: strategy.tracks_reports() || config.outlier.enabled(),
                 drawn_fast: short

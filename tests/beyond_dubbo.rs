@@ -1102,6 +1102,48 @@ fn slow_start_does_not_ramp_an_invoker_that_served_alone() {
 }
 
 #[test]
+fn slow_start_ramp_starts_at_a_single_candidate_pick() {
+    // Invoker 4 joins and is first reached through picks among it alone (a router's subset),
+    // which skip the strategy. Its ramp starts at the first of them: at +30 s it is at 50 %
+    // (linear), and after the window it takes its full share once the whole set is offered.
+    // Left unstamped, it read 100 % and then began ramping from 10 % at the first pick among
+    // several, a minute after it started taking calls.
+    for name in NEW {
+        let config = format!(
+            "loadbalance={name}&seed=14&slowstart.windowMs=60000&slowstart.minWeightPercent=10"
+        );
+        let b = lb(&config, &(1..=3).map(provider).collect::<Vec<_>>());
+        b.update(&(1..=4).map(provider).collect::<Vec<_>>())
+            .unwrap();
+        for _ in 0..10 {
+            let id = b.select_among(0, b"k", &[4], &[], NOW).unwrap();
+            assert_eq!(id, 4);
+            b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+        }
+        let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW + 30_000_000)).unwrap();
+        let row = v["invokers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == 4)
+            .unwrap()
+            .clone();
+        assert_eq!(
+            row["slow_start_percent"].as_f64(),
+            Some(50.0),
+            "{name}: {row}"
+        );
+        if name == "boundedhash" {
+            continue;
+        }
+        let draws = 40_000;
+        let c = counts(&b, 0, draws, NOW + 61_000_000);
+        let joined = c.get(&4).copied().unwrap_or(0);
+        assert_binomial(joined, draws, 0.25, 5.0, name);
+    }
+}
+
+#[test]
 fn invokers_added_and_removed_leave_no_stale_state() {
     for name in NEW {
         let b = lb(

@@ -23,7 +23,7 @@
 //! invokers that left, whose reports are ignored from then on.
 
 use super::consistent_hash::{key_point, ConsistentHash, Ring};
-use super::slow_start::SlowStart;
+use super::slow_start::{Ramp, SlowStart};
 use super::warming::WarmingWalk;
 use super::weighted::{Sampler, Weights, SCALE};
 use super::{Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind};
@@ -236,6 +236,20 @@ impl Strategy for BoundedHash {
 
     fn tracks_selects(&self) -> bool {
         true
+    }
+
+    fn sees_single_picks(&self) -> bool {
+        self.slow.is_some()
+    }
+
+    fn single_pick(&self, snapshot: &Snapshot, clock: &Clock) {
+        let bounded = snapshot
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<Bounded>());
+        if let Some(b) = bounded {
+            Ramp::stamp(self.slow.as_ref(), b.weights.ramp.as_ref(), snapshot, clock);
+        }
     }
 
     fn on_select(

@@ -130,6 +130,16 @@ pub(crate) trait Strategy: Send + Sync + 'static {
     ) {
     }
 
+    /// True when the strategy wants [`Strategy::single_pick`] (asked once, at construction).
+    fn sees_single_picks(&self) -> bool {
+        false
+    }
+
+    /// A pick among a single candidate, answered without [`Strategy::select`] (Dubbo's rule):
+    /// time-based state that the first pick after an update starts (slow start's ramp) must
+    /// start here too, or an invoker reached only this way would never start it.
+    fn single_pick(&self, _snapshot: &Snapshot, _clock: &Clock) {}
+
     /// False when the strategy's picks never read calls in flight (nor other call counters):
     /// its counters are then statistics only, and may be spread over cache lines per thread
     /// (asked once, at construction).

@@ -16,11 +16,12 @@
 //! Warm-up and slow start lower the effective weight, so a new invoker with nothing in flight is
 //! drawn rarely and loses comparisons until it has its share: it is not flooded.
 
-use super::slow_start::SlowStart;
+use super::slow_start::{Ramp, SlowStart};
 use super::weighted::{Sampler, SubsetWeights, Weights};
 use super::WholeSetDraw;
 use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{Member, Snapshot};
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::Status;
 use crate::rng::Rng;
@@ -168,6 +169,16 @@ impl Strategy for P2c {
 
     fn tracks_reports(&self) -> bool {
         false
+    }
+
+    fn sees_single_picks(&self) -> bool {
+        self.slow.is_some()
+    }
+
+    fn single_pick(&self, snapshot: &Snapshot, clock: &Clock) {
+        if let Ok(weights) = Weights::of(snapshot) {
+            Ramp::stamp(self.slow.as_ref(), weights.ramp.as_ref(), snapshot, clock);
+        }
     }
 
     fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {

@@ -65,7 +65,7 @@
 //! weight (as `p2c`), so an idle cluster gets exactly the weights; otherwise the cost above
 //! decides. Warm-up and slow start lower the weight, so a new invoker is not flooded.
 
-use super::slow_start::SlowStart;
+use super::slow_start::{Ramp, SlowStart};
 use super::weighted::{Sampler, SubsetWeights, Weights, SCALE};
 use super::{Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind};
 use crate::balancer::{Member, MethodState, Snapshot};
@@ -799,6 +799,16 @@ impl Strategy for PeakEwma {
 
     fn tracks_selects(&self) -> bool {
         true
+    }
+
+    fn sees_single_picks(&self) -> bool {
+        self.slow.is_some()
+    }
+
+    fn single_pick(&self, snapshot: &Snapshot, clock: &Clock) {
+        if let Ok(weights) = Weights::of(snapshot) {
+            Ramp::stamp(self.slow.as_ref(), weights.ramp.as_ref(), snapshot, clock);
+        }
     }
 
     fn on_select(

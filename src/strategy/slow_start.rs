@@ -8,8 +8,9 @@
 //! the first set a balancer sees do not ramp (there is nothing to protect them from), nor does
 //! an invoker once it is alone in the set.
 //!
-//! The ramp starts at the first pick that sees the invoker (so it runs on the callers'
-//! timeline, virtual or not), and is stamped in the invoker's state, which an update keeps.
+//! The ramp starts at the first pick after the update that added the invoker, a pick among a
+//! single candidate (which skips the strategy) included (so it runs on the callers' timeline,
+//! virtual or not), and is stamped in the invoker's state, which an update keeps.
 
 use crate::balancer::{Member, Snapshot};
 use crate::clock::Clock;
@@ -95,6 +96,20 @@ impl SlowStart {
 }
 
 impl Ramp {
+    /// Starts the ramp of the invokers that joined, for a pick that does not go through the
+    /// sampler (a single candidate): the ramp runs from the first pick after the update,
+    /// whichever kind it is.
+    pub fn stamp(
+        slow: Option<&SlowStart>,
+        ramp: Option<&Ramp>,
+        snapshot: &Snapshot,
+        clock: &Clock,
+    ) {
+        if let (Some(slow), Some(ramp)) = (slow, ramp) {
+            ramp.active(slow, snapshot, clock);
+        }
+    }
+
     /// True while some weight of the set ramps at this call's time. The first pick after an
     /// update stamps the invokers that joined (once; O(n)).
     pub fn active(&self, slow: &SlowStart, snapshot: &Snapshot, clock: &Clock) -> bool {
