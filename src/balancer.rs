@@ -8,7 +8,7 @@ use crate::filter::{Filter, LocalZone};
 use crate::invoker::{Invoker, Outcome};
 use crate::rng::{fresh_seed, Rng, RngSource};
 use crate::scratch::with_scratch;
-use crate::stats::{CallStats, InvokerState, NO_COUNTER};
+use crate::stats::{CallStats, InvokerState, BYPASS, NO_COUNTER};
 use crate::strategy::{
     best_of_pair, best_of_pair_excluding, best_of_subset_pair, Ctx, Prepared, PreparedData, Report,
     Strategy, StrategyKind, SubsetWeights, Weights, WholeSet, WholeSetDraw,
@@ -348,6 +348,11 @@ struct Inner {
     whole_ring: bool,
     /// `select_adaptive` applies: `adaptive`, no filter narrowing the set.
     adaptive_pair: bool,
+    /// `adaptive`: picks among a single candidate are counted under the method's `BYPASS` key,
+    /// out of sight of the load formula (see `stats::BYPASS`).
+    counts_bypass: bool,
+    /// Some call was counted under a `BYPASS` key: reports must look there first.
+    bypassed: AtomicBool,
     /// The strategy neither reads calls in flight nor follows selects or reports: its call
     /// counters are statistics, spread per thread once a second thread counts on an invoker
     /// (see `CallStats::begin_spread`).
@@ -409,6 +414,8 @@ struct Call<'a> {
     /// Where to keep the pick's position for the report (see `CachedSnapshot::hint`), when the
     /// snapshot is the thread's cached one.
     hint: Option<&'a Cell<u32>>,
+    /// Set when the pick was among a single candidate (the strategy did not run).
+    single: Cell<bool>,
 }
 
 impl Inner {
@@ -434,6 +441,9 @@ impl Inner {
         } else {
             self.pick_general(call, candidates, excluded)?
         };
+        if self.counts_bypass && call.single.get() {
+            return Ok(self.begin_bypass(snapshot, call.hint, pos, call.method));
+        }
         let (member, stats, selected_before) =
             self.begin_call(snapshot, call.counter, call.hint, pos, call.method);
         if self.tracks_selects {
@@ -501,6 +511,7 @@ impl Inner {
         subset: Option<&SubsetWeights>,
     ) -> Result<usize, Status> {
         if positions.len() == 1 {
+            call.single.set(true);
             if self.sees_single_picks {
                 self.strategy.single_pick(call.snapshot, call.clock);
             }
@@ -645,7 +656,11 @@ impl Inner {
         let pos = match &snapshot.local {
             None => pick(&snapshot.all),
             // As the general path: a single candidate is the pick, without the strategy.
-            Some(local) if local.positions.len() == 1 => local.positions[0] as usize,
+            Some(local) if local.positions.len() == 1 => {
+                let pos = local.positions[0] as usize;
+                let id = self.begin_bypass(snapshot, Some(pin.hint), pos, method);
+                return Some(Ok(id));
+            }
             Some(local) => pick(&local.positions),
         };
         Some(Ok(self.count_select(&pin, pos, method)))
@@ -729,6 +744,31 @@ impl Inner {
             hint.set(pos as u32);
         }
         (member, stats, selected_before)
+    }
+
+    /// `begin_call` for `adaptive`'s pick among a single candidate: counted in flight under the
+    /// method's `BYPASS` key, where the load formula does not read it. Returns the invoker's id.
+    #[inline(never)]
+    fn begin_bypass(
+        &self,
+        snapshot: &Snapshot,
+        hint: Option<&Cell<u32>>,
+        pos: usize,
+        method: u32,
+    ) -> u64 {
+        let member = &snapshot.members[pos];
+        let stats = member
+            .state
+            .methods
+            .get_or_insert_in_tables(method | BYPASS);
+        stats.begin();
+        if !self.bypassed.load(Relaxed) {
+            self.bypassed.store(true, Relaxed);
+        }
+        if let Some(hint) = hint {
+            hint.set(pos as u32);
+        }
+        member.id
     }
 
     /// The common call of `roundrobin`: a ticket of the method's live period in the thread's
@@ -988,6 +1028,7 @@ impl Inner {
             clock: &Clock::new(now_us),
             rng,
             hint: None,
+            single: Cell::new(false),
         };
         match zone {
             Some(z) => self.pick(&call, &z.positions, false, true, &z.mask, Some(&z.weights)),
@@ -1009,20 +1050,54 @@ impl Inner {
         let Some(pos) = pos else {
             return;
         };
-        let stats = snapshot.members[pos]
-            .state
-            .methods
-            .get_or_insert(end.method);
         let elapsed_us = end.elapsed_us as u64;
-        let ended = if self.spread_counters {
-            stats.end_spread(counter, end.outcome, elapsed_us);
-            true
-        } else {
-            stats.end(counter, end.outcome, elapsed_us)
+        let methods = &snapshot.members[pos].state.methods;
+        // A report carries no token saying how its call was picked: it ends a call the strategy
+        // picked while one is in flight on this invoker, else one picked among a single
+        // candidate. The counts are exact whenever the two kinds do not overlap on an invoker;
+        // when they do, an outcome may be booked to the other kind, and that kind's count of
+        // calls in flight stays one too high until the other call's report.
+        let ended_elsewhere = match self.bypassed.load(Relaxed) {
+            true => self.end_with_bypass(methods, counter, end, elapsed_us),
+            false => None,
+        };
+        let (stats, ended) = match ended_elsewhere {
+            Some(stats) => (stats, true),
+            None => {
+                let stats = methods.get_or_insert(end.method);
+                let ended = if self.spread_counters {
+                    stats.end_spread(counter, end.outcome, elapsed_us);
+                    true
+                } else {
+                    stats.end(counter, end.outcome, elapsed_us)
+                };
+                (stats, ended)
+            }
         };
         if self.learns_from_reports {
             self.learn_from_report(snapshot, pos, stats, ended, end);
         }
+    }
+
+    /// `end_call_at`'s end of a call of an `adaptive` balancer that has counted calls under a
+    /// `BYPASS` key: the counters where a call in flight was ended (the method's own first),
+    /// or None when neither had one (the method's own then count the report, as for any report
+    /// without a call).
+    #[inline(never)]
+    fn end_with_bypass<'s>(
+        &self,
+        methods: &'s crate::stats::MethodStats,
+        counter: u32,
+        end: &CallEnd,
+        elapsed_us: u64,
+    ) -> Option<&'s CallStats> {
+        let own = methods.get(end.method);
+        if let Some(stats) = own.filter(|s| s.try_end(counter, end.outcome, elapsed_us)) {
+            return Some(stats);
+        }
+        methods
+            .get_slow(end.method | BYPASS)
+            .filter(|s| s.try_end(counter, end.outcome, elapsed_us))
     }
 
     /// `end_call` on a snapshot pinned the general way (no current cached one).
@@ -1369,6 +1444,8 @@ impl Balancer {
                 live_period: short && strategy.kind() == StrategyKind::RoundRobin,
                 whole_ring: short && strategy.kind() == StrategyKind::ConsistentHash,
                 adaptive_pair: short && strategy.kind() == StrategyKind::Adaptive,
+                counts_bypass: strategy.kind() == StrategyKind::Adaptive,
+                bypassed: AtomicBool::new(false),
                 spread_counters: !strategy.reads_in_flight()
                     && !strategy.tracks_reports()
                     && !strategy.tracks_selects(),
@@ -1538,6 +1615,7 @@ impl Balancer {
             clock: &clock,
             rng,
             hint,
+            single: Cell::new(false),
         };
         inner.select_in(&call, candidates, excluded)
     }
@@ -1640,7 +1718,8 @@ impl Balancer {
                 out.push(',');
             }
             let mut sums = [0u64; 6];
-            let mut per_method = String::new();
+            // A method's calls picked among a single candidate (`BYPASS`) are its calls too.
+            let mut rows: Vec<(u32, [u64; 6])> = Vec::new();
             for (method, s) in m.state.methods.iter() {
                 let row = [
                     if inner.spread_counters {
@@ -1657,6 +1736,18 @@ impl Balancer {
                 for (sum, v) in sums.iter_mut().zip(row) {
                     *sum = sum.saturating_add(v);
                 }
+                let method = method & !BYPASS;
+                match rows.iter_mut().find(|(m, _)| *m == method) {
+                    Some((_, r)) => {
+                        for (a, v) in r.iter_mut().zip(row) {
+                            *a = a.saturating_add(v);
+                        }
+                    }
+                    None => rows.push((method, row)),
+                }
+            }
+            let mut per_method = String::new();
+            for (method, row) in rows {
                 if !per_method.is_empty() {
                     per_method.push(',');
                 }

@@ -456,6 +456,29 @@ impl CallStats {
         matched
     }
 
+    /// `end` only when a call is in flight here (true then); otherwise counts nothing, so that
+    /// the caller can end the call elsewhere.
+    pub fn try_end(&self, counter: u32, outcome: Outcome, elapsed_us: u64) -> bool {
+        let mut ended = self.ended.load(Acquire);
+        loop {
+            if self.counts.selected.load(Acquire).wrapping_sub(ended) as i64 <= 0 {
+                return false;
+            }
+            match self
+                .ended
+                .compare_exchange_weak(ended, ended.wrapping_add(1), Relaxed, Acquire)
+            {
+                Ok(_) => break,
+                Err(now) => ended = now,
+            }
+        }
+        match self.counts_of(counter) {
+            (counts, true) => counts.end::<true>(outcome, elapsed_us),
+            (counts, false) => counts.end::<false>(outcome, elapsed_us),
+        }
+        true
+    }
+
     /// `end` on the shared counts by their owner, for a strategy whose picks never read calls
     /// in flight while one thread counts here.
     #[inline]
@@ -679,6 +702,16 @@ impl CallStats {
 }
 
 const EMPTY: u32 = u32::MAX;
+
+/// Added to a method id, the key under which an `adaptive` balancer counts that method's calls
+/// picked among a single candidate: Dubbo returns a lone invoker without running its strategy,
+/// so none of its AdaptiveMetrics (requests, successes, errors) sees those calls. Kept in the
+/// overflow tables only (see [`MethodStats::get_slow`]).
+pub const BYPASS: u32 = 1 << 31;
+
+const _: () = assert!(
+    crate::balancer::MAX_METHODS <= BYPASS && (crate::balancer::MAX_METHODS - 1) | BYPASS != EMPTY
+);
 const FIRST_CAPACITY: usize = 8;
 
 /// A table of open addressing that never deletes: a key slot, once claimed by CAS, belongs to
@@ -749,9 +782,10 @@ impl MethodStats {
         self.get_slow(method)
     }
 
+    /// The counters of `method` in the overflow tables only (where [`BYPASS`] keys live).
     #[inline(never)]
-    fn get_slow(&self, method: u32) -> Option<&CallStats> {
-        // The inline slots are all another method's (see `get`).
+    pub fn get_slow(&self, method: u32) -> Option<&CallStats> {
+        // The inline slots are all another method's (see `get`), or `method` never lives there.
         let mut table = self.overflow.get()?;
         loop {
             let n = table.keys.len();
@@ -788,6 +822,13 @@ impl MethodStats {
                 return &self.inline[slot];
             }
         }
+        self.get_or_insert_in_tables(method)
+    }
+
+    /// The counters of `method` in the overflow tables, created on first use: for [`BYPASS`]
+    /// keys, which must not take an inline slot from a method that every call reads.
+    #[inline(never)]
+    pub fn get_or_insert_in_tables(&self, method: u32) -> &CallStats {
         let mut table = self
             .overflow
             .get_or_init(|| Box::new(Table::new(FIRST_CAPACITY)));

@@ -644,31 +644,91 @@ fn adaptive_cancelled_calls_say_nothing_about_the_provider() {
     // A cancelled call was never sent: only its in-flight count is undone (the Outcome's
     // contract). It must not count as a request without success in adaptive's success ratio,
     // or a caller that cancels picks (a deadline passed before sending) would shun a provider.
-    let picks = |cancelled: usize| -> Vec<u64> {
-        let b = balancer("loadbalance=adaptive&seed=9", &[provider(1), provider(2)]);
+    // The calls are picked by the strategy (calls picked among a single candidate are not
+    // adaptive's, as in Dubbo): paired with invoker 3, of weight 0, while no load is known,
+    // the weighted coin always gives the other one.
+    let first_pick = |seed: u64| -> u64 {
+        let b = balancer(
+            &format!("loadbalance=adaptive&seed={seed}"),
+            &[provider(1), provider(2), provider(3).weight(0)],
+        );
+        let pick_with_3 = |id: u64, outcome: Outcome| {
+            assert_eq!(b.select_among(0, b"", &[id, 3], &[], NOW).unwrap(), id);
+            b.report(0, id, 10_000, outcome, NOW).unwrap();
+        };
         for id in [1, 2] {
             for _ in 0..20 {
-                b.select_among(0, b"", &[id], &[], NOW).unwrap();
-                b.report(0, id, 10_000, Outcome::Success, NOW).unwrap();
+                pick_with_3(id, Outcome::Success);
             }
+        }
+        for _ in 0..20 {
+            pick_with_3(1, Outcome::Cancelled);
+        }
+        for id in [1, 2] {
             b.report_provider_metrics(0, id, NOW / 1000, 0.5, 10_000, NOW)
                 .unwrap();
         }
-        for _ in 0..cancelled {
-            b.select_among(0, b"", &[1], &[], NOW).unwrap();
-            b.report(0, 1, 0, Outcome::Cancelled, NOW).unwrap();
-        }
-        (0..200)
-            .map(|_| {
-                let id = b.select(0, b"", NOW).unwrap();
-                b.report(0, id, 10_000, Outcome::Success, NOW).unwrap();
-                id
-            })
-            .collect()
+        b.select_among(0, b"", &[1, 2], &[], NOW).unwrap()
     };
-    let plain = picks(0);
-    assert!(plain.contains(&1), "{plain:?}");
-    assert_eq!(picks(20), plain, "cancelled calls changed adaptive's picks");
+    // Equal loads: the weighted coin (1:1), one pick per balancer (a pick moves the loads).
+    // Counted as requests, the cancelled calls made 1's success ratio 20/41 against 2's 20/21,
+    // and every first pick went to 2.
+    let balancers = 400;
+    let ones = (0..balancers).filter(|&seed| first_pick(seed) == 1).count();
+    assert_binomial(
+        ones,
+        balancers as usize,
+        0.5,
+        5.0,
+        "cancelled calls shunned a provider",
+    );
+}
+
+#[test]
+fn adaptive_ignores_calls_picked_among_a_single_candidate() {
+    // Dubbo returns a lone invoker without running AdaptiveLoadBalance: no consumerReq, and
+    // without the loadbalance attribute its filter counts no success or error either. So calls
+    // a router sends to invoker 1 alone (held in flight, or answered) must not move its load:
+    // with equal provider metrics the pair ties and the choice is the weighted coin (1:1).
+    // Counted, 5 calls in flight made 1's load 6 times 2's (every pick to 2), and 5 successes
+    // made 1 look more reliable (every pick to 1).
+    let draws = 4000;
+    for answered in [false, true] {
+        let b = balancer("loadbalance=adaptive&seed=11", &[provider(1), provider(2)]);
+        let m = b.method("m").unwrap();
+        for _ in 0..5 {
+            assert_eq!(b.select_among(m, b"", &[1], &[], NOW).unwrap(), 1);
+            if answered {
+                b.report(m, 1, 10_000, Outcome::Success, NOW).unwrap();
+            }
+        }
+        for id in [1, 2] {
+            b.report_provider_metrics(m, id, NOW / 1000, 0.5, 10_000, NOW)
+                .unwrap();
+        }
+        let mut ones = 0;
+        for _ in 0..draws {
+            let id = b.select(m, b"", NOW).unwrap();
+            ones += usize::from(id == 1);
+            // Cancelled: the pick leaves no request, success or call in flight behind.
+            b.report(m, id, 0, Outcome::Cancelled, NOW).unwrap();
+        }
+        assert_binomial(ones, draws, 0.5, 5.0, &format!("answered: {answered}"));
+        // They are still the invoker's calls in the stats, under their method.
+        let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
+        let row = &v["invokers"][0];
+        assert_eq!(row["id"], 1);
+        assert_eq!(row["active"], if answered { 0 } else { 5 }, "{row}");
+        assert_eq!(row["succeeded"], if answered { 5 } else { 0 }, "{row}");
+        let methods = row["methods"].as_array().unwrap();
+        assert_eq!(methods.len(), 1, "{row}");
+        assert_eq!(methods[0]["method"], "m");
+        assert_eq!(methods[0]["selected"], 5 + ones, "{row}");
+        for _ in 0..5 {
+            b.report(m, 1, 10_000, Outcome::Success, NOW).unwrap();
+        }
+        assert_eq!(stat(&b, NOW, 1, "active"), 0);
+    }
 }
 
 #[test]

@@ -3,6 +3,10 @@
 //! Load = cpuLoad · (√ewma + 1) · (inflight + 1) / (successRatio · weight + 1). Until a provider
 //! reports metrics its cpuLoad is 0, so every load is 0, every comparison ties and the choice
 //! falls back to a weighted coin between the two candidates: the same degradation as Dubbo.
+//!
+//! Calls picked among a single candidate skip the strategy and are counted apart (see
+//! `stats::BYPASS`): as in Dubbo, the formula's requests, successes and calls in flight are those
+//! of the strategy's own picks.
 
 use super::{Ctx, Strategy, StrategyKind};
 use crate::balancer::Snapshot;
