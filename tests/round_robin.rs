@@ -777,3 +777,72 @@ fn totals_beyond_32_bits_keep_the_smooth_sequence() {
         .collect();
     assert_eq!(got, [1, 2, 1, 2, 1, 2]);
 }
+
+/// Picks under churn on a caller's timeline that starts at `offset_us` (warm-ups, subsets and
+/// gaps beyond the 60 s recycling included), from a fixed seed.
+fn churn_picks(offset_us: i64, seed: u64, warm: bool) -> Vec<u64> {
+    let mut s = seed;
+    let mut rnd = move |n: u64| {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (s >> 33) % n
+    };
+    let b = Balancer::new("loadbalance=roundrobin").unwrap();
+    let mut t: i64 = 1;
+    let mut out = Vec::new();
+    for _ in 0..60 {
+        let mut set = Vec::new();
+        for id in 1..=6u64 {
+            if rnd(3) == 0 {
+                continue;
+            }
+            let mut inv = Invoker::new(id, format!("10.0.0.{id}:1")).weight(1 + rnd(4) as i32);
+            if warm && rnd(4) == 0 {
+                let started_ms = (offset_us + t) / 1000 - rnd(5000) as i64;
+                inv = inv.start_time_ms(started_ms).warmup_ms(10_000);
+            }
+            set.push(inv);
+        }
+        if set.is_empty() {
+            continue;
+        }
+        b.update(&set).unwrap();
+        for _ in 0..rnd(20) {
+            t += rnd(3) as i64 * rnd(40_000) as i64 * 1000 + rnd(999) as i64;
+            let now = offset_us + t;
+            let pick = if rnd(3) == 0 && set.len() > 1 {
+                let c: Vec<u64> = set.iter().filter(|_| rnd(2) == 0).map(|i| i.id).collect();
+                b.select_among(0, b"", &c, &[], now)
+            } else {
+                b.select(0, b"", now)
+            };
+            if let Ok(id) = pick {
+                out.push(id);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn updates_do_not_depend_on_where_the_callers_timeline_sits() {
+    // `update` takes no time: what it prepares for the next pick (the period, recycling,
+    // whether warm-ups are over) follows the latest select's time, not the library's clock.
+    // The same churn on a timeline before the library's clock (2001), after it (2065) and
+    // starting at 1 µs (the first selects at ms 0, where the update falls back to the clock)
+    // picks the same.
+    const Y2001_US: i64 = 1_000_000_000_000_000;
+    for seed in 0..100 {
+        assert_eq!(
+            churn_picks(Y2001_US, seed, true),
+            churn_picks(3 * Y2001_US, seed, true),
+            "seed {seed}"
+        );
+        assert_eq!(
+            churn_picks(0, seed, false),
+            churn_picks(Y2001_US, seed, false),
+            "seed {seed}, from 1 µs"
+        );
+    }
+}
