@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::marker::PhantomData;
 use std::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64,
+    AtomicBool, AtomicU32, AtomicU64, AtomicU8,
     Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::{Arc, OnceLock};
@@ -351,8 +351,10 @@ struct Inner {
     /// `adaptive`: picks among a single candidate are counted under the method's `BYPASS` key,
     /// out of sight of the load formula (see `stats::BYPASS`).
     counts_bypass: bool,
-    /// Some call was counted under a `BYPASS` key: reports must look there first.
-    bypassed: AtomicBool,
+    /// How a report ends its call: `END_PLAIN`, `END_SPREAD` (`spread_counters`), or
+    /// `END_BYPASS` once some call was counted under a `BYPASS` key (reports must look there
+    /// too). One byte, so that the common report reads one flag, as before the third way.
+    end_path: AtomicU8,
     /// The strategy neither reads calls in flight nor follows selects or reports: its call
     /// counters are statistics, spread per thread once a second thread counts on an invoker
     /// (see `CallStats::begin_spread`).
@@ -402,6 +404,11 @@ struct CallEnd {
 }
 
 /// What one select call knows before its strategy runs.
+/// `Inner::end_path`'s values.
+const END_PLAIN: u8 = 0;
+const END_SPREAD: u8 = 1;
+const END_BYPASS: u8 = 2;
+
 struct Call<'a> {
     snapshot: &'a Snapshot,
     /// This thread's counter id (see `SnapshotCache::counter`).
@@ -762,8 +769,8 @@ impl Inner {
             .methods
             .get_or_insert_in_tables(method | BYPASS);
         stats.begin();
-        if !self.bypassed.load(Relaxed) {
-            self.bypassed.store(true, Relaxed);
+        if self.end_path.load(Relaxed) != END_BYPASS {
+            self.end_path.store(END_BYPASS, Relaxed);
         }
         if let Some(hint) = hint {
             hint.set(pos as u32);
@@ -1050,28 +1057,44 @@ impl Inner {
         let Some(pos) = pos else {
             return;
         };
+        let path = self.end_path.load(Relaxed);
+        if path == END_BYPASS {
+            return self.end_call_with_bypass(snapshot, pos, counter, end);
+        }
+        let elapsed_us = end.elapsed_us as u64;
+        let stats = snapshot.members[pos]
+            .state
+            .methods
+            .get_or_insert(end.method);
+        let ended = if path == END_SPREAD {
+            stats.end_spread(counter, end.outcome, elapsed_us);
+            true
+        } else {
+            stats.end(counter, end.outcome, elapsed_us)
+        };
+        if self.learns_from_reports {
+            self.learn_from_report(snapshot, pos, stats, ended, end);
+        }
+    }
+
+    /// `end_call_at` for an `adaptive` balancer that has counted calls under a `BYPASS` key.
+    /// A report carries no token saying how its call was picked: it ends a call the strategy
+    /// picked while one is in flight on this invoker, else one picked among a single
+    /// candidate. The counts are exact whenever the two kinds do not overlap on an invoker;
+    /// when they do, an outcome may be booked to the other kind, and that kind's count of
+    /// calls in flight stays one too high until the other call's report.
+    #[cold]
+    #[inline(never)]
+    fn end_call_with_bypass(&self, snapshot: &Snapshot, pos: usize, counter: u32, end: &CallEnd) {
         let elapsed_us = end.elapsed_us as u64;
         let methods = &snapshot.members[pos].state.methods;
-        // A report carries no token saying how its call was picked: it ends a call the strategy
-        // picked while one is in flight on this invoker, else one picked among a single
-        // candidate. The counts are exact whenever the two kinds do not overlap on an invoker;
-        // when they do, an outcome may be booked to the other kind, and that kind's count of
-        // calls in flight stays one too high until the other call's report.
-        let ended_elsewhere = match self.bypassed.load(Relaxed) {
-            true => self.end_with_bypass(methods, counter, end, elapsed_us),
-            false => None,
-        };
-        let (stats, ended) = match ended_elsewhere {
+        let (stats, ended) = match self.end_with_bypass(methods, counter, end, elapsed_us) {
             Some(stats) => (stats, true),
+            // Neither had a call in flight: the method's own count the report, as for any
+            // report without a call (adaptive's counters are never spread).
             None => {
                 let stats = methods.get_or_insert(end.method);
-                let ended = if self.spread_counters {
-                    stats.end_spread(counter, end.outcome, elapsed_us);
-                    true
-                } else {
-                    stats.end(counter, end.outcome, elapsed_us)
-                };
-                (stats, ended)
+                (stats, stats.end(counter, end.outcome, elapsed_us))
             }
         };
         if self.learns_from_reports {
@@ -1425,6 +1448,8 @@ impl Balancer {
         // Filters narrow the set only while an invoker is ejected (checked by `short_pin`) or
         // to the set's local zone (`Snapshot::local`), which every short path serves.
         let short = !strategy.tracks_selects();
+        let spread_counters =
+            !strategy.reads_in_flight() && !strategy.tracks_reports() && !strategy.tracks_selects();
         Balancer {
             inner: Arc::new(Inner {
                 rng: RngSource::new(config.seed),
@@ -1445,10 +1470,12 @@ impl Balancer {
                 whole_ring: short && strategy.kind() == StrategyKind::ConsistentHash,
                 adaptive_pair: short && strategy.kind() == StrategyKind::Adaptive,
                 counts_bypass: strategy.kind() == StrategyKind::Adaptive,
-                bypassed: AtomicBool::new(false),
-                spread_counters: !strategy.reads_in_flight()
-                    && !strategy.tracks_reports()
-                    && !strategy.tracks_selects(),
+                end_path: AtomicU8::new(if spread_counters {
+                    END_SPREAD
+                } else {
+                    END_PLAIN
+                }),
+                spread_counters,
                 strategy,
                 config,
                 snapshot: ArcSwap::from_pointee(Snapshot::empty()),
