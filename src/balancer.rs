@@ -1933,9 +1933,81 @@ mod tests {
         assert!(filter.restricts_now());
     }
 
+    /// boundedhash's total of calls in flight when an invoker leaves with calls to it in flight,
+    /// and calls that pinned the replaced set before the update finish there after it: the
+    /// update's reading of the leaving invoker's counters must account for each of them exactly
+    /// once, whichever side of it they fall on. Driven by hand: `end_call` and `select_in` on
+    /// the replaced set are what a thread preempted between its pin and its count runs.
+    #[test]
+    fn boundedhash_total_counts_calls_finishing_on_a_replaced_set_once() {
+        let b = Balancer::new("loadbalance=boundedhash").unwrap();
+        let set: Vec<Invoker> = (1..=4)
+            .map(|id| Invoker::new(id, format!("10.0.0.{id}:20880")))
+            .collect();
+        b.update(&set).unwrap();
+        let method = b.method("m").unwrap();
+        let method_state = b.inner.methods.get(method).unwrap();
+        let total = || crate::strategy::whole_set_in_flight(method_state).unwrap_or(0);
+        for _ in 0..3 {
+            assert_eq!(b.select_among(method, b"", &[4], &[], 0), Ok(4));
+        }
+        assert_eq!(b.select_among(method, b"", &[1], &[], 0), Ok(1));
+        assert_eq!(total(), 4);
+        let old = b.inner.snapshot.load_full();
+        b.update(&set[..3]).unwrap();
+        assert_eq!(total(), 1, "the leaving invoker's calls are taken out");
+        // A report that pinned the replaced set before the update ends one of invoker 4's
+        // calls there: the update already took it out.
+        let end = CallEnd {
+            method,
+            id: 4,
+            elapsed_us: 1000,
+            outcome: Outcome::Success,
+            now_us: 0,
+        };
+        b.inner.end_call(&old, NO_COUNTER, &end);
+        assert_eq!(total(), 1, "a call on a departed invoker ended twice");
+        // A select that pinned the replaced set before the update picks invoker 4 there; its
+        // report comes on the current set, which ignores it.
+        let clock = Clock::new(0);
+        let call = Call {
+            snapshot: &old,
+            counter: NO_COUNTER,
+            method_state,
+            method,
+            key: b"",
+            clock: &clock,
+            rng: b.inner.rng.on(None),
+            hint: None,
+        };
+        assert_eq!(b.inner.select_in(&call, &[4], &[]), Ok(4));
+        b.report(method, 4, 1000, Outcome::Success, 0).unwrap();
+        assert_eq!(
+            total(),
+            1,
+            "a call on a departed invoker is counted for good"
+        );
+        // The other stragglers' reports, on either set, change nothing; the staying invoker's
+        // call still ends.
+        b.inner.end_call(&old, NO_COUNTER, &end);
+        b.report(method, 4, 1000, Outcome::Success, 0).unwrap();
+        b.report(method, 1, 1000, Outcome::Success, 0).unwrap();
+        assert_eq!(total(), 0);
+        // Invoker 4 comes back with fresh counters, and a late report on the replaced set of
+        // one of its old calls does not end a new one.
+        b.update(&set).unwrap();
+        assert_eq!(b.select_among(method, b"", &[4], &[], 0), Ok(4));
+        assert_eq!(total(), 1);
+        b.inner.end_call(&old, NO_COUNTER, &end);
+        assert_eq!(total(), 1);
+        b.report(method, 4, 1000, Outcome::Success, 0).unwrap();
+        assert_eq!(total(), 0);
+    }
+
     /// boundedhash keeps the whole set's calls in flight per method and brings it up to date on
     /// every update. Calls selected and reported while a set is replaced must neither be lost
     /// from that total nor counted twice: with every call reported, it is 0 after each round.
+    /// Every other update takes invoker 4 out, with calls to it in flight.
     #[test]
     fn boundedhash_in_flight_total_survives_updates_racing_calls() {
         use std::sync::atomic::AtomicUsize;
@@ -1985,7 +2057,7 @@ mod tests {
                 phase.store(2 * r - 1, Release);
                 // Let the workers start calling, then replace the set under them.
                 std::thread::yield_now();
-                b.update(&set).unwrap();
+                b.update(if r % 2 == 0 { &set } else { &set[..3] }).unwrap();
                 phase.store(2 * r, Release);
                 while parked.iter().any(|p| p.load(Acquire) != 2 * r) {
                     std::thread::yield_now();
@@ -1999,7 +2071,9 @@ mod tests {
             stop.store(true, Release);
             assert!(
                 drifted.is_empty(),
-                "rounds ended with a total in flight: {drifted:?}"
+                "{} of {ROUNDS} rounds ended with a total in flight, the first: {:?}",
+                drifted.len(),
+                &drifted[..drifted.len().min(8)]
             );
         });
     }

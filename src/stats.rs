@@ -418,6 +418,29 @@ impl CallStats {
         self.counts.begin::<false>()
     }
 
+    /// Takes these counters (of a strategy that reads calls in flight) out of use when their
+    /// invoker leaves the set, and returns the calls in flight at that instant, as a strategy
+    /// that keeps its own total of them must take out. Calls that pinned the replaced set
+    /// before the update may still count here after it: each is told which side of the seal
+    /// it fell on, so that the strategy counts it exactly once. A select counted after it
+    /// sees `selected_before` at or above `SEALED_SELECTS` ([`CallStats::sealed`]); a report
+    /// counted after it finds ends outnumbering selects by far, so `end` matches no call.
+    /// A call in between (selected after the first add, ended before the second) has its end
+    /// but not its select in the value returned, and its report counts but its select does
+    /// not: the two cancel out. Call it once per counters.
+    pub fn seal(&self) -> i64 {
+        let selected = self.counts.selected.fetch_add(SEALED_SELECTS, AcqRel);
+        let ended = self.ended.fetch_add(SEALED_ENDS, AcqRel);
+        selected.wrapping_sub(ended) as i64
+    }
+
+    /// True when the select that `begin` answered `selected_before` was counted after
+    /// [`CallStats::seal`]: the strategy's own total left it out.
+    #[inline]
+    pub fn sealed(selected_before: u64) -> bool {
+        selected_before >= SEALED_SELECTS
+    }
+
     /// Whether nothing was in flight when the select that `begin` answered `selected_before`
     /// counted itself. Calls that ended since count as ended then: racing selects each see
     /// the others' calls (`active() == 1` after the fact saw none idle when two raced).
@@ -700,6 +723,12 @@ impl CallStats {
         active.max(0)
     }
 }
+
+/// What [`CallStats::seal`] adds to `selected`, and to `ended`: far beyond any real count (a
+/// select a nanosecond would take 73 years to reach 2^61), and ends then exceed selects by
+/// 2^61, so that no report after the seal matches a call.
+const SEALED_SELECTS: u64 = 1 << 61;
+const SEALED_ENDS: u64 = 1 << 62;
 
 const EMPTY: u32 = u32::MAX;
 

@@ -20,7 +20,8 @@
 //!
 //! The whole set's in-flight total is kept per method (one counter, +1 on select, -1 on report)
 //! so that a whole-set pick is O(walk), not O(n); an update takes out the calls in flight on the
-//! invokers that left, whose reports are ignored from then on.
+//! invokers that left, whose reports are ignored from then on (their counters sealed, so that
+//! calls still finishing on the replaced set count once: see `after_update`).
 
 use super::consistent_hash::{key_point, ConsistentHash, Ring};
 use super::slow_start::{Ramp, SlowStart};
@@ -257,10 +258,14 @@ impl Strategy for BoundedHash {
         method: &MethodState,
         method_id: u32,
         _stats: &CallStats,
-        _selected_before: u64,
+        selected_before: u64,
         _clock: &Clock,
     ) {
-        Load::of(method, method_id).in_flight.fetch_add(1, Relaxed);
+        // Counted on a replaced set after its invoker left: the update already took that
+        // invoker's calls out, and its report will be ignored.
+        if !CallStats::sealed(selected_before) {
+            Load::of(method, method_id).in_flight.fetch_add(1, Relaxed);
+        }
     }
 
     fn on_report(&self, r: &Report<'_>) {
@@ -281,16 +286,19 @@ impl Strategy for BoundedHash {
         // Only the calls in flight on invokers that left are taken out: their reports are
         // ignored from now on. A recount of every invoker, stored over the total, lost or
         // doubled the calls whose select or report fell between its reads and its store, on
-        // every update. (A select or report still running on the replaced set for a leaving
-        // invoker, after its count was read here, can still leave the total one off for
-        // good: only on departures, and only for the few nanoseconds such a call takes.)
+        // every update. A read of the leaving invokers' counts missed the calls still running
+        // on the replaced set (pinned before the update): a select counted after the read
+        // stayed in the total for good, a report ended after it took its call out twice. The
+        // seal tells each of them which side it fell on (`on_select`; `end` matches no call
+        // after it). Counters are made for a leaving invoker that has none for the method, or
+        // a late select would make them unsealed. (Left: a method's very first pick racing
+        // the update, before its total exists here.)
         if let Some(load) = method.ext_if_present::<Load>() {
             let departed: i64 = previous
                 .members
                 .iter()
                 .filter(|m| snapshot.position(m.id).is_none())
-                .filter_map(|m| m.state.methods.get(load.method_id))
-                .map(|s| s.active())
+                .map(|m| m.state.methods.get_or_insert(load.method_id).seal())
                 .sum();
             load.in_flight.fetch_sub(departed, Relaxed);
         }
