@@ -335,18 +335,15 @@ impl Drop for ModelGuard<'_> {
     }
 }
 
-/// shortestresponse's per-(invoker, method) window, as Dubbo's RpcStatus keeps it.
+/// shortestresponse's per-(invoker, method) window: what Dubbo's RpcStatus counts less the
+/// offsets its window keeps, in one word (see `strategy::shortest_response`).
 #[derive(Default)]
 #[repr(C)]
 pub struct ResponseWindow {
-    /// The sum of successful latencies truncated to whole ms per call.
-    pub succeeded_elapsed_ms: AtomicU64,
-    /// The successes that `succeeded_elapsed_ms` sums (kept here, not read from the spread
-    /// statistics: those would be many lines to sum for each candidate of every pick).
-    pub succeeded_calls: AtomicU64,
-    /// Both as they were when the current window started.
-    pub window_succeeded: AtomicU64,
-    pub window_elapsed_ms: AtomicU64,
+    /// The window's successes and the sum of their latencies, truncated to whole ms per call
+    /// (kept here, not read from the spread statistics: those would be many lines to sum for
+    /// each candidate of every pick).
+    pub successes: AtomicU64,
 }
 
 /// peakewma's per-(invoker, method) state: plain atomics, so that a pick reads it without a
@@ -1166,15 +1163,7 @@ mod tests {
         }
         assert_eq!(e.estimate_bits.load(Relaxed), 0);
         assert_eq!(e.successes.load(Relaxed), 0);
-        let w = s.window();
-        for word in [
-            &w.succeeded_elapsed_ms,
-            &w.succeeded_calls,
-            &w.window_succeeded,
-            &w.window_elapsed_ms,
-        ] {
-            assert_eq!(word.load(Relaxed), 0);
-        }
+        assert_eq!(s.window().successes.load(Relaxed), 0);
         let a = s.adaptive();
         assert!(!a.has_provider_metrics.load(Relaxed));
         assert_eq!(a.pick_time_ms.load(Relaxed), 0);
