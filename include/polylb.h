@@ -166,8 +166,9 @@ int32_t plb_balancer_new(const uint8_t *config, size_t config_len, struct plb_ba
  * Frees a balancer. NULL is a no-op. Call it once, after every other call on it has returned.
  *
  * Each thread keeps the invoker set it last used of up to 64 balancers (so that a call needs no
- * reference counting); a set cached by a thread other than the caller is released when that
- * thread's cache slot is taken by another balancer, or when the thread exits.
+ * reference counting). The free releases every set of the balancer at once, those that other
+ * threads cached included, with their invokers' state; each such thread keeps only an empty
+ * set (at most 256 bytes) in its slot until another balancer takes the slot or it exits.
  */
 void plb_balancer_free(struct plb_balancer *b);
 
@@ -177,12 +178,12 @@ void plb_balancer_free(struct plb_balancer *b);
  * fail with PLB_ERR_NO_PROVIDER.
  *
  * The replaced set is freed once no thread holds it: the calling thread drops its cached copy
- * here, other threads at their next call on this balancer (see plb_balancer_free). Updating to
- * an empty set therefore releases the state of a balancer that is no longer used while other
- * threads may still hold its handle, except the copies other threads cached (released as
- * plb_balancer_free says: such a copy stays until that thread's slot is taken or it exits); the
- * bindings' close() does this and leaves the free to their garbage collector, so that a call
- * racing close() never reaches freed memory.
+ * here; another thread's copy goes at its next call on this balancer, when another balancer
+ * takes its slot, when it exits, or at plb_balancer_free, whichever comes first. Updating to an
+ * empty set therefore releases the state of a balancer that is no longer used while other
+ * threads may still hold its handle, except the copies other threads cached (until one of
+ * those); the bindings' close() does this and leaves the free to their garbage collector, so
+ * that a call racing close() never reaches freed memory.
  */
 int32_t plb_balancer_update(const struct plb_balancer *b, const struct plb_invoker *invokers, size_t n, char *err, size_t err_cap, size_t *err_len);
 

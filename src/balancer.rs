@@ -25,7 +25,7 @@ use std::sync::atomic::{
     AtomicBool, AtomicU32, AtomicU64, AtomicU8,
     Ordering::{Acquire, Relaxed, Release},
 };
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 /// Method ids are small integers; this many may be interned per balancer.
 pub const MAX_METHODS: u32 = 1 << 20;
@@ -49,6 +49,16 @@ const _: () = assert!(std::mem::size_of::<Member>() == 64);
 /// An immutable view of the set. Readers load it without blocking; update swaps a new one in.
 pub(crate) struct Snapshot {
     pub generation: u64,
+    /// Everything else, read through `Deref`. Only the balancer's drop writes it, to empty it
+    /// (see `Inner::drop`): threads keep snapshots in their caches past the balancer's life.
+    body: UnsafeCell<SnapshotBody>,
+}
+
+// SAFETY: the body is `Sync`, and written only by `Snapshot::empty_out`, whose caller
+// guarantees that no reference to it exists.
+unsafe impl Sync for Snapshot {}
+
+pub(crate) struct SnapshotBody {
     pub members: Box<[Member]>,
     pub by_id: IdIndex,
     /// Positions 0..n, so that "every invoker" is a candidate slice like any other.
@@ -68,10 +78,9 @@ pub(crate) struct Snapshot {
     pub local: Option<LocalZone>,
 }
 
-impl Snapshot {
-    fn empty() -> Snapshot {
-        Snapshot {
-            generation: 0,
+impl SnapshotBody {
+    fn empty() -> SnapshotBody {
+        SnapshotBody {
             members: Box::new([]),
             by_id: IdIndex::new(&[]),
             all: Box::new([]),
@@ -80,6 +89,39 @@ impl Snapshot {
             prepared: None,
             local: None,
         }
+    }
+}
+
+impl std::ops::Deref for Snapshot {
+    type Target = SnapshotBody;
+
+    #[inline(always)]
+    fn deref(&self) -> &SnapshotBody {
+        // SAFETY: written only by `empty_out`, when no reference to it may exist.
+        unsafe { &*self.body.get() }
+    }
+}
+
+impl Snapshot {
+    fn new(generation: u64, body: SnapshotBody) -> Snapshot {
+        Snapshot {
+            generation,
+            body: UnsafeCell::new(body),
+        }
+    }
+
+    fn empty() -> Snapshot {
+        Snapshot::new(0, SnapshotBody::empty())
+    }
+
+    /// Frees what the snapshot holds, leaving an empty set.
+    ///
+    /// # Safety
+    /// No reference to its body exists, nor will until it drops: no call runs or will run on
+    /// its balancer (which is being dropped), and the thread caches that hold it read a
+    /// snapshot only after they find their balancer's uid in the slot.
+    unsafe fn empty_out(&self) {
+        *self.body.get() = SnapshotBody::empty();
     }
 
     #[inline]
@@ -364,7 +406,9 @@ struct Inner {
     config: Config,
     strategy: Box<dyn Strategy>,
     snapshot: ArcSwap<Snapshot>,
-    update_lock: Mutex<()>,
+    /// Held by an update. Its sets that threads may still cache (pruned on each update), so
+    /// that the balancer's drop can free what they hold.
+    update_lock: Mutex<Vec<Weak<Snapshot>>>,
     /// Zone preference and outlier ejection; None when neither is configured.
     filter: Option<Filter>,
 }
@@ -1327,7 +1371,8 @@ impl Inner {
     /// Drops this thread's cached snapshot of this balancer, if it holds one. Called on update
     /// (so that the updating thread does not keep the replaced set alive until its next call,
     /// which may never come: an update to an empty set is how bindings release a closed
-    /// balancer's state) and on drop. Other threads' copies go at their next call on it.
+    /// balancer's state) and on drop. Other threads' copies go at their next call on it, or are
+    /// emptied by the drop.
     fn forget_cached_snapshot(&self) {
         let _ = CACHE.try_with(|cell| {
             // SAFETY: this thread's own cache; neither caller runs inside a call on it.
@@ -1347,6 +1392,22 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // Free this thread's cached snapshot now rather than at its next reuse of the slot.
         self.forget_cached_snapshot();
+        // Other threads keep the sets they cached until their slot goes to another balancer
+        // or they exit, which may be never: what those sets hold (invokers, their counters,
+        // rings, tables) goes now, and each thread's slot keeps an empty snapshot.
+        let current = self.snapshot.load_full();
+        let replaced = std::mem::take(self.update_lock.get_mut());
+        for snapshot in replaced
+            .iter()
+            .filter_map(Weak::upgrade)
+            .chain(Some(current))
+        {
+            // SAFETY: the balancer is being dropped, so no call on it runs or will run, and a
+            // thread's cache reads a snapshot's body only after finding the balancer's uid in
+            // its slot, which no live balancer has. Holding the snapshot here, no other thread
+            // drops it meanwhile.
+            unsafe { snapshot.empty_out() };
+        }
     }
 }
 
@@ -1402,8 +1463,8 @@ thread_local! {
     /// Each thread keeps the snapshot it last used of up to `CACHED` balancers, so that a call
     /// costs a generation compare instead of arc-swap's atomic read-modify-writes. A cached
     /// snapshot outlives an update only until this thread's next call on that balancer (or a
-    /// call on another balancer mapped to the same slot, or the balancer's drop on this
-    /// thread): ids that left are never served from it, and their state is freed then.
+    /// call on another balancer mapped to the same slot, or the balancer's drop, which empties
+    /// it): ids that left are never served from it, and their state is freed then.
     static CACHE: UnsafeCell<SnapshotCache> = const {
         UnsafeCell::new(SnapshotCache {
             in_call: false,
@@ -1480,7 +1541,7 @@ impl Balancer {
                 config,
                 snapshot: ArcSwap::from_pointee(Snapshot::empty()),
                 methods: Methods::new(),
-                update_lock: Mutex::new(()),
+                update_lock: Mutex::new(Vec::new()),
                 filter,
             }),
         }
@@ -1499,7 +1560,7 @@ impl Balancer {
     pub fn update(&self, invokers: &[Invoker]) -> Result<(), Error> {
         validate(invokers)?;
         let inner = &*self.inner;
-        let _guard = inner.update_lock.lock();
+        let mut replaced = inner.update_lock.lock();
         let old = inner.snapshot.load_full();
         let mut until = i64::MIN;
         let members: Box<[Member]> = invokers
@@ -1532,16 +1593,18 @@ impl Balancer {
             .collect();
         let prepared = inner.strategy.prepare(&members, &old);
         let local = inner.filter.as_ref().and_then(|f| f.local_zone(&members));
-        let snapshot = Arc::new(Snapshot {
-            generation: old.generation + 1,
-            all: (0..members.len() as u32).collect(),
-            members,
-            by_id: IdIndex::new(&invokers.iter().map(|i| i.id).collect::<Vec<_>>()),
-            time_dependent_until_ms: until,
-            settled: AtomicBool::new(until == i64::MIN || Clock::new(0).now_ms() >= until),
-            prepared,
-            local,
-        });
+        let snapshot = Arc::new(Snapshot::new(
+            old.generation + 1,
+            SnapshotBody {
+                all: (0..members.len() as u32).collect(),
+                members,
+                by_id: IdIndex::new(&invokers.iter().map(|i| i.id).collect::<Vec<_>>()),
+                time_dependent_until_ms: until,
+                settled: AtomicBool::new(until == i64::MIN || Clock::new(0).now_ms() >= until),
+                prepared,
+                local,
+            },
+        ));
         inner.snapshot.store(snapshot.clone());
         // Threads compare this with their cached snapshot's generation (see `Inner::pin`).
         inner.generation.store(snapshot.generation, Release);
@@ -1552,6 +1615,8 @@ impl Balancer {
         inner
             .methods
             .each(|m| inner.strategy.after_update(m, &snapshot, &old, &clock));
+        replaced.retain(|s| s.strong_count() > 0);
+        replaced.push(Arc::downgrade(&old));
         drop(old);
         inner.forget_cached_snapshot();
         Ok(())
@@ -1895,6 +1960,67 @@ mod tests {
             state.upgrade().is_none(),
             "the replaced set is still alive after the update"
         );
+    }
+
+    /// Dropping a balancer frees the sets that other threads cached, the current one and older
+    /// ones, though those threads make no further call: each keeps only an empty husk of its
+    /// snapshot (bounded below) until its slot goes to another balancer or it exits.
+    #[test]
+    fn dropping_a_balancer_frees_the_sets_other_threads_cached() {
+        use std::sync::mpsc;
+        let b = Balancer::new("loadbalance=consistenthash").unwrap();
+        let set: Vec<Invoker> = (1..=4)
+            .map(|id| Invoker::new(id, format!("10.0.0.{id}:20880")))
+            .collect();
+        b.update(&set).unwrap();
+        let states: Vec<_> = b.inner.snapshot.load().members[..]
+            .iter()
+            .map(|m| Arc::downgrade(&m.state))
+            .collect();
+        // A thread that selects once, caching the set, then waits without another call until
+        // told to exit.
+        let caller = |b: &Balancer| {
+            let b = b.clone();
+            let (cached, cached_rx) = mpsc::channel();
+            let (exit, exit_rx) = mpsc::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                b.select(0, b"key", 0).unwrap();
+                drop(b);
+                cached.send(()).unwrap();
+                let _ = exit_rx.recv();
+            });
+            cached_rx.recv().unwrap();
+            (thread, exit)
+        };
+        let first = caller(&b);
+        let older = Arc::downgrade(&b.inner.snapshot.load_full());
+        // Invoker 4's state is now only in the set the first thread cached.
+        b.update(&set[..3]).unwrap();
+        let second = caller(&b);
+        let current = Arc::downgrade(&b.inner.snapshot.load_full());
+        assert!(states.iter().all(|s| s.upgrade().is_some()));
+        drop(b);
+        let kept: Vec<usize> = (0..states.len())
+            .filter(|&i| states[i].upgrade().is_some())
+            .collect();
+        assert!(
+            kept.is_empty(),
+            "invokers' state kept after the drop: {kept:?}"
+        );
+        for husk in [&older, &current] {
+            let husk = husk.upgrade().expect("the threads' slots still hold it");
+            assert!(husk.members.is_empty() && husk.all.is_empty());
+            assert!(husk.prepared.is_none() && husk.local.is_none());
+        }
+        assert!(
+            std::mem::size_of::<Snapshot>() + 2 * 8 + 32 <= 256,
+            "the husk left per thread and dropped balancer is larger than documented"
+        );
+        for (thread, exit) in [first, second] {
+            exit.send(()).unwrap();
+            thread.join().unwrap();
+        }
+        assert!(older.upgrade().is_none() && current.upgrade().is_none());
     }
 
     /// A failure reported on a replaced set (its report began before the update) must not eject

@@ -234,9 +234,9 @@ func freeHandle(handle *C.plb_balancer) {
 // Memory: Close empties the invoker set at once (or, if an Update, Method or
 // Stats call is inside the library, as soon as the last of them returns), so
 // the library drops the set and its per-invoker state: counters, rings,
-// latency windows. As with plb_balancer_free, another thread that ran calls
-// on the balancer may keep its cached copy of the last set until its cache
-// slot is taken by another balancer or it exits (see the header). The rest
+// latency windows. Another thread that ran calls on the balancer may keep
+// its cached copy of the last set until its cache slot is taken by another
+// balancer, it exits, or the handle is freed (see the header). The rest
 // — configuration, interned method names, per-method strategy state (for
 // roundrobin, a small entry per method and invoker) — is freed with the
 // handle, by a cleanup that runs after the *Balancer has become unreachable,
