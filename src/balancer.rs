@@ -1102,9 +1102,6 @@ impl Inner {
             return;
         };
         let path = self.end_path.load(Relaxed);
-        if path == END_BYPASS {
-            return self.end_call_with_bypass(snapshot, pos, counter, end);
-        }
         let elapsed_us = end.elapsed_us as u64;
         let stats = snapshot.members[pos]
             .state
@@ -1113,6 +1110,8 @@ impl Inner {
         let ended = if path == END_SPREAD {
             stats.end_spread(counter, end.outcome, elapsed_us);
             true
+        } else if path == END_BYPASS {
+            return self.end_call_with_bypass(snapshot, pos, counter, end);
         } else {
             stats.end(counter, end.outcome, elapsed_us)
         };
