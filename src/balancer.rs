@@ -2104,6 +2104,7 @@ mod tests {
             clock: &clock,
             rng: b.inner.rng.on(None),
             hint: None,
+            single: Cell::new(false),
         };
         assert_eq!(b.inner.select_in(&call, &[4], &[]), Ok(4));
         b.report(method, 4, 1000, Outcome::Success, 0).unwrap();
