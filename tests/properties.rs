@@ -11,6 +11,14 @@
 //!   B's; the ABI answers exactly as the Rust API; after reporting every select nothing is in
 //!   flight. Strategy rules: leastactive picks a least-active candidate; random and
 //!   leastactive never pick a zero-weight candidate while a positive one is eligible.
+//!   The balancers take the options a deployment sets, drawn within their documented ranges
+//!   (`Opts`): every key of `src/config.rs` a strategy accepts, with zoned invokers. The
+//!   config parses to exactly those values; a pick skips ejected invokers (unless all of the
+//!   call's are) and keeps to the healthy local zone as `zone.minHealthyPercent` says (the
+//!   strategy rules then apply within what the filters leave); ejections stay within
+//!   `outlier.maxEjectionPercent`, last `outlier.baseEjectionMs..=outlier.maxEjectionMs`, come
+//!   from failures only, and `outlier.consecutiveFailures` in a row eject while the budget
+//!   allows; slow start's weight share stays within `slowstart.minWeightPercent..=100`.
 //! * `consistent_hash_*`: the ring is deterministic (same set → same picks, also through the
 //!   ABI), a removal moves only the removed invoker's keys, and a candidate subset answers as a
 //!   ring rebuilt from the subset.
@@ -218,6 +226,8 @@ struct Inv {
     addr: u8,
     start_ms: i64,
     warmup_ms: i32,
+    /// Index into `ZONES`; None = no zone.
+    zone: Option<u8>,
 }
 
 #[derive(Clone, Debug)]
@@ -270,6 +280,7 @@ fn arb_set() -> impl Strategy<Value = Vec<Inv>> {
                             1 => (-300_000i64..300_000).prop_map(|d| BASE_US / 1000 + d)
                         ],
                         prop_oneof![Just(-1), Just(0), 1000i32..400_000],
+                        prop_oneof![1 => Just(None), 3 => (0u8..3).prop_map(Some)],
                     ),
                     n,
                 ),
@@ -278,12 +289,13 @@ fn arb_set() -> impl Strategy<Value = Vec<Inv>> {
         .prop_map(|(ids, attrs)| {
             ids.into_iter()
                 .zip(attrs)
-                .map(|(id, (weight, addr, start_ms, warmup_ms))| Inv {
+                .map(|(id, (weight, addr, start_ms, warmup_ms, zone))| Inv {
                     id,
                     weight,
                     addr,
                     start_ms,
                     warmup_ms,
+                    zone,
                 })
                 .collect()
         })
@@ -330,12 +342,291 @@ fn arb_op() -> impl Strategy<Value = Op> {
 fn invokers(set: &[Inv]) -> Vec<Invoker> {
     set.iter()
         .map(|i| {
-            Invoker::new(i.id, format!("10.1.{}.{}:20880", i.addr, i.id))
+            let inv = Invoker::new(i.id, format!("10.1.{}.{}:20880", i.addr, i.id))
                 .weight(i.weight)
                 .start_time_ms(i.start_ms)
-                .warmup_ms(i.warmup_ms)
+                .warmup_ms(i.warmup_ms);
+            match i.zone {
+                Some(z) => inv.zone(ZONES[z as usize]),
+                None => inv,
+            }
         })
         .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options a deployment sets, each within the range `src/config.rs` accepts. `None` leaves the
+// key out (its default applies); a key is only given where the parser accepts it, so that every
+// drawn configuration builds a balancer.
+
+/// Zones of invokers (`Inv::zone`) and of the consumer (`Opts::zone`); "zq" has no invoker.
+const ZONES: [&str; 4] = ["z0", "z1", "z2", "zq"];
+
+#[derive(Clone, Debug, Default)]
+struct Opts {
+    hash_nodes: Option<u32>,
+    warmup_ms: Option<i32>,
+    slide_period_ms: Option<i64>,
+    timeout_ms: Option<i32>,
+    p2c_choices: Option<u32>,
+    pe_choices: Option<u32>,
+    pe_decay_ms: Option<i64>,
+    pe_penalty_ms: Option<i64>,
+    pe_preference_ms: Option<i64>,
+    bh_factor: Option<f64>,
+    /// Index into `ZONES`.
+    zone: Option<u8>,
+    zone_min_healthy: Option<u32>,
+    outlier: Option<Outlier>,
+    slow_start: Option<Slow>,
+}
+
+#[derive(Clone, Debug)]
+struct Outlier {
+    consecutive: Option<u32>,
+    /// The failure-rate rule, with its window and minimum calls.
+    rate: Option<(u32, Option<i64>, Option<u32>)>,
+    base_ms: Option<i64>,
+    max_ms: Option<i64>,
+    max_percent: Option<u32>,
+}
+
+#[derive(Clone, Debug)]
+struct Slow {
+    window_ms: i64,
+    min_percent: Option<u32>,
+    aggression: Option<f64>,
+}
+
+fn maybe<T: std::fmt::Debug + Clone + 'static>(
+    s: impl Strategy<Value = T> + 'static,
+) -> BoxedStrategy<Option<T>> {
+    prop_oneof![1 => Just(None), 2 => s.prop_map(Some)].boxed()
+}
+
+fn choices() -> impl Strategy<Value = u32> {
+    prop_oneof![Just(0u32), Just(2), Just(16), 2u32..=16]
+}
+
+fn arb_outlier() -> impl Strategy<Value = Outlier> {
+    (
+        // Mostly low thresholds: ejections are what the filters' checks need.
+        maybe(prop_oneof![2 => Just(1u32), 1 => 2u32..5]),
+        maybe((
+            prop_oneof![Just(100u32), 1u32..=100],
+            maybe(1i64..20_000),
+            maybe(1u32..8),
+        )),
+        prop_oneof![Just(None), (1i64..120_000).prop_map(Some)],
+        maybe(0i64..600_000),
+        maybe(prop_oneof![Just(0u32), Just(100), 0u32..=100]),
+    )
+        .prop_map(|(consecutive, rate, base_ms, extra, max_percent)| {
+            // Enabled by at least one rule, else every outlier key is an error.
+            let consecutive = if rate.is_none() {
+                consecutive.or(Some(1))
+            } else {
+                consecutive
+            };
+            // The longest ejection is at least the first (the default 300 000 is above any
+            // base drawn here).
+            let max_ms = extra.map(|e| base_ms.unwrap_or(30_000) + e);
+            Outlier {
+                consecutive,
+                rate,
+                base_ms,
+                max_ms,
+                max_percent,
+            }
+        })
+}
+
+fn arb_opts() -> impl Strategy<Value = Opts> {
+    (
+        (
+            maybe(prop_oneof![Just(4u32), 4u32..=1024]),
+            maybe(prop_oneof![
+                Just(i32::MIN),
+                -1i32..1,
+                1i32..400_000,
+                Just(i32::MAX)
+            ]),
+            maybe(prop_oneof![Just(1i64), 1i64..60_000, Just(i64::MAX)]),
+            maybe(prop_oneof![Just(1i32), 1i32..5_000, Just(i32::MAX)]),
+            maybe(choices()),
+        ),
+        (
+            maybe(choices()),
+            maybe(prop_oneof![Just(1i64), 1i64..100_000]),
+            maybe(prop_oneof![Just(0i64), 0i64..10_000]),
+            maybe(prop_oneof![Just(0i64), Just(1), 0i64..5_000]),
+            maybe(prop_oneof![Just(1.0f64), Just(100.0), 1.0f64..=100.0]),
+        ),
+        (
+            maybe(0u8..4),
+            maybe(prop_oneof![Just(1u32), Just(100), 1u32..=100]),
+            prop_oneof![1 => Just(None), 3 => arb_outlier().prop_map(Some)],
+            maybe(
+                (
+                    prop_oneof![Just(1i64), 1i64..200_000],
+                    maybe(prop_oneof![Just(1u32), Just(100), 1u32..=100]),
+                    maybe(prop_oneof![Just(0.1f64), Just(10.0), 0.1f64..=10.0]),
+                )
+                    .prop_map(|(window_ms, min_percent, aggression)| Slow {
+                        window_ms,
+                        min_percent,
+                        aggression,
+                    }),
+            ),
+        ),
+    )
+        .prop_map(|(a, b, c)| Opts {
+            hash_nodes: a.0,
+            warmup_ms: a.1,
+            slide_period_ms: a.2,
+            timeout_ms: a.3,
+            p2c_choices: a.4,
+            pe_choices: b.0,
+            pe_decay_ms: b.1,
+            pe_penalty_ms: b.2,
+            pe_preference_ms: b.3,
+            bh_factor: b.4,
+            zone: c.0,
+            zone_min_healthy: c.1,
+            outlier: c.2,
+            slow_start: c.3,
+        })
+}
+
+/// Mostly drawn options, sometimes none at all (the configuration most tests use).
+fn arb_any_opts() -> impl Strategy<Value = Opts> {
+    prop_oneof![1 => Just(Opts::default()), 4 => arb_opts()]
+}
+
+impl Opts {
+    /// The options the parser accepts for `strategy`, as a config string.
+    fn config(&self, strategy: &str, seed: u64) -> String {
+        fn text<T: std::fmt::Display>(v: &Option<T>) -> Option<String> {
+            v.as_ref().map(T::to_string)
+        }
+        let mut pairs = vec![
+            ("loadbalance", Some(strategy.to_string())),
+            ("seed", Some(seed.to_string())),
+            ("hash.nodes", text(&self.hash_nodes)),
+            ("warmup", text(&self.warmup_ms)),
+            ("shortestresponse.slidePeriod", text(&self.slide_period_ms)),
+            ("timeout", text(&self.timeout_ms)),
+            ("zone", self.zone.map(|z| ZONES[z as usize].to_string())),
+        ];
+        match strategy {
+            "p2c" => pairs.push(("p2c.choices", text(&self.p2c_choices))),
+            "peakewma" => pairs.extend([
+                ("peakewma.choices", text(&self.pe_choices)),
+                ("peakewma.decay", text(&self.pe_decay_ms)),
+                ("peakewma.failurePenalty", text(&self.pe_penalty_ms)),
+                ("peakewma.preferenceMs", text(&self.pe_preference_ms)),
+            ]),
+            "boundedhash" => pairs.push(("boundedhash.factor", text(&self.bh_factor))),
+            _ => {}
+        }
+        if let Some(o) = &self.outlier {
+            pairs.extend([
+                ("outlier.consecutiveFailures", text(&o.consecutive)),
+                ("outlier.baseEjectionMs", text(&o.base_ms)),
+                ("outlier.maxEjectionMs", text(&o.max_ms)),
+                ("outlier.maxEjectionPercent", text(&o.max_percent)),
+            ]);
+            if let Some((rate, window, min)) = &o.rate {
+                pairs.extend([
+                    ("outlier.failureRate", Some(rate.to_string())),
+                    ("outlier.windowMs", text(window)),
+                    ("outlier.minRequests", text(min)),
+                ]);
+            }
+            if self.zone.is_some() {
+                pairs.push(("zone.minHealthyPercent", text(&self.zone_min_healthy)));
+            }
+        }
+        if let (Some(slow), true) = (&self.slow_start, beyond_dubbo(strategy)) {
+            pairs.extend([
+                ("slowstart.windowMs", Some(slow.window_ms.to_string())),
+                ("slowstart.minWeightPercent", text(&slow.min_percent)),
+                ("slowstart.aggression", text(&slow.aggression)),
+            ]);
+        }
+        let given: Vec<String> = pairs
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
+            .collect();
+        given.join("&")
+    }
+
+    /// What `config(strategy, seed)` must parse to, field by field.
+    fn expected(&self, strategy: &str, seed: u64) -> polylb::Config {
+        let mut c = polylb::Config {
+            strategy: polylb::StrategyKind::from_name(strategy).unwrap(),
+            seed: Some(seed),
+            ..polylb::Config::default()
+        };
+        fn set<T>(field: &mut T, v: Option<T>) {
+            if let Some(v) = v {
+                *field = v;
+            }
+        }
+        set(&mut c.hash_nodes, self.hash_nodes);
+        set(&mut c.warmup_ms, self.warmup_ms);
+        set(&mut c.slide_period_ms, self.slide_period_ms);
+        set(&mut c.timeout_ms, self.timeout_ms);
+        if strategy == "p2c" {
+            set(&mut c.p2c_choices, self.p2c_choices);
+        }
+        if strategy == "peakewma" {
+            set(&mut c.peakewma.choices, self.pe_choices);
+            set(&mut c.peakewma.decay_ms, self.pe_decay_ms);
+            set(&mut c.peakewma.failure_penalty_ms, self.pe_penalty_ms);
+            set(&mut c.peakewma.preference_ms, self.pe_preference_ms);
+        }
+        if strategy == "boundedhash" {
+            set(&mut c.boundedhash_factor, self.bh_factor);
+        }
+        c.zone = self.zone.map(|z| ZONES[z as usize].to_string());
+        if let Some(o) = &self.outlier {
+            set(&mut c.outlier.consecutive_failures, o.consecutive);
+            if let Some((rate, window, min)) = o.rate {
+                c.outlier.failure_rate_percent = rate;
+                set(&mut c.outlier.window_ms, window);
+                set(&mut c.outlier.min_requests, min);
+            }
+            set(&mut c.outlier.base_ejection_ms, o.base_ms);
+            set(&mut c.outlier.max_ejection_ms, o.max_ms);
+            set(&mut c.outlier.max_ejection_percent, o.max_percent);
+            if self.zone.is_some() {
+                set(&mut c.zone_min_healthy_percent, self.zone_min_healthy);
+            }
+        }
+        if let (Some(slow), true) = (&self.slow_start, beyond_dubbo(strategy)) {
+            c.slow_start.window_ms = slow.window_ms;
+            set(&mut c.slow_start.min_weight_percent, slow.min_percent);
+            set(&mut c.slow_start.aggression, slow.aggression);
+        }
+        c
+    }
+}
+
+fn beyond_dubbo(strategy: &str) -> bool {
+    polylb::StrategyKind::from_name(strategy)
+        .unwrap()
+        .is_beyond_dubbo()
+}
+
+/// At most this many of a set of `n` may be ejected at once (documented with
+/// `outlier.maxEjectionPercent`: at least one invoker, never all; 0 % never ejects).
+fn ejection_budget(n: usize, percent: u32) -> usize {
+    if n < 2 || percent == 0 {
+        0
+    } else {
+        (n * percent as usize / 100).clamp(1, n - 1)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -351,6 +642,8 @@ struct Counters {
 
 #[derive(Default)]
 struct Model {
+    /// The balancers' configuration (as parsed).
+    config: polylb::Config,
     set: Vec<Inv>,
     methods: Vec<&'static str>,
     counters: HashMap<u64, Counters>,
@@ -372,7 +665,7 @@ impl Model {
     fn ew(&self, id: u64, now_us: i64) -> i32 {
         let i = self.set.iter().find(|i| i.id == id).unwrap();
         let warmup = if i.warmup_ms < 0 {
-            600_000
+            self.config.warmup_ms
         } else {
             i.warmup_ms
         };
@@ -429,6 +722,48 @@ impl Model {
         Ok(allowed)
     }
 
+    /// What outlier ejection and zone preference leave of a pick's `allowed` candidates, with
+    /// `ejected` those ejected at the time of the pick: the invokers the pick may return, and
+    /// whether the strategy chooses among exactly those (false while the zone preference
+    /// draws between the local zone and every healthy invoker).
+    fn filtered(&self, allowed: &[u64], ejected: &BTreeSet<u64>) -> (Vec<u64>, bool) {
+        let healthy: Vec<u64> = allowed
+            .iter()
+            .copied()
+            .filter(|x| !ejected.contains(x))
+            .collect();
+        // A call whose candidates are all ejected uses them anyway.
+        let spill = if healthy.is_empty() {
+            allowed.to_vec()
+        } else {
+            healthy.clone()
+        };
+        let Some(zone) = self.config.zone.as_deref() else {
+            return (spill, true);
+        };
+        let inv = |x: u64| self.set.iter().find(|i| i.id == x).unwrap();
+        let local = |x: u64| inv(x).zone.map(|z| ZONES[z as usize]) == Some(zone);
+        let weighs = |x: u64| inv(x).weight > 0;
+        // Drained: the healthy local invokers all weigh 0 while another healthy one does not.
+        let drained = healthy.iter().any(|&x| local(x))
+            && !healthy.iter().any(|&x| local(x) && weighs(x))
+            && healthy.iter().any(|&x| !local(x) && weighs(x));
+        if drained {
+            return (spill, true);
+        }
+        let local_total = allowed.iter().filter(|&&x| local(x)).count();
+        let local_healthy: Vec<u64> = healthy.iter().copied().filter(|&x| local(x)).collect();
+        if local_healthy.is_empty() {
+            (spill, true)
+        } else if local_healthy.len() * 100
+            >= local_total * self.config.zone_min_healthy_percent as usize
+        {
+            (local_healthy, true)
+        } else {
+            (spill, false)
+        }
+    }
+
     fn selected(&mut self, m: u32, id: u64) {
         *self.active.entry((m, id)).or_default() += 1;
         self.counters.get_mut(&id).unwrap().selected += 1;
@@ -477,6 +812,35 @@ impl Model {
             assert_eq!(got("timeouts") as u64, c.timeouts, "timeouts: {row}");
             assert_eq!(got("weight"), inv.weight as i64);
             assert_eq!(got("effective_weight"), self.ew(inv.id, now) as i64);
+            let config = &self.config;
+            if config.zone.is_some() {
+                let local = inv.zone.map(|z| ZONES[z as usize]) == config.zone.as_deref();
+                assert_eq!(row["local"], local, "local: {row}");
+            }
+            let slow = &config.slow_start;
+            if slow.window_ms > 0 && config.strategy.is_beyond_dubbo() {
+                let p = row["slow_start_percent"]
+                    .as_f64()
+                    .expect("slow_start_percent");
+                let min = slow.min_weight_percent as f64;
+                // Printed with two decimals: allow for the rounding.
+                assert!((min - 0.005..=100.0).contains(&p), "slow start {p}: {row}");
+            } else {
+                assert!(row.get("slow_start_percent").is_none(), "{row}");
+            }
+            assert_eq!(
+                row.get("ejected").is_some(),
+                config.outlier.enabled(),
+                "{row}"
+            );
+        }
+        if self.config.outlier.enabled() {
+            let ejected = rows.iter().filter(|r| r["ejected"] == true).count();
+            let budget = ejection_budget(rows.len(), self.config.outlier.max_ejection_percent);
+            assert!(
+                ejected <= budget,
+                "{ejected} ejected, budget {budget}: {json}"
+            );
         }
     }
 }
@@ -491,15 +855,57 @@ struct Tally {
     updates: u64,
     rejected_updates: u64,
     reports: u64,
+    /// Invokers ejected by a report.
+    ejections: u64,
+    /// Picks the filters (ejection, zone) confined to fewer invokers than the call allowed.
+    narrowed: u64,
 }
 
-fn run_sequence(strategy: &str, seed: u64, ops: &[Op]) -> Tally {
+impl Tally {
+    fn add(&mut self, t: &Tally) {
+        self.picks += t.picks;
+        self.select_errors += t.select_errors;
+        self.updates += t.updates;
+        self.rejected_updates += t.rejected_updates;
+        self.reports += t.reports;
+        self.ejections += t.ejections;
+        self.narrowed += t.narrowed;
+    }
+}
+
+/// The stats' invoker rows by id.
+fn rows(json: &str) -> HashMap<u64, serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(json).expect("stats are JSON");
+    v["invokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_u64().unwrap(), r.clone()))
+        .collect()
+}
+
+/// Invokers a pick at `now_us` skips: ejected until later (an ejection that is over is lifted
+/// by the pick itself).
+fn ejected_at(rows: &HashMap<u64, serde_json::Value>, now_us: i64) -> BTreeSet<u64> {
+    let now_ms = now_us.div_euclid(1000);
+    rows.iter()
+        .filter(|(_, r)| r["ejected"] == true && r["ejected_until_ms"].as_i64().unwrap() > now_ms)
+        .map(|(id, _)| *id)
+        .collect()
+}
+
+fn run_sequence(strategy: &str, seed: u64, opts: &Opts, ops: &[Op]) -> Tally {
     let mut tally = Tally::default();
-    let config = format!("loadbalance={strategy}&seed={seed}");
-    let a = Balancer::new(&config).unwrap();
+    let config = opts.config(strategy, seed);
+    let a = Balancer::new(&config).unwrap_or_else(|e| panic!("{config}: {}", e.message));
+    assert_eq!(a.config(), &opts.expected(strategy, seed), "{config}");
     let b = Balancer::new(&config).unwrap();
     let c = Abi::new(&config);
-    let mut model = Model::default();
+    let mut model = Model {
+        config: a.config().clone(),
+        ..Model::default()
+    };
+    let outlier = model.config.outlier.clone();
     for name in NAMES.iter().take(2) {
         let id = a.meth(name);
         assert_eq!(b.meth(name), id);
@@ -566,6 +972,11 @@ fn run_sequence(strategy: &str, seed: u64, ops: &[Op]) -> Tally {
                     _ => (&[], &[]),
                 };
                 let m = model.method_id(*m);
+                let ejected = if outlier.enabled() {
+                    ejected_at(&rows(&a.stats_text(now)), now)
+                } else {
+                    BTreeSet::new()
+                };
                 let got = a.pick_among(m, key, cands, excl, now);
                 assert_eq!(b.pick_among(m, key, cands, excl, now), got, "twin B");
                 assert_eq!(
@@ -582,7 +993,17 @@ fn run_sequence(strategy: &str, seed: u64, ops: &[Op]) -> Tally {
                         tally.picks += 1;
                         let id = got.unwrap_or_else(|e| panic!("select failed with {e}"));
                         assert!(allowed.contains(&id), "{id} not among {allowed:?}");
-                        check_rule(strategy, &model, m, &allowed, id, now);
+                        let (may, exact) = model.filtered(&allowed, &ejected);
+                        assert!(
+                            may.contains(&id),
+                            "{id} not among {may:?} (allowed {allowed:?}, ejected {ejected:?})"
+                        );
+                        if may.len() < allowed.len() {
+                            tally.narrowed += 1;
+                        }
+                        if exact {
+                            check_rule(strategy, &model, m, &may, id, now);
+                        }
                         model.selected(m, id);
                     }
                 }
@@ -612,8 +1033,18 @@ fn run_sequence(strategy: &str, seed: u64, ops: &[Op]) -> Tally {
                 } else {
                     Ok(())
                 };
+                let watch =
+                    expected.is_ok() && outlier.enabled() && model.set.iter().any(|i| i.id == id);
+                let before = if watch {
+                    rows(&a.stats_text(now))
+                } else {
+                    HashMap::new()
+                };
                 let got = a.rep(m, id, *elapsed, *outcome, now);
                 assert_eq!(got, expected, "report");
+                if watch {
+                    tally.ejections += check_ejection(&outlier, &before, &a, id, *outcome, now);
+                }
                 assert_eq!(b.rep(m, id, *elapsed, *outcome, now), expected);
                 assert_eq!(c.rep(m, id, *elapsed, *outcome, now), expected);
                 if expected.is_ok() {
@@ -633,6 +1064,11 @@ fn run_sequence(strategy: &str, seed: u64, ops: &[Op]) -> Tally {
         }
     }
     model.check_stats(&a.stats_text(now), strategy, now);
+    assert_eq!(
+        Api::stats_text(&b, now),
+        a.stats_text(now),
+        "twin B's stats"
+    );
     // Report every call still in flight: nothing may remain counted.
     for (m, id) in std::mem::take(&mut model.outstanding) {
         for api in [&a as &dyn Api, &c] {
@@ -656,7 +1092,52 @@ fn run_sequence(strategy: &str, seed: u64, ops: &[Op]) -> Tally {
     tally
 }
 
-/// Strategy-specific rules a pick must obey.
+/// The outlier rules around one report on `id` (in the set) at `now_us`, given the stats
+/// before it: a failure that completes `outlier.consecutiveFailures` in a row ejects the
+/// invoker unless the ejection budget is used up; an ejection comes from a failure or timeout,
+/// stays within the budget and lasts from `outlier.baseEjectionMs` to `outlier.maxEjectionMs`.
+/// Returns 1 when the report ejected the invoker.
+fn check_ejection(
+    o: &polylb::OutlierConfig,
+    before: &HashMap<u64, serde_json::Value>,
+    a: &Balancer,
+    id: u64,
+    outcome: i32,
+    now_us: i64,
+) -> u64 {
+    let now_ms = now_us.div_euclid(1000);
+    let after = rows(&a.stats_text(now_us));
+    let (was, is) = (&before[&id], &after[&id]);
+    let failed = matches!(outcome, PLB_OUTCOME_FAILURE | PLB_OUTCOME_TIMEOUT);
+    // Ejections still running when this report ejects (one that is over no longer counts).
+    let others = ejected_at(before, now_us).len();
+    let budget = ejection_budget(before.len(), o.max_ejection_percent);
+    if was["ejected"] == false && failed && o.consecutive_failures > 0 {
+        let in_a_row = was["consecutive_failures"].as_u64().unwrap() + 1;
+        if in_a_row >= o.consecutive_failures as u64 && others < budget {
+            assert_eq!(
+                is["ejected"], true,
+                "not ejected after {in_a_row} failures: {is}"
+            );
+        }
+    }
+    let ejected =
+        |r: &HashMap<u64, serde_json::Value>| r.values().filter(|r| r["ejected"] == true).count();
+    assert!(ejected(&after) <= budget, "over the budget of {budget}");
+    if was["ejected"] == true || is["ejected"] == false {
+        return 0;
+    }
+    assert!(failed, "outcome {outcome} ejected {id}");
+    assert!(others < budget, "ejected beyond the budget of {budget}");
+    let length = is["ejected_until_ms"].as_i64().unwrap() - now_ms;
+    assert!(
+        (o.base_ejection_ms..=o.max_ejection_ms).contains(&length),
+        "ejected for {length} ms: {o:?}"
+    );
+    1
+}
+
+/// Strategy-specific rules a pick must obey, `allowed` being the invokers it chose among.
 fn check_rule(strategy: &str, model: &Model, m: u32, allowed: &[u64], id: u64, now: i64) {
     let active = |x: u64| model.active.get(&(m, x)).copied().unwrap_or(0);
     let eligible: Vec<u64> = match strategy {
@@ -687,34 +1168,40 @@ proptest! {
     fn sequences_match_the_model(
         strategy in 0..strategies().len(),
         seed in any::<u64>(),
+        opts in arb_any_opts(),
         ops in proptest::collection::vec(arb_op(), 1..80),
     ) {
-        run_sequence(strategies()[strategy], seed, &ops);
+        run_sequence(strategies()[strategy], seed, &opts, &ops);
     }
 }
 
-// One run per strategy with a fixed seed, so each is covered whatever proptest draws.
+// Long runs per strategy with a fixed seed, so each is covered whatever proptest draws: with
+// no options, then with options drawn as a deployment sets them (which must then have ejected
+// invokers and narrowed picks, or the filters' checks ran on nothing).
 #[test]
 fn every_strategy_runs_a_long_sequence() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     for (k, strategy) in strategies().into_iter().enumerate() {
         let mut runner = TestRunner::deterministic();
-        let mut total = Tally::default();
-        for _ in 0..8 {
+        let (mut plain, mut with_options) = (Tally::default(), Tally::default());
+        for run in 0..16 {
             let ops = proptest::collection::vec(arb_op(), 150..200)
                 .new_tree(&mut runner)
                 .unwrap()
                 .current();
-            let t = run_sequence(strategy, k as u64, &ops);
-            total.picks += t.picks;
-            total.select_errors += t.select_errors;
-            total.updates += t.updates;
-            total.rejected_updates += t.rejected_updates;
-            total.reports += t.reports;
+            if run < 8 {
+                plain.add(&run_sequence(strategy, k as u64, &Opts::default(), &ops));
+            } else {
+                let opts = arb_opts().new_tree(&mut runner).unwrap().current();
+                with_options.add(&run_sequence(strategy, k as u64, &opts, &ops));
+            }
         }
-        eprintln!("{strategy}: {total:?}");
-        assert!(total.picks > 100 && total.rejected_updates > 5 && total.select_errors > 5);
+        eprintln!("{strategy}: {plain:?}\n{strategy} with options: {with_options:?}");
+        for t in [&plain, &with_options] {
+            assert!(t.picks > 100 && t.rejected_updates > 5 && t.select_errors > 5);
+        }
+        assert!(with_options.ejections > 0 && with_options.narrowed > 0);
     }
 }
 
