@@ -88,8 +88,7 @@ pub fn config(data: &[u8]) {
         Err(_) => Err(PLB_ERR_INVALID_UTF8),
         Ok(text) => match polylb::Config::parse(text) {
             Ok(c) => {
-                assert!((4..=65536).contains(&c.hash_nodes), "{c:?}");
-                assert!(c.timeout_ms > 0 && c.slide_period_ms > 0, "{c:?}");
+                assert_values_in_range(text);
                 // Keys are independent and each appears once: their order cannot matter.
                 let reversed: Vec<&str> = text.split('&').rev().collect();
                 assert_eq!(
@@ -428,10 +427,11 @@ fn expected_update(specs: &[Spec]) -> i32 {
     PLB_OK
 }
 
-/// Options the input turns on, each valid for `strategy` (parsing is the `config` target's
-/// business): zone preference and outlier ejection for every strategy, choices and the
-/// preference order for p2c and peakewma (0 = a full scan), slow start where it applies.
-fn read_options(r: &mut Reader, strategy: &str) -> String {
+/// Options the input turns on, each valid for `strategy`: zone preference and outlier ejection
+/// for every strategy, choices and the preference order for p2c and peakewma (0 = a full
+/// scan), slow start where it applies; and apart, pairs of any key with any value
+/// (`read_any_keys`), which may or may not leave the config valid.
+fn read_options(r: &mut Reader, strategy: &str) -> (String, String) {
     let bits = r.u8();
     let mut options = String::new();
     if bits & 1 != 0 {
@@ -458,7 +458,164 @@ fn read_options(r: &mut Reader, strategy: &str) -> String {
     if bits & 16 != 0 && matches!(strategy, "p2c" | "peakewma" | "boundedhash") {
         options += "&slowstart.windowMs=2000";
     }
-    options
+    let any_keys = if bits & 32 != 0 {
+        read_any_keys(r)
+    } else {
+        String::new()
+    };
+    (options, any_keys)
+}
+
+/// `plb_balancer_new` on `config`: the balancer, or None after checking that the refusal is a
+/// clean one (the documented status, a message, nothing written to `out`) and the one the Rust
+/// parser gives. An accepted config has every value within its documented range.
+fn new_balancer(config: &str) -> Option<*mut plb_balancer> {
+    let mut b: *mut plb_balancer = null_mut();
+    let mut err = [0u8; 512];
+    let mut len = usize::MAX;
+    let s = unsafe {
+        plb_balancer_new(
+            config.as_ptr(),
+            config.len(),
+            &mut b,
+            err.as_mut_ptr() as *mut _,
+            err.len(),
+            &mut len,
+        )
+    };
+    check_message(&err, err.len(), len, 0);
+    let parsed = polylb::Config::parse(config);
+    if s == PLB_OK {
+        assert!(!b.is_null() && parsed.is_ok(), "{config}");
+        assert_values_in_range(config);
+        return Some(b);
+    }
+    assert_eq!(s, PLB_ERR_INVALID_CONFIG, "{config}");
+    assert!(b.is_null(), "out written on failure");
+    let message = std::str::from_utf8(&err[..len]).unwrap();
+    let e = parsed.expect_err(config);
+    assert!(
+        len > 0 && e.message.starts_with(message),
+        "{message} / {}",
+        e.message
+    );
+    None
+}
+
+/// Values at and past the edges of every key's range (and a few that parse as nothing).
+const EDGE_VALUES: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "2",
+    "3",
+    "4",
+    "5",
+    "16",
+    "17",
+    "99",
+    "100",
+    "101",
+    "0.1",
+    "0.09",
+    "0.99",
+    "1.0",
+    "1.5",
+    "10",
+    "10.01",
+    "100.5",
+    "NaN",
+    "inf",
+    "-0",
+    "1e308",
+    "65536",
+    "65537",
+    "2147483647",
+    "2147483648",
+    "-2147483648",
+    "-2147483649",
+    "4294967295",
+    "4294967296",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775808",
+    "18446744073709551615",
+    "18446744073709551616",
+    "zone-a",
+    "zone-b",
+    "p2c",
+    " 7 ",
+    "",
+    "x",
+];
+
+/// Up to 6 `&key=value` pairs of any key the parser knows (`Config::keys`, so keys added later
+/// are reached too) with a value in, at the edge of, or outside its range: a config that comes
+/// out invalid must be a clean error (`abi_sequence` then runs without these pairs).
+fn read_any_keys(r: &mut Reader) -> String {
+    let keys: Vec<&str> = polylb::Config::keys().map(|(k, _)| k).collect();
+    let n = 1 + r.u8() % 6;
+    let mut pairs = String::new();
+    for _ in 0..n {
+        let key = keys[r.u8() as usize % keys.len()];
+        let v = r.u8();
+        let value = match EDGE_VALUES.get(v as usize) {
+            Some(text) => text.to_string(),
+            // Any other byte: a value of the key's scale, seconds to days for times.
+            None => (v as i64 * 997 * 10i64.pow(r.u8() as u32 % 7)).to_string(),
+        };
+        pairs += &format!("&{key}={value}");
+    }
+    pairs
+}
+
+/// Whether `value` is within the range `src/config.rs` documents for `key` (independent of the
+/// parser, from the key descriptions), for keys that have a range; None for unknown keys.
+fn in_documented_range(key: &str, value: &str) -> Option<bool> {
+    let value = value.trim();
+    if value.is_empty() {
+        // Absent: the default applies.
+        return Some(true);
+    }
+    let int = |lo: i128, hi: i128| value.parse::<i128>().is_ok_and(|v| (lo..=hi).contains(&v));
+    let float = |lo: f64, hi: f64| value.parse::<f64>().is_ok_and(|v| (lo..=hi).contains(&v));
+    let (i32_max, i64_max) = (i32::MAX as i128, i64::MAX as i128);
+    Some(match key {
+        "loadbalance" => polylb::StrategyKind::from_name(value).is_some(),
+        "hash.nodes" => int(4, 65536),
+        "warmup" => int(i32::MIN as i128, i32_max),
+        "seed" => int(0, u64::MAX as i128),
+        "timeout" => int(1, i32_max),
+        "p2c.choices" | "peakewma.choices" => int(0, 0) || int(2, 16),
+        "shortestresponse.slidePeriod"
+        | "peakewma.decay"
+        | "outlier.windowMs"
+        | "outlier.baseEjectionMs"
+        | "outlier.maxEjectionMs" => int(1, i64_max),
+        "peakewma.failurePenalty" | "peakewma.preferenceMs" | "slowstart.windowMs" => {
+            int(0, i64_max)
+        }
+        "boundedhash.factor" => float(1.0, 100.0),
+        "zone" => true,
+        "zone.minHealthyPercent" | "slowstart.minWeightPercent" => int(1, 100),
+        "outlier.failureRate" | "outlier.maxEjectionPercent" => int(0, 100),
+        "outlier.consecutiveFailures" => int(0, u32::MAX as i128),
+        "outlier.minRequests" => int(1, u32::MAX as i128),
+        "slowstart.aggression" => float(0.1, 10.0),
+        _ => return None,
+    })
+}
+
+/// An accepted config has every value within its documented range (so every value outside
+/// its range was refused), and every key it was given is one the parser documents.
+fn assert_values_in_range(text: &str) {
+    for pair in text.split('&').filter(|p| !p.trim().is_empty()) {
+        let (key, value) = pair.split_once('=').expect("accepted pairs have '='");
+        match in_documented_range(key.trim(), value) {
+            Some(ok) => assert!(ok, "{key}={value} is outside its range but was accepted"),
+            None => panic!("accepted key {key} has no documented range here: add it"),
+        }
+    }
 }
 
 /// A valid set wider than a full scan's stack field (65 to 128 invokers, ids 0..n), with
@@ -531,25 +688,20 @@ pub fn abi_sequence(data: &[u8]) {
         let all = strategies();
         all[r.u8() as usize % all.len()]
     };
-    let config = format!(
-        "loadbalance={strategy}&seed={}&hash.nodes={}&timeout={}{}",
+    let base = format!(
+        "loadbalance={strategy}&seed={}&hash.nodes={}&timeout={}",
         r.u8(),
         4 + r.u8() % 40,
         1 + r.u8() as u32 * 100,
-        read_options(&mut r, strategy)
     );
-    let mut b: *mut plb_balancer = null_mut();
-    let s = unsafe {
-        plb_balancer_new(
-            config.as_ptr(),
-            config.len(),
-            &mut b,
-            null_mut(),
-            0,
-            null_mut(),
-        )
+    let (options, any_keys) = read_options(&mut r, strategy);
+    let valid = format!("{base}{options}");
+    let b = match new_balancer(&format!("{valid}{any_keys}")) {
+        Some(b) => b,
+        // Only the pairs of any key can make the config invalid.
+        None if !any_keys.is_empty() => new_balancer(&valid).expect(&valid),
+        None => panic!("{valid} refused"),
     };
-    assert_eq!(s, PLB_OK, "{config}");
 
     let mut names: HashMap<Vec<u8>, u32> = HashMap::from([(Vec::new(), 0)]);
     let mut methods: Vec<u32> = vec![0];
