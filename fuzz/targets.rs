@@ -681,9 +681,8 @@ fn read_ids(r: &mut Reader) -> (Vec<u64>, Arg) {
     (ids, arg)
 }
 
-/// A byte-driven sequence of ABI calls on one balancer (at most 300 calls per input).
-pub fn abi_sequence(data: &[u8]) {
-    let mut r = Reader::new(data);
+/// The balancer an `abi_sequence` input runs on: its strategy, its config and the balancer.
+fn read_balancer(r: &mut Reader) -> (&'static str, String, *mut plb_balancer) {
     let strategy = {
         let all = strategies();
         all[r.u8() as usize % all.len()]
@@ -694,14 +693,42 @@ pub fn abi_sequence(data: &[u8]) {
         4 + r.u8() % 40,
         1 + r.u8() as u32 * 100,
     );
-    let (options, any_keys) = read_options(&mut r, strategy);
+    let (options, any_keys) = read_options(r, strategy);
     let valid = format!("{base}{options}");
-    let b = match new_balancer(&format!("{valid}{any_keys}")) {
-        Some(b) => b,
+    // A key the pairs give replaces the base's (the strategy stays: the checks use it), so that
+    // hash.nodes, seed and timeout reach their edges too.
+    let given: Vec<String> = any_keys
+        .split('&')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, _)| format!("{k}="))
+        .filter(|k| k != "loadbalance=")
+        .collect();
+    let kept: Vec<&str> = valid
+        .split('&')
+        .filter(|p| !given.iter().any(|k| p.starts_with(k.as_str())))
+        .collect();
+    let config = format!("{}{any_keys}", kept.join("&"));
+    match new_balancer(&config) {
+        Some(b) => (strategy, config, b),
         // Only the pairs of any key can make the config invalid.
-        None if !any_keys.is_empty() => new_balancer(&valid).expect(&valid),
+        None if !any_keys.is_empty() => {
+            (strategy, valid.clone(), new_balancer(&valid).expect(&valid))
+        }
         None => panic!("{valid} refused"),
-    };
+    }
+}
+
+/// The config an `abi_sequence` input runs with (for the corpus' coverage of the keys).
+pub fn abi_sequence_config(data: &[u8]) -> String {
+    let (_, config, b) = read_balancer(&mut Reader::new(data));
+    unsafe { plb_balancer_free(b) };
+    config
+}
+
+/// A byte-driven sequence of ABI calls on one balancer (at most 300 calls per input).
+pub fn abi_sequence(data: &[u8]) {
+    let mut r = Reader::new(data);
+    let (strategy, _, b) = read_balancer(&mut r);
 
     let mut names: HashMap<Vec<u8>, u32> = HashMap::from([(Vec::new(), 0)]);
     let mut methods: Vec<u32> = vec![0];
