@@ -1093,9 +1093,10 @@ fn run_sequence(strategy: &str, seed: u64, opts: &Opts, ops: &[Op]) -> Tally {
 }
 
 /// The outlier rules around one report on `id` (in the set) at `now_us`, given the stats
-/// before it: a failure that completes `outlier.consecutiveFailures` in a row ejects the
-/// invoker unless the ejection budget is used up; an ejection comes from a failure or timeout,
-/// stays within the budget and lasts from `outlier.baseEjectionMs` to `outlier.maxEjectionMs`.
+/// before it: failures in a row count as documented, and one that completes
+/// `outlier.consecutiveFailures` in a row ejects the invoker unless the ejection budget is
+/// used up; an ejection comes from a failure or timeout, stays within the budget and lasts
+/// from `outlier.baseEjectionMs` to `outlier.maxEjectionMs`.
 /// Returns 1 when the report ejected the invoker.
 fn check_ejection(
     o: &polylb::OutlierConfig,
@@ -1120,6 +1121,21 @@ fn check_ejection(
                 "not ejected after {in_a_row} failures: {is}"
             );
         }
+    }
+    // The count the rule reads: a success ends the run, a failure of an invoker not ejected
+    // extends it (an ejection starts a new one), a cancelled call leaves it.
+    if was["ejected"] == false && is["ejected"] == false {
+        let count = |r: &serde_json::Value| r["consecutive_failures"].as_u64().unwrap();
+        let expected = match outcome {
+            PLB_OUTCOME_SUCCESS => 0,
+            PLB_OUTCOME_CANCELLED => count(was),
+            _ => count(was) + 1,
+        };
+        assert_eq!(
+            count(is),
+            expected,
+            "consecutive failures after outcome {outcome}"
+        );
     }
     let ejected =
         |r: &HashMap<u64, serde_json::Value>| r.values().filter(|r| r["ejected"] == true).count();
