@@ -113,7 +113,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             // whenever the first URL alternates).
             serviceKey = REGISTRY_LEVEL_PREFIX + serviceKey;
         }
-        for (int attempt = 0; ; attempt++) {
+        while (true) {
             ServiceState state = service(serviceKey);
             if (!state.used) {
                 state.used = true; // read first: one plain load per call once set
@@ -122,8 +122,10 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                 return doSelect(invokers, invocation, state);
             } catch (IllegalStateException e) {
                 // A sweep retired the state between our lookup and the native calls (it had gone
-                // a whole period unused): the next lookup makes a fresh one.
-                if (!state.retired || attempt >= 2) {
+                // a whole period unused): the next lookup makes a fresh one. No bound on the
+                // retries: a fresh state starts used, so retiring it again takes two more sweeps
+                // (a period apart, a minute by default) during this one select.
+                if (!state.retired) {
                     throw e;
                 }
             }

@@ -29,9 +29,10 @@ final class ServiceState {
 
     /**
      * Set by every select, cleared by each sweep: a state is freed only after a whole sweep
-     * period without a select (see {@link PolylbLoadBalance#sweep}).
+     * period without a select (see {@link PolylbLoadBalance#sweep}). A new state starts used,
+     * so that it outlives the next sweep even if the select that made it has not set it yet.
      */
-    volatile boolean used;
+    volatile boolean used = true;
     /** Set before the balancers are closed: a select that then meets a closed one starts over. */
     volatile boolean retired;
 
