@@ -12,7 +12,6 @@ import java.util.List;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.cluster.ClusterInvoker;
-import org.apache.dubbo.rpc.cluster.Directory;
 import org.apache.dubbo.rpc.cluster.loadbalance.RandomLoadBalance;
 import org.junit.jupiter.api.Test;
 
@@ -81,28 +80,8 @@ class DubboUrlsTest {
     }
 
     /** A provider behind a cluster (multi-registry, zone-aware): Dubbo reads weights from its registry URL. */
-    private static final class FakeClusterInvoker extends TestInvokers.FakeInvoker implements ClusterInvoker<Object> {
-        private final URL registryUrl;
-
-        FakeClusterInvoker(String url, String registryUrl) {
-            super(URL.valueOf(url));
-            this.registryUrl = URL.valueOf(registryUrl);
-        }
-
-        @Override
-        public URL getRegistryUrl() {
-            return registryUrl;
-        }
-
-        @Override
-        public Directory<Object> getDirectory() {
-            return null;
-        }
-
-        @Override
-        public boolean isDestroyed() {
-            return false;
-        }
+    private static TestInvokers.FakeClusterInvoker clusterInvoker(String url, String registryUrl) {
+        return new TestInvokers.FakeClusterInvoker(URL.valueOf(url), URL.valueOf(registryUrl));
     }
 
     /** Dubbo's own RandomLoadBalance.needWeightLoadBalance for a list whose first provider is {@code first}. */
@@ -122,14 +101,14 @@ class DubboUrlsTest {
                 TestInvokers.invoker(1, null),
                 TestInvokers.invoker(1, "m.weight=3"),
                 TestInvokers.invoker(1, "timestamp=1"),
-                new FakeClusterInvoker(provider, registry + "?weight=5"),
-                new FakeClusterInvoker(provider + "?timestamp=1", registry),
+                clusterInvoker(provider, registry + "?weight=5"),
+                clusterInvoker(provider + "?timestamp=1", registry),
                 // A cluster under a directory that is not a registry: the method weight of the
                 // cluster's registry URL, the timestamp of the invoker's own URL.
-                new FakeClusterInvoker(provider, consumer + "?m.weight=5"),
-                new FakeClusterInvoker(provider, consumer + "?weight=5"),
-                new FakeClusterInvoker(provider + "?weight=5", consumer),
-                new FakeClusterInvoker(provider + "?timestamp=1", consumer));
+                clusterInvoker(provider, consumer + "?m.weight=5"),
+                clusterInvoker(provider, consumer + "?weight=5"),
+                clusterInvoker(provider + "?weight=5", consumer),
+                clusterInvoker(provider + "?timestamp=1", consumer));
         for (Invoker<Object> first : cases) {
             ClusterInvoker<?> cluster = first instanceof ClusterInvoker ? (ClusterInvoker<?>) first : null;
             String shape = first.getUrl() + (cluster == null ? "" : " in " + cluster.getRegistryUrl());

@@ -19,7 +19,6 @@ import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.Result;
 import org.apache.dubbo.rpc.RpcInvocation;
 import org.apache.dubbo.rpc.cluster.ClusterInvoker;
-import org.apache.dubbo.rpc.cluster.Directory;
 import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.cluster.directory.StaticDirectory;
 import org.apache.dubbo.rpc.cluster.filter.DefaultFilterChainBuilder;
@@ -59,15 +58,14 @@ class MultiRegistryTest {
     }
 
     /** One registry's cluster invoker: picks among its providers with the LoadBalance and sends. */
-    private static final class RegistryClusterInvoker implements ClusterInvoker<Object> {
+    private static final class RegistryClusterInvoker extends TestInvokers.FakeClusterInvoker {
         final URL consumerUrl;
-        final URL registryUrl;
         final List<Invoker<Object>> providers;
         final AtomicInteger served = new AtomicInteger();
 
         RegistryClusterInvoker(URL consumerUrl, int weight, List<Invoker<Object>> providers) {
+            super(consumerUrl, URL.valueOf(REGISTRY + "?weight=" + weight));
             this.consumerUrl = consumerUrl;
-            this.registryUrl = URL.valueOf(REGISTRY + "?weight=" + weight);
             this.providers = providers;
         }
 
@@ -78,39 +76,6 @@ class MultiRegistryTest {
             assertTrue(providers.contains(provider), provider + " is not a provider of this registry");
             return new PolylbInvokerFilter().invoke(provider, invocation);
         }
-
-        @Override
-        public URL getUrl() {
-            return consumerUrl;
-        }
-
-        @Override
-        public URL getRegistryUrl() {
-            return registryUrl;
-        }
-
-        @Override
-        public Directory<Object> getDirectory() {
-            return null;
-        }
-
-        @Override
-        public boolean isDestroyed() {
-            return false;
-        }
-
-        @Override
-        public Class<Object> getInterface() {
-            return Object.class;
-        }
-
-        @Override
-        public boolean isAvailable() {
-            return true;
-        }
-
-        @Override
-        public void destroy() {}
     }
 
     @Test

@@ -21,7 +21,6 @@ import org.apache.dubbo.rpc.Result;
 import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.RpcInvocation;
 import org.apache.dubbo.rpc.cluster.ClusterInvoker;
-import org.apache.dubbo.rpc.cluster.Directory;
 import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.cluster.filter.ClusterFilter;
 import org.apache.dubbo.rpc.cluster.filter.DefaultFilterChainBuilder;
@@ -128,15 +127,20 @@ class OuterFilterFailureTest {
         }
     }
 
-    private static final class PickingClusterInvoker implements ClusterInvoker<Object> {
+    private static final class PickingClusterInvoker extends TestInvokers.FakeClusterInvoker {
         private final LoadBalance lb;
         private final List<Invoker<Object>> providers;
         private final URL url;
 
         PickingClusterInvoker(LoadBalance lb, List<Invoker<Object>> providers) {
+            this(lb, providers, URL.valueOf("consumer://127.0.0.1/" + TestInvokers.SERVICE + "?" + THROW_KEY + "=true"));
+        }
+
+        private PickingClusterInvoker(LoadBalance lb, List<Invoker<Object>> providers, URL url) {
+            super(url, url);
             this.lb = lb;
             this.providers = providers;
-            this.url = URL.valueOf("consumer://127.0.0.1/" + TestInvokers.SERVICE + "?" + THROW_KEY + "=true");
+            this.url = url;
         }
 
         @Override
@@ -144,38 +148,5 @@ class OuterFilterFailureTest {
             assertNotNull(lb.select(providers, url, invocation));
             return AsyncRpcResult.newDefaultAsyncResult(new AppResponse("not sent"), invocation);
         }
-
-        @Override
-        public URL getUrl() {
-            return url;
-        }
-
-        @Override
-        public URL getRegistryUrl() {
-            return url;
-        }
-
-        @Override
-        public Directory<Object> getDirectory() {
-            return null;
-        }
-
-        @Override
-        public boolean isDestroyed() {
-            return false;
-        }
-
-        @Override
-        public Class<Object> getInterface() {
-            return Object.class;
-        }
-
-        @Override
-        public boolean isAvailable() {
-            return true;
-        }
-
-        @Override
-        public void destroy() {}
     }
 }

@@ -8,6 +8,8 @@ import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.Result;
 import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.RpcInvocation;
+import org.apache.dubbo.rpc.cluster.ClusterInvoker;
+import org.apache.dubbo.rpc.cluster.Directory;
 
 /** Plain Dubbo invokers and invocations, as Dubbo's own load-balancer tests build them. */
 final class TestInvokers {
@@ -51,6 +53,34 @@ final class TestInvokers {
         @Override
         public String toString() {
             return url.getAddress();
+        }
+    }
+
+    /**
+     * A cluster invoker (one registry's, in multi-registry and zone-aware set-ups): Dubbo reads
+     * weights from its registry URL. Tests that send through it override {@link #invoke}.
+     */
+    static class FakeClusterInvoker extends FakeInvoker implements ClusterInvoker<Object> {
+        private final URL registryUrl;
+
+        FakeClusterInvoker(URL url, URL registryUrl) {
+            super(url);
+            this.registryUrl = registryUrl;
+        }
+
+        @Override
+        public URL getRegistryUrl() {
+            return registryUrl;
+        }
+
+        @Override
+        public Directory<Object> getDirectory() {
+            return null;
+        }
+
+        @Override
+        public boolean isDestroyed() {
+            return false;
         }
     }
 
