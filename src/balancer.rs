@@ -1940,6 +1940,13 @@ pub(crate) fn json_str(out: &mut String, s: &str) {
 mod tests {
     use super::*;
 
+    /// Invokers 1–4 at 10.0.0.<id>:20880.
+    fn four_invokers() -> Vec<Invoker> {
+        (1..=4)
+            .map(|id| Invoker::new(id, format!("10.0.0.{id}:20880")))
+            .collect()
+    }
+
     #[test]
     fn an_update_frees_the_replaced_set_cached_by_the_updating_thread() {
         let b = Balancer::new("loadbalance=leastactive").unwrap();
@@ -1968,9 +1975,7 @@ mod tests {
     fn dropping_a_balancer_frees_the_sets_other_threads_cached() {
         use std::sync::mpsc;
         let b = Balancer::new("loadbalance=consistenthash").unwrap();
-        let set: Vec<Invoker> = (1..=4)
-            .map(|id| Invoker::new(id, format!("10.0.0.{id}:20880")))
-            .collect();
+        let set = four_invokers();
         b.update(&set).unwrap();
         let states: Vec<_> = b.inner.snapshot.load().members[..]
             .iter()
@@ -2028,9 +2033,7 @@ mod tests {
     #[test]
     fn a_failure_reported_on_a_replaced_set_ejects_nothing() {
         let b = Balancer::new("loadbalance=random&outlier.consecutiveFailures=1").unwrap();
-        let set: Vec<Invoker> = (1..=4)
-            .map(|id| Invoker::new(id, format!("10.0.0.{id}:20880")))
-            .collect();
+        let set = four_invokers();
         b.update(&set).unwrap();
         let method = b.method("m").unwrap();
         let old = b.inner.snapshot.load_full();
@@ -2066,9 +2069,7 @@ mod tests {
     #[test]
     fn boundedhash_total_counts_calls_finishing_on_a_replaced_set_once() {
         let b = Balancer::new("loadbalance=boundedhash").unwrap();
-        let set: Vec<Invoker> = (1..=4)
-            .map(|id| Invoker::new(id, format!("10.0.0.{id}:20880")))
-            .collect();
+        let set = four_invokers();
         b.update(&set).unwrap();
         let method = b.method("m").unwrap();
         let method_state = b.inner.methods.get(method).unwrap();
@@ -2140,9 +2141,7 @@ mod tests {
         const ROUNDS: usize = 3000;
         const WORKERS: usize = 2;
         let b = Balancer::new("loadbalance=boundedhash").unwrap();
-        let set: Vec<Invoker> = (1..=4)
-            .map(|id| Invoker::new(id, format!("10.0.0.{id}:20880")))
-            .collect();
+        let set = four_invokers();
         b.update(&set).unwrap();
         let method = b.method("m").unwrap();
         // Odd phases: the workers call (and update races them); even ones: each worker, its
