@@ -19,11 +19,9 @@ import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.Result;
 import org.apache.dubbo.rpc.RpcInvocation;
 import org.apache.dubbo.rpc.cluster.ClusterInvoker;
-import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.cluster.directory.StaticDirectory;
 import org.apache.dubbo.rpc.cluster.filter.DefaultFilterChainBuilder;
 import org.apache.dubbo.rpc.cluster.support.registry.ZoneAwareClusterInvoker;
-import org.apache.dubbo.rpc.model.ApplicationModel;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -38,8 +36,7 @@ class MultiRegistryTest {
     static final String REGISTRY = "registry://127.0.0.1:2181/org.apache.dubbo.registry.RegistryService";
 
     private static PolylbLoadBalance extension() {
-        return (PolylbLoadBalance) ApplicationModel.defaultModel()
-                .getExtensionLoader(LoadBalance.class).getExtension(LB);
+        return TestInvokers.extension(LB);
     }
 
     @AfterEach

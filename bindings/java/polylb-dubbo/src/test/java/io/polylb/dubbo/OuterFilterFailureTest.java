@@ -24,7 +24,6 @@ import org.apache.dubbo.rpc.cluster.ClusterInvoker;
 import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.cluster.filter.ClusterFilter;
 import org.apache.dubbo.rpc.cluster.filter.DefaultFilterChainBuilder;
-import org.apache.dubbo.rpc.model.ApplicationModel;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -61,8 +60,7 @@ class OuterFilterFailureTest {
     }
 
     private static PolylbLoadBalance extension() {
-        return (PolylbLoadBalance) ApplicationModel.defaultModel()
-                .getExtensionLoader(LoadBalance.class).getExtension(LB);
+        return TestInvokers.extension(LB);
     }
 
     @AfterEach

@@ -13,8 +13,6 @@ import org.apache.dubbo.rpc.Invocation;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.Result;
 import org.apache.dubbo.rpc.RpcInvocation;
-import org.apache.dubbo.rpc.cluster.LoadBalance;
-import org.apache.dubbo.rpc.model.ApplicationModel;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -29,15 +27,11 @@ class SharedCountsTest {
     private static final String LB = "polylb-leastactive";
     private final List<CompletableFuture<AppResponse>> open = new ArrayList<>();
 
-    private static PolylbLoadBalance extension(String name) {
-        return (PolylbLoadBalance) ApplicationModel.defaultModel().getExtensionLoader(LoadBalance.class).getExtension(name);
-    }
-
     @AfterEach
     void cleanUp() {
         open.forEach(r -> r.complete(new AppResponse("ok")));
-        extension(LB).destroy();
-        extension("polylb-p2c").destroy();
+        TestInvokers.extension(LB).destroy();
+        TestInvokers.extension("polylb-p2c").destroy();
     }
 
     /** One reference's Invoker objects for providers 1 and 2 (each reference has its own). */
@@ -67,7 +61,7 @@ class SharedCountsTest {
         for (int i = 0; i < 3; i++) {
             RpcInvocation inv = call();
             PolylbClusterFilter.beginInvocation(inv);
-            extension(lb).select(ref, ref.get(0).getUrl(), inv);
+            TestInvokers.extension(lb).select(ref, ref.get(0).getUrl(), inv);
             new PolylbInvokerFilter().invoke(ref.get(0), inv); // sent to provider 1 whatever the pick
             PolylbClusterFilter.releaseUnsent(inv);
         }
@@ -78,7 +72,7 @@ class SharedCountsTest {
         for (int i = 0; i < 200; i++) {
             RpcInvocation inv = call();
             PolylbClusterFilter.beginInvocation(inv);
-            if (extension(lb).select(ref, ref.get(0).getUrl(), inv) == ref.get(0)) {
+            if (TestInvokers.extension(lb).select(ref, ref.get(0).getUrl(), inv) == ref.get(0)) {
                 n++;
             }
             PolylbClusterFilter.releaseUnsent(inv);

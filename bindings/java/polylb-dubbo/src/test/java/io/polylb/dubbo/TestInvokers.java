@@ -10,6 +10,8 @@ import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.RpcInvocation;
 import org.apache.dubbo.rpc.cluster.ClusterInvoker;
 import org.apache.dubbo.rpc.cluster.Directory;
+import org.apache.dubbo.rpc.cluster.LoadBalance;
+import org.apache.dubbo.rpc.model.ApplicationModel;
 
 /** Plain Dubbo invokers and invocations, as Dubbo's own load-balancer tests build them. */
 final class TestInvokers {
@@ -82,6 +84,11 @@ final class TestInvokers {
         public boolean isDestroyed() {
             return false;
         }
+    }
+
+    /** The default application's instance of the polylb extension registered as {@code name}. */
+    static PolylbLoadBalance extension(String name) {
+        return (PolylbLoadBalance) ApplicationModel.defaultModel().getExtensionLoader(LoadBalance.class).getExtension(name);
     }
 
     static FakeInvoker invoker(int n, String params) {
