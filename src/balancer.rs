@@ -351,10 +351,19 @@ impl Methods {
         v
     }
 
-    fn each(&self, mut f: impl FnMut(&MethodState)) {
-        for id in 0..self.count.load(std::sync::atomic::Ordering::Acquire) {
+    /// Every method interned so far, with its id. An update calls it after publishing its set:
+    /// read under the names' lock, the count then either has a method or its interning came
+    /// after the publication, so no pick of it can still pin the replaced set (an atomic read
+    /// alone may precede the publication's store becoming visible, and miss a method whose
+    /// first pick then sees the old set).
+    fn each(&self, mut f: impl FnMut(u32, &MethodState)) {
+        let count = {
+            let _names = self.names.lock();
+            self.count.load(std::sync::atomic::Ordering::Acquire)
+        };
+        for id in 0..count {
             if let Some(m) = self.get(id) {
-                f(m);
+                f(id, m);
             }
         }
     }
@@ -1187,7 +1196,6 @@ impl Inner {
             if let Some(method_state) = self.methods.get(end.method) {
                 self.strategy.on_report(&Report {
                     method: method_state,
-                    method_id: end.method,
                     stats,
                     ended,
                     elapsed_us: end.elapsed_us,
@@ -1613,7 +1621,7 @@ impl Balancer {
         let clock = Clock::new(0);
         inner
             .methods
-            .each(|m| inner.strategy.after_update(m, &snapshot, &old, &clock));
+            .each(|id, m| inner.strategy.after_update(m, id, &snapshot, &old, &clock));
         replaced.retain(|s| s.strong_count() > 0);
         replaced.push(Arc::downgrade(&old));
         drop(old);
@@ -2129,6 +2137,74 @@ mod tests {
         assert_eq!(total(), 1);
         b.report(method, 4, 1000, Outcome::Success, 0).unwrap();
         assert_eq!(total(), 0);
+    }
+
+    /// boundedhash's total for a method whose first pick races an update that takes its invoker
+    /// out: the total does not exist yet when the update runs, so nothing there accounts for
+    /// the pick, yet it counts on the departed invoker and its report is ignored. Each of the
+    /// pick's steps is placed on the other side of the update by hand, as a preempted thread
+    /// would run them; with every call reported, each method's total must come back to 0.
+    #[test]
+    fn boundedhash_first_pick_of_a_method_racing_an_update_counts_once() {
+        let b = Balancer::new("loadbalance=boundedhash").unwrap();
+        let set = four_invokers();
+        b.update(&set).unwrap();
+        let clock = Clock::new(0);
+        let call = |snapshot, method_state, method| Call {
+            snapshot,
+            counter: NO_COUNTER,
+            method_state,
+            method,
+            key: b"",
+            clock: &clock,
+            rng: b.inner.rng.on(None),
+            hint: None,
+            single: Cell::new(false),
+        };
+        let total = |method_state| crate::strategy::whole_set_in_flight(method_state).unwrap_or(0);
+
+        // The whole pick on the replaced set, pinned before the update, after it.
+        let m = b.method("m").unwrap();
+        let m_state = b.inner.methods.get(m).unwrap();
+        let old = b.inner.snapshot.load_full();
+        b.update(&set[..3]).unwrap();
+        assert_eq!(b.inner.select_in(&call(&old, m_state, m), &[4], &[]), Ok(4));
+        b.report(m, 4, 1000, Outcome::Success, 0).unwrap();
+        assert_eq!(
+            total(m_state),
+            0,
+            "a first pick after the update stayed counted"
+        );
+        // Its twin reported on the replaced set: its end must not take out a call never counted.
+        assert_eq!(b.inner.select_in(&call(&old, m_state, m), &[4], &[]), Ok(4));
+        let end = CallEnd {
+            method: m,
+            id: 4,
+            elapsed_us: 1000,
+            outcome: Outcome::Success,
+            now_us: 0,
+        };
+        b.inner.end_call(&old, NO_COUNTER, &end);
+        assert_eq!(total(m_state), 0);
+
+        // A first pick counted on the invoker before the update, and in the total after it (a
+        // pick among candidates makes the total in `on_select`, after the count).
+        b.update(&set).unwrap();
+        let n = b.method("n").unwrap();
+        let n_state = b.inner.methods.get(n).unwrap();
+        let old = b.inner.snapshot.load_full();
+        let (member, stats, selected_before) = b.inner.begin_call(&old, NO_COUNTER, None, 3, n);
+        assert_eq!(member.id, 4);
+        b.update(&set[..3]).unwrap();
+        b.inner
+            .strategy
+            .on_select(n_state, n, stats, selected_before, &clock);
+        b.report(n, 4, 1000, Outcome::Success, 0).unwrap();
+        assert_eq!(
+            total(n_state),
+            0,
+            "a first pick straddling the update stayed counted"
+        );
     }
 
     /// boundedhash keeps the whole set's calls in flight per method and brings it up to date on

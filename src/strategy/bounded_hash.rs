@@ -51,14 +51,12 @@ struct Bounded {
 
 /// Per method: calls in flight over the whole set.
 struct Load {
-    method_id: u32,
     in_flight: AtomicI64,
 }
 
 impl Load {
-    fn of(method: &MethodState, method_id: u32) -> &Load {
+    fn of(method: &MethodState) -> &Load {
         method.ext(|| Load {
-            method_id,
             in_flight: AtomicI64::new(0),
         })
     }
@@ -167,10 +165,10 @@ impl Strategy for BoundedHash {
         let ring = &b.ring;
         let sampler = Sampler::new(ctx, &b.weights, self.slow.as_ref());
         let (in_flight, total_weight) = if sampler.is_exact() {
-            let load = Load::of(ctx.method, ctx.method_id);
+            let load = Load::of(ctx.method);
             (load.in_flight.load(Relaxed).max(0), b.weights.total())
         } else if let Some(total) = whole_set_in_warm_up(ctx, b, &sampler) {
-            let load = Load::of(ctx.method, ctx.method_id);
+            let load = Load::of(ctx.method);
             (load.in_flight.load(Relaxed).max(0), total)
         } else {
             ctx.candidates.iter().fold((0i64, 0u64), |(a, w), &p| {
@@ -256,7 +254,7 @@ impl Strategy for BoundedHash {
     fn on_select(
         &self,
         method: &MethodState,
-        method_id: u32,
+        _method_id: u32,
         _stats: &CallStats,
         selected_before: u64,
         _clock: &Clock,
@@ -264,21 +262,20 @@ impl Strategy for BoundedHash {
         // Counted on a replaced set after its invoker left: the update already took that
         // invoker's calls out, and its report will be ignored.
         if !CallStats::sealed(selected_before) {
-            Load::of(method, method_id).in_flight.fetch_add(1, Relaxed);
+            Load::of(method).in_flight.fetch_add(1, Relaxed);
         }
     }
 
     fn on_report(&self, r: &Report<'_>) {
         if r.ended {
-            Load::of(r.method, r.method_id)
-                .in_flight
-                .fetch_sub(1, Relaxed);
+            Load::of(r.method).in_flight.fetch_sub(1, Relaxed);
         }
     }
 
     fn after_update(
         &self,
         method: &MethodState,
+        method_id: u32,
         snapshot: &Snapshot,
         previous: &Snapshot,
         _clock: &Clock,
@@ -291,16 +288,22 @@ impl Strategy for BoundedHash {
         // stayed in the total for good, a report ended after it took its call out twice. The
         // seal tells each of them which side it fell on (`on_select`; `end` matches no call
         // after it). Counters are made for a leaving invoker that has none for the method, or
-        // a late select would make them unsealed. (Left: a method's very first pick racing
-        // the update, before its total exists here.)
-        if let Some(load) = method.ext_if_present::<Load>() {
-            let departed: i64 = previous
-                .members
-                .iter()
-                .filter(|m| snapshot.position(m.id).is_none())
-                .map(|m| m.state.methods.get_or_insert(load.method_id).seal())
-                .sum();
-            load.in_flight.fetch_sub(departed, Relaxed);
+        // a late select would make them unsealed.
+        let mut departed = previous
+            .members
+            .iter()
+            .filter(|m| snapshot.position(m.id).is_none())
+            .peekable();
+        if departed.peek().is_none() {
+            return;
         }
+        // The total is made here if the method has none yet: its first pick may be running on
+        // the replaced set, and counts on a leaving invoker must be sealed even then (the
+        // pick makes the total once it has counted, or finds this one).
+        let load = Load::of(method);
+        let sealed: i64 = departed
+            .map(|m| m.state.methods.get_or_insert(method_id).seal())
+            .sum();
+        load.in_flight.fetch_sub(sealed, Relaxed);
     }
 }

@@ -162,6 +162,7 @@ pub(crate) trait Strategy: Send + Sync + 'static {
     fn after_update(
         &self,
         _method: &MethodState,
+        _method_id: u32,
         _snapshot: &Snapshot,
         _previous: &Snapshot,
         _clock: &Clock,
@@ -248,7 +249,6 @@ impl StrategyKind {
 /// One ended call as a strategy sees it.
 pub(crate) struct Report<'a> {
     pub method: &'a MethodState,
-    pub method_id: u32,
     pub stats: &'a CallStats,
     /// True when the call was counted in flight (its report undid one in-flight count).
     pub ended: bool,

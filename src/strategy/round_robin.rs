@@ -1006,6 +1006,7 @@ impl Strategy for RoundRobin {
     fn after_update(
         &self,
         method: &MethodState,
+        _method_id: u32,
         snapshot: &Snapshot,
         _previous: &Snapshot,
         clock: &Clock,
