@@ -1882,7 +1882,7 @@ impl Balancer {
             ));
             inner.strategy.stats_fields(m, now_ms, &mut out);
             if let Some(filter) = &inner.filter {
-                filter.stats_fields(m, &mut out);
+                filter.stats_fields(m, now_ms, &mut out);
             }
             out.push_str(",\"methods\":[");
             out.push_str(&per_method);

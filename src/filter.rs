@@ -66,11 +66,29 @@ impl OutlierState {
         self.window_start_ms.store(0, Relaxed);
     }
 
+    /// Whether a window that started at `start` (0: none started) is over at `now_ms`.
+    #[inline]
+    fn window_over(start: i64, window_ms: i64, now_ms: i64) -> bool {
+        start == 0 || now_ms.saturating_sub(start) >= window_ms
+    }
+
+    /// The (calls, failures) of the window that a call counted at `now_ms` would join: (0, 0)
+    /// when it would start a new one.
+    fn window_at(&self, window_ms: i64, now_ms: i64) -> (u32, u32) {
+        if Self::window_over(self.window_start_ms.load(Relaxed), window_ms, now_ms) {
+            return (0, 0);
+        }
+        (
+            self.window_calls.load(Relaxed),
+            self.window_failures.load(Relaxed),
+        )
+    }
+
     /// Counts one call in the failure-rate window (rolling it over when it is over); returns
     /// the window's (calls, failures) including this one.
     fn count(&self, window_ms: i64, now_ms: i64, failed: bool) -> (u32, u32) {
         let start = self.window_start_ms.load(Relaxed);
-        if (start == 0 || now_ms.saturating_sub(start) >= window_ms)
+        if Self::window_over(start, window_ms, now_ms)
             && self
                 .window_start_ms
                 .compare_exchange(start, now_ms.max(1), Relaxed, Relaxed)
@@ -518,8 +536,8 @@ impl Filter {
         self.epoch.fetch_add(1, Release);
     }
 
-    /// Extra JSON fields of one invoker in `stats`.
-    pub fn stats_fields(&self, member: &Member, out: &mut String) {
+    /// Extra JSON fields of one invoker in `stats` at `now_ms`.
+    pub fn stats_fields(&self, member: &Member, now_ms: i64, out: &mut String) {
         if self.zone.is_some() {
             out.push_str(if self.is_local(member) {
                 ",\"local\":true"
@@ -535,6 +553,14 @@ impl Filter {
                 s.ejected_until_ms.load(Relaxed),
                 s.ejections.load(Relaxed),
                 s.consecutive.load(Relaxed)
+            ));
+        }
+        if let Some(cfg) = self.outlier.as_ref().filter(|c| c.failure_rate_percent > 0) {
+            // What the failure-rate rule will add the next report to, so that a reader can
+            // tell whether that report can eject.
+            let (calls, failures) = member.state.outlier.window_at(cfg.window_ms, now_ms);
+            out.push_str(&format!(
+                ",\"window_requests\":{calls},\"window_failures\":{failures}"
             ));
         }
     }

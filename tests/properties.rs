@@ -17,8 +17,10 @@
 //!   call's are) and keeps to the healthy local zone as `zone.minHealthyPercent` says (the
 //!   strategy rules then apply within what the filters leave); ejections stay within
 //!   `outlier.maxEjectionPercent`, last `outlier.baseEjectionMs..=outlier.maxEjectionMs`, come
-//!   from failures only, and `outlier.consecutiveFailures` in a row eject while the budget
-//!   allows; slow start's weight share stays within `slowstart.minWeightPercent..=100`.
+//!   from failures only, and a failure ejects exactly when `outlier.consecutiveFailures` in a
+//!   row or the failure-rate window (`outlier.failureRate`, `outlier.minRequests`, counts read
+//!   from the stats and checked as they move) says so while the budget allows; slow start's
+//!   weight share stays within `slowstart.minWeightPercent..=100`.
 //! * `consistent_hash_*`: the ring is deterministic (same set → same picks, also through the
 //!   ABI), a removal moves only the removed invoker's keys, and a candidate subset answers as a
 //!   ring rebuilt from the subset.
@@ -833,6 +835,10 @@ impl Model {
                 config.outlier.enabled(),
                 "{row}"
             );
+            let rate_rule = config.outlier.enabled() && config.outlier.failure_rate_percent > 0;
+            for field in ["window_requests", "window_failures"] {
+                assert_eq!(row.get(field).is_some(), rate_rule, "{field}: {row}");
+            }
         }
         if self.config.outlier.enabled() {
             let ejected = rows.iter().filter(|r| r["ejected"] == true).count();
@@ -1093,10 +1099,12 @@ fn run_sequence(strategy: &str, seed: u64, opts: &Opts, ops: &[Op]) -> Tally {
 }
 
 /// The outlier rules around one report on `id` (in the set) at `now_us`, given the stats
-/// before it: failures in a row count as documented, and one that completes
-/// `outlier.consecutiveFailures` in a row ejects the invoker unless the ejection budget is
-/// used up; an ejection comes from a failure or timeout, stays within the budget and lasts
-/// from `outlier.baseEjectionMs` to `outlier.maxEjectionMs`.
+/// before it: failures in a row and the failure-rate window's counts move as documented; a
+/// failure of an invoker not ejected ejects it exactly when, counting it, there are
+/// `outlier.consecutiveFailures` in a row or the window has `outlier.minRequests` calls with
+/// failures at `outlier.failureRate` % or more, and the ejection budget is not used up; an
+/// ejection comes from a failure or timeout, stays within the budget and lasts from
+/// `outlier.baseEjectionMs` to `outlier.maxEjectionMs`.
 /// Returns 1 when the report ejected the invoker.
 fn check_ejection(
     o: &polylb::OutlierConfig,
@@ -1113,14 +1121,44 @@ fn check_ejection(
     // Ejections still running when this report ejects (one that is over no longer counts).
     let others = ejected_at(before, now_us).len();
     let budget = ejection_budget(before.len(), o.max_ejection_percent);
-    if was["ejected"] == false && failed && o.consecutive_failures > 0 {
+    // The failure-rate window this report counts in (requests, failures), from the stats.
+    let rate_rule = o.failure_rate_percent > 0;
+    let window = |r: &serde_json::Value| {
+        let count = |f: &str| r[f].as_u64().unwrap_or_else(|| panic!("{f} in {r}"));
+        (count("window_requests"), count("window_failures"))
+    };
+    if was["ejected"] == false && failed {
+        // Either rule, counting this failure, ejects while the budget allows; nothing else does.
         let in_a_row = was["consecutive_failures"].as_u64().unwrap() + 1;
-        if in_a_row >= o.consecutive_failures as u64 && others < budget {
-            assert_eq!(
-                is["ejected"], true,
-                "not ejected after {in_a_row} failures: {is}"
-            );
-        }
+        let by_count = o.consecutive_failures > 0 && in_a_row >= o.consecutive_failures as u64;
+        let (requests, failures) = if rate_rule {
+            let (requests, failures) = window(was);
+            (requests + 1, failures + 1)
+        } else {
+            (0, 0)
+        };
+        let by_rate = rate_rule
+            && requests >= o.min_requests as u64
+            && failures * 100 >= o.failure_rate_percent as u64 * requests;
+        assert_eq!(
+            is["ejected"] == true,
+            (by_count || by_rate) && others < budget,
+            "{in_a_row} failures in a row, {failures} of {requests} in the window, \
+             {others} of {budget} ejected, {o:?}: {is}"
+        );
+    }
+    // The window the rule reads: a report of an invoker not ejected joins it (a cancelled call
+    // does not), an ejection starts it over, and nothing counts while ejected.
+    if rate_rule {
+        let (requests, failures) = window(was);
+        let expected = if was["ejected"] == true || outcome == PLB_OUTCOME_CANCELLED {
+            (requests, failures)
+        } else if is["ejected"] == true {
+            (0, 0)
+        } else {
+            (requests + 1, failures + failed as u64)
+        };
+        assert_eq!(window(is), expected, "window after outcome {outcome}: {is}");
     }
     // The count the rule reads: a success ends the run, a failure of an invoker not ejected
     // extends it (an ejection starts a new one), a cancelled call leaves it.
