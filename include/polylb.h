@@ -201,8 +201,9 @@ int32_t plb_balancer_stats(const struct plb_balancer *b, int64_t now_us, char *b
 
 /**
  * Picks an invoker for one call of `method` and counts the call as in flight until
- * plb_report. `key` is the consistent-hash key (ignored by other strategies; may be NULL with
- * length 0). Returns the invoker id (>= 0) or a negated status. Never allocates in steady state.
+ * plb_report. `key` is the hash key of `consistenthash` and `boundedhash` (ignored by other
+ * strategies; may be NULL with length 0). Returns the invoker id (>= 0) or a negated status.
+ * Never allocates in steady state.
  */
 int64_t plb_select(const struct plb_balancer *b, uint32_t method, const uint8_t *key, size_t key_len, int64_t now_us);
 

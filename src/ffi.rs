@@ -320,8 +320,9 @@ pub unsafe extern "C" fn plb_balancer_stats(
 }
 
 /// Picks an invoker for one call of `method` and counts the call as in flight until
-/// plb_report. `key` is the consistent-hash key (ignored by other strategies; may be NULL with
-/// length 0). Returns the invoker id (>= 0) or a negated status. Never allocates in steady state.
+/// plb_report. `key` is the hash key of `consistenthash` and `boundedhash` (ignored by other
+/// strategies; may be NULL with length 0). Returns the invoker id (>= 0) or a negated status.
+/// Never allocates in steady state.
 #[no_mangle]
 pub unsafe extern "C" fn plb_select(
     b: *const plb_balancer,

@@ -385,8 +385,8 @@ func (b *Balancer) Method(name string) (Method, error) {
 }
 
 // Select picks an invoker for one call and returns its id. The call counts as
-// in flight until Report. key is the consistent-hash key (other strategies
-// ignore it; nil is fine). The library's clock is used.
+// in flight until Report. key is the hash key of consistenthash and
+// boundedhash (other strategies ignore it; nil is fine). The library's clock is used.
 func (b *Balancer) Select(method Method, key []byte) (uint64, error) {
 	return b.selectAt(method, key, 0)
 }

@@ -528,11 +528,11 @@ class Balancer:
     ) -> int:
         """Pick an invoker and count the call as in flight; returns its id.
 
-        ``key`` is the consistent-hash key (str is hashed as UTF-8). ``among`` restricts the pick
-        to those ids (``None`` or empty: all, as in the C ABI); ``exclude`` removes ids already
-        tried by a failover (ids not in the set are ignored; if nothing is left,
-        :class:`NoCandidateError`). Every select must be followed by one :meth:`report` for the
-        returned id (or use :meth:`call`).
+        ``key`` is the hash key of ``consistenthash`` and ``boundedhash`` (str is hashed as
+        UTF-8). ``among`` restricts the pick to those ids (``None`` or empty: all, as in the C
+        ABI); ``exclude`` removes ids already tried by a failover (ids not in the set are ignored;
+        if nothing is left, :class:`NoCandidateError`). Every select must be followed by one
+        :meth:`report` for the returned id (or use :meth:`call`).
         """
         if key is None:
             key_len = 0
