@@ -481,7 +481,13 @@ impl Config {
                 format!("config: {key} {why}"),
             ))
         };
-        if let Some(key) = given("outlier.") {
+        // A rule's own key at 0 is that rule's "off" (as slowstart.windowMs=0 is slow start's),
+        // a setting: only the other outlier keys do nothing while no rule is on.
+        let rules = ["outlier.consecutiveFailures", "outlier.failureRate"];
+        if let Some(key) = seen
+            .iter()
+            .find(|k| k.starts_with("outlier.") && !rules.contains(k))
+        {
             if !self.outlier.enabled() {
                 return fail(
                     key,

@@ -320,6 +320,33 @@ fn options_with_empty_values_are_absent() {
     assert!(Balancer::new("seed=&seed=1").is_err());
 }
 
+#[test]
+fn outlier_rules_given_as_0_are_off_not_errors() {
+    // 0 is each rule's documented "off", as slowstart.windowMs=0 is slow start's: given on its
+    // own it turns ejection off, it is not an option that would do nothing (the error said
+    // "set outlier.consecutiveFailures ... to enable" to the config that had just set it).
+    for text in [
+        "outlier.consecutiveFailures=0",
+        "outlier.failureRate=0",
+        "loadbalance=p2c&outlier.consecutiveFailures=0&outlier.failureRate=0",
+        "loadbalance=p2c&slowstart.windowMs=0",
+    ] {
+        let b = Balancer::new(text).unwrap_or_else(|e| panic!("{text}: {}", e.message));
+        assert!(!b.config().outlier.enabled(), "{text}");
+    }
+    // The other outlier keys still need a rule that is on.
+    let text = "outlier.consecutiveFailures=0&outlier.baseEjectionMs=100";
+    let e = Balancer::new(text)
+        .err()
+        .unwrap_or_else(|| panic!("{text} accepted"));
+    assert_eq!(e.status, Status::InvalidConfig);
+    assert!(
+        e.message.contains("outlier.baseEjectionMs has no effect"),
+        "{text}: {}",
+        e.message
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Weighted distribution.
 
