@@ -1590,7 +1590,8 @@ impl Balancer {
                         Some(p) if *p.address == *inv.address => p.address.clone(),
                         _ => Arc::from(inv.address.as_str()),
                     },
-                    zone: inv.zone.as_deref().map(Arc::from),
+                    // Empty is no zone, as the C ABI's (NULL, 0) is.
+                    zone: inv.zone.as_deref().filter(|z| !z.is_empty()).map(Arc::from),
                     weight: inv.weight,
                     start_time_ms: inv.start_time_ms,
                     warmup_ms,

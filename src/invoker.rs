@@ -12,6 +12,7 @@ pub struct Invoker {
     pub start_time_ms: i64,
     /// Warm-up period in milliseconds; negative means the balancer's `warmup` (Dubbo: 600000).
     pub warmup_ms: i32,
+    /// Zone for `zone=` preference; `None` or an empty name is no zone (as in the C ABI).
     pub zone: Option<String>,
 }
 

@@ -1375,6 +1375,22 @@ fn zoned() -> Vec<Invoker> {
     ]
 }
 
+/// The C ABI and every binding read an empty zone as no zone; `Invoker::zone("")` in Rust must
+/// mean the same, or the same deployment would show a zone `""` in stats from Rust only.
+#[test]
+fn an_empty_zone_is_no_zone_as_through_the_c_abi() {
+    let b = Balancer::new("loadbalance=random&zone=a").unwrap();
+    b.update(&[provider(1).zone(""), provider(2), provider(3).zone("a")])
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
+    let invokers = v["invokers"].as_array().unwrap();
+    let of = |id: u64| invokers.iter().find(|i| i["id"] == id).unwrap();
+    assert_eq!(of(1).get("zone"), None, "{}", of(1));
+    assert_eq!(of(1).get("zone"), of(2).get("zone"));
+    assert_eq!(of(3)["zone"], "a");
+    assert_eq!(of(1)["local"], of(2)["local"]);
+}
+
 #[test]
 fn zone_preference_keeps_calls_local_for_every_strategy() {
     for kind in StrategyKind::ALL {
