@@ -2105,17 +2105,7 @@ mod tests {
         // A select that pinned the replaced set before the update picks invoker 4 there; its
         // report comes on the current set, which ignores it.
         let clock = Clock::new(0);
-        let call = Call {
-            snapshot: &old,
-            counter: NO_COUNTER,
-            method_state,
-            method,
-            key: b"",
-            clock: &clock,
-            rng: b.inner.rng.on(None),
-            hint: None,
-            single: Cell::new(false),
-        };
+        let call = test_call(&b, &old, method_state, method, &clock);
         assert_eq!(b.inner.select_in(&call, &[4], &[]), Ok(4));
         b.report(method, 4, 1000, Outcome::Success, 0).unwrap();
         assert_eq!(
@@ -2140,6 +2130,27 @@ mod tests {
         assert_eq!(total(), 0);
     }
 
+    /// A call as a select on an uncached snapshot makes it: no counter of this thread, no key.
+    fn test_call<'a>(
+        b: &'a Balancer,
+        snapshot: &'a Snapshot,
+        method_state: &'a MethodState,
+        method: u32,
+        clock: &'a Clock,
+    ) -> Call<'a> {
+        Call {
+            snapshot,
+            counter: NO_COUNTER,
+            method_state,
+            method,
+            key: b"",
+            clock,
+            rng: b.inner.rng.on(None),
+            hint: None,
+            single: Cell::new(false),
+        }
+    }
+
     /// boundedhash's total for a method whose first pick races an update that takes its invoker
     /// out: the total does not exist yet when the update runs, so nothing there accounts for
     /// the pick, yet it counts on the departed invoker and its report is ignored. Each of the
@@ -2151,17 +2162,8 @@ mod tests {
         let set = four_invokers();
         b.update(&set).unwrap();
         let clock = Clock::new(0);
-        let call = |snapshot, method_state, method| Call {
-            snapshot,
-            counter: NO_COUNTER,
-            method_state,
-            method,
-            key: b"",
-            clock: &clock,
-            rng: b.inner.rng.on(None),
-            hint: None,
-            single: Cell::new(false),
-        };
+        let call =
+            |snapshot, method_state, method| test_call(&b, snapshot, method_state, method, &clock);
         let total = |method_state| crate::strategy::whole_set_in_flight(method_state).unwrap_or(0);
 
         // The whole pick on the replaced set, pinned before the update, after it.
