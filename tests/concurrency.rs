@@ -1,4 +1,5 @@
-//! Four threads select and report while a fifth replaces the set 10 000 times.
+//! Four threads select and report while a fifth replaces the set 10 000 times; and a small
+//! version of the same races, sized to run under Miri (scripts/miri.sh).
 
 mod common;
 use common::*;
@@ -275,4 +276,143 @@ fn racing_double_reports_never_hide_a_later_call() {
         );
         b.report(0, next, 10, Outcome::Success, NOW).unwrap();
     }
+}
+
+/// The same races, small enough for Miri (scripts/miri.sh), which checks them for data races
+/// and aliasing violations: two threads select (each caching the snapshot per thread and,
+/// counting on the same invokers, spreading their thread-owned counters) and report, half of
+/// their calls on the other thread, while a third updates the set; then each keeps its cached
+/// snapshot while the balancer drops, and exits (freeing it) only afterwards. Last, the C ABI's
+/// new/update/select/report/free with two threads on one handle.
+#[test]
+fn small_races_for_miri() {
+    use std::sync::{mpsc, Barrier};
+    const CALLS: u64 = 60;
+    for config in [
+        "loadbalance=random",
+        "loadbalance=leastactive",
+        "loadbalance=roundrobin",
+    ] {
+        let b = balancer(config, &set(0));
+        let barrier = Arc::new(Barrier::new(3));
+        let (to_main, from_workers) = mpsc::channel::<u64>();
+        let workers: Vec<_> = (0..2u64)
+            .map(|t| {
+                let (b, barrier, to_main) = (b.clone(), barrier.clone(), to_main.clone());
+                let (exit, exit_rx) = mpsc::channel::<()>();
+                let thread = std::thread::spawn(move || {
+                    let (to_other, from_other) = mpsc::channel::<u64>();
+                    for i in 0..CALLS {
+                        let id = b.select(0, b"", 0).unwrap();
+                        if (i + t) % 2 == 0 {
+                            b.report(0, id, 100, Outcome::Success, 0).unwrap();
+                        } else {
+                            to_other.send(id).unwrap();
+                        }
+                    }
+                    drop(to_other);
+                    // Reported on the main thread: a report from a thread that did not select.
+                    for id in from_other {
+                        to_main.send(id).unwrap();
+                    }
+                    drop(to_main);
+                    // The last call cached the current snapshot; the balancer drops while this
+                    // thread holds it (see below).
+                    b.select(0, b"", 0)
+                        .map(|id| b.report(0, id, 1, Outcome::Failure, 0))
+                        .ok();
+                    drop(b);
+                    barrier.wait();
+                    let _ = exit_rx.recv();
+                });
+                (thread, exit)
+            })
+            .collect();
+        drop(to_main);
+        let updater = {
+            let b = b.clone();
+            std::thread::spawn(move || {
+                for round in 1..=6 {
+                    b.update(&set(round)).unwrap();
+                }
+            })
+        };
+        // Some calls end on a set their invoker has left (fine: reports of unknown ids are
+        // ignored or compensated).
+        for id in from_workers {
+            let _ = b.report(0, id, 200, Outcome::Success, 0);
+        }
+        updater.join().unwrap();
+        barrier.wait();
+        drop(b);
+        for (thread, exit) in workers {
+            exit.send(()).unwrap();
+            thread.join().unwrap();
+        }
+    }
+
+    // The C ABI on one handle from two threads, freed by the main thread after both.
+    use polylb::ffi::*;
+    use std::ptr::{null, null_mut};
+    #[derive(Clone, Copy)]
+    struct Handle(*mut plb_balancer);
+    unsafe impl Send for Handle {}
+    let config = "loadbalance=leastactive";
+    let mut raw = null_mut();
+    let status = unsafe {
+        plb_balancer_new(
+            config.as_ptr(),
+            config.len(),
+            &mut raw,
+            null_mut(),
+            0,
+            null_mut(),
+        )
+    };
+    assert_eq!(status, PLB_OK);
+    let addresses: Vec<String> = (1..=3).map(|i| format!("10.1.0.{i}:20880")).collect();
+    let invokers: Vec<plb_invoker> = addresses
+        .iter()
+        .enumerate()
+        .map(|(i, a)| plb_invoker {
+            id: i as u64 + 1,
+            address: a.as_ptr(),
+            address_len: a.len(),
+            weight: 100,
+            start_time_ms: 0,
+            warmup_ms: -1,
+            zone: null(),
+            zone_len: 0,
+        })
+        .collect();
+    let status = unsafe {
+        plb_balancer_update(
+            raw,
+            invokers.as_ptr(),
+            invokers.len(),
+            null_mut(),
+            0,
+            null_mut(),
+        )
+    };
+    assert_eq!(status, PLB_OK);
+    let handle = Handle(raw);
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let handle = handle;
+                for _ in 0..CALLS {
+                    let id = unsafe { plb_select(handle.0, 0, null(), 0, 0) };
+                    assert!(id > 0, "plb_select: {id}");
+                    let status =
+                        unsafe { plb_report(handle.0, 0, id as u64, 10, PLB_OUTCOME_SUCCESS, 0) };
+                    assert_eq!(status, PLB_OK);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    unsafe { plb_balancer_free(raw) };
 }
