@@ -287,3 +287,76 @@ fn utilisation_is_work_done_even_on_a_paused_provider() {
         r.providers
     );
 }
+
+#[test]
+fn a_copied_fleet_keeps_each_fault_and_its_share() {
+    let model = scenario::Model::default();
+    let build = |id: &str| scenario::build(id, Some(10_000_000), &model).unwrap();
+
+    // Churn: every copy's provider crashes, leaves and comes back, on its own index.
+    let one = build("6");
+    let three = build("6").copied(3).unwrap();
+    let n = one.providers.len();
+    assert_eq!(three.providers.len(), 3 * n);
+    assert_eq!(three.initial.len(), 3 * one.initial.len());
+    assert!((three.capacity_rps - 3.0 * one.capacity_rps).abs() < 1e-6);
+    assert_eq!(three.timeline.len(), 3 * one.timeline.len());
+    assert!(three.timeline.windows(2).all(|w| w[0].0 <= w[1].0));
+    let index = |a: &scenario::Action| match *a {
+        scenario::Action::Join(p)
+        | scenario::Action::Leave(p)
+        | scenario::Action::Crash(p)
+        | scenario::Action::Freeze(p)
+        | scenario::Action::Speed(p, _) => p,
+    };
+    for c in 0..3 {
+        let copy: Vec<_> = three
+            .timeline
+            .iter()
+            .filter(|(_, a)| index(a) / n == c)
+            .map(|&(at, a)| (at, index(&a) % n))
+            .collect();
+        let original: Vec<_> = one
+            .timeline
+            .iter()
+            .map(|&(at, a)| (at, index(&a)))
+            .collect();
+        assert_eq!(copy, original, "copy {c}");
+    }
+    assert_eq!(three.label(), "6-churn-x3");
+    assert!(three.heading().contains("24 providers"));
+
+    // GC pause: one stalling provider per copy of 8, their pauses in turn.
+    let four = build("3").copied(4).unwrap();
+    let stalls: Vec<_> = four
+        .providers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.stall.map(|s| (i, s)))
+        .collect();
+    assert_eq!(
+        stalls.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        [0, 8, 16, 24]
+    );
+    let period = stalls[0].1.period_us;
+    for (c, (_, s)) in stalls.iter().enumerate() {
+        assert_eq!(s.first_us, stalls[0].1.first_us + period * c as i64 / 4);
+    }
+
+    // One copy is the scenario itself; the hashing probe is not copied.
+    assert_eq!(build("1").copied(1).unwrap().label(), "1-incident");
+    assert!(build("7").copied(2).is_err());
+
+    // And a copied fleet runs: the fast-failing quarter of 16 providers is avoided as one of 4.
+    let mut s = spec("4", 3.0, "peakewma", 0.7, 1, 1);
+    s.scenario = s.scenario.copied(4).unwrap();
+    let r = engine::run(&s).unwrap();
+    assert_eq!(r.providers.len(), 16);
+    let failing: f64 = r.providers.iter().step_by(4).map(|p| p.share).sum();
+    assert!(
+        failing < 0.05 && r.error_rate() < 0.05,
+        "{:.2} % of attempts to the failing providers, error rate {:.3} %",
+        failing * 100.0,
+        r.error_rate() * 100.0
+    );
+}

@@ -60,6 +60,8 @@ OPTIONS (lists are comma-separated):
   --seeds K           seeds per run, seed..seed+K-1; tables show the median (default: 1)
   --duration SECS     virtual seconds per run (default: per scenario, 15-30 s)
   --workers N         concurrency limit of every provider (default: 4)
+  --fleet K           K copies of each scenario's providers, faults and timeline, load
+                      scaled with them (default: 1; scenario 7 is skipped)
   --service KIND      service-time distribution: lognormal (default, cv 1), lognormal:CV, exp
   --timeout MS        client timeout per attempt (default: 1000)
   --retries N         failover retries after a failure or timeout, 0-3 (default: 0)
@@ -79,6 +81,7 @@ struct Args {
     seeds: u64,
     duration_us: Option<i64>,
     model: scenario::Model,
+    fleet: usize,
     timeout_us: i64,
     retries: u32,
     jobs: usize,
@@ -104,6 +107,7 @@ fn parse_args() -> Result<Args, String> {
         seeds: 1,
         duration_us: None,
         model: scenario::Model::default(),
+        fleet: 1,
         timeout_us: 1_000_000,
         retries: 0,
         jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -170,6 +174,13 @@ fn parse_args() -> Result<Args, String> {
             "--seeds" => a.seeds = (num(value()?, "--seeds")? as u64).max(1),
             "--duration" => a.duration_us = Some((num(value()?, "--duration")? * 1e6) as i64),
             "--workers" => a.model.workers = (num(value()?, "--workers")? as u32).max(1),
+            "--fleet" => {
+                let k = num(value()?, "--fleet")?;
+                if !(k.fract() == 0.0 && (1.0..=1000.0).contains(&k)) {
+                    return Err(format!("--fleet: {k} is not a whole number in 1..=1000"));
+                }
+                a.fleet = k as usize;
+            }
             "--service" => {
                 let v = value()?;
                 match v.split_once(':') {
@@ -219,12 +230,21 @@ fn main() {
     let mut scenarios = Vec::new();
     for id in &args.scenarios {
         match scenario::build(id, args.duration_us, &args.model) {
-            Some(s) => scenarios.push(s),
+            // A scenario that cannot be copied is skipped, so `--fleet` works with the default
+            // list; asked for alone, it leaves nothing to run (an error below).
+            Some(s) => match s.copied(args.fleet) {
+                Ok(s) => scenarios.push(s),
+                Err(e) => eprintln!("notice: skipping: {e}"),
+            },
             None => {
                 eprintln!("simulate: unknown scenario '{id}' (see --help)");
                 std::process::exit(2);
             }
         }
+    }
+    if scenarios.is_empty() {
+        eprintln!("simulate: no scenario left to run");
+        std::process::exit(2);
     }
     // Strategies the library does not know (yet) are skipped, with the library's own message.
     let mut policies: Vec<PolicySpec> = Vec::new();

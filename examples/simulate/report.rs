@@ -326,11 +326,12 @@ impl Report {
         );
         for sc in &self.scenarios {
             let combos = self.combos(sc);
-            let _ = writeln!(out, "\n== {}: {} ==", sc.label(), sc.title);
+            let _ = writeln!(out, "\n== {}: {} ==", sc.label(), sc.heading());
             let _ = writeln!(
                 out,
                 "   load = fraction of {:.0} calls/s ({})",
-                sc.capacity_rps, sc.capacity_note
+                sc.capacity_rps,
+                sc.capacity_text()
             );
             let _ = write!(out, "{:<nw$}", "strategy");
             for (l, c) in &combos {
@@ -473,12 +474,12 @@ impl Report {
             }
         );
         for sc in &self.scenarios {
-            let _ = writeln!(out, "## {}: {}\n", sc.label(), sc.title);
+            let _ = writeln!(out, "## {}: {}\n", sc.label(), sc.heading());
             let _ = writeln!(
                 out,
                 "Load 1.0 = {:.0} calls/s ({}). Duration {} s.\n",
                 sc.capacity_rps,
-                sc.capacity_note,
+                sc.capacity_text(),
                 sc.duration_us / 1_000_000
             );
             for (l, c) in self.combos(sc) {
@@ -684,7 +685,7 @@ impl Report {
                 html,
                 "<h2>{}: {}</h2>",
                 escape(&sc.label()),
-                escape(sc.title)
+                escape(&sc.heading())
             );
             for (l, c) in self.combos(sc) {
                 let name = svg_name(sc, l, c);
@@ -724,10 +725,10 @@ impl Report {
              <text x=\"20\" y=\"37\" font-size=\"12\">load {} % of {:.0} calls/s ({}), {} consumer(s){}; \
              lines: latency CDF of successful calls per strategy, dashed: oracles</text>",
             escape(&sc.label()),
-            escape(sc.title),
+            escape(&sc.heading()),
             pct(load),
             sc.capacity_rps,
-            escape(sc.capacity_note),
+            escape(&sc.capacity_text()),
             consumers,
             if self.s.seeds > 1 { ", first seed" } else { "" }
         );

@@ -61,6 +61,8 @@ pub struct Scenario {
     pub min_consumers: usize,
     /// Remove this provider at this time and measure hashing quality (scenario 7).
     pub hash_probe: Option<(i64, usize)>,
+    /// Copies of the scenario's fleet (`--fleet`); 1 = the scenario as described.
+    pub fleet: usize,
 }
 
 pub const ALL_IDS: &[&str] = &["1", "2a", "2b", "3", "4", "5", "6", "7", "8"];
@@ -74,7 +76,82 @@ impl Scenario {
     }
 
     pub fn label(&self) -> String {
-        format!("{}-{}", self.id, self.name)
+        match self.fleet {
+            1 => format!("{}-{}", self.id, self.name),
+            k => format!("{}-{}-x{k}", self.id, self.name),
+        }
+    }
+
+    /// The title, with the fleet's size when it is copied.
+    pub fn heading(&self) -> String {
+        match self.fleet {
+            1 => self.title.to_string(),
+            k => format!(
+                "{} — the fleet ×{k}: {} providers",
+                self.title,
+                self.providers.len()
+            ),
+        }
+    }
+
+    /// What load 1.0 is the capacity of, with the fleet's copies when it is copied.
+    pub fn capacity_text(&self) -> String {
+        match self.fleet {
+            1 => self.capacity_note.to_string(),
+            k => format!("{}, in each of {k} copies", self.capacity_note),
+        }
+    }
+
+    /// `k` copies of the fleet (`--fleet`): every provider, its faults and its timeline
+    /// actions, so the fault's share of the fleet stays the same while the set a balancer
+    /// chooses from grows k-fold; offered load scales with the capacity. Copies of a provider
+    /// that stalls stall in turn (copy c shifted by c/k of the period), as independent
+    /// processes' pauses would. Scenario 7's hashing probe removes one provider: not copied.
+    pub fn copied(mut self, k: usize) -> Result<Scenario, String> {
+        if k <= 1 {
+            return Ok(self);
+        }
+        if self.hash_probe.is_some() {
+            return Err(format!(
+                "--fleet: scenario {} cannot be copied",
+                self.label()
+            ));
+        }
+        let n = self.providers.len();
+        let mut providers = Vec::with_capacity(n * k);
+        for c in 0..k {
+            for spec in &self.providers {
+                let mut spec = spec.clone();
+                if let Some(stall) = &mut spec.stall {
+                    stall.first_us += stall.period_us * c as i64 / k as i64;
+                }
+                providers.push(spec);
+            }
+        }
+        let shift = |p: usize, c: usize| p + c * n;
+        self.initial = (0..k)
+            .flat_map(|c| self.initial.iter().map(move |&p| shift(p, c)))
+            .collect();
+        let mut timeline: Vec<(i64, Action)> = (0..k)
+            .flat_map(|c| {
+                self.timeline.iter().map(move |&(at, action)| {
+                    let action = match action {
+                        Action::Join(p) => Action::Join(shift(p, c)),
+                        Action::Leave(p) => Action::Leave(shift(p, c)),
+                        Action::Crash(p) => Action::Crash(shift(p, c)),
+                        Action::Freeze(p) => Action::Freeze(shift(p, c)),
+                        Action::Speed(p, f) => Action::Speed(shift(p, c), f),
+                    };
+                    (at, action)
+                })
+            })
+            .collect();
+        timeline.sort_by_key(|&(at, _)| at);
+        self.timeline = timeline;
+        self.providers = providers;
+        self.capacity_rps *= k as f64;
+        self.fleet = k;
+        Ok(self)
     }
 
     pub fn is_hash_scenario(&self) -> bool {
@@ -163,6 +240,7 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 duration_us: d,
                 min_consumers: 1,
                 hash_probe: None,
+                fleet: 1,
             }
         }
         "2a" | "2b" => {
@@ -189,6 +267,7 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 duration_us: d,
                 min_consumers: 1,
                 hash_probe: None,
+                fleet: 1,
             }
         }
         "3" => {
@@ -212,6 +291,7 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 duration_us: d,
                 min_consumers: 1,
                 hash_probe: None,
+                fleet: 1,
             }
         }
         "4" => {
@@ -231,6 +311,7 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 duration_us: d,
                 min_consumers: 1,
                 hash_probe: None,
+                fleet: 1,
             }
         }
         "5" => {
@@ -253,6 +334,7 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 duration_us: d,
                 min_consumers: 1,
                 hash_probe: None,
+                fleet: 1,
             }
         }
         "6" => {
@@ -285,6 +367,7 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 duration_us: d,
                 min_consumers: 1,
                 hash_probe: None,
+                fleet: 1,
             }
         }
         "7" => {
@@ -305,6 +388,7 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 duration_us: d,
                 min_consumers: 1,
                 hash_probe: Some((at, removed)),
+                fleet: 1,
             }
         }
         "8" => {
@@ -341,6 +425,7 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 duration_us: d,
                 min_consumers: 50,
                 hash_probe: None,
+                fleet: 1,
             }
         }
         _ => return None,
