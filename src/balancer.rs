@@ -2281,4 +2281,84 @@ mod tests {
             );
         });
     }
+
+    /// d choices draw distinct candidates in proportion to weight until none is left, at any
+    /// position: below 256 (tracked as bits) and beyond (a search of the sorted draws), by the
+    /// alias table, by skipping drawn weight when its tries collide, and uniformly.
+    #[test]
+    fn a_sampler_draws_each_candidate_at_most_once_at_any_position() {
+        type WeightAt = fn(usize) -> i32;
+        let cases: [(usize, WeightAt); 4] = [
+            (20, |i| 100 + (i % 3) as i32 * 50),
+            (20, |_| 100),
+            // One heavy invoker: the alias table keeps landing on it once it is drawn.
+            (40, |i| if i == 7 { 1_000_000 } else { 1 }),
+            // Most weight on positions 250-299, on both sides of 256.
+            (300, |i| if i >= 250 { 1_000 } else { 1 }),
+        ];
+        for (n, weight) in cases {
+            let b = Balancer::new("loadbalance=p2c&seed=7").unwrap();
+            let set: Vec<Invoker> = (0..n as u64)
+                .map(|i| {
+                    Invoker::new(i, format!("10.0.{}.{}:1", i / 200, i % 200))
+                        .weight(weight(i as usize))
+                })
+                .collect();
+            b.update(&set).unwrap();
+            let snapshot = b.inner.snapshot.load_full();
+            let weights = snapshot
+                .prepared
+                .as_ref()
+                .unwrap()
+                .downcast_ref::<Weights>()
+                .unwrap();
+            let clock = Clock::new(0);
+            let (mut below, mut beyond) = (0, 0);
+            for round in 0..50 {
+                let ctx = Ctx {
+                    snapshot: &snapshot,
+                    method: b.inner.methods.get(0).unwrap(),
+                    method_id: 0,
+                    candidates: &snapshot.all,
+                    is_all: true,
+                    drawn: false,
+                    mask: &[],
+                    subset: None,
+                    key: &[],
+                    clock: &clock,
+                    rng: b.inner.rng.on(None),
+                };
+                let mut sampler = crate::strategy::Sampler::new(&ctx, weights, None);
+                let mut drawn = Vec::new();
+                while let Some(pos) = sampler.draw() {
+                    assert!(sampler.was_drawn(pos));
+                    drawn.push(pos);
+                }
+                let mut distinct = drawn.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                assert_eq!(
+                    distinct.len(),
+                    drawn.len(),
+                    "n = {n}, round {round}: {drawn:?}"
+                );
+                assert_eq!(drawn.len(), n.min(crate::strategy::MAX_DRAWS), "n = {n}");
+                below += drawn.iter().filter(|&&p| p < 256).count();
+                beyond += drawn.iter().filter(|&&p| p >= 256).count();
+                for pos in 0..n {
+                    assert_eq!(
+                        sampler.was_drawn(pos),
+                        drawn.contains(&pos),
+                        "n = {n}, {pos}"
+                    );
+                }
+            }
+            if n > 256 {
+                assert!(
+                    below > 0 && beyond > 0,
+                    "{below} below 256, {beyond} beyond"
+                );
+            }
+        }
+    }
 }

@@ -29,6 +29,8 @@ pub(crate) use consistent_hash::{ring_pick, ring_pick_among};
 pub(crate) use p2c::{best_of_pair, best_of_pair_excluding, best_of_subset_pair};
 pub(crate) use random::WholeSet;
 pub(crate) use round_robin::serve_live;
+#[cfg(test)]
+pub(crate) use weighted::{Sampler, MAX_DRAWS};
 pub(crate) use weighted::{SubsetWeights, Weights};
 
 use crate::balancer::{Member, MethodState, Snapshot};
