@@ -1025,19 +1025,8 @@ impl Inner {
         if self.drawn_pair {
             // p2c: its sampler over the whole set, the excluded invokers counted as drawn
             // already, draws the pair from the rest exactly (as over the list of the rest).
-            let ctx = Ctx {
-                snapshot,
-                method: self.methods.get(method)?,
-                method_id: method,
-                candidates: &snapshot.all,
-                is_all: true,
-                drawn: false,
-                mask: &[],
-                subset: None,
-                key: &[],
-                clock: &Clock::new(now_us),
-                rng,
-            };
+            let clock = Clock::new(now_us);
+            let ctx = Ctx::whole_set(snapshot, self.methods.get(method)?, method, &clock, rng);
             let weights = prepared.downcast_ref::<Weights>()?;
             let pos = best_of_pair_excluding(&ctx, weights, &out)?;
             return Some(Ok(self.count_select_in(snapshot, counted, pos, method)));
@@ -2315,19 +2304,13 @@ mod tests {
             let clock = Clock::new(0);
             let (mut below, mut beyond) = (0, 0);
             for round in 0..50 {
-                let ctx = Ctx {
-                    snapshot: &snapshot,
-                    method: b.inner.methods.get(0).unwrap(),
-                    method_id: 0,
-                    candidates: &snapshot.all,
-                    is_all: true,
-                    drawn: false,
-                    mask: &[],
-                    subset: None,
-                    key: &[],
-                    clock: &clock,
-                    rng: b.inner.rng.on(None),
-                };
+                let ctx = Ctx::whole_set(
+                    &snapshot,
+                    b.inner.methods.get(0).unwrap(),
+                    0,
+                    &clock,
+                    b.inner.rng.on(None),
+                );
                 let mut sampler = crate::strategy::Sampler::new(&ctx, weights, None);
                 let mut drawn = Vec::new();
                 while let Some(pos) = sampler.draw() {

@@ -282,6 +282,30 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// A pick over the whole set, without a key or a filter's view.
+    #[inline(always)]
+    pub fn whole_set(
+        snapshot: &'a Snapshot,
+        method: &'a MethodState,
+        method_id: u32,
+        clock: &'a Clock,
+        rng: Rng<'a>,
+    ) -> Ctx<'a> {
+        Ctx {
+            snapshot,
+            method,
+            method_id,
+            candidates: &snapshot.all,
+            is_all: true,
+            drawn: false,
+            mask: &[],
+            subset: None,
+            key: &[],
+            clock,
+            rng,
+        }
+    }
+
     /// The data the strategy prepared for this snapshot (None for the empty initial set).
     #[inline]
     pub fn prepared<T: Any>(&self) -> Option<&'a T> {
