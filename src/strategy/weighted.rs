@@ -270,7 +270,8 @@ pub(crate) struct Sampler<'c, 'a> {
     all_zero: bool,
     /// A subset at configured weights (no warm-up or ramp) whose table the filter prepared.
     subset: Option<&'c SubsetWeights>,
-    /// Drawn positions, in ascending order (for interval skipping and distinctness).
+    /// Drawn positions, in ascending order (for interval skipping, and distinctness beyond
+    /// `SEEN_BITS`).
     drawn: [u32; MAX_DRAWS],
     len: usize,
     /// Drawn positions below `SEEN_BITS`, as bits: d choices ask "drawn?" about twenty times
