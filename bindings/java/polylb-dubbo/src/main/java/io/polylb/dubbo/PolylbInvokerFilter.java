@@ -3,6 +3,7 @@ package io.polylb.dubbo;
 import static org.apache.dubbo.common.constants.CommonConstants.CONSUMER;
 
 import io.polylb.Outcome;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import org.apache.dubbo.common.extension.Activate;
@@ -25,6 +26,16 @@ import org.apache.dubbo.rpc.RpcException;
  * remoting TimeoutException) is {@link Outcome#TIMEOUT}; any other error a {@link Outcome#FAILURE}.
  * For {@code adaptive}, the provider's {@code lb_adaptive} reply is parsed as Dubbo's
  * AdaptiveLoadBalanceFilter parses it, fed to polylb, and stripped.
+ *
+ * <p>A user's cancel of an async call is no verdict on the provider, never a failure. The futures
+ * users usually get (a {@code CompletableFuture} a service method returns, {@code
+ * RpcContext.getServiceContext().getCompletableFuture()}, {@code RpcContext.getContext().getFuture()},
+ * {@code asyncCall}) adapt a future derived from the one this filter hangs on, and a cancel does not
+ * reach back: the call stays in flight and the provider's real answer (or Dubbo's timeout) is
+ * reported when it arrives. ({@code com.alibaba.dubbo.rpc.RpcContext}'s future ignores cancel.)
+ * Cancelling the call's own future, which Dubbo keeps for 2.6.x code ({@code
+ * FutureContext.getCompatibleCompletableFuture()}), completes it with a CancellationException at
+ * once: that is reported as {@link Outcome#CANCELLED}, which only undoes the in-flight count.
  *
  * <p>The outcome is taken from the result this filter's {@code invoke} returns, not through
  * {@code Filter.Listener}: Dubbo's filter chain (CallbackRegistrationInvoker) calls the
@@ -93,7 +104,12 @@ public class PolylbInvokerFilter implements Filter {
         if (s == null) {
             return;
         }
-        report(s, elapsedUs(s), isTimeout(t) ? Outcome.TIMEOUT : Outcome.FAILURE);
+        if (isCancellation(t)) {
+            // Says nothing of the provider: only the in-flight count is undone.
+            report(s, 0, Outcome.CANCELLED);
+        } else {
+            report(s, elapsedUs(s), isTimeout(t) ? Outcome.TIMEOUT : Outcome.FAILURE);
+        }
     }
 
     /**
@@ -102,10 +118,24 @@ public class PolylbInvokerFilter implements Filter {
      * TimeoutException (or around such an RpcException).
      */
     static boolean isTimeout(Throwable t) {
+        t = unwrap(t);
+        return t instanceof TimeoutException || (t instanceof RpcException && ((RpcException) t).isTimeout());
+    }
+
+    /**
+     * The call's own future was cancelled (by the user, through the future Dubbo keeps for 2.6.x
+     * code, {@code FutureContext.getCompatibleCompletableFuture()}): the callback gets the
+     * CancellationException, or a CompletionException around it.
+     */
+    static boolean isCancellation(Throwable t) {
+        return unwrap(t) instanceof CancellationException;
+    }
+
+    private static Throwable unwrap(Throwable t) {
         while ((t instanceof CompletionException || t instanceof ExecutionException) && t.getCause() != null) {
             t = t.getCause();
         }
-        return t instanceof TimeoutException || (t instanceof RpcException && ((RpcException) t).isTimeout());
+        return t;
     }
 
     private static Selections.Selection finish(Invoker<?> invoker, Invocation invocation) {

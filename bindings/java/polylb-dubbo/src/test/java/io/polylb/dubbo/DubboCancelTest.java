@@ -1,0 +1,379 @@
+package io.polylb.dubbo;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.apache.dubbo.config.ApplicationConfig;
+import org.apache.dubbo.config.ProtocolConfig;
+import org.apache.dubbo.config.ReferenceConfig;
+import org.apache.dubbo.config.RegistryConfig;
+import org.apache.dubbo.config.ServiceConfig;
+import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+import org.apache.dubbo.remoting.TimeoutException;
+import org.apache.dubbo.rpc.FutureContext;
+import org.apache.dubbo.rpc.RpcContext;
+import org.apache.dubbo.rpc.RpcException;
+import org.apache.dubbo.rpc.cluster.LoadBalance;
+import org.apache.dubbo.rpc.model.FrameworkModel;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A user cancels an async call's future, through each way a Dubbo 3.3 consumer gets one, while
+ * the provider (real Dubbo, dubbo protocol over loopback) goes on and answers successfully later.
+ * A cancel is no verdict on the provider: polylb must never count it as a failure (it would feed
+ * outlier ejection and peakewma's failure penalty).
+ *
+ * <p>Dubbo's filters each wrap the call's future in a derived one ({@code whenComplete}) and put
+ * a {@code FutureAdapter} of the outermost in the RpcContext; cancelling that cancels only the
+ * outermost future, so {@link PolylbInvokerFilter}, which hangs on the innermost, sees the
+ * provider's real answer: a success, once it arrives. The "compatible" future Dubbo keeps for
+ * 2.6.x-style code ({@code FutureContext.getCompatibleCompletableFuture()}) is the call's own
+ * future: cancelling it completes the filter's callback at once with a CancellationException,
+ * which must be reported as {@code CANCELLED} (only the in-flight count undone).
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class DubboCancelTest {
+    static final String LB = "polylb-leastactive";
+    static final String[] NAMES = {"A", "B"};
+    /** The callIds the providers finished answering. */
+    static final Set<String> ANSWERED = ConcurrentHashMap.newKeySet();
+
+    private static final List<FrameworkModel> FRAMEWORKS = new ArrayList<>();
+    private static final List<DubboBootstrap> BOOTSTRAPS = new ArrayList<>();
+    private static String directUrls;
+
+    public static final class NamedLater implements LaterService {
+        private final String name;
+
+        NamedLater(String name) {
+            this.name = name;
+        }
+
+        @Override
+        public String later(String callId, int delayMs) {
+            try {
+                Thread.sleep(delayMs);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            ANSWERED.add(callId);
+            return name;
+        }
+
+        @Override
+        public CompletableFuture<String> laterFuture(String callId, int delayMs) {
+            return CompletableFuture.completedFuture(later(callId, delayMs));
+        }
+    }
+
+    private static ApplicationConfig application(String name) {
+        ApplicationConfig app = new ApplicationConfig(name);
+        app.setQosEnable(false);
+        app.setRegisterMode("interface");
+        return app;
+    }
+
+    @BeforeAll
+    static void startProviders() throws IOException {
+        DubboEndToEndTest.pinDubboLocalHostToLoopback();
+        List<String> urls = new ArrayList<>();
+        for (String name : NAMES) {
+            int port = DubboEndToEndTest.freeLoopbackPort();
+            FrameworkModel framework = new FrameworkModel();
+            FRAMEWORKS.add(framework);
+            ProtocolConfig protocol = new ProtocolConfig("dubbo", port);
+            protocol.setHost("127.0.0.1");
+            protocol.setParameters(Map.of("bind.ip", "127.0.0.1"));
+            protocol.setSerialization("hessian2");
+            ServiceConfig<LaterService> service = new ServiceConfig<>();
+            service.setInterface(LaterService.class);
+            service.setRef(new NamedLater(name));
+            service.setRegister(false);
+            BOOTSTRAPS.add(DubboBootstrap.newInstance(framework)
+                    .application(application("cancel-provider-" + name))
+                    .registry(new RegistryConfig("N/A"))
+                    .protocol(protocol)
+                    .service(service)
+                    .start());
+            urls.add("dubbo://127.0.0.1:" + port + "/" + LaterService.class.getName());
+        }
+        directUrls = String.join(";", urls);
+    }
+
+    @AfterAll
+    static void stopAll() {
+        for (DubboBootstrap bootstrap : BOOTSTRAPS) {
+            try {
+                bootstrap.stop();
+            } catch (RuntimeException ignored) {
+                // best effort
+            }
+        }
+        for (FrameworkModel framework : FRAMEWORKS) {
+            framework.destroy();
+        }
+    }
+
+    /** A consumer in its own FrameworkModel, so each case starts from fresh polylb stats. */
+    static final class Consumer implements AutoCloseable {
+        final FrameworkModel framework = new FrameworkModel();
+        final DubboBootstrap bootstrap;
+        final LaterService later;
+
+        Consumer(boolean async) {
+            ReferenceConfig<LaterService> reference = new ReferenceConfig<>();
+            reference.setInterface(LaterService.class);
+            reference.setUrl(directUrls);
+            reference.setLoadbalance(LB);
+            reference.setCluster("failover");
+            reference.setRetries(0);
+            reference.setTimeout(10_000);
+            reference.setCheck(false);
+            reference.setAsync(async);
+            bootstrap = DubboBootstrap.newInstance(framework)
+                    .application(application("cancel-consumer"))
+                    .registry(new RegistryConfig("N/A"))
+                    .reference(reference)
+                    .start();
+            later = reference.get();
+            // Warm up (connection, serialization); its successes are subtracted below.
+            for (int i = 0; i < 2; i++) {
+                later.later("warmup-" + i, 0);
+                if (async) {
+                    try {
+                        RpcContext.getServiceContext().getCompletableFuture().get(10, TimeUnit.SECONDS);
+                    } catch (Exception e) {
+                        throw new AssertionError(e);
+                    }
+                }
+            }
+        }
+
+        /** polylb's counters for the service, summed over its invokers. */
+        Counters counters() {
+            PolylbLoadBalance lb = (PolylbLoadBalance) bootstrap.getApplicationModel()
+                    .getExtensionLoader(LoadBalance.class).getExtension(LB);
+            Counters c = new Counters();
+            for (String json : lb.statsJson(LaterService.class.getName())) {
+                for (JsonElement e : JsonParser.parseString(json).getAsJsonObject().getAsJsonArray("invokers")) {
+                    JsonObject m = e.getAsJsonObject();
+                    c.active += m.get("active").getAsInt();
+                    c.selected += m.get("selected").getAsInt();
+                    c.succeeded += m.get("succeeded").getAsInt();
+                    c.failures += m.get("failures").getAsInt();
+                    c.timeouts += m.get("timeouts").getAsInt();
+                }
+            }
+            return c;
+        }
+
+        /** Waits until polylb counts no call in flight; returns the counters then. */
+        Counters awaitNoneInFlight() throws InterruptedException {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            Counters c = counters();
+            while (c.active != 0 && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+                c = counters();
+            }
+            assertEquals(0, c.active, "calls still counted in flight: " + c);
+            return c;
+        }
+
+        @Override
+        public void close() {
+            bootstrap.stop();
+            framework.destroy();
+        }
+    }
+
+    static final class Counters {
+        int active;
+        int selected;
+        int succeeded;
+        int failures;
+        int timeouts;
+
+        /** Picks ended with neither a success nor a failure: reported CANCELLED. */
+        int cancelled() {
+            return selected - active - succeeded - failures;
+        }
+
+        @Override
+        public String toString() {
+            return "active=" + active + " selected=" + selected + " succeeded=" + succeeded + " failures="
+                    + failures + " timeouts=" + timeouts + " cancelled=" + cancelled();
+        }
+    }
+
+    /** How a case makes one call and gets the future the user cancels. */
+    interface Call {
+        Future<?> start(LaterService later, String callId, int delayMs) throws Exception;
+    }
+
+    static final int CALLS = 3;
+    static final int DELAY_MS = 1500;
+
+    /**
+     * Makes {@link #CALLS} calls the providers answer after {@link #DELAY_MS}, cancels each at
+     * once, then waits for the providers' answers; returns polylb's counters for those calls.
+     */
+    private static Counters cancelEach(String name, boolean async, Call call, boolean cancelTakes)
+            throws Exception {
+        try (Consumer consumer = new Consumer(async)) {
+            Counters warm = consumer.awaitNoneInFlight();
+            List<String> ids = new ArrayList<>();
+            for (int i = 0; i < CALLS; i++) {
+                String id = name + "-" + i;
+                ids.add(id);
+                Future<?> future = call.start(consumer.later, id, DELAY_MS);
+                assertNotNull(future, name + ": no future");
+                assertFalse(future.isDone(), name + ": done before the provider answered");
+                assertEquals(cancelTakes, future.cancel(true), name + ": cancel's result");
+            }
+            Counters atCancel = consumer.counters();
+            // Every provider answered: whatever polylb waited for has arrived.
+            awaitAnswered(name, ids);
+            Counters end = consumer.awaitNoneInFlight();
+            end.selected -= warm.selected;
+            end.succeeded -= warm.succeeded;
+            end.failures -= warm.failures;
+            end.timeouts -= warm.timeouts;
+            atCancel.selected -= warm.selected;
+            atCancel.succeeded -= warm.succeeded;
+            atCancel.failures -= warm.failures;
+            atCancel.timeouts -= warm.timeouts;
+            System.out.println("cancel via " + name + ": right after cancel " + atCancel + "; after the answers "
+                    + end);
+            assertEquals(CALLS, end.selected, name + ": " + end);
+            assertEquals(0, end.failures, name + ": a user's cancel was counted as a failure: " + end);
+            assertEquals(0, end.timeouts, name + ": " + end);
+            return end;
+        }
+    }
+
+    private static void awaitAnswered(String name, List<String> ids) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!ANSWERED.containsAll(ids) && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        assertTrue(ANSWERED.containsAll(ids), name + ": the providers did not answer " + ids);
+    }
+
+    /**
+     * The usual ways: the cancel does not reach the call's own future, so polylb records the
+     * provider's real answer (a success, with its latency) when it arrives.
+     */
+    private static void answerIsReported(String name, boolean async, Call call, boolean cancelTakes)
+            throws Exception {
+        Counters c = cancelEach(name, async, call, cancelTakes);
+        assertEquals(CALLS, c.succeeded, name + ": the provider's answer was not reported as a success: " + c);
+        assertEquals(0, c.cancelled(), name + ": " + c);
+    }
+
+    @Test
+    void aCompletableFutureMethodsFuture() throws Exception {
+        answerIsReported("CompletableFuture method", false,
+                (later, id, delay) -> later.laterFuture(id, delay), true);
+    }
+
+    @Test
+    void theServiceContextsCompletableFuture() throws Exception {
+        answerIsReported("getServiceContext().getCompletableFuture()", true, (later, id, delay) -> {
+            later.later(id, delay);
+            return RpcContext.getServiceContext().getCompletableFuture();
+        }, true);
+    }
+
+    @Test
+    @SuppressWarnings("deprecation")
+    void theContextsFuture() throws Exception {
+        answerIsReported("RpcContext.getContext().getFuture()", true, (later, id, delay) -> {
+            later.later(id, delay);
+            return RpcContext.getContext().getFuture();
+        }, true);
+    }
+
+    @Test
+    void anAsyncCallsFuture() throws Exception {
+        answerIsReported("getServiceContext().asyncCall()", false,
+                (later, id, delay) -> RpcContext.getServiceContext().asyncCall(() -> later.later(id, delay)), true);
+    }
+
+    @Test
+    void theAlibabaContextsFuture() throws Exception {
+        // com.alibaba's FutureAdapter ignores cancel (returns false); the call goes on.
+        answerIsReported("com.alibaba RpcContext.getContext().getFuture()", true, (later, id, delay) -> {
+            later.later(id, delay);
+            return com.alibaba.dubbo.rpc.RpcContext.getContext().getFuture();
+        }, false);
+    }
+
+    @Test
+    @SuppressWarnings("deprecation")
+    void theCompatibleFutureIsCancelledNotFailed() throws Exception {
+        // The call's own future: the filter's callback completes at the cancel, with a
+        // CancellationException. polylb must record a cancel, not a failure, and at once.
+        Counters c = cancelEach("FutureContext.getCompatibleCompletableFuture()", true, (later, id, delay) -> {
+            later.later(id, delay);
+            return FutureContext.getContext().getCompatibleCompletableFuture();
+        }, true);
+        assertEquals(0, c.succeeded, c.toString());
+        assertEquals(CALLS, c.cancelled(), c.toString());
+    }
+
+    @Test
+    @SuppressWarnings("deprecation")
+    void theCompatibleFuturesCancelEndsThePickAtOnce() throws Exception {
+        try (Consumer consumer = new Consumer(true)) {
+            Counters warm = consumer.awaitNoneInFlight();
+            consumer.later.later("at-once", 3000);
+            CompletableFuture<Object> future = FutureContext.getContext().getCompatibleCompletableFuture();
+            assertEquals(1, consumer.counters().active);
+            assertTrue(future.cancel(true));
+            Counters c = consumer.counters();
+            // Reported in the cancelling thread, long before the provider's answer.
+            assertEquals(0, c.active, c.toString());
+            assertEquals(0, c.failures - warm.failures, c.toString());
+            assertEquals(1, c.cancelled() - warm.cancelled(), c.toString());
+            awaitAnswered("at-once", List.of("at-once"));
+            c = consumer.awaitNoneInFlight();
+            assertEquals(warm.succeeded, c.succeeded, "the late answer was reported too: " + c);
+        }
+    }
+
+    @Test
+    void cancellationsAreToldFromTimeoutsAndFailures() {
+        // Seen raw when the cancelled future is the one the callback hangs on; wrapped when a
+        // future between them derives from it.
+        CancellationException cancel = new CancellationException();
+        assertTrue(PolylbInvokerFilter.isCancellation(cancel));
+        assertTrue(PolylbInvokerFilter.isCancellation(new CompletionException(cancel)));
+        assertTrue(PolylbInvokerFilter.isCancellation(new ExecutionException(cancel)));
+        assertFalse(PolylbInvokerFilter.isTimeout(new CompletionException(cancel)));
+        TimeoutException timeout = new TimeoutException(false, null, "t");
+        assertFalse(PolylbInvokerFilter.isCancellation(new CompletionException(timeout)));
+        assertTrue(PolylbInvokerFilter.isTimeout(new CompletionException(timeout)));
+        assertFalse(PolylbInvokerFilter.isCancellation(new RpcException("boom")));
+        assertFalse(PolylbInvokerFilter.isCancellation(new CompletionException(new IllegalStateException())));
+    }
+}
