@@ -108,7 +108,8 @@
 #define PLB_OUTCOME_TIMEOUT 2
 
 /**
- * The call was never sent: only its in-flight count is undone.
+ * The call was never sent, or was given up with no verdict on the provider (cancelled by its
+ * caller): only its in-flight count is undone; no latency, not a failure.
  */
 #define PLB_OUTCOME_CANCELLED 3
 

@@ -46,7 +46,8 @@ pub const PLB_ERR_LIMIT_EXCEEDED: i32 = 15;
 pub const PLB_OUTCOME_SUCCESS: i32 = 0;
 pub const PLB_OUTCOME_FAILURE: i32 = 1;
 pub const PLB_OUTCOME_TIMEOUT: i32 = 2;
-/// The call was never sent: only its in-flight count is undone.
+/// The call was never sent, or was given up with no verdict on the provider (cancelled by its
+/// caller): only its in-flight count is undone; no latency, not a failure.
 pub const PLB_OUTCOME_CANCELLED: i32 = 3;
 
 /// A balancer. Opaque; every function taking `const plb_balancer *` is safe to call from many

@@ -56,7 +56,8 @@ pub enum Outcome {
     Success = 0,
     Failure = 1,
     Timeout = 2,
-    /// Never sent: only the in-flight count is undone.
+    /// Never sent, or given up with no verdict on the provider (cancelled by its caller): only
+    /// the in-flight count is undone; no latency, not a failure.
     Cancelled = 3,
 }
 

@@ -100,7 +100,8 @@ const ServiceLevel Method = 0
 type Outcome int32
 
 // Outcomes understood by the library. Cancelled means the request was never
-// sent: the report only undoes the in-flight count.
+// sent, or was given up with no verdict on the provider (cancelled by its
+// caller): the report only undoes the in-flight count.
 const (
 	Success   Outcome = C.PLB_OUTCOME_SUCCESS
 	Failure   Outcome = C.PLB_OUTCOME_FAILURE
