@@ -1,0 +1,115 @@
+//! `Balancer::stats_json`: the set and its counters as JSON.
+
+use super::Balancer;
+use crate::clock::Clock;
+use crate::stats::BYPASS;
+use crate::weight::effective_weight;
+
+impl Balancer {
+    /// A JSON snapshot of the set and its counters (summed over methods, plus a per-method
+    /// breakdown); effective weights are evaluated at `now_us`.
+    pub fn stats_json(&self, now_us: i64) -> String {
+        let inner = &*self.inner;
+        let snapshot = inner.snapshot.load();
+        let names = inner.methods.names_by_id();
+        let now_ms = Clock::new(now_us).now_ms();
+        let mut out = String::with_capacity(256 + snapshot.members.len() * 256);
+        out.push_str("{\"strategy\":");
+        json_str(&mut out, inner.strategy.kind().name());
+        out.push_str(",\"invokers\":[");
+        for (i, m) in snapshot.members.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let mut sums = [0u64; 6];
+            // A method's calls picked among a single candidate (`BYPASS`) are its calls too.
+            let mut rows: Vec<(u32, [u64; 6])> = Vec::new();
+            for (method, s) in m.state.methods.iter() {
+                let row = [
+                    if inner.spread_counters {
+                        s.in_flight()
+                    } else {
+                        s.active()
+                    } as u64,
+                    s.selected(),
+                    s.succeeded(),
+                    s.failed(),
+                    s.timeouts(),
+                    s.succeeded_elapsed_us(),
+                ];
+                for (sum, v) in sums.iter_mut().zip(row) {
+                    *sum = sum.saturating_add(v);
+                }
+                let method = method & !BYPASS;
+                match rows.iter_mut().find(|(m, _)| *m == method) {
+                    Some((_, r)) => {
+                        for (a, v) in r.iter_mut().zip(row) {
+                            *a = a.saturating_add(v);
+                        }
+                    }
+                    None => rows.push((method, row)),
+                }
+            }
+            let mut per_method = String::new();
+            for (method, row) in rows {
+                if !per_method.is_empty() {
+                    per_method.push(',');
+                }
+                per_method.push_str("{\"method\":");
+                json_str(
+                    &mut per_method,
+                    names.get(method as usize).map_or("", |n| n),
+                );
+                per_method.push_str(&format!(
+                    ",\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{}}}",
+                    row[0], row[1], row[2], row[3], row[4]
+                ));
+            }
+            out.push_str(&format!("{{\"id\":{},\"address\":", m.id));
+            json_str(&mut out, &m.address);
+            if let Some(zone) = &m.zone {
+                out.push_str(",\"zone\":");
+                json_str(&mut out, zone);
+            }
+            let mean_us = sums[5].checked_div(sums[2]).unwrap_or(0);
+            out.push_str(&format!(
+                ",\"weight\":{},\"effective_weight\":{},\"start_time_ms\":{},\"warmup_ms\":{},\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{},\"mean_success_us\":{}",
+                m.weight,
+                effective_weight(m.weight, m.start_time_ms, m.warmup_ms, now_ms),
+                m.start_time_ms,
+                m.warmup_ms,
+                sums[0],
+                sums[1],
+                sums[2],
+                sums[3],
+                sums[4],
+                mean_us
+            ));
+            inner.strategy.stats_fields(m, now_ms, &mut out);
+            if let Some(filter) = &inner.filter {
+                filter.stats_fields(m, now_ms, &mut out);
+            }
+            out.push_str(",\"methods\":[");
+            out.push_str(&per_method);
+            out.push_str("]}");
+        }
+        out.push_str("]}");
+        out
+    }
+}
+
+pub(crate) fn json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}

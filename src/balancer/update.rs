@@ -1,0 +1,118 @@
+//! Replacing the set: `Balancer::update` checks the invokers (`validate`), then builds and
+//! publishes the next snapshot.
+
+use super::snapshot::{IdIndex, SnapshotBody};
+use super::{Balancer, IdHasher, Member, Snapshot};
+use crate::clock::Clock;
+use crate::error::{Error, Status};
+use crate::invoker::Invoker;
+use crate::weight::time_dependent_until;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicBool, Ordering::Release};
+use std::sync::Arc;
+
+impl Balancer {
+    /// Replaces the whole set atomically. State of ids that stay is kept; state of ids that left
+    /// is dropped. A rejected update changes nothing.
+    pub fn update(&self, invokers: &[Invoker]) -> Result<(), Error> {
+        validate(invokers)?;
+        let inner = &*self.inner;
+        let mut replaced = inner.update_lock.lock();
+        let old = inner.snapshot.load_full();
+        let mut until = i64::MIN;
+        let members: Box<[Member]> = invokers
+            .iter()
+            .map(|inv| {
+                let previous = old.position(inv.id).map(|p| &old.members[p]);
+                let warmup_ms = if inv.warmup_ms < 0 {
+                    inner.config.warmup_ms
+                } else {
+                    inv.warmup_ms
+                };
+                until = until.max(time_dependent_until(
+                    inv.weight,
+                    inv.start_time_ms,
+                    warmup_ms,
+                ));
+                Member {
+                    id: inv.id,
+                    address: match previous {
+                        Some(p) if *p.address == *inv.address => p.address.clone(),
+                        _ => Arc::from(inv.address.as_str()),
+                    },
+                    // Empty is no zone, as the C ABI's (NULL, 0) is.
+                    zone: inv.zone.as_deref().filter(|z| !z.is_empty()).map(Arc::from),
+                    weight: inv.weight,
+                    start_time_ms: inv.start_time_ms,
+                    warmup_ms,
+                    state: previous.map_or_else(Default::default, |p| p.state.clone()),
+                }
+            })
+            .collect();
+        let prepared = inner.strategy.prepare(&members, &old);
+        let local = inner.filter.as_ref().and_then(|f| f.local_zone(&members));
+        let snapshot = Arc::new(Snapshot::new(
+            old.generation + 1,
+            SnapshotBody {
+                all: (0..members.len() as u32).collect(),
+                members,
+                by_id: IdIndex::new(&invokers.iter().map(|i| i.id).collect::<Vec<_>>()),
+                time_dependent_until_ms: until,
+                settled: AtomicBool::new(until == i64::MIN || Clock::new(0).now_ms() >= until),
+                prepared,
+                local,
+            },
+        ));
+        inner.snapshot.store(snapshot.clone());
+        // Threads compare this with their cached snapshot's generation (see `Inner::pin`).
+        inner.generation.store(snapshot.generation, Release);
+        if let Some(filter) = &inner.filter {
+            filter.after_update(&snapshot);
+        }
+        let clock = Clock::new(0);
+        inner
+            .methods
+            .each(|id, m| inner.strategy.after_update(m, id, &snapshot, &old, &clock));
+        replaced.retain(|s| s.strong_count() > 0);
+        replaced.push(Arc::downgrade(&old));
+        drop(old);
+        inner.forget_cached_snapshot();
+        Ok(())
+    }
+}
+
+fn validate(invokers: &[Invoker]) -> Result<(), Error> {
+    let mut seen: HashMap<u64, usize, BuildHasherDefault<IdHasher>> =
+        HashMap::with_capacity_and_hasher(invokers.len(), Default::default());
+    for (i, inv) in invokers.iter().enumerate() {
+        if inv.id > i64::MAX as u64 {
+            return Err(Error::new(
+                Status::IdOutOfRange,
+                format!(
+                    "invoker #{i}: id {} is above INT64_MAX (select returns ids as int64)",
+                    inv.id
+                ),
+            ));
+        }
+        if inv.weight < 0 {
+            return Err(Error::new(
+                Status::NegativeWeight,
+                format!(
+                    "invoker #{i} (id {}): weight {} is negative",
+                    inv.id, inv.weight
+                ),
+            ));
+        }
+        if let Some(first) = seen.insert(inv.id, i) {
+            return Err(Error::new(
+                Status::DuplicateId,
+                format!(
+                    "invoker #{i}: id {} is already used by invoker #{first}",
+                    inv.id
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
