@@ -16,10 +16,8 @@ mod random;
 mod round_robin;
 mod shortest_response;
 mod slow_start;
-mod smooth_wrr;
 mod ties;
 mod warming;
-mod warming_wrr;
 mod weighted;
 
 pub(crate) use adaptive::{pick_among as adaptive_pick, touch_pick_time};

@@ -216,7 +216,7 @@ mod tests {
     /// Dubbo's O(n) walk, as roundrobin runs it where no tournament is used.
     fn walk(current: &mut [i64], weights: &[i32]) -> u32 {
         let total: i64 = weights.iter().map(|&w| w as i64).sum();
-        super::super::round_robin::walk_step(current, weights, total)
+        super::super::period::walk_step(current, weights, total)
     }
 
     struct Lcg(u64);

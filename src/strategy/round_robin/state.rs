@@ -1,0 +1,212 @@
+//! The per-method state: Dubbo's counters by invoker id, what stands in for them while a
+//! period or a tournament serves the picks, writing them back when it ends, Dubbo's recycling
+//! of the counters of invokers that left, and Dubbo's O(n) walk.
+
+use super::live::Live;
+use super::period::{position_of, Kinetic, Period};
+use super::tournaments::{Subset, Warming};
+use super::{Ctx, PickSet, RECYCLE_MS};
+use crate::balancer::{IdHasher, Snapshot};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Entry {
+    pub(super) weight: i32,
+    pub(super) current: i64,
+    pub(super) last_update_ms: i64,
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    pub(super) entries: HashMap<u64, Entry, BuildHasherDefault<IdHasher>>,
+    pub(super) period: Option<Period>,
+    /// When no period fits: the counters of the set's invokers live here, not in `entries`.
+    pub(super) kinetic: Option<Kinetic>,
+    /// While invokers warm up: the counters of the set's invokers live here.
+    pub(super) warming: Option<Warming>,
+    /// The last subset picked from, and its counters while its tournament is live.
+    pub(super) subset: Option<Subset>,
+    /// While a period or a tournament is live: the last-update time of every invoker of the set.
+    pub(super) last_select_ms: i64,
+    /// While a period or a tournament is live: the oldest last-update among entries of invokers that left.
+    pub(super) oldest_departed_ms: i64,
+    /// Whole-set picks made by Dubbo's walk since the fast path last failed to build (every
+    /// weight zero), and after how many to try again (0 while building succeeds: at once).
+    pub(super) slow_picks: u64,
+    pub(super) rebuild_at: u64,
+    /// Reused for the counters a fast path starts from.
+    pub(super) scratch: Vec<i64>,
+    /// The live period published for lock-free picks, while one is (see [`LiveSlots`]).
+    ///
+    /// [`LiveSlots`]: super::live::LiveSlots
+    pub(super) open: Option<Arc<Live>>,
+    /// A select has been served from the period or tournament since it was built. Until one
+    /// is, no select has seen its set (an update builds ahead of the picks): ending it then
+    /// must leave the entries as they were, as Dubbo's would be, weight changes unseen.
+    pub(super) picked_since_build: bool,
+}
+
+pub(super) struct PerMethod {
+    /// Where this method's live periods are published in each snapshot's [`LiveSlots`].
+    ///
+    /// [`LiveSlots`]: super::live::LiveSlots
+    pub(super) method_id: u32,
+    pub(super) state: Mutex<State>,
+}
+
+impl State {
+    /// Writes the counters implied by the live period or tournament back into `entries` and
+    /// drops it.
+    pub(super) fn materialize(&mut self) {
+        if let Some(mut sub) = self.subset.take() {
+            if let (true, Some(wrr)) = (sub.live, sub.wrr.as_ref()) {
+                for ((&id, &weight), current) in
+                    sub.ids.iter().zip(&sub.weights).zip(wrr.counters())
+                {
+                    self.set_counter(id, weight, current);
+                }
+                sub.live = false;
+            }
+            self.subset = Some(sub);
+        }
+        if let Some(mut w) = self.warming.take() {
+            if w.live {
+                for (pos, weight, current) in w.wrr.counters() {
+                    self.set_counter(w.ids[pos as usize], weight, current);
+                }
+                w.live = false;
+            }
+            self.warming = Some(w);
+        }
+        if !self.picked_since_build {
+            // Built ahead of any select (by an update): no select saw its set, so the entries
+            // stay as they are.
+            if let Some(k) = self.kinetic.as_mut() {
+                k.live = false;
+            }
+            self.period = None;
+            return;
+        }
+        if let Some(mut k) = self.kinetic.take() {
+            if k.live {
+                for ((&id, &weight), current) in
+                    k.ids.iter().zip(k.weights.iter()).zip(k.wrr.counters())
+                {
+                    self.set_counter(id, weight, current);
+                }
+                k.live = false;
+            }
+            self.kinetic = Some(k);
+        }
+        let Some(p) = self.period.take() else { return };
+        // Picks by position in the set (the order's entries), read by index in the pick set.
+        let positions = p.positions.as_deref();
+        let span = positions.map_or(p.ids.len(), |ps| {
+            ps.iter().max().map_or(0, |&m| m as usize + 1)
+        });
+        let mut picks = vec![0i64; span];
+        for &pos in &p.order[..p.next] {
+            picks[pos as usize] += 1;
+        }
+        let steps = p.next as i64;
+        for (j, &id) in p.ids.iter().enumerate() {
+            let start = p.start.as_ref().map_or(0, |s| s[j]);
+            let w = p.weights[j];
+            let picked = picks[position_of(positions, j)];
+            self.set_counter(id, w, start + steps * w as i64 - p.total * picked);
+        }
+    }
+
+    /// Stores an invoker's counter as of the latest pick. A zero counter is stored as no entry:
+    /// Dubbo would create that entry at zero if the invoker is picked from again, and recycle it
+    /// unseen if it left, so a method whose counters are back at zero (every period's end)
+    /// keeps no per-invoker state.
+    fn set_counter(&mut self, id: u64, weight: i32, current: i64) {
+        if current == 0 {
+            self.entries.remove(&id);
+        } else {
+            self.entries.insert(
+                id,
+                Entry {
+                    weight,
+                    current,
+                    last_update_ms: self.last_select_ms,
+                },
+            );
+        }
+    }
+
+    /// Last-update times while a period or the tournament stands in for the pick set's entries.
+    pub(super) fn start_tracking(&mut self, set: PickSet<'_>, now_ms: i64) {
+        self.start_tracking_of(now_ms, |id| set.contains(id));
+    }
+
+    /// Last-update times while a tournament stands in for the entries of the invokers each
+    /// pick updates (`picked`); the others age, as in Dubbo, towards recycling.
+    pub(super) fn start_tracking_of(&mut self, now_ms: i64, picked: impl Fn(u64) -> bool) {
+        self.last_select_ms = now_ms;
+        self.oldest_departed_ms = self.oldest_outside(picked);
+    }
+
+    fn oldest_outside(&self, picked: impl Fn(u64) -> bool) -> i64 {
+        self.entries
+            .iter()
+            .filter(|(id, _)| !picked(**id))
+            .map(|(_, e)| e.last_update_ms)
+            .min()
+            .unwrap_or(i64::MAX)
+    }
+
+    pub(super) fn recycle_departed(&mut self, snapshot: &Snapshot, now_ms: i64) {
+        self.recycle_outside(now_ms, |id| snapshot.position(id).is_some());
+    }
+
+    /// Dubbo's recycling of the entries that picks no longer update (`picked` says which they
+    /// do update): gone once 60 s old.
+    pub(super) fn recycle_outside(&mut self, now_ms: i64, picked: impl Fn(u64) -> bool) {
+        self.entries
+            .retain(|id, e| picked(*id) || now_ms.wrapping_sub(e.last_update_ms) <= RECYCLE_MS);
+        self.oldest_departed_ms = self.oldest_outside(picked);
+    }
+
+    /// Dubbo's select, O(n): add each weight, take the first maximum, subtract the total.
+    pub(super) fn walk(&mut self, ctx: &Ctx<'_>, now_ms: i64) -> usize {
+        self.last_select_ms = now_ms;
+        let mut best: Option<(usize, u64)> = None;
+        let mut max = i64::MIN;
+        let mut total = 0i64;
+        for &pos in ctx.candidates {
+            let pos = pos as usize;
+            let w = ctx.weight(pos);
+            let id = ctx.member(pos).id;
+            let e = self.entries.entry(id).or_insert(Entry {
+                weight: w,
+                current: 0,
+                last_update_ms: now_ms,
+            });
+            if e.weight != w {
+                e.weight = w;
+                e.current = 0;
+            }
+            e.current += w as i64;
+            e.last_update_ms = now_ms;
+            if best.is_none() || e.current > max {
+                max = e.current;
+                best = Some((pos, id));
+            }
+            total += w as i64;
+        }
+        if ctx.candidates.len() != self.entries.len() {
+            self.entries
+                .retain(|_, e| now_ms.wrapping_sub(e.last_update_ms) <= RECYCLE_MS);
+        }
+        let (pos, id) = best.expect("at least two candidates");
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.current -= total;
+        }
+        pos
+    }
+}
