@@ -1,0 +1,140 @@
+//! The estimate's update on a report (peak EWMA with time decay, the failure penalty, recovery)
+//! and the method's typical estimate it is measured against.
+
+use super::{PeakEwma, SLOW, TIE};
+use crate::balancer::MethodState;
+use crate::invoker::Outcome;
+use crate::strategy::Report;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// `1 - exp(-x)`, out of line: inline, the compiler computed `exp` on every report (it is
+/// free of side effects, so it may be evaluated before the branches that need it).
+#[inline(never)]
+fn weight_of_long_step(x: f64) -> f64 {
+    1.0 - (-x).exp()
+}
+
+/// Per method: the typical estimate (µs, `f64` bits; 0 = none yet), averaged over the estimates
+/// of every invoker as calls end (so weighted by traffic). It is what "slow" and "cold" are
+/// measured against, and of the same kind as the estimates (a peak EWMA of a high-variance
+/// service sits near its recent maximum, well above a mean latency).
+#[derive(Default)]
+pub(super) struct Typical {
+    bits: AtomicU64,
+}
+
+impl Typical {
+    pub(super) fn get(method: &MethodState) -> f64 {
+        method
+            .ext_if_present::<Typical>()
+            .map_or(0.0, |t| f64::from_bits(t.bits.load(Relaxed)))
+    }
+}
+
+impl PeakEwma {
+    /// On a call's report: the invoker's estimate, its probe gap, and the method's typical
+    /// estimate (the body of `on_report`).
+    #[inline(always)]
+    pub(super) fn update_estimate(&self, r: &Report<'_>) {
+        let success = match r.outcome {
+            Outcome::Success => true,
+            Outcome::Failure | Outcome::Timeout => false,
+            // Never sent: the invoker made no progress (a stalled one must keep its age).
+            Outcome::Cancelled => return,
+        };
+        let cell = r.stats.ewma();
+        let now = r.clock.now_us();
+        if r.ended {
+            cell.progress_us.store(now, Relaxed);
+        }
+        let elapsed = r.elapsed_us.max(1) as f64;
+        let sample = if success {
+            elapsed
+        } else {
+            elapsed.max(self.penalty_us)
+        };
+        let sampled = cell.sampled_us.load(Relaxed);
+        let peak = cell.peak_us.load(Relaxed);
+        let sent = now.saturating_sub(r.elapsed_us);
+        let typical = r.method.ext(Typical::default);
+        let typical_now = f64::from_bits(typical.bits.load(Relaxed));
+        let mut old_bits = cell.estimate_bits.load(Relaxed);
+        let (estimate, recovered) = loop {
+            let old = f64::from_bits(old_bits);
+            let (new, is_peak, recovered) = if old <= 0.0 || sample >= old {
+                (sample, true, false)
+            } else if success
+                && sent >= peak
+                && typical_now > 0.0
+                && old > SLOW * typical_now
+                && sample * TIE < old
+            {
+                // A slow-looking invoker answered a call sent after its peak was seen, clearly
+                // faster: the cause is gone. Halfway there in log space (500 ms → 22 → 4.7 → 2.2
+                // for 1 ms samples), and back to the typical estimate once no longer slow.
+                let step = (old * sample).sqrt();
+                let new = if step <= SLOW * typical_now {
+                    typical_now.max(sample)
+                } else {
+                    step
+                };
+                (new, false, true)
+            } else {
+                // Weight of the new sample: 1 - exp(-Δt / decay) (series for small steps: the
+                // common case at high rates, and cheaper than exp).
+                let x = now.saturating_sub(sampled).max(0) as f64 / self.decay_us;
+                let alpha = if x < 1e-3 {
+                    x * (1.0 - 0.5 * x)
+                } else {
+                    weight_of_long_step(x)
+                };
+                (old + (sample - old) * alpha, false, false)
+            };
+            match cell.estimate_bits.compare_exchange_weak(
+                old_bits,
+                new.to_bits(),
+                Relaxed,
+                Relaxed,
+            ) {
+                Ok(_) => {
+                    if is_peak {
+                        cell.peak_us.store(now, Relaxed);
+                    }
+                    break (new, recovered);
+                }
+                Err(current) => old_bits = current,
+            }
+        };
+        cell.sampled_us.store(now, Relaxed);
+        // Probes back off only while they find no improvement; an invoker that fails is not
+        // retried before the failure penalty has passed, then twice as late each time. (The
+        // doubling is the probe's claim's: doubled here too, a failed probe's wait grew 4x.)
+        if recovered && cell.probe_gap_us.load(Relaxed) != 0 {
+            cell.probe_gap_us.store(0, Relaxed);
+        } else if !success {
+            let gap = cell.probe_gap_us.load(Relaxed);
+            let longer = gap
+                .max(self.penalty_us as i64)
+                .clamp(self.probe_min_us, self.probe_max_us);
+            if longer != gap {
+                cell.probe_gap_us.store(longer, Relaxed);
+            }
+        }
+        if success {
+            // Every 8th success of an invoker moves the typical estimate 1/8 of the way: cheap,
+            // and dominated by the invokers that take the traffic.
+            let successes = cell.successes.load(Relaxed).wrapping_add(1);
+            cell.successes.store(successes, Relaxed);
+            if typical_now <= 0.0 {
+                // The success's own latency: the estimate may hold an earlier failure's
+                // penalty, which would make a failure the measure of "typical".
+                typical.bits.store(sample.to_bits(), Relaxed);
+            } else if successes % 8 == 0 {
+                typical.bits.store(
+                    (typical_now + (estimate - typical_now) / 8.0).to_bits(),
+                    Relaxed,
+                );
+            }
+        }
+    }
+}

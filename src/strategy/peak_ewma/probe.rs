@@ -1,0 +1,75 @@
+//! Probes: an idle invoker that looks slow gets one call (claimed by one thread) once its last
+//! sample is old enough, so that its recovery can be seen; the wait doubles while probes find
+//! it still slow.
+
+use super::look::Look;
+use super::PeakEwma;
+use crate::stats::EwmaCell;
+use crate::strategy::Ctx;
+use std::sync::atomic::Ordering::Relaxed;
+
+impl PeakEwma {
+    /// The first wait before probing an invoker that looks slow: twice the typical latency
+    /// (a stall that just ended is retried at once), clamped to [decay / 1000, decay].
+    fn first_gap(&self, typical: f64) -> i64 {
+        ((2.0 * typical) as i64).clamp(self.probe_min_us, self.probe_max_us)
+    }
+
+    /// An idle invoker that looks slow is probed once its last sample (or probe) is older than
+    /// the current gap: twice the method's typical latency for the first two probes, then
+    /// doubling at each claim while probes find it still slow (up to decay), back to the start
+    /// when a sample shows recovery.
+    pub(super) fn probe_due(&self, cell: &EwmaCell, typical: f64, now_us: i64) -> Option<i64> {
+        let probed = cell.probed_us.load(Relaxed);
+        let last = cell.sampled_us.load(Relaxed).max(probed);
+        let gap = match cell.probe_gap_us.load(Relaxed) {
+            0 => self.first_gap(typical),
+            g => g,
+        };
+        (now_us.saturating_sub(last) > gap).then_some(probed)
+    }
+
+    /// One thread wins the probe; the next one waits twice as long.
+    #[inline]
+    pub(super) fn claim_probe(
+        &self,
+        ctx: &Ctx<'_>,
+        look: &Look,
+        now_us: i64,
+        typical: f64,
+    ) -> bool {
+        // Almost every look has no probe due: decide that without a call.
+        match look.probe {
+            None => false,
+            Some(probed) => self.claim_due_probe(ctx, look.pos, probed, now_us, typical),
+        }
+    }
+
+    #[inline(never)]
+    fn claim_due_probe(
+        &self,
+        ctx: &Ctx<'_>,
+        pos: usize,
+        probed: i64,
+        now_us: i64,
+        typical: f64,
+    ) -> bool {
+        let Some(stats) = ctx.stats(pos) else {
+            return false;
+        };
+        let cell = stats.ewma();
+        if cell
+            .probed_us
+            .compare_exchange(probed, now_us, Relaxed, Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let gap = match cell.probe_gap_us.load(Relaxed) {
+            0 => self.first_gap(typical),
+            g => (g.saturating_mul(2)).min(self.probe_max_us),
+        };
+        cell.probe_gap_us.store(gap, Relaxed);
+        true
+    }
+}

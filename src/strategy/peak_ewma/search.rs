@@ -1,0 +1,228 @@
+//! The search for a pick: a pair drawn by weight, d draws, a full scan (on the stack or in a
+//! thread-local buffer), and the escalation when the best of them still looks slow.
+
+use super::field::{better, Entry, Field, Inline, Store, FIELD, SCAN_FIELD};
+use super::look::{neutral_latency, Look, Moment};
+use super::{PeakEwma, ESCALATION, SLOW, TIE};
+use crate::scratch::with_scratch;
+use crate::strategy::weighted::{Sampler, SubsetWeights, Weights, SCALE};
+use crate::strategy::Ctx;
+use std::cell::RefCell;
+
+thread_local! {
+    /// The looks of full scans wider than `SCAN_FIELD`, reused across picks.
+    static WIDE_SCAN: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+}
+
+impl PeakEwma {
+    /// Looks at one more candidate: Some(pos) when it takes a probe, else it joins the field.
+    #[inline(always)]
+    pub(super) fn consider<S: Store>(
+        &self,
+        ctx: &Ctx<'_>,
+        pos: usize,
+        weight: u64,
+        at: &Moment,
+        field: &mut Field<S>,
+    ) -> Option<usize> {
+        let look = self.look(ctx, pos, weight, at);
+        if self.claim_probe(ctx, &look, at.now_us, at.typical) {
+            return Some(pos);
+        }
+        field.push(look.entry(field.neutral));
+        None
+    }
+
+    /// [`PeakEwma::scan_rest`] of a full scan over the whole set at configured weights, with
+    /// one candidate (`first`) drawn: the members in order, without the candidate list, the
+    /// sampler's bookkeeping or a second lookup of each member. (Folded into `scan_rest` behind
+    /// `is_exact`, skipping with `was_drawn` instead of `first`, it cost 2–6 % more instructions
+    /// per scan.)
+    #[inline(always)]
+    fn scan_rest_of_set<S: Store>(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &Sampler<'_, '_>,
+        first: usize,
+        at: &Moment,
+        field: &mut Field<S>,
+    ) -> Option<usize> {
+        for (p, member) in ctx.snapshot.members.iter().enumerate() {
+            if p == first {
+                continue;
+            }
+            let weight = sampler.configured_weight(member);
+            if weight == 0 {
+                continue;
+            }
+            let look = self.look_at(ctx, member, p, weight, at);
+            if self.claim_probe(ctx, &look, at.now_us, at.typical) {
+                return Some(p);
+            }
+            field.push(look.entry(field.neutral));
+        }
+        None
+    }
+
+    /// Looks at every candidate not drawn yet (in set order).
+    fn scan_rest<S: Store>(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &Sampler<'_, '_>,
+        at: &Moment,
+        field: &mut Field<S>,
+    ) -> Option<usize> {
+        for &p in ctx.candidates {
+            let p = p as usize;
+            if sampler.was_drawn(p) {
+                continue;
+            }
+            // Zero only for an invoker that does not count (weight 0 among others).
+            let weight = sampler.weight(p);
+            if weight == 0 {
+                continue;
+            }
+            if let Some(probe) = self.consider(ctx, p, weight, at, field) {
+                return Some(probe);
+            }
+        }
+        None
+    }
+
+    /// Every candidate (`first`, drawn by weight, and the rest in set order), each looked at
+    /// once: into a field on the stack when the set fits one (`FIELD`, else `SCAN_FIELD`),
+    /// else into this thread's reusable buffer.
+    pub(super) fn scan_all(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &Sampler<'_, '_>,
+        at: &Moment,
+        first: Look,
+    ) -> usize {
+        let n = ctx.candidates.len();
+        if n <= FIELD {
+            self.scan_into(ctx, sampler, at, first, Inline::<FIELD>::new())
+        } else if n <= SCAN_FIELD {
+            self.scan_into(ctx, sampler, at, first, Inline::<SCAN_FIELD>::new())
+        } else {
+            self.scan_wide(ctx, sampler, at, first)
+        }
+    }
+
+    /// `scan_all` into a field kept in `store`.
+    #[inline(always)]
+    fn scan_into<S: Store>(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &Sampler<'_, '_>,
+        at: &Moment,
+        first: Look,
+        store: S,
+    ) -> usize {
+        let first_pos = first.pos;
+        let mut field = Field::new(first, at.typical, store);
+        let probe = if sampler.is_exact() {
+            self.scan_rest_of_set(ctx, sampler, first_pos, at, &mut field)
+        } else {
+            self.scan_rest(ctx, sampler, at, &mut field)
+        };
+        probe.unwrap_or_else(|| field.choose(&ctx.rng).pos)
+    }
+
+    /// `scan_all` of a set wider than `SCAN_FIELD`, into this thread's buffer (it grows to the
+    /// widest set scanned, then is reused: no allocation in steady state).
+    #[inline(never)]
+    fn scan_wide(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &Sampler<'_, '_>,
+        at: &Moment,
+        first: Look,
+    ) -> usize {
+        with_scratch(&WIDE_SCAN, |buffer| {
+            buffer.clear();
+            self.scan_into(ctx, sampler, at, first, buffer)
+        })
+    }
+
+    /// The pick from a pair drawn by weight (`w` weighs as the sampler would), escalating when
+    /// the better of the two looks slow.
+    #[inline(always)]
+    pub(super) fn pick_of_pair(
+        &self,
+        ctx: &Ctx<'_>,
+        weights: &Weights,
+        (i, j): (usize, Option<usize>),
+        w: impl Fn(usize) -> u64,
+        at: &Moment,
+    ) -> usize {
+        let (now, typical) = (at.now_us, at.typical);
+        let first = self.look(ctx, i, w(i), at);
+        if self.claim_probe(ctx, &first, now, typical) {
+            return i;
+        }
+        // Only the first weighs anything: it is the pick.
+        let Some(j) = j else { return i };
+        let second = self.look(ctx, j, w(j), at);
+        if self.claim_probe(ctx, &second, now, typical) {
+            return j;
+        }
+        // A pair needs no field: its fastest is one of the two.
+        let neutral = neutral_latency(typical);
+        let (a, b) = (first.entry(neutral), second.entry(neutral));
+        let band = a.latency.min(b.latency) * TIE;
+        let best = if better(&b, &a, band) { b } else { a };
+        if !(typical > 0.0 && best.latency > SLOW * typical) || ctx.candidates.len() == 2 {
+            return best.pos;
+        }
+        let mut sampler = Sampler::new(ctx, weights, self.slow.as_ref());
+        sampler.mark(i);
+        sampler.mark(j);
+        let mut field = Field::new(first, typical, Inline::new());
+        field.push(b);
+        self.escalate(ctx, &mut sampler, 2, at, field)
+    }
+
+    /// [`PeakEwma::pick_of_pair`] over a filter's subset at configured weights (not all zero),
+    /// from its own table; weighed in fixed point, as the sampler weighs a subset.
+    #[inline(never)]
+    pub(super) fn pick_of_subset_pair(
+        &self,
+        ctx: &Ctx<'_>,
+        weights: &Weights,
+        subset: &SubsetWeights,
+        at: &Moment,
+    ) -> usize {
+        let pair = subset.pair(ctx.candidates, &ctx.rng);
+        let w = |p: usize| ctx.member(p).weight.max(0) as u64 * SCALE;
+        self.pick_of_pair(ctx, weights, pair, w, at)
+    }
+
+    /// The best of d looks slow: look further before settling for it (every other candidate
+    /// when that is at most `ESCALATION` more, else up to `ESCALATION` more drawn by weight,
+    /// until one does not look slow).
+    pub(super) fn escalate(
+        &self,
+        ctx: &Ctx<'_>,
+        sampler: &mut Sampler<'_, '_>,
+        base: usize,
+        at: &Moment,
+        mut field: Field<Inline<FIELD>>,
+    ) -> usize {
+        if ctx.candidates.len() <= base + ESCALATION {
+            return self
+                .scan_rest(ctx, sampler, at, &mut field)
+                .unwrap_or_else(|| field.choose(&ctx.rng).pos);
+        }
+        for _ in 0..ESCALATION {
+            let Some(p) = sampler.draw() else { break };
+            if let Some(p) = self.consider(ctx, p, sampler.weight(p), at, &mut field) {
+                return p;
+            }
+            if field.fastest <= SLOW * at.typical {
+                break;
+            }
+        }
+        field.choose(&ctx.rng).pos
+    }
+}
