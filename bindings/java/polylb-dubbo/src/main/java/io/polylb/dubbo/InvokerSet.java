@@ -229,6 +229,33 @@ final class InvokerSet {
         return first;
     }
 
+    /**
+     * True when the first {@code count} candidates (ids, in a call's list order) are distinct
+     * members in another order than this set's: a scan in set order would meet them in another
+     * order than the list. False for candidates in set order, and for a list repeating a member.
+     */
+    boolean outOfOrder(long[] candidates, int count) {
+        int previous = -1;
+        boolean increasing = true;
+        for (int i = 0; i < count && increasing; i++) {
+            int p = positionById.get(candidates[i]);
+            increasing = p > previous;
+            previous = p;
+        }
+        if (increasing) {
+            return false;
+        }
+        boolean[] seen = new boolean[invokers.length];
+        for (int i = 0; i < count; i++) {
+            int p = positionById.get(candidates[i]);
+            if (p < 0 || seen[p]) {
+                return false;
+            }
+            seen[p] = true;
+        }
+        return true;
+    }
+
     /** Position of a polylb id in this set, or -1. */
     int positionOfId(long id) {
         return positionById.get(id);

@@ -12,6 +12,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.dubbo.common.URL;
+import org.apache.dubbo.rpc.cluster.router.state.BitList;
 
 /**
  * Everything one Dubbo service (serviceKey) needs: its provider set, stable ids for providers,
@@ -50,6 +51,8 @@ final class ServiceState {
         final boolean adaptive;
         /** A provider listed k times among the candidates weighs k times (Dubbo's random, leastactive, shortestresponse). */
         final boolean countsDuplicates;
+        /** The set must be in the order of the call's list (Dubbo's roundrobin, consistenthash). */
+        final boolean followsListOrder;
         /** The service's balancer for this configuration, shared by methods without own weights. */
         private final NativeBalancer shared;
         private final int sharedMethodId;
@@ -60,8 +63,9 @@ final class ServiceState {
          *     Dubbo's quirk asks, consistenthash's ring): then the target never depends on the set
          */
         MethodBinding(URL configUrl, String methodName, String config, NativeBalancer shared, int[] hashArguments,
-                boolean adaptive, boolean methodWeightsApply, boolean countsDuplicates) {
+                boolean adaptive, boolean methodWeightsApply, boolean countsDuplicates, boolean followsListOrder) {
             this.countsDuplicates = countsDuplicates;
+            this.followsListOrder = followsListOrder;
             this.configUrl = configUrl;
             this.methodName = methodName;
             this.config = config;
@@ -329,6 +333,50 @@ final class ServiceState {
             }
         }
         return replace(old, members, aliases);
+    }
+
+    /**
+     * The set in the order of {@code list} (members only, no repeats): its members first, in its
+     * order, then the other members in theirs; same objects, ids and parameters. For a router's
+     * BitList the order is its origin's (the directory's list, which every subset routed from it
+     * follows), then the list's own other elements. {@code expected} is the set the list was
+     * matched against; if another replaced it meanwhile, that one is returned unchanged.
+     */
+    synchronized InvokerSet reorder(List<? extends org.apache.dubbo.rpc.Invoker<?>> list, InvokerSet expected) {
+        InvokerSet old = set;
+        if (old != expected) {
+            return old;
+        }
+        int n = old.size();
+        org.apache.dubbo.rpc.Invoker<?>[] invokers = new org.apache.dubbo.rpc.Invoker<?>[n];
+        long[] ids = new long[n];
+        DubboUrls.ProviderParams[] params = new DubboUrls.ProviderParams[n];
+        boolean[] placed = new boolean[n];
+        int k = 0;
+        List<?> origin = list instanceof BitList ? ((BitList<?>) list).getOriginList() : List.of();
+        for (List<?> order : List.of(origin, list)) {
+            for (Object element : order) {
+                int p = element instanceof org.apache.dubbo.rpc.Invoker
+                        ? old.positionOf((org.apache.dubbo.rpc.Invoker<?>) element)
+                        : -1;
+                if (p >= 0 && !placed[p]) {
+                    placed[p] = true;
+                    invokers[k] = old.invokers[p];
+                    ids[k] = old.ids[p];
+                    params[k++] = old.params[p];
+                }
+            }
+        }
+        for (int p = 0; p < n; p++) {
+            if (!placed[p]) {
+                invokers[k] = old.invokers[p];
+                ids[k] = old.ids[p];
+                params[k++] = old.params[p];
+            }
+        }
+        InvokerSet next = new InvokerSet(old.generation + 1, invokers, ids, params, old.aliasMembers());
+        set = next;
+        return next;
     }
 
     private static org.apache.dubbo.rpc.Invoker<?> resolve(
