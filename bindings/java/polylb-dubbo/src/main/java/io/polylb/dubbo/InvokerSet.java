@@ -39,6 +39,8 @@ final class InvokerSet {
     private final ConcurrentHashMap<String, DubboUrls.ProviderParams[]> paramsByMethod = new ConcurrentHashMap<>();
     private final IdentityHashMap<Invoker<?>, Integer> positionByInvoker;
     private final LongIntMap positionById;
+    /** Two members share a ring address (host:port), so their points collide on Dubbo's ring. */
+    final boolean sharesAddresses;
 
     /**
      * Other objects of members' providers (older or newer Invoker objects with the same identity)
@@ -84,10 +86,14 @@ final class InvokerSet {
         this.params = params;
         this.positionByInvoker = new IdentityHashMap<>(invokers.length * 2);
         this.positionById = new LongIntMap(invokers.length);
+        java.util.HashSet<String> addresses = new java.util.HashSet<>(invokers.length * 2);
+        boolean shared = false;
         for (int i = 0; i < invokers.length; i++) {
             positionByInvoker.put(invokers[i], i);
             positionById.put(ids[i], i);
+            shared |= !addresses.add(DubboUrls.address(invokers[i]));
         }
+        this.sharesAddresses = shared;
         if (aliases != null && !aliases.isEmpty()) {
             IdentityHashMap<Invoker<?>, Integer> a = new IdentityHashMap<>(aliases.size() * 2);
             aliases.forEach((alias, member) -> putAlias(a, alias, member));

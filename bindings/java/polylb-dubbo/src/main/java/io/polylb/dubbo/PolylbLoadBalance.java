@@ -68,11 +68,14 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     private static final Set<String> HASHING = Set.of("consistenthash", "boundedhash");
     /** Dubbo's strategies whose pick weighs each element of the list (a repeated one more). */
     private static final Set<String> COUNTS_DUPLICATES = Set.of("random", "leastactive", "shortestresponse");
-    /**
-     * Dubbo's strategies whose pick depends on the list's order beyond chance: round robin's ties
-     * go to the earliest in the list, the ring's colliding points to the latest.
-     */
-    private static final Set<String> FOLLOWS_LIST_ORDER = Set.of("roundrobin", "consistenthash");
+    /** How Dubbo's pick of each strategy depends on the order of the call's list. */
+    private static ServiceState.ListOrder listOrderOf(String strategy) {
+        return switch (strategy) {
+            case "roundrobin" -> ServiceState.ListOrder.BREAKS_TIES;
+            case "consistenthash" -> ServiceState.ListOrder.RESOLVES_SHARED_ADDRESSES;
+            default -> ServiceState.ListOrder.IGNORED;
+        };
+    }
 
     private static final ThreadLocal<long[]> CANDIDATES = ThreadLocal.withInitial(() -> new long[64]);
 
@@ -203,16 +206,18 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                     }
                 }
                 count = match;
-                if (binding.followsListOrder && !aliased && attempt < 3
+                if (binding.listOrder.mattersFor(set) && !aliased && attempt < 3
                         && (count == set.size() || invokers instanceof BitList)
-                        && set.outOfOrder(candidates, count)) {
+                        && set.outOfOrder(candidates, count) && state.mayReorder()) {
                     // The list meets its providers in another order than the set. Dubbo's round
                     // robin breaks ties, and its ring resolves colliding points, in the list's
                     // order; polylb scans in set order: the set takes the list's order (a router's
                     // BitList: its directory's, which every routed subset follows). Only for
                     // whole lists and routers' subsets, not for other subsets (a reselect's random
                     // draws), which could rebuild the set on every call; nor under contention
-                    // (attempt >= 3), so that conflicting orders never make a select give up.
+                    // (attempt >= 3), so that conflicting orders never make a select give up; nor
+                    // more often than mayReorder allows, so that alternating orders cost no rebuild
+                    // per call.
                     state.reorder(invokers, set);
                     return null;
                 }
@@ -492,7 +497,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         }
         try {
             binding = new ServiceState.MethodBinding(url, methodName, config.toString(), nb, hashArguments, adaptive,
-                    methodWeightsApply, COUNTS_DUPLICATES.contains(strategy), FOLLOWS_LIST_ORDER.contains(strategy));
+                    methodWeightsApply, COUNTS_DUPLICATES.contains(strategy), listOrderOf(strategy));
         } catch (PolylbException e) {
             throw methodRejected(url, methodName, e);
         }

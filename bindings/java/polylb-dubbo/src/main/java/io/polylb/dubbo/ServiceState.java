@@ -38,6 +38,54 @@ final class ServiceState {
     volatile boolean retired;
 
     /**
+     * How a Dubbo strategy's pick depends on the order of the call's list beyond chance: polylb
+     * scans in set order (its candidates are a membership filter), so where the order matters the
+     * set takes the list's order first (see {@link #reorder}).
+     */
+    enum ListOrder {
+        /** Not at all, or only through random draws. */
+        IGNORED,
+        /** Ties go to the earliest provider in the list (Dubbo's roundrobin). */
+        BREAKS_TIES,
+        /**
+         * A ring point placed by two providers at one host:port (e.g. dubbo:// and tri:// on one
+         * port) goes to the later one in the list (Dubbo's consistenthash); without such a pair
+         * the order changes nothing, and following it would only rebuild the ring.
+         */
+        RESOLVES_SHARED_ADDRESSES;
+
+        boolean mattersFor(InvokerSet set) {
+            return this == BREAKS_TIES || (this == RESOLVES_SHARED_ADDRESSES && set.sharesAddresses);
+        }
+    }
+
+    /** Reorders a state may make at once, and per second once they are spent (see {@link #mayReorder}). */
+    static final int REORDER_BURST = 32;
+    static final double REORDERS_PER_SECOND = 4;
+    private double reorderTokens = REORDER_BURST;
+    private long reorderTokensAtNanos = System.nanoTime();
+
+    /**
+     * Whether the set may take a call's list order now (and if so, one reorder is counted).
+     * Lists that keep alternating between two orders (two references of one service whose
+     * directories order the providers differently) would otherwise rebuild the set, and a ring or
+     * a round-robin period with it, on every call: past a burst of {@value #REORDER_BURST}, at
+     * most {@value #REORDERS_PER_SECOND} reorders a second; calls in between are answered in the
+     * set's order (their ties, or a shared address's points, may then go as the set's order says).
+     */
+    synchronized boolean mayReorder() {
+        long now = System.nanoTime();
+        reorderTokens = Math.min(REORDER_BURST,
+                reorderTokens + (now - reorderTokensAtNanos) * (REORDERS_PER_SECOND / 1e9));
+        reorderTokensAtNanos = now;
+        if (reorderTokens < 1) {
+            return false;
+        }
+        reorderTokens -= 1;
+        return true;
+    }
+
+    /**
      * A method's resolved configuration; valid while the list's first provider URL is
      * {@code configUrl}. Which native balancer serves the method can also depend on the provider
      * set (method-level weights), so that part is a {@link Target} checked against the set.
@@ -51,8 +99,8 @@ final class ServiceState {
         final boolean adaptive;
         /** A provider listed k times among the candidates weighs k times (Dubbo's random, leastactive, shortestresponse). */
         final boolean countsDuplicates;
-        /** The set must be in the order of the call's list (Dubbo's roundrobin, consistenthash). */
-        final boolean followsListOrder;
+        /** How Dubbo's pick depends on the order of the call's list, which the set must then follow. */
+        final ListOrder listOrder;
         /** The service's balancer for this configuration, shared by methods without own weights. */
         private final NativeBalancer shared;
         private final int sharedMethodId;
@@ -63,9 +111,9 @@ final class ServiceState {
          *     Dubbo's quirk asks, consistenthash's ring): then the target never depends on the set
          */
         MethodBinding(URL configUrl, String methodName, String config, NativeBalancer shared, int[] hashArguments,
-                boolean adaptive, boolean methodWeightsApply, boolean countsDuplicates, boolean followsListOrder) {
+                boolean adaptive, boolean methodWeightsApply, boolean countsDuplicates, ListOrder listOrder) {
             this.countsDuplicates = countsDuplicates;
-            this.followsListOrder = followsListOrder;
+            this.listOrder = listOrder;
             this.configUrl = configUrl;
             this.methodName = methodName;
             this.config = config;

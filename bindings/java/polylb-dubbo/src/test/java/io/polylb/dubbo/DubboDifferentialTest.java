@@ -826,6 +826,61 @@ class DubboDifferentialTest extends AdapterTest {
         assertTrue(owners[0] > 0 && owners[1] > 0, java.util.Arrays.toString(owners));
     }
 
+    private static long generation(PolylbLoadBalance lb) {
+        return lb.serviceState(SERVICE).set.generation;
+    }
+
+    /**
+     * Lists alternating between two orders on every call (two references of one service whose
+     * directories order the providers differently): the set follows them only within the reorder
+     * budget, not with a rebuild per call, and every pick is still one of the list's.
+     */
+    @Test
+    void alternatingListOrdersRebuildTheSetOnlyWithinTheBudget() {
+        List<Invoker<Object>> abcd = TestInvokers.weighted(3, 3, 3, 3);
+        List<Invoker<Object>> dcba = List.of(abcd.get(3), abcd.get(2), abcd.get(1), abcd.get(0));
+        PolylbLoadBalance polylb = track(new PolylbLoadBalance.RoundRobin());
+        pick(polylb, abcd, TestInvokers.call("m"));
+        long start = generation(polylb);
+        long began = System.nanoTime();
+        int calls = 4000;
+        for (int i = 0; i < calls; i++) {
+            List<Invoker<Object>> list = i % 2 == 0 ? dcba : abcd;
+            assertTrue(list.contains(pick(polylb, list, TestInvokers.call("m"))), "pick " + i);
+        }
+        double seconds = (System.nanoTime() - began) / 1e9;
+        long rebuilds = generation(polylb) - start;
+        // The burst is spent (the set did follow the orders while it could), then at most the
+        // refill rate: never one rebuild per call.
+        assertTrue(rebuilds >= ServiceState.REORDER_BURST, "rebuilds " + rebuilds);
+        assertTrue(rebuilds <= ServiceState.REORDER_BURST + ServiceState.REORDERS_PER_SECOND * seconds + 1,
+                "rebuilds " + rebuilds + " in " + seconds + " s of " + calls + " calls");
+    }
+
+    /**
+     * Without two providers at one address the ring does not depend on the list's order: lists
+     * in other orders never rebuild it, and every key still goes where Dubbo's ring sends it.
+     */
+    @Test
+    void consistentHashKeepsItsSetForReorderedListsWithoutSharedAddresses() {
+        List<Invoker<Object>> list = new ArrayList<>();
+        for (int i = 0; i < 8; i++) {
+            list.add(provider("dubbo", "10.0.1." + i, 20880, "hash.nodes=40"));
+        }
+        ConsistentHashLoadBalance dubbo = new ConsistentHashLoadBalance();
+        PolylbLoadBalance polylb = track(new PolylbLoadBalance.ConsistentHash());
+        pick(polylb, list, TestInvokers.call("get", "first"));
+        long start = generation(polylb);
+        SplittableRandom r = new SplittableRandom(20261202);
+        for (int k = 0; k < 300; k++) {
+            List<Invoker<Object>> shuffled = new ArrayList<>(list);
+            shuffle(shuffled, r);
+            RpcInvocation inv = TestInvokers.call("get", "key-" + k);
+            assertSame(dubbo.select(shuffled, shuffled.get(0).getUrl(), inv), pick(polylb, shuffled, inv), "key-" + k);
+        }
+        assertEquals(start, generation(polylb), "the set was rebuilt for a mere reorder");
+    }
+
     @Test
     void oneCase() {
         String spec = System.getProperty("diff.case");
