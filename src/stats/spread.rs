@@ -1,0 +1,303 @@
+//! Where a thread counts in a [`CallStats`]: in the counts it owns while it is the only one
+//! counting there, else in its group's cell. For the statistics of every strategy, and for the
+//! selects too of those whose picks never read calls in flight (`begin_spread`, `end_spread`),
+//! whose calls in flight are read back here (`in_flight`), finding the reports that matched no
+//! select.
+
+use super::counts::{Cell, Counts, NO_COUNTER, SPREAD};
+use super::CallStats;
+use crate::invoker::Outcome;
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
+};
+
+impl CallStats {
+    /// `end` on the shared counts by their owner, for a strategy whose picks never read calls
+    /// in flight while one thread counts here.
+    #[inline]
+    fn end_owned(&self, outcome: Outcome, elapsed_us: u64) -> bool {
+        let matched = self.counted_in_flight() > 0;
+        if !matched {
+            // Unmatched before it is ended: a reader of spread counts (created by another
+            // thread meanwhile) that saw it ended but not yet unmatched would find fewer than
+            // no calls in flight and count it as unmatched itself, then this add would count
+            // it again and leave a call "in flight" for good. The fence makes a reader that
+            // sees the end see this add too, so that its compensating exchange fails.
+            self.unmatched().fetch_add(1, Relaxed);
+            std::sync::atomic::fence(Release);
+        }
+        self.counts.end::<true>(outcome, elapsed_us);
+        matched
+    }
+
+    /// `begin` for a strategy whose picks never read calls in flight: once a second thread
+    /// counts here, each adds to the cell of its group. `counter` is the calling thread's id.
+    #[inline]
+    pub fn begin_spread(&self, counter: u32) {
+        match self.counts_of(counter) {
+            (counts, true) => counts.begin::<true>(),
+            (cell, false) => cell.begin::<false>(),
+        };
+    }
+
+    /// `end` for a strategy whose picks never read calls in flight. While one thread counts
+    /// here it is `end`; once the counts are spread it does not look for the call's select
+    /// (that would read every thread's cell): a report without one is found when the counters
+    /// are next read with nothing in flight (see [`CallStats::in_flight`]).
+    #[inline]
+    pub fn end_spread(&self, counter: u32, outcome: Outcome, elapsed_us: u64) {
+        match self.counts_of(counter) {
+            // The only thread counting here so far: its reports are matched, as `end`'s are.
+            (counts, true) if std::ptr::eq(counts, &self.counts) => {
+                self.end_owned(outcome, elapsed_us);
+            }
+            (counts, true) => counts.end::<true>(outcome, elapsed_us),
+            (counts, false) => counts.end::<false>(outcome, elapsed_us),
+        }
+    }
+
+    /// Where this thread counts, and whether it owns those counts (is their only writer): the
+    /// shared counts while it is the only thread counting here (one load and compare), else its
+    /// group's cell, created when a second thread comes.
+    #[inline(always)]
+    pub(super) fn counts_of(&self, counter: u32) -> (&Counts, bool) {
+        let home = self.home.load(Relaxed);
+        if home == counter {
+            return (&self.counts, true);
+        }
+        if home == SPREAD {
+            // Marked only once the cells exist (`create_cells`).
+            if let Some(cells) = self.cells.get() {
+                return cells[counter as usize & (cells.len() - 1)].counts_of(counter);
+            }
+        }
+        self.counts_of_slow(counter)
+    }
+
+    /// `counts_of` when this thread is not (yet) the one counting here: claims the counts for
+    /// it if nobody counted yet, else spreads. Once spread, nobody writes `counts` again (the
+    /// former owner may finish one last write: it is still their only writer).
+    #[cold]
+    #[inline(never)]
+    fn counts_of_slow(&self, counter: u32) -> (&Counts, bool) {
+        let home = self.home.load(Relaxed);
+        if counter != NO_COUNTER
+            && (home == counter
+                || (home == 0
+                    && self
+                        .home
+                        .compare_exchange(0, counter, Relaxed, Relaxed)
+                        .is_ok()))
+        {
+            return (&self.counts, true);
+        }
+        let cells = self.spread();
+        cells[counter as usize & (cells.len() - 1)].counts_of(counter)
+    }
+
+    /// The cells, created by the first thread that finds another one's counts here.
+    #[inline]
+    fn spread(&self) -> &[Cell] {
+        match self.cells.get() {
+            Some(cells) => cells,
+            None => self.create_cells(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn create_cells(&self) -> &[Cell] {
+        let cells = self.cells.get_or_init();
+        self.home.store(SPREAD, Relaxed);
+        cells
+    }
+
+    /// For a strategy whose picks never read calls in flight: the reports counted without a
+    /// matching select (kept in `ended`, which such a strategy does not count).
+    #[inline]
+    fn unmatched(&self) -> &AtomicU64 {
+        &self.ended
+    }
+
+    /// Calls in flight (selected, not yet reported) of a strategy whose picks never read them
+    /// (`stats`): spread counts included.
+    pub fn in_flight(&self) -> i64 {
+        if self.cells.get().is_some() {
+            return self.active_spread();
+        }
+        self.counted_in_flight()
+    }
+
+    /// Calls in flight as the shared counts hold them, for a strategy whose picks never read
+    /// them: the calls counted before the spread (what `end_owned` matches reports against).
+    #[inline]
+    fn counted_in_flight(&self) -> i64 {
+        // Ended counters first (Acquire orders the later load of `selected` after them).
+        let c = &self.counts;
+        let ended = c
+            .succeeded
+            .load(Acquire)
+            .wrapping_add(c.failed.load(Acquire))
+            .wrapping_add(c.cancelled.load(Acquire))
+            .wrapping_sub(self.unmatched().load(Acquire));
+        (c.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
+    }
+
+    /// `in_flight` over spread counters. Their reports did not look for a matching select, so a
+    /// report without one shows here as fewer calls in flight than none: it is counted as
+    /// unmatched then, and hides no later call. (Until then, a call in flight at the same time
+    /// may go uncounted: these are statistics of a strategy that never reads them to pick.)
+    #[cold]
+    fn active_spread(&self) -> i64 {
+        let unmatched = self.unmatched().load(Acquire);
+        let ended = self
+            .succeeded()
+            .wrapping_add(self.failed())
+            .wrapping_add(self.total(|c| &c.cancelled))
+            .wrapping_sub(unmatched);
+        let active = self.selected().wrapping_sub(ended) as i64;
+        if active < 0 {
+            // Another reader may have counted the same reports meanwhile: then this one's
+            // exchange fails and it leaves them to it.
+            let _ = self.unmatched().compare_exchange(
+                unmatched,
+                unmatched.wrapping_add(active.unsigned_abs()),
+                AcqRel,
+                Relaxed,
+            );
+        }
+        active.max(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::counts::cell_count;
+
+    #[test]
+    fn counts_spread_when_a_second_thread_counts() {
+        let s = CallStats::default();
+        // One thread: the shared counts, each report matched against the calls in flight.
+        s.begin_spread(3);
+        s.end_spread(3, Outcome::Success, 10);
+        assert_eq!(
+            s.home.load(Relaxed),
+            3,
+            "the first thread owns the shared counts"
+        );
+        assert!(s.cells.get().is_none());
+        // A second thread: cells, one per group of threads; the totals include both.
+        s.begin_spread(5);
+        assert!(s.cells.get().is_some());
+        s.begin_spread(3);
+        s.end_spread(5, Outcome::Timeout, 0);
+        assert_eq!(
+            (s.selected(), s.succeeded(), s.failed(), s.timeouts()),
+            (3, 1, 1, 1)
+        );
+        assert_eq!(s.in_flight(), 1);
+        s.end_spread(3, Outcome::Success, 30);
+        assert_eq!((s.in_flight(), s.succeeded_elapsed_us()), (0, 40));
+    }
+
+    #[test]
+    fn a_spread_report_without_a_select_hides_no_later_call() {
+        let s = CallStats::default();
+        s.begin_spread(2);
+        s.begin_spread(1);
+        s.end_spread(1, Outcome::Success, 1);
+        s.end_spread(2, Outcome::Success, 1);
+        // Nothing in flight, then a report for no call: read as none in flight, and counted.
+        s.end_spread(1, Outcome::Failure, 1);
+        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.unmatched().load(Relaxed), 1);
+        s.begin_spread(2);
+        assert_eq!(s.in_flight(), 1);
+    }
+
+    /// The only thread counting reports a call it never selected while a second thread spreads
+    /// the counts and reads them: the reader may find that report counted as ended before it
+    /// is counted as unmatched, and compensates for it; the owner must not compensate again,
+    /// or a call stays "in flight" forever.
+    #[test]
+    fn an_unmatched_report_racing_the_spread_is_compensated_once() {
+        use std::sync::atomic::AtomicUsize;
+        const ROUNDS: usize = 100_000;
+        let round = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let slots: Vec<CallStats> = (0..ROUNDS).map(|_| CallStats::default()).collect();
+        for s in &slots {
+            // Thread 1 owns the counts; nothing in flight.
+            s.begin_spread(1);
+            s.end_spread(1, Outcome::Success, 1);
+        }
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for (i, s) in slots.iter().enumerate() {
+                    while round.load(Acquire) < i {
+                        std::hint::spin_loop();
+                    }
+                    // Matched against nothing in flight: unmatched.
+                    s.end_spread(1, Outcome::Failure, 0);
+                    done.store(i + 1, Release);
+                }
+            });
+            scope.spawn(|| {
+                for (i, s) in slots.iter().enumerate() {
+                    round.store(i, Release);
+                    // Spread, then read while the owner reports.
+                    s.begin_spread(2);
+                    s.end_spread(2, Outcome::Success, 1);
+                    while done.load(Acquire) <= i {
+                        s.in_flight();
+                    }
+                }
+            });
+        });
+        let phantom = slots.iter().filter(|s| s.in_flight() != 0).count();
+        assert_eq!(phantom, 0, "rounds that left a call in flight");
+    }
+
+    #[test]
+    fn the_only_thread_counting_owns_the_counts_and_then_one_per_cell() {
+        let s = CallStats::default();
+        s.begin_spread(7);
+        assert_eq!(s.home.load(Relaxed), 7);
+        assert!(s.cells.get().is_none());
+        s.begin_spread(8);
+        assert_eq!(s.home.load(Relaxed), SPREAD);
+        assert_eq!(s.cells.get().map(|c| c.len()), Some(cell_count()));
+        assert_eq!((s.in_flight(), s.selected()), (2, 2));
+        // The former owner now counts in its cell; its counts keep what it counted.
+        s.end_spread(7, Outcome::Success, 3);
+        s.end_spread(8, Outcome::Timeout, 0);
+        assert_eq!(
+            (s.in_flight(), s.succeeded(), s.failed(), s.timeouts()),
+            (0, 1, 1, 1)
+        );
+        assert_eq!(s.succeeded_elapsed_us(), 3);
+        // In the cells, the first thread of each group owns its cell; the others of the group
+        // count atomically beside it.
+        let cells = s.cells.get().unwrap();
+        let cell = &cells[8 & (cells.len() - 1)];
+        assert_eq!(cell.owner.load(Relaxed), 8);
+        let same_group = 8 + cells.len() as u32;
+        s.begin_spread(same_group);
+        assert_eq!(cell.owner.load(Relaxed), 8);
+        assert_eq!(cell.others.0.selected.load(Relaxed), 1);
+        s.end_spread(same_group, Outcome::Success, 4);
+        assert_eq!(
+            (s.in_flight(), s.succeeded(), s.succeeded_elapsed_us()),
+            (0, 2, 7)
+        );
+        // A call without a thread id never owns counts.
+        let t = CallStats::default();
+        t.begin_spread(NO_COUNTER);
+        assert_eq!(t.home.load(Relaxed), SPREAD);
+        assert_eq!((t.in_flight(), t.selected()), (1, 1));
+        let cells = t.cells.get().unwrap();
+        assert!(cells.iter().all(|c| c.owner.load(Relaxed) == 0));
+    }
+}
