@@ -2,6 +2,7 @@ package io.polylb.dubbo;
 
 import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.RandomAccess;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.cluster.router.state.BitList;
@@ -286,10 +287,18 @@ final class InvokerSet {
         return p < 0 ? null : invokers[p];
     }
 
-    /** True when {@code list} is known, without walking it, to equal this set. */
+    /**
+     * True when {@code list} is known, without walking it, to equal this set. A list is known by
+     * identity (Dubbo's directories hand out a new list per change); its size and, for a
+     * random-access list, its two ends are checked too, so that a list a caller changed in place
+     * after a select (an element removed, added, or both) is walked again. Only a same-size
+     * change strictly inside such a list goes unseen.
+     */
     boolean knownEqual(List<?> list) {
         if (list == lastEqualList) {
-            return true;
+            int n = invokers.length;
+            return list.size() == n && (n == 0 || !(list instanceof RandomAccess) || list instanceof BitList
+                    || (list.get(0) == invokers[0] && list.get(n - 1) == invokers[n - 1]));
         }
         if (list instanceof BitList) {
             BitList<?> bits = (BitList<?>) list;

@@ -303,6 +303,27 @@ class DubboParityTest extends AdapterTest {
     }
 
     @Test
+    void aListChangedInPlaceIsAnsweredForWhatItHoldsNow() {
+        // Dubbo's directories hand out a new list per change, but a caller may reuse one list.
+        PolylbLoadBalance polylb = track(new PolylbLoadBalance.RoundRobin());
+        List<Invoker<Object>> list = new ArrayList<>(weighted(1, 1, 1, 1));
+        pick(polylb, list, call("m"));
+        Invoker<Object> removed = list.remove(2);
+        for (int i = 0; i < 12; i++) {
+            Invoker<Object> chosen = pick(polylb, list, call("m"));
+            assertTrue(chosen != removed && list.contains(chosen), "pick " + i + " is not in the list");
+        }
+        list.add(TestInvokers.invoker(9, "weight=1"));
+        int newcomer = 0;
+        for (int i = 0; i < 12; i++) {
+            Invoker<Object> chosen = pick(polylb, list, call("m"));
+            assertTrue(list.contains(chosen), "pick " + i + " is not in the list");
+            newcomer += chosen == list.get(3) ? 1 : 0;
+        }
+        assertTrue(newcomer > 0, "the provider added in place was never picked");
+    }
+
+    @Test
     void badConfigurationBecomesRpcExceptions() {
         List<Invoker<Object>> list = invokers("polylb.strategy=nosuch", "weight=1");
         PolylbLoadBalance polylb = track(new PolylbLoadBalance());
