@@ -8,10 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
-import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
@@ -20,11 +18,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import org.apache.dubbo.config.ApplicationConfig;
-import org.apache.dubbo.config.ProtocolConfig;
 import org.apache.dubbo.config.ReferenceConfig;
 import org.apache.dubbo.config.RegistryConfig;
-import org.apache.dubbo.config.ServiceConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 import org.apache.dubbo.remoting.TimeoutException;
 import org.apache.dubbo.rpc.FutureContext;
@@ -32,10 +27,9 @@ import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.model.FrameworkModel;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * A user cancels an async call's future, through each way a Dubbo 3.3 consumer gets one, while
@@ -57,10 +51,6 @@ class DubboCancelTest {
     static final String[] NAMES = {"A", "B"};
     /** The callIds the providers finished answering. */
     static final Set<String> ANSWERED = ConcurrentHashMap.newKeySet();
-
-    private static final List<FrameworkModel> FRAMEWORKS = new ArrayList<>();
-    private static final List<DubboBootstrap> BOOTSTRAPS = new ArrayList<>();
-    private static String directUrls;
 
     public static final class NamedLater implements LaterService {
         private final String name;
@@ -86,53 +76,9 @@ class DubboCancelTest {
         }
     }
 
-    private static ApplicationConfig application(String name) {
-        ApplicationConfig app = new ApplicationConfig(name);
-        app.setQosEnable(false);
-        app.setRegisterMode("interface");
-        return app;
-    }
-
-    @BeforeAll
-    static void startProviders() throws IOException {
-        DubboEndToEndTest.pinDubboLocalHostToLoopback();
-        List<String> urls = new ArrayList<>();
-        for (String name : NAMES) {
-            int port = DubboEndToEndTest.freeLoopbackPort();
-            FrameworkModel framework = new FrameworkModel();
-            FRAMEWORKS.add(framework);
-            ProtocolConfig protocol = new ProtocolConfig("dubbo", port);
-            protocol.setHost("127.0.0.1");
-            protocol.setParameters(Map.of("bind.ip", "127.0.0.1"));
-            protocol.setSerialization("hessian2");
-            ServiceConfig<LaterService> service = new ServiceConfig<>();
-            service.setInterface(LaterService.class);
-            service.setRef(new NamedLater(name));
-            service.setRegister(false);
-            BOOTSTRAPS.add(DubboBootstrap.newInstance(framework)
-                    .application(application("cancel-provider-" + name))
-                    .registry(new RegistryConfig("N/A"))
-                    .protocol(protocol)
-                    .service(service)
-                    .start());
-            urls.add("dubbo://127.0.0.1:" + port + "/" + LaterService.class.getName());
-        }
-        directUrls = String.join(";", urls);
-    }
-
-    @AfterAll
-    static void stopAll() {
-        for (DubboBootstrap bootstrap : BOOTSTRAPS) {
-            try {
-                bootstrap.stop();
-            } catch (RuntimeException ignored) {
-                // best effort
-            }
-        }
-        for (FrameworkModel framework : FRAMEWORKS) {
-            framework.destroy();
-        }
-    }
+    @RegisterExtension
+    static final InJvmProviders<LaterService> PROVIDERS =
+            new InJvmProviders<>(LaterService.class, "cancel-provider-", NAMES, NamedLater::new);
 
     /** A consumer in its own FrameworkModel, so each case starts from fresh polylb stats. */
     static final class Consumer implements AutoCloseable {
@@ -143,7 +89,7 @@ class DubboCancelTest {
         Consumer(boolean async) {
             ReferenceConfig<LaterService> reference = new ReferenceConfig<>();
             reference.setInterface(LaterService.class);
-            reference.setUrl(directUrls);
+            reference.setUrl(PROVIDERS.directUrls());
             reference.setLoadbalance(LB);
             reference.setCluster("failover");
             reference.setRetries(0);
@@ -151,7 +97,7 @@ class DubboCancelTest {
             reference.setCheck(false);
             reference.setAsync(async);
             bootstrap = DubboBootstrap.newInstance(framework)
-                    .application(application("cancel-consumer"))
+                    .application(InJvmProviders.application("cancel-consumer"))
                     .registry(new RegistryConfig("N/A"))
                     .reference(reference)
                     .start();

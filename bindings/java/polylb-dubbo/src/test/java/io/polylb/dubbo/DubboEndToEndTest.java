@@ -10,9 +10,6 @@ import com.google.gson.JsonParser;
 import io.polylb.Balancer;
 import io.polylb.PolylbException;
 import io.polylb.Status;
-import java.io.IOException;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -26,10 +23,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.dubbo.common.extension.ExtensionLoader;
-import org.apache.dubbo.config.ApplicationConfig;
-import org.apache.dubbo.config.ProtocolConfig;
 import org.apache.dubbo.config.ReferenceConfig;
-import org.apache.dubbo.config.ServiceConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 import org.apache.dubbo.remoting.TimeoutException;
 import org.apache.dubbo.rpc.RpcContext;
@@ -37,11 +31,10 @@ import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.model.ApplicationModel;
 import org.apache.dubbo.rpc.model.FrameworkModel;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * A real Dubbo consumer calling three real Dubbo providers (dubbo protocol, 127.0.0.1 only, direct
@@ -56,10 +49,6 @@ class DubboEndToEndTest {
     static final Map<String, AtomicInteger> CALLS = new ConcurrentHashMap<>();
     /** Extra latency per provider name, ms. */
     static final Map<String, Integer> EXTRA_DELAY_MS = new ConcurrentHashMap<>();
-
-    private static final List<FrameworkModel> FRAMEWORKS = new ArrayList<>();
-    private static final List<DubboBootstrap> BOOTSTRAPS = new ArrayList<>();
-    private static String directUrls;
 
     public static final class NamedEcho implements EchoService {
         private final String name;
@@ -101,79 +90,9 @@ class DubboEndToEndTest {
         }
     }
 
-    static int freeLoopbackPort() throws IOException {
-        try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getByName("127.0.0.1"))) {
-            return socket.getLocalPort();
-        }
-    }
-
-    private static ApplicationConfig application(String name) {
-        ApplicationConfig app = new ApplicationConfig(name);
-        app.setQosEnable(false); // no QoS server (it would listen on 22222)
-        app.setRegisterMode("interface");
-        return app;
-    }
-
-    /**
-     * Dubbo replaces 127.0.0.1 by the machine's first non-loopback address when it connects
-     * (NetUtils.filterLocalHost); pinning its cached local address keeps every byte on loopback.
-     * (Dubbo's server still listens on 0.0.0.0: it treats any 127.x bind address as "any host".)
-     */
-    static void pinDubboLocalHostToLoopback() {
-        try {
-            Class<?> netUtils = Class.forName("org.apache.dubbo.common.utils.NetUtils");
-            java.lang.reflect.Field hostAddress = netUtils.getDeclaredField("HOST_ADDRESS");
-            hostAddress.setAccessible(true);
-            hostAddress.set(null, "127.0.0.1");
-            java.lang.reflect.Field localAddress = netUtils.getDeclaredField("LOCAL_ADDRESS");
-            localAddress.setAccessible(true);
-            localAddress.set(null, InetAddress.getByName("127.0.0.1"));
-        } catch (ReflectiveOperationException | IOException e) {
-            throw new IllegalStateException("cannot keep Dubbo on loopback", e);
-        }
-    }
-
-    @BeforeAll
-    static void startProviders() throws IOException {
-        pinDubboLocalHostToLoopback();
-        List<String> urls = new ArrayList<>();
-        for (String name : NAMES) {
-            int port = freeLoopbackPort();
-            FrameworkModel framework = new FrameworkModel();
-            FRAMEWORKS.add(framework);
-            ProtocolConfig protocol = new ProtocolConfig("dubbo", port);
-            protocol.setHost("127.0.0.1");
-            protocol.setParameters(Map.of("bind.ip", "127.0.0.1"));
-            protocol.setSerialization("hessian2");
-            ServiceConfig<EchoService> service = new ServiceConfig<>();
-            service.setInterface(EchoService.class);
-            service.setRef(new NamedEcho(name));
-            service.setRegister(false);
-            DubboBootstrap bootstrap = DubboBootstrap.newInstance(framework)
-                    .application(application("provider-" + name))
-                    .registry(new org.apache.dubbo.config.RegistryConfig("N/A"))
-                    .protocol(protocol)
-                    .service(service)
-                    .start();
-            BOOTSTRAPS.add(bootstrap);
-            urls.add("dubbo://127.0.0.1:" + port + "/" + EchoService.class.getName());
-        }
-        directUrls = String.join(";", urls);
-    }
-
-    @AfterAll
-    static void stopAll() {
-        for (DubboBootstrap bootstrap : BOOTSTRAPS) {
-            try {
-                bootstrap.stop();
-            } catch (RuntimeException ignored) {
-                // best effort
-            }
-        }
-        for (FrameworkModel framework : FRAMEWORKS) {
-            framework.destroy();
-        }
-    }
+    @RegisterExtension
+    static final InJvmProviders<EchoService> PROVIDERS =
+            new InJvmProviders<>(EchoService.class, "provider-", NAMES, NamedEcho::new);
 
     /** A consumer in its own FrameworkModel; returns the proxy and its bootstrap (to stop). */
     private static Consumer consumer(String loadbalance, int timeoutMs, int retries) {
@@ -184,7 +103,7 @@ class DubboEndToEndTest {
         FrameworkModel framework = new FrameworkModel();
         ReferenceConfig<EchoService> reference = new ReferenceConfig<>();
         reference.setInterface(EchoService.class);
-        reference.setUrl(directUrls);
+        reference.setUrl(PROVIDERS.directUrls());
         reference.setLoadbalance(loadbalance);
         reference.setCluster("failover");
         reference.setRetries(retries);
@@ -192,7 +111,7 @@ class DubboEndToEndTest {
         reference.setCheck(false);
         reference.setAsync(async);
         DubboBootstrap bootstrap = DubboBootstrap.newInstance(framework)
-                .application(application("consumer-" + loadbalance))
+                .application(InJvmProviders.application("consumer-" + loadbalance))
                 .registry(new org.apache.dubbo.config.RegistryConfig("N/A"))
                 .reference(reference)
                 .start();
