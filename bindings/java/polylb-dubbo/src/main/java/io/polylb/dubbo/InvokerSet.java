@@ -1,5 +1,6 @@
 package io.polylb.dubbo;
 
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.RandomAccess;
@@ -87,7 +88,7 @@ final class InvokerSet {
         this.params = params;
         this.positionByInvoker = new IdentityHashMap<>(invokers.length * 2);
         this.positionById = new LongIntMap(invokers.length);
-        java.util.HashSet<String> addresses = new java.util.HashSet<>(invokers.length * 2);
+        HashSet<String> addresses = new HashSet<>(invokers.length * 2);
         boolean shared = false;
         for (int i = 0; i < invokers.length; i++) {
             positionByInvoker.put(invokers[i], i);
