@@ -1,0 +1,63 @@
+//! boundedhash.
+
+use crate::common::*;
+use crate::helpers::*;
+use polylb::{Invoker, Outcome};
+
+#[test]
+fn boundedhash_matches_consistenthash_under_light_load() {
+    let invokers: Vec<Invoker> = (1..=10).map(provider).collect();
+    let ch = lb("loadbalance=consistenthash", &invokers);
+    let bh = lb("loadbalance=boundedhash", &invokers);
+    for k in 0..5_000u32 {
+        let key = format!("user-{k}");
+        let a = ch.select(0, key.as_bytes(), NOW).unwrap();
+        let b = bh.select(0, key.as_bytes(), NOW).unwrap();
+        assert_eq!(a, b, "key {key}");
+        ch.report(0, a, 10, Outcome::Success, NOW).unwrap();
+        bh.report(0, b, 10, Outcome::Success, NOW).unwrap();
+    }
+}
+
+#[test]
+fn boundedhash_spreads_a_hot_key_within_the_bound_and_returns_it() {
+    let invokers: Vec<Invoker> = (1..=8).map(provider).collect();
+    let b = lb("loadbalance=boundedhash&boundedhash.factor=1.25", &invokers);
+    let owner = b.select(0, b"hot", NOW).unwrap();
+    b.report(0, owner, 10, Outcome::Success, NOW).unwrap();
+    let held: Vec<u64> = (0..400)
+        .map(|_| b.select(0, b"hot", NOW).unwrap())
+        .collect();
+    let cap = (1.25f64 * 400.0 / 8.0).ceil() as i64 + 1;
+    for id in 1..=8 {
+        assert!(active(&b, id) <= cap, "id {id}: {} > {cap}", active(&b, id));
+    }
+    // The walk went on along the ring: most invokers took part.
+    assert!((1..=8).filter(|&id| active(&b, id) > 0).count() >= 6);
+    for id in held {
+        b.report(0, id, 10, Outcome::Success, NOW).unwrap();
+    }
+    // Load gone: the key is home again.
+    assert_eq!(b.select(0, b"hot", NOW).unwrap(), owner);
+}
+
+#[test]
+fn boundedhash_never_loops() {
+    // Zero weights, a subset, exclusions, invokers with the same address (the later one owns
+    // every shared point, the earlier one none), counts that disagree (reports without selects).
+    let invokers = [
+        Invoker::new(1, "10.0.0.1:1").weight(0),
+        Invoker::new(2, "10.0.0.1:1").weight(0),
+        Invoker::new(3, "10.0.0.3:1").weight(0),
+    ];
+    let b = lb("loadbalance=boundedhash&boundedhash.factor=1.0", &invokers);
+    for k in 0..2000u32 {
+        b.report(0, 1 + (k % 3) as u64, 10, Outcome::Success, NOW)
+            .unwrap();
+        let id = b
+            .select_among(0, &k.to_le_bytes(), &[1, 2], &[2], NOW)
+            .unwrap();
+        assert_eq!(id, 1);
+        b.select(0, &k.to_le_bytes(), NOW).unwrap();
+    }
+}

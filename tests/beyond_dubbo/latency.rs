@@ -1,0 +1,267 @@
+//! peakewma's latency signals.
+
+use crate::common::*;
+use crate::helpers::*;
+use polylb::{Invoker, Outcome};
+use std::collections::BTreeMap;
+
+#[test]
+fn peakewma_avoids_a_slow_invoker_and_returns_when_it_recovers() {
+    let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
+    let mut w = World::new("loadbalance=peakewma", 1, &invokers);
+    let mut log = Vec::new();
+    // Invoker 1 is 20x slower for the first 10 s, then as fast as the others. Probes back off
+    // while it stays slow (at most one per decay = 10 s), so it is back within about 10 s.
+    w.run(
+        25_000_000,
+        1_000,
+        |id, t| {
+            let base = if id == 1 && t < 10_000_000 {
+                20_000
+            } else {
+                1_000
+            };
+            (jitter(base, t, id), Outcome::Success)
+        },
+        &mut log,
+    );
+    let slow = share(&log, 1, 1_000_000, 10_000_000);
+    assert!(slow < 0.02, "slow invoker's share {slow:.4}");
+    let back = share(&log, 1, 21_000_000, 25_000_000);
+    assert!(back > 0.12, "recovered invoker's share {back:.4}");
+}
+
+#[test]
+fn peakewma_forgives_a_500ms_stall_at_once() {
+    // Invoker 1 stalls for 500 ms at t = 2 s (every call sent then ends at 2.5 s), then is fast
+    // again. The textbook design (10 s decay) keeps it shunned for about 25 s.
+    let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
+    let mut w = World::new("loadbalance=peakewma&peakewma.decay=10000", 1, &invokers);
+    let mut log = Vec::new();
+    w.run(
+        12_000_000,
+        500,
+        |id, t| {
+            if id == 1 && (2_000_000..2_500_000).contains(&t) {
+                (2_500_000 - t, Outcome::Success)
+            } else {
+                (jitter(1_000, t, id), Outcome::Success)
+            }
+        },
+        &mut log,
+    );
+    // During the stall it is avoided (calls in flight for longer than the estimate look slow).
+    let during = share(&log, 1, 2_050_000, 2_500_000);
+    assert!(during < 0.05, "share during the stall {during:.4}");
+    // Back to a fair share within a fraction of a second of its end (probes see the recovery),
+    // not 25 s.
+    let back = (0..100)
+        .map(|k| 2_500_000 + k * 50_000)
+        .find(|&t| share(&log, 1, t, t + 50_000) > 0.15)
+        .expect("never back");
+    assert!(
+        back - 2_500_000 <= 300_000,
+        "back {} ms after the stall",
+        (back - 2_500_000) / 1000
+    );
+    let recovered = share(&log, 1, 3_000_000, 12_000_000);
+    assert!(
+        recovered > 0.2,
+        "share from 0.5 s after the stall {recovered:.4}"
+    );
+}
+
+#[test]
+fn peakewma_sees_a_stall_with_one_call_in_flight_per_consumer() {
+    // 40 consumers, each sending a call every 40 ms (little in flight each). Invoker 1 hangs
+    // from t = 1 s to t = 4 s (its calls return at 4 s). Each consumer learns it from its own
+    // call in flight growing old: the stalled invoker gets a handful of calls, not a quarter.
+    let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
+    let mut w = World::new("loadbalance=peakewma", 40, &invokers);
+    let mut log = Vec::new();
+    w.run(
+        6_000_000,
+        1_000,
+        |id, t| {
+            if id == 1 && (1_000_000..4_000_000).contains(&t) {
+                (4_000_000 - t, Outcome::Success)
+            } else {
+                (jitter(2_000, t, id), Outcome::Success)
+            }
+        },
+        &mut log,
+    );
+    let sent = log
+        .iter()
+        .filter(|p| p.2 == 1 && (1_000_000..4_000_000).contains(&p.0))
+        .count();
+    // A quarter of 3000 calls would be 750; each consumer sends it about one call (plus rare
+    // probes).
+    assert!(sent < 150, "{sent} calls sent to the stalled invoker");
+}
+
+#[test]
+fn peakewma_a_cancelled_call_is_no_progress_of_a_stalled_invoker() {
+    // Invoker 1 holds a call that never returns; its age makes it look slow. A second call
+    // picked for it and cancelled (never sent) is no sign of life: the age must stay.
+    let b = lb(
+        "loadbalance=peakewma&peakewma.choices=0&seed=3",
+        &[provider(1), provider(2)],
+    );
+    for k in 0..200 {
+        let t = NOW + k * 1000;
+        let id = b.select(0, b"", t).unwrap();
+        b.report(0, id, 1000, Outcome::Success, t).unwrap();
+    }
+    let stuck_at = NOW + 1_000_000;
+    assert_eq!(b.select_among(0, b"", &[1], &[], stuck_at).unwrap(), 1);
+    let later = stuck_at + 5_000_000;
+    // Invoker 2 is busier by calls in flight: only the stalled call's age keeps picks off 1.
+    for _ in 0..3 {
+        assert_eq!(b.select_among(0, b"", &[2], &[], later).unwrap(), 2);
+    }
+    let to_stalled = |t: i64| {
+        (0..100)
+            .filter(|_| {
+                let id = b.select(0, b"", t).unwrap();
+                b.report(0, id, 1000, Outcome::Success, t).unwrap();
+                id == 1
+            })
+            .count()
+    };
+    assert_eq!(to_stalled(later), 0, "the stall was not seen");
+    let id = b.select_among(0, b"", &[1], &[], later).unwrap();
+    b.report(0, id, 0, Outcome::Cancelled, later).unwrap();
+    assert_eq!(
+        to_stalled(later + 1000),
+        0,
+        "a cancelled call made the stalled invoker look healthy"
+    );
+}
+
+#[test]
+fn peakewma_fast_failures_and_timeouts_do_not_look_fast() {
+    for bad in [Outcome::Failure, Outcome::Timeout] {
+        let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
+        let mut w = World::new("loadbalance=peakewma", 1, &invokers);
+        let mut log = Vec::new();
+        // Invoker 1 answers errors in 100 µs; the others succeed in 5 ms.
+        w.run(
+            10_000_000,
+            2_000,
+            |id, t| {
+                if id == 1 {
+                    (100, bad)
+                } else {
+                    (jitter(5_000, t, id), Outcome::Success)
+                }
+            },
+            &mut log,
+        );
+        let s = share(&log, 1, 1_000_000, 10_000_000);
+        assert!(s < 0.02, "{bad:?}: failing invoker's share {s:.4}");
+    }
+}
+
+#[test]
+fn peakewma_a_failing_invoker_is_probed_twice_as_late_each_time() {
+    // Documented (`peakewma.failurePenalty`): a failing invoker is probed again after the
+    // penalty (1 s), then twice as late each time it still fails, up to the decay (10 s): waits
+    // of 1, 2, 4, 8, 10, 10 s. A select every 10 ms; invoker 1 is in a pair half the time, so a
+    // due probe is taken within a few selects.
+    let b = lb(
+        "loadbalance=peakewma&seed=41",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    );
+    for k in 0..200 {
+        let t = NOW + k * 1000;
+        let id = b.select(0, b"", t).unwrap();
+        b.report(0, id, 1000, Outcome::Success, t).unwrap();
+    }
+    let failed_at = NOW + 1_000_000;
+    assert_eq!(b.select_among(0, b"", &[1], &[], failed_at).unwrap(), 1);
+    b.report(0, 1, 100, Outcome::Failure, failed_at).unwrap();
+    let mut probes = vec![failed_at];
+    let mut t = failed_at;
+    while t < failed_at + 36_000_000 {
+        t += 10_000;
+        let id = b.select(0, b"", t).unwrap();
+        if id == 1 {
+            probes.push(t);
+            b.report(0, id, 100, Outcome::Failure, t).unwrap();
+        } else {
+            b.report(0, id, 1000, Outcome::Success, t).unwrap();
+        }
+    }
+    let waits: Vec<i64> = probes.windows(2).map(|w| w[1] - w[0]).collect();
+    let expected = [1_000_000, 2_000_000, 4_000_000, 8_000_000, 10_000_000];
+    assert!(waits.len() >= expected.len(), "probes after {waits:?} µs");
+    for (wait, expected) in waits.iter().zip(expected) {
+        assert!(
+            (expected..expected + 200_000).contains(wait),
+            "waits between probes {waits:?} µs, expected {expected:?}"
+        );
+    }
+}
+
+#[test]
+fn peakewma_missing_zero_stale_and_equal_metrics() {
+    let invokers = [provider(1).weight(200), provider(2), provider(3)];
+    // Missing: no report ever (every call cancelled) → weights decide.
+    let b = lb("loadbalance=peakewma&seed=8", &invokers);
+    let draws = 40_000;
+    let mut c = BTreeMap::new();
+    for _ in 0..draws {
+        let id = b.select(0, b"", NOW).unwrap();
+        b.report(0, id, 0, Outcome::Cancelled, NOW).unwrap();
+        *c.entry(id).or_insert(0usize) += 1;
+    }
+    assert_binomial(c[&1], draws, 0.5, 5.0, "missing metrics, weight 200");
+    // Zero: latencies of 0 µs are fine (no division by zero, no NaN in stats).
+    let b = lb("loadbalance=peakewma&seed=9", &invokers);
+    let draws = 40_000;
+    let mut c = BTreeMap::new();
+    for _ in 0..draws {
+        let id = b.select(0, b"", NOW).unwrap();
+        b.report(0, id, 0, Outcome::Success, NOW).unwrap();
+        *c.entry(id).or_insert(0usize) += 1;
+    }
+    assert_binomial(c[&1], draws, 0.5, 5.0, "zero latency, weight 200");
+    let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
+    assert!(v["invokers"][0]["latency_estimate_us"].as_i64().unwrap() >= 1);
+    // Equal: all 1 ms → weights decide.
+    let c = counts(&b, 0, draws, NOW);
+    assert_binomial(c[&1], draws, 0.5, 5.0, "equal latency, weight 200");
+    // Stale: invoker 2 was slow long ago and has not been picked since. It is probed once its
+    // estimate is old, and a fast probe brings it back.
+    let b = lb(
+        "loadbalance=peakewma&seed=10",
+        &[provider(1), provider(2), provider(3)],
+    );
+    for _ in 0..100 {
+        for id in 1..=3u64 {
+            b.select_among(0, b"", &[id], &[], NOW).unwrap();
+            let latency = if id == 2 { 200_000 } else { 1_000 };
+            b.report(0, id, latency, Outcome::Success, NOW).unwrap();
+        }
+    }
+    let c = counts(&b, 0, 3000, NOW + 1000);
+    assert_eq!(
+        c.get(&2),
+        None,
+        "the slow invoker is avoided while its estimate is fresh"
+    );
+    // A minute later (6 decays) the stale estimate has decayed towards the typical one: the
+    // invoker takes its share again, and being fast there, keeps it.
+    let later = NOW + 60_000_000;
+    let mut total = BTreeMap::new();
+    for step in 0..300 {
+        for (id, n) in counts(&b, 0, 3, later + step * 10_000) {
+            *total.entry(id).or_insert(0) += n;
+        }
+    }
+    assert!(
+        total.get(&2).copied().unwrap_or(0) > 200,
+        "stale slow invoker not back: {total:?}"
+    );
+}

@@ -1,0 +1,237 @@
+//! Outlier ejection.
+
+use crate::common::*;
+use crate::helpers::*;
+use polylb::{Balancer, Invoker, Outcome, StrategyKind};
+use std::collections::BTreeMap;
+
+#[test]
+fn outlier_ejection_backs_off_and_returns() {
+    for kind in StrategyKind::ALL {
+        let b = lb(
+            &format!(
+                "loadbalance={}&seed=17&outlier.consecutiveFailures=3&outlier.baseEjectionMs=1000\
+                 &outlier.maxEjectionMs=2500&outlier.maxEjectionPercent=50{}",
+                kind.name(),
+                // Failures must not also look slow here: ejection alone is under test.
+                if *kind == StrategyKind::PeakEwma {
+                    "&peakewma.failurePenalty=0"
+                } else {
+                    ""
+                }
+            ),
+            &(1..=4).map(provider).collect::<Vec<_>>(),
+        );
+        let name = kind.name();
+        let ms = |t: i64| NOW + t * 1000;
+        let picks = |t: i64| -> BTreeMap<u64, usize> {
+            let mut c = BTreeMap::new();
+            for k in 0..400u32 {
+                let id = b.select(0, &k.to_le_bytes(), ms(t)).unwrap();
+                b.report(0, id, 1000, Outcome::Success, ms(t)).unwrap();
+                *c.entry(id).or_insert(0) += 1;
+            }
+            c
+        };
+        // Two failures, a success, two failures: never 3 in a row.
+        for outcome in [
+            Outcome::Failure,
+            Outcome::Timeout,
+            Outcome::Success,
+            Outcome::Failure,
+            Outcome::Failure,
+        ] {
+            b.report(0, 1, 10, outcome, ms(0)).unwrap();
+        }
+        assert!(picks(0).contains_key(&1), "{name}: ejected too early");
+        for _ in 0..3 {
+            b.report(0, 1, 10, Outcome::Failure, ms(0)).unwrap();
+        }
+        assert!(!picks(1).contains_key(&1), "{name}: not ejected");
+        assert!(!picks(999).contains_key(&1), "{name}: back too early");
+        assert!(picks(1000).contains_key(&1), "{name}: not back after 1 s");
+        // Ejected again at once: twice as long.
+        for _ in 0..3 {
+            b.report(0, 1, 10, Outcome::Failure, ms(1000)).unwrap();
+        }
+        assert!(
+            !picks(2999).contains_key(&1),
+            "{name}: second ejection too short"
+        );
+        assert!(
+            picks(3000).contains_key(&1),
+            "{name}: second ejection too long"
+        );
+        // Third in a row: capped at 2.5 s.
+        for _ in 0..3 {
+            b.report(0, 1, 10, Outcome::Failure, ms(3000)).unwrap();
+        }
+        assert!(
+            !picks(5499).contains_key(&1),
+            "{name}: third ejection too short"
+        );
+        assert!(picks(5500).contains_key(&1), "{name}: cap not applied");
+        let v: serde_json::Value = serde_json::from_str(&b.stats_json(ms(5500))).unwrap();
+        assert_eq!(v["invokers"][0]["ejections"], 3, "{name}");
+    }
+}
+
+#[test]
+fn outlier_failure_rate_rule() {
+    let b = lb(
+        "loadbalance=p2c&seed=18&outlier.failureRate=50&outlier.minRequests=10\
+         &outlier.windowMs=1000&outlier.maxEjectionPercent=50",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    );
+    // 30 % failures (never 50 % once the window has 10 calls): stays.
+    for k in 0..50 {
+        let outcome = if k % 10 < 3 {
+            Outcome::Failure
+        } else {
+            Outcome::Success
+        };
+        b.report(0, 1, 10, outcome, NOW).unwrap();
+    }
+    assert_eq!(stat(&b, NOW, 1, "ejections"), 0);
+    // A new window at 60 %: ejected once it has 10 calls.
+    let t = NOW + 2_000_000;
+    for k in 0..10 {
+        let outcome = if k % 5 >= 2 {
+            Outcome::Failure
+        } else {
+            Outcome::Success
+        };
+        b.report(0, 1, 10, outcome, t).unwrap();
+    }
+    assert_eq!(stat(&b, t, 1, "ejections"), 1);
+    let c = counts(&b, 0, 1000, t);
+    assert_eq!(c.get(&1), None);
+}
+
+#[test]
+fn outlier_ejection_never_ejects_everyone() {
+    for percent in [0, 10, 50, 100] {
+        let b = lb(
+            &format!(
+                "loadbalance=random&seed=19&outlier.consecutiveFailures=1\
+                 &outlier.maxEjectionPercent={percent}"
+            ),
+            &(1..=10).map(provider).collect::<Vec<_>>(),
+        );
+        // A bad network: every invoker fails.
+        for round in 0..5 {
+            for id in 1..=10 {
+                b.report(0, id, 10, Outcome::Failure, NOW + round).unwrap();
+            }
+        }
+        let ejected = (1..=10).filter(|&id| active_ejected(&b, id)).count();
+        // 0 % never ejects; otherwise at least one invoker and never all.
+        let budget = if percent == 0 {
+            0
+        } else {
+            (10 * percent / 100).clamp(1, 9)
+        };
+        assert_eq!(ejected, budget, "maxEjectionPercent={percent}");
+        let c = counts(&b, 0, 2000, NOW);
+        assert_eq!(c.len(), 10 - budget);
+        // A caller subset made only of ejected invokers is still answered.
+        let ejected_ids: Vec<u64> = (1..=10).filter(|&id| active_ejected(&b, id)).collect();
+        if !ejected_ids.is_empty() {
+            let id = b.select_among(0, b"", &ejected_ids, &[], NOW).unwrap();
+            assert!(ejected_ids.contains(&id));
+        }
+    }
+    // A set shrinking below its ejections lifts the extra ones.
+    let b = lb(
+        "loadbalance=p2c&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50",
+        &(1..=10).map(provider).collect::<Vec<_>>(),
+    );
+    for id in 1..=5 {
+        b.report(0, id, 10, Outcome::Failure, NOW).unwrap();
+    }
+    b.update(&(1..=4).map(provider).collect::<Vec<_>>())
+        .unwrap();
+    let ejected = (1..=4).filter(|&id| active_ejected(&b, id)).count();
+    assert_eq!(ejected, 2);
+}
+
+/// An ejection that is over frees its place in the budget even when no pick came between to
+/// lift it: reports alone (a consumer whose calls all fail fast, say) must not be refused.
+#[test]
+fn an_ejection_that_is_over_leaves_the_budget_without_a_pick_between() {
+    // 10 invokers at 10 %: one ejection at a time; a first ejection lasts 1 s.
+    let b = lb(
+        "loadbalance=random&seed=3&outlier.consecutiveFailures=1&outlier.baseEjectionMs=1000",
+        &(1..=10).map(provider).collect::<Vec<_>>(),
+    );
+    b.report(0, 1, 10, Outcome::Failure, NOW).unwrap();
+    assert!(active_ejected(&b, 1));
+    b.report(0, 2, 10, Outcome::Failure, NOW + 500_000).unwrap();
+    assert!(!active_ejected(&b, 2), "over budget while 1 is out");
+    // 1's ejection ended at NOW + 1 s; nothing was picked since.
+    b.report(0, 2, 10, Outcome::Failure, NOW + 1_500_000)
+        .unwrap();
+    assert!(!active_ejected(&b, 1), "1's ejection is over");
+    assert!(active_ejected(&b, 2), "2 takes the freed place");
+    let c = counts(&b, 0, 2000, NOW + 1_600_000);
+    assert_eq!(c.get(&2), None);
+    assert!(c.contains_key(&1));
+}
+
+/// A method's typical latency starts from its first success's own latency, not from an
+/// estimate that a failure penalty inflated: seeded at the penalty (1 s), a fast invoker that
+/// failed once would look typical at about 1 s and come back only at the decay's pace (10 s).
+#[test]
+fn peakewma_a_failure_before_the_first_success_does_not_seed_the_typical_latency() {
+    let b = lb("loadbalance=peakewma", &[provider(1), provider(2)]);
+    let mut t = NOW;
+    let mut call = |outcome| {
+        assert_eq!(b.select_among(0, b"", &[1], &[], t).unwrap(), 1);
+        b.report(0, 1, 1000, outcome, t + 1000).unwrap();
+        t += 2000;
+    };
+    call(Outcome::Failure);
+    for _ in 0..4 {
+        call(Outcome::Success);
+    }
+    let v: serde_json::Value = serde_json::from_str(&b.stats_json(t)).unwrap();
+    let estimate = v["invokers"][0]["latency_estimate_us"].as_i64().unwrap();
+    // 1 s after the failure, then halfway to 1 ms in log space per success: 31.6, 5.6, 2.4 ms,
+    // then the typical 1 ms.
+    assert!(estimate <= 2_500, "estimate {estimate} µs");
+}
+
+pub(crate) fn active_ejected(b: &Balancer, id: u64) -> bool {
+    let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
+    v["invokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == id)
+        .unwrap()["ejected"]
+        .as_bool()
+        .unwrap()
+}
+
+#[test]
+fn consistenthash_with_ejection_moves_only_the_ejected_keys() {
+    let invokers: Vec<Invoker> = (1..=5).map(provider).collect();
+    let b = lb(
+        "loadbalance=consistenthash&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=20",
+        &invokers,
+    );
+    let keys: Vec<String> = (0..2000).map(|k| format!("k{k}")).collect();
+    let before: Vec<u64> = keys
+        .iter()
+        .map(|k| b.select(0, k.as_bytes(), NOW).unwrap())
+        .collect();
+    b.report(0, 3, 10, Outcome::Failure, NOW).unwrap();
+    for (k, &was) in keys.iter().zip(&before) {
+        let now = b.select(0, k.as_bytes(), NOW).unwrap();
+        if was == 3 {
+            assert_ne!(now, 3);
+        } else {
+            assert_eq!(now, was, "key {k} moved");
+        }
+    }
+}
