@@ -3,7 +3,7 @@
 //! the example, not asserted here.
 
 #[allow(dead_code)]
-#[path = "../examples/simulate/engine.rs"]
+#[path = "../examples/simulate/engine/mod.rs"]
 mod engine;
 #[allow(dead_code)]
 #[path = "../examples/simulate/oracle.rs"]

@@ -1,0 +1,43 @@
+//! How numbers read in every output: latencies, error rates, ratios, percentages.
+
+pub fn fmt_ms(us: f64) -> String {
+    if us.is_nan() {
+        return "-".into();
+    }
+    let ms = us / 1000.0;
+    if ms < 10.0 {
+        format!("{ms:.2}ms")
+    } else if ms < 100.0 {
+        format!("{ms:.1}ms")
+    } else if ms < 1000.0 {
+        format!("{ms:.0}ms")
+    } else {
+        format!("{:.2}s", ms / 1000.0)
+    }
+}
+
+pub fn fmt_err(e: f64) -> String {
+    if e == 0.0 {
+        "-".into()
+    } else if e < 0.0001 {
+        format!("{:.4}%", e * 100.0)
+    } else if e < 0.01 {
+        format!("{:.3}%", e * 100.0)
+    } else {
+        format!("{:.1}%", e * 100.0)
+    }
+}
+
+pub(super) fn fmt_ratio(r: f64) -> String {
+    if r.is_nan() {
+        "".into()
+    } else if r < 10.0 {
+        format!("{r:.2}x")
+    } else {
+        format!("{r:.0}x")
+    }
+}
+
+pub(super) fn pct(x: f64) -> String {
+    format!("{}", (x * 100.0).round())
+}
