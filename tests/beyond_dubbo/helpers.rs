@@ -56,12 +56,11 @@ pub(crate) fn closed_loop_tracking(
     (c, lo, hi)
 }
 
-/// A tiny virtual-time world: `consumers` balancers share the providers; a call is started every
-/// `gap_us` (consumers take turns) and ends after the latency `world(id, sent_us)` says.
-/// Returns every pick as (time, consumer, id).
 /// A call in flight: (ends at, consumer, invoker id, sent at, outcome code).
 type Call = (i64, usize, u64, i64, u8);
 
+/// A tiny virtual-time world: `consumers` balancers share the providers; a call is started every
+/// `gap_us` (consumers take turns) and ends after the latency `world(id, sent_us)` says.
 pub(crate) struct World {
     balancers: Vec<Balancer>,
     calls: BinaryHeap<Reverse<Call>>,
@@ -80,6 +79,7 @@ impl World {
         }
     }
 
+    /// Runs until `until_us`, appending every pick to `log` as (time, consumer, id).
     pub(crate) fn run(
         &mut self,
         until_us: i64,

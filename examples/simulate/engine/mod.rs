@@ -153,9 +153,9 @@ struct Engine<'a> {
     utilisation: Vec<f64>,
     /// Requests per provider before the hash probe's removal.
     hash_load: Vec<u64>,
-    /// Each key's provider just before and just after the removal (consumer 0's balancer).
-    /// Probes of every key's provider before and after the removal (consumer 0's balancer).
+    /// Probes of every key's provider before the removal (consumer 0's balancer).
     hash_before: Vec<Vec<usize>>,
+    /// The same probes just after the removal.
     hash_after: Vec<Vec<usize>>,
     /// Probing applies to key-affine strategies only.
     hash_probing: bool,
