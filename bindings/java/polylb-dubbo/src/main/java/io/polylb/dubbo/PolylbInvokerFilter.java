@@ -24,6 +24,12 @@ import org.apache.dubbo.rpc.RpcException;
  * <p>Outcomes follow Dubbo's ActiveLimitFilter: a response, even one carrying a business
  * exception, is a success; a timeout (an RpcException timeout, or for an async call Dubbo's
  * remoting TimeoutException) is {@link Outcome#TIMEOUT}; any other error a {@link Outcome#FAILURE}.
+ * Over Triple ({@code tri}, {@code grpc}) a call that got no answer still completes normally,
+ * with the call's gRPC status as the response's exception (see TripleStatuses); that is
+ * an error, not a response: DEADLINE_EXCEEDED (a timeout code) is a {@link Outcome#TIMEOUT},
+ * CANCELLED a {@link Outcome#CANCELLED}, any other status (UNAVAILABLE, UNIMPLEMENTED, ...) a
+ * {@link Outcome#FAILURE}. A business exception comes back over Triple with status OK, as itself:
+ * a success, as over the dubbo protocol.
  * For {@code adaptive}, the provider's {@code lb_adaptive} reply is parsed as Dubbo's
  * AdaptiveLoadBalanceFilter parses it, fed to polylb, and stripped.
  *
@@ -34,8 +40,14 @@ import org.apache.dubbo.rpc.RpcException;
  * reach back: the call stays in flight and the provider's real answer (or Dubbo's timeout) is
  * reported when it arrives. ({@code com.alibaba.dubbo.rpc.RpcContext}'s future ignores cancel.)
  * Cancelling the call's own future, which Dubbo keeps for 2.6.x code ({@code
- * FutureContext.getCompatibleCompletableFuture()}), completes it with a CancellationException at
- * once: that is reported as {@link Outcome#CANCELLED}, which only undoes the in-flight count.
+ * FutureContext.getCompatibleCompletableFuture()}), ends it at once: over the dubbo protocol it
+ * completes with a CancellationException, over Triple (the future is Triple's DeadlineFuture) with
+ * the status CANCELLED. Either is reported as {@link Outcome#CANCELLED}, which only undoes the
+ * in-flight count. Triple also says CANCELLED when the call's stream is closed or reset under it
+ * (TripleClientCall), which it does not tell apart from a user's cancel: such a call, too, ends
+ * with no verdict. A unary Triple call does not listen to the consumer's {@code
+ * RpcContext.getCancellationContext()}. A streaming call's result is complete when the stream
+ * opens: it is reported as a success then, and what becomes of the stream is not seen here.
  *
  * <p>The outcome is taken from the result this filter's {@code invoke} returns, not through
  * {@code Filter.Listener}: Dubbo's filter chain (CallbackRegistrationInvoker) calls the
@@ -81,6 +93,15 @@ public class PolylbInvokerFilter implements Filter {
         if (s == null) {
             return;
         }
+        Throwable exception = appResponse.getException();
+        if (TripleStatuses.isCallStatus(exception, invoker.getUrl())) {
+            // Triple completed the call normally with its status: no answer of the provider's.
+            if (s.adaptive) {
+                appResponse.getAttachments().remove(PolylbLoadBalance.ADAPTIVE_ATTACHMENT);
+            }
+            reportError(s, exception);
+            return;
+        }
         long elapsedUs = elapsedUs(s);
         if (s.adaptive) {
             try {
@@ -104,6 +125,10 @@ public class PolylbInvokerFilter implements Filter {
         if (s == null) {
             return;
         }
+        reportError(s, t);
+    }
+
+    private static void reportError(Selections.Selection s, Throwable t) {
         if (isCancellation(t)) {
             // Says nothing of the provider: only the in-flight count is undone.
             report(s, 0, Outcome.CANCELLED);
@@ -115,7 +140,8 @@ public class PolylbInvokerFilter implements Filter {
     /**
      * A sync call's timeout arrives as an RpcException with the timeout code; an async call's as
      * the exception its future completed with: a CompletionException around Dubbo's remoting
-     * TimeoutException (or around such an RpcException).
+     * TimeoutException (or around such an RpcException). Triple's DEADLINE_EXCEEDED is an
+     * RpcException with the timeout code (TriRpcStatus.triCodeToDubboCode).
      */
     static boolean isTimeout(Throwable t) {
         t = unwrap(t);
@@ -125,10 +151,12 @@ public class PolylbInvokerFilter implements Filter {
     /**
      * The call's own future was cancelled (by the user, through the future Dubbo keeps for 2.6.x
      * code, {@code FutureContext.getCompatibleCompletableFuture()}): the callback gets the
-     * CancellationException, or a CompletionException around it.
+     * CancellationException, or a CompletionException around it; over Triple, the status
+     * CANCELLED, which Dubbo gives the generic code UNKNOWN_EXCEPTION (so only the status tells).
      */
     static boolean isCancellation(Throwable t) {
-        return unwrap(t) instanceof CancellationException;
+        t = unwrap(t);
+        return t instanceof CancellationException || TripleStatuses.isCancelled(t);
     }
 
     private static Throwable unwrap(Throwable t) {

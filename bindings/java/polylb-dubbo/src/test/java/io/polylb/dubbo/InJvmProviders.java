@@ -18,13 +18,14 @@ import org.junit.jupiter.api.extension.BeforeAllCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
 
 /**
- * Real Dubbo providers inside the test's JVM (dubbo protocol, hessian2, 127.0.0.1 only, no
- * registry): one per name, each on a free loopback port in its own FrameworkModel and
+ * Real Dubbo providers inside the test's JVM (dubbo protocol unless told otherwise, e.g. Triple's
+ * {@code tri}; hessian2, 127.0.0.1 only, no registry): one per name, each on a free loopback port in its own FrameworkModel and
  * bootstrap, as separate processes would be. A test class registers it as a static
  * {@code @RegisterExtension} field: the providers start before all its tests and are stopped
  * after them; consumers reach them through {@link #directUrls()}.
  */
 final class InJvmProviders<T> implements BeforeAllCallback, AfterAllCallback {
+    private final String protocolName;
     private final Class<T> service;
     private final String applicationPrefix;
     private final String[] names;
@@ -39,6 +40,13 @@ final class InJvmProviders<T> implements BeforeAllCallback, AfterAllCallback {
      */
     InJvmProviders(Class<T> service, String applicationPrefix, String[] names,
             Function<String, ? extends T> implementation) {
+        this("dubbo", service, applicationPrefix, names, implementation);
+    }
+
+    /** The same, served over {@code protocolName} ({@code "dubbo"}, {@code "tri"}). */
+    InJvmProviders(String protocolName, Class<T> service, String applicationPrefix, String[] names,
+            Function<String, ? extends T> implementation) {
+        this.protocolName = protocolName;
         this.service = service;
         this.applicationPrefix = applicationPrefix;
         this.names = names.clone();
@@ -53,7 +61,7 @@ final class InJvmProviders<T> implements BeforeAllCallback, AfterAllCallback {
             int port = freeLoopbackPort();
             FrameworkModel framework = new FrameworkModel();
             frameworks.add(framework);
-            ProtocolConfig protocol = new ProtocolConfig("dubbo", port);
+            ProtocolConfig protocol = new ProtocolConfig(protocolName, port);
             protocol.setHost("127.0.0.1");
             protocol.setParameters(Map.of("bind.ip", "127.0.0.1"));
             protocol.setSerialization("hessian2");
@@ -67,7 +75,7 @@ final class InJvmProviders<T> implements BeforeAllCallback, AfterAllCallback {
                     .protocol(protocol)
                     .service(config)
                     .start());
-            urls.add("dubbo://127.0.0.1:" + port + "/" + service.getName());
+            urls.add(protocolName + "://127.0.0.1:" + port + "/" + service.getName());
         }
         directUrls = String.join(";", urls);
     }
@@ -103,7 +111,7 @@ final class InJvmProviders<T> implements BeforeAllCallback, AfterAllCallback {
         return app;
     }
 
-    private static int freeLoopbackPort() throws IOException {
+    static int freeLoopbackPort() throws IOException {
         try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getByName("127.0.0.1"))) {
             return socket.getLocalPort();
         }

@@ -1,0 +1,461 @@
+package io.polylb.dubbo;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.apache.dubbo.common.stream.StreamObserver;
+import org.apache.dubbo.config.ReferenceConfig;
+import org.apache.dubbo.config.RegistryConfig;
+import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+import org.apache.dubbo.rpc.FutureContext;
+import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.Result;
+import org.apache.dubbo.rpc.RpcContext;
+import org.apache.dubbo.rpc.RpcException;
+import org.apache.dubbo.rpc.StatusRpcException;
+import org.apache.dubbo.rpc.TriRpcStatus;
+import org.apache.dubbo.rpc.cluster.ClusterInvoker;
+import org.apache.dubbo.rpc.cluster.Directory;
+import org.apache.dubbo.rpc.cluster.LoadBalance;
+import org.apache.dubbo.rpc.model.FrameworkModel;
+import org.apache.dubbo.rpc.protocol.tri.CancelableStreamObserver;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * What polylb records for calls over Dubbo's Triple protocol ({@code tri}, HTTP/2), between a
+ * real consumer and real providers in this JVM (loopback only, direct URLs, no registry).
+ *
+ * <p>Triple completes a unary call's future normally even when the call got no answer, with the
+ * call's gRPC status (a StatusRpcException) as the response's exception: DEADLINE_EXCEEDED when
+ * its DeadlineFuture's timer fires, CANCELLED when that future is cancelled, UNIMPLEMENTED,
+ * UNAVAILABLE, ... from the server or the transport. Read as a response, each of those would be a
+ * success; {@link PolylbInvokerFilter} must report a timeout, a cancel, a failure.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class TripleOutcomesTest {
+    static final String LB = "polylb-leastactive";
+    static final String[] NAMES = {"A", "B"};
+    /** The callIds the providers finished answering. */
+    static final Set<String> ANSWERED = ConcurrentHashMap.newKeySet();
+    static final int CALLS = 3;
+    /** A deadline far below what the slow calls take, even on a loaded machine. */
+    static final int DEADLINE_MS = 200;
+    static final int SLOW_MS = 2000;
+
+    public static final class Provider implements OutcomeService {
+        private final String name;
+
+        Provider(String name) {
+            this.name = name;
+        }
+
+        @Override
+        public String later(String callId, int delayMs) {
+            try {
+                Thread.sleep(delayMs);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            ANSWERED.add(callId);
+            return name;
+        }
+
+        @Override
+        public CompletableFuture<String> laterFuture(String callId, int delayMs) {
+            return CompletableFuture.completedFuture(later(callId, delayMs));
+        }
+
+        @Override
+        public String fail(String callId) {
+            throw new IllegalArgumentException("business exception of " + callId + " at " + name);
+        }
+
+        @Override
+        public void stream(String callId, StreamObserver<String> messages) {
+            try {
+                for (int i = 0; i < 30; i++) {
+                    messages.onNext(name);
+                    Thread.sleep(100);
+                }
+                messages.onCompleted();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (RuntimeException cancelled) {
+                // The consumer cancelled the stream.
+            }
+            ANSWERED.add(callId);
+        }
+    }
+
+    @RegisterExtension
+    static final InJvmProviders<OutcomeService> PROVIDERS =
+            new InJvmProviders<>("tri", OutcomeService.class, "tri-outcome-provider-", NAMES, Provider::new);
+
+    /** Triple servers that do not export OutcomeService: they refuse each call of it. */
+    @RegisterExtension
+    static final InJvmProviders<EchoService> OTHER_SERVICE = new InJvmProviders<>("tri", EchoService.class,
+            "tri-other-provider-", NAMES, name -> new EchoService() {
+                @Override
+                public String work(String callId, int delayMs) {
+                    return name;
+                }
+
+                @Override
+                public String slowOn(String slowProvider, String callId, int sleepMs) {
+                    return name;
+                }
+            });
+
+    /** Every consumer made, closed once all cases ran (see {@link #closeConsumers}). */
+    static final List<Consumer> CONSUMERS = new ArrayList<>();
+
+    /**
+     * Closing a consumer destroys its FrameworkModel's TripleProtocol, and Dubbo's
+     * TripleProtocol.destroy() closes every Triple server of the JVM (PortUnificationExchanger
+     * keeps them in one static map), the providers' too. So consumers stay open until every case
+     * ran; JUnit calls this before the providers' extensions stop them.
+     */
+    @AfterAll
+    static void closeConsumers() {
+        for (Consumer consumer : CONSUMERS) {
+            try {
+                consumer.bootstrap.stop();
+            } catch (RuntimeException ignored) {
+                // best effort
+            }
+            consumer.framework.destroy();
+        }
+        CONSUMERS.clear();
+    }
+
+    /**
+     * A consumer in its own FrameworkModel, so each case starts from fresh polylb stats. It is
+     * closed by {@link #closeConsumers}, not by the case.
+     */
+    static final class Consumer {
+        final FrameworkModel framework = new FrameworkModel();
+        final DubboBootstrap bootstrap;
+        final OutcomeService service;
+
+        /**
+         * A reference to {@code urls}; with {@code awaitConnected}, returns once every provider's
+         * connection is up (Triple connects in the background, and a call that finds a provider
+         * unconnected fails it and sets it aside for reconnection).
+         */
+        Consumer(String urls, int timeoutMs, boolean async, boolean awaitConnected) throws InterruptedException {
+            ReferenceConfig<OutcomeService> reference = new ReferenceConfig<>();
+            reference.setInterface(OutcomeService.class);
+            reference.setUrl(urls);
+            reference.setLoadbalance(LB);
+            reference.setCluster("failover");
+            reference.setRetries(0);
+            reference.setTimeout(timeoutMs);
+            reference.setCheck(false);
+            reference.setAsync(async);
+            bootstrap = DubboBootstrap.newInstance(framework)
+                    .application(InJvmProviders.application("tri-outcome-consumer"))
+                    .registry(new RegistryConfig("N/A"))
+                    .reference(reference)
+                    .start();
+            CONSUMERS.add(this);
+            service = reference.get();
+            if (awaitConnected) {
+                Directory<?> directory = ((ClusterInvoker<?>) reference.getInvoker()).getDirectory();
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+                while (!allAvailable(directory) && System.nanoTime() < deadline) {
+                    Thread.sleep(20);
+                }
+                assertTrue(allAvailable(directory), "not connected: " + directory.getAllInvokers());
+            }
+        }
+
+        Consumer(String urls, int timeoutMs, boolean async) throws InterruptedException {
+            this(urls, timeoutMs, async, true);
+        }
+
+        private static boolean allAvailable(Directory<?> directory) {
+            List<? extends Invoker<?>> invokers = directory.getAllInvokers();
+            return !invokers.isEmpty() && invokers.stream().allMatch(Invoker::isAvailable);
+        }
+
+        /** polylb's counters for the service, summed over its invokers. */
+        Counters counters() {
+            PolylbLoadBalance lb = (PolylbLoadBalance) bootstrap.getApplicationModel()
+                    .getExtensionLoader(LoadBalance.class).getExtension(LB);
+            Counters c = new Counters();
+            for (String json : lb.statsJson(OutcomeService.class.getName())) {
+                for (JsonElement e : JsonParser.parseString(json).getAsJsonObject().getAsJsonArray("invokers")) {
+                    JsonObject m = e.getAsJsonObject();
+                    c.active += m.get("active").getAsInt();
+                    c.selected += m.get("selected").getAsInt();
+                    c.succeeded += m.get("succeeded").getAsInt();
+                    c.failures += m.get("failures").getAsInt();
+                    c.timeouts += m.get("timeouts").getAsInt();
+                }
+            }
+            return c;
+        }
+
+        /** Waits until polylb counts no call in flight; returns the counters then. */
+        Counters awaitNoneInFlight() throws InterruptedException {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            Counters c = counters();
+            while (c.active != 0 && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+                c = counters();
+            }
+            assertEquals(0, c.active, "calls still counted in flight: " + c);
+            return c;
+        }
+    }
+
+    /** polylb's per-invoker counters, summed; {@code failures} includes timeouts. */
+    static final class Counters {
+        int active;
+        int selected;
+        int succeeded;
+        int failures;
+        int timeouts;
+
+        /** Calls ended with neither a success nor a failure: reported CANCELLED. */
+        int cancelled() {
+            return selected - active - succeeded - failures;
+        }
+
+        @Override
+        public String toString() {
+            return "active=" + active + " selected=" + selected + " succeeded=" + succeeded + " failures="
+                    + failures + " timeouts=" + timeouts + " cancelled=" + cancelled();
+        }
+    }
+
+    private static void awaitAnswered(List<String> ids) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!ANSWERED.containsAll(ids) && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        assertTrue(ANSWERED.containsAll(ids), "the providers did not answer " + ids);
+    }
+
+    /** Asserts what polylb recorded, in one message: {succeeded, failures, timeouts, cancelled}. */
+    private static void assertCounted(String what, Counters c, int succeeded, int failures, int timeouts,
+            int cancelled) {
+        System.out.println(what + ": " + c);
+        assertEquals(List.of(succeeded, failures, timeouts, cancelled, 0),
+                List.of(c.succeeded, c.failures, c.timeouts, c.cancelled(), c.active),
+                what + ": [succeeded, failures (timeouts included), timeouts, cancelled, in flight] were " + c);
+    }
+
+    private static String describe(Throwable t) {
+        StringBuilder s = new StringBuilder();
+        for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+            s.append(s.length() == 0 ? "" : " <- ").append(c.getClass().getName());
+            if (c instanceof RpcException) {
+                s.append("(code ").append(((RpcException) c).getCode()).append(')');
+            }
+            s.append(": ").append(c.getMessage());
+        }
+        return s.toString();
+    }
+
+    @Test
+    void aResponseIsASuccess() throws Exception {
+        Consumer consumer = new Consumer(PROVIDERS.directUrls(), 10_000, false);
+        for (int i = 0; i < CALLS; i++) {
+            String name = consumer.service.later("ok-" + i, 0);
+            assertTrue(List.of(NAMES).contains(name), name);
+        }
+        assertCounted("responses", consumer.awaitNoneInFlight(), CALLS, 0, 0, 0);
+    }
+
+    @Test
+    void aBusinessExceptionIsASuccess() throws Exception {
+        // The provider answered; as over the dubbo protocol (and Dubbo's ActiveLimitFilter), its
+        // business exception is no failure of the provider.
+        Consumer consumer = new Consumer(PROVIDERS.directUrls(), 10_000, false);
+        for (int i = 0; i < CALLS; i++) {
+            String id = "business-" + i;
+            RuntimeException e = assertThrows(RuntimeException.class, () -> consumer.service.fail(id));
+            System.out.println("business exception seen by the caller: " + describe(e));
+        }
+        assertCounted("business exceptions", consumer.awaitNoneInFlight(), CALLS, 0, 0, 0);
+    }
+
+    @Test
+    void aSyncCallPastItsDeadlineIsATimeout() throws Exception {
+        Consumer consumer = new Consumer(PROVIDERS.directUrls(), DEADLINE_MS, false);
+        List<String> ids = new ArrayList<>();
+        for (int i = 0; i < CALLS; i++) {
+            String id = "sync-deadline-" + i;
+            ids.add(id);
+            RpcException e = assertThrows(RpcException.class, () -> consumer.service.later(id, SLOW_MS));
+            System.out.println("sync deadline seen by the caller: " + describe(e));
+        }
+        assertCounted("sync deadlines", consumer.awaitNoneInFlight(), 0, CALLS, CALLS, 0);
+        // The providers' late answers change nothing.
+        awaitAnswered(ids);
+        Thread.sleep(100);
+        assertCounted("sync deadlines, after the late answers", consumer.counters(), 0, CALLS, CALLS, 0);
+    }
+
+    @Test
+    void anAsyncCallPastItsDeadlineIsATimeout() throws Exception {
+        Consumer consumer = new Consumer(PROVIDERS.directUrls(), DEADLINE_MS, true);
+        List<String> ids = new ArrayList<>();
+        List<CompletableFuture<Object>> calls = new ArrayList<>();
+        for (int i = 0; i < CALLS; i++) {
+            String id = "async-deadline-" + i;
+            ids.add(id);
+            consumer.service.later(id, SLOW_MS); // async: returns null at once
+            calls.add(RpcContext.getServiceContext().getCompletableFuture());
+        }
+        for (CompletableFuture<Object> call : calls) {
+            ExecutionException e = assertThrows(ExecutionException.class, () -> call.get(20, TimeUnit.SECONDS));
+            System.out.println("async deadline seen by the caller: " + describe(e));
+        }
+        assertCounted("async deadlines", consumer.awaitNoneInFlight(), 0, CALLS, CALLS, 0);
+        awaitAnswered(ids);
+        Thread.sleep(100);
+        assertCounted("async deadlines, after the late answers", consumer.counters(), 0, CALLS, CALLS, 0);
+    }
+
+    @Test
+    @SuppressWarnings("deprecation")
+    void cancellingTheCallsOwnFutureIsACancel() throws Exception {
+        Consumer consumer = new Consumer(PROVIDERS.directUrls(), 10_000, true);
+        List<String> ids = new ArrayList<>();
+        for (int i = 0; i < CALLS; i++) {
+            String id = "cancel-" + i;
+            ids.add(id);
+            consumer.service.later(id, 3000);
+            // Triple's own future of the call (its DeadlineFuture).
+            CompletableFuture<Object> future = FutureContext.getContext().getCompatibleCompletableFuture();
+            assertFalse(future.isDone(), "done before the provider answered");
+            assertEquals(1, consumer.counters().active, consumer.counters().toString());
+            assertTrue(future.cancel(true));
+            // DeadlineFuture.cancel completes it normally, with the status CANCELLED as the
+            // response's exception (and Dubbo's generic code): not a CancellationException.
+            Object response = future.get(20, TimeUnit.SECONDS);
+            Throwable status = ((Result) response).getException();
+            assertTrue(status instanceof StatusRpcException, String.valueOf(response));
+            assertEquals(TriRpcStatus.Code.CANCELLED, ((StatusRpcException) status).getStatus().code);
+            assertEquals(RpcException.UNKNOWN_EXCEPTION, ((StatusRpcException) status).getCode());
+            // Reported in the cancelling thread, long before the provider's answer.
+            assertCounted("right after cancel " + id, consumer.counters(), 0, 0, 0, i + 1);
+        }
+        awaitAnswered(ids);
+        Thread.sleep(100);
+        assertCounted("cancels, after the late answers", consumer.awaitNoneInFlight(), 0, 0, 0, CALLS);
+    }
+
+    @Test
+    void cancellingACompletableFutureMethodsFutureLeavesTheCallToItsAnswer() throws Exception {
+        // As over the dubbo protocol: the caller's future derives from the call's, a cancel does
+        // not reach back, and the provider's answer is reported when it arrives.
+        Consumer consumer = new Consumer(PROVIDERS.directUrls(), 10_000, false);
+        List<String> ids = new ArrayList<>();
+        for (int i = 0; i < CALLS; i++) {
+            String id = "derived-cancel-" + i;
+            ids.add(id);
+            CompletableFuture<String> future = consumer.service.laterFuture(id, 1500);
+            assertTrue(future.cancel(true));
+        }
+        awaitAnswered(ids);
+        assertCounted("derived futures cancelled", consumer.awaitNoneInFlight(), CALLS, 0, 0, 0);
+    }
+
+    @Test
+    void cancellingTheCancellationContextLeavesAUnaryCallAlone() throws Exception {
+        // Triple's client call only cancels the context when the call ends (TripleClientCall);
+        // nothing listens to it for a unary call: the call goes on and is answered.
+        Consumer consumer = new Consumer(PROVIDERS.directUrls(), 10_000, true);
+        List<String> ids = new ArrayList<>();
+        List<CompletableFuture<Object>> calls = new ArrayList<>();
+        for (int i = 0; i < CALLS; i++) {
+            String id = "context-cancel-" + i;
+            ids.add(id);
+            consumer.service.later(id, 1000);
+            calls.add(RpcContext.getServiceContext().getCompletableFuture());
+            RpcContext.getCancellationContext().cancel(new IllegalStateException("the user gave up"));
+        }
+        for (CompletableFuture<Object> call : calls) {
+            assertTrue(List.of(NAMES).contains(call.get(20, TimeUnit.SECONDS)));
+        }
+        assertCounted("cancellation contexts cancelled", consumer.awaitNoneInFlight(), CALLS, 0, 0, 0);
+    }
+
+    @Test
+    void aServerStreamIsReportedWhenItOpensAndItsCancelChangesNothing() throws Exception {
+        // Triple completes a stream call's result as the stream opens (TripleInvoker
+        // .invokeServerStream): the filter sees a success at once, never the stream's end.
+        Consumer consumer = new Consumer(PROVIDERS.directUrls(), 10_000, false);
+        CompletableFuture<String> first = new CompletableFuture<>();
+        CancelableStreamObserver<String> observer = new CancelableStreamObserver<>() {
+            @Override
+            public void onNext(String message) {
+                first.complete(message);
+            }
+
+            @Override
+            public void onError(Throwable t) {
+                first.completeExceptionally(t);
+            }
+
+            @Override
+            public void onCompleted() {}
+        };
+        consumer.service.stream("stream", observer);
+        assertCounted("stream opened", consumer.awaitNoneInFlight(), 1, 0, 0, 0);
+        assertTrue(List.of(NAMES).contains(first.get(20, TimeUnit.SECONDS)));
+        observer.cancel(new IllegalStateException("the user gave up"));
+        awaitAnswered(List.of("stream"));
+        Thread.sleep(100);
+        assertCounted("stream cancelled", consumer.counters(), 1, 0, 0, 0);
+    }
+
+    @Test
+    void aProviderThatRefusesTheCallIsAFailure() throws Exception {
+        // Reachable Triple servers that do not serve the service: they answer with an error status.
+        String urls = OTHER_SERVICE.directUrls().replace(EchoService.class.getName(), OutcomeService.class.getName());
+        Consumer consumer = new Consumer(urls, 10_000, false);
+        for (int i = 0; i < CALLS; i++) {
+            String id = "refused-call-" + i;
+            RpcException e = assertThrows(RpcException.class, () -> consumer.service.later(id, 0));
+            System.out.println("refused call seen by the caller: " + describe(e));
+        }
+        assertCounted("refused calls", consumer.awaitNoneInFlight(), 0, CALLS, 0, 0);
+    }
+
+    @Test
+    void aRefusedConnectionIsAFailure() throws Exception {
+        // Nothing listens: TripleInvoker fails the call at once with UNAVAILABLE (its future
+        // completes exceptionally). Afterwards Dubbo sets both providers aside for reconnection
+        // and fails further calls before any pick, so one call is all polylb gets to see.
+        String path = "/" + OutcomeService.class.getName();
+        String urls = "tri://127.0.0.1:" + InJvmProviders.freeLoopbackPort() + path
+                + ";tri://127.0.0.1:" + InJvmProviders.freeLoopbackPort() + path;
+        Consumer consumer = new Consumer(urls, 10_000, false, false);
+        RpcException e = assertThrows(RpcException.class, () -> consumer.service.later("refused-connection", 0));
+        System.out.println("refused connection seen by the caller: " + describe(e));
+        Counters c = consumer.awaitNoneInFlight();
+        System.out.println("refused connection: " + c);
+        // The cluster's reselect of an unavailable pick is released as never sent (a
+        // cancel); the one attempt sent is the failure.
+        assertEquals(List.of(0, 1, 0), List.of(c.succeeded, c.failures, c.timeouts), c.toString());
+    }
+}
