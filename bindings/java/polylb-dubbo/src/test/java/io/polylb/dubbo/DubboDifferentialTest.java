@@ -664,20 +664,7 @@ class DubboDifferentialTest extends AdapterTest {
 
         /** The provider URL's parameters at {@code now}. */
         String params(long now) {
-            StringBuilder p = new StringBuilder("side=provider");
-            if (weight != null) {
-                p.append("&weight=").append(weight);
-            }
-            if (methodWeight != null) {
-                p.append("&sayHello.weight=").append(methodWeight);
-            }
-            if (uptime != null) {
-                p.append("&timestamp=").append(now - uptime);
-            }
-            if (warmup != null) {
-                p.append("&warmup=").append(warmup);
-            }
-            return p.toString();
+            return TestInvokers.weightParams(weight, methodWeight, uptime, warmup, now);
         }
     }
 

@@ -166,20 +166,7 @@ class DubboMethodWeightTest extends AdapterTest {
         RpcInvocation other = call("other");
         for (int attempt = 0; attempt < 100; attempt++) {
             long now = System.currentTimeMillis();
-            StringBuilder params = new StringBuilder("side=provider");
-            if (mw != null) {
-                params.append("&sayHello.weight=").append(mw);
-            }
-            if (w != null) {
-                params.append("&weight=").append(w);
-            }
-            if (uptime != null) {
-                params.append("&timestamp=").append(now - uptime);
-            }
-            if (warmup != null) {
-                params.append("&warmup=").append(warmup);
-            }
-            Invoker<Object> provider = invoker(1, params.toString());
+            Invoker<Object> provider = invoker(1, TestInvokers.weightParams(w, mw, uptime, warmup, now));
             int expectedSayHello = dubbo.weight(provider, sayHello);
             int expectedOther = dubbo.weight(provider, other);
             if (System.currentTimeMillis() != now) {

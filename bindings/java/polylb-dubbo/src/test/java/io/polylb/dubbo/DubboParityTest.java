@@ -211,17 +211,7 @@ class DubboParityTest extends AdapterTest {
     private static int compareWeight(DubboWeight dubbo, Invocation inv, Integer w, Long uptime, String warmup) {
         for (int attempt = 0; attempt < 100; attempt++) {
             long now = System.currentTimeMillis();
-            StringBuilder params = new StringBuilder("side=provider");
-            if (w != null) {
-                params.append("&weight=").append(w);
-            }
-            if (uptime != null) {
-                params.append("&timestamp=").append(now - uptime);
-            }
-            if (warmup != null) {
-                params.append("&warmup=").append(warmup);
-            }
-            Invoker<Object> invoker = TestInvokers.invoker(1, params.toString());
+            Invoker<Object> invoker = TestInvokers.invoker(1, TestInvokers.weightParams(w, null, uptime, warmup, now));
             int expected = dubbo.weight(invoker, inv);
             if (System.currentTimeMillis() != now) {
                 continue; // Dubbo may have read another millisecond

@@ -105,6 +105,28 @@ final class TestInvokers {
         return list;
     }
 
+    /**
+     * A provider URL's query with the parameters Dubbo's getWeight reads, each left out when null:
+     * {@code side=provider}, {@code weight}, {@code sayHello.weight} (a method weight), {@code
+     * timestamp} (the provider's start: {@code nowMs - uptimeMs}) and {@code warmup}.
+     */
+    static String weightParams(Integer weight, Integer sayHelloWeight, Long uptimeMs, String warmup, long nowMs) {
+        StringBuilder p = new StringBuilder("side=provider");
+        if (weight != null) {
+            p.append("&weight=").append(weight);
+        }
+        if (sayHelloWeight != null) {
+            p.append("&sayHello.weight=").append(sayHelloWeight);
+        }
+        if (uptimeMs != null) {
+            p.append("&timestamp=").append(nowMs - uptimeMs);
+        }
+        if (warmup != null) {
+            p.append("&warmup=").append(warmup);
+        }
+        return p.toString();
+    }
+
     static List<Invoker<Object>> weighted(int... weights) {
         List<Invoker<Object>> list = new ArrayList<>();
         for (int i = 0; i < weights.length; i++) {
