@@ -48,6 +48,9 @@ import org.apache.dubbo.rpc.RpcException;
  * with no verdict. A unary Triple call does not listen to the consumer's {@code
  * RpcContext.getCancellationContext()}. A streaming call's result is complete when the stream
  * opens: it is reported as a success then, and what becomes of the stream is not seen here.
+ * An attempt Dubbo never sent because the deadline propagated from an upstream call was already
+ * spent ("No time left", RpcException TIMEOUT_TERMINATE, over dubbo and Triple) is a
+ * {@link Outcome#CANCELLED} too.
  *
  * <p>The outcome is taken from the result this filter's {@code invoke} returns, not through
  * {@code Filter.Listener}: Dubbo's filter chain (CallbackRegistrationInvoker) calls the
@@ -94,8 +97,9 @@ public class PolylbInvokerFilter implements Filter {
             return;
         }
         Throwable exception = appResponse.getException();
-        if (TripleStatuses.isCallStatus(exception, invoker.getUrl())) {
-            // Triple completed the call normally with its status: no answer of the provider's.
+        if (TripleStatuses.isCallStatus(exception, invoker.getUrl()) || isNeverSent(exception)) {
+            // Triple completed the call normally with its status, or Dubbo did without sending
+            // it: no answer of the provider's.
             if (s.adaptive) {
                 appResponse.getAttachments().remove(PolylbLoadBalance.ADAPTIVE_ATTACHMENT);
             }
@@ -156,7 +160,18 @@ public class PolylbInvokerFilter implements Filter {
      */
     static boolean isCancellation(Throwable t) {
         t = unwrap(t);
-        return t instanceof CancellationException || TripleStatuses.isCancelled(t);
+        return t instanceof CancellationException || TripleStatuses.isCancelled(t) || isNeverSent(t);
+    }
+
+    /**
+     * Dubbo did not send the call: the deadline propagated from an upstream call ({@code
+     * timeout-countdown}) was spent before this attempt, typically by a failover's earlier attempt
+     * (DubboInvoker and TripleInvoker complete the result normally with an RpcException of code
+     * TIMEOUT_TERMINATE). Counted as a success, as Dubbo's ActiveLimitFilter counts it, it would
+     * be a 0-µs answer the provider never gave; as a timeout, a verdict on a provider never asked.
+     */
+    static boolean isNeverSent(Throwable t) {
+        return t instanceof RpcException && ((RpcException) t).getCode() == RpcException.TIMEOUT_TERMINATE;
     }
 
     private static Throwable unwrap(Throwable t) {
