@@ -1,0 +1,122 @@
+package polylb_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+)
+
+// timeoutError is a net.Error whose Timeout() is as given.
+type timeoutError bool
+
+func (e timeoutError) Error() string   { return "i/o" }
+func (e timeoutError) Timeout() bool   { return bool(e) }
+func (e timeoutError) Temporary() bool { return false }
+
+func TestOutcomeOfStandardErrors(t *testing.T) {
+	expired, cancelExpired := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancelExpired()
+	<-expired.Done()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	cases := []struct {
+		name string
+		err  error
+		want polylb.Outcome
+	}{
+		{"nil", nil, polylb.Success},
+		{"context deadline", expired.Err(), polylb.Timeout},
+		{"wrapped context deadline", fmt.Errorf("call: %w", context.DeadlineExceeded), polylb.Timeout},
+		{"os deadline (net.Conn SetDeadline)", fmt.Errorf("read: %w", os.ErrDeadlineExceeded), polylb.Timeout},
+		{"net.Error timeout", &net.OpError{Op: "dial", Err: timeoutError(true)}, polylb.Timeout},
+		{"url.Error timeout (http.Client.Timeout)", &url.Error{Op: "Get", URL: "http://p", Err: timeoutError(true)}, polylb.Timeout},
+		{"context cancel", cancelled.Err(), polylb.Cancelled},
+		{"wrapped context cancel", fmt.Errorf("call: %w", context.Canceled), polylb.Cancelled},
+		{"net.Error, no timeout", &net.OpError{Op: "dial", Err: timeoutError(false)}, polylb.Failure},
+		{"connection refused", &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, polylb.Failure},
+		{"connection reset", fmt.Errorf("read: %w", syscall.ECONNRESET), polylb.Failure},
+		{"unexpected EOF", io.ErrUnexpectedEOF, polylb.Failure},
+		{"other", errors.New("boom"), polylb.Failure},
+	}
+	for _, c := range cases {
+		if got := polylb.OutcomeOf(c.err); got != c.want {
+			t.Errorf("%s: OutcomeOf(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+// A real dial to a port nobody listens on, and a real read past its deadline.
+func TestOutcomeOfRealNetworkErrors(t *testing.T) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	address := listener.Addr().String()
+
+	conn, err := net.Dial("tcp", address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	_, readErr := conn.Read(make([]byte, 1))
+	if got := polylb.OutcomeOf(readErr); got != polylb.Timeout {
+		t.Errorf("read past its deadline: OutcomeOf(%v) = %v, want Timeout", readErr, got)
+	}
+
+	listener.Close()
+	_, dialErr := net.Dial("tcp", address)
+	if dialErr == nil {
+		t.Skip("the closed port accepted a connection")
+	}
+	if got := polylb.OutcomeOf(dialErr); got != polylb.Failure {
+		t.Errorf("refused dial: OutcomeOf(%v) = %v, want Failure", dialErr, got)
+	}
+}
+
+// OutcomeOf after a call: the provider's own errors are told apart first.
+func ExampleOutcomeOf() {
+	errNotFound := errors.New("user not found") // the service's answer
+	for _, err := range []error{
+		nil,
+		errNotFound,
+		fmt.Errorf("call: %w", context.DeadlineExceeded),
+		context.Canceled,
+		errors.New("connection reset by peer"),
+	} {
+		outcome := polylb.OutcomeOf(err)
+		if errors.Is(err, errNotFound) {
+			outcome = polylb.Success // the provider answered
+		}
+		fmt.Println(outcome)
+	}
+	// Output:
+	// Success
+	// Success
+	// Timeout
+	// Cancelled
+	// Failure
+}
+
+func TestOutcomeNames(t *testing.T) {
+	for outcome, want := range map[polylb.Outcome]string{
+		polylb.Success: "Success", polylb.Failure: "Failure", polylb.Timeout: "Timeout",
+		polylb.Cancelled: "Cancelled", polylb.Outcome(7): "Outcome(7)",
+	} {
+		if got := outcome.String(); got != want {
+			t.Errorf("Outcome(%d).String() = %q, want %q", int32(outcome), got, want)
+		}
+	}
+}
