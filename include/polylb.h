@@ -77,6 +77,9 @@
  */
 #define PLB_ERR_UNKNOWN_METHOD 10
 
+/**
+ * An outcome that is not a PLB_OUTCOME_* value.
+ */
 #define PLB_ERR_UNKNOWN_OUTCOME 11
 
 /**
@@ -101,10 +104,22 @@
  */
 #define PLB_ERR_LIMIT_EXCEEDED 15
 
+/**
+ * The provider answered, also with an error of the service's own (a business exception, a gRPC
+ * NOT_FOUND, an HTTP 404): its latency feeds the latency-aware strategies. An outcome is a
+ * verdict on the provider, not on the request: docs/outcomes.md maps gRPC and HTTP statuses.
+ */
 #define PLB_OUTCOME_SUCCESS 0
 
+/**
+ * The provider could not serve (refused, reset, unavailable, overloaded, broken): counted as a
+ * failure (peakewma records at least its failure penalty; outlier ejection counts it).
+ */
 #define PLB_OUTCOME_FAILURE 1
 
+/**
+ * The caller's deadline passed before the answer: a failure that is also counted as a timeout.
+ */
 #define PLB_OUTCOME_TIMEOUT 2
 
 /**

@@ -31,6 +31,7 @@ pub const PLB_ERR_NO_CANDIDATE: i32 = 8;
 pub const PLB_ERR_UNKNOWN_CANDIDATE: i32 = 9;
 /// A method id that plb_balancer_method did not return.
 pub const PLB_ERR_UNKNOWN_METHOD: i32 = 10;
+/// An outcome that is not a PLB_OUTCOME_* value.
 pub const PLB_ERR_UNKNOWN_OUTCOME: i32 = 11;
 /// The stats buffer is too small; *len holds the length needed (without the NUL).
 pub const PLB_ERR_BUFFER_TOO_SMALL: i32 = 12;
@@ -43,8 +44,14 @@ pub const PLB_ERR_INVALID_ARGUMENT: i32 = 14;
 /// A limit was exceeded (at most 2^20 method names per balancer).
 pub const PLB_ERR_LIMIT_EXCEEDED: i32 = 15;
 
+/// The provider answered, also with an error of the service's own (a business exception, a gRPC
+/// NOT_FOUND, an HTTP 404): its latency feeds the latency-aware strategies. An outcome is a
+/// verdict on the provider, not on the request: docs/outcomes.md maps gRPC and HTTP statuses.
 pub const PLB_OUTCOME_SUCCESS: i32 = 0;
+/// The provider could not serve (refused, reset, unavailable, overloaded, broken): counted as a
+/// failure (peakewma records at least its failure penalty; outlier ejection counts it).
 pub const PLB_OUTCOME_FAILURE: i32 = 1;
+/// The caller's deadline passed before the answer: a failure that is also counted as a timeout.
 pub const PLB_OUTCOME_TIMEOUT: i32 = 2;
 /// The call was never sent, or was given up with no verdict on the provider (cancelled by its
 /// caller): only its in-flight count is undone; no latency, not a failure.
