@@ -49,12 +49,17 @@ impl Invoker {
     }
 }
 
-/// How a call ended, as reported by the caller.
+/// How a call ended, as reported by the caller: a verdict on the provider, not on the request
+/// (docs/outcomes.md maps gRPC and HTTP statuses).
 #[repr(i32)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
+    /// The provider answered, also with an error of the service's own (a business exception, a
+    /// gRPC NOT_FOUND, an HTTP 404): its latency feeds the latency-aware strategies.
     Success = 0,
+    /// The provider could not serve (refused, reset, unavailable, overloaded, broken).
     Failure = 1,
+    /// The caller's deadline passed before the answer: a failure, also counted as a timeout.
     Timeout = 2,
     /// Never sent, or given up with no verdict on the provider (cancelled by its caller): only
     /// the in-flight count is undone; no latency, not a failure.
