@@ -12,6 +12,7 @@ import threading
 import weakref
 from ctypes import byref, c_size_t, c_uint32, c_void_p, create_string_buffer
 from dataclasses import dataclass
+from enum import Enum
 from time import perf_counter_ns
 from types import TracebackType
 from typing import (
@@ -298,9 +299,64 @@ def _message(buffer: "ctypes.Array[ctypes.c_char]", length: c_size_t) -> str:
     return buffer.raw[:used].decode("utf-8", "replace")
 
 
-def _outcome_of(exc_type: Optional[Type[BaseException]]) -> Outcome:
+# What a gRPC status says about the provider (docs/outcomes.md), by grpc.StatusCode member name.
+# An error of the service's own is a provider that answered: a success. OK, and any name not
+# here, is not read: the exception's type decides, as for any other exception.
+_GRPC_OUTCOMES: Dict[str, Outcome] = {
+    "INVALID_ARGUMENT": _SUCCESS,
+    "NOT_FOUND": _SUCCESS,
+    "ALREADY_EXISTS": _SUCCESS,
+    "PERMISSION_DENIED": _SUCCESS,
+    "UNAUTHENTICATED": _SUCCESS,
+    "FAILED_PRECONDITION": _SUCCESS,
+    "ABORTED": _SUCCESS,
+    "OUT_OF_RANGE": _SUCCESS,
+    "UNAVAILABLE": _FAILURE,
+    "RESOURCE_EXHAUSTED": _FAILURE,
+    "UNIMPLEMENTED": _FAILURE,
+    "INTERNAL": _FAILURE,
+    "UNKNOWN": _FAILURE,
+    "DATA_LOSS": _FAILURE,
+    "DEADLINE_EXCEEDED": _TIMEOUT,
+    "CANCELLED": _CANCELLED,
+}
+
+
+def _grpc_outcome(exc: BaseException) -> Optional[Outcome]:
+    """The outcome of an error raised by grpcio, from its status; None for any other exception.
+
+    grpc is never imported (the binding depends on nothing): an error is grpcio's when a class in
+    its MRO comes from the ``grpc`` package (``grpc.RpcError``; sync stubs raise
+    ``grpc._channel._InactiveRpcError``, asyncio stubs ``grpc.aio.AioRpcError``), and its status
+    is what its ``code()`` returns, a ``grpc.StatusCode`` member, read by name. Whatever cannot be
+    read this way, or raises while being read, gives None.
+    """
+    try:
+        for cls in type(exc).__mro__:
+            module = cls.__module__
+            if module == "grpc" or module.startswith("grpc."):
+                break
+        else:
+            return None
+        code = getattr(exc, "code", None)
+        if not callable(code):
+            return None
+        status = code()
+        if not isinstance(status, Enum):
+            return None
+        name = status.name
+        return _GRPC_OUTCOMES.get(name) if isinstance(name, str) else None
+    except Exception:  # a broken code() must not replace the block's own exception
+        return None
+
+
+def _outcome_of(exc_type: Optional[Type[BaseException]], exc: Optional[BaseException] = None) -> Outcome:
     if exc_type is None:
         return _SUCCESS
+    if exc is not None:
+        grpc_outcome = _grpc_outcome(exc)
+        if grpc_outcome is not None:
+            return grpc_outcome
     if issubclass(exc_type, TimeoutError):  # also socket.timeout and, since 3.11, asyncio's
         return _TIMEOUT
     if issubclass(exc_type, Exception):
@@ -705,9 +761,17 @@ class Balancer:
                 send(addresses[call.id])
 
         The elapsed time is measured with ``time.perf_counter_ns``. The outcome is success when
-        the block ends normally, timeout on ``TimeoutError``, failure on any other ``Exception``
-        and cancelled on ``BaseException``s that are not ``Exception``s (``KeyboardInterrupt``,
-        ``asyncio.CancelledError``); set ``call.outcome`` inside the block to decide it yourself.
+        the block ends normally. An error raised by grpcio (``grpc.RpcError``, sync or
+        ``grpc.aio``; recognised without importing grpc) is judged by its status, as a verdict on
+        the provider (docs/outcomes.md): an error of the service's own (``INVALID_ARGUMENT``,
+        ``NOT_FOUND``, ``ALREADY_EXISTS``, ``PERMISSION_DENIED``, ``UNAUTHENTICATED``,
+        ``FAILED_PRECONDITION``, ``ABORTED``, ``OUT_OF_RANGE``) is success,
+        ``DEADLINE_EXCEEDED`` timeout, ``CANCELLED`` cancelled, and ``UNAVAILABLE``,
+        ``RESOURCE_EXHAUSTED``, ``UNIMPLEMENTED``, ``INTERNAL``, ``UNKNOWN``, ``DATA_LOSS``
+        failure. Any other exception (or a gRPC error whose status cannot be read): timeout on
+        ``TimeoutError``, failure on any other ``Exception`` and cancelled on ``BaseException``s
+        that are not ``Exception``s (``KeyboardInterrupt``, ``asyncio.CancelledError``). Set
+        ``call.outcome`` inside the block to decide it yourself; it wins over all of these.
         A ``call.outcome`` that is no outcome still ends the call, as cancelled (the in-flight
         count is undone, nothing is recorded), and raises ``TypeError`` (``UnknownOutcomeError``
         for an int outside 0..3) only from a block that ended normally.
@@ -757,7 +821,7 @@ class Call:
         traceback: Optional[TracebackType],
     ) -> None:  # never swallows the exception
         elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
-        outcome = self.outcome if self.outcome is not None else _outcome_of(exc_type)
+        outcome = self.outcome if self.outcome is not None else _outcome_of(exc_type, exc)
         try:
             self._balancer.report(self.id, elapsed_us, outcome, self._method)
         except BalancerClosedError:

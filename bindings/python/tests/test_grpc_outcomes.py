@@ -1,0 +1,285 @@
+"""How ``Call`` reads an error raised by grpcio (docs/outcomes.md), without grpc installed.
+
+The binding never imports grpc: it recognises grpcio's exceptions by the module of a class in
+their MRO (``grpc`` or ``grpc.*``) and reads the status name from their ``code()``. These
+stand-ins carry exactly that shape; test_grpc_end_to_end.py checks the same against real grpcio.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Dict, Tuple
+
+import pytest
+
+from conftest import by_id
+from polylb import Balancer, Invoker, Outcome
+
+
+class StatusCode(enum.Enum):
+    """The shape of grpc.StatusCode: members named after the gRPC codes, (int, text) values."""
+
+    OK = (0, "ok")
+    CANCELLED = (1, "cancelled")
+    UNKNOWN = (2, "unknown")
+    INVALID_ARGUMENT = (3, "invalid argument")
+    DEADLINE_EXCEEDED = (4, "deadline exceeded")
+    NOT_FOUND = (5, "not found")
+    ALREADY_EXISTS = (6, "already exists")
+    PERMISSION_DENIED = (7, "permission denied")
+    RESOURCE_EXHAUSTED = (8, "resource exhausted")
+    FAILED_PRECONDITION = (9, "failed precondition")
+    ABORTED = (10, "aborted")
+    OUT_OF_RANGE = (11, "out of range")
+    UNIMPLEMENTED = (12, "unimplemented")
+    INTERNAL = (13, "internal")
+    UNAVAILABLE = (14, "unavailable")
+    DATA_LOSS = (15, "data loss")
+    UNAUTHENTICATED = (16, "unauthenticated")
+
+
+#: docs/outcomes.md, "Choosing": the verdict on the provider for each status an RPC raised with.
+#: OK is no error status: an exception carrying it is not read, and today's rule applies.
+EXPECTED: Dict[str, Outcome] = {
+    "OK": Outcome.FAILURE,
+    "CANCELLED": Outcome.CANCELLED,
+    "UNKNOWN": Outcome.FAILURE,
+    "INVALID_ARGUMENT": Outcome.SUCCESS,
+    "DEADLINE_EXCEEDED": Outcome.TIMEOUT,
+    "NOT_FOUND": Outcome.SUCCESS,
+    "ALREADY_EXISTS": Outcome.SUCCESS,
+    "PERMISSION_DENIED": Outcome.SUCCESS,
+    "RESOURCE_EXHAUSTED": Outcome.FAILURE,
+    "FAILED_PRECONDITION": Outcome.SUCCESS,
+    "ABORTED": Outcome.SUCCESS,
+    "OUT_OF_RANGE": Outcome.SUCCESS,
+    "UNIMPLEMENTED": Outcome.FAILURE,
+    "INTERNAL": Outcome.FAILURE,
+    "UNAVAILABLE": Outcome.FAILURE,
+    "DATA_LOSS": Outcome.FAILURE,
+    "UNAUTHENTICATED": Outcome.SUCCESS,
+}
+
+
+class RpcError(Exception):
+    """Stands in for grpc.RpcError."""
+
+    __module__ = "grpc"
+
+
+class InactiveRpcError(RpcError):
+    """Stands in for grpc._channel._InactiveRpcError, what a sync stub raises."""
+
+    __module__ = "grpc._channel"
+
+    def __init__(self, status: Any) -> None:
+        super().__init__(f"status {status}")
+        self.status = status
+
+    def code(self) -> Any:
+        return self.status
+
+
+class AioRpcError(RpcError):
+    """Stands in for grpc.aio.AioRpcError, what an asyncio stub raises."""
+
+    __module__ = "grpc.aio._call"
+
+    def __init__(self, status: Any) -> None:
+        super().__init__(f"status {status}")
+        self.status = status
+
+    def code(self) -> Any:
+        return self.status
+
+
+class LookAlike(Exception):
+    """Not from grpc, though it has a code() returning a gRPC status."""
+
+    def __init__(self, status: Any) -> None:
+        super().__init__(f"status {status}")
+        self.status = status
+
+    def code(self) -> Any:
+        return self.status
+
+
+def _single(balancer_factory: Any) -> Balancer:
+    lb: Balancer = balancer_factory("roundrobin")
+    lb.update([Invoker(1, "10.0.0.1:20880")])
+    return lb
+
+
+def counted(lb: Balancer) -> Tuple[int, int, int, int]:
+    """(active, succeeded, failures, timeouts) of invoker 1."""
+    row = by_id(lb.stats())[1]
+    return row["active"], row["succeeded"], row["failures"], row["timeouts"]
+
+
+#: What one call ending with each outcome adds to counted(): a timeout is a failure too.
+COUNTS = {
+    Outcome.SUCCESS: (0, 1, 0, 0),
+    Outcome.FAILURE: (0, 0, 1, 0),
+    Outcome.TIMEOUT: (0, 0, 1, 1),
+    Outcome.CANCELLED: (0, 0, 0, 0),
+}
+
+
+def raise_in_call(lb: Balancer, error: BaseException) -> None:
+    with pytest.raises(type(error)) as raised:
+        with lb.call():
+            raise error
+    assert raised.value is error  # propagated unchanged
+
+
+def test_the_table_covers_every_grpc_status() -> None:
+    assert sorted(EXPECTED) == sorted(StatusCode.__members__)
+    assert len(EXPECTED) == 17
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+@pytest.mark.parametrize("error_class", [InactiveRpcError, AioRpcError])
+def test_a_grpc_error_is_judged_by_its_status(balancer_factory: Any, error_class: Any, name: str) -> None:
+    lb = _single(balancer_factory)
+    raise_in_call(lb, error_class(StatusCode[name]))
+    assert counted(lb) == COUNTS[EXPECTED[name]], name
+
+
+def test_a_subclass_of_a_grpc_error_is_a_grpc_error(balancer_factory: Any) -> None:
+    class MyError(InactiveRpcError):  # defined here: its own module is this test's
+        pass
+
+    lb = _single(balancer_factory)
+    raise_in_call(lb, MyError(StatusCode.NOT_FOUND))
+    assert counted(lb) == COUNTS[Outcome.SUCCESS]
+
+
+def test_async_call_reads_a_grpc_error(balancer_factory: Any) -> None:
+    import asyncio
+
+    lb = _single(balancer_factory)
+
+    async def main() -> None:
+        for status in (StatusCode.NOT_FOUND, StatusCode.DEADLINE_EXCEEDED):
+            with pytest.raises(AioRpcError):
+                async with lb.call():
+                    raise AioRpcError(status)
+
+    asyncio.run(main())
+    assert counted(lb) == (0, 1, 1, 1)
+
+
+@pytest.mark.parametrize("name", ["NOT_FOUND", "DEADLINE_EXCEEDED", "CANCELLED"])
+def test_a_class_not_from_grpc_is_not_read(balancer_factory: Any, name: str) -> None:
+    lb = _single(balancer_factory)
+    raise_in_call(lb, LookAlike(StatusCode[name]))
+    assert counted(lb) == COUNTS[Outcome.FAILURE]
+
+
+@pytest.mark.parametrize("module", ["grpcio", "grpc_status", "mygrpc", "", "notgrpc.grpc"])
+def test_only_the_grpc_package_counts(balancer_factory: Any, module: str) -> None:
+    lb = _single(balancer_factory)
+    error = LookAlike(StatusCode.NOT_FOUND)
+    error.__class__ = type("Error", (LookAlike,), {"__module__": module})
+    raise_in_call(lb, error)
+    assert counted(lb) == COUNTS[Outcome.FAILURE]
+
+
+class NotGrpcStatus(enum.Enum):
+    TEAPOT = 418
+
+
+class BadCode(RpcError):
+    __module__ = "grpc._channel"
+
+    def code(self) -> Any:
+        raise RuntimeError("code() broke")
+
+
+class CodeProperty(RpcError):
+    __module__ = "grpc._channel"
+
+    @property
+    def code(self) -> Any:
+        raise AttributeError("no code here")
+
+
+class CodeNotCallable(RpcError):
+    __module__ = "grpc._channel"
+    code = StatusCode.NOT_FOUND
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        BadCode(),  # code() raises
+        CodeProperty(),  # reading .code raises
+        CodeNotCallable(),  # .code is the status itself, not a method
+        RpcError(),  # a bare grpc.RpcError: no code() at all
+        InactiveRpcError("NOT_FOUND"),  # a str, not an enum member
+        InactiveRpcError(None),
+        InactiveRpcError(5),
+        InactiveRpcError(NotGrpcStatus.TEAPOT),  # a name gRPC does not have
+    ],
+    ids=lambda e: type(e).__name__ + ":" + str(getattr(e, "status", "")),
+)
+def test_what_cannot_be_read_falls_back_to_the_exception_rule(
+    balancer_factory: Any, error: Exception
+) -> None:
+    lb = _single(balancer_factory)
+    raise_in_call(lb, error)
+    assert counted(lb) == COUNTS[Outcome.FAILURE]
+
+
+def test_an_unreadable_grpc_timeout_error_stays_a_timeout(balancer_factory: Any) -> None:
+    class GrpcTimeout(TimeoutError):
+        __module__ = "grpc"
+
+        def code(self) -> Any:
+            raise ValueError("unreadable")
+
+    lb = _single(balancer_factory)
+    raise_in_call(lb, GrpcTimeout())
+    assert counted(lb) == COUNTS[Outcome.TIMEOUT]
+
+
+def test_a_weird_status_object_is_harmless(balancer_factory: Any) -> None:
+    class Status(enum.Enum):
+        NOT_FOUND = 5
+
+        @property
+        def name(self) -> str:
+            raise RuntimeError("no name")
+
+    lb = _single(balancer_factory)
+    raise_in_call(lb, InactiveRpcError(Status.NOT_FOUND))
+    assert counted(lb) == COUNTS[Outcome.FAILURE]
+
+
+@pytest.mark.parametrize("chosen", list(Outcome))
+def test_call_outcome_wins_over_the_grpc_status(balancer_factory: Any, chosen: Outcome) -> None:
+    lb = _single(balancer_factory)
+    with pytest.raises(InactiveRpcError):
+        with lb.call() as call:
+            call.outcome = chosen
+            raise InactiveRpcError(StatusCode.NOT_FOUND)
+    assert counted(lb) == COUNTS[chosen]
+
+
+def test_code_is_not_called_when_the_block_ends_normally_or_outcome_is_set(balancer_factory: Any) -> None:
+    calls = []
+
+    class Watched(InactiveRpcError):
+        def code(self) -> Any:
+            calls.append(self)
+            return super().code()
+
+    lb = _single(balancer_factory)
+    with lb.call():
+        Watched(StatusCode.UNAVAILABLE)  # made, never raised
+    with pytest.raises(Watched):
+        with lb.call() as call:
+            call.outcome = Outcome.SUCCESS
+            raise Watched(StatusCode.UNAVAILABLE)
+    assert calls == []
+    assert counted(lb) == (0, 2, 0, 0)
