@@ -3,6 +3,8 @@
 # Exits non-zero on any failure. Extra arguments go to pytest (e.g. -k threads, -x).
 #   PYTHON=python3.12 bindings/python/run-tests.sh   to use another interpreter
 #   POLYLB_SKIP_MYPY=1                                 to skip installing mypy (its test then skips)
+#   POLYLB_SKIP_GRPC=1                                 to skip installing grpcio (the gRPC end-to-end
+#                                                      tests then skip; the binding never needs it)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,9 +24,15 @@ if [ -z "${POLYLB_SKIP_MYPY:-}" ]; then
     "$python" -c "import mypy" 2>/dev/null || "$python" -m pip install --quiet --root-user-action=ignore mypy \
         || echo "run-tests.sh: could not install mypy; the type-check tests will be skipped" >&2
 fi
+# Only for tests/test_grpc_end_to_end.py: `with lb.call()` around real grpcio calls.
+if [ -z "${POLYLB_SKIP_GRPC:-}" ]; then
+    "$python" -c "import grpc" 2>/dev/null || "$python" -m pip install --quiet --root-user-action=ignore grpcio \
+        || echo "run-tests.sh: could not install grpcio; the gRPC end-to-end tests will be skipped" >&2
+fi
 
 # --force-reinstall: same version number, new library; --no-deps: there are none at run time.
 "$python" -m pip install --quiet --root-user-action=ignore --force-reinstall --no-deps ./bindings/python
 
 # From the repository root, so the tests import the installed package, not the source tree.
-"$python" -m pytest bindings/python/tests -q "$@"
+# -rs: the reason of every skipped test is printed (mypy or grpcio missing).
+"$python" -m pytest bindings/python/tests -q -rs "$@"
