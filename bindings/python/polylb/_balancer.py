@@ -322,6 +322,14 @@ _GRPC_OUTCOMES: Dict[str, Outcome] = {
 }
 
 
+# grpc.Future's errors, by class name: ``result()`` of a future cancelled by this side, and of
+# one that did not finish within the wait's timeout.
+_GRPC_FUTURE_OUTCOMES: Dict[str, Outcome] = {
+    "FutureCancelledError": _CANCELLED,
+    "FutureTimeoutError": _TIMEOUT,
+}
+
+
 def _grpc_outcome(exc: BaseException) -> Optional[Outcome]:
     """The outcome of an error raised by grpcio, from its status; None for any other exception.
 
@@ -338,6 +346,11 @@ def _grpc_outcome(exc: BaseException) -> Optional[Outcome]:
                 break
         else:
             return None
+        # The sync future API's own errors carry no status: a future this side cancelled, and a
+        # wait for its result that ran out.
+        future_outcome = _GRPC_FUTURE_OUTCOMES.get(cls.__name__)
+        if future_outcome is not None:
+            return future_outcome
         code = getattr(exc, "code", None)
         if not callable(code):
             return None
@@ -768,7 +781,9 @@ class Balancer:
         ``FAILED_PRECONDITION``, ``ABORTED``, ``OUT_OF_RANGE``) is success,
         ``DEADLINE_EXCEEDED`` timeout, ``CANCELLED`` cancelled, and ``UNAVAILABLE``,
         ``RESOURCE_EXHAUSTED``, ``UNIMPLEMENTED``, ``INTERNAL``, ``UNKNOWN``, ``DATA_LOSS``
-        failure. Any other exception (or a gRPC error whose status cannot be read): timeout on
+        failure; a sync future's ``grpc.FutureCancelledError`` (after this side's ``cancel()``)
+        is cancelled and ``grpc.FutureTimeoutError`` (its wait ran out) timeout. Any other
+        exception (or a gRPC error whose status cannot be read): timeout on
         ``TimeoutError``, failure on any other ``Exception`` and cancelled on ``BaseException``s
         that are not ``Exception``s (``KeyboardInterrupt``, ``asyncio.CancelledError``). Set
         ``call.outcome`` inside the block to decide it yourself; it wins over all of these.

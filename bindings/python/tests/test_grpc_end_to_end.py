@@ -135,6 +135,30 @@ def test_sync_stub_with_no_server_is_a_failure(balancer_factory: Any) -> None:
     assert counted(lb) == COUNTS[Outcome.FAILURE]
 
 
+def test_sync_future_cancelled_by_this_side_is_a_cancel(balancer_factory: Any, channel: Any) -> None:
+    lb = _single(balancer_factory)
+    with pytest.raises(grpc.FutureCancelledError):
+        with lb.call():
+            future = channel.unary_unary(METHOD).future(b"SLOW", timeout=10)
+            assert future.cancel()
+            future.result()
+    assert counted(lb) == COUNTS[Outcome.CANCELLED]
+
+
+def test_sync_future_whose_wait_runs_out_is_a_timeout(balancer_factory: Any, channel: Any) -> None:
+    lb = _single(balancer_factory)
+    future = None
+    try:
+        with pytest.raises(grpc.FutureTimeoutError):
+            with lb.call():
+                future = channel.unary_unary(METHOD).future(b"SLOW", timeout=10)
+                future.result(timeout=DEADLINE_S)
+    finally:
+        if future is not None:
+            future.cancel()
+    assert counted(lb) == COUNTS[Outcome.TIMEOUT]
+
+
 # -- the asyncio API ------------------------------------------------------------------------
 
 

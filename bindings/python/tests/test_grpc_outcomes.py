@@ -283,3 +283,37 @@ def test_code_is_not_called_when_the_block_ends_normally_or_outcome_is_set(balan
             raise Watched(StatusCode.UNAVAILABLE)
     assert calls == []
     assert counted(lb) == (0, 2, 0, 0)
+
+
+class FutureCancelledError(Exception):
+    """Stands in for grpc.FutureCancelledError: a sync future's result() after this side's cancel."""
+
+    __module__ = "grpc"
+
+
+class FutureTimeoutError(Exception):
+    """Stands in for grpc.FutureTimeoutError: a sync future's result() whose wait ran out."""
+
+    __module__ = "grpc"
+
+
+class FutureCancelledLookAlike(Exception):
+    """Named as grpc's, not from grpc."""
+
+
+FutureCancelledLookAlike.__name__ = "FutureCancelledError"
+
+
+@pytest.mark.parametrize(
+    "error, outcome",
+    [
+        (FutureCancelledError(), Outcome.CANCELLED),
+        (FutureTimeoutError(), Outcome.TIMEOUT),
+        (FutureCancelledLookAlike(), Outcome.FAILURE),
+    ],
+    ids=["cancelled", "wait-ran-out", "look-alike"],
+)
+def test_the_sync_future_errors_are_read_by_name(balancer_factory: Any, error: BaseException, outcome: Outcome) -> None:
+    lb = _single(balancer_factory)
+    raise_in_call(lb, error)
+    assert counted(lb) == COUNTS[outcome]
