@@ -6,6 +6,7 @@ import io.polylb.Outcome;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
+import org.apache.dubbo.common.URL;
 import org.apache.dubbo.common.extension.Activate;
 import org.apache.dubbo.remoting.TimeoutException;
 import org.apache.dubbo.rpc.Filter;
@@ -96,14 +97,12 @@ public class PolylbInvokerFilter implements Filter {
         if (s == null) {
             return;
         }
-        Throwable exception = appResponse.getException();
-        if (TripleStatuses.isCallStatus(exception, invoker.getUrl()) || isNeverSent(exception)) {
-            // Triple completed the call normally with its status, or Dubbo did without sending
-            // it: no answer of the provider's.
+        Outcome outcome = outcomeOf(appResponse.getException(), invoker.getUrl());
+        if (outcome != Outcome.SUCCESS) {
             if (s.adaptive) {
                 appResponse.getAttachments().remove(PolylbLoadBalance.ADAPTIVE_ATTACHMENT);
             }
-            reportError(s, exception);
+            report(s, outcome);
             return;
         }
         long elapsedUs = elapsedUs(s);
@@ -129,16 +128,27 @@ public class PolylbInvokerFilter implements Filter {
         if (s == null) {
             return;
         }
-        reportError(s, t);
+        report(s, errorOutcome(t));
     }
 
-    private static void reportError(Selections.Selection s, Throwable t) {
-        if (isCancellation(t)) {
-            // Says nothing of the provider: only the in-flight count is undone.
-            report(s, 0, Outcome.CANCELLED);
-        } else {
-            report(s, elapsedUs(s), isTimeout(t) ? Outcome.TIMEOUT : Outcome.FAILURE);
+    /**
+     * The outcome of an attempt whose call completed normally, with {@code exception} in its
+     * response (null for a value): the provider's answer, a success, unless Triple completed the
+     * call with a status that is no answer (see TripleStatuses) or Dubbo did without sending it.
+     */
+    static Outcome outcomeOf(Throwable exception, URL providerUrl) {
+        if (TripleStatuses.isCallStatus(exception, providerUrl) || isNeverSent(exception)) {
+            return errorOutcome(exception);
         }
+        return Outcome.SUCCESS;
+    }
+
+    /** The outcome of an attempt that ended in error {@code t}. */
+    private static Outcome errorOutcome(Throwable t) {
+        if (isCancellation(t)) {
+            return Outcome.CANCELLED;
+        }
+        return isTimeout(t) ? Outcome.TIMEOUT : Outcome.FAILURE;
     }
 
     /**
@@ -188,6 +198,11 @@ public class PolylbInvokerFilter implements Filter {
 
     private static long elapsedUs(Selections.Selection s) {
         return Math.max(0, (System.nanoTime() - s.startNanos) / 1000);
+    }
+
+    /** Reports an error outcome; a cancel says nothing of the provider and carries no latency. */
+    private static void report(Selections.Selection s, Outcome outcome) {
+        report(s, outcome == Outcome.CANCELLED ? 0 : elapsedUs(s), outcome);
     }
 
     private static void report(Selections.Selection s, long elapsedUs, Outcome outcome) {
