@@ -22,15 +22,19 @@ import org.apache.dubbo.rpc.RpcException;
  * without a polylb pick (a lone candidate, forking to all, sticky) is counted as well, as Dubbo's
  * RpcStatus counts it.
  *
- * <p>Outcomes follow Dubbo's ActiveLimitFilter: a response, even one carrying a business
- * exception, is a success; a timeout (an RpcException timeout, or for an async call Dubbo's
- * remoting TimeoutException) is {@link Outcome#TIMEOUT}; any other error a {@link Outcome#FAILURE}.
- * Over Triple ({@code tri}, {@code grpc}) a call that got no answer still completes normally,
- * with the call's gRPC status as the response's exception (see TripleStatuses); that is
- * an error, not a response: DEADLINE_EXCEEDED (a timeout code) is a {@link Outcome#TIMEOUT},
- * CANCELLED a {@link Outcome#CANCELLED}, any other status (UNAVAILABLE, UNIMPLEMENTED, ...) a
- * {@link Outcome#FAILURE}. A business exception comes back over Triple with status OK, as itself:
- * a success, as over the dubbo protocol.
+ * <p>An outcome is a verdict on the provider (docs/outcomes.md). As in Dubbo's ActiveLimitFilter,
+ * a response, even one carrying a business exception, is a success; a timeout (an RpcException
+ * timeout, or for an async call Dubbo's remoting TimeoutException) is {@link Outcome#TIMEOUT};
+ * any other error a {@link Outcome#FAILURE}. Over Triple ({@code tri}, {@code grpc}) a unary call
+ * completes normally whatever its gRPC status, with the status as the response's exception (see
+ * TripleStatuses), and the status's code decides: an error of the service's own (INVALID_ARGUMENT,
+ * NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION, ABORTED,
+ * OUT_OF_RANGE) is the provider's answer, a success with its latency, as a business exception is;
+ * DEADLINE_EXCEEDED is a {@link Outcome#TIMEOUT}, CANCELLED a {@link Outcome#CANCELLED}, any other
+ * status (UNAVAILABLE, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNKNOWN, DATA_LOSS) a {@link
+ * Outcome#FAILURE}: the provider could not serve. (ActiveLimitFilter counts every status that
+ * arrives in a response as a success.) A business exception of a method with plain Java types
+ * comes back over Triple with status OK, as itself: a success, as over the dubbo protocol.
  * For {@code adaptive}, the provider's {@code lb_adaptive} reply is parsed as Dubbo's
  * AdaptiveLoadBalanceFilter parses it, fed to polylb, and stripped.
  *
@@ -137,7 +141,7 @@ public class PolylbInvokerFilter implements Filter {
      * call with a status that is no answer (see TripleStatuses) or Dubbo did without sending it.
      */
     static Outcome outcomeOf(Throwable exception, URL providerUrl) {
-        if (TripleStatuses.isCallStatus(exception, providerUrl) || isNeverSent(exception)) {
+        if (TripleStatuses.isErrorStatus(exception, providerUrl) || isNeverSent(exception)) {
             return errorOutcome(exception);
         }
         return Outcome.SUCCESS;

@@ -7,43 +7,73 @@ import org.apache.dubbo.rpc.TriRpcStatus;
 
 /**
  * How a call over Dubbo's Triple protocol ended. Triple completes a unary call's future normally
- * even when the call did not get an answer: its DeadlineFuture (on timeout or on a cancel) and its
- * UnaryClientCallListener (on any status but OK) put the call's gRPC status, as a
- * {@link StatusRpcException}, in the response's exception slot. A provider's business exception
- * comes back with status OK, as the exception itself (never a StatusRpcException).
+ * whatever the call's gRPC status: its DeadlineFuture (on timeout or on a cancel) and its
+ * UnaryClientCallListener (on any status but OK) put the status, as a {@link StatusRpcException},
+ * in the response's exception slot.
+ *
+ * <p>An outcome is a verdict on the provider (docs/outcomes.md), so the status's code decides.
+ * An error of the service's own ({@code INVALID_ARGUMENT}, {@code NOT_FOUND}, {@code
+ * ALREADY_EXISTS}, {@code PERMISSION_DENIED}, {@code UNAUTHENTICATED}, {@code
+ * FAILED_PRECONDITION}, {@code ABORTED}, {@code OUT_OF_RANGE}) is the provider's answer, as a
+ * business exception is: another provider would have answered the same, and counted as failures
+ * such errors from one bad client would eject good providers. Every other code says the attempt
+ * failed: {@code DEADLINE_EXCEEDED} a timeout, {@code CANCELLED} a cancel, the rest ({@code
+ * UNAVAILABLE}, {@code RESOURCE_EXHAUSTED}, {@code UNIMPLEMENTED}, {@code INTERNAL}, {@code
+ * UNKNOWN}, {@code DATA_LOSS}) a provider that could not serve.
+ *
+ * <p>A provider's status reaches the consumer as the call's status when Triple sends the method
+ * unwrapped (an IDL stub, or protobuf-typed request and response: GrpcHttp2ServerTransportListener
+ * .needWrap): what the method throws becomes grpc-status (CompositeExceptionHandler
+ * .resolveGrpcStatus), a StatusRpcException its own code, any other uncaught exception
+ * {@code UNKNOWN}. A wrapped method (plain Java types) sends what it throws as the exception
+ * itself with status OK (ExceptionCustomizerWrapper.customizeGrpc).
  *
  * <p>StatusRpcException is in the optional {@code dubbo-rpc-triple} module of modular Dubbo
  * (3.2+): the Triple classes are resolved only for an exception whose class has that name, i.e.
- * when Triple is there.
+ * when Triple is there. The codes are compared by name for the same reason.
  */
 final class TripleStatuses {
     /** The protocols Dubbo 3.3 runs over Triple's client (TripleProtocol, GrpcProtocol). */
     private static final Set<String> TRIPLE_PROTOCOLS = Set.of("tri", "grpc");
     private static final String STATUS_EXCEPTION = "org.apache.dubbo.rpc.StatusRpcException";
+    /** The codes of a provider's answer: OK, and the errors of the service's own. */
+    private static final Set<String> ANSWERS = Set.of("OK", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS",
+            "PERMISSION_DENIED", "UNAUTHENTICATED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE");
 
     private TripleStatuses() {}
 
     /**
-     * The response's exception is Triple's status of the call (a call over Triple that ended
-     * without an answer), not an answer of the provider's. Over another protocol (dubbo) such an
-     * exception is what the provider threw, e.g. from its own Triple call: its answer.
+     * The response's exception is Triple's status of the call and says the attempt failed (a
+     * timeout, a cancel, a provider that could not serve), not that the provider answered. Over
+     * another protocol (dubbo) such an exception is what the provider threw, e.g. from its own
+     * Triple call: its answer.
      */
-    static boolean isCallStatus(Throwable exception, URL providerUrl) {
-        return exception != null && providerUrl != null && TRIPLE_PROTOCOLS.contains(providerUrl.getProtocol())
-                && isStatusException(exception);
+    static boolean isErrorStatus(Throwable exception, URL providerUrl) {
+        if (exception == null || providerUrl == null || !TRIPLE_PROTOCOLS.contains(providerUrl.getProtocol())
+                || !isStatusException(exception)) {
+            return false;
+        }
+        String code = codeName(exception);
+        // Another class loader's status cannot be read: counted as an error.
+        return code == null || !ANSWERS.contains(code);
     }
 
     /** The call was cancelled on the consumer's side: Triple's status CANCELLED. */
     static boolean isCancelled(Throwable t) {
+        return "CANCELLED".equals(codeName(t));
+    }
+
+    /** The name of the code of Triple's status {@code t}; null for any other exception. */
+    private static String codeName(Throwable t) {
         if (!isStatusException(t)) {
-            return false;
+            return null;
         }
         try {
             TriRpcStatus status = ((StatusRpcException) t).getStatus();
-            return status != null && status.code == TriRpcStatus.Code.CANCELLED;
+            return status == null || status.code == null ? null : status.code.name();
         } catch (LinkageError | ClassCastException e) {
             // Another class loader's Triple: not ours to read.
-            return false;
+            return null;
         }
     }
 

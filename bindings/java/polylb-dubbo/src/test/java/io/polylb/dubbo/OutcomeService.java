@@ -1,5 +1,6 @@
 package io.polylb.dubbo;
 
+import com.google.protobuf.Int32Value;
 import java.util.concurrent.CompletableFuture;
 import org.apache.dubbo.common.stream.StreamObserver;
 
@@ -13,6 +14,13 @@ public interface OutcomeService {
 
     /** Throws an IllegalArgumentException: the provider's business exception, its answer. */
     String fail(String callId);
+
+    /**
+     * Throws the gRPC status whose code is {@code code} (-1: an uncaught IllegalStateException).
+     * Protobuf-typed, so Triple sends the call unwrapped, as gRPC does, and what the method throws
+     * reaches the consumer as the call's status (grpc-status), not as a serialized exception.
+     */
+    Int32Value answerStatus(Int32Value code);
 
     /** A server stream (Triple only): the provider's name every 100 ms, for 3 s. */
     void stream(String callId, StreamObserver<String> messages);

@@ -8,8 +8,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import com.google.protobuf.Int32Value;
+import io.polylb.Outcome;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -40,11 +44,13 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * What polylb records for calls over Dubbo's Triple protocol ({@code tri}, HTTP/2), between a
  * real consumer and real providers in this JVM (loopback only, direct URLs, no registry).
  *
- * <p>Triple completes a unary call's future normally even when the call got no answer, with the
- * call's gRPC status (a StatusRpcException) as the response's exception: DEADLINE_EXCEEDED when
- * its DeadlineFuture's timer fires, CANCELLED when that future is cancelled, UNIMPLEMENTED,
- * UNAVAILABLE, ... from the server or the transport. Read as a response, each of those would be a
- * success; {@link PolylbInvokerFilter} must report a timeout, a cancel, a failure.
+ * <p>Triple completes a unary call's future normally whatever its gRPC status, with the status (a
+ * StatusRpcException) as the response's exception: DEADLINE_EXCEEDED when its DeadlineFuture's
+ * timer fires, CANCELLED when that future is cancelled, UNIMPLEMENTED, UNAVAILABLE, ... from the
+ * server or the transport, any code a provider's method throws. Read as a response, each of those
+ * would be a success; {@link PolylbInvokerFilter} must report a timeout, a cancel, a failure, except
+ * for an error of the service's own (NOT_FOUND, ...): the provider's answer, a success
+ * (docs/outcomes.md).
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class TripleOutcomesTest {
@@ -83,6 +89,14 @@ class TripleOutcomesTest {
         @Override
         public String fail(String callId) {
             throw new IllegalArgumentException("business exception of " + callId + " at " + name);
+        }
+
+        @Override
+        public Int32Value answerStatus(Int32Value code) {
+            if (code.getValue() == -1) {
+                throw new IllegalStateException("uncaught exception at " + name);
+            }
+            throw TriRpcStatus.fromCode(code.getValue()).withDescription("answered by " + name).asException();
         }
 
         @Override
@@ -235,6 +249,14 @@ class TripleOutcomesTest {
         /** Calls ended with neither a success nor a failure: reported CANCELLED. */
         int cancelled() {
             return selected - active - succeeded - failures;
+        }
+
+        /** The outcome of the one call ended since {@code before} (null if not exactly one). */
+        Outcome outcomeSince(Counters before) {
+            List<Integer> delta = List.of(succeeded - before.succeeded, failures - before.failures,
+                    timeouts - before.timeouts, cancelled() - before.cancelled());
+            return Map.of(List.of(1, 0, 0, 0), Outcome.SUCCESS, List.of(0, 1, 0, 0), Outcome.FAILURE,
+                    List.of(0, 1, 1, 0), Outcome.TIMEOUT, List.of(0, 0, 0, 1), Outcome.CANCELLED).get(delta);
         }
 
         @Override
@@ -426,6 +448,48 @@ class TripleOutcomesTest {
         awaitAnswered(List.of("stream"));
         Thread.sleep(100);
         assertCounted("stream cancelled", consumer.counters(), 1, 0, 0, 0);
+    }
+
+    @Test
+    void eachStatusAProviderAnswersWithIsReportedAsTheTableSays() throws Exception {
+        // A protobuf-typed method is sent unwrapped (GrpcHttp2ServerTransportListener.needWrap is
+        // false), so the status the provider throws becomes the call's grpc-status
+        // (CompositeExceptionHandler.resolveGrpcStatus), and the consumer's
+        // UnaryClientCallListener completes the call normally with it as a StatusRpcException.
+        // An error of the service's own (NOT_FOUND, ...) is the provider's answer: a success.
+        Consumer consumer = new Consumer(PROVIDERS.directUrls(), 10_000, false);
+        Map<String, Outcome> reported = new LinkedHashMap<>();
+        Map<String, Outcome> expected = new LinkedHashMap<>();
+        for (Map.Entry<TriRpcStatus.Code, Outcome> row : TripleStatusesTest.OUTCOMES.entrySet()) {
+            TriRpcStatus.Code code = row.getKey();
+            if (code == TriRpcStatus.Code.OK) {
+                continue; // an answer, not a status the provider can throw
+            }
+            Counters before = consumer.counters();
+            RpcException e = assertThrows(RpcException.class,
+                    () -> consumer.service.answerStatus(Int32Value.of(code.code)));
+            assertEquals(code, statusOf(e), describe(e));
+            reported.put(code.name(), consumer.awaitNoneInFlight().outcomeSince(before));
+            expected.put(code.name(), row.getValue());
+        }
+        // A provider's uncaught exception reaches the consumer as UNKNOWN: a failure.
+        Counters before = consumer.counters();
+        RpcException e = assertThrows(RpcException.class, () -> consumer.service.answerStatus(Int32Value.of(-1)));
+        assertEquals(TriRpcStatus.Code.UNKNOWN, statusOf(e), describe(e));
+        reported.put("uncaught exception", consumer.awaitNoneInFlight().outcomeSince(before));
+        expected.put("uncaught exception", Outcome.FAILURE);
+        System.out.println("statuses answered by the provider: " + reported);
+        assertEquals(expected, reported);
+    }
+
+    /** The gRPC status a caller's exception carries (Triple's StatusRpcException in its causes). */
+    private static TriRpcStatus.Code statusOf(Throwable t) {
+        for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+            if (c instanceof StatusRpcException) {
+                return ((StatusRpcException) c).getStatus().code;
+            }
+        }
+        return null;
     }
 
     @Test

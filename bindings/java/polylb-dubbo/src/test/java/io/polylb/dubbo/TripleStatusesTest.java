@@ -5,9 +5,12 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.polylb.Outcome;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.reflect.Method;
+import java.util.EnumMap;
+import java.util.Map;
 import java.util.concurrent.CompletionException;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.RpcException;
@@ -19,6 +22,53 @@ import org.junit.jupiter.api.Test;
 class TripleStatusesTest {
     static final URL TRI = URL.valueOf("tri://127.0.0.1:50051/com.example.DemoService");
     static final URL DUBBO = URL.valueOf("dubbo://127.0.0.1:20880/com.example.DemoService");
+
+    /**
+     * The outcome of a Triple call whose response carries each gRPC status, as docs/outcomes.md
+     * says: an error of the service's own is the provider's answer.
+     */
+    static final Map<TriRpcStatus.Code, Outcome> OUTCOMES = outcomes();
+
+    private static Map<TriRpcStatus.Code, Outcome> outcomes() {
+        Map<TriRpcStatus.Code, Outcome> m = new EnumMap<>(TriRpcStatus.Code.class);
+        m.put(TriRpcStatus.Code.OK, Outcome.SUCCESS);
+        m.put(TriRpcStatus.Code.CANCELLED, Outcome.CANCELLED);
+        m.put(TriRpcStatus.Code.UNKNOWN, Outcome.FAILURE);
+        m.put(TriRpcStatus.Code.INVALID_ARGUMENT, Outcome.SUCCESS);
+        m.put(TriRpcStatus.Code.DEADLINE_EXCEEDED, Outcome.TIMEOUT);
+        m.put(TriRpcStatus.Code.NOT_FOUND, Outcome.SUCCESS);
+        m.put(TriRpcStatus.Code.ALREADY_EXISTS, Outcome.SUCCESS);
+        m.put(TriRpcStatus.Code.PERMISSION_DENIED, Outcome.SUCCESS);
+        m.put(TriRpcStatus.Code.RESOURCE_EXHAUSTED, Outcome.FAILURE);
+        m.put(TriRpcStatus.Code.FAILED_PRECONDITION, Outcome.SUCCESS);
+        m.put(TriRpcStatus.Code.ABORTED, Outcome.SUCCESS);
+        m.put(TriRpcStatus.Code.OUT_OF_RANGE, Outcome.SUCCESS);
+        m.put(TriRpcStatus.Code.UNIMPLEMENTED, Outcome.FAILURE);
+        m.put(TriRpcStatus.Code.INTERNAL, Outcome.FAILURE);
+        m.put(TriRpcStatus.Code.UNAVAILABLE, Outcome.FAILURE);
+        m.put(TriRpcStatus.Code.DATA_LOSS, Outcome.FAILURE);
+        m.put(TriRpcStatus.Code.UNAUTHENTICATED, Outcome.SUCCESS);
+        return m;
+    }
+
+    @Test
+    void eachStatusHasTheOutcomeOfTheTable() {
+        assertEquals(17, TriRpcStatus.Code.values().length, "gRPC has 17 codes");
+        assertEquals(TriRpcStatus.Code.values().length, OUTCOMES.size(), "a row for each code");
+        Map<TriRpcStatus.Code, Outcome> overTriple = new EnumMap<>(TriRpcStatus.Code.class);
+        Map<TriRpcStatus.Code, Outcome> overDubbo = new EnumMap<>(TriRpcStatus.Code.class);
+        for (TriRpcStatus.Code code : TriRpcStatus.Code.values()) {
+            StatusRpcException status = TriRpcStatus.fromCode(code).withDescription("status").asException();
+            overTriple.put(code, PolylbInvokerFilter.outcomeOf(status, TRI));
+            assertEquals(OUTCOMES.get(code), PolylbInvokerFilter.outcomeOf(status, TRI.setProtocol("grpc")), code.name());
+            // Over the dubbo protocol such an exception is what the provider threw: its answer.
+            overDubbo.put(code, PolylbInvokerFilter.outcomeOf(status, DUBBO));
+        }
+        assertEquals(OUTCOMES, overTriple);
+        for (Outcome outcome : overDubbo.values()) {
+            assertEquals(Outcome.SUCCESS, outcome, overDubbo.toString());
+        }
+    }
 
     @Test
     void statusesAreToldApart() {
@@ -40,14 +90,16 @@ class TripleStatusesTest {
     @Test
     void onlyTriplesOwnStatusOfATripleCallIsAnError() {
         StatusRpcException status = TriRpcStatus.UNAVAILABLE.asException();
-        assertTrue(TripleStatuses.isCallStatus(status, TRI));
-        assertTrue(TripleStatuses.isCallStatus(status, TRI.setProtocol("grpc")));
+        assertTrue(TripleStatuses.isErrorStatus(status, TRI));
+        assertTrue(TripleStatuses.isErrorStatus(status, TRI.setProtocol("grpc")));
         // Over the dubbo protocol it is what the provider threw: its answer.
-        assertFalse(TripleStatuses.isCallStatus(status, DUBBO));
+        assertFalse(TripleStatuses.isErrorStatus(status, DUBBO));
+        // An error of the service's own is the provider's answer.
+        assertFalse(TripleStatuses.isErrorStatus(TriRpcStatus.NOT_FOUND.asException(), TRI));
         // A business exception comes back over Triple as itself.
-        assertFalse(TripleStatuses.isCallStatus(new IllegalArgumentException(), TRI));
-        assertFalse(TripleStatuses.isCallStatus(new RpcException(RpcException.TIMEOUT_EXCEPTION, "t"), TRI));
-        assertFalse(TripleStatuses.isCallStatus(null, TRI));
+        assertFalse(TripleStatuses.isErrorStatus(new IllegalArgumentException(), TRI));
+        assertFalse(TripleStatuses.isErrorStatus(new RpcException(RpcException.TIMEOUT_EXCEPTION, "t"), TRI));
+        assertFalse(TripleStatuses.isErrorStatus(null, TRI));
     }
 
     @Test
@@ -59,11 +111,11 @@ class TripleStatusesTest {
         Class<?> statuses = loader.loadClass(TripleStatuses.class.getName());
         assertEquals(loader, statuses.getClassLoader());
         Method isCancelled = statuses.getDeclaredMethod("isCancelled", Throwable.class);
-        Method isCallStatus = statuses.getDeclaredMethod("isCallStatus", Throwable.class, URL.class);
+        Method isErrorStatus = statuses.getDeclaredMethod("isErrorStatus", Throwable.class, URL.class);
         isCancelled.setAccessible(true);
-        isCallStatus.setAccessible(true);
+        isErrorStatus.setAccessible(true);
         assertEquals(false, isCancelled.invoke(null, new RpcException("boom")));
-        assertEquals(false, isCallStatus.invoke(null, new RpcException("boom"), TRI));
+        assertEquals(false, isErrorStatus.invoke(null, new RpcException("boom"), TRI));
     }
 
     /** Loads TripleStatuses itself, hides Triple's status classes, delegates the rest. */
