@@ -26,7 +26,9 @@ import org.apache.dubbo.rpc.TriRpcStatus;
  * .needWrap): what the method throws becomes grpc-status (CompositeExceptionHandler
  * .resolveGrpcStatus), a StatusRpcException its own code, any other uncaught exception
  * {@code UNKNOWN}. A wrapped method (plain Java types) sends what it throws as the exception
- * itself with status OK (ExceptionCustomizerWrapper.customizeGrpc).
+ * itself with status OK (ExceptionCustomizerWrapper.customizeGrpc); a StatusRpcException it
+ * throws fails Dubbo's default serialization check (TriRpcStatus is not on its allow list), and
+ * the call ends {@code UNKNOWN} instead.
  *
  * <p>StatusRpcException is in the optional {@code dubbo-rpc-triple} module of modular Dubbo
  * (3.2+): the Triple classes are resolved only for an exception whose class has that name, i.e.
