@@ -5,9 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.google.gson.JsonElement;
-import com.google.gson.JsonObject;
-import com.google.gson.JsonParser;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -18,15 +15,10 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import org.apache.dubbo.config.ReferenceConfig;
-import org.apache.dubbo.config.RegistryConfig;
-import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 import org.apache.dubbo.remoting.TimeoutException;
 import org.apache.dubbo.rpc.FutureContext;
 import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.RpcException;
-import org.apache.dubbo.rpc.cluster.LoadBalance;
-import org.apache.dubbo.rpc.model.FrameworkModel;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -52,55 +44,16 @@ class DubboCancelTest {
     /** The callIds the providers finished answering. */
     static final Set<String> ANSWERED = ConcurrentHashMap.newKeySet();
 
-    public static final class NamedLater implements LaterService {
-        private final String name;
-
-        NamedLater(String name) {
-            this.name = name;
-        }
-
-        @Override
-        public String later(String callId, int delayMs) {
-            try {
-                Thread.sleep(delayMs);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            ANSWERED.add(callId);
-            return name;
-        }
-
-        @Override
-        public CompletableFuture<String> laterFuture(String callId, int delayMs) {
-            return CompletableFuture.completedFuture(later(callId, delayMs));
-        }
-    }
-
     @RegisterExtension
-    static final InJvmProviders<LaterService> PROVIDERS =
-            new InJvmProviders<>(LaterService.class, "cancel-provider-", NAMES, NamedLater::new);
+    static final InJvmProviders<LaterService> PROVIDERS = new InJvmProviders<>(LaterService.class,
+            "cancel-provider-", NAMES, name -> new SleepingLater(name, ANSWERED));
 
     /** A consumer in its own FrameworkModel, so each case starts from fresh polylb stats. */
-    static final class Consumer implements AutoCloseable {
-        final FrameworkModel framework = new FrameworkModel();
-        final DubboBootstrap bootstrap;
+    static final class Consumer extends DirectConsumer<LaterService> {
         final LaterService later;
 
         Consumer(boolean async) {
-            ReferenceConfig<LaterService> reference = new ReferenceConfig<>();
-            reference.setInterface(LaterService.class);
-            reference.setUrl(PROVIDERS.directUrls());
-            reference.setLoadbalance(LB);
-            reference.setCluster("failover");
-            reference.setRetries(0);
-            reference.setTimeout(10_000);
-            reference.setCheck(false);
-            reference.setAsync(async);
-            bootstrap = DubboBootstrap.newInstance(framework)
-                    .application(InJvmProviders.application("cancel-consumer"))
-                    .registry(new RegistryConfig("N/A"))
-                    .reference(reference)
-                    .start();
+            super("cancel-consumer", LaterService.class, PROVIDERS.directUrls(), LB, 0, 10_000, async);
             later = reference.get();
             // Warm up (connection, serialization); its successes are subtracted below.
             for (int i = 0; i < 2; i++) {
@@ -113,61 +66,6 @@ class DubboCancelTest {
                     }
                 }
             }
-        }
-
-        /** polylb's counters for the service, summed over its invokers. */
-        Counters counters() {
-            PolylbLoadBalance lb = (PolylbLoadBalance) bootstrap.getApplicationModel()
-                    .getExtensionLoader(LoadBalance.class).getExtension(LB);
-            Counters c = new Counters();
-            for (String json : lb.statsJson(LaterService.class.getName())) {
-                for (JsonElement e : JsonParser.parseString(json).getAsJsonObject().getAsJsonArray("invokers")) {
-                    JsonObject m = e.getAsJsonObject();
-                    c.active += m.get("active").getAsInt();
-                    c.selected += m.get("selected").getAsInt();
-                    c.succeeded += m.get("succeeded").getAsInt();
-                    c.failures += m.get("failures").getAsInt();
-                    c.timeouts += m.get("timeouts").getAsInt();
-                }
-            }
-            return c;
-        }
-
-        /** Waits until polylb counts no call in flight; returns the counters then. */
-        Counters awaitNoneInFlight() throws InterruptedException {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-            Counters c = counters();
-            while (c.active != 0 && System.nanoTime() < deadline) {
-                Thread.sleep(20);
-                c = counters();
-            }
-            assertEquals(0, c.active, "calls still counted in flight: " + c);
-            return c;
-        }
-
-        @Override
-        public void close() {
-            bootstrap.stop();
-            framework.destroy();
-        }
-    }
-
-    static final class Counters {
-        int active;
-        int selected;
-        int succeeded;
-        int failures;
-        int timeouts;
-
-        /** Picks ended with neither a success nor a failure: reported CANCELLED. */
-        int cancelled() {
-            return selected - active - succeeded - failures;
-        }
-
-        @Override
-        public String toString() {
-            return "active=" + active + " selected=" + selected + " succeeded=" + succeeded + " failures="
-                    + failures + " timeouts=" + timeouts + " cancelled=" + cancelled();
         }
     }
 
@@ -183,10 +81,10 @@ class DubboCancelTest {
      * Makes {@link #CALLS} calls the providers answer after {@link #DELAY_MS}, cancels each at
      * once, then waits for the providers' answers; returns polylb's counters for those calls.
      */
-    private static Counters cancelEach(String name, boolean async, Call call, boolean cancelTakes)
+    private static ServiceCounters cancelEach(String name, boolean async, Call call, boolean cancelTakes)
             throws Exception {
         try (Consumer consumer = new Consumer(async)) {
-            Counters warm = consumer.awaitNoneInFlight();
+            ServiceCounters warm = consumer.awaitNoneInFlight();
             List<String> ids = new ArrayList<>();
             for (int i = 0; i < CALLS; i++) {
                 String id = name + "-" + i;
@@ -196,10 +94,10 @@ class DubboCancelTest {
                 assertFalse(future.isDone(), name + ": done before the provider answered");
                 assertEquals(cancelTakes, future.cancel(true), name + ": cancel's result");
             }
-            Counters atCancel = consumer.counters();
+            ServiceCounters atCancel = consumer.counters();
             // Every provider answered: whatever polylb waited for has arrived.
             awaitAnswered(name, ids);
-            Counters end = consumer.awaitNoneInFlight();
+            ServiceCounters end = consumer.awaitNoneInFlight();
             end.selected -= warm.selected;
             end.succeeded -= warm.succeeded;
             end.failures -= warm.failures;
@@ -231,7 +129,7 @@ class DubboCancelTest {
      */
     private static void answerIsReported(String name, boolean async, Call call, boolean cancelTakes)
             throws Exception {
-        Counters c = cancelEach(name, async, call, cancelTakes);
+        ServiceCounters c = cancelEach(name, async, call, cancelTakes);
         assertEquals(CALLS, c.succeeded, name + ": the provider's answer was not reported as a success: " + c);
         assertEquals(0, c.cancelled(), name + ": " + c);
     }
@@ -279,7 +177,7 @@ class DubboCancelTest {
     void theCompatibleFutureIsCancelledNotFailed() throws Exception {
         // The call's own future: the filter's callback completes at the cancel, with a
         // CancellationException. polylb must record a cancel, not a failure, and at once.
-        Counters c = cancelEach("FutureContext.getCompatibleCompletableFuture()", true, (later, id, delay) -> {
+        ServiceCounters c = cancelEach("FutureContext.getCompatibleCompletableFuture()", true, (later, id, delay) -> {
             later.later(id, delay);
             return FutureContext.getContext().getCompatibleCompletableFuture();
         }, true);
@@ -291,12 +189,12 @@ class DubboCancelTest {
     @SuppressWarnings("deprecation")
     void theCompatibleFuturesCancelEndsThePickAtOnce() throws Exception {
         try (Consumer consumer = new Consumer(true)) {
-            Counters warm = consumer.awaitNoneInFlight();
+            ServiceCounters warm = consumer.awaitNoneInFlight();
             consumer.later.later("at-once", 3000);
             CompletableFuture<Object> future = FutureContext.getContext().getCompatibleCompletableFuture();
             assertEquals(1, consumer.counters().active);
             assertTrue(future.cancel(true));
-            Counters c = consumer.counters();
+            ServiceCounters c = consumer.counters();
             // Reported in the cancelling thread, long before the provider's answer.
             assertEquals(0, c.active, c.toString());
             assertEquals(0, c.failures - warm.failures, c.toString());

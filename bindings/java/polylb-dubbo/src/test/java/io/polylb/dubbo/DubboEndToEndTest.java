@@ -23,14 +23,11 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.dubbo.common.extension.ExtensionLoader;
-import org.apache.dubbo.config.ReferenceConfig;
-import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 import org.apache.dubbo.remoting.TimeoutException;
 import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.model.ApplicationModel;
-import org.apache.dubbo.rpc.model.FrameworkModel;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -100,34 +97,15 @@ class DubboEndToEndTest {
     }
 
     private static Consumer consumer(String loadbalance, int timeoutMs, int retries, boolean async) {
-        FrameworkModel framework = new FrameworkModel();
-        ReferenceConfig<EchoService> reference = new ReferenceConfig<>();
-        reference.setInterface(EchoService.class);
-        reference.setUrl(PROVIDERS.directUrls());
-        reference.setLoadbalance(loadbalance);
-        reference.setCluster("failover");
-        reference.setRetries(retries);
-        reference.setTimeout(timeoutMs);
-        reference.setCheck(false);
-        reference.setAsync(async);
-        DubboBootstrap bootstrap = DubboBootstrap.newInstance(framework)
-                .application(InJvmProviders.application("consumer-" + loadbalance))
-                .registry(new org.apache.dubbo.config.RegistryConfig("N/A"))
-                .reference(reference)
-                .start();
-        return new Consumer(framework, bootstrap, reference);
+        return new Consumer(loadbalance, timeoutMs, retries, async);
     }
 
-    static final class Consumer implements AutoCloseable {
-        final FrameworkModel framework;
-        final DubboBootstrap bootstrap;
-        final ReferenceConfig<EchoService> reference;
+    static final class Consumer extends DirectConsumer<EchoService> {
         final EchoService echo;
 
-        Consumer(FrameworkModel framework, DubboBootstrap bootstrap, ReferenceConfig<EchoService> reference) {
-            this.framework = framework;
-            this.bootstrap = bootstrap;
-            this.reference = reference;
+        Consumer(String loadbalance, int timeoutMs, int retries, boolean async) {
+            super("consumer-" + loadbalance, EchoService.class, PROVIDERS.directUrls(), loadbalance, retries,
+                    timeoutMs, async);
             this.echo = reference.get();
         }
 
@@ -140,12 +118,6 @@ class DubboEndToEndTest {
         /** polylb's stats for the service, from the consumer's own LoadBalance extension. */
         List<String> stats(String loadbalance) {
             return extension(loadbalance).statsJson(EchoService.class.getName());
-        }
-
-        @Override
-        public void close() {
-            bootstrap.stop();
-            framework.destroy();
         }
     }
 

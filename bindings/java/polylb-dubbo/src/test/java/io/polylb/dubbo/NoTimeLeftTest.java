@@ -5,22 +5,13 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.google.gson.JsonElement;
-import com.google.gson.JsonObject;
-import com.google.gson.JsonParser;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.TimeUnit;
 import org.apache.dubbo.common.constants.CommonConstants;
-import org.apache.dubbo.config.ReferenceConfig;
-import org.apache.dubbo.config.RegistryConfig;
-import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.TimeoutCountDown;
-import org.apache.dubbo.rpc.cluster.LoadBalance;
-import org.apache.dubbo.rpc.model.FrameworkModel;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -42,77 +33,20 @@ class NoTimeLeftTest {
     /** Far beyond the budget, even on a loaded machine. */
     static final int SLOW_MS = 3000;
 
-    public static final class Slow implements LaterService {
-        private final String name;
-
-        Slow(String name) {
-            this.name = name;
-        }
-
-        @Override
-        public String later(String callId, int delayMs) {
-            try {
-                Thread.sleep(delayMs);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            return name;
-        }
-
-        @Override
-        public CompletableFuture<String> laterFuture(String callId, int delayMs) {
-            return CompletableFuture.completedFuture(later(callId, delayMs));
-        }
-    }
-
     @RegisterExtension
     static final InJvmProviders<LaterService> PROVIDERS =
-            new InJvmProviders<>(LaterService.class, "no-time-left-provider-", NAMES, Slow::new);
-
-    /** polylb's counters for the service, summed over its invokers: {succeeded, failures, timeouts, cancelled, active}. */
-    static List<Integer> counters(DubboBootstrap bootstrap) {
-        PolylbLoadBalance lb = (PolylbLoadBalance) bootstrap.getApplicationModel()
-                .getExtensionLoader(LoadBalance.class).getExtension(LB);
-        int active = 0;
-        int selected = 0;
-        int succeeded = 0;
-        int failures = 0;
-        int timeouts = 0;
-        for (String json : lb.statsJson(LaterService.class.getName())) {
-            for (JsonElement e : JsonParser.parseString(json).getAsJsonObject().getAsJsonArray("invokers")) {
-                JsonObject m = e.getAsJsonObject();
-                active += m.get("active").getAsInt();
-                selected += m.get("selected").getAsInt();
-                succeeded += m.get("succeeded").getAsInt();
-                failures += m.get("failures").getAsInt();
-                timeouts += m.get("timeouts").getAsInt();
-            }
-        }
-        // Picks that ended as neither a success nor a failure were reported CANCELLED.
-        int cancelled = selected - active - succeeded - failures;
-        return List.of(succeeded, failures, timeouts, cancelled, active);
-    }
+            new InJvmProviders<>(LaterService.class, "no-time-left-provider-", NAMES, SleepingLater::new);
 
     @Test
     void aRetryWithNoTimeLeftIsNeverSentAndIsNoVerdict() throws Exception {
-        FrameworkModel framework = new FrameworkModel();
-        ReferenceConfig<LaterService> reference = new ReferenceConfig<>();
-        reference.setInterface(LaterService.class);
-        reference.setUrl(PROVIDERS.directUrls());
-        reference.setLoadbalance(LB);
-        reference.setCluster("failover");
-        reference.setRetries(1);
-        reference.setTimeout(10_000);
-        reference.setCheck(false);
-        DubboBootstrap bootstrap = DubboBootstrap.newInstance(framework)
-                .application(InJvmProviders.application("no-time-left-consumer"))
-                .registry(new RegistryConfig("N/A"))
-                .reference(reference)
-                .start();
-        try {
-            LaterService later = reference.get();
+        try (DirectConsumer<LaterService> consumer = new DirectConsumer<>("no-time-left-consumer",
+                LaterService.class, PROVIDERS.directUrls(), LB, 1, 10_000, false)) {
+            LaterService later = consumer.reference.get();
             assertTrue(List.of(NAMES).contains(later.later("warmup", 0)));
-            assertEquals(List.of(1, 0, 0, 0, 0), counters(bootstrap));
+            ServiceCounters warm = consumer.counters();
+            assertEquals(List.of(1, 0, 0, 0, 0),
+                    List.of(warm.succeeded, warm.failures, warm.timeouts, warm.cancelled(), warm.active),
+                    warm.toString());
 
             // As if this thread served an upstream call with BUDGET_MS left (Dubbo's provider
             // side puts its countdown there; ConsumerContextFilter hands it to the call).
@@ -131,14 +65,11 @@ class NoTimeLeftTest {
             // The first attempt timed out; the retry, never sent, is a cancel, not a success. (A
             // retry's pick Dubbo discards — the provider already tried, drawn again — is a cancel
             // too, so there may be two.)
-            List<Integer> c = counters(bootstrap);
-            String what = "[succeeded, failures (timeouts included), timeouts, cancelled, in flight] " + c;
-            assertEquals(List.of(1, 1, 1), c.subList(0, 3), what);
-            assertTrue(c.get(3) >= 1, what);
-            assertEquals(0, c.get(4), what);
-        } finally {
-            bootstrap.stop();
-            framework.destroy();
+            ServiceCounters c = consumer.counters();
+            String what = "failures include timeouts: " + c;
+            assertEquals(List.of(1, 1, 1), List.of(c.succeeded, c.failures, c.timeouts), what);
+            assertTrue(c.cancelled() >= 1, what);
+            assertEquals(0, c.active, what);
         }
     }
 

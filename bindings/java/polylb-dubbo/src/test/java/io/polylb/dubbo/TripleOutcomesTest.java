@@ -5,9 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.google.gson.JsonElement;
-import com.google.gson.JsonObject;
-import com.google.gson.JsonParser;
 import com.google.protobuf.Int32Value;
 import io.polylb.Outcome;
 import java.util.ArrayList;
@@ -20,9 +17,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.apache.dubbo.common.stream.StreamObserver;
-import org.apache.dubbo.config.ReferenceConfig;
-import org.apache.dubbo.config.RegistryConfig;
-import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 import org.apache.dubbo.rpc.FutureContext;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.Result;
@@ -32,8 +26,6 @@ import org.apache.dubbo.rpc.StatusRpcException;
 import org.apache.dubbo.rpc.TriRpcStatus;
 import org.apache.dubbo.rpc.cluster.ClusterInvoker;
 import org.apache.dubbo.rpc.cluster.Directory;
-import org.apache.dubbo.rpc.cluster.LoadBalance;
-import org.apache.dubbo.rpc.model.FrameworkModel;
 import org.apache.dubbo.rpc.protocol.tri.CancelableStreamObserver;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
@@ -63,27 +55,10 @@ class TripleOutcomesTest {
     static final int DEADLINE_MS = 200;
     static final int SLOW_MS = 2000;
 
-    public static final class Provider implements OutcomeService {
-        private final String name;
-
+    /** Answers {@code later} and {@code laterFuture} as a {@link SleepingLater}, recording in {@link #ANSWERED}. */
+    public static final class Provider extends SleepingLater implements OutcomeService {
         Provider(String name) {
-            this.name = name;
-        }
-
-        @Override
-        public String later(String callId, int delayMs) {
-            try {
-                Thread.sleep(delayMs);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            ANSWERED.add(callId);
-            return name;
-        }
-
-        @Override
-        public CompletableFuture<String> laterFuture(String callId, int delayMs) {
-            return CompletableFuture.completedFuture(later(callId, delayMs));
+            super(name, ANSWERED);
         }
 
         @Override
@@ -161,9 +136,7 @@ class TripleOutcomesTest {
      * A consumer in its own FrameworkModel, so each case starts from fresh polylb stats. It is
      * closed by {@link #closeConsumers}, not by the case.
      */
-    static final class Consumer {
-        final FrameworkModel framework = new FrameworkModel();
-        final DubboBootstrap bootstrap;
+    static final class Consumer extends DirectConsumer<OutcomeService> {
         final OutcomeService service;
 
         /**
@@ -172,20 +145,7 @@ class TripleOutcomesTest {
          * unconnected fails it and sets it aside for reconnection).
          */
         Consumer(String urls, int timeoutMs, boolean async, boolean awaitConnected) throws InterruptedException {
-            ReferenceConfig<OutcomeService> reference = new ReferenceConfig<>();
-            reference.setInterface(OutcomeService.class);
-            reference.setUrl(urls);
-            reference.setLoadbalance(LB);
-            reference.setCluster("failover");
-            reference.setRetries(0);
-            reference.setTimeout(timeoutMs);
-            reference.setCheck(false);
-            reference.setAsync(async);
-            bootstrap = DubboBootstrap.newInstance(framework)
-                    .application(InJvmProviders.application("tri-outcome-consumer"))
-                    .registry(new RegistryConfig("N/A"))
-                    .reference(reference)
-                    .start();
+            super("tri-outcome-consumer", OutcomeService.class, urls, LB, 0, timeoutMs, async);
             CONSUMERS.add(this);
             service = reference.get();
             if (awaitConnected) {
@@ -206,64 +166,6 @@ class TripleOutcomesTest {
             List<? extends Invoker<?>> invokers = directory.getAllInvokers();
             return !invokers.isEmpty() && invokers.stream().allMatch(Invoker::isAvailable);
         }
-
-        /** polylb's counters for the service, summed over its invokers. */
-        Counters counters() {
-            PolylbLoadBalance lb = (PolylbLoadBalance) bootstrap.getApplicationModel()
-                    .getExtensionLoader(LoadBalance.class).getExtension(LB);
-            Counters c = new Counters();
-            for (String json : lb.statsJson(OutcomeService.class.getName())) {
-                for (JsonElement e : JsonParser.parseString(json).getAsJsonObject().getAsJsonArray("invokers")) {
-                    JsonObject m = e.getAsJsonObject();
-                    c.active += m.get("active").getAsInt();
-                    c.selected += m.get("selected").getAsInt();
-                    c.succeeded += m.get("succeeded").getAsInt();
-                    c.failures += m.get("failures").getAsInt();
-                    c.timeouts += m.get("timeouts").getAsInt();
-                }
-            }
-            return c;
-        }
-
-        /** Waits until polylb counts no call in flight; returns the counters then. */
-        Counters awaitNoneInFlight() throws InterruptedException {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-            Counters c = counters();
-            while (c.active != 0 && System.nanoTime() < deadline) {
-                Thread.sleep(20);
-                c = counters();
-            }
-            assertEquals(0, c.active, "calls still counted in flight: " + c);
-            return c;
-        }
-    }
-
-    /** polylb's per-invoker counters, summed; {@code failures} includes timeouts. */
-    static final class Counters {
-        int active;
-        int selected;
-        int succeeded;
-        int failures;
-        int timeouts;
-
-        /** Calls ended with neither a success nor a failure: reported CANCELLED. */
-        int cancelled() {
-            return selected - active - succeeded - failures;
-        }
-
-        /** The outcome of the one call ended since {@code before} (null if not exactly one). */
-        Outcome outcomeSince(Counters before) {
-            List<Integer> delta = List.of(succeeded - before.succeeded, failures - before.failures,
-                    timeouts - before.timeouts, cancelled() - before.cancelled());
-            return Map.of(List.of(1, 0, 0, 0), Outcome.SUCCESS, List.of(0, 1, 0, 0), Outcome.FAILURE,
-                    List.of(0, 1, 1, 0), Outcome.TIMEOUT, List.of(0, 0, 0, 1), Outcome.CANCELLED).get(delta);
-        }
-
-        @Override
-        public String toString() {
-            return "active=" + active + " selected=" + selected + " succeeded=" + succeeded + " failures="
-                    + failures + " timeouts=" + timeouts + " cancelled=" + cancelled();
-        }
     }
 
     private static void awaitAnswered(List<String> ids) throws InterruptedException {
@@ -275,7 +177,7 @@ class TripleOutcomesTest {
     }
 
     /** Asserts what polylb recorded, in one message: {succeeded, failures, timeouts, cancelled}. */
-    private static void assertCounted(String what, Counters c, int succeeded, int failures, int timeouts,
+    private static void assertCounted(String what, ServiceCounters c, int succeeded, int failures, int timeouts,
             int cancelled) {
         System.out.println(what + ": " + c);
         assertEquals(List.of(succeeded, failures, timeouts, cancelled, 0),
@@ -465,7 +367,7 @@ class TripleOutcomesTest {
             if (code == TriRpcStatus.Code.OK) {
                 continue; // an answer, not a status the provider can throw
             }
-            Counters before = consumer.counters();
+            ServiceCounters before = consumer.counters();
             RpcException e = assertThrows(RpcException.class,
                     () -> consumer.service.answerStatus(Int32Value.of(code.code)));
             assertEquals(code, statusOf(e), describe(e));
@@ -473,7 +375,7 @@ class TripleOutcomesTest {
             expected.put(code.name(), row.getValue());
         }
         // A provider's uncaught exception reaches the consumer as UNKNOWN: a failure.
-        Counters before = consumer.counters();
+        ServiceCounters before = consumer.counters();
         RpcException e = assertThrows(RpcException.class, () -> consumer.service.answerStatus(Int32Value.of(-1)));
         assertEquals(TriRpcStatus.Code.UNKNOWN, statusOf(e), describe(e));
         reported.put("uncaught exception", consumer.awaitNoneInFlight().outcomeSince(before));
@@ -516,7 +418,7 @@ class TripleOutcomesTest {
         Consumer consumer = new Consumer(urls, 10_000, false, false);
         RpcException e = assertThrows(RpcException.class, () -> consumer.service.later("refused-connection", 0));
         System.out.println("refused connection seen by the caller: " + describe(e));
-        Counters c = consumer.awaitNoneInFlight();
+        ServiceCounters c = consumer.awaitNoneInFlight();
         System.out.println("refused connection: " + c);
         // The cluster's reselect of an unavailable pick is released as never sent (a
         // cancel); the one attempt sent is the failure.

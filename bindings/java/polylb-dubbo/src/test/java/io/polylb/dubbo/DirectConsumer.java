@@ -1,0 +1,56 @@
+package io.polylb.dubbo;
+
+import org.apache.dubbo.config.ReferenceConfig;
+import org.apache.dubbo.config.RegistryConfig;
+import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+import org.apache.dubbo.rpc.model.FrameworkModel;
+
+/**
+ * A real Dubbo consumer of {@code service} at direct URLs (no registry), in its own FrameworkModel
+ * so that its polylb stats start fresh: a failover cluster over the LoadBalance extension named
+ * {@code loadbalance}, {@code check=false}. The proxy is {@code reference.get()}. Closing it stops
+ * the bootstrap and destroys the FrameworkModel.
+ */
+class DirectConsumer<T> implements AutoCloseable {
+    final FrameworkModel framework = new FrameworkModel();
+    final ReferenceConfig<T> reference = new ReferenceConfig<>();
+    final DubboBootstrap bootstrap;
+    private final Class<T> service;
+    private final String loadbalance;
+
+    /** Started, under the application name {@code application}. */
+    DirectConsumer(String application, Class<T> service, String urls, String loadbalance, int retries,
+            int timeoutMs, boolean async) {
+        this.service = service;
+        this.loadbalance = loadbalance;
+        reference.setInterface(service);
+        reference.setUrl(urls);
+        reference.setLoadbalance(loadbalance);
+        reference.setCluster("failover");
+        reference.setRetries(retries);
+        reference.setTimeout(timeoutMs);
+        reference.setCheck(false);
+        reference.setAsync(async);
+        bootstrap = DubboBootstrap.newInstance(framework)
+                .application(InJvmProviders.application(application))
+                .registry(new RegistryConfig("N/A"))
+                .reference(reference)
+                .start();
+    }
+
+    /** polylb's counters for the service, summed over its invokers. */
+    ServiceCounters counters() {
+        return ServiceCounters.read(bootstrap, loadbalance, service.getName());
+    }
+
+    /** Waits until polylb counts no call in flight; returns the counters then. */
+    ServiceCounters awaitNoneInFlight() throws InterruptedException {
+        return ServiceCounters.awaitNoneInFlight(bootstrap, loadbalance, service.getName());
+    }
+
+    @Override
+    public void close() {
+        bootstrap.stop();
+        framework.destroy();
+    }
+}
