@@ -56,12 +56,18 @@ class Status(enum.IntEnum):
 
 
 class Outcome(enum.IntEnum):
-    """How a call ended (``PLB_OUTCOME_*``), as given to :meth:`polylb.Balancer.report`."""
+    """How a call ended (``PLB_OUTCOME_*``), as given to :meth:`polylb.Balancer.report`: a verdict
+    on the provider, not on the request (docs/outcomes.md maps gRPC and HTTP statuses)."""
 
+    #: The provider answered, also with an error of the service's own (a business exception, a
+    #: gRPC NOT_FOUND, an HTTP 404): its latency feeds the latency-aware strategies.
     SUCCESS = 0
+    #: The provider could not serve (refused, reset, unavailable, overloaded, broken).
     FAILURE = 1
+    #: The caller's deadline passed before the answer: a failure, also counted as a timeout.
     TIMEOUT = 2
-    #: The call was never sent: only the in-flight count is undone, no latency or failure is recorded.
+    #: The call was never sent, or was given up with no verdict on the provider: only the
+    #: in-flight count is undone, no latency or failure is recorded.
     CANCELLED = 3
 
 
