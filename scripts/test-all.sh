@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Every test of the project: Rust (core, C ABI from C, header), Python, Go, Java, plus smoke
-# runs of the benchmarks and the simulator so their commands keep working.
+# Every test of the project: the docs' links, Rust (core, C ABI from C, header), Python, Go, Java,
+# plus smoke runs of the benchmarks and the simulator so their commands keep working.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==== %s\n' "$*"; }
+
+step "docs: every relative link and anchor leads somewhere"
+python3 scripts/check-doc-links.py
 
 step "rust: format and lints"
 cargo fmt --all -- --check
