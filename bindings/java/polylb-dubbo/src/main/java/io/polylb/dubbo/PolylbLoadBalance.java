@@ -102,7 +102,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         scheduleSweeps(applicationModel);
         int ms;
         try {
-            ms = applicationModel.modelEnvironment().getConfiguration()
+            ms = DubboCompat.environment(applicationModel).getConfiguration()
                     .getInt(DUBBO_SLIDE_PERIOD_KEY, DEFAULT_SLIDE_PERIOD_MS);
         } catch (RuntimeException e) {
             ms = DEFAULT_SLIDE_PERIOD_MS; // not a number: Dubbo fails to create its balancer
@@ -379,7 +379,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     private void scheduleSweeps(ApplicationModel applicationModel) {
         long periodMs;
         try {
-            periodMs = applicationModel.modelEnvironment().getConfiguration()
+            periodMs = DubboCompat.environment(applicationModel).getConfiguration()
                     .getInt(SWEEP_PERIOD_KEY, DEFAULT_SWEEP_PERIOD_MS);
         } catch (RuntimeException e) {
             periodMs = DEFAULT_SWEEP_PERIOD_MS;
