@@ -51,11 +51,19 @@ import org.apache.dubbo.rpc.RpcException;
  * in-flight count. Triple also says CANCELLED when the call's stream is closed or reset under it
  * (TripleClientCall), which it does not tell apart from a user's cancel: such a call, too, ends
  * with no verdict. A unary Triple call does not listen to the consumer's {@code
- * RpcContext.getCancellationContext()}. A streaming call's result is complete when the stream
- * opens: it is reported as a success then, and what becomes of the stream is not seen here.
- * An attempt Dubbo never sent because the deadline propagated from an upstream call was already
- * spent ("No time left", RpcException TIMEOUT_TERMINATE, over dubbo and Triple) is a
- * {@link Outcome#CANCELLED} too.
+ * RpcContext.getCancellationContext()}. An attempt Dubbo never sent because the deadline
+ * propagated from an upstream call was already spent ("No time left", RpcException
+ * TIMEOUT_TERMINATE, over dubbo and Triple) is a {@link Outcome#CANCELLED} too.
+ *
+ * <p>A Triple streaming call (server, client or bi stream) is in flight while its stream is open,
+ * although Triple completes its result as the stream opens (where Dubbo's ActiveLimitFilter ends
+ * it): the call's response observer is wrapped (TripleStreams) and the call is reported when the
+ * stream ends, by its status as above (OK or an error of the service's own a success, with the
+ * stream's life as its latency; CANCELLED a cancel; any other status a failure). The consumer's
+ * abort (a cancel through its CancelableStreamObserver; onError or cancel on a bi or client
+ * stream's request observer), which Triple tells no observer of, is a cancel. A stream whose
+ * write to the connection fails is cancelled by Triple without a word to anyone, and stays
+ * counted in flight.
  *
  * <p>The outcome is taken from the result this filter's {@code invoke} returns, not through
  * {@code Filter.Listener}: Dubbo's filter chain (CallbackRegistrationInvoker) calls the
@@ -74,17 +82,30 @@ public class PolylbInvokerFilter implements Filter {
             // RpcStatus counts such calls too, so they are counted in flight like picks.
             PolylbLoadBalance.beginUnpicked(invoker, invocation);
         }
+        int observerIndex = TripleStreams.responseObserverIndex(invocation, invoker.getUrl());
+        TripleStreams.End stream = observerIndex < 0
+                ? null
+                : TripleStreams.watch(invocation, observerIndex, error -> onStreamEnd(error, invoker, invocation));
         Result result;
         try {
             result = invoker.invoke(invocation);
         } catch (RuntimeException | Error e) {
-            onError(e, invoker, invocation);
+            if (stream == null || stream.claim()) {
+                onError(e, invoker, invocation);
+            }
             throw e;
         }
         // The callback hangs on the call's own future, which completes with the response
         // whatever the filters outside do with the result (or throw) once it is returned.
         return result.whenCompleteWithContext((r, t) -> {
             try {
+                if (stream != null && t == null && r.getException() == null) {
+                    TripleStreams.watchRequests(r, stream);
+                    return; // the stream opened: its end is reported
+                }
+                if (stream != null && !stream.claim()) {
+                    return; // the stream ended already
+                }
                 if (t == null) {
                     onResponse(r, invoker, invocation);
                 } else {
@@ -94,6 +115,24 @@ public class PolylbInvokerFilter implements Filter {
                 // Accounting must never fail the call it accounts for.
             }
         });
+    }
+
+    /**
+     * A Triple stream ended ({@code error} null: completed with status OK). Its latency is the
+     * stream's life, compared only with other streams of the same method (polylb keeps its
+     * latency estimates per method).
+     */
+    void onStreamEnd(Throwable error, Invoker<?> invoker, Invocation invocation) {
+        Selections.Selection s = finish(invoker, invocation);
+        if (s == null) {
+            return;
+        }
+        Outcome outcome = error == null || TripleStatuses.isAnswer(error) ? Outcome.SUCCESS : errorOutcome(error);
+        if (outcome == Outcome.SUCCESS) {
+            report(s, elapsedUs(s), outcome);
+        } else {
+            report(s, outcome);
+        }
     }
 
     void onResponse(Result appResponse, Invoker<?> invoker, Invocation invocation) {

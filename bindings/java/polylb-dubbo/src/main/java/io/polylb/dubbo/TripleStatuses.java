@@ -60,6 +60,15 @@ final class TripleStatuses {
         return code == null || !ANSWERS.contains(code);
     }
 
+    /**
+     * {@code t} is Triple's status of a call that the provider answered: OK, or an error of the
+     * service's own. Any other exception is not.
+     */
+    static boolean isAnswer(Throwable t) {
+        String code = codeName(t);
+        return code != null && ANSWERS.contains(code);
+    }
+
     /** The call was cancelled on the consumer's side: Triple's status CANCELLED. */
     static boolean isCancelled(Throwable t) {
         return "CANCELLED".equals(codeName(t));

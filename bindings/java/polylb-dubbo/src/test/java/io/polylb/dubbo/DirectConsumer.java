@@ -1,8 +1,15 @@
 package io.polylb.dubbo;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.concurrent.TimeUnit;
 import org.apache.dubbo.config.ReferenceConfig;
 import org.apache.dubbo.config.RegistryConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
+import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.cluster.ClusterInvoker;
+import org.apache.dubbo.rpc.cluster.Directory;
 import org.apache.dubbo.rpc.model.FrameworkModel;
 
 /**
@@ -36,6 +43,25 @@ class DirectConsumer<T> implements AutoCloseable {
                 .registry(new RegistryConfig("N/A"))
                 .reference(reference)
                 .start();
+    }
+
+    /**
+     * Returns once every provider's connection is up (up to 20 s): Triple connects in the
+     * background, and a call that finds a provider unconnected fails it and sets it aside for
+     * reconnection.
+     */
+    void awaitConnected() throws InterruptedException {
+        Directory<?> directory = ((ClusterInvoker<?>) reference.getInvoker()).getDirectory();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!allAvailable(directory) && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        assertTrue(allAvailable(directory), "not connected: " + directory.getAllInvokers());
+    }
+
+    private static boolean allAvailable(Directory<?> directory) {
+        List<? extends Invoker<?>> invokers = directory.getAllInvokers();
+        return !invokers.isEmpty() && invokers.stream().allMatch(Invoker::isAvailable);
     }
 
     /** polylb's counters for the service, summed over its invokers. */

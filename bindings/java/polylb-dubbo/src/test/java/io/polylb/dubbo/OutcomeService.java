@@ -2,7 +2,6 @@ package io.polylb.dubbo;
 
 import com.google.protobuf.Int32Value;
 import java.util.concurrent.CompletableFuture;
-import org.apache.dubbo.common.stream.StreamObserver;
 
 /** The service the Triple outcome test's providers export. */
 public interface OutcomeService {
@@ -21,7 +20,4 @@ public interface OutcomeService {
      * reaches the consumer as the call's status (grpc-status), not as a serialized exception.
      */
     Int32Value answerStatus(Int32Value code);
-
-    /** A server stream (Triple only): the provider's name every 100 ms, for 3 s. */
-    void stream(String callId, StreamObserver<String> messages);
 }

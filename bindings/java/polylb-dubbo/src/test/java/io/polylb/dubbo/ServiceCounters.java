@@ -23,6 +23,8 @@ final class ServiceCounters {
     int succeeded;
     int failures;
     int timeouts;
+    /** The latencies of the successes, summed (each invoker's mean times its successes). */
+    long successUs;
 
     /** The counters of {@code service} in {@code bootstrap}'s LoadBalance extension {@code loadbalance}. */
     static ServiceCounters read(DubboBootstrap bootstrap, String loadbalance, String service) {
@@ -37,6 +39,7 @@ final class ServiceCounters {
                 c.succeeded += m.get("succeeded").getAsInt();
                 c.failures += m.get("failures").getAsInt();
                 c.timeouts += m.get("timeouts").getAsInt();
+                c.successUs += m.get("mean_success_us").getAsLong() * m.get("succeeded").getAsInt();
             }
         }
         return c;

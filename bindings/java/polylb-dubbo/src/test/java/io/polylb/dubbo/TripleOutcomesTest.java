@@ -16,17 +16,12 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import org.apache.dubbo.common.stream.StreamObserver;
 import org.apache.dubbo.rpc.FutureContext;
-import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.Result;
 import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.StatusRpcException;
 import org.apache.dubbo.rpc.TriRpcStatus;
-import org.apache.dubbo.rpc.cluster.ClusterInvoker;
-import org.apache.dubbo.rpc.cluster.Directory;
-import org.apache.dubbo.rpc.protocol.tri.CancelableStreamObserver;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -72,22 +67,6 @@ class TripleOutcomesTest {
                 throw new IllegalStateException("uncaught exception at " + name);
             }
             throw TriRpcStatus.fromCode(code.getValue()).withDescription("answered by " + name).asException();
-        }
-
-        @Override
-        public void stream(String callId, StreamObserver<String> messages) {
-            try {
-                for (int i = 0; i < 30; i++) {
-                    messages.onNext(name);
-                    Thread.sleep(100);
-                }
-                messages.onCompleted();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            } catch (RuntimeException cancelled) {
-                // The consumer cancelled the stream.
-            }
-            ANSWERED.add(callId);
         }
     }
 
@@ -139,32 +118,18 @@ class TripleOutcomesTest {
     static final class Consumer extends DirectConsumer<OutcomeService> {
         final OutcomeService service;
 
-        /**
-         * A reference to {@code urls}; with {@code awaitConnected}, returns once every provider's
-         * connection is up (Triple connects in the background, and a call that finds a provider
-         * unconnected fails it and sets it aside for reconnection).
-         */
+        /** A reference to {@code urls}; with {@code awaitConnected}, returns once every provider is connected. */
         Consumer(String urls, int timeoutMs, boolean async, boolean awaitConnected) throws InterruptedException {
             super("tri-outcome-consumer", OutcomeService.class, urls, LB, 0, timeoutMs, async);
             CONSUMERS.add(this);
             service = reference.get();
             if (awaitConnected) {
-                Directory<?> directory = ((ClusterInvoker<?>) reference.getInvoker()).getDirectory();
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-                while (!allAvailable(directory) && System.nanoTime() < deadline) {
-                    Thread.sleep(20);
-                }
-                assertTrue(allAvailable(directory), "not connected: " + directory.getAllInvokers());
+                awaitConnected();
             }
         }
 
         Consumer(String urls, int timeoutMs, boolean async) throws InterruptedException {
             this(urls, timeoutMs, async, true);
-        }
-
-        private static boolean allAvailable(Directory<?> directory) {
-            List<? extends Invoker<?>> invokers = directory.getAllInvokers();
-            return !invokers.isEmpty() && invokers.stream().allMatch(Invoker::isAvailable);
         }
     }
 
@@ -321,35 +286,6 @@ class TripleOutcomesTest {
             assertTrue(List.of(NAMES).contains(call.get(20, TimeUnit.SECONDS)));
         }
         assertCounted("cancellation contexts cancelled", consumer.awaitNoneInFlight(), CALLS, 0, 0, 0);
-    }
-
-    @Test
-    void aServerStreamIsReportedWhenItOpensAndItsCancelChangesNothing() throws Exception {
-        // Triple completes a stream call's result as the stream opens (TripleInvoker
-        // .invokeServerStream): the filter sees a success at once, never the stream's end.
-        Consumer consumer = new Consumer(PROVIDERS.directUrls(), 10_000, false);
-        CompletableFuture<String> first = new CompletableFuture<>();
-        CancelableStreamObserver<String> observer = new CancelableStreamObserver<>() {
-            @Override
-            public void onNext(String message) {
-                first.complete(message);
-            }
-
-            @Override
-            public void onError(Throwable t) {
-                first.completeExceptionally(t);
-            }
-
-            @Override
-            public void onCompleted() {}
-        };
-        consumer.service.stream("stream", observer);
-        assertCounted("stream opened", consumer.awaitNoneInFlight(), 1, 0, 0, 0);
-        assertTrue(List.of(NAMES).contains(first.get(20, TimeUnit.SECONDS)));
-        observer.cancel(new IllegalStateException("the user gave up"));
-        awaitAnswered(List.of("stream"));
-        Thread.sleep(100);
-        assertCounted("stream cancelled", consumer.counters(), 1, 0, 0, 0);
     }
 
     @Test

@@ -9,9 +9,12 @@ import io.polylb.Outcome;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.reflect.Method;
+import java.util.Arrays;
 import java.util.EnumMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletionException;
+import java.util.stream.Collectors;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.StatusRpcException;
@@ -106,7 +109,7 @@ class TripleStatusesTest {
     void worksWithoutTriplesClasses() throws Exception {
         // Modular Dubbo ships StatusRpcException and TriRpcStatus in the optional
         // dubbo-rpc-triple: without them, TripleStatuses loads, links and answers "no".
-        ClassLoader loader = new WithoutTriple(getClass().getClassLoader());
+        ClassLoader loader = new WithoutTriple(getClass().getClassLoader(), TripleStatuses.class);
         assertThrows(ClassNotFoundException.class, () -> loader.loadClass(StatusRpcException.class.getName()));
         Class<?> statuses = loader.loadClass(TripleStatuses.class.getName());
         assertEquals(loader, statuses.getClassLoader());
@@ -118,20 +121,32 @@ class TripleStatusesTest {
         assertEquals(false, isErrorStatus.invoke(null, new RpcException("boom"), TRI));
     }
 
-    /** Loads TripleStatuses itself, hides Triple's status classes, delegates the rest. */
+    /**
+     * Loads the named classes of the adapter itself (with their nested classes), so that what
+     * they refer to is resolved here; hides Triple's classes (its status, the protocol's
+     * package), as modular Dubbo without dubbo-rpc-triple would; delegates the rest.
+     */
     static final class WithoutTriple extends ClassLoader {
-        WithoutTriple(ClassLoader parent) {
+        private final List<String> own;
+
+        WithoutTriple(ClassLoader parent, Class<?>... own) {
             super(parent);
+            this.own = Arrays.stream(own).map(Class::getName).collect(Collectors.toList());
+        }
+
+        private boolean isOwn(String name) {
+            return own.stream().anyMatch(o -> name.equals(o) || name.startsWith(o + "$"));
         }
 
         @Override
         protected Class<?> loadClass(String name, boolean resolve) throws ClassNotFoundException {
             synchronized (getClassLoadingLock(name)) {
                 if (name.startsWith(StatusRpcException.class.getName())
-                        || name.startsWith(TriRpcStatus.class.getName())) {
+                        || name.startsWith(TriRpcStatus.class.getName())
+                        || name.startsWith("org.apache.dubbo.rpc.protocol.tri.")) {
                     throw new ClassNotFoundException(name);
                 }
-                if (!name.equals(TripleStatuses.class.getName())) {
+                if (!isOwn(name)) {
                     return super.loadClass(name, resolve);
                 }
                 Class<?> c = findLoadedClass(name);
