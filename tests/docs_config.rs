@@ -1,0 +1,250 @@
+//! The configuration the docs show is configuration the library accepts: every config string and
+//! simulator strategy spec written in a tracked Markdown file parses, every config key they name
+//! exists, and the key tables (README's and docs/strategies.md's) list exactly the library's keys
+//! and README's strategy table exactly its strategies. A renamed key or a typo in a doc fails
+//! here, not in a user's first run.
+
+use polylb::{Config, Status, StrategyKind};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Config strings the docs give as examples of what is rejected.
+const SHOWN_AS_ERRORS: &[&str] = &["loadbalance=peakewma&p2c.choices=0"];
+
+/// Dotted names in the docs that are not polylb config keys: URL parameters that the Dubbo
+/// adapter reads (bindings/java/README.md).
+const NOT_POLYLB_KEYS: &[&str] = &["hash.arguments"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every tracked Markdown file, with its text.
+fn docs() -> Vec<(String, String)> {
+    let out = Command::new("git")
+        .args(["ls-files", "*.md"])
+        .current_dir(root())
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git ls-files failed");
+    let files: Vec<(String, String)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|f| {
+            let text = std::fs::read_to_string(root().join(f)).unwrap();
+            (f.to_string(), text)
+        })
+        .collect();
+    assert!(files.iter().any(|(f, _)| f == "docs/strategies.md"));
+    files
+}
+
+/// The inline code spans of a Markdown text (`like this`), fenced blocks left out.
+fn code_spans(text: &str) -> Vec<&str> {
+    let mut spans = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let mut parts = line.split('`');
+        parts.next();
+        while let (Some(span), Some(_)) = (parts.next(), parts.next()) {
+            spans.push(span);
+        }
+        // An odd count leaves the last piece outside any span, as Markdown does.
+    }
+    spans
+}
+
+fn is_strategy(name: &str) -> bool {
+    StrategyKind::from_name(name).is_some()
+}
+
+/// `key=value` pairs joined by `&`, every value concrete (no `<name>`, `…`, `N`, `d`): a string
+/// a reader can copy as it is.
+fn concrete_pairs(text: &str) -> bool {
+    text.split('&').all(|pair| {
+        pair.split_once('=').is_some_and(|(k, v)| {
+            !k.is_empty()
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')
+                && !v.is_empty()
+                && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')
+                && (v.chars().all(|c| c.is_ascii_digit() || c == '.') || is_strategy(v))
+        })
+    })
+}
+
+/// Every config string a doc shows: `loadbalance=…` spans, and simulator / hotpath specs
+/// (`name&key=value…`, quoted, alone or in a comma-separated `--strategies` list, also in fenced
+/// blocks), each as the config string the library gets (with its file, for the message).
+fn shown_configs() -> Vec<(String, String)> {
+    let mut configs = Vec::new();
+    for (file, text) in docs() {
+        for span in code_spans(&text) {
+            let span = span.trim_matches(|c| c == '"' || c == '\'');
+            if span.starts_with("loadbalance=") && concrete_pairs(span) {
+                configs.push((file.clone(), span.to_string()));
+            }
+        }
+        // Quoted specs anywhere, code blocks included: 'peakewma&peakewma.choices=0,leastactive'.
+        // Every quote may open one (prose apostrophes give candidates that do not match).
+        for (at, _) in text.match_indices('\'') {
+            let after = &text[at + 1..];
+            let Some(quoted) = after.find('\'').map(|end| &after[..end]) else {
+                continue;
+            };
+            for spec in quoted.split(',') {
+                let Some((name, options)) = spec.split_once('&') else {
+                    continue;
+                };
+                if is_strategy(name) && concrete_pairs(options) {
+                    configs.push((file.clone(), format!("loadbalance={spec}")));
+                }
+            }
+        }
+    }
+    configs
+}
+
+#[test]
+fn every_config_string_in_the_docs_parses() {
+    let configs = shown_configs();
+    let mut failures = Vec::new();
+    for (file, config) in &configs {
+        let result = Config::parse(config);
+        if SHOWN_AS_ERRORS.contains(&config.as_str()) {
+            match result {
+                Err(e) if e.status == Status::InvalidConfig => {}
+                other => failures.push(format!(
+                    "{file}: `{config}` is shown as an error: {other:?}"
+                )),
+            }
+        } else if let Err(e) = result {
+            failures.push(format!("{file}: `{config}`: {}", e.message));
+        }
+    }
+    for shown in SHOWN_AS_ERRORS {
+        assert!(
+            configs.iter().any(|(_, c)| c == shown),
+            "`{shown}` is no longer in the docs: drop it from SHOWN_AS_ERRORS"
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The recommended configuration, in README and docs/strategies.md, is among them.
+    let recommended = "loadbalance=peakewma&peakewma.choices=0&peakewma.preferenceMs=1000";
+    assert!(
+        configs
+            .iter()
+            .any(|(f, c)| f == "README.md" && c == recommended),
+        "README's recommended configuration was not found: is the extraction broken?"
+    );
+    assert!(
+        configs.len() >= 10,
+        "only {} config strings found",
+        configs.len()
+    );
+}
+
+fn known_keys() -> BTreeSet<&'static str> {
+    Config::keys().map(|(k, _)| k).collect()
+}
+
+#[test]
+fn every_config_key_named_in_the_docs_exists() {
+    let keys = known_keys();
+    // The families of dotted keys: `peakewma.…`, `outlier.…`, `hash.…`, …
+    let families: BTreeSet<&str> = keys
+        .iter()
+        .filter_map(|k| k.split_once('.'))
+        .map(|(f, _)| f)
+        .collect();
+    let mut unknown = Vec::new();
+    let mut named = 0;
+    for (file, text) in docs() {
+        for span in code_spans(&text).into_iter().flat_map(|s| s.split('&')) {
+            let key = span.split_once('=').map_or(span, |(k, _)| k);
+            let Some((family, rest)) = key.split_once('.') else {
+                continue;
+            };
+            let key_like = !rest.is_empty() && rest.chars().all(|c| c.is_ascii_alphanumeric());
+            if !families.contains(family) || !key_like || NOT_POLYLB_KEYS.contains(&key) {
+                continue; // `outlier.*`, file names, Dubbo's own parameters
+            }
+            named += 1;
+            if !keys.contains(key) {
+                unknown.push(format!("{file}: `{span}`: no config key `{key}`"));
+            }
+        }
+    }
+    assert!(
+        named >= 20,
+        "only {named} key names found: is the extraction broken?"
+    );
+    assert!(unknown.is_empty(), "{}", unknown.join("\n"));
+}
+
+/// The first cells (backticked) of the rows of the first table after a heading.
+fn table_names(file: &str, heading: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join(file)).unwrap();
+    let start = text
+        .find(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("{file} has no heading '{heading}'"));
+    text[start + heading.len() + 2..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|l| l[..l.find('`').unwrap()].to_string())
+        .collect()
+}
+
+fn table_keys(file: &str, heading: &str) -> Vec<String> {
+    table_names(file, heading)
+        .into_iter()
+        .filter(|k| !k.contains('*')) // `p2c.*`, … : "see docs/strategies.md"
+        .collect()
+}
+
+#[test]
+fn the_key_tables_list_exactly_the_librarys_keys() {
+    let readme = table_keys("README.md", "### Configuration keys");
+    let strategies = table_keys("docs/strategies.md", "## Configuration key rows");
+    let listed: BTreeSet<&str> = readme
+        .iter()
+        .chain(&strategies)
+        .map(String::as_str)
+        .collect();
+    let keys = known_keys();
+    let missing: Vec<_> = keys.difference(&listed).collect();
+    let unknown: Vec<_> = listed.difference(&keys).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "README's and docs/strategies.md's key tables: missing {missing:?}, not keys {unknown:?}"
+    );
+    assert_eq!(
+        readme.len() + strategies.len(),
+        listed.len(),
+        "a key listed twice"
+    );
+}
+
+#[test]
+fn readmes_strategy_table_lists_exactly_the_librarys_strategies() {
+    let names = table_names("README.md", "## Strategies");
+    let known: Vec<&str> = StrategyKind::ALL.iter().map(|s| s.name()).collect();
+    assert_eq!(names, known, "README's strategy table");
+    let rows = table_names("docs/strategies.md", "## Strategy table rows");
+    assert!(!rows.is_empty(), "docs/strategies.md has no strategy rows");
+    for name in rows {
+        assert!(
+            is_strategy(&name),
+            "docs/strategies.md's row `{name}` is no strategy"
+        );
+    }
+}
