@@ -1,6 +1,7 @@
 //! The C header: the checked-in include/polylb.h is exactly what build.rs generates with
 //! cbindgen, it compiles alone as C11 and as C++17 with every warning an error, and its
-//! constants agree with the library (versions, status codes, outcomes, status texts).
+//! constants agree with the library (versions, status codes, outcomes, status texts), and
+//! docs/abi-contract.md's C block agrees with it.
 
 use polylb::ffi;
 use polylb::{Outcome, Status};
@@ -220,7 +221,7 @@ fn header_compiles_alone_as_cpp17() {
     compile("g++", &flags, "only_header.cpp", "#include \"polylb.h\"\n");
 }
 
-/// The signatures of DESIGN.md's C ABI contract (names fixed; additions allowed): assigning
+/// The signatures of the C ABI contract (names fixed; additions allowed): assigning
 /// each function to a pointer of the contract's type fails to compile on any change.
 #[test]
 fn header_keeps_the_contract_signatures() {
@@ -260,4 +261,54 @@ _Static_assert(PLB_OK == 0, "ok");
 "#;
     let flags = [&["-std=c11"][..], &STRICT].concat();
     compile("gcc", &flags, "contract.c", tu);
+}
+
+/// docs/abi-contract.md's C block, the contract binding authors read, agrees with the header:
+/// compiled after `#include "polylb.h"`, each `#define` must be a valid redefinition (the same
+/// value) and each declaration a compatible redeclaration (the same types), and its
+/// `plb_invoker` (renamed, so it can sit beside the header's) must have the header's fields at
+/// the header's offsets and the header's size.
+#[test]
+fn abi_contract_doc_matches_the_header() {
+    let doc = std::fs::read_to_string(root().join("docs/abi-contract.md")).unwrap();
+    let start = doc
+        .find("```c\n")
+        .expect("docs/abi-contract.md has a C block")
+        + 5;
+    let block = &doc[start..start + doc[start..].find("```").unwrap()];
+    let (struct_start, struct_end) = (
+        block
+            .find("typedef struct plb_invoker {")
+            .expect("the block defines plb_invoker"),
+        block.find("} plb_invoker;").expect("plb_invoker's end") + "} plb_invoker;".len(),
+    );
+    let body = &block
+        [struct_start + "typedef struct plb_invoker {".len()..struct_end - "} plb_invoker;".len()];
+    let fields: Vec<&str> = body
+        .split(';')
+        .filter_map(|declaration| {
+            let name = declaration.trim().rsplit([' ', '*']).next()?;
+            (!name.is_empty()).then_some(name)
+        })
+        .collect();
+    assert!(
+        fields.len() >= 7,
+        "fields of plb_invoker in the doc: {fields:?}"
+    );
+    let mut checks = String::new();
+    for field in &fields {
+        checks += &format!(
+            "_Static_assert(offsetof(struct doc_invoker, {field}) == offsetof(plb_invoker, {field}) \
+             && sizeof(((struct doc_invoker *)0)->{field}) == sizeof(((plb_invoker *)0)->{field}), \
+             \"{field}\");\n"
+        );
+    }
+    let tu = format!(
+        "#include \"polylb.h\"\n#include <stddef.h>\n{}struct doc_invoker {{{body}}};\n{}\n\
+         _Static_assert(sizeof(struct doc_invoker) == sizeof(plb_invoker), \"size\");\n{checks}",
+        &block[..struct_start],
+        &block[struct_end..],
+    );
+    let flags = [&["-std=c11"][..], &STRICT].concat();
+    compile("gcc", &flags, "abi_contract_doc.c", &tu);
 }
