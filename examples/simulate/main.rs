@@ -437,3 +437,47 @@ fn main() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The flags of a text: every `--name` in it.
+    fn flags(text: &str) -> std::collections::BTreeSet<&str> {
+        text.match_indices("--")
+            .map(|(at, _)| {
+                let rest = &text[at..];
+                let end = 2 + rest[2..]
+                    .find(|c: char| !c.is_ascii_lowercase() && c != '-')
+                    .unwrap_or(rest.len() - 2);
+                &rest[..end]
+            })
+            .filter(|f| f.len() > 2 && !f[2..].starts_with('-'))
+            .collect()
+    }
+
+    /// docs/simulator.md's flag table lists exactly the flags of `--help`.
+    #[test]
+    fn the_docs_flag_table_is_the_help() {
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/simulator.md"))
+                .unwrap();
+        let table: String = doc[doc.find("\n## Flags\n").expect("a Flags section")..]
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .filter_map(|l| l.split('|').nth(1))
+            .collect();
+        let help: String = super::HELP
+            .lines()
+            .filter(|l| l.trim_start().starts_with('-'))
+            .filter_map(|l| l.split("  ").find(|s| !s.is_empty()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut help = flags(&help);
+        help.remove("--help"); // the doc shows it in the command above the table
+        assert_eq!(
+            flags(&table),
+            help,
+            "docs/simulator.md's Flags table against --help"
+        );
+    }
+}
