@@ -7,6 +7,7 @@ exceptions; every balancing decision is made by the library.
 from __future__ import annotations
 
 import ctypes
+import inspect
 import json
 import threading
 import weakref
@@ -25,6 +26,7 @@ from typing import (
     Sequence,
     Tuple,
     Type,
+    TypeVar,
     Union,
 )
 
@@ -354,13 +356,20 @@ def _grpc_outcome(exc: BaseException) -> Optional[Outcome]:
         code = getattr(exc, "code", None)
         if not callable(code):
             return None
-        status = code()
-        if not isinstance(status, Enum):
-            return None
-        name = status.name
-        return _GRPC_OUTCOMES.get(name) if isinstance(name, str) else None
+        return _status_outcome(code())
     except Exception:  # a broken code() must not replace the block's own exception
         return None
+
+
+def _status_outcome(status: Any, ok: Optional[Outcome] = None) -> Optional[Outcome]:
+    """The outcome of a ``grpc.StatusCode`` (read by name): ``ok`` for OK, None for a value
+    that is no status or a name not in the table."""
+    if not isinstance(status, Enum):
+        return None
+    name = status.name
+    if name == "OK":
+        return ok
+    return _GRPC_OUTCOMES.get(name) if isinstance(name, str) else None
 
 
 def _outcome_of(exc_type: Optional[Type[BaseException]], exc: Optional[BaseException] = None) -> Outcome:
@@ -793,16 +802,20 @@ class Balancer:
         Exceptions are never swallowed, nor replaced: if the balancer is closed (by another
         thread) during the block, the block's own exception propagates; a block that ended
         normally then raises :class:`BalancerClosedError`. Works with ``async with`` too.
+        For a stream, open and consume it in the block and pass it to :meth:`Call.stream`.
         """
         if method.__class__ is not int:
             method = self._method_id(method)
         return Call(self, key, method, among, exclude)
 
 
+_Stream = TypeVar("_Stream")
+
+
 class Call:
     """One RPC in flight; see :meth:`Balancer.call`. ``id`` is the selected invoker."""
 
-    __slots__ = ("_balancer", "_key", "_method", "_among", "_exclude", "_started_ns", "id", "outcome")
+    __slots__ = ("_balancer", "_key", "_method", "_among", "_exclude", "_started_ns", "_stream", "id", "outcome")
 
     def __init__(
         self,
@@ -818,6 +831,7 @@ class Call:
         self._among = among
         self._exclude = exclude
         self._started_ns = 0
+        self._stream: Any = None
         #: The selected invoker's id (set on entry).
         self.id: int = -1
         #: ``None`` until set: then the outcome is derived from how the block ended.
@@ -829,6 +843,58 @@ class Call:
         self._started_ns = perf_counter_ns()
         return self
 
+    def stream(self, rpc: _Stream) -> _Stream:
+        """Ties a grpcio call (a stream, sync or ``grpc.aio``) to this call, and returns it.
+
+        ::
+
+            with balancer.call(method="Watch") as call:
+                for event in call.stream(stub.Watch(request)):
+                    ...
+
+        The stream then ends with the block. Still open when the block ends (a ``break``, a
+        ``return``, an exception), it is cancelled (``rpc.cancel()``): this side gave it up; a
+        block that ended normally is then reported cancelled, and with an exception the
+        exception decides, as without a stream. A stream that has ended, in a block that ended
+        normally, is reported by its own status (docs/outcomes.md): ``OK`` a success,
+        ``CANCELLED`` after your own ``rpc.cancel()``, an error status you caught inside the
+        block by the table. ``call.outcome`` still wins. A ``grpc.aio`` stream's status is read
+        by awaiting it, so use ``async with`` for one (under a plain ``with`` only whether it
+        was cancelled is read). Duck-typed: ``rpc`` needs ``done()``, ``cancel()`` and
+        ``code()``, as grpcio's call objects have; grpc is not imported.
+        """
+        for name in ("done", "cancel", "code"):
+            if not callable(getattr(rpc, name, None)):
+                raise TypeError(
+                    "call.stream() takes a grpcio call object (with done(), cancel() and code()), "
+                    f"not {type(rpc).__name__}"
+                )
+        self._stream = rpc
+        return rpc
+
+    def _end_stream(self, exc_type: Optional[Type[BaseException]]) -> Tuple[Optional[Outcome], Any]:
+        """Ends the tracked stream with the block and says what it decides: (outcome, None)
+        decided here, (None, status) its status decides (an awaitable for grpc.aio), (None,
+        None) the block's own verdict stands. A stream still open is cancelled even when
+        call.outcome is set; its status is read only when nothing else decides. Nothing raised
+        here replaces the block's exception."""
+        stream = self._stream
+        try:
+            if not stream.done():
+                stream.cancel()  # abandoned by this side: it ends with the block
+                return (_CANCELLED if exc_type is None else None), None
+            if exc_type is not None or self.outcome is not None:
+                return None, None  # the exception (usually the stream's own) or call.outcome decides
+            return None, stream.code()
+        except Exception:
+            return None, None
+
+    def _stream_cancelled(self) -> bool:
+        try:
+            return self._stream.cancelled() is True
+        except Exception:
+            return False
+
     def __exit__(
         self,
         exc_type: Optional[Type[BaseException]],
@@ -836,7 +902,31 @@ class Call:
         traceback: Optional[TracebackType],
     ) -> None:  # never swallows the exception
         elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
-        outcome = self.outcome if self.outcome is not None else _outcome_of(exc_type, exc)
+        decided: Optional[Outcome] = None
+        if self._stream is not None:
+            decided, status = self._end_stream(exc_type)
+            if inspect.isawaitable(status):
+                # A grpc.aio stream under a plain `with`: its status cannot be awaited here;
+                # only whether this side cancelled it can be read.
+                close = getattr(status, "close", None)
+                if callable(close):
+                    close()
+                decided = _CANCELLED if self._stream_cancelled() else None
+            elif status is not None:
+                decided = _status_outcome(status, _SUCCESS)
+        self._finish(elapsed_us, decided, exc_type, exc)
+
+    def _finish(
+        self,
+        elapsed_us: int,
+        stream_outcome: Optional[Outcome],
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+    ) -> None:
+        """Reports the call: call.outcome if set, else the tracked stream's, else the block's."""
+        outcome = self.outcome
+        if outcome is None:
+            outcome = stream_outcome if stream_outcome is not None else _outcome_of(exc_type, exc)
         try:
             self._balancer.report(self.id, elapsed_us, outcome, self._method)
         except BalancerClosedError:
@@ -870,7 +960,22 @@ class Call:
         exc: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> None:
-        self.__exit__(exc_type, exc, traceback)
+        if self._stream is None:
+            self.__exit__(exc_type, exc, traceback)
+            return
+        elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
+        decided, status = self._end_stream(exc_type)
+        if inspect.isawaitable(status):  # grpc.aio: code() is a coroutine; the stream is done
+            try:
+                status = await status
+            except Exception:
+                status = None
+            except BaseException:  # cancelled while reading it: the call still ends
+                self._finish(elapsed_us, _CANCELLED, exc_type, exc)
+                raise
+        if status is not None:
+            decided = _status_outcome(status, _SUCCESS)
+        self._finish(elapsed_us, decided, exc_type, exc)
 
     def __repr__(self) -> str:
         return f"<polylb.Call id={self.id} outcome={self.outcome!r}>"

@@ -317,3 +317,136 @@ def test_the_sync_future_errors_are_read_by_name(balancer_factory: Any, error: B
     lb = _single(balancer_factory)
     raise_in_call(lb, error)
     assert counted(lb) == COUNTS[outcome]
+
+
+# -- call.stream(): a tracked stream ends with the block --------------------------------------
+
+
+class Stream:
+    """The shape of a sync grpcio stream (grpc._channel._MultiThreadedRendezvous) that call.stream()
+    reads: done(), cancel(), code() (here only called once done), cancelled()."""
+
+    def __init__(self, status: Any = None) -> None:
+        self.status = status  # None while open
+        self.cancels = 0
+
+    def done(self) -> bool:
+        return self.status is not None
+
+    def cancel(self) -> bool:
+        self.cancels += 1
+        if self.status is None:
+            self.status = StatusCode.CANCELLED
+            return True
+        return False
+
+    def cancelled(self) -> bool:
+        return self.status is StatusCode.CANCELLED
+
+    def code(self) -> Any:
+        assert self.status is not None, "code() of an open sync stream blocks"
+        return self.status
+
+
+class AioStream(Stream):
+    """The shape of a grpc.aio stream: code() is a coroutine."""
+
+    async def code(self) -> Any:  # type: ignore[override]
+        return Stream.code(self)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_a_tracked_stream_that_ended_is_judged_by_its_status(balancer_factory: Any, name: str) -> None:
+    """Even when the block caught its error: the status it ended with decides; OK a success."""
+    want = Outcome.SUCCESS if name == "OK" else EXPECTED[name]
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        stream = Stream(StatusCode[name])
+        assert call.stream(stream) is stream
+    assert (stream.cancels, counted(lb)) == (0, COUNTS[want])
+
+
+def test_a_tracked_stream_left_open_is_cancelled(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        stream = call.stream(Stream())
+    assert (stream.cancels, counted(lb)) == (1, COUNTS[Outcome.CANCELLED])
+
+
+@pytest.mark.parametrize(
+    "error, outcome",
+    [(ValueError("the block's bug"), Outcome.FAILURE), (TimeoutError(), Outcome.TIMEOUT), (KeyboardInterrupt(), Outcome.CANCELLED)],
+    ids=["ValueError", "TimeoutError", "KeyboardInterrupt"],
+)
+def test_an_exception_decides_and_still_cancels_an_open_stream(
+    balancer_factory: Any, error: BaseException, outcome: Outcome
+) -> None:
+    lb = _single(balancer_factory)
+    with pytest.raises(type(error)) as raised:
+        with lb.call() as call:
+            stream = call.stream(Stream())
+            raise error
+    assert raised.value is error
+    assert (stream.cancels, counted(lb)) == (1, COUNTS[outcome])
+
+
+def test_call_outcome_wins_over_a_tracked_stream_which_is_still_ended(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        open_stream = call.stream(Stream())
+        call.outcome = Outcome.FAILURE
+    with lb.call() as call:
+        ended = call.stream(Stream(StatusCode.UNAVAILABLE))
+        call.outcome = Outcome.SUCCESS
+    assert (open_stream.cancels, ended.cancels) == (1, 0)
+    assert counted(lb) == (0, 1, 1, 0)
+
+
+def test_an_aio_stream_status_is_awaited_under_async_with(balancer_factory: Any) -> None:
+    import asyncio
+
+    async def main(lb: Balancer) -> None:
+        for status in (StatusCode.OK, StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND, StatusCode.CANCELLED):
+            async with lb.call() as call:
+                call.stream(AioStream(status))
+        async with lb.call() as call:
+            stream = call.stream(AioStream())  # left open
+        assert stream.cancels == 1
+
+    lb = _single(balancer_factory)
+    asyncio.run(main(lb))
+    assert counted(lb) == (0, 2, 1, 0)
+
+
+def test_an_aio_stream_under_a_plain_with_reads_only_a_cancel(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        call.stream(AioStream(StatusCode.CANCELLED))  # cancelled() says so
+    with lb.call() as call:
+        call.stream(AioStream(StatusCode.UNAVAILABLE))  # cannot be awaited: the block's end decides
+    assert counted(lb) == COUNTS[Outcome.SUCCESS]
+
+
+class BrokenStream(Stream):
+    def done(self) -> bool:
+        raise RuntimeError("broken done()")
+
+
+def test_a_broken_stream_never_replaces_the_block_outcome(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        call.stream(BrokenStream())
+    with pytest.raises(InactiveRpcError):
+        with lb.call() as call:
+            call.stream(BrokenStream())
+            raise InactiveRpcError(StatusCode.UNAVAILABLE)
+    assert counted(lb) == (0, 1, 1, 0)
+
+
+@pytest.mark.parametrize("not_a_call", [None, [b"a"], iter([b"a"]), object()], ids=["None", "list", "iterator", "object"])
+def test_stream_takes_only_a_grpc_call_object(balancer_factory: Any, not_a_call: Any) -> None:
+    lb = _single(balancer_factory)
+    with pytest.raises(TypeError, match="grpcio call object"):
+        with lb.call() as call:
+            call.stream(not_a_call)
+    assert counted(lb) == COUNTS[Outcome.FAILURE]  # the TypeError ended the block

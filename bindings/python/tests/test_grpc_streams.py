@@ -184,9 +184,9 @@ def test_sync_cancel_then_iterate_is_a_cancel(balancer_factory: Any, channel: An
 def test_sync_stream_cancelled_then_left_is_reported_as_the_block_ended(
     balancer_factory: Any, channel: Any, kind: str
 ) -> None:
-    """The binding cannot see a stream the block cancelled or left open: the block ended
-    normally, so it is a success unless call.outcome says otherwise (the documented rule: set it
-    to CANCELLED). Pinned so that the docs and the behaviour agree."""
+    """Without call.stream(), the binding cannot see a stream the block cancelled or left open:
+    the block ended normally, so it is a success unless call.outcome says otherwise (the
+    documented rule: set it to CANCELLED). Pinned so that README and behaviour agree."""
     lb = _single(balancer_factory)
     with lb.call():
         responses = _open(channel, kind, [b"OK", b"HOLD"])
@@ -201,6 +201,56 @@ def test_sync_stream_cancelled_then_left_is_reported_as_the_block_ended(
         responses.cancel()
         call.outcome = Outcome.CANCELLED
     assert counted(lb) == COUNTS[Outcome.CANCELLED]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sync_tracked_stream_cancelled_then_left_is_a_cancel(balancer_factory: Any, channel: Any, kind: str) -> None:
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        responses = call.stream(_open(channel, kind, [b"OK", b"HOLD"]))
+        assert next(responses) == b"answer"
+        responses.cancel()
+    assert counted(lb) == COUNTS[Outcome.CANCELLED]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sync_tracked_stream_left_open_is_cancelled_and_a_cancel(
+    balancer_factory: Any, channel: Any, kind: str
+) -> None:
+    """A `break` out of a stream that is still open: the block abandoned it. The binding ends it
+    (cancel()), so it holds no place on the provider once it is no longer counted in flight."""
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        responses = call.stream(_open(channel, kind, [b"OK", b"HOLD"]))
+        for response in responses:
+            if response == b"held":
+                break
+        assert not responses.done()
+    assert responses.done() and responses.code() == grpc.StatusCode.CANCELLED
+    assert counted(lb) == COUNTS[Outcome.CANCELLED]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sync_tracked_stream_read_to_its_end_is_judged_by_its_status(
+    balancer_factory: Any, channel: Any, kind: str
+) -> None:
+    """Tracked, the stream's own status decides even when the block caught its error."""
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        for _ in call.stream(_open(channel, kind, [b"OK", b"SLOW", b"OK"])):
+            pass
+    assert counted(lb) == COUNTS[Outcome.SUCCESS]
+    assert mean_success_s(lb) >= HOLD_S
+
+    for script, status, outcome in ERRORS:
+        lb = _single(balancer_factory)
+        with lb.call() as call:
+            try:
+                for _ in call.stream(_open(channel, kind, script)):
+                    pass
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode[status]
+        assert counted(lb) == COUNTS[outcome], status
 
 
 def test_sync_bidi_request_side_error_needs_call_outcome(balancer_factory: Any, channel: Any) -> None:
@@ -331,7 +381,8 @@ def test_asyncio_stream_ended_by_an_error_status_mid_stream(balancer_factory: An
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_asyncio_cancel_by_the_caller_is_a_cancel(balancer_factory: Any, kind: str) -> None:
-    """call.cancel() then iterating on, and the caller's task cancelled mid-stream."""
+    """call.cancel() then iterating on, call.cancel() then leaving a tracked stream's block, a
+    tracked stream left open by a `break`, and the caller's task cancelled mid-stream."""
     results = []
 
     async def test(channel: Any) -> None:
@@ -343,6 +394,23 @@ def test_asyncio_cancel_by_the_caller_is_a_cancel(balancer_factory: Any, kind: s
                     if response == b"held":
                         rpc.cancel()
         results.append(("cancel() then iterate", counted(lb)))
+
+        lb = _single(balancer_factory)
+        async with lb.call() as call:
+            rpc = call.stream(_open_async(channel, kind, [b"OK", b"HOLD"]))
+            assert await rpc.read() == b"answer"
+            rpc.cancel()
+        results.append(("tracked: cancel() then leave", counted(lb)))
+
+        lb = _single(balancer_factory)
+        async with lb.call() as call:
+            rpc = call.stream(_open_async(channel, kind, [b"OK", b"HOLD"]))
+            async for response in rpc:
+                if response == b"held":
+                    break
+            assert not rpc.done()
+        assert rpc.cancelled()
+        results.append(("tracked: left open by break", counted(lb)))
 
         lb = _single(balancer_factory)
         holding = asyncio.Event()
@@ -364,6 +432,8 @@ def test_asyncio_cancel_by_the_caller_is_a_cancel(balancer_factory: Any, kind: s
     _run_async(test)
     assert results == [
         ("cancel() then iterate", COUNTS[Outcome.CANCELLED]),
+        ("tracked: cancel() then leave", COUNTS[Outcome.CANCELLED]),
+        ("tracked: left open by break", COUNTS[Outcome.CANCELLED]),
         ("task cancelled", COUNTS[Outcome.CANCELLED]),
     ]
 
@@ -389,6 +459,34 @@ def test_asyncio_stream_cancelled_then_left_is_reported_as_the_block_ended(balan
             rpc.cancel()
             call.outcome = Outcome.CANCELLED
         results.append(("cancel() then leave, call.outcome set", counted(lb), COUNTS[Outcome.CANCELLED]))
+
+    _run_async(test)
+    assert [(case, got) for case, got, _ in results] == [(case, want) for case, _, want in results]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_asyncio_tracked_stream_is_judged_by_its_status(balancer_factory: Any, kind: str) -> None:
+    """Tracked and read to its end: OK a success (for the stream's life), an error status by the
+    table even when the block caught it."""
+    results = []
+
+    async def test(channel: Any) -> None:
+        lb = _single(balancer_factory)
+        async with lb.call() as call:
+            async for _ in call.stream(_open_async(channel, kind, [b"OK", b"SLOW", b"OK"])):
+                pass
+        assert mean_success_s(lb) >= HOLD_S
+        results.append(("OK", counted(lb), COUNTS[Outcome.SUCCESS]))
+
+        for script, status, outcome in ERRORS:
+            lb = _single(balancer_factory)
+            async with lb.call() as call:
+                try:
+                    async for _ in call.stream(_open_async(channel, kind, script)):
+                        pass
+                except grpc.aio.AioRpcError as error:
+                    assert error.code() == grpc.StatusCode[status]
+            results.append((f"{status} caught in the block", counted(lb), COUNTS[outcome]))
 
     _run_async(test)
     assert [(case, got) for case, got, _ in results] == [(case, want) for case, _, want in results]
