@@ -216,9 +216,9 @@ class TripleStreamsTest {
         CompletableFuture<String> first = new CompletableFuture<>();
         CompletableFuture<Throwable> end = new CompletableFuture<>();
         List<ClientCallToObserverAdapter<String>> started = new ArrayList<>();
-        CancelableStreamObserver<String> observer = new CancelableStreamObserver<>() {
+        CancelableStreamObserver<String> observer = new CancelableStreamObserver<String>() {
             // Not marked @Override: Dubbo 3.0's CancelableStreamObserver lacks it, and
-            // bindings/java/run-compat.sh compiles this test against 3.0 too.
+            // bindings/java/run-compat.sh compiles this test against 3.0 too (hence no <>).
             public void beforeStart(ClientCallToObserverAdapter<String> call) {
                 started.add(call);
             }
