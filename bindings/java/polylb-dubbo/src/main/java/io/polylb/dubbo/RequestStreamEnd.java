@@ -1,24 +1,22 @@
 package io.polylb.dubbo;
 
-import org.apache.dubbo.rpc.CancellationContext;
 import org.apache.dubbo.rpc.protocol.tri.CancelableStreamObserver;
 import org.apache.dubbo.rpc.protocol.tri.ClientStreamObserver;
-import org.apache.dubbo.rpc.protocol.tri.observer.ClientCallToObserverAdapter;
 
 /**
  * The wrapper of a bi or client stream's request observer (see TripleStreams): a consumer that
  * aborts the stream through it ({@code onError}, {@code cancel}) makes Triple cancel the call
  * without telling the response observer (TripleClientCall.cancelByLocal), so the attempt is ended
- * here as a cancel. Everything else, flow control included, goes to Triple's observer as it is.
+ * here as a cancel. Everything else, flow control included, goes to Triple's observer as it is;
+ * {@code onCompleted} only half-closes the stream (the response observer hears its end).
  */
-final class RequestStreamEnd<T> extends CancelableStreamObserver<T> implements ClientStreamObserver<T> {
-    private final CancelableStreamObserver<T> delegate;
+final class RequestStreamEnd<T> extends ForwardingCancelableObserver<T> implements ClientStreamObserver<T> {
     private final ClientStreamObserver<T> flow;
     private final TripleStreams.End end;
 
     @SuppressWarnings("unchecked")
     private RequestStreamEnd(Object delegate, TripleStreams.End end) {
-        this.delegate = (CancelableStreamObserver<T>) delegate;
+        super(delegate);
         this.flow = (ClientStreamObserver<T>) delegate;
         this.end = end;
     }
@@ -32,26 +30,15 @@ final class RequestStreamEnd<T> extends CancelableStreamObserver<T> implements C
     }
 
     @Override
-    public void onNext(T data) {
-        delegate.onNext(data);
-    }
-
-    @Override
     public void onError(Throwable throwable) {
         end.cancelled();
-        delegate.onError(throwable);
-    }
-
-    /** Half-closes the stream: the provider still answers, and the response observer hears the end. */
-    @Override
-    public void onCompleted() {
-        delegate.onCompleted();
+        super.onError(throwable);
     }
 
     @Override
     public void cancel(Throwable throwable) {
         end.cancelled();
-        delegate.cancel(throwable);
+        super.cancel(throwable);
     }
 
     @Override
@@ -73,25 +60,5 @@ final class RequestStreamEnd<T> extends CancelableStreamObserver<T> implements C
     @Override
     public void disableAutoRequest() {
         flow.disableAutoRequest();
-    }
-
-    @Override
-    public void setCancellationContext(CancellationContext cancellationContext) {
-        delegate.setCancellationContext(cancellationContext);
-    }
-
-    @Override
-    public CancellationContext getCancellationContext() {
-        return delegate.getCancellationContext();
-    }
-
-    @Override
-    public void beforeStart(ClientCallToObserverAdapter<T> clientCallToObserverAdapter) {
-        delegate.beforeStart(clientCallToObserverAdapter);
-    }
-
-    @Override
-    public void startRequest() {
-        delegate.startRequest();
     }
 }

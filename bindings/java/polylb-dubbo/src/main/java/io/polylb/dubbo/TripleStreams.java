@@ -63,6 +63,22 @@ final class TripleStreams {
             ended(new CancellationException("the stream was cancelled on the consumer's side"));
         }
 
+        /**
+         * The stream ended with {@code error}: the call is reported, then {@code user} is told.
+         * In that order, a call the user makes from its observer finds this one no longer in
+         * flight.
+         */
+        <T> void error(Throwable error, StreamObserver<T> user) {
+            ended(error);
+            user.onError(error);
+        }
+
+        /** The stream completed: the call is reported, then {@code user} is told. */
+        <T> void completed(StreamObserver<T> user) {
+            ended(null);
+            user.onCompleted();
+        }
+
         void ended(Throwable error) {
             if (claim()) {
                 try {
@@ -179,18 +195,14 @@ final class TripleStreams {
             delegate.onNext(data);
         }
 
-        // The call is reported before the user's observer hears of the end: a call the user
-        // makes from there finds this one no longer in flight.
         @Override
         public void onError(Throwable throwable) {
-            end.ended(throwable);
-            delegate.onError(throwable);
+            end.error(throwable, delegate);
         }
 
         @Override
         public void onCompleted() {
-            end.ended(null);
-            delegate.onCompleted();
+            end.completed(delegate);
         }
     }
 }

@@ -339,7 +339,7 @@ class TripleStreamsTest {
         // Modular Dubbo without dubbo-rpc-triple: the stream helpers load, link and wrap a plain
         // observer; only a CancelableStreamObserver (Triple's own class) needs Triple's wrappers.
         ClassLoader loader = new TripleStatusesTest.WithoutTriple(getClass().getClassLoader(), TripleStreams.class,
-                CancelableStreamEnd.class, RequestStreamEnd.class);
+                ForwardingCancelableObserver.class, CancelableStreamEnd.class, RequestStreamEnd.class);
         assertThrows(ClassNotFoundException.class, () -> loader.loadClass(CancelableStreamObserver.class.getName()));
         Class<?> streams = loader.loadClass(TripleStreams.class.getName());
         Method index = streams.getDeclaredMethod("responseObserverIndex", Invocation.class, URL.class);
