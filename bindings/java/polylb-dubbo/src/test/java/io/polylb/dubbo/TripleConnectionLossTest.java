@@ -1,0 +1,269 @@
+package io.polylb.dubbo;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.protobuf.Int32Value;
+import io.polylb.Outcome;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.apache.dubbo.common.stream.StreamObserver;
+import org.apache.dubbo.rpc.RpcContext;
+import org.apache.dubbo.rpc.StatusRpcException;
+import org.apache.dubbo.rpc.TriRpcStatus;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * What polylb records for a Triple call whose connection to the provider goes away under it: a
+ * {@link TcpRelay} stands between a real consumer and real providers in this JVM, and is killed
+ * (a TCP reset, or an orderly close) while a slow unary call or a held server stream is in
+ * flight. Triple ends such a call with the status CANCELLED (TripleClientCall.onClose:
+ * onCancelByRemote(CANCELLED)), the code a user's own cancel gets too; the provider could not
+ * serve, so it should be a failure (docs/outcomes.md: a connection reset is a FAILURE), and
+ * nothing may stay in flight. Today polylb reports it as a cancel ({@link #LOST_CONNECTION}).
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class TripleConnectionLossTest {
+    static final String LB = "polylb-leastactive";
+    static final String[] NAMES = {"A", "B"};
+    /** The callIds of the unary calls the providers started serving. */
+    static final Set<String> STARTED = ConcurrentHashMap.newKeySet();
+    /** The provider's side of each held stream, by callId. */
+    static final Map<String, StreamObserver<String>> OPEN_STREAMS = new ConcurrentHashMap<>();
+    /** Far longer than a case takes: the calls end by the relay's kill, not by an answer. */
+    static final int SLOW_MS = 30_000;
+    /**
+     * What polylb reports today for such a call: CANCELLED, as for a user's cancel (the gap this
+     * test documents; the provider could not serve, so it should be a FAILURE).
+     */
+    static final Outcome LOST_CONNECTION = Outcome.CANCELLED;
+
+    /** Answers {@code later} after its delay, recording in {@link #STARTED} when it starts. */
+    public static class UnaryProvider extends SleepingLater implements OutcomeService {
+        UnaryProvider(String name) {
+            super(name);
+        }
+
+        @Override
+        public String later(String callId, int delayMs) {
+            STARTED.add(callId);
+            return super.later(callId, delayMs);
+        }
+
+        @Override
+        public String fail(String callId) {
+            throw new IllegalArgumentException("business exception of " + callId);
+        }
+
+        @Override
+        public Int32Value answerStatus(Int32Value code) {
+            return code;
+        }
+    }
+
+    /** Holds each server stream open after a first message, as TripleStreamsTest's provider. */
+    public static final class StreamProvider implements StreamService {
+        private final String name;
+
+        StreamProvider(String name) {
+            this.name = name;
+        }
+
+        @Override
+        public void held(String callId, StreamObserver<String> messages) {
+            OPEN_STREAMS.put(callId, messages);
+            messages.onNext(name);
+        }
+
+        @Override
+        public StreamObserver<String> echo(StreamObserver<String> replies) {
+            throw new UnsupportedOperationException("not used here");
+        }
+    }
+
+    @RegisterExtension
+    static final InJvmProviders<OutcomeService> UNARY =
+            new InJvmProviders<>("tri", OutcomeService.class, "tri-loss-provider-", NAMES, UnaryProvider::new);
+
+    @RegisterExtension
+    static final InJvmProviders<StreamService> STREAMS =
+            new InJvmProviders<>("tri", StreamService.class, "tri-loss-stream-provider-", NAMES, StreamProvider::new);
+
+    static final List<DirectConsumer<?>> CONSUMERS = new ArrayList<>();
+    static final List<TcpRelay> RELAYS = new ArrayList<>();
+
+    /** Consumers stay open until every case ran (see TripleOutcomesTest.closeConsumers: why). */
+    @AfterAll
+    static void closeConsumers() {
+        for (TcpRelay relay : RELAYS) {
+            relay.close();
+        }
+        RELAYS.clear();
+        for (DirectConsumer<?> consumer : CONSUMERS) {
+            try {
+                consumer.bootstrap.stop();
+            } catch (RuntimeException ignored) {
+                // best effort
+            }
+            consumer.framework.destroy();
+        }
+        CONSUMERS.clear();
+    }
+
+    /**
+     * A relay in front of each provider of {@code directUrls}; returns the consumer's URLs to the
+     * relays.
+     */
+    private static String relayed(String directUrls, List<TcpRelay> relays) throws Exception {
+        List<String> urls = new ArrayList<>();
+        for (String url : directUrls.split(";")) {
+            int colon = url.indexOf(':', "tri://".length());
+            int slash = url.indexOf('/', colon);
+            TcpRelay relay = new TcpRelay(Integer.parseInt(url.substring(colon + 1, slash)));
+            relays.add(relay);
+            RELAYS.add(relay);
+            urls.add(url.substring(0, colon + 1) + relay.port() + url.substring(slash));
+        }
+        return String.join(";", urls);
+    }
+
+    private static void killAll(List<TcpRelay> relays, boolean reset) {
+        for (TcpRelay relay : relays) {
+            relay.kill(reset);
+        }
+    }
+
+    private static <T> DirectConsumer<T> consumer(Class<T> service, String urls, boolean async) throws Exception {
+        DirectConsumer<T> consumer = new DirectConsumer<>("tri-loss-consumer", service, urls, LB, 0, 60_000, async);
+        CONSUMERS.add(consumer);
+        consumer.awaitConnected();
+        return consumer;
+    }
+
+    private static void await(String what, BooleanSupplier condition) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!condition.getAsBoolean() && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+        }
+        assertTrue(condition.getAsBoolean(), what);
+    }
+
+    /** The gRPC status code in {@code t}'s causes (null if none). */
+    private static TriRpcStatus.Code statusOf(Throwable t) {
+        for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+            if (c instanceof StatusRpcException) {
+                return ((StatusRpcException) c).getStatus().code;
+            }
+        }
+        return null;
+    }
+
+    private static String describe(Throwable t) {
+        StringBuilder s = new StringBuilder();
+        for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+            s.append(s.length() == 0 ? "" : " <- ").append(c.getClass().getName()).append(": ").append(c.getMessage());
+        }
+        return s.toString();
+    }
+
+    /**
+     * A slow unary call in flight when the connection to its provider goes away: Triple completes
+     * it with CANCELLED; polylb reports {@link #LOST_CONNECTION}.
+     */
+    private static void unaryCallLosingItsConnection(boolean reset) throws Exception {
+        List<TcpRelay> relays = new ArrayList<>();
+        DirectConsumer<OutcomeService> consumer = consumer(OutcomeService.class, relayed(UNARY.directUrls(), relays), true);
+        String id = "unary-" + (reset ? "reset" : "closed");
+        consumer.reference.get().later(id, SLOW_MS); // async: returns null at once
+        CompletableFuture<Object> call = RpcContext.getServiceContext().getCompletableFuture();
+        await("the provider never got " + id, () -> STARTED.contains(id));
+        ServiceCounters before = consumer.counters();
+        assertEquals(1, before.active, "in flight: " + before);
+        killAll(relays, reset);
+        ExecutionException e = assertThrows(ExecutionException.class, () -> call.get(20, TimeUnit.SECONDS));
+        System.out.println("unary call, connection " + (reset ? "reset" : "closed") + ": " + describe(e));
+        assertEquals(TriRpcStatus.Code.CANCELLED, statusOf(e), describe(e));
+        ServiceCounters after = consumer.awaitNoneInFlight();
+        System.out.println("unary call, connection " + (reset ? "reset" : "closed") + ": " + after);
+        assertEquals(LOST_CONNECTION, after.outcomeSince(before), after.toString());
+    }
+
+    @Test
+    void aUnaryCallWhoseConnectionIsReset() throws Exception {
+        unaryCallLosingItsConnection(true);
+    }
+
+    @Test
+    void aUnaryCallWhoseConnectionCloses() throws Exception {
+        unaryCallLosingItsConnection(false);
+    }
+
+    /** A consumer's side of a stream: its messages, and how it ended (null: completed). */
+    static final class Received implements StreamObserver<String> {
+        final BlockingQueue<String> messages = new LinkedBlockingQueue<>();
+        final CompletableFuture<Throwable> end = new CompletableFuture<>();
+
+        @Override
+        public void onNext(String message) {
+            messages.add(message);
+        }
+
+        @Override
+        public void onError(Throwable t) {
+            end.complete(t);
+        }
+
+        @Override
+        public void onCompleted() {
+            end.complete(null);
+        }
+    }
+
+    /**
+     * A held server stream open when the connection to its provider goes away: Triple tells the
+     * response observer onError(CANCELLED); polylb reports {@link #LOST_CONNECTION}.
+     */
+    private static void streamLosingItsConnection(boolean reset) throws Exception {
+        List<TcpRelay> relays = new ArrayList<>();
+        DirectConsumer<StreamService> consumer = consumer(StreamService.class, relayed(STREAMS.directUrls(), relays), false);
+        String id = "stream-" + (reset ? "reset" : "closed");
+        Received received = new Received();
+        consumer.reference.get().held(id, received);
+        assertNotNull(received.messages.poll(20, TimeUnit.SECONDS), "no message on the stream");
+        await("the provider never got " + id, () -> OPEN_STREAMS.containsKey(id));
+        ServiceCounters before = consumer.counters();
+        assertEquals(1, before.active, "in flight: " + before);
+        killAll(relays, reset);
+        Throwable end = received.end.get(20, TimeUnit.SECONDS);
+        assertNotNull(end, "the stream completed");
+        System.out.println("stream, connection " + (reset ? "reset" : "closed") + ": " + describe(end));
+        assertEquals(TriRpcStatus.Code.CANCELLED, statusOf(end), describe(end));
+        ServiceCounters after = consumer.awaitNoneInFlight();
+        System.out.println("stream, connection " + (reset ? "reset" : "closed") + ": " + after);
+        assertEquals(LOST_CONNECTION, after.outcomeSince(before), after.toString());
+    }
+
+    @Test
+    void aServerStreamWhoseConnectionIsReset() throws Exception {
+        streamLosingItsConnection(true);
+    }
+
+    @Test
+    void aServerStreamWhoseConnectionCloses() throws Exception {
+        streamLosingItsConnection(false);
+    }
+}
