@@ -30,9 +30,10 @@ import org.apache.dubbo.rpc.RpcException;
  * TripleStatuses), and the status's code decides: an error of the service's own (INVALID_ARGUMENT,
  * NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION, ABORTED,
  * OUT_OF_RANGE) is the provider's answer, a success with its latency, as a business exception is;
- * DEADLINE_EXCEEDED is a {@link Outcome#TIMEOUT}, CANCELLED a {@link Outcome#CANCELLED}, any other
- * status (UNAVAILABLE, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNKNOWN, DATA_LOSS) a {@link
- * Outcome#FAILURE}: the provider could not serve. (ActiveLimitFilter counts every status that
+ * DEADLINE_EXCEEDED is a {@link Outcome#TIMEOUT}, CANCELLED a {@link Outcome#CANCELLED} when the
+ * consumer cancelled (else a failure, below), any other status (UNAVAILABLE, RESOURCE_EXHAUSTED,
+ * UNIMPLEMENTED, INTERNAL, UNKNOWN, DATA_LOSS) a {@link Outcome#FAILURE}: the provider could not
+ * serve. (ActiveLimitFilter counts every status that
  * arrives in a response as a success.) A business exception of a method with plain Java types
  * comes back over Triple with status OK, as itself: a success, as over the dubbo protocol.
  * For {@code adaptive}, the provider's {@code lb_adaptive} reply is parsed as Dubbo's
@@ -48,22 +49,28 @@ import org.apache.dubbo.rpc.RpcException;
  * FutureContext.getCompatibleCompletableFuture()}), ends it at once: over the dubbo protocol it
  * completes with a CancellationException, over Triple (the future is Triple's DeadlineFuture) with
  * the status CANCELLED. Either is reported as {@link Outcome#CANCELLED}, which only undoes the
- * in-flight count. Triple also says CANCELLED when the call's stream is closed or reset under it
- * (TripleClientCall), which it does not tell apart from a user's cancel: such a call, too, ends
- * with no verdict. A unary Triple call does not listen to the consumer's {@code
- * RpcContext.getCancellationContext()}. An attempt Dubbo never sent because the deadline
- * propagated from an upstream call was already spent ("No time left", RpcException
- * TIMEOUT_TERMINATE, over dubbo and Triple) is a {@link Outcome#CANCELLED} too.
+ * in-flight count. Triple gives the same CANCELLED to a call whose stream ended under it: the
+ * connection to the provider closed or was reset (TripleClientCall.onClose), the server reset the
+ * stream (RST_STREAM), or the provider sent CANCELLED as the call's status. The provider could not
+ * serve: a {@link Outcome#FAILURE}. For a unary call such a status comes in a response built by
+ * Triple's call listener, which marks it (TripleStatuses.isCancelledUnderTheCall; from Dubbo 3.2
+ * on: before, every CANCELLED stays a cancel); for a stream, it is the only CANCELLED the
+ * response observer hears of. A consumer that closes its own connection (its invoker destroyed,
+ * the application stopping) ends the calls on it the same way: failures too. A unary Triple call
+ * does not listen to the consumer's {@code RpcContext.getCancellationContext()}. An attempt Dubbo
+ * never sent because the deadline propagated from an upstream call was already spent ("No time
+ * left", RpcException TIMEOUT_TERMINATE, over dubbo and Triple) is a {@link Outcome#CANCELLED} too.
  *
  * <p>A Triple streaming call (server, client or bi stream) is in flight while its stream is open,
  * although Triple completes its result as the stream opens (where Dubbo's ActiveLimitFilter ends
  * it): the call's response observer is wrapped (TripleStreams) and the call is reported when the
  * stream ends, by its status as above (OK or an error of the service's own a success, with the
- * stream's life as its latency; CANCELLED a cancel; any other status a failure). The consumer's
+ * stream's life as its latency; any other status a failure, CANCELLED included). The consumer's
  * abort (a cancel through its CancelableStreamObserver; onError or cancel on a bi or client
- * stream's request observer), which Triple tells no observer of, is a cancel. A stream whose
- * write to the connection fails is cancelled by Triple without a word to anyone, and stays
- * counted in flight.
+ * stream's request observer), which Triple tells no observer of, is a cancel: only an end from
+ * the provider's side (its status, a closed connection, a reset stream) reaches the observer. A
+ * stream whose write to the connection fails is cancelled by Triple without a word to anyone, and
+ * stays counted in flight.
  *
  * <p>The outcome is taken from the result this filter's {@code invoke} returns, not through
  * {@code Filter.Listener}: Dubbo's filter chain (CallbackRegistrationInvoker) calls the
@@ -127,7 +134,7 @@ public class PolylbInvokerFilter implements Filter {
         if (s == null) {
             return;
         }
-        Outcome outcome = error == null || TripleStatuses.isAnswer(error) ? Outcome.SUCCESS : errorOutcome(error);
+        Outcome outcome = streamOutcome(error);
         if (outcome == Outcome.SUCCESS) {
             report(s, elapsedUs(s), outcome);
         } else {
@@ -135,12 +142,28 @@ public class PolylbInvokerFilter implements Filter {
         }
     }
 
+    /**
+     * The outcome of a Triple stream that ended with {@code error} (null: completed). Triple
+     * tells the response observer of the stream's end only when the stream ended from the
+     * provider's side (ObserverToClientCallListenerAdapter.onClose); the consumer's own cancel
+     * (TripleClientCall.cancelByLocal) tells it nothing, and reaches here as a
+     * CancellationException (TripleStreams.End.cancelled). So a CANCELLED status here is a stream
+     * that ended under the call (a closed connection, a reset stream, the provider's status): a
+     * failure.
+     */
+    static Outcome streamOutcome(Throwable error) {
+        if (error == null || TripleStatuses.isAnswer(error)) {
+            return Outcome.SUCCESS;
+        }
+        return TripleStatuses.isCancelled(error) ? Outcome.FAILURE : errorOutcome(error);
+    }
+
     void onResponse(Result appResponse, Invoker<?> invoker, Invocation invocation) {
         Selections.Selection s = finish(invoker, invocation);
         if (s == null) {
             return;
         }
-        Outcome outcome = outcomeOf(appResponse.getException(), invoker.getUrl());
+        Outcome outcome = outcomeOf(appResponse, invoker.getUrl());
         if (outcome != Outcome.SUCCESS) {
             if (s.adaptive) {
                 appResponse.getAttachments().remove(PolylbLoadBalance.ADAPTIVE_ATTACHMENT);
@@ -172,6 +195,19 @@ public class PolylbInvokerFilter implements Filter {
             return;
         }
         report(s, errorOutcome(t));
+    }
+
+    /**
+     * The outcome of an attempt whose call completed normally with {@code response}: as {@link
+     * #outcomeOf(Throwable, URL)} its exception, except that a unary Triple call whose stream
+     * ended under it with CANCELLED (TripleStatuses.isCancelledUnderTheCall) is a failure.
+     */
+    static Outcome outcomeOf(Result response, URL providerUrl) {
+        Outcome outcome = outcomeOf(response.getException(), providerUrl);
+        if (outcome == Outcome.CANCELLED && TripleStatuses.isCancelledUnderTheCall(response)) {
+            return Outcome.FAILURE;
+        }
+        return outcome;
     }
 
     /**

@@ -2,6 +2,9 @@ package io.polylb.dubbo;
 
 import java.util.Set;
 import org.apache.dubbo.common.URL;
+import org.apache.dubbo.remoting.Constants;
+import org.apache.dubbo.rpc.AppResponse;
+import org.apache.dubbo.rpc.Result;
 import org.apache.dubbo.rpc.StatusRpcException;
 import org.apache.dubbo.rpc.TriRpcStatus;
 
@@ -20,6 +23,19 @@ import org.apache.dubbo.rpc.TriRpcStatus;
  * failed: {@code DEADLINE_EXCEEDED} a timeout, {@code CANCELLED} a cancel, the rest ({@code
  * UNAVAILABLE}, {@code RESOURCE_EXHAUSTED}, {@code UNIMPLEMENTED}, {@code INTERNAL}, {@code
  * UNKNOWN}, {@code DATA_LOSS}) a provider that could not serve.
+ *
+ * <p>{@code CANCELLED} is a cancel only when the consumer cancelled the call: a user's cancel of
+ * the call's own future (DeadlineFuture.cancel, which completes it with a response of its own).
+ * Triple gives the same code to a call whose stream ended under it: the connection to the provider
+ * closed (TripleClientCall.onClose: onCancelByRemote(CANCELLED)), the server reset the stream
+ * ({@code RST_STREAM}: "Canceled by remote peer, errorCode=N"), the connection failed
+ * (exceptionCaught, reported as a reset with errorCode 2), and to a CANCELLED the provider sent
+ * as the call's grpc-status. None of those is the consumer's doing: the provider could not serve,
+ * a failure. Such a status reaches a unary call through its UnaryClientCallListener, whose
+ * response, unlike DeadlineFuture's, carries the attribute {@code content-length} (Dubbo 3.2 and
+ * later): {@link #isCancelledUnderTheCall} tells them apart by it. Dubbo 3.0 and 3.1 set no such
+ * mark, and every CANCELLED stays a cancel there. The descriptions are no mark: the closed
+ * connection's CANCELLED has none, as the user's cancel has none.
  *
  * <p>A provider's status reaches the consumer as the call's status when Triple sends the method
  * unwrapped (an IDL stub, or protobuf-typed request and response: GrpcHttp2ServerTransportListener
@@ -69,9 +85,30 @@ final class TripleStatuses {
         return code != null && ANSWERS.contains(code);
     }
 
-    /** The call was cancelled on the consumer's side: Triple's status CANCELLED. */
+    /**
+     * Triple's status CANCELLED: the consumer's cancel, unless the call's stream ended under it
+     * (see {@link #isCancelledUnderTheCall}, and TripleStreams for streams).
+     */
     static boolean isCancelled(Throwable t) {
         return "CANCELLED".equals(codeName(t));
+    }
+
+    /**
+     * {@code response}, a unary Triple call's, holds the status CANCELLED that Triple's call
+     * listener built from the call's end (a closed connection, a reset stream, the provider's own
+     * status): not a consumer's cancel, which completes the call with a response of
+     * DeadlineFuture's, without the listener's {@code content-length} attribute. False when
+     * unsure (a Dubbo without the mark, another class loader's response).
+     */
+    static boolean isCancelledUnderTheCall(Result response) {
+        if (!(response instanceof AppResponse) || !isCancelled(response.getException())) {
+            return false;
+        }
+        try {
+            return ((AppResponse) response).getAttribute(Constants.CONTENT_LENGTH_KEY) != null;
+        } catch (LinkageError e) {
+            return false; // a Dubbo unlike the one the adapter was built for: a cancel, as before
+        }
     }
 
     /** The name of the code of Triple's status {@code t}; null for any other exception. */

@@ -18,6 +18,13 @@ import org.apache.dubbo.rpc.Result;
  * (ObserverToClientCallListenerAdapter: {@code onCompleted} on status OK, else {@code onError}
  * with the status), is wrapped, and the call is reported when the stream ends.
  *
+ * <p>Triple tells the observer only of an end from the provider's side: a status the provider
+ * sent, or CANCELLED when the connection closed or the server reset the stream
+ * (TripleClientCall.onCancelByRemote). The consumer's own cancel (TripleClientCall.cancelByLocal)
+ * reaches no observer, and is seen here instead ({@link End#cancelled}). So a CANCELLED the
+ * observer hears of is no cancel of the consumer's, but a stream the provider could not serve
+ * (PolylbInvokerFilter.streamOutcome).
+ *
  * <p>Which argument is the response observer follows TripleInvoker: the second of a server
  * stream with a request, otherwise the first. A Triple method with a StreamObserver parameter is
  * a stream method (ReflectionMethodDescriptor refuses any other signature with one), and stubs

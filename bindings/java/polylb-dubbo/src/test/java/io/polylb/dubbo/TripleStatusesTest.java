@@ -13,9 +13,12 @@ import java.util.Arrays;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletionException;
 import java.util.stream.Collectors;
 import org.apache.dubbo.common.URL;
+import org.apache.dubbo.common.Version;
+import org.apache.dubbo.rpc.AppResponse;
 import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.StatusRpcException;
 import org.apache.dubbo.rpc.TriRpcStatus;
@@ -27,8 +30,41 @@ class TripleStatusesTest {
     static final URL DUBBO = URL.valueOf("dubbo://127.0.0.1:20880/com.example.DemoService");
 
     /**
+     * The attribute Triple's UnaryClientCallListener sets on the response it builds from the
+     * call's end (org.apache.dubbo.remoting.Constants.CONTENT_LENGTH_KEY, which Dubbo 3.0 and 3.1
+     * lack: spelled out so that this test compiles against them).
+     */
+    static final String CONTENT_LENGTH = "content-length";
+
+    /**
+     * Whether this Dubbo's UnaryClientCallListener marks its responses (3.2 and later): only then
+     * can a unary call's CANCELLED that came from the call's end be told from a user's cancel.
+     */
+    static final boolean LISTENER_MARKS_ITS_RESPONSES = isAtLeast(Version.getVersion(), 3, 2);
+
+    /**
+     * The outcome of a unary Triple call the provider ended with CANCELLED (its own status, a
+     * closed connection, a reset stream): a failure where Dubbo marks such a response, else a
+     * cancel, as a user's cancel.
+     */
+    static final Outcome CANCELLED_UNDER_A_UNARY_CALL = LISTENER_MARKS_ITS_RESPONSES ? Outcome.FAILURE : Outcome.CANCELLED;
+
+    static boolean isAtLeast(String version, int major, int minor) {
+        String[] parts = version == null ? new String[0] : version.split("[.-]");
+        try {
+            int ma = Integer.parseInt(parts[0]);
+            int mi = Integer.parseInt(parts[1]);
+            return ma > major || (ma == major && mi >= minor);
+        } catch (RuntimeException e) {
+            return true; // an unreadable version: the one the adapter is built for
+        }
+    }
+
+    /**
      * The outcome of a Triple call whose response carries each gRPC status, as docs/outcomes.md
-     * says: an error of the service's own is the provider's answer.
+     * says: an error of the service's own is the provider's answer. CANCELLED is the consumer's
+     * own cancel (see {@link #aCancelledStatusIsACancelOnlyWhenTheConsumerCancelled} for one the
+     * call's end brought).
      */
     static final Map<TriRpcStatus.Code, Outcome> OUTCOMES = outcomes();
 
@@ -90,6 +126,60 @@ class TripleStatusesTest {
         assertFalse(PolylbInvokerFilter.isTimeout(unavailable));
     }
 
+    /** A response as Triple's UnaryClientCallListener builds it from the call's end. */
+    static AppResponse fromTheCallsEnd(TriRpcStatus status) {
+        AppResponse response = new AppResponse();
+        response.setException(status.asException());
+        response.setAttribute(CONTENT_LENGTH, 0);
+        return response;
+    }
+
+    @Test
+    void aCancelledStatusIsACancelOnlyWhenTheConsumerCancelled() {
+        // DeadlineFuture.cancel, the user's cancel of the call's own future: no mark.
+        AppResponse userCancel = new AppResponse();
+        userCancel.setException(TriRpcStatus.CANCELLED.asException());
+        assertEquals(Outcome.CANCELLED, PolylbInvokerFilter.outcomeOf(userCancel, TRI));
+        assertFalse(TripleStatuses.isCancelledUnderTheCall(userCancel));
+        // Through UnaryClientCallListener: the connection closed (no description), the server
+        // reset the stream, or the provider sent CANCELLED itself.
+        for (TriRpcStatus status : List.of(TriRpcStatus.CANCELLED,
+                TriRpcStatus.CANCELLED.withDescription("Canceled by remote peer, errorCode=8"),
+                TriRpcStatus.CANCELLED.withDescription("answered by the provider"))) {
+            AppResponse response = fromTheCallsEnd(status);
+            assertTrue(TripleStatuses.isCancelledUnderTheCall(response));
+            assertEquals(Outcome.FAILURE, PolylbInvokerFilter.outcomeOf(response, TRI), status.toString());
+            assertEquals(Outcome.FAILURE, PolylbInvokerFilter.outcomeOf(response, TRI.setProtocol("grpc")));
+            // Over the dubbo protocol such an exception is what the provider threw: its answer.
+            assertEquals(Outcome.SUCCESS, PolylbInvokerFilter.outcomeOf(response, DUBBO));
+        }
+        // Every other status keeps its outcome, mark or not.
+        for (TriRpcStatus.Code code : TriRpcStatus.Code.values()) {
+            if (code != TriRpcStatus.Code.CANCELLED && code != TriRpcStatus.Code.OK) {
+                AppResponse response = fromTheCallsEnd(TriRpcStatus.fromCode(code));
+                assertFalse(TripleStatuses.isCancelledUnderTheCall(response), code.name());
+                assertEquals(OUTCOMES.get(code), PolylbInvokerFilter.outcomeOf(response, TRI), code.name());
+            }
+        }
+        // "No time left" and a value are no status.
+        AppResponse neverSent = new AppResponse();
+        neverSent.setException(new RpcException(RpcException.TIMEOUT_TERMINATE, "No time left"));
+        neverSent.setAttribute(CONTENT_LENGTH, 0);
+        assertEquals(Outcome.CANCELLED, PolylbInvokerFilter.outcomeOf(neverSent, TRI));
+        assertEquals(Outcome.SUCCESS, PolylbInvokerFilter.outcomeOf(new AppResponse((Object) "value"), TRI));
+
+        // A stream: Triple tells the response observer of an end from the provider's side only;
+        // the consumer's cancel reaches the filter as a CancellationException.
+        assertEquals(Outcome.FAILURE, PolylbInvokerFilter.streamOutcome(TriRpcStatus.CANCELLED.asException()));
+        assertEquals(Outcome.FAILURE, PolylbInvokerFilter.streamOutcome(
+                TriRpcStatus.CANCELLED.withDescription("Canceled by remote peer, errorCode=8").asException()));
+        assertEquals(Outcome.CANCELLED, PolylbInvokerFilter.streamOutcome(new CancellationException("cancel")));
+        assertEquals(Outcome.SUCCESS, PolylbInvokerFilter.streamOutcome(null));
+        assertEquals(Outcome.SUCCESS, PolylbInvokerFilter.streamOutcome(TriRpcStatus.NOT_FOUND.asException()));
+        assertEquals(Outcome.TIMEOUT, PolylbInvokerFilter.streamOutcome(TriRpcStatus.DEADLINE_EXCEEDED.asException()));
+        assertEquals(Outcome.FAILURE, PolylbInvokerFilter.streamOutcome(TriRpcStatus.UNAVAILABLE.asException()));
+    }
+
     @Test
     void onlyTriplesOwnStatusOfATripleCallIsAnError() {
         StatusRpcException status = TriRpcStatus.UNAVAILABLE.asException();
@@ -119,6 +209,12 @@ class TripleStatusesTest {
         isErrorStatus.setAccessible(true);
         assertEquals(false, isCancelled.invoke(null, new RpcException("boom")));
         assertEquals(false, isErrorStatus.invoke(null, new RpcException("boom"), TRI));
+        Method underTheCall = statuses.getDeclaredMethod("isCancelledUnderTheCall", org.apache.dubbo.rpc.Result.class);
+        underTheCall.setAccessible(true);
+        AppResponse response = new AppResponse();
+        response.setException(new RpcException("boom"));
+        response.setAttribute(CONTENT_LENGTH, 0);
+        assertEquals(false, underTheCall.invoke(null, response));
     }
 
     /**
