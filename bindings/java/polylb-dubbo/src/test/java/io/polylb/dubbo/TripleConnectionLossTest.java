@@ -11,11 +11,9 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 import org.apache.dubbo.common.stream.StreamObserver;
@@ -210,27 +208,6 @@ class TripleConnectionLossTest {
         unaryCallLosingItsConnection(false);
     }
 
-    /** A consumer's side of a stream: its messages, and how it ended (null: completed). */
-    static final class Received implements StreamObserver<String> {
-        final BlockingQueue<String> messages = new LinkedBlockingQueue<>();
-        final CompletableFuture<Throwable> end = new CompletableFuture<>();
-
-        @Override
-        public void onNext(String message) {
-            messages.add(message);
-        }
-
-        @Override
-        public void onError(Throwable t) {
-            end.complete(t);
-        }
-
-        @Override
-        public void onCompleted() {
-            end.complete(null);
-        }
-    }
-
     /**
      * A held server stream open when the connection to its provider goes away: Triple tells the
      * response observer onError(CANCELLED), and polylb reports a failure.
@@ -239,7 +216,7 @@ class TripleConnectionLossTest {
         List<TcpRelay> relays = new ArrayList<>();
         DirectConsumer<StreamService> consumer = consumer(StreamService.class, relayed(STREAMS.directUrls(), relays), false);
         String id = "stream-" + (reset ? "reset" : "closed");
-        Received received = new Received();
+        TripleStreamsTest.Received received = new TripleStreamsTest.Received();
         consumer.reference.get().held(id, received);
         assertNotNull(received.messages.poll(20, TimeUnit.SECONDS), "no message on the stream");
         await("the provider never got " + id, () -> OPEN_STREAMS.containsKey(id));
