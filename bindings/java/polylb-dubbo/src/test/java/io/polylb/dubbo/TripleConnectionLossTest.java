@@ -9,14 +9,12 @@ import com.google.protobuf.Int32Value;
 import io.polylb.Outcome;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
-import org.apache.dubbo.common.stream.StreamObserver;
 import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.StatusRpcException;
 import org.apache.dubbo.rpc.TriRpcStatus;
@@ -41,8 +39,6 @@ class TripleConnectionLossTest {
     static final String[] NAMES = {"A", "B"};
     /** The callIds of the unary calls the providers started serving. */
     static final Set<String> STARTED = ConcurrentHashMap.newKeySet();
-    /** The provider's side of each held stream, by callId. */
-    static final Map<String, StreamObserver<String>> OPEN_STREAMS = new ConcurrentHashMap<>();
     /** Far longer than a case takes: the calls end by the relay's kill, not by an answer. */
     static final int SLOW_MS = 30_000;
 
@@ -69,33 +65,13 @@ class TripleConnectionLossTest {
         }
     }
 
-    /** Holds each server stream open after a first message, as TripleStreamsTest's provider. */
-    public static final class StreamProvider implements StreamService {
-        private final String name;
-
-        StreamProvider(String name) {
-            this.name = name;
-        }
-
-        @Override
-        public void held(String callId, StreamObserver<String> messages) {
-            OPEN_STREAMS.put(callId, messages);
-            messages.onNext(name);
-        }
-
-        @Override
-        public StreamObserver<String> echo(StreamObserver<String> replies) {
-            throw new UnsupportedOperationException("not used here");
-        }
-    }
-
     @RegisterExtension
     static final InJvmProviders<OutcomeService> UNARY =
             new InJvmProviders<>("tri", OutcomeService.class, "tri-loss-provider-", NAMES, UnaryProvider::new);
 
     @RegisterExtension
     static final InJvmProviders<StreamService> STREAMS =
-            new InJvmProviders<>("tri", StreamService.class, "tri-loss-stream-provider-", NAMES, StreamProvider::new);
+            new InJvmProviders<>("tri", StreamService.class, "tri-loss-stream-provider-", NAMES, TripleStreamsTest.Provider::new);
 
     static final List<DirectConsumer<?>> CONSUMERS = new ArrayList<>();
     static final List<TcpRelay> RELAYS = new ArrayList<>();
@@ -219,7 +195,7 @@ class TripleConnectionLossTest {
         TripleStreamsTest.Received received = new TripleStreamsTest.Received();
         consumer.reference.get().held(id, received);
         assertNotNull(received.messages.poll(20, TimeUnit.SECONDS), "no message on the stream");
-        await("the provider never got " + id, () -> OPEN_STREAMS.containsKey(id));
+        await("the provider never got " + id, () -> TripleStreamsTest.OPEN_STREAMS.containsKey(id));
         ServiceCounters before = consumer.counters();
         assertEquals(1, before.active, "in flight: " + before);
         killAll(relays, reset);
