@@ -1,8 +1,9 @@
 #!/bin/sh
 # Tests of the Go binding: builds the Rust static library if it is missing or
 # older than its sources, then gofmt, go vet, go test -race (pointer checks
-# on), the same tests under the strict cgocheck2 checker, and a short
-# benchmark smoke run. Exits non-zero on the first failure.
+# on), the same tests under the strict cgocheck2 checker, a short
+# benchmark smoke run, and the grpc-go policy's tests (polylbgrpc/). Exits
+# non-zero on the first failure.
 #
 # Usage: bindings/go/run-tests.sh        (from anywhere; needs go, gcc, cargo)
 # POLYLB_VECTORS=/path/to/vectors.json adds a vector file (or directory).
@@ -50,5 +51,10 @@ fi
 
 step "benchmark smoke run"
 go test -run '^$' -bench . -benchtime=1000x ./...
+
+# The grpc-go policy is a module of its own (it depends on grpc-go, fetched
+# from the module proxy on first use); gofmt above covered it.
+step "polylbgrpc: go vet, go test -race"
+(cd polylbgrpc && go vet ./... && GODEBUG=cgocheck=1 go test -race -count=1 ./...)
 
 step "ok"

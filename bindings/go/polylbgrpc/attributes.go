@@ -1,0 +1,71 @@
+package polylbgrpc
+
+import (
+	"context"
+	"math"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+	"google.golang.org/grpc/experimental/balancer/weight"
+	"google.golang.org/grpc/resolver"
+)
+
+type invokerKey struct{}
+
+// invokerAttr carries an endpoint's invoker fields; Equal lets gRPC compare
+// endpoints that hold one.
+type invokerAttr polylb.Invoker
+
+func (a invokerAttr) Equal(o any) bool {
+	b, ok := o.(invokerAttr)
+	return ok && a == b
+}
+
+// SetInvoker returns a copy of the endpoint carrying the invoker fields
+// polylb reads from it: Weight, StartTimeMs and WarmupMs (Dubbo's warm-up)
+// and Zone. ID and Address are ignored: the policy gives each endpoint its
+// id and takes its first address. Start from polylb.NewInvoker for Dubbo's
+// defaults (a zero Weight is never picked while another invoker has weight).
+// A resolver sets it, as it would gRPC's weight attribute.
+func SetInvoker(endpoint resolver.Endpoint, inv polylb.Invoker) resolver.Endpoint {
+	inv.ID, inv.Address = 0, ""
+	endpoint.Attributes = endpoint.Attributes.WithValue(invokerKey{}, invokerAttr(inv))
+	return endpoint
+}
+
+// invokerOf is the endpoint's invoker: SetInvoker's fields if set; otherwise
+// Dubbo's defaults with gRPC's weight attribute as the weight when it is set
+// (it is unset, or invalid, at 0; above polylb's int32 range it is capped).
+func invokerOf(id uint64, endpoint resolver.Endpoint) polylb.Invoker {
+	address := ""
+	if len(endpoint.Addresses) > 0 {
+		address = endpoint.Addresses[0].Addr
+	}
+	if attr, ok := endpoint.Attributes.Value(invokerKey{}).(invokerAttr); ok {
+		inv := polylb.Invoker(attr)
+		inv.ID, inv.Address = id, address
+		return inv
+	}
+	inv := polylb.NewInvoker(id, address)
+	if w := weight.FromEndpoint(endpoint).Weight; w > 0 {
+		inv.Weight = int32(min(w, math.MaxInt32))
+	}
+	return inv
+}
+
+type keyKey struct{}
+
+// WithKey returns a context whose RPCs carry key for the hash strategies
+// (consistenthash, boundedhash): the same key goes to the same endpoint
+// while the set allows. Dubbo hashes the call's first argument; with gRPC
+// the caller says what the key is. Without a key an RPC hashes the empty key.
+func WithKey(ctx context.Context, key []byte) context.Context {
+	return context.WithValue(ctx, keyKey{}, key)
+}
+
+func keyOf(ctx context.Context) []byte {
+	if ctx == nil {
+		return nil
+	}
+	key, _ := ctx.Value(keyKey{}).([]byte)
+	return key
+}

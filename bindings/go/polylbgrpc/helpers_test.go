@@ -1,0 +1,248 @@
+package polylbgrpc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
+)
+
+// provider is a real gRPC server on a local port. UnaryCall answers with the
+// status the request asks for (ResponseStatus) after holding it ResponseSize
+// milliseconds; StreamingOutputCall sends one message and holds the stream
+// open until release is closed.
+type provider struct {
+	testgrpc.UnimplementedTestServiceServer
+	addr    string
+	server  *grpc.Server
+	calls   atomic.Int64
+	release chan struct{}
+	slow    atomic.Int64 // extra hold of every UnaryCall, in ns
+}
+
+func startProvider(t *testing.T) *provider {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &provider{addr: lis.Addr().String(), server: grpc.NewServer(), release: make(chan struct{})}
+	testgrpc.RegisterTestServiceServer(p.server, p)
+	go p.server.Serve(lis)
+	t.Cleanup(p.server.Stop)
+	return p
+}
+
+func (p *provider) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	p.calls.Add(1)
+	if hold := time.Duration(req.ResponseSize)*time.Millisecond + time.Duration(p.slow.Load()); hold > 0 {
+		select {
+		case <-time.After(hold):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if s := req.ResponseStatus; s != nil && s.Code != 0 {
+		return nil, status.Error(codes.Code(s.Code), s.Message)
+	}
+	return &testpb.SimpleResponse{Hostname: p.addr}, nil
+}
+
+func (p *provider) EmptyCall(context.Context, *testpb.Empty) (*testpb.Empty, error) {
+	p.calls.Add(1)
+	return &testpb.Empty{}, nil
+}
+
+func (p *provider) StreamingOutputCall(req *testpb.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
+	p.calls.Add(1)
+	if err := stream.Send(&testpb.StreamingOutputCallResponse{}); err != nil {
+		return err
+	}
+	select {
+	case <-p.release:
+	case <-stream.Context().Done():
+		return stream.Context().Err()
+	}
+	if s := req.ResponseStatus; s != nil && s.Code != 0 {
+		return status.Error(codes.Code(s.Code), s.Message)
+	}
+	return nil
+}
+
+// client is a ClientConn balanced by the policy over endpoints given by a
+// manual resolver, with the policy's polylb balancer at hand for its stats.
+type client struct {
+	conn     *grpc.ClientConn
+	resolver *manual.Resolver
+	service  testgrpc.TestServiceClient
+	name     string // the test builder's name, if dialled through one
+
+	mu        sync.Mutex
+	balancers []*polylb.Balancer
+}
+
+var builderSeq atomic.Int64
+
+// dial registers a builder of the policy under a name of the test's own (to
+// observe its balancers) and connects through it to the endpoints.
+func dial(t *testing.T, config string, endpoints []resolver.Endpoint) *client {
+	t.Helper()
+	return dialLevel(t, config, false, endpoints)
+}
+
+// dialLevel is dial with the policy's serviceLevel setting.
+func dialLevel(t *testing.T, config string, serviceLevel bool, endpoints []resolver.Endpoint) *client {
+	t.Helper()
+	c := &client{}
+	c.name = "polylb_test_" + strconv.FormatInt(builderSeq.Add(1), 10)
+	balancer.Register(NewBuilder(c.name, Options{Observe: func(lb *polylb.Balancer) {
+		c.mu.Lock()
+		c.balancers = append(c.balancers, lb)
+		c.mu.Unlock()
+	}}))
+	c.connect(t, serviceConfigLevel(c.name, config, serviceLevel), endpoints)
+	return c
+}
+
+// dialRaw connects with a whole service config (the package's own "polylb"
+// builder, which nothing observes).
+func dialRaw(t *testing.T, serviceConfig string, endpoints []resolver.Endpoint) *client {
+	t.Helper()
+	c := &client{}
+	builderSeq.Add(1)
+	c.connect(t, serviceConfig, endpoints)
+	return c
+}
+
+func (c *client) connect(t *testing.T, serviceConfig string, endpoints []resolver.Endpoint) {
+	t.Helper()
+	c.resolver = manual.NewBuilderWithScheme("polylbtest" + strconv.FormatInt(builderSeq.Load(), 10))
+	c.resolver.InitialState(resolver.State{Endpoints: endpoints})
+	conn, err := grpc.NewClient(c.resolver.Scheme()+":///service",
+		grpc.WithResolvers(c.resolver),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(serviceConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c.conn = conn
+	c.service = testgrpc.NewTestServiceClient(conn)
+	conn.Connect()
+}
+
+func (c *client) builderName(t *testing.T) string {
+	t.Helper()
+	if c.name == "" {
+		t.Fatal("client not dialled through a test builder")
+	}
+	return c.name
+}
+
+func serviceConfig(name, config string) string {
+	return serviceConfigLevel(name, config, false)
+}
+
+func serviceConfigLevel(name, config string, serviceLevel bool) string {
+	return fmt.Sprintf(`{"loadBalancingConfig": [{%q: {"config": %q, "serviceLevel": %t}}]}`, name, config, serviceLevel)
+}
+
+// lb is the policy's current polylb balancer.
+func (c *client) lb(t *testing.T) *polylb.Balancer {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.balancers) == 0 {
+		t.Fatal("the policy built no balancer")
+	}
+	return c.balancers[len(c.balancers)-1]
+}
+
+func (c *client) stats(t *testing.T) polylb.Stats {
+	t.Helper()
+	s, err := c.lb(t).Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitFor polls until cond holds (connections become READY on their own
+// time), failing after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitReady waits until the balancer's set holds exactly the addresses.
+func (c *client) waitReady(t *testing.T, addrs ...string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("set %v", addrs), func() bool {
+		c.mu.Lock()
+		n := len(c.balancers)
+		c.mu.Unlock()
+		if n == 0 {
+			return false
+		}
+		got := map[string]bool{}
+		for _, inv := range c.stats(t).Invokers {
+			got[inv.Address] = true
+		}
+		if len(got) != len(addrs) {
+			return false
+		}
+		for _, a := range addrs {
+			if !got[a] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// byAddress is the stats of the invoker at addr (zero stats if absent).
+func byAddress(s polylb.Stats, addr string) polylb.InvokerStats {
+	for _, inv := range s.Invokers {
+		if inv.Address == addr {
+			return inv
+		}
+	}
+	return polylb.InvokerStats{}
+}
+
+func endpointOf(addr string) resolver.Endpoint {
+	return resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr}}}
+}
+
+func unary(ctx context.Context, c *client, code codes.Code, holdMs int32) (string, error) {
+	req := &testpb.SimpleRequest{ResponseSize: holdMs}
+	if code != codes.OK {
+		req.ResponseStatus = &testpb.EchoStatus{Code: int32(code), Message: "asked for " + code.String()}
+	}
+	resp, err := c.service.UnaryCall(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	return resp.Hostname, nil
+}

@@ -1,0 +1,128 @@
+package polylbgrpc
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// lbState is one library balancer with its interned methods.
+type lbState struct {
+	lb           *polylb.Balancer
+	serviceLevel bool
+	methods      sync.Map // full method name → polylb.Method
+}
+
+func newLBState(lb *polylb.Balancer, serviceLevel bool) *lbState {
+	return &lbState{lb: lb, serviceLevel: serviceLevel}
+}
+
+// method interns the RPC's method once per balancer; past the library's
+// limit on methods (1<<20) the rest share the service-level state.
+func (s *lbState) method(fullName string) polylb.Method {
+	if s.serviceLevel {
+		return polylb.ServiceLevel
+	}
+	if m, ok := s.methods.Load(fullName); ok {
+		return m.(polylb.Method)
+	}
+	m, err := s.lb.Method(fullName)
+	if err != nil {
+		return polylb.ServiceLevel
+	}
+	s.methods.Store(fullName, m)
+	return m
+}
+
+// picker places RPCs over the READY endpoints: the library picks the
+// invoker, the endpoint's pick_first child gives its connection.
+type picker struct {
+	lb      *lbState
+	pickers map[uint64]balancer.Picker // invoker id → the endpoint's child picker
+}
+
+func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	method := p.lb.method(info.FullMethodName)
+	id, err := p.lb.lb.Select(method, keyOf(info.Ctx))
+	if errors.Is(err, polylb.ErrClosed) {
+		// A picker of a balancer replaced by a new config, still in gRPC's
+		// hands for a moment: wait for the new picker.
+		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+	}
+	if err != nil { // the set is never empty while this picker is current
+		return balancer.PickResult{}, status.Errorf(codes.Unavailable, "polylb: %v", err)
+	}
+	child := p.pickers[id]
+	if child == nil {
+		// The library took a new set an instant before gRPC got the picker
+		// over it (the two cannot change in one step): undo the select and
+		// let gRPC pick again with the new picker.
+		_ = p.lb.lb.Report(method, id, 0, polylb.Cancelled)
+		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+	}
+	result, err := child.Pick(info)
+	if err != nil {
+		// The RPC was not sent (gRPC queues it or fails it): only the
+		// in-flight count the select took is undone.
+		p.lb.lb.Report(method, id, 0, polylb.Cancelled)
+		return result, err
+	}
+	start := time.Now()
+	ctx := info.Ctx
+	lb := p.lb.lb
+	childDone := result.Done
+	// gRPC calls Done once, when the RPC ends: a unary call's answer, a
+	// stream's last status (a stream is one call, its latency its life).
+	result.Done = func(done balancer.DoneInfo) {
+		// A report after the balancer was replaced or closed is an error
+		// with nothing to do about it.
+		_ = lb.Report(method, id, time.Since(start), OutcomeOf(ctx, done.Err))
+		if childDone != nil {
+			childDone(done)
+		}
+	}
+	return result, nil
+}
+
+// OutcomeOf is the outcome to report for an RPC that ended with err, as
+// docs/outcomes.md's table reads gRPC's statuses. ctx is the RPC's own
+// context: it tells a CANCELLED of this side's own cancel (no verdict on the
+// provider: Cancelled) from one the connection or the server caused (a
+// connection that closed under the call, the server resetting the stream:
+// Failure). An error that is no gRPC status is read by polylb.OutcomeOf.
+//
+//   - nil, and errors the provider answered with (INVALID_ARGUMENT, NOT_FOUND,
+//     ALREADY_EXISTS, PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION,
+//     ABORTED, OUT_OF_RANGE): Success;
+//   - DEADLINE_EXCEEDED: Timeout;
+//   - UNAVAILABLE, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNKNOWN,
+//     DATA_LOSS and any code gRPC does not define: Failure.
+func OutcomeOf(ctx context.Context, err error) polylb.Outcome {
+	if err == nil {
+		return polylb.Success
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return polylb.OutcomeOf(err)
+	}
+	switch st.Code() {
+	case codes.OK, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
+		codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition,
+		codes.Aborted, codes.OutOfRange:
+		return polylb.Success
+	case codes.DeadlineExceeded:
+		return polylb.Timeout
+	case codes.Canceled:
+		if ctx != nil && ctx.Err() != nil {
+			return polylb.Cancelled
+		}
+		return polylb.Failure
+	}
+	return polylb.Failure
+}

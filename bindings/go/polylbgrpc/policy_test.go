@@ -1,0 +1,506 @@
+package polylbgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental/balancer/weight"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
+)
+
+// Smooth weighted round robin is exact: over one period of 8 picks a 1:2:5
+// set gets 1, 2 and 5 calls, so 800 calls are 100/200/500 — whether the
+// weights come from gRPC's weight attribute or from SetInvoker.
+func TestWeightsFromEndpointAttributes(t *testing.T) {
+	a, b, c := startProvider(t), startProvider(t), startProvider(t)
+	big := polylb.NewInvoker(0, "")
+	big.Weight = 5
+	cl := dial(t, "loadbalance=roundrobin", []resolver.Endpoint{
+		weight.Set(endpointOf(a.addr), weight.EndpointInfo{Weight: 1}),
+		weight.Set(endpointOf(b.addr), weight.EndpointInfo{Weight: 2}),
+		SetInvoker(endpointOf(c.addr), big),
+	})
+	cl.waitReady(t, a.addr, b.addr, c.addr)
+	got := map[string]int{}
+	for i := 0; i < 800; i++ {
+		host, err := unary(context.Background(), cl, codes.OK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[host]++
+	}
+	want := map[string]int{a.addr: 100, b.addr: 200, c.addr: 500}
+	for addr, n := range want {
+		if got[addr] != n {
+			t.Errorf("%s: %d calls, want %d (all: %v)", addr, got[addr], n, got)
+		}
+	}
+	for addr, n := range want {
+		inv := byAddress(cl.stats(t), addr)
+		if inv.Selected != uint64(n) || inv.Succeeded != uint64(n) || inv.Active != 0 {
+			t.Errorf("%s: stats selected %d succeeded %d active %d, want %d, %d, 0", addr, inv.Selected, inv.Succeeded, inv.Active, n, n)
+		}
+	}
+}
+
+// Weighted random over 1:3 (gRPC weights): 8,000 calls, the share of the
+// heavy endpoint within 5 standard deviations of 3/4.
+func TestWeightedRandomSpread(t *testing.T) {
+	a, b := startProvider(t), startProvider(t)
+	cl := dial(t, "loadbalance=random", []resolver.Endpoint{
+		weight.Set(endpointOf(a.addr), weight.EndpointInfo{Weight: 100}),
+		weight.Set(endpointOf(b.addr), weight.EndpointInfo{Weight: 300}),
+	})
+	cl.waitReady(t, a.addr, b.addr)
+	const calls = 8000
+	for i := 0; i < calls; i++ {
+		if _, err := cl.service.EmptyCall(context.Background(), &testpb.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heavy := float64(b.calls.Load())
+	sigma := math.Sqrt(calls * 0.75 * 0.25)
+	if math.Abs(heavy-calls*0.75) > 5*sigma {
+		t.Errorf("heavy endpoint got %.0f of %d calls, want %.0f ± %.0f", heavy, calls, calls*0.75, 5*sigma)
+	}
+}
+
+// Each status reaches the balancer as docs/outcomes.md reads it: a service's
+// own refusal is a success, DEADLINE_EXCEEDED a timeout, UNAVAILABLE and
+// INTERNAL failures; in-flight counts return to 0.
+func TestStatusesAreReported(t *testing.T) {
+	p := startProvider(t)
+	cl := dial(t, "loadbalance=leastactive", []resolver.Endpoint{endpointOf(p.addr)})
+	cl.waitReady(t, p.addr)
+
+	for _, code := range []codes.Code{codes.OK, codes.NotFound, codes.InvalidArgument, codes.Unavailable, codes.Internal} {
+		_, err := unary(context.Background(), cl, code, 0)
+		if status.Code(err) != code {
+			t.Fatalf("asked for %v, got %v", code, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	_, err := unary(ctx, cl, codes.OK, 2000)
+	cancel()
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("want DEADLINE_EXCEEDED, got %v", err)
+	}
+
+	inv := byAddress(cl.stats(t), p.addr)
+	if inv.Selected != 6 || inv.Succeeded != 3 || inv.Failures != 3 || inv.Timeouts != 1 || inv.Active != 0 {
+		t.Errorf("stats %+v: want selected 6, succeeded 3, failures 3 (1 a timeout), active 0", inv)
+	}
+}
+
+// The caller's own cancel says nothing about the provider: the call leaves
+// the in-flight count and counts as neither success nor failure.
+func TestOwnCancelIsCancelled(t *testing.T) {
+	p := startProvider(t)
+	cl := dial(t, "loadbalance=leastactive", []resolver.Endpoint{endpointOf(p.addr)})
+	cl.waitReady(t, p.addr)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := unary(ctx, cl, codes.OK, 5000)
+		errc <- err
+	}()
+	waitFor(t, "the call in flight", func() bool { return p.calls.Load() == 1 })
+	if a := byAddress(cl.stats(t), p.addr).Active; a != 1 {
+		t.Fatalf("active %d while the call runs, want 1", a)
+	}
+	cancel()
+	if err := <-errc; status.Code(err) != codes.Canceled {
+		t.Fatalf("want CANCELLED, got %v", err)
+	}
+	waitFor(t, "the call reported", func() bool { return byAddress(cl.stats(t), p.addr).Active == 0 })
+	inv := byAddress(cl.stats(t), p.addr)
+	if inv.Selected != 1 || inv.Succeeded != 0 || inv.Failures != 0 {
+		t.Errorf("stats %+v: want selected 1, no success, no failure", inv)
+	}
+}
+
+// A provider that goes away under a call is a failure, whatever status gRPC
+// gives the caller: the error the RPC ended with, read with its own context.
+// (The endpoint leaves the set as its connection drops, taking its counters
+// along, so the verdict is read from the error rather than the stats.)
+func TestProviderGoneMidCallIsFailure(t *testing.T) {
+	p := startProvider(t)
+	cl := dial(t, "loadbalance=leastactive", []resolver.Endpoint{endpointOf(p.addr)})
+	cl.waitReady(t, p.addr)
+
+	ctx := context.Background()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := unary(ctx, cl, codes.OK, 5000)
+		errc <- err
+	}()
+	waitFor(t, "the call in flight", func() bool { return p.calls.Load() == 1 })
+	p.server.Stop() // closes the connection under the call
+	err := <-errc
+	if got := OutcomeOf(ctx, err); got != polylb.Failure {
+		t.Errorf("call ended with %v, read as %v, want Failure", err, got)
+	}
+}
+
+// The incident's shape over real connections: one provider of three turns
+// slow (20 ms against well under 1 ms). peakewma learns it from the reported
+// latencies and sends it little; random would keep sending it a third.
+func TestPeakEwmaAvoidsASlowProvider(t *testing.T) {
+	a, b, slow := startProvider(t), startProvider(t), startProvider(t)
+	slow.slow.Store(int64(20 * time.Millisecond))
+	cl := dial(t, "loadbalance=peakewma", []resolver.Endpoint{endpointOf(a.addr), endpointOf(b.addr), endpointOf(slow.addr)})
+	cl.waitReady(t, a.addr, b.addr, slow.addr)
+	const calls = 300
+	for i := 0; i < calls; i++ {
+		if _, err := unary(context.Background(), cl, codes.OK, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("the slow provider got %d of %d calls", slow.calls.Load(), calls)
+	// Uniform choice: 100 ± 8.2 (σ); 40 is over 7σ below that.
+	if n := slow.calls.Load(); n > 40 {
+		t.Errorf("the slow provider got %d of %d calls, want at most 40 (uniform: 100)", n, calls)
+	}
+}
+
+// OutcomeOf reads CANCELLED by who cancelled: this side's context, or not.
+func TestOutcomeOf(t *testing.T) {
+	live := context.Background()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		ctx  context.Context
+		err  error
+		want polylb.Outcome
+	}{
+		{live, nil, polylb.Success},
+		{live, status.Error(codes.NotFound, ""), polylb.Success},
+		{live, status.Error(codes.PermissionDenied, ""), polylb.Success},
+		{live, status.Error(codes.OutOfRange, ""), polylb.Success},
+		{live, status.Error(codes.DeadlineExceeded, ""), polylb.Timeout},
+		{live, status.Error(codes.Unavailable, ""), polylb.Failure},
+		{live, status.Error(codes.ResourceExhausted, ""), polylb.Failure},
+		{live, status.Error(codes.Unimplemented, ""), polylb.Failure},
+		{live, status.Error(codes.Unknown, ""), polylb.Failure},
+		{live, status.Error(codes.Code(99), ""), polylb.Failure},
+		{gone, status.Error(codes.Canceled, ""), polylb.Cancelled},
+		{live, status.Error(codes.Canceled, ""), polylb.Failure},
+		{nil, status.Error(codes.Canceled, ""), polylb.Failure},
+		{live, fmt.Errorf("wrapped: %w", status.Error(codes.DeadlineExceeded, "")), polylb.Timeout},
+		{live, context.DeadlineExceeded, polylb.Timeout},
+		{live, errors.New("plain"), polylb.Failure},
+	}
+	for i, c := range cases {
+		if got := OutcomeOf(c.ctx, c.err); got != c.want {
+			t.Errorf("case %d (%v): %v, want %v", i, c.err, got, c.want)
+		}
+	}
+}
+
+// A stream is one call: in flight while open (leastactive sends the next
+// call elsewhere), reported by its final status when it ends.
+func TestStreamInFlightUntilItEnds(t *testing.T) {
+	a, b := startProvider(t), startProvider(t)
+	// serviceLevel: the stream and the unary calls share one in-flight
+	// count per endpoint (per method, as in Dubbo, they would not).
+	cl := dialLevel(t, "loadbalance=leastactive", true, []resolver.Endpoint{endpointOf(a.addr), endpointOf(b.addr)})
+	cl.waitReady(t, a.addr, b.addr)
+
+	stream, err := cl.service.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{
+		ResponseStatus: &testpb.EchoStatus{Code: int32(codes.Unavailable)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	held, other := a, b
+	if b.calls.Load() == 1 {
+		held, other = b, a
+	}
+	s := cl.stats(t)
+	if byAddress(s, held.addr).Active != 1 {
+		t.Fatalf("open stream not in flight: %+v", s.Invokers)
+	}
+	for i := 0; i < 20; i++ { // leastactive: every unary call avoids the open stream
+		host, err := unary(context.Background(), cl, codes.OK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != other.addr {
+			t.Fatalf("call %d went to the endpoint holding the stream", i)
+		}
+	}
+	close(held.release)
+	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("want the stream to end UNAVAILABLE, got %v", err)
+	}
+	waitFor(t, "the stream reported", func() bool { return byAddress(cl.stats(t), held.addr).Active == 0 })
+	if inv := byAddress(cl.stats(t), held.addr); inv.Failures != 1 {
+		t.Errorf("stream's end: %+v, want 1 failure", inv)
+	}
+}
+
+// Per-method state: the full method name keys it, so each method has its own
+// counters (and, for roundrobin, its own rotation).
+func TestMethodsAreIsolated(t *testing.T) {
+	a, b := startProvider(t), startProvider(t)
+	cl := dial(t, "loadbalance=roundrobin", []resolver.Endpoint{endpointOf(a.addr), endpointOf(b.addr)})
+	cl.waitReady(t, a.addr, b.addr)
+	for i := 0; i < 3; i++ {
+		if _, err := unary(context.Background(), cl, codes.OK, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cl.service.EmptyCall(context.Background(), &testpb.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	perMethod := map[string]uint64{}
+	for _, inv := range cl.stats(t).Invokers {
+		for _, m := range inv.Methods {
+			perMethod[m.Method] += m.Selected
+		}
+	}
+	if perMethod["/grpc.testing.TestService/UnaryCall"] != 3 || perMethod["/grpc.testing.TestService/EmptyCall"] != 1 {
+		t.Errorf("per-method selections %v, want UnaryCall 3, EmptyCall 1", perMethod)
+	}
+	// Unary's rotation went a, b, a (or b, a, b); EmptyCall's own starts anew
+	// rather than continuing it.
+	for _, inv := range cl.stats(t).Invokers {
+		for _, m := range inv.Methods {
+			if m.Method == "/grpc.testing.TestService/EmptyCall" && m.Selected == 1 {
+				if unaryOn := selectedOf(inv, "/grpc.testing.TestService/UnaryCall"); unaryOn != 2 {
+					t.Errorf("EmptyCall's first pick went to the endpoint with %d UnaryCall picks, want the one with 2 (its own rotation's first)", unaryOn)
+				}
+			}
+		}
+	}
+}
+
+func selectedOf(inv polylb.InvokerStats, method string) uint64 {
+	for _, m := range inv.Methods {
+		if m.Method == method {
+			return m.Selected
+		}
+	}
+	return 0
+}
+
+// serviceLevel: one state for every method, under the service level's
+// empty name; the package's own "polylb" builder reads the setting too.
+func TestServiceLevelSharesState(t *testing.T) {
+	p := startProvider(t)
+	cl := dialLevel(t, "loadbalance=leastactive", true, []resolver.Endpoint{endpointOf(p.addr)})
+	cl.waitReady(t, p.addr)
+	if _, err := cl.service.EmptyCall(context.Background(), &testpb.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unary(context.Background(), cl, codes.OK, 0); err != nil {
+		t.Fatal(err)
+	}
+	inv := byAddress(cl.stats(t), p.addr)
+	if len(inv.Methods) != 1 || inv.Methods[0].Method != "" || inv.Methods[0].Selected != 2 {
+		t.Errorf("methods %+v, want only the service level, selected 2", inv.Methods)
+	}
+
+	raw := dialRaw(t, `{"loadBalancingConfig": [{"polylb": {"config": "loadbalance=leastactive", "serviceLevel": true}}]}`,
+		[]resolver.Endpoint{endpointOf(p.addr)})
+	if _, err := raw.service.EmptyCall(context.Background(), &testpb.Empty{}, grpc.WaitForReady(true)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The hash strategies take the key from the RPC's context: a key keeps its
+// endpoint, and removing an endpoint moves only the keys it held.
+func TestConsistentHashKeyFromContext(t *testing.T) {
+	ps := []*provider{startProvider(t), startProvider(t), startProvider(t)}
+	var eps []resolver.Endpoint
+	for _, p := range ps {
+		eps = append(eps, endpointOf(p.addr))
+	}
+	cl := dial(t, "loadbalance=consistenthash", eps)
+	cl.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr)
+
+	route := func(key string) string {
+		host, err := unaryKey(cl, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return host
+	}
+	before := map[string]string{}
+	used := map[string]bool{}
+	for i := 0; i < 60; i++ {
+		key := fmt.Sprintf("user-%d", i)
+		before[key] = route(key)
+		used[before[key]] = true
+		if again := route(key); again != before[key] {
+			t.Fatalf("key %s went to %s, then %s", key, before[key], again)
+		}
+	}
+	if len(used) != 3 {
+		t.Fatalf("60 keys used %d of 3 endpoints", len(used))
+	}
+
+	gone := ps[2].addr
+	cl.resolver.UpdateState(resolver.State{Endpoints: eps[:2]})
+	cl.waitReady(t, ps[0].addr, ps[1].addr)
+	for key, was := range before {
+		now := route(key)
+		if was != gone && now != was {
+			t.Errorf("key %s moved from %s to %s though its endpoint stayed", key, was, now)
+		}
+		if now == gone {
+			t.Errorf("key %s still routed to the removed endpoint", key)
+		}
+	}
+}
+
+func unaryKey(cl *client, key string) (string, error) {
+	resp, err := cl.service.UnaryCall(WithKey(context.Background(), []byte(key)), &testpb.SimpleRequest{})
+	if err != nil {
+		return "", err
+	}
+	return resp.Hostname, nil
+}
+
+// Endpoints leave and join: the set follows the resolver, a departed
+// endpoint's calls that end later are harmless, and an endpoint still listed
+// keeps its invoker id (and so its state).
+func TestChurnFollowsTheResolver(t *testing.T) {
+	a, b, c := startProvider(t), startProvider(t), startProvider(t)
+	cl := dial(t, "loadbalance=roundrobin", []resolver.Endpoint{endpointOf(a.addr), endpointOf(b.addr)})
+	cl.waitReady(t, a.addr, b.addr)
+	idOf := func(addr string) uint64 { return byAddress(cl.stats(t), addr).ID }
+	idA := idOf(a.addr)
+
+	cl.resolver.UpdateState(resolver.State{Endpoints: []resolver.Endpoint{endpointOf(a.addr), endpointOf(c.addr)}})
+	cl.waitReady(t, a.addr, c.addr)
+	if idOf(a.addr) != idA {
+		t.Errorf("endpoint a changed id %d → %d while listed", idA, idOf(a.addr))
+	}
+	for i := 0; i < 40; i++ {
+		host, err := unary(context.Background(), cl, codes.OK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host == b.addr {
+			t.Fatal("a call went to the removed endpoint")
+		}
+	}
+	if c.calls.Load() != 20 || a.calls.Load() != 20 {
+		t.Errorf("a %d, c %d calls: want 20 each", a.calls.Load(), c.calls.Load())
+	}
+}
+
+// Many goroutines call while the resolver changes the set: no race (go test
+// -race), every call ends, and every in-flight count returns to 0.
+func TestConcurrentCallsDuringChurn(t *testing.T) {
+	ps := []*provider{startProvider(t), startProvider(t), startProvider(t), startProvider(t)}
+	var all []resolver.Endpoint
+	for _, p := range ps {
+		all = append(all, endpointOf(p.addr))
+	}
+	cl := dial(t, "loadbalance=p2c", all)
+	cl.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr, ps[3].addr)
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := cl.service.EmptyCall(ctx, &testpb.Empty{}, grpc.WaitForReady(true))
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 30; i++ {
+		cl.resolver.UpdateState(resolver.State{Endpoints: all[i%3 : i%3+2]})
+		time.Sleep(3 * time.Millisecond)
+	}
+	cl.resolver.UpdateState(resolver.State{Endpoints: all})
+	cl.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr, ps[3].addr)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("call failed: %v", err)
+	}
+	for _, inv := range cl.stats(t).Invokers {
+		if inv.Active != 0 {
+			t.Errorf("%s: %d still in flight", inv.Address, inv.Active)
+		}
+	}
+}
+
+// A bad config string is the service config's error, naming the key.
+func TestBadConfigIsRejected(t *testing.T) {
+	_, err := grpc.NewClient("passthrough:///x",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"polylb": {"config": "loadbalance=peakewma&peakewma.decay=oops"}}]}`))
+	if err == nil || !strings.Contains(err.Error(), "peakewma.decay") || strings.Contains(err.Error(), "did you mean") {
+		t.Fatalf("want an error naming peakewma.decay (a bad value, not a key), got %v", err)
+	}
+	_, err = grpc.NewClient("passthrough:///x",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"polylb": {"config": "loadbalance=leastactiv"}}]}`))
+	if err == nil || !strings.Contains(err.Error(), "leastactive") {
+		t.Fatalf("want an error suggesting leastactive, got %v", err)
+	}
+}
+
+// A new service config with another config string gives the ClientConn a new
+// balancer of that strategy; the old one is closed.
+func TestConfigChangeReplacesTheBalancer(t *testing.T) {
+	p := startProvider(t)
+	cl := dial(t, "loadbalance=random", []resolver.Endpoint{endpointOf(p.addr)})
+	cl.waitReady(t, p.addr)
+	first := cl.lb(t)
+	if s := cl.stats(t); s.Strategy != "random" {
+		t.Fatalf("strategy %q", s.Strategy)
+	}
+	name := cl.builderName(t)
+	sc := cl.resolver.CC().ParseServiceConfig(serviceConfig(name, "loadbalance=leastactive"))
+	if sc.Err != nil {
+		t.Fatal(sc.Err)
+	}
+	cl.resolver.UpdateState(resolver.State{Endpoints: []resolver.Endpoint{endpointOf(p.addr)}, ServiceConfig: sc})
+	waitFor(t, "the new balancer", func() bool { return cl.lb(t) != first })
+	cl.waitReady(t, p.addr)
+	if s := cl.stats(t); s.Strategy != "leastactive" {
+		t.Errorf("strategy after the change %q, want leastactive", s.Strategy)
+	}
+	if _, err := first.Stats(); !errors.Is(err, polylb.ErrClosed) {
+		t.Errorf("old balancer's Stats: %v, want ErrClosed", err)
+	}
+	if _, err := unary(context.Background(), cl, codes.OK, 0); err != nil {
+		t.Fatal(err)
+	}
+}
