@@ -55,6 +55,33 @@ func TestWeightsFromEndpointAttributes(t *testing.T) {
 	}
 }
 
+// A resolver update that changes an endpoint's weight reaches the balancer
+// (same endpoint, same id, new weight): 1:1, then 1:3.
+func TestWeightChangeTakesEffect(t *testing.T) {
+	a, b := startProvider(t), startProvider(t)
+	cl := dial(t, "loadbalance=roundrobin", []resolver.Endpoint{endpointOf(a.addr), endpointOf(b.addr)})
+	cl.waitReady(t, a.addr, b.addr)
+	idB := byAddress(cl.stats(t), b.addr).ID
+	cl.resolver.UpdateState(resolver.State{Endpoints: []resolver.Endpoint{
+		endpointOf(a.addr),
+		weight.Set(endpointOf(b.addr), weight.EndpointInfo{Weight: 300}),
+	}})
+	waitFor(t, "the new weight", func() bool { return byAddress(cl.stats(t), b.addr).Weight == 300 })
+	if id := byAddress(cl.stats(t), b.addr).ID; id != idB {
+		t.Errorf("weight change gave endpoint b a new id %d (was %d)", id, idB)
+	}
+	for i := 0; i < 400; i++ {
+		if _, err := unary(context.Background(), cl, codes.OK, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One smooth period is 4 picks (1 + 3): 400 calls are 100 periods, give
+	// or take the one the change interrupted.
+	if n := b.calls.Load(); n < 299 || n > 301 {
+		t.Errorf("b got %d of 400 calls at weight 300 against 100, want 300 ± 1", n)
+	}
+}
+
 // Weighted random over 1:3 (gRPC weights): 8,000 calls, the share of the
 // heavy endpoint within 5 standard deviations of 3/4.
 func TestWeightedRandomSpread(t *testing.T) {
