@@ -82,12 +82,25 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	result.Done = func(done balancer.DoneInfo) {
 		// A report after the balancer was replaced or closed is an error
 		// with nothing to do about it.
-		_ = lb.Report(method, id, time.Since(start), OutcomeOf(ctx, done.Err))
+		_ = lb.Report(method, id, time.Since(start), doneOutcome(ctx, done))
 		if childDone != nil {
 			childDone(done)
 		}
 	}
 	return result, nil
+}
+
+// doneOutcome reads a pick's end. No stream was opened (BytesSent false) when
+// the picked connection was no longer ready as gRPC came to use it — gRPC
+// then calls Done with no error and picks again — or when opening the stream
+// failed: the RPC never reached the provider, so it is cancelled, never a
+// success of a few microseconds (which would make a closing connection look
+// like the fastest provider to peakewma).
+func doneOutcome(ctx context.Context, done balancer.DoneInfo) polylb.Outcome {
+	if !done.BytesSent {
+		return polylb.Cancelled
+	}
+	return OutcomeOf(ctx, done.Err)
 }
 
 // OutcomeOf is the outcome to report for an RPC that ended with err, as

@@ -12,6 +12,7 @@ import (
 
 	polylb "github.com/polylb/polylb/bindings/go"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental/balancer/weight"
@@ -531,3 +532,35 @@ func TestConfigChangeReplacesTheBalancer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// gRPC calls Done with an empty DoneInfo when the connection it was given is
+// no longer ready as it comes to use it, then picks again; a stream that
+// could not be opened ends with an error and no bytes sent. Neither reached
+// the provider: cancelled, never a success (the empty DoneInfo has no
+// error) nor a failure.
+func TestPickNeverSentIsCancelled(t *testing.T) {
+	for _, done := range []balancer.DoneInfo{{}, {Err: status.Error(codes.Unavailable, "transport is closing")}} {
+		lb, err := polylb.New("loadbalance=peakewma")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lb.Close()
+		if err := lb.Update([]polylb.Invoker{polylb.NewInvoker(1, "10.0.0.1:50051")}); err != nil {
+			t.Fatal(err)
+		}
+		p := &picker{lb: newLBState(lb, true), pickers: map[uint64]balancer.Picker{1: fixedPicker{}}}
+		result, err := p.Pick(balancer.PickInfo{FullMethodName: "/s/M", Ctx: context.Background()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		result.Done(done)
+		s, err := lb.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inv := s.Invokers[0]; inv.Selected != 1 || inv.Succeeded != 0 || inv.Failures != 0 || inv.Active != 0 {
+			t.Errorf("after Done(%+v): %+v, want selected 1, no success, no failure, none in flight", done, inv)
+		}
+	}
+}
+
