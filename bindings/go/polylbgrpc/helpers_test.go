@@ -3,6 +3,7 @@ package polylbgrpc
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/orca" // also makes this client parse ORCA trailers
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
@@ -32,7 +34,8 @@ type provider struct {
 	server  *grpc.Server
 	calls   atomic.Int64
 	release chan struct{}
-	slow    atomic.Int64 // extra hold of every UnaryCall, in ns
+	slow    atomic.Int64  // extra hold of every UnaryCall, in ns
+	cpu     atomic.Uint64 // math.Float64bits of the CPU utilization each call reports (ORCA), 0 = none
 }
 
 func startProvider(t *testing.T) *provider {
@@ -41,7 +44,7 @@ func startProvider(t *testing.T) *provider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &provider{addr: lis.Addr().String(), server: grpc.NewServer(), release: make(chan struct{})}
+	p := &provider{addr: lis.Addr().String(), server: grpc.NewServer(orca.CallMetricsServerOption(nil)), release: make(chan struct{})}
 	testgrpc.RegisterTestServiceServer(p.server, p)
 	go p.server.Serve(lis)
 	t.Cleanup(p.server.Stop)
@@ -50,6 +53,9 @@ func startProvider(t *testing.T) *provider {
 
 func (p *provider) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 	p.calls.Add(1)
+	if cpu := math.Float64frombits(p.cpu.Load()); cpu > 0 {
+		orca.CallMetricsRecorderFromContext(ctx).SetCPUUtilization(cpu)
+	}
 	if hold := time.Duration(req.ResponseSize)*time.Millisecond + time.Duration(p.slow.Load()); hold > 0 {
 		select {
 		case <-time.After(hold):

@@ -82,13 +82,29 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	result.Done = func(done balancer.DoneInfo) {
 		// A report after the balancer was replaced or closed is an error
 		// with nothing to do about it.
-		_ = lb.Report(method, id, time.Since(start), doneOutcome(ctx, done))
+		elapsed := time.Since(start)
+		if load, ok := done.ServerLoad.(cpuReport); ok && done.BytesSent {
+			// A server's ORCA load report (parsed when the program imports
+			// google.golang.org/grpc/orca) feeds the adaptive strategy as
+			// Dubbo's provider metrics do: CPU in percent, the consumer's
+			// own clock standing for the provider's (reports arrive in
+			// order), the round trip measured here. Other strategies
+			// ignore it. A report without CPU utilization says nothing.
+			if cpu := load.GetCpuUtilization(); cpu > 0 {
+				_ = lb.ReportProviderMetrics(method, id, start.Add(elapsed), 100*cpu, elapsed)
+			}
+		}
+		_ = lb.Report(method, id, elapsed, doneOutcome(ctx, done))
 		if childDone != nil {
 			childDone(done)
 		}
 	}
 	return result, nil
 }
+
+// cpuReport is the part of an ORCA load report (xds's OrcaLoadReport, the
+// type gRPC parses trailers into) the policy reads, without importing it.
+type cpuReport interface{ GetCpuUtilization() float64 }
 
 // doneOutcome reads a pick's end. No stream was opened (BytesSent false) when
 // the picked connection was no longer ready as gRPC came to use it — gRPC

@@ -204,6 +204,29 @@ func TestPeakEwmaAvoidsASlowProvider(t *testing.T) {
 	}
 }
 
+// adaptive reads provider CPU load (Dubbo's provider metrics); a gRPC server
+// publishing ORCA per-call reports supplies it. Two providers equal in every
+// other way, one at 90 % CPU: adaptive sends it almost nothing once both have
+// reported, where it would send it half without the reports.
+func TestOrcaCPUFeedsAdaptive(t *testing.T) {
+	busy, idle := startProvider(t), startProvider(t)
+	busy.cpu.Store(math.Float64bits(0.9))
+	idle.cpu.Store(math.Float64bits(0.05))
+	cl := dial(t, "loadbalance=adaptive", []resolver.Endpoint{endpointOf(busy.addr), endpointOf(idle.addr)})
+	cl.waitReady(t, busy.addr, idle.addr)
+	const calls = 400
+	for i := 0; i < calls; i++ {
+		if _, err := unary(context.Background(), cl, codes.OK, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("busy provider: %d of %d calls", busy.calls.Load(), calls)
+	// Without the reports: 200 ± 10 (σ); 100 is 10σ below that.
+	if n := busy.calls.Load(); n > 100 {
+		t.Errorf("the provider at 90%% CPU got %d of %d calls, want at most 100", n, calls)
+	}
+}
+
 // OutcomeOf reads CANCELLED by who cancelled: this side's context, or not.
 func TestOutcomeOf(t *testing.T) {
 	live := context.Background()
@@ -563,4 +586,3 @@ func TestPickNeverSentIsCancelled(t *testing.T) {
 		}
 	}
 }
-
