@@ -12,10 +12,11 @@
 //	    [{"polylb": {"config": "loadbalance=peakewma"}}]}`)
 //
 // Each endpoint the resolver gives is one invoker, connected by a pick_first
-// child (gRPC's own pattern for endpoint-level policies); only endpoints whose
-// connection is READY are in the balancer's set. An endpoint keeps its
-// invoker id while the resolver lists it, so its state (round robin's running
-// weight, latency estimates) survives a reconnect. Weights come from gRPC's
+// child (gRPC's own pattern for endpoint-level policies); every listed
+// endpoint is in the balancer's set, and RPCs go to those whose connection is
+// READY. An endpoint keeps its invoker id while the resolver lists it, so its
+// state (round robin's running weight, latency estimates, calls in flight)
+// survives a reconnect. Weights come from gRPC's
 // experimental weight attribute (weight.Set; xDS sets it) or, with warm-up and
 // zone, from SetInvoker. Per-method state is keyed by the RPC's full method
 // name ("/pkg.Service/Method"), as Dubbo keys it by method. The hash
@@ -196,40 +197,32 @@ func (p *policy) Close() {
 	}
 }
 
-// UpdateState receives the endpointsharding child's state: it puts the READY
-// endpoints in the library's set and sends up a picker over them.
+// UpdateState receives the endpointsharding child's state. The library's set
+// is every listed endpoint, connected or not: an endpoint whose connection
+// drops (a GOAWAY, a network blip) and comes back is the same invoker, and
+// leaving the set would drop its state, among it the calls still in flight
+// on the old connection. The picker excludes the endpoints not READY.
 func (p *policy) UpdateState(state balancer.State) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.lb == nil {
 		return
 	}
-	var ready []endpointsharding.ChildState
-	for _, child := range endpointsharding.ChildStatesFromPicker(state.Picker) {
-		if child.State.ConnectivityState == connectivity.Ready {
-			ready = append(ready, child)
-		}
-	}
-	if len(ready) == 0 {
-		// Nothing to balance over: the child's own picker queues the RPCs
-		// (CONNECTING) or fails them (TRANSIENT_FAILURE) as gRPC does.
-		p.ClientConn.UpdateState(state)
-		return
-	}
-
-	set := make([]polylb.Invoker, 0, len(ready))
-	pickers := make(map[uint64]balancer.Picker, len(ready))
-	for _, child := range ready {
+	children := endpointsharding.ChildStatesFromPicker(state.Picker)
+	set := make([]polylb.Invoker, 0, len(children))
+	pickers := make(map[uint64]balancer.Picker, len(children))
+	var notReady []uint64
+	for _, child := range children {
 		id, ok := p.ids.Get(child.Endpoint)
 		if !ok { // not listed by the last resolver update: leaving
 			continue
 		}
 		set = append(set, invokerOf(id, child.Endpoint))
-		pickers[id] = child.State.Picker
-	}
-	if len(set) == 0 {
-		p.ClientConn.UpdateState(state)
-		return
+		if child.State.ConnectivityState == connectivity.Ready {
+			pickers[id] = child.State.Picker
+		} else {
+			notReady = append(notReady, id)
+		}
 	}
 	slices.SortFunc(set, func(a, b polylb.Invoker) int { return cmp.Compare(a.ID, b.ID) })
 	if !sameSet(set, p.set) {
@@ -241,9 +234,15 @@ func (p *policy) UpdateState(state balancer.State) {
 		}
 		p.set = set
 	}
+	if len(pickers) == 0 {
+		// Nothing to balance over: the child's own picker queues the RPCs
+		// (CONNECTING) or fails them (TRANSIENT_FAILURE) as gRPC does.
+		p.ClientConn.UpdateState(state)
+		return
+	}
 	p.ClientConn.UpdateState(balancer.State{
 		ConnectivityState: connectivity.Ready,
-		Picker:            &picker{lb: p.lb, pickers: pickers},
+		Picker:            &picker{lb: p.lb, pickers: pickers, notReady: notReady},
 	})
 }
 

@@ -36,19 +36,52 @@ type provider struct {
 	release chan struct{}
 	slow    atomic.Int64  // extra hold of every UnaryCall, in ns
 	cpu     atomic.Uint64 // math.Float64bits of the CPU utilization each call reports (ORCA), 0 = none
+	lis     *trackingListener
 }
 
-func startProvider(t *testing.T) *provider {
+func startProvider(t *testing.T, opts ...grpc.ServerOption) *provider {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &provider{addr: lis.Addr().String(), server: grpc.NewServer(orca.CallMetricsServerOption(nil)), release: make(chan struct{})}
+	lis := &trackingListener{Listener: l}
+	opts = append([]grpc.ServerOption{orca.CallMetricsServerOption(nil)}, opts...)
+	p := &provider{addr: lis.Addr().String(), server: grpc.NewServer(opts...), release: make(chan struct{}), lis: lis}
 	testgrpc.RegisterTestServiceServer(p.server, p)
 	go p.server.Serve(lis)
 	t.Cleanup(p.server.Stop)
 	return p
+}
+
+// trackingListener counts the connections a provider accepted and can cut
+// them (a connection lost under the client, the server still up).
+type trackingListener struct {
+	net.Listener
+	accepted atomic.Int64
+	mu       sync.Mutex
+	conns    []net.Conn
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+// cut closes every connection accepted so far.
+func (l *trackingListener) cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
 }
 
 func (p *provider) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
@@ -100,6 +133,30 @@ type client struct {
 
 	mu        sync.Mutex
 	balancers []*polylb.Balancer
+	state     balancer.State // the last state the policy sent up
+}
+
+// recordingBuilder builds the policy with a ClientConn that records the
+// states it sends up, so that tests see which endpoints its picker serves.
+type recordingBuilder struct {
+	builder
+	c *client
+}
+
+func (b recordingBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
+	return b.builder.Build(&recordingCC{ClientConn: cc, c: b.c}, opts)
+}
+
+type recordingCC struct {
+	balancer.ClientConn
+	c *client
+}
+
+func (cc *recordingCC) UpdateState(s balancer.State) {
+	cc.c.mu.Lock()
+	cc.c.state = s
+	cc.c.mu.Unlock()
+	cc.ClientConn.UpdateState(s)
 }
 
 var builderSeq atomic.Int64
@@ -116,11 +173,12 @@ func dialLevel(t *testing.T, config string, serviceLevel bool, endpoints []resol
 	t.Helper()
 	c := &client{}
 	c.name = "polylb_test_" + strconv.FormatInt(builderSeq.Add(1), 10)
-	balancer.Register(NewBuilder(c.name, Options{Observe: func(lb *polylb.Balancer) {
+	b := NewBuilder(c.name, Options{Observe: func(lb *polylb.Balancer) {
 		c.mu.Lock()
 		c.balancers = append(c.balancers, lb)
 		c.mu.Unlock()
-	}}))
+	}}).(builder)
+	balancer.Register(recordingBuilder{builder: b, c: c})
 	c.connect(t, serviceConfigLevel(c.name, config, serviceLevel), endpoints)
 	return c
 }
@@ -201,19 +259,23 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// waitReady waits until the balancer's set holds exactly the addresses.
+// waitReady waits until the balancer's set holds exactly the addresses and
+// the policy's picker serves them all (their connections are READY).
 func (c *client) waitReady(t *testing.T, addrs ...string) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("set %v", addrs), func() bool {
 		c.mu.Lock()
 		n := len(c.balancers)
+		pk, _ := c.state.Picker.(*picker)
 		c.mu.Unlock()
-		if n == 0 {
+		if n == 0 || pk == nil || len(pk.pickers) != len(addrs) {
 			return false
 		}
 		got := map[string]bool{}
 		for _, inv := range c.stats(t).Invokers {
-			got[inv.Address] = true
+			if pk.pickers[inv.ID] != nil {
+				got[inv.Address] = true
+			}
 		}
 		if len(got) != len(addrs) {
 			return false

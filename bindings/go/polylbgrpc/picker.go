@@ -41,21 +41,30 @@ func (s *lbState) method(fullName string) polylb.Method {
 }
 
 // picker places RPCs over the READY endpoints: the library picks the
-// invoker, the endpoint's pick_first child gives its connection.
+// invoker among the set but the endpoints not READY, the endpoint's
+// pick_first child gives its connection.
 type picker struct {
-	lb      *lbState
-	pickers map[uint64]balancer.Picker // invoker id → the endpoint's child picker
+	lb       *lbState
+	pickers  map[uint64]balancer.Picker // READY invoker id → the endpoint's child picker
+	notReady []uint64                   // the set's other ids; usually none
 }
 
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	method := p.lb.method(info.FullMethodName)
-	id, err := p.lb.lb.Select(method, keyOf(info.Ctx))
-	if errors.Is(err, polylb.ErrClosed) {
-		// A picker of a balancer replaced by a new config, still in gRPC's
-		// hands for a moment: wait for the new picker.
+	var id uint64
+	var err error
+	if len(p.notReady) == 0 {
+		id, err = p.lb.lb.Select(method, keyOf(info.Ctx))
+	} else {
+		id, err = p.lb.lb.SelectAmong(method, keyOf(info.Ctx), nil, p.notReady)
+	}
+	if errors.Is(err, polylb.ErrClosed) || errors.Is(err, polylb.ErrNoCandidate) || errors.Is(err, polylb.ErrNoProvider) {
+		// A picker still in gRPC's hands for a moment after the library
+		// took another set (all of it excluded here, or empty) or its
+		// balancer was replaced by a new config: wait for the new picker.
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
-	if err != nil { // the set is never empty while this picker is current
+	if err != nil {
 		return balancer.PickResult{}, status.Errorf(codes.Unavailable, "polylb: %v", err)
 	}
 	child := p.pickers[id]

@@ -161,9 +161,8 @@ func TestOwnCancelIsCancelled(t *testing.T) {
 }
 
 // A provider that goes away under a call is a failure, whatever status gRPC
-// gives the caller: the error the RPC ended with, read with its own context.
-// (The endpoint leaves the set as its connection drops, taking its counters
-// along, so the verdict is read from the error rather than the stats.)
+// gives the caller: the error the RPC ended with, read with its own context,
+// and the endpoint's counters (it stays in the set while listed).
 func TestProviderGoneMidCallIsFailure(t *testing.T) {
 	p := startProvider(t)
 	cl := dial(t, "loadbalance=leastactive", []resolver.Endpoint{endpointOf(p.addr)})
@@ -180,6 +179,9 @@ func TestProviderGoneMidCallIsFailure(t *testing.T) {
 	err := <-errc
 	if got := OutcomeOf(ctx, err); got != polylb.Failure {
 		t.Errorf("call ended with %v, read as %v, want Failure", err, got)
+	}
+	if inv := byAddress(cl.stats(t), p.addr); inv.Failures != 1 || inv.Active != 0 {
+		t.Errorf("stats %+v: want 1 failure, none in flight", inv)
 	}
 }
 
