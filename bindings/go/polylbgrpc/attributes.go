@@ -25,9 +25,12 @@ func (a invokerAttr) Equal(o any) bool {
 // and Zone. ID and Address are ignored: the policy gives each endpoint its
 // id and takes its first address. Start from polylb.NewInvoker for Dubbo's
 // defaults (a zero Weight is never picked while another invoker has weight).
+// A negative Weight is taken as 0: the library rejects a set that holds one,
+// and one endpoint must not keep the ClientConn from ever getting a picker.
 // A resolver sets it, as it would gRPC's weight attribute.
 func SetInvoker(endpoint resolver.Endpoint, inv polylb.Invoker) resolver.Endpoint {
 	inv.ID, inv.Address = 0, ""
+	inv.Weight = max(inv.Weight, 0)
 	endpoint.Attributes = endpoint.Attributes.WithValue(invokerKey{}, invokerAttr(inv))
 	return endpoint
 }
