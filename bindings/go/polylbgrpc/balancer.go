@@ -68,8 +68,11 @@ type Config struct {
 // Options are a builder's own settings, for NewBuilder.
 type Options struct {
 	// Observe, when set, is called with each polylb balancer the policy
-	// creates (one per ClientConn, and a new one when the ClientConn's
-	// config string changes), e.g. to read its Stats for metrics. The
+	// creates, e.g. to read its Stats for metrics: one when the ClientConn
+	// connects, a new one when its config string changes, and a new one each
+	// time it leaves idle mode (gRPC closes the policy of an idle ClientConn,
+	// after grpc.WithIdleTimeout, 30 minutes by default, and builds another
+	// on the next RPC). Keep the latest; the earlier ones are closed. The
 	// balancer is the policy's: do not Update or Close it.
 	Observe func(*polylb.Balancer)
 }

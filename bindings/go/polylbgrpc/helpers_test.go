@@ -171,6 +171,23 @@ func dial(t *testing.T, config string, endpoints []resolver.Endpoint) *client {
 // dialLevel is dial with the policy's serviceLevel setting.
 func dialLevel(t *testing.T, config string, serviceLevel bool, endpoints []resolver.Endpoint) *client {
 	t.Helper()
+	c := newClient()
+	c.connect(t, serviceConfigLevel(c.name, config, serviceLevel), endpoints)
+	return c
+}
+
+// dialWith connects with a service config whose %[1]q stands for the
+// policy's name in it, and with further dial options.
+func dialWith(t *testing.T, serviceConfig string, endpoints []resolver.Endpoint, opts ...grpc.DialOption) *client {
+	t.Helper()
+	c := newClient()
+	c.connect(t, fmt.Sprintf(serviceConfig, c.name), endpoints, opts...)
+	return c
+}
+
+// newClient registers a builder of the policy under a name of the client's
+// own, which records the balancers and states of the policies it builds.
+func newClient() *client {
 	c := &client{}
 	c.name = "polylb_test_" + strconv.FormatInt(builderSeq.Add(1), 10)
 	b := NewBuilder(c.name, Options{Observe: func(lb *polylb.Balancer) {
@@ -179,7 +196,6 @@ func dialLevel(t *testing.T, config string, serviceLevel bool, endpoints []resol
 		c.mu.Unlock()
 	}}).(builder)
 	balancer.Register(recordingBuilder{builder: b, c: c})
-	c.connect(t, serviceConfigLevel(c.name, config, serviceLevel), endpoints)
 	return c
 }
 
@@ -193,14 +209,14 @@ func dialRaw(t *testing.T, serviceConfig string, endpoints []resolver.Endpoint) 
 	return c
 }
 
-func (c *client) connect(t *testing.T, serviceConfig string, endpoints []resolver.Endpoint) {
+func (c *client) connect(t *testing.T, serviceConfig string, endpoints []resolver.Endpoint, opts ...grpc.DialOption) {
 	t.Helper()
 	c.resolver = manual.NewBuilderWithScheme("polylbtest" + strconv.FormatInt(builderSeq.Load(), 10))
 	c.resolver.InitialState(resolver.State{Endpoints: endpoints})
-	conn, err := grpc.NewClient(c.resolver.Scheme()+":///service",
+	conn, err := grpc.NewClient(c.resolver.Scheme()+":///service", append([]grpc.DialOption{
 		grpc.WithResolvers(c.resolver),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(serviceConfig))
+		grpc.WithDefaultServiceConfig(serviceConfig)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
