@@ -1,0 +1,41 @@
+package io.polylb.grpc;
+
+import io.polylb.Balancer;
+import io.polylb.PolylbException;
+import java.util.concurrent.ConcurrentHashMap;
+
+/** One library balancer of the policy, with the method ids it interned. */
+final class BalancerState {
+    final Balancer balancer;
+    private final boolean serviceLevel;
+    private final ConcurrentHashMap<String, Integer> methods = new ConcurrentHashMap<>();
+
+    BalancerState(Balancer balancer, boolean serviceLevel) {
+        this.balancer = balancer;
+        this.serviceLevel = serviceLevel;
+    }
+
+    /**
+     * The method id of a call, interned once per balancer. Named "/pkg.Service/Method" as grpc-go
+     * names it, so one service's stats read the same from both languages. Past the library's
+     * limit on method names (2^20) the rest share the service level.
+     *
+     * @throws IllegalStateException when the balancer was closed (a config change replaced it)
+     */
+    int method(String fullMethodName) {
+        if (serviceLevel) {
+            return Balancer.SERVICE_METHOD;
+        }
+        Integer id = methods.get(fullMethodName);
+        if (id != null) {
+            return id;
+        }
+        try {
+            id = balancer.method("/" + fullMethodName);
+        } catch (PolylbException limitOrText) {
+            return Balancer.SERVICE_METHOD;
+        }
+        methods.putIfAbsent(fullMethodName, id);
+        return id;
+    }
+}

@@ -1,0 +1,41 @@
+package io.polylb.grpc;
+
+import io.grpc.Status;
+import io.polylb.Outcome;
+
+/**
+ * How a gRPC status reads as a polylb outcome, by the table of docs/outcomes.md: a verdict on the
+ * provider, not on the request. Public for code that reports to a {@code Balancer} itself.
+ */
+public final class Outcomes {
+    private Outcomes() {}
+
+    /**
+     * The outcome of a call that ended with {@code status}.
+     *
+     * @param ownCancel whether the call's own side gave it up (its {@code Context} cancelled): it
+     *     tells a CANCELLED of this side (no verdict on the provider) from one the connection or
+     *     the server caused (a failure)
+     */
+    public static Outcome of(Status status, boolean ownCancel) {
+        switch (status.getCode()) {
+            case OK:
+            // The service's own refusals: a quick, correct answer from a healthy provider.
+            case INVALID_ARGUMENT:
+            case NOT_FOUND:
+            case ALREADY_EXISTS:
+            case PERMISSION_DENIED:
+            case UNAUTHENTICATED:
+            case FAILED_PRECONDITION:
+            case ABORTED:
+            case OUT_OF_RANGE:
+                return Outcome.SUCCESS;
+            case DEADLINE_EXCEEDED:
+                return Outcome.TIMEOUT;
+            case CANCELLED:
+                return ownCancel ? Outcome.CANCELLED : Outcome.FAILURE;
+            default: // UNAVAILABLE, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNKNOWN, DATA_LOSS
+                return Outcome.FAILURE;
+        }
+    }
+}

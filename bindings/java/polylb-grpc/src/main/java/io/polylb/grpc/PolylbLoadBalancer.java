@@ -1,0 +1,218 @@
+package io.polylb.grpc;
+
+import io.grpc.ConnectivityState;
+import io.grpc.ConnectivityStateInfo;
+import io.grpc.EquivalentAddressGroup;
+import io.grpc.LoadBalancer;
+import io.grpc.Status;
+import io.polylb.Balancer;
+import io.polylb.Invoker;
+import io.polylb.PolylbException;
+import java.net.SocketAddress;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.Consumer;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * One channel's policy: one subchannel per endpoint, the READY ones as the library's set, and a
+ * picker over them. gRPC calls every method here in the channel's synchronization context.
+ */
+final class PolylbLoadBalancer extends LoadBalancer {
+    private static final Logger logger = Logger.getLogger(PolylbLoadBalancer.class.getName());
+
+    private final Helper helper;
+    private final Consumer<Balancer> observer;
+    private PolylbConfig config;
+    private BalancerState state; // null until the first config
+    /** Endpoints by their addresses (attributes may change without making a new endpoint). */
+    private final Map<List<SocketAddress>, Endpoint> endpoints = new HashMap<>();
+    private long lastId;
+    private List<Invoker> set = List.of(); // the set the library holds, in id order
+    private boolean shutdown;
+
+    PolylbLoadBalancer(Helper helper, Consumer<Balancer> observer) {
+        this.helper = helper;
+        this.observer = observer;
+    }
+
+    @Override
+    public Status acceptResolvedAddresses(ResolvedAddresses resolved) {
+        if (!(resolved.getLoadBalancingPolicyConfig() instanceof PolylbConfig newConfig)) {
+            return Status.INTERNAL.withDescription(
+                    "polylb: config of type " + resolved.getLoadBalancingPolicyConfig() + ", want PolylbConfig");
+        }
+        if (resolved.getAddresses().isEmpty()) {
+            Status error = Status.UNAVAILABLE.withDescription("polylb: the resolver gave no endpoints");
+            handleNameResolutionError(error);
+            return error;
+        }
+        if (state == null || !newConfig.equals(config)) {
+            Balancer balancer;
+            try {
+                balancer = new Balancer(newConfig.config());
+            } catch (PolylbException e) { // parseLoadBalancingPolicyConfig checked it; a guard
+                return Status.INVALID_ARGUMENT.withDescription("polylb: " + e.getMessage());
+            }
+            BalancerState old = state;
+            state = new BalancerState(balancer, newConfig.serviceLevel());
+            config = newConfig;
+            set = List.of(); // the new balancer holds no set yet
+            if (old != null) {
+                // Calls picked by the old balancer report to it after this and are ignored;
+                // pickers over it still in gRPC's hands see it closed and wait for the new one.
+                old.balancer.close();
+            }
+            observer.accept(balancer);
+        }
+        updateEndpoints(resolved.getAddresses());
+        updatePicker();
+        return Status.OK;
+    }
+
+    /** Ids live while the resolver lists the endpoint, not while it is connected. */
+    private void updateEndpoints(List<EquivalentAddressGroup> groups) {
+        Set<List<SocketAddress>> listed = new HashSet<>();
+        for (EquivalentAddressGroup group : groups) {
+            List<SocketAddress> key = group.getAddresses();
+            if (!listed.add(key)) {
+                continue; // the same endpoint twice: one invoker
+            }
+            Endpoint endpoint = endpoints.get(key);
+            if (endpoint != null) {
+                endpoint.setFields(group);
+                continue;
+            }
+            Subchannel subchannel = helper.createSubchannel(
+                    CreateSubchannelArgs.newBuilder().setAddresses(group).build());
+            Endpoint created = new Endpoint(++lastId, subchannel, group);
+            endpoints.put(key, created);
+            subchannel.start(newState -> onSubchannelState(created, newState));
+            subchannel.requestConnection();
+        }
+        endpoints.entrySet().removeIf(entry -> {
+            if (listed.contains(entry.getKey())) {
+                return false;
+            }
+            entry.getValue().retire();
+            return true;
+        });
+    }
+
+    private void onSubchannelState(Endpoint endpoint, ConnectivityStateInfo newState) {
+        if (shutdown || endpoint.isRetired()) {
+            return; // a late state of a subchannel the policy shut down
+        }
+        if (newState.getState() == ConnectivityState.IDLE) {
+            // A connection that closed: reconnect at once, as pick_first does.
+            endpoint.subchannel.requestConnection();
+        }
+        endpoint.setState(newState);
+        updatePicker();
+    }
+
+    /**
+     * Puts the READY endpoints in the library's set (an update only when the set changed: gRPC
+     * reports every connectivity change of every endpoint) and sends up a picker over them.
+     */
+    private void updatePicker() {
+        List<Endpoint> ready = new ArrayList<>();
+        for (Endpoint endpoint : endpoints.values()) {
+            if (endpoint.isReady()) {
+                ready.add(endpoint);
+            }
+        }
+        if (ready.isEmpty()) {
+            set = List.of(); // the library keeps its set: the next READY one updates it
+            updateWithoutReady();
+            return;
+        }
+        ready.sort((a, b) -> Long.compare(a.id, b.id));
+        List<Invoker> newSet = new ArrayList<>(ready.size());
+        Map<Long, Endpoint> byId = new HashMap<>();
+        for (Endpoint endpoint : ready) {
+            newSet.add(endpoint.invoker());
+            byId.put(endpoint.id, endpoint);
+        }
+        if (newSet.equals(set)) {
+            return; // same set, same picker
+        }
+        try {
+            state.balancer.update(newSet);
+        } catch (PolylbException e) {
+            // The library keeps the previous set (a rejected update changes nothing), so the
+            // picker stays the one over that set.
+            logger.log(Level.WARNING, "polylb: update of " + newSet.size()
+                    + " endpoints rejected, previous set kept: " + e.getMessage());
+            return;
+        }
+        set = newSet;
+        helper.updateBalancingState(ConnectivityState.READY, new PolylbPicker(state, byId));
+    }
+
+    /** No endpoint READY: calls wait while one connects, and fail when every one is failing. */
+    private void updateWithoutReady() {
+        Status failure = null;
+        for (Endpoint endpoint : endpoints.values()) {
+            ConnectivityStateInfo info = endpoint.state();
+            if (info.getState() != ConnectivityState.TRANSIENT_FAILURE) {
+                helper.updateBalancingState(ConnectivityState.CONNECTING, new SubchannelPicker() {
+                    @Override
+                    public PickResult pickSubchannel(PickSubchannelArgs args) {
+                        return PickResult.withNoResult();
+                    }
+                });
+                return;
+            }
+            failure = info.getStatus();
+        }
+        Status error = Status.UNAVAILABLE.withDescription("polylb: no endpoint is reachable")
+                .withCause(failure == null ? null : failure.asRuntimeException());
+        helper.updateBalancingState(ConnectivityState.TRANSIENT_FAILURE, new FailingPicker(error));
+    }
+
+    @Override
+    public void handleNameResolutionError(Status error) {
+        if (set.isEmpty()) {
+            // With a READY set the calls go on over it; otherwise they fail with the reason.
+            helper.updateBalancingState(ConnectivityState.TRANSIENT_FAILURE, new FailingPicker(error));
+        }
+    }
+
+    @Override
+    public void requestConnection() {
+        for (Endpoint endpoint : endpoints.values()) {
+            endpoint.subchannel.requestConnection();
+        }
+    }
+
+    @Override
+    public void shutdown() {
+        shutdown = true;
+        for (Endpoint endpoint : endpoints.values()) {
+            endpoint.retire();
+        }
+        endpoints.clear();
+        if (state != null) {
+            state.balancer.close();
+        }
+    }
+
+    private static final class FailingPicker extends SubchannelPicker {
+        private final Status error;
+
+        FailingPicker(Status error) {
+            this.error = error;
+        }
+
+        @Override
+        public PickResult pickSubchannel(PickSubchannelArgs args) {
+            return PickResult.withError(error);
+        }
+    }
+}

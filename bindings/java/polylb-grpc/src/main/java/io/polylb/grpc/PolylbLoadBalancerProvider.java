@@ -1,0 +1,87 @@
+package io.polylb.grpc;
+
+import io.grpc.LoadBalancer;
+import io.grpc.LoadBalancerProvider;
+import io.grpc.NameResolver.ConfigOrError;
+import io.grpc.Status;
+import io.polylb.Balancer;
+import io.polylb.PolylbException;
+import java.util.Map;
+import java.util.Objects;
+import java.util.function.Consumer;
+
+/**
+ * The "polylb" load-balancing policy, registered through {@code META-INF/services}. Its
+ * service-config entry is {@code {"config": "<polylb config string>", "serviceLevel": false}}.
+ *
+ * <p>To read the policy's {@link Balancer} (e.g. its {@link Balancer#statsJson() stats}), register
+ * a provider of your own under another name, with an observer, and name that policy in the
+ * service config:
+ *
+ * <pre>{@code
+ * LoadBalancerRegistry.getDefaultRegistry().register(
+ *     new PolylbLoadBalancerProvider("polylb_observed", balancer -> current.set(balancer)));
+ * }</pre>
+ */
+public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
+    private final String policyName;
+    private final Consumer<Balancer> observer;
+
+    /** The "polylb" policy, without an observer (what the ServiceLoader instantiates). */
+    public PolylbLoadBalancerProvider() {
+        this(PolylbGrpc.POLICY_NAME, balancer -> {});
+    }
+
+    /**
+     * The policy under {@code policyName}; {@code observer} is handed each {@link Balancer} the
+     * policy creates (one per channel, and a new one when the channel's config changes). The
+     * balancer is the policy's: read it, never update or close it.
+     */
+    public PolylbLoadBalancerProvider(String policyName, Consumer<Balancer> observer) {
+        this.policyName = Objects.requireNonNull(policyName, "policyName");
+        this.observer = Objects.requireNonNull(observer, "observer");
+    }
+
+    @Override
+    public boolean isAvailable() {
+        return true;
+    }
+
+    @Override
+    public int getPriority() {
+        return 5; // gRPC's default for a policy; only one provider per name is in use anyway
+    }
+
+    @Override
+    public String getPolicyName() {
+        return policyName;
+    }
+
+    @Override
+    public LoadBalancer newLoadBalancer(LoadBalancer.Helper helper) {
+        return new PolylbLoadBalancer(helper, observer);
+    }
+
+    /**
+     * Checks the config string by building a balancer from it, so that a bad string is the
+     * service config's error, naming the key (and the nearest valid one), before any RPC.
+     */
+    @Override
+    public ConfigOrError parseLoadBalancingPolicyConfig(Map<String, ?> raw) {
+        Object config = raw.containsKey("config") ? raw.get("config") : "";
+        Object serviceLevel = raw.containsKey("serviceLevel") ? raw.get("serviceLevel") : Boolean.FALSE;
+        if (!(config instanceof String) || !(serviceLevel instanceof Boolean)) {
+            return ConfigOrError.fromError(Status.INVALID_ARGUMENT.withDescription(
+                    "polylb: bad loadBalancingConfig " + raw
+                            + ": want {\"config\": string, \"serviceLevel\": boolean}"));
+        }
+        try {
+            new Balancer((String) config).close();
+        } catch (PolylbException e) {
+            return ConfigOrError.fromError(Status.INVALID_ARGUMENT
+                    .withDescription("polylb: config \"" + config + "\": " + e.getMessage())
+                    .withCause(e));
+        }
+        return ConfigOrError.fromConfig(new PolylbConfig((String) config, (Boolean) serviceLevel));
+    }
+}

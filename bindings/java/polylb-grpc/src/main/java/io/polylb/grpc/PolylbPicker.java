@@ -1,0 +1,58 @@
+package io.polylb.grpc;
+
+import io.grpc.LoadBalancer.PickResult;
+import io.grpc.LoadBalancer.PickSubchannelArgs;
+import io.grpc.LoadBalancer.SubchannelPicker;
+import io.grpc.Status;
+import io.polylb.Outcome;
+import io.polylb.PolylbException;
+import java.util.Map;
+
+/** Places calls over the READY endpoints: the library picks the invoker, gRPC its subchannel. */
+final class PolylbPicker extends SubchannelPicker {
+    private final BalancerState state;
+    private final Map<Long, Endpoint> endpoints; // the library's set, by invoker id
+
+    PolylbPicker(BalancerState state, Map<Long, Endpoint> endpoints) {
+        this.state = state;
+        this.endpoints = endpoints;
+    }
+
+    @Override
+    public PickResult pickSubchannel(PickSubchannelArgs args) {
+        int method;
+        long id;
+        try {
+            method = state.method(args.getMethodDescriptor().getFullMethodName());
+            id = state.balancer.select(method, args.getCallOptions().getOption(PolylbGrpc.HASH_KEY));
+        } catch (IllegalStateException closed) {
+            // A picker of a balancer a config change replaced, still in gRPC's hands for a
+            // moment: the call waits for the new picker, already on its way.
+            return PickResult.withNoResult();
+        } catch (PolylbException e) { // the set is never empty while this picker is current
+            return PickResult.withError(Status.UNAVAILABLE.withDescription("polylb: " + e.getMessage()));
+        }
+        Endpoint endpoint = endpoints.get(id);
+        if (endpoint == null) {
+            // The library took a new set an instant before gRPC got the picker over it (the
+            // two cannot change in one step): undo the select, pick again with the new picker.
+            cancel(method, id);
+            return PickResult.withNoResult();
+        }
+        Pick pick = new Pick(state, method, id, endpoint);
+        if (!endpoint.hold(pick)) {
+            // Its connection is gone (a new picker without it is on its way): pick again then.
+            pick.cancelIfUnused();
+            return PickResult.withNoResult();
+        }
+        return PickResult.withSubchannel(endpoint.subchannel, new PickTracerFactory(pick));
+    }
+
+    private void cancel(int method, long id) {
+        try {
+            state.balancer.report(method, id, 0, Outcome.CANCELLED);
+        } catch (RuntimeException closed) {
+            // replaced meanwhile: nothing to undo
+        }
+    }
+}
