@@ -2,6 +2,7 @@ package io.polylb.grpc;
 
 import io.grpc.ClientStreamTracer;
 import io.grpc.Context;
+import io.grpc.Deadline;
 import io.grpc.Metadata;
 import io.grpc.Status;
 import io.polylb.Outcome;
@@ -15,13 +16,23 @@ final class CallTracer extends ClientStreamTracer {
     private final PickTracerFactory factory;
     private final Pick pick;
     private final Context context;
+    /** The call's deadline (its own or its Context's, the earlier), or null. */
+    private final Deadline deadline;
+    /** A hedged attempt: the loser of a hedged pair is cancelled by this side. */
+    private final boolean hedged;
     /** Whether the stream reached the wire: its headers went out, or the server answered. */
     private volatile boolean sent;
 
-    CallTracer(PickTracerFactory factory, Pick pick, Context context) {
+    CallTracer(PickTracerFactory factory, Pick pick, Context context, StreamInfo info) {
         this.factory = factory;
         this.pick = pick;
         this.context = context;
+        this.deadline = earlier(info.getCallOptions().getDeadline(), context.getDeadline());
+        this.hedged = info.isHedging();
+    }
+
+    private static Deadline earlier(Deadline a, Deadline b) {
+        return a == null ? b : b == null ? a : a.minimum(b);
     }
 
     @Override
@@ -45,6 +56,14 @@ final class CallTracer extends ClientStreamTracer {
         // not be opened) says nothing about it: only the in-flight count is undone. Read as a
         // success of a few microseconds, a closing connection would look like the fastest
         // provider to peakewma.
-        pick.finish(sent ? Outcomes.of(status, context.isCancelled()) : Outcome.CANCELLED);
+        if (!sent) {
+            pick.finish(Outcome.CANCELLED);
+        } else if (status.getCode() == Status.Code.CANCELLED && deadline != null && deadline.isExpired()) {
+            // With retries on (gRPC's default) the call's deadline ends the attempt's stream with
+            // CANCELLED ("thrown away because RetriableStream committed"), not DEADLINE_EXCEEDED.
+            pick.finish(Outcome.TIMEOUT);
+        } else {
+            pick.finish(Outcomes.of(status, context.isCancelled() || hedged));
+        }
     }
 }

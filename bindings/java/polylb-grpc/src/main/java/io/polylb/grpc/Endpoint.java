@@ -9,6 +9,7 @@ import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
  * One endpoint of the resolver (an {@link EquivalentAddressGroup}): one subchannel, one invoker
@@ -23,6 +24,9 @@ import java.util.concurrent.ConcurrentHashMap;
  * out of the set when their tracer was created, in the same thread, right after the pick.
  */
 final class Endpoint {
+    /** Picks gRPC dropped, cancelled by a sweep (read by the tests, to see the path taken). */
+    static final LongAdder DROPPED_PICKS = new LongAdder();
+
     final long id;
     final Subchannel subchannel;
     private final String address;
@@ -97,7 +101,9 @@ final class Endpoint {
     private void sweep() {
         for (Pick pick : unopened) {
             unopened.remove(pick);
-            pick.cancelIfUnused();
+            if (pick.cancelIfUnused()) {
+                DROPPED_PICKS.increment();
+            }
         }
     }
 

@@ -36,10 +36,12 @@ final class Pick {
     }
 
     /** Cancels the pick if gRPC never took it up (no stream tracer): the endpoint's sweep. */
-    void cancelIfUnused() {
+    boolean cancelIfUnused() {
         if (phase.compareAndSet(PICKED, REPORTED)) {
             send(Outcome.CANCELLED, 0);
+            return true;
         }
+        return false;
     }
 
     /** Reports the call's end with its latency since the pick, unless already reported. */

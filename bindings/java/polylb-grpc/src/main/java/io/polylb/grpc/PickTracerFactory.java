@@ -33,6 +33,6 @@ final class PickTracerFactory extends ClientStreamTracer.Factory {
             return NO_REPORT; // the pick was already reported cancelled
         }
         // gRPC opens the stream in the call's Context: it tells the call's own cancel.
-        return new CallTracer(this, pick, Context.current());
+        return new CallTracer(this, pick, Context.current(), info);
     }
 }

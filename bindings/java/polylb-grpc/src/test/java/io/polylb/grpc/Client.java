@@ -1,0 +1,113 @@
+package io.polylb.grpc;
+
+import static org.junit.jupiter.api.Assertions.fail;
+
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import io.grpc.CallOptions;
+import io.grpc.EquivalentAddressGroup;
+import io.grpc.LoadBalancerRegistry;
+import io.grpc.ManagedChannel;
+import io.grpc.MethodDescriptor;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.stub.ClientCalls;
+import io.polylb.Balancer;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BooleanSupplier;
+
+/**
+ * A channel under the policy, registered under a name of its own with an observer so that the
+ * test reads the policy's balancer, over endpoints a {@link ManualResolver} gives.
+ */
+final class Client implements AutoCloseable {
+    private static final AtomicInteger NEXT = new AtomicInteger();
+
+    final ManualResolver resolver;
+    final ManagedChannel channel;
+    final AtomicReference<Balancer> balancer = new AtomicReference<>();
+    final String policyName = "polylb_test_" + NEXT.incrementAndGet();
+    private final PolylbLoadBalancerProvider provider =
+            new PolylbLoadBalancerProvider(policyName, balancer::set);
+
+    Client(String config, List<EquivalentAddressGroup> endpoints) {
+        this(config, false, endpoints);
+    }
+
+    @SuppressWarnings("deprecation") // nameResolverFactory: the simplest way to a test resolver
+    Client(String config, boolean serviceLevel, List<EquivalentAddressGroup> endpoints) {
+        LoadBalancerRegistry.getDefaultRegistry().register(provider);
+        resolver = new ManualResolver(endpoints);
+        channel = NettyChannelBuilder.forTarget(ManualResolver.SCHEME + ":///providers")
+                .nameResolverFactory(resolver)
+                .usePlaintext()
+                .defaultServiceConfig(serviceConfig(config, serviceLevel))
+                .build();
+    }
+
+    /** {@code {"loadBalancingConfig": [{"<policy>": {"config": ..., "serviceLevel": ...}}]}} */
+    Map<String, ?> serviceConfig(String config, boolean serviceLevel) {
+        Map<String, Object> entry = new HashMap<>();
+        entry.put("config", config);
+        entry.put("serviceLevel", serviceLevel);
+        return Map.of("loadBalancingConfig", List.of(Map.of(policyName, entry)));
+    }
+
+    String call(String request) {
+        return call(EchoService.CALL, CallOptions.DEFAULT, request);
+    }
+
+    String call(MethodDescriptor<String, String> method, CallOptions options, String request) {
+        return ClientCalls.blockingUnaryCall(channel, method, options.withWaitForReady(), request);
+    }
+
+    /** The policy's balancer's stats, parsed. */
+    JsonObject stats() {
+        return JsonParser.parseString(balancer.get().statsJson()).getAsJsonObject();
+    }
+
+    /** Counter {@code name} (e.g. "succeeded", "active") summed over the set. */
+    long total(String name) {
+        long sum = 0;
+        for (JsonElement invoker : stats().getAsJsonArray("invokers")) {
+            sum += invoker.getAsJsonObject().get(name).getAsLong();
+        }
+        return sum;
+    }
+
+    int setSize() {
+        Balancer current = balancer.get();
+        return current == null ? 0 : stats().getAsJsonArray("invokers").size();
+    }
+
+    /** Connects and waits until {@code n} endpoints are in the library's set. */
+    void waitForSet(int n) {
+        channel.getState(true);
+        eventually(() -> setSize() == n, "a set of " + n + " endpoints");
+    }
+
+    static void eventually(BooleanSupplier condition, String what) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                fail("timed out waiting for " + what);
+            }
+            try {
+                Thread.sleep(5);
+            } catch (InterruptedException e) {
+                throw new AssertionError(e);
+            }
+        }
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+        channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+        LoadBalancerRegistry.getDefaultRegistry().deregister(provider);
+    }
+}
