@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Java binding tests: builds the JNI crate, then runs every Maven test (Java API end to end,
+# Java binding tests: builds the JNI crate, then runs every Maven test (Java API end to end, the
+# gRPC-java policy against real loopback servers,
 # parity with Apache Dubbo's own load balancers, a real Dubbo consumer and providers over
 # loopback), with -Xcheck:jni. Everything comes from Maven Central; no local repository override.
 set -euo pipefail
