@@ -22,6 +22,8 @@ final class CallTracer extends ClientStreamTracer {
     private final boolean hedged;
     /** Whether the stream reached the wire: its headers went out, or the server answered. */
     private volatile boolean sent;
+    /** Whether the provider ended the stream with a status of its own. */
+    private volatile boolean trailersReceived;
 
     CallTracer(PickTracerFactory factory, Pick pick, Context context, StreamInfo info) {
         this.factory = factory;
@@ -48,6 +50,7 @@ final class CallTracer extends ClientStreamTracer {
     @Override
     public void inboundTrailers(Metadata trailers) {
         sent = true;
+        trailersReceived = true;
     }
 
     @Override
@@ -63,7 +66,26 @@ final class CallTracer extends ClientStreamTracer {
             // CANCELLED ("thrown away because RetriableStream committed"), not DEADLINE_EXCEEDED.
             pick.finish(Outcome.TIMEOUT);
         } else {
-            pick.finish(Outcomes.of(status, context.isCancelled() || hedged));
+            boolean ownCancel = context.isCancelled() || hedged
+                    || (status.getCode() == Status.Code.CANCELLED && !endedByProvider(status));
+            pick.finish(Outcomes.of(status, ownCancel));
         }
+    }
+
+    /**
+     * Whether a CANCELLED came from the provider: a status in its trailers, or its RST_STREAM
+     * (worded so by the Netty and the OkHttp transports). gRPC gives the tracer no other sign of
+     * where a cancel came from, and every other CANCELLED on a stream that reached the wire is
+     * this side's: {@code ClientCall.cancel} (a future's {@code cancel}, an async stub's
+     * {@code ClientCallStreamObserver.cancel}, an interrupted blocking call) with its own message,
+     * or with retries on the attempt's "Stream thrown away because RetriableStream committed".
+     * Read as a failure, a client that cancels its slower calls would eject healthy providers.
+     */
+    private boolean endedByProvider(Status status) {
+        if (trailersReceived) {
+            return true;
+        }
+        String description = status.getDescription();
+        return description != null && (description.startsWith("RST_STREAM") || description.contains("Rst Stream"));
     }
 }

@@ -39,15 +39,19 @@ final class Client implements AutoCloseable {
         this(config, false, endpoints);
     }
 
-    @SuppressWarnings("deprecation") // nameResolverFactory: the simplest way to a test resolver
     Client(String config, boolean serviceLevel, List<EquivalentAddressGroup> endpoints) {
+        this(config, serviceLevel, endpoints, true);
+    }
+
+    @SuppressWarnings("deprecation") // nameResolverFactory: the simplest way to a test resolver
+    Client(String config, boolean serviceLevel, List<EquivalentAddressGroup> endpoints, boolean retries) {
         LoadBalancerRegistry.getDefaultRegistry().register(provider);
         resolver = new ManualResolver(endpoints);
-        channel = NettyChannelBuilder.forTarget(ManualResolver.SCHEME + ":///providers")
+        NettyChannelBuilder builder = NettyChannelBuilder.forTarget(ManualResolver.SCHEME + ":///providers")
                 .nameResolverFactory(resolver)
                 .usePlaintext()
-                .defaultServiceConfig(serviceConfig(config, serviceLevel))
-                .build();
+                .defaultServiceConfig(serviceConfig(config, serviceLevel));
+        channel = (retries ? builder.enableRetry() : builder.disableRetry()).build();
     }
 
     /** {@code {"loadBalancingConfig": [{"<policy>": {"config": ..., "serviceLevel": ...}}]}} */

@@ -1,25 +1,20 @@
 package io.polylb.grpc;
 
 import static io.polylb.grpc.Client.eventually;
+import static io.polylb.grpc.PickFakes.active;
+import static io.polylb.grpc.PickFakes.readyEndpoint;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.grpc.Attributes;
-import io.grpc.CallOptions;
 import io.grpc.ClientStreamTracer;
 import io.grpc.ConnectivityState;
 import io.grpc.ConnectivityStateInfo;
-import io.grpc.EquivalentAddressGroup;
 import io.grpc.LoadBalancer.PickResult;
-import io.grpc.LoadBalancer.PickSubchannelArgs;
-import io.grpc.LoadBalancer.Subchannel;
 import io.grpc.Metadata;
-import io.grpc.MethodDescriptor;
 import io.grpc.Status;
 import io.polylb.Balancer;
-import java.net.InetSocketAddress;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -32,47 +27,6 @@ import org.junit.jupiter.api.Test;
  * created and never closed.
  */
 class PickAccountingTest {
-    private static final class FakeSubchannel extends Subchannel {
-        @Override
-        public void shutdown() {}
-
-        @Override
-        public void requestConnection() {}
-
-        @Override
-        public Attributes getAttributes() {
-            return Attributes.EMPTY;
-        }
-    }
-
-    private static final class Args extends PickSubchannelArgs {
-        @Override
-        public CallOptions getCallOptions() {
-            return CallOptions.DEFAULT;
-        }
-
-        @Override
-        public Metadata getHeaders() {
-            return new Metadata();
-        }
-
-        @Override
-        public MethodDescriptor<?, ?> getMethodDescriptor() {
-            return EchoService.CALL;
-        }
-    }
-
-    private static long active(Balancer lb) {
-        return Long.parseLong(lb.statsJson().replaceAll("(?s).*?\"active\":(\\d+).*", "$1"));
-    }
-
-    private static Endpoint readyEndpoint() {
-        Endpoint endpoint = new Endpoint(1, new FakeSubchannel(),
-                new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", 1)));
-        endpoint.setState(ConnectivityStateInfo.forNonError(ConnectivityState.READY));
-        return endpoint;
-    }
-
     @Test
     void aPickGrpcDroppedIsCancelledWhenItsEndpointLeavesReady() {
         try (Balancer lb = new Balancer("loadbalance=leastactive")) {
@@ -80,7 +34,7 @@ class PickAccountingTest {
             lb.update(List.of(endpoint.invoker()));
             PolylbPicker picker = new PolylbPicker(new BalancerState(lb, false), Map.of(1L, endpoint));
 
-            PickResult dropped = picker.pickSubchannel(new Args()); // gRPC found no transport: no tracer
+            PickResult dropped = picker.pickSubchannel(new PickFakes.Args()); // gRPC found no transport: no tracer
             assertNotNull(dropped.getSubchannel());
             assertEquals(1, active(lb));
             // The closed transport's state change reaches the policy: the pick is undone.
@@ -96,7 +50,7 @@ class PickAccountingTest {
 
             // On a picker still in gRPC's hands, a pick of the endpoint no longer READY is undone
             // at once and gRPC waits for the next picker.
-            PickResult stale = picker.pickSubchannel(new Args());
+            PickResult stale = picker.pickSubchannel(new PickFakes.Args());
             assertEquals(null, stale.getSubchannel());
             assertTrue(stale.getStatus().isOk());
             assertEquals(0, active(lb));
@@ -109,7 +63,7 @@ class PickAccountingTest {
             Endpoint endpoint = readyEndpoint();
             lb.update(List.of(endpoint.invoker()));
             PolylbPicker picker = new PolylbPicker(new BalancerState(lb, false), Map.of(1L, endpoint));
-            PickResult opened = picker.pickSubchannel(new Args());
+            PickResult opened = picker.pickSubchannel(new PickFakes.Args());
             ClientStreamTracer tracer = opened.getStreamTracerFactory().newClientStreamTracer(
                     ClientStreamTracer.StreamInfo.newBuilder().build(), new Metadata());
             tracer.outboundHeaders();
@@ -129,7 +83,7 @@ class PickAccountingTest {
             PolylbPicker picker = new PolylbPicker(new BalancerState(lb, false), Map.of(1L, endpoint));
             // gRPC created the stream's tracer, then dropped the stream unstarted (a call
             // cancelled while it was being picked).
-            picker.pickSubchannel(new Args()).getStreamTracerFactory().newClientStreamTracer(
+            picker.pickSubchannel(new PickFakes.Args()).getStreamTracerFactory().newClientStreamTracer(
                     ClientStreamTracer.StreamInfo.newBuilder().build(), new Metadata());
             assertEquals(1, active(lb));
             eventually(() -> {

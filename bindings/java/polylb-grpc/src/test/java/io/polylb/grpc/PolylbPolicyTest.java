@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
+import com.google.common.util.concurrent.ListenableFuture;
 import io.grpc.CallOptions;
 import io.grpc.ClientCall;
 import io.grpc.Context;
@@ -166,6 +167,24 @@ class PolylbPolicyTest {
         expectCounters(client, 0, 1, 0);
         assertTrue(e.getStatus().getCode() == Status.Code.UNAVAILABLE
                 || e.getStatus().getCode() == Status.Code.CANCELLED, e.getStatus().toString());
+    }
+
+    @Test
+    void aCallCancelledThroughItsClientCallIsNoVerdict() throws Exception {
+        // With retries on (gRPC's default) the attempt ends "thrown away because RetriableStream
+        // committed"; without, with the cancel's own message. Neither touches the call's Context.
+        for (boolean retries : new boolean[] {true, false}) {
+            List<Provider> p = providers(1);
+            Client client = new Client("loadbalance=random", false, endpoints(p), retries);
+            toClose.add(client);
+            client.waitForSet(1);
+            ListenableFuture<String> future = ClientCalls.futureUnaryCall(
+                    client.channel.newCall(EchoService.CALL, CallOptions.DEFAULT.withWaitForReady()), "hang");
+            assertTrue(p.get(0).started.await(5, TimeUnit.SECONDS));
+            assertEquals(1, client.total("active"));
+            assertTrue(future.cancel(true));
+            expectCounters(client, 0, 0, 0);
+        }
     }
 
     @Test
