@@ -24,6 +24,8 @@ final class CallTracer extends ClientStreamTracer {
     private volatile boolean sent;
     /** Whether the provider ended the stream with a status of its own. */
     private volatile boolean trailersReceived;
+    /** The CPU utilization in the provider's ORCA load report for the call, or 0. */
+    private volatile double cpuUtilization;
 
     CallTracer(PickTracerFactory factory, Pick pick, Context context, StreamInfo info) {
         this.factory = factory;
@@ -51,6 +53,7 @@ final class CallTracer extends ClientStreamTracer {
     public void inboundTrailers(Metadata trailers) {
         sent = true;
         trailersReceived = true;
+        cpuUtilization = OrcaReport.cpuUtilization(trailers);
     }
 
     @Override
@@ -64,11 +67,11 @@ final class CallTracer extends ClientStreamTracer {
         } else if (status.getCode() == Status.Code.CANCELLED && deadline != null && deadline.isExpired()) {
             // With retries on (gRPC's default) the call's deadline ends the attempt's stream with
             // CANCELLED ("thrown away because RetriableStream committed"), not DEADLINE_EXCEEDED.
-            pick.finish(Outcome.TIMEOUT);
+            pick.finish(Outcome.TIMEOUT, cpuUtilization);
         } else {
             boolean ownCancel = context.isCancelled() || hedged
                     || (status.getCode() == Status.Code.CANCELLED && !endedByProvider(status));
-            pick.finish(Outcomes.of(status, ownCancel));
+            pick.finish(Outcomes.of(status, ownCancel), cpuUtilization);
         }
     }
 

@@ -38,7 +38,7 @@ final class Pick {
     /** Cancels the pick if gRPC never took it up (no stream tracer): the endpoint's sweep. */
     boolean cancelIfUnused() {
         if (phase.compareAndSet(PICKED, REPORTED)) {
-            send(Outcome.CANCELLED, 0);
+            send(Outcome.CANCELLED, 0, 0);
             return true;
         }
         return false;
@@ -46,14 +46,28 @@ final class Pick {
 
     /** Reports the call's end with its latency since the pick, unless already reported. */
     void finish(Outcome outcome) {
+        finish(outcome, 0);
+    }
+
+    /**
+     * As {@link #finish(Outcome)}, with the CPU utilization the provider reported for the call
+     * (ORCA; 0 for none), which feeds {@code adaptive} as Dubbo's provider metrics do: CPU in
+     * percent, the consumer's clock standing for the provider's (reports arrive in order), the
+     * round trip measured here. Other strategies ignore it.
+     */
+    void finish(Outcome outcome, double cpuUtilization) {
         if (phase.getAndSet(REPORTED) != REPORTED) {
-            send(outcome, outcome == Outcome.CANCELLED ? 0 : (System.nanoTime() - startNanos) / 1000);
+            send(outcome, (System.nanoTime() - startNanos) / 1000, cpuUtilization);
         }
     }
 
-    private void send(Outcome outcome, long elapsedUs) {
+    private void send(Outcome outcome, long elapsedUs, double cpuUtilization) {
         try {
-            state.balancer.report(method, id, elapsedUs, outcome);
+            if (cpuUtilization > 0) {
+                state.balancer.reportProviderMetrics(method, id, System.currentTimeMillis(),
+                        100 * cpuUtilization, elapsedUs, 0);
+            }
+            state.balancer.report(method, id, outcome == Outcome.CANCELLED ? 0 : elapsedUs, outcome);
         } catch (RuntimeException closedOrGone) {
             // The balancer was replaced by a config change, or the channel shut down: the
             // report has nowhere to go and nothing to undo.

@@ -366,6 +366,24 @@ class PolylbPolicyTest {
     }
 
     @Test
+    void orcaCpuReportsFeedAdaptive() throws Exception {
+        List<Provider> p = providers(2);
+        Provider busy = p.get(0);
+        Provider idle = p.get(1);
+        busy.cpuUtilization.set(Double.doubleToLongBits(0.9));
+        idle.cpuUtilization.set(Double.doubleToLongBits(0.05));
+        Client client = client("loadbalance=adaptive", false, endpoints(p));
+        client.waitForSet(2);
+        int calls = 400;
+        for (int i = 0; i < calls; i++) {
+            client.call("");
+        }
+        System.out.println("orcaCpuReportsFeedAdaptive: the busy provider got " + busy.calls.get() + " of " + calls);
+        // Without the reports: 200 ± 10 (σ); 100 is 10σ below that.
+        assertTrue(busy.calls.get() <= 100, "the provider at 90 % CPU got " + busy.calls.get() + " of " + calls);
+    }
+
+    @Test
     void peakEwmaSendsLittleToASlowProvider() throws Exception {
         List<Provider> p = providers(3);
         p.get(2).delayMs.set(20);

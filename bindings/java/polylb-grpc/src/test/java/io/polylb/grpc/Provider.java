@@ -1,13 +1,21 @@
 package io.polylb.grpc;
 
+import com.google.protobuf.CodedOutputStream;
 import io.grpc.EquivalentAddressGroup;
+import io.grpc.ForwardingServerCall;
+import io.grpc.Metadata;
 import io.grpc.Server;
+import io.grpc.ServerCall;
+import io.grpc.ServerCallHandler;
+import io.grpc.ServerInterceptor;
+import io.grpc.ServerInterceptors;
 import io.grpc.ServerServiceDefinition;
 import io.grpc.Status;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -26,6 +34,8 @@ final class Provider implements AutoCloseable {
     final AtomicLong delayMs = new AtomicLong();
     /** Counted down when a call starts hanging (or a stream starts). */
     volatile CountDownLatch started = new CountDownLatch(1);
+    /** The CPU utilization each call's ORCA load report gives (a double's bits); 0: no report. */
+    final AtomicLong cpuUtilization = new AtomicLong();
     /** Ends the open streams. */
     final CountDownLatch endStreams = new CountDownLatch(1);
     private final Server server;
@@ -41,7 +51,7 @@ final class Provider implements AutoCloseable {
                 .addMethod(EchoService.OTHER, ServerCalls.asyncUnaryCall(this::unary))
                 .addMethod(EchoService.WATCH, ServerCalls.asyncServerStreamingCall(this::watch))
                 .build();
-        this.server = builder.addService(service).build().start();
+        this.server = builder.addService(ServerInterceptors.intercept(service, new OrcaTrailer())).build().start();
     }
 
     EquivalentAddressGroup endpoint() {
@@ -72,6 +82,37 @@ final class Provider implements AutoCloseable {
         }
         response.onNext(name);
         response.onCompleted();
+    }
+
+    /** Ends every call with an ORCA load report, as grpc's ORCA server interceptors do. */
+    private final class OrcaTrailer implements ServerInterceptor {
+        @Override
+        public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
+                ServerCallHandler<Q, R> next) {
+            return next.startCall(new ForwardingServerCall.SimpleForwardingServerCall<>(call) {
+                @Override
+                public void close(Status status, Metadata trailers) {
+                    double cpu = Double.longBitsToDouble(cpuUtilization.get());
+                    if (cpu > 0) {
+                        trailers.put(OrcaReport.TRAILER, report(cpu));
+                    }
+                    super.close(status, trailers);
+                }
+            }, headers);
+        }
+    }
+
+    /** An OrcaLoadReport with its cpu_utilization (field 1), by protobuf's encoder. */
+    private static byte[] report(double cpu) {
+        byte[] bytes = new byte[CodedOutputStream.computeDoubleSize(1, cpu)];
+        try {
+            CodedOutputStream out = CodedOutputStream.newInstance(bytes);
+            out.writeDouble(1, cpu);
+            out.checkNoSpaceLeft();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return bytes;
     }
 
     /** Sends its name, then holds the stream open until {@link #endStreams}. */

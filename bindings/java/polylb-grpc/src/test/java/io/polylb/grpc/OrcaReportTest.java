@@ -1,0 +1,72 @@
+package io.polylb.grpc;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import com.google.protobuf.CodedOutputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.util.Arrays;
+import org.junit.jupiter.api.Test;
+
+/** The CPU utilization read from ORCA reports written by protobuf's own encoder. */
+class OrcaReportTest {
+    /** An OrcaLoadReport's wire form (field numbers of xds.data.orca.v3.OrcaLoadReport). */
+    private interface Fields {
+        void write(CodedOutputStream out) throws IOException;
+    }
+
+    private static byte[] report(Fields fields) throws IOException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        CodedOutputStream out = CodedOutputStream.newInstance(bytes);
+        fields.write(out);
+        out.flush();
+        return bytes.toByteArray();
+    }
+
+    /** A map<string, double> entry: a nested message of key (1) and value (2). */
+    private static void mapEntry(CodedOutputStream out, int field, String key, double value) throws IOException {
+        int size = CodedOutputStream.computeStringSize(1, key) + CodedOutputStream.computeDoubleSize(2, value);
+        out.writeTag(field, 2);
+        out.writeUInt32NoTag(size);
+        out.writeString(1, key);
+        out.writeDouble(2, value);
+    }
+
+    @Test
+    void readsCpuAmongTheOtherFields() throws IOException {
+        byte[] full = report(out -> {
+            out.writeDouble(2, 0.7); // mem_utilization
+            out.writeUInt64(3, 1L << 40); // rps (deprecated), a long varint
+            mapEntry(out, 4, "db", 12.5); // request_cost
+            out.writeDouble(1, 0.42); // cpu_utilization
+            mapEntry(out, 5, "gpu", 0.3); // utilization
+            out.writeDouble(6, 1234.5); // rps_fractional
+            out.writeFixed32(99, 7); // a field of a newer version
+        });
+        assertEquals(0.42, OrcaReport.cpuUtilization(full));
+        assertEquals(1.5, OrcaReport.cpuUtilization(report(out -> out.writeDouble(1, 1.5))), "over one CPU");
+    }
+
+    @Test
+    void noCpuIsZero() throws IOException {
+        assertEquals(0, OrcaReport.cpuUtilization(new byte[0]));
+        assertEquals(0, OrcaReport.cpuUtilization(report(out -> out.writeDouble(2, 0.7))));
+        assertEquals(0, OrcaReport.cpuUtilization(report(out -> out.writeDouble(1, 0))));
+        assertEquals(0, OrcaReport.cpuUtilization(report(out -> out.writeDouble(1, -0.5))));
+        assertEquals(0, OrcaReport.cpuUtilization(report(out -> out.writeDouble(1, Double.NaN))));
+        assertEquals(0, OrcaReport.cpuUtilization(report(out -> out.writeDouble(1, Double.POSITIVE_INFINITY))));
+    }
+
+    @Test
+    void aMalformedReportIsZero() throws IOException {
+        byte[] good = report(out -> {
+            mapEntry(out, 4, "db", 12.5);
+            out.writeDouble(1, 0.42);
+        });
+        for (int cut = 1; cut < good.length; cut++) {
+            assertEquals(0, OrcaReport.cpuUtilization(Arrays.copyOf(good, cut)), "cut at " + cut);
+        }
+        assertEquals(0, OrcaReport.cpuUtilization(new byte[] {(byte) 0x0b, 0, 0})); // a group's start
+        assertEquals(0, OrcaReport.cpuUtilization(new byte[] {(byte) 0x80, (byte) 0x80})); // varint cut short
+    }
+}
