@@ -5,26 +5,35 @@ import io.grpc.Context;
 import io.grpc.Metadata;
 import io.polylb.Outcome;
 import java.lang.ref.Cleaner;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
  * The tracer factory of one pick: gRPC calls it when it opens the stream on the picked
  * subchannel, and the stream's tracer then reports the call when it closes.
  *
  * <p>A backstop for the picks gRPC drops without a word, neither opening a stream nor closing
- * one (a call cancelled while gRPC was picking for it: its stream is created, never started):
- * once this factory is unreachable (the tracer holds it) and the pick is still unreported, the
- * pick is reported cancelled. The endpoint's sweep handles the common case promptly (see
- * {@link Endpoint}); this one waits for the garbage collector.
+ * one: a queued call cancelled while gRPC was picking for it ({@code DelayedClientTransport}
+ * makes its stream, finds the call cancelled, never starts it). Once this factory is unreachable
+ * (the tracer holds it) and the pick is still unreported, the pick is reported cancelled. The
+ * garbage collector decides when, and the backstop costs a phantom reference per pick, so only
+ * picks for queued calls get it (see {@link PolylbPicker#publishing}). The endpoint's sweep
+ * handles the common drop, a pick whose connection closed, promptly (see {@link Endpoint}).
  */
 final class PickTracerFactory extends ClientStreamTracer.Factory {
     private static final Cleaner CLEANER = Cleaner.create();
+    /** Picks given the backstop (read by the tests, to see that queued calls get it). */
+    static final LongAdder BACKSTOPS = new LongAdder();
     private static final ClientStreamTracer NO_REPORT = new ClientStreamTracer() {};
 
     private final Pick pick;
 
-    PickTracerFactory(Pick pick) {
+    /** @param queued whether the pick is for a call gRPC queued; only those get the backstop */
+    PickTracerFactory(Pick pick, boolean queued) {
         this.pick = pick;
-        CLEANER.register(this, () -> pick.finish(Outcome.CANCELLED));
+        if (queued) {
+            CLEANER.register(this, () -> pick.finish(Outcome.CANCELLED));
+            BACKSTOPS.increment();
+        }
     }
 
     @Override

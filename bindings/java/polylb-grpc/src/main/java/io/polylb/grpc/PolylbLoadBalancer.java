@@ -152,7 +152,8 @@ final class PolylbLoadBalancer extends LoadBalancer {
             return;
         }
         set = newSet;
-        helper.updateBalancingState(ConnectivityState.READY, new PolylbPicker(state, byId));
+        PolylbPicker picker = new PolylbPicker(state, byId);
+        picker.publishing(() -> helper.updateBalancingState(ConnectivityState.READY, picker));
     }
 
     /** No endpoint READY: calls wait while one connects, and fail when every one is failing. */

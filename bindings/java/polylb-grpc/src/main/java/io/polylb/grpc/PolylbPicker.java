@@ -12,10 +12,30 @@ import java.util.Map;
 final class PolylbPicker extends SubchannelPicker {
     private final BalancerState state;
     private final Map<Long, Endpoint> endpoints; // the library's set, by invoker id
+    /** The thread handing this picker to gRPC, while it does; see {@link #publishing}. */
+    private volatile Thread publisher;
 
     PolylbPicker(BalancerState state, Map<Long, Endpoint> endpoints) {
         this.state = state;
         this.endpoints = endpoints;
+    }
+
+    /**
+     * Hands this picker to gRPC ({@code helper.updateBalancingState}). gRPC picks for the calls
+     * it queued (no picker had a connection for them) inside that call, on this thread
+     * ({@code DelayedClientTransport.reprocess}), and only those picks can be dropped after
+     * their stream tracer was made: a queued call cancelled meanwhile keeps its stream unstarted.
+     * Picks made while publishing get the garbage collector's backstop ({@link
+     * PickTracerFactory}); a call picked on its own thread always starts its stream, which
+     * always closes, so its pick does without one.
+     */
+    void publishing(Runnable update) {
+        publisher = Thread.currentThread();
+        try {
+            update.run();
+        } finally {
+            publisher = null;
+        }
     }
 
     @Override
@@ -45,7 +65,8 @@ final class PolylbPicker extends SubchannelPicker {
             pick.cancelIfUnused();
             return PickResult.withNoResult();
         }
-        return PickResult.withSubchannel(endpoint.subchannel, new PickTracerFactory(pick));
+        boolean queued = publisher == Thread.currentThread();
+        return PickResult.withSubchannel(endpoint.subchannel, new PickTracerFactory(pick, queued));
     }
 
     private void cancel(int method, long id) {

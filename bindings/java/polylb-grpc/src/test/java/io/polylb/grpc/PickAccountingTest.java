@@ -81,10 +81,10 @@ class PickAccountingTest {
             Endpoint endpoint = readyEndpoint();
             lb.update(List.of(endpoint.invoker()));
             PolylbPicker picker = new PolylbPicker(new BalancerState(lb, false), Map.of(1L, endpoint));
-            // gRPC created the stream's tracer, then dropped the stream unstarted (a call
-            // cancelled while it was being picked).
-            picker.pickSubchannel(new PickFakes.Args()).getStreamTracerFactory().newClientStreamTracer(
-                    ClientStreamTracer.StreamInfo.newBuilder().build(), new Metadata());
+            // gRPC picked for a queued call as the picker was handed to it, created the stream's
+            // tracer, then dropped the stream unstarted (the call was cancelled meanwhile).
+            picker.publishing(() -> picker.pickSubchannel(new PickFakes.Args()).getStreamTracerFactory()
+                    .newClientStreamTracer(ClientStreamTracer.StreamInfo.newBuilder().build(), new Metadata()));
             assertEquals(1, active(lb));
             eventually(() -> {
                 System.gc();

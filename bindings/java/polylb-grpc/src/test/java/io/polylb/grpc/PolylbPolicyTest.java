@@ -188,6 +188,30 @@ class PolylbPolicyTest {
     }
 
     @Test
+    void onlyQueuedCallsGetTheGarbageCollectorsBackstop() throws Exception {
+        // A port with no server yet: the first call waits (queued) for its connection.
+        int port;
+        try (java.net.ServerSocket free = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            port = free.getLocalPort();
+        }
+        Client client = client("loadbalance=random", false,
+                List.of(new EquivalentAddressGroup(new java.net.InetSocketAddress("127.0.0.1", port))));
+        long before = PickTracerFactory.BACKSTOPS.sum();
+        Future<String> queued = Executors.newSingleThreadExecutor().submit(() -> client.call(""));
+        Thread.sleep(200); // the call is queued: the channel is connecting to nothing
+        toClose.add(new Provider("late", io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder.forAddress(
+                new java.net.InetSocketAddress("127.0.0.1", port))));
+        assertEquals("late", queued.get(10, TimeUnit.SECONDS));
+        // gRPC picked for it as the policy handed it the picker over the new connection.
+        assertEquals(1, PickTracerFactory.BACKSTOPS.sum() - before);
+        for (int i = 0; i < 100; i++) {
+            client.call(""); // picked on the caller's thread: no backstop needed
+        }
+        assertEquals(1, PickTracerFactory.BACKSTOPS.sum() - before);
+        expectCounters(client, 101, 0, 0);
+    }
+
+    @Test
     void aStreamIsInFlightUntilItEnds() throws Exception {
         List<Provider> p = providers(2);
         Client client = client("loadbalance=leastactive", true, endpoints(p));
