@@ -127,9 +127,10 @@ func TestConfigChangesUnderLoad(t *testing.T) {
 	}
 }
 
-// callUntil runs n goroutines of fail-fast calls until stop is closed; the
-// channel it returns yields their errors and is closed when all returned.
-func callUntil(cl *client, n int, stop <-chan struct{}) <-chan error {
+// callUntil runs n goroutines of calls (fail-fast unless opts say otherwise)
+// until stop is closed or a call fails; the channel it returns yields their
+// errors and is closed when all returned.
+func callUntil(cl *client, n int, stop <-chan struct{}, opts ...grpc.CallOption) <-chan error {
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for g := 0; g < n; g++ {
@@ -143,7 +144,7 @@ func callUntil(cl *client, n int, stop <-chan struct{}) <-chan error {
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err := cl.service.EmptyCall(ctx, &testpb.Empty{})
+				_, err := cl.service.EmptyCall(ctx, &testpb.Empty{}, opts...)
 				cancel()
 				if err != nil {
 					errs <- err

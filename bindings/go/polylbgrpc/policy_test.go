@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -471,29 +470,8 @@ func TestConcurrentCallsDuringChurn(t *testing.T) {
 	cl := dial(t, "loadbalance=p2c", all)
 	cl.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr, ps[3].addr)
 
-	var wg sync.WaitGroup
 	stop := make(chan struct{})
-	errs := make(chan error, 8)
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err := cl.service.EmptyCall(ctx, &testpb.Empty{}, grpc.WaitForReady(true))
-				cancel()
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
+	errs := callUntil(cl, 8, stop, grpc.WaitForReady(true))
 	for i := 0; i < 30; i++ {
 		cl.resolver.UpdateState(resolver.State{Endpoints: all[i%3 : i%3+2]})
 		time.Sleep(3 * time.Millisecond)
@@ -501,8 +479,6 @@ func TestConcurrentCallsDuringChurn(t *testing.T) {
 	cl.resolver.UpdateState(resolver.State{Endpoints: all})
 	cl.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr, ps[3].addr)
 	close(stop)
-	wg.Wait()
-	close(errs)
 	for err := range errs {
 		t.Errorf("call failed: %v", err)
 	}
