@@ -13,24 +13,25 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>A backstop for the picks gRPC drops without a word, neither opening a stream nor closing
  * one: a queued call cancelled while gRPC was picking for it ({@code DelayedClientTransport}
- * makes its stream, finds the call cancelled, never starts it). Once this factory is unreachable
- * (the tracer holds it) and the pick is still unreported, the pick is reported cancelled. The
- * garbage collector decides when, and the backstop costs a phantom reference per pick, so only
- * picks for queued calls get it (see {@link PolylbPicker#publishing}). The endpoint's sweep
+ * makes its stream, finds the call cancelled, never starts it), and a retry attempt whose call
+ * ended during the backoff. Once this factory is unreachable (the tracer holds it) and the pick
+ * is still unreported, the pick is reported cancelled. The garbage collector decides when, and
+ * the backstop costs a phantom reference per pick, so only those picks get it (see {@link
+ * PolylbPicker#publishing}). The endpoint's sweep
  * handles the common drop, a pick whose connection closed, promptly (see {@link Endpoint}).
  */
 final class PickTracerFactory extends ClientStreamTracer.Factory {
     private static final Cleaner CLEANER = Cleaner.create();
-    /** Picks given the backstop (read by the tests, to see that queued calls get it). */
+    /** Picks given the backstop (read by the tests, to see which picks get it). */
     static final LongAdder BACKSTOPS = new LongAdder();
     private static final ClientStreamTracer NO_REPORT = new ClientStreamTracer() {};
 
     private final Pick pick;
 
-    /** @param queued whether the pick is for a call gRPC queued; only those get the backstop */
-    PickTracerFactory(Pick pick, boolean queued) {
+    /** @param mayGoUnstarted a pick for a queued call or a retry attempt: only those get the backstop */
+    PickTracerFactory(Pick pick, boolean mayGoUnstarted) {
         this.pick = pick;
-        if (queued) {
+        if (mayGoUnstarted) {
             CLEANER.register(this, () -> pick.finish(Outcome.CANCELLED));
             BACKSTOPS.increment();
         }

@@ -3,6 +3,7 @@ package io.polylb.grpc;
 import io.grpc.LoadBalancer.PickResult;
 import io.grpc.LoadBalancer.PickSubchannelArgs;
 import io.grpc.LoadBalancer.SubchannelPicker;
+import io.grpc.Metadata;
 import io.grpc.Status;
 import io.polylb.Outcome;
 import io.polylb.PolylbException;
@@ -10,6 +11,16 @@ import java.util.Map;
 
 /** Places calls over the READY endpoints: the library picks the invoker, gRPC its subchannel. */
 final class PolylbPicker extends SubchannelPicker {
+    /**
+     * The header gRPC puts on every retry and hedging attempt after the first. gRPC picks for a
+     * retry when it decides to retry and starts the stream only after the backoff; a call that
+     * ends meanwhile (its cancel, its deadline, the channel's shutdownNow) never starts it
+     * ({@code RetriableStream.commit} cancels the scheduled start), so its tracer is neither
+     * started nor closed.
+     */
+    private static final Metadata.Key<String> PREVIOUS_ATTEMPTS =
+            Metadata.Key.of("grpc-previous-rpc-attempts", Metadata.ASCII_STRING_MARSHALLER);
+
     private final BalancerState state;
     private final Map<Long, Endpoint> endpoints; // the library's set, by invoker id
     /** The thread handing this picker to gRPC, while it does; see {@link #publishing}. */
@@ -26,8 +37,9 @@ final class PolylbPicker extends SubchannelPicker {
      * ({@code DelayedClientTransport.reprocess}), and only those picks can be dropped after
      * their stream tracer was made: a queued call cancelled meanwhile keeps its stream unstarted.
      * Picks made while publishing get the garbage collector's backstop ({@link
-     * PickTracerFactory}); a call picked on its own thread always starts its stream, which
-     * always closes, so its pick does without one.
+     * PickTracerFactory}), as do retry attempts (see {@link #PREVIOUS_ATTEMPTS}); a call's first
+     * attempt picked on its own thread always starts its stream, which always closes, so its
+     * pick does without one.
      */
     void publishing(Runnable update) {
         publisher = Thread.currentThread();
@@ -65,8 +77,9 @@ final class PolylbPicker extends SubchannelPicker {
             pick.cancelIfUnused();
             return PickResult.withNoResult();
         }
-        boolean queued = publisher == Thread.currentThread();
-        return PickResult.withSubchannel(endpoint.subchannel, new PickTracerFactory(pick, queued));
+        boolean mayGoUnstarted = publisher == Thread.currentThread()
+                || args.getHeaders().containsKey(PREVIOUS_ATTEMPTS);
+        return PickResult.withSubchannel(endpoint.subchannel, new PickTracerFactory(pick, mayGoUnstarted));
     }
 
     private void cancel(int method, long id) {

@@ -43,14 +43,22 @@ final class Client implements AutoCloseable {
         this(config, serviceLevel, endpoints, true);
     }
 
-    @SuppressWarnings("deprecation") // nameResolverFactory: the simplest way to a test resolver
     Client(String config, boolean serviceLevel, List<EquivalentAddressGroup> endpoints, boolean retries) {
+        this(config, serviceLevel, endpoints, retries, Map.of());
+    }
+
+    /** {@code moreConfig}: service config entries beside the policy's, e.g. a methodConfig. */
+    @SuppressWarnings("deprecation") // nameResolverFactory: the simplest way to a test resolver
+    Client(String config, boolean serviceLevel, List<EquivalentAddressGroup> endpoints, boolean retries,
+            Map<String, ?> moreConfig) {
         LoadBalancerRegistry.getDefaultRegistry().register(provider);
         resolver = new ManualResolver(endpoints);
+        Map<String, Object> serviceConfig = new HashMap<>(serviceConfig(config, serviceLevel));
+        serviceConfig.putAll(moreConfig);
         NettyChannelBuilder builder = NettyChannelBuilder.forTarget(ManualResolver.SCHEME + ":///providers")
                 .nameResolverFactory(resolver)
                 .usePlaintext()
-                .defaultServiceConfig(serviceConfig(config, serviceLevel));
+                .defaultServiceConfig(serviceConfig);
         channel = (retries ? builder.enableRetry() : builder.disableRetry()).build();
     }
 

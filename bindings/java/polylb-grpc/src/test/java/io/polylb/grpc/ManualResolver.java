@@ -15,6 +15,8 @@ final class ManualResolver extends NameResolverProvider {
     private volatile List<EquivalentAddressGroup> endpoints;
     private volatile Map<String, ?> serviceConfig;
     private volatile Resolver resolver;
+    /** How often the channel asked for a new resolution (its policy's refreshNameResolution). */
+    final java.util.concurrent.atomic.AtomicInteger refreshes = new java.util.concurrent.atomic.AtomicInteger();
 
     ManualResolver(List<EquivalentAddressGroup> endpoints) {
         this.endpoints = endpoints;
@@ -82,6 +84,11 @@ final class ManualResolver extends NameResolverProvider {
         @Override
         public String getServiceAuthority() {
             return "test";
+        }
+
+        @Override
+        public void refresh() {
+            refreshes.incrementAndGet();
         }
 
         @Override

@@ -1,0 +1,75 @@
+package io.polylb.grpc;
+
+import static io.polylb.grpc.Client.eventually;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.common.util.concurrent.ListenableFuture;
+import io.grpc.CallOptions;
+import io.grpc.EquivalentAddressGroup;
+import io.grpc.stub.ClientCalls;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** Paths gRPC takes beside a plain call: retries, reconnects, resolution. */
+class GrpcPathsTest {
+    private final List<AutoCloseable> toClose = new ArrayList<>();
+
+    @AfterEach
+    void closeAll() throws Exception {
+        for (int i = toClose.size() - 1; i >= 0; i--) {
+            toClose.get(i).close();
+        }
+    }
+
+    private Provider provider(String name) throws Exception {
+        Provider provider = new Provider(name);
+        toClose.add(provider);
+        return provider;
+    }
+
+    private Client client(String config, List<EquivalentAddressGroup> endpoints, Map<String, ?> moreConfig) {
+        Client client = new Client(config, false, endpoints, true, moreConfig);
+        toClose.add(client);
+        return client;
+    }
+
+    /** A retry policy on UNAVAILABLE whose backoff (0 to 1000 s, uniform) outlasts the test. */
+    private static final Map<String, ?> SLOW_RETRY = Map.of("methodConfig", List.of(Map.of(
+            "name", List.of(Map.of("service", EchoService.SERVICE)),
+            "retryPolicy", Map.of(
+                    "maxAttempts", 2.0,
+                    "initialBackoff", "1000s",
+                    "maxBackoff", "1000s",
+                    "backoffMultiplier", 1.0,
+                    "retryableStatusCodes", List.of("UNAVAILABLE")))));
+
+    /**
+     * gRPC picks for a retry attempt when it decides to retry, then waits out the backoff before
+     * starting its stream (RetriableStream: createSubstream, then the scheduled drain). A call
+     * cancelled meanwhile (its cancel, its deadline, the channel's shutdownNow) never starts it:
+     * the pick's stream is neither started nor closed.
+     */
+    @Test
+    void aRetryAttemptTheCallNeverStartsIsNotInFlightForGood() throws Exception {
+        Provider p = provider("p0");
+        Client client = client("loadbalance=leastactive", List.of(p.endpoint()), SLOW_RETRY);
+        client.waitForSet(1);
+        ListenableFuture<String> future = ClientCalls.futureUnaryCall(
+                client.channel.newCall(EchoService.CALL, CallOptions.DEFAULT.withWaitForReady()),
+                "status:UNAVAILABLE");
+        // The first attempt failed and was reported; the retry is picked, waiting out its backoff.
+        eventually(() -> client.total("failures") == 1 && client.total("active") == 1, "the retry's pick");
+        assertEquals(1, p.calls.get(), "the retry went out already (backoff under a second)");
+        assertTrue(future.cancel(true));
+        eventually(() -> {
+            System.gc();
+            return client.total("active") == 0;
+        }, "the retry's pick undone: " + client.stats());
+        assertEquals(1, client.total("failures"));
+        assertEquals(0, client.total("succeeded"));
+    }
+}
