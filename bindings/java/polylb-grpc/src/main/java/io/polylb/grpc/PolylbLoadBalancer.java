@@ -108,8 +108,14 @@ final class PolylbLoadBalancer extends LoadBalancer {
         if (shutdown || endpoint.isRetired()) {
             return; // a late state of a subchannel the policy shut down
         }
+        if (newState.getState() == ConnectivityState.IDLE
+                || newState.getState() == ConnectivityState.TRANSIENT_FAILURE) {
+            // gRPC-java's resolvers (DNS among them) resolve again only when the policy asks:
+            // a provider that went away may have moved. pick_first asks on both.
+            helper.refreshNameResolution();
+        }
         if (newState.getState() == ConnectivityState.IDLE) {
-            // A connection that closed: reconnect at once, as pick_first does.
+            // A connection that closed: reconnect at once, as round_robin does.
             endpoint.subchannel.requestConnection();
         }
         endpoint.setState(newState);

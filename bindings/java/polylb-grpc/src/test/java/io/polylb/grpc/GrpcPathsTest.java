@@ -72,4 +72,20 @@ class GrpcPathsTest {
         assertEquals(1, client.total("failures"));
         assertEquals(0, client.total("succeeded"));
     }
+
+    /**
+     * gRPC-java's resolvers (DNS among them) resolve again only when the policy asks, as
+     * pick_first and round_robin do when a connection closes or fails: without it, a channel
+     * over DNS never learns that its providers moved.
+     */
+    @Test
+    void aClosedConnectionAsksTheResolverAgain() throws Exception {
+        Provider p = provider("p0");
+        Client client = client("loadbalance=random", List.of(p.endpoint()), Map.of());
+        client.waitForSet(1);
+        client.call("");
+        int before = client.resolver.refreshes.get();
+        p.kill(); // READY, then IDLE, then failing to connect
+        eventually(() -> client.resolver.refreshes.get() > before, "a refresh of the resolution");
+    }
 }
