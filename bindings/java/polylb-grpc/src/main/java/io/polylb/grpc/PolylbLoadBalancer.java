@@ -20,8 +20,8 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 
 /**
- * One channel's policy: one subchannel per endpoint, the READY ones as the library's set, and a
- * picker over them. gRPC calls every method here in the channel's synchronization context.
+ * One channel's policy: one subchannel per endpoint, every listed endpoint in the library's set,
+ * and a picker over the READY ones. gRPC calls every method here in the channel's synchronization context.
  */
 final class PolylbLoadBalancer extends LoadBalancer {
     private static final Logger logger = Logger.getLogger(PolylbLoadBalancer.class.getName());
@@ -34,6 +34,8 @@ final class PolylbLoadBalancer extends LoadBalancer {
     private final Map<List<SocketAddress>, Endpoint> endpoints = new HashMap<>();
     private long lastId;
     private List<Invoker> set = List.of(); // the set the library holds, in id order
+    /** The ids of the READY endpoints of the picker last sent up, or null for another picker. */
+    private Set<Long> publishedReady;
     private boolean shutdown;
 
     PolylbLoadBalancer(Helper helper, Consumer<Balancer> observer) {
@@ -63,6 +65,7 @@ final class PolylbLoadBalancer extends LoadBalancer {
             state = new BalancerState(balancer, newConfig.serviceLevel());
             config = newConfig;
             set = List.of(); // the new balancer holds no set yet
+            publishedReady = null;
             if (old != null) {
                 // Calls picked by the old balancer report to it after this and are ignored;
                 // pickers over it still in gRPC's hands see it closed and wait for the new one.
@@ -123,42 +126,51 @@ final class PolylbLoadBalancer extends LoadBalancer {
     }
 
     /**
-     * Puts the READY endpoints in the library's set (an update only when the set changed: gRPC
-     * reports every connectivity change of every endpoint) and sends up a picker over them.
+     * Puts every listed endpoint in the library's set (an update only when the set changed) and
+     * sends up a picker over the READY ones (only when they changed: gRPC reports every
+     * connectivity change of every endpoint). An endpoint whose connection is down stays in the
+     * set, excluded by the picker: leaving the set would drop its state (latency estimates,
+     * outlier ejection's record, the calls still running on its old connection) at every
+     * reconnect.
      */
     private void updatePicker() {
-        List<Endpoint> ready = new ArrayList<>();
-        for (Endpoint endpoint : endpoints.values()) {
+        List<Endpoint> listed = new ArrayList<>(endpoints.values());
+        listed.sort((a, b) -> Long.compare(a.id, b.id));
+        List<Invoker> newSet = new ArrayList<>(listed.size());
+        Map<Long, Endpoint> ready = new HashMap<>();
+        List<Long> notReady = new ArrayList<>();
+        for (Endpoint endpoint : listed) {
+            newSet.add(endpoint.invoker());
             if (endpoint.isReady()) {
-                ready.add(endpoint);
+                ready.put(endpoint.id, endpoint);
+            } else {
+                notReady.add(endpoint.id);
             }
         }
+        if (!newSet.equals(set)) {
+            try {
+                state.balancer.update(newSet);
+            } catch (PolylbException e) {
+                // The library keeps the previous set (a rejected update changes nothing), so the
+                // picker stays the one over that set.
+                logger.log(Level.WARNING, "polylb: update of " + newSet.size()
+                        + " endpoints rejected, previous set kept: " + e.getMessage());
+                return;
+            }
+            set = newSet;
+            publishedReady = null; // a picker over the new set
+        }
         if (ready.isEmpty()) {
-            set = List.of(); // the library keeps its set: the next READY one updates it
+            publishedReady = null;
             updateWithoutReady();
             return;
         }
-        ready.sort((a, b) -> Long.compare(a.id, b.id));
-        List<Invoker> newSet = new ArrayList<>(ready.size());
-        Map<Long, Endpoint> byId = new HashMap<>();
-        for (Endpoint endpoint : ready) {
-            newSet.add(endpoint.invoker());
-            byId.put(endpoint.id, endpoint);
+        if (ready.keySet().equals(publishedReady)) {
+            return; // same set, same READY endpoints: same picker
         }
-        if (newSet.equals(set)) {
-            return; // same set, same picker
-        }
-        try {
-            state.balancer.update(newSet);
-        } catch (PolylbException e) {
-            // The library keeps the previous set (a rejected update changes nothing), so the
-            // picker stays the one over that set.
-            logger.log(Level.WARNING, "polylb: update of " + newSet.size()
-                    + " endpoints rejected, previous set kept: " + e.getMessage());
-            return;
-        }
-        set = newSet;
-        PolylbPicker picker = new PolylbPicker(state, byId);
+        publishedReady = ready.keySet();
+        PolylbPicker picker = new PolylbPicker(state, ready,
+                notReady.stream().mapToLong(Long::longValue).toArray());
         picker.publishing(() -> helper.updateBalancingState(ConnectivityState.READY, picker));
     }
 
@@ -185,8 +197,8 @@ final class PolylbLoadBalancer extends LoadBalancer {
 
     @Override
     public void handleNameResolutionError(Status error) {
-        if (set.isEmpty()) {
-            // With a READY set the calls go on over it; otherwise they fail with the reason.
+        if (publishedReady == null) {
+            // With READY endpoints the calls go on over them; otherwise they fail with the reason.
             helper.updateBalancingState(ConnectivityState.TRANSIENT_FAILURE, new FailingPicker(error));
         }
     }

@@ -9,7 +9,10 @@ import io.polylb.Outcome;
 import io.polylb.PolylbException;
 import java.util.Map;
 
-/** Places calls over the READY endpoints: the library picks the invoker, gRPC its subchannel. */
+/**
+ * Places calls over the READY endpoints: the library picks the invoker among its set but the
+ * endpoints not READY, gRPC the invoker's subchannel.
+ */
 final class PolylbPicker extends SubchannelPicker {
     /**
      * The header gRPC puts on every retry and hedging attempt after the first. gRPC picks for a
@@ -22,13 +25,24 @@ final class PolylbPicker extends SubchannelPicker {
             Metadata.Key.of("grpc-previous-rpc-attempts", Metadata.ASCII_STRING_MARSHALLER);
 
     private final BalancerState state;
-    private final Map<Long, Endpoint> endpoints; // the library's set, by invoker id
+    private final Map<Long, Endpoint> endpoints; // the READY endpoints, by invoker id
+    private final long[] notReady; // the set's other ids; usually none
     /** The thread handing this picker to gRPC, while it does; see {@link #publishing}. */
     private volatile Thread publisher;
 
     PolylbPicker(BalancerState state, Map<Long, Endpoint> endpoints) {
+        this(state, endpoints, new long[0]);
+    }
+
+    PolylbPicker(BalancerState state, Map<Long, Endpoint> endpoints, long[] notReady) {
         this.state = state;
         this.endpoints = endpoints;
+        this.notReady = notReady;
+    }
+
+    /** The READY endpoints this picker places calls on (read by the tests). */
+    int readyEndpoints() {
+        return endpoints.size();
     }
 
     /**
@@ -56,12 +70,19 @@ final class PolylbPicker extends SubchannelPicker {
         long id;
         try {
             method = state.method(args.getMethodDescriptor().getFullMethodName());
-            id = state.balancer.select(method, args.getCallOptions().getOption(PolylbGrpc.HASH_KEY));
+            byte[] key = args.getCallOptions().getOption(PolylbGrpc.HASH_KEY);
+            id = notReady.length == 0 ? state.balancer.select(method, key)
+                    : state.balancer.selectAmong(method, key, null, notReady);
         } catch (IllegalStateException closed) {
             // A picker of a balancer a config change replaced, still in gRPC's hands for a
             // moment: the call waits for the new picker, already on its way.
             return PickResult.withNoResult();
-        } catch (PolylbException e) { // the set is never empty while this picker is current
+        } catch (PolylbException e) {
+            if (e.status() == io.polylb.Status.NO_CANDIDATE || e.status() == io.polylb.Status.NO_PROVIDER) {
+                // The library took another set an instant before gRPC got the picker over it:
+                // wait for that picker.
+                return PickResult.withNoResult();
+            }
             return PickResult.withError(Status.UNAVAILABLE.withDescription("polylb: " + e.getMessage()));
         }
         Endpoint endpoint = endpoints.get(id);

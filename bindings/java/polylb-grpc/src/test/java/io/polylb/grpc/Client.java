@@ -6,12 +6,17 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import io.grpc.CallOptions;
+import io.grpc.ConnectivityState;
 import io.grpc.EquivalentAddressGroup;
+import io.grpc.LoadBalancer;
+import io.grpc.LoadBalancerProvider;
 import io.grpc.LoadBalancerRegistry;
 import io.grpc.ManagedChannel;
 import io.grpc.MethodDescriptor;
+import io.grpc.NameResolver;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.ClientCalls;
+import io.grpc.util.ForwardingLoadBalancerHelper;
 import io.polylb.Balancer;
 import java.util.HashMap;
 import java.util.List;
@@ -32,8 +37,50 @@ final class Client implements AutoCloseable {
     final ManagedChannel channel;
     final AtomicReference<Balancer> balancer = new AtomicReference<>();
     final String policyName = "polylb_test_" + NEXT.incrementAndGet();
-    private final PolylbLoadBalancerProvider provider =
-            new PolylbLoadBalancerProvider(policyName, balancer::set);
+    /** The picker the policy last sent up. */
+    final AtomicReference<LoadBalancer.SubchannelPicker> picker = new AtomicReference<>();
+    private final LoadBalancerProvider provider = new Watched();
+
+    /** The policy under the test's name, with a helper that keeps the pickers it sends up. */
+    private final class Watched extends LoadBalancerProvider {
+        private final PolylbLoadBalancerProvider policy = new PolylbLoadBalancerProvider(policyName, balancer::set);
+
+        @Override
+        public boolean isAvailable() {
+            return true;
+        }
+
+        @Override
+        public int getPriority() {
+            return 5;
+        }
+
+        @Override
+        public String getPolicyName() {
+            return policyName;
+        }
+
+        @Override
+        public NameResolver.ConfigOrError parseLoadBalancingPolicyConfig(Map<String, ?> raw) {
+            return policy.parseLoadBalancingPolicyConfig(raw);
+        }
+
+        @Override
+        public LoadBalancer newLoadBalancer(LoadBalancer.Helper helper) {
+            return policy.newLoadBalancer(new ForwardingLoadBalancerHelper() {
+                @Override
+                protected LoadBalancer.Helper delegate() {
+                    return helper;
+                }
+
+                @Override
+                public void updateBalancingState(ConnectivityState state, LoadBalancer.SubchannelPicker newPicker) {
+                    picker.set(newPicker);
+                    super.updateBalancingState(state, newPicker);
+                }
+            });
+        }
+    }
 
     Client(String config, List<EquivalentAddressGroup> endpoints) {
         this(config, false, endpoints);
@@ -97,10 +144,15 @@ final class Client implements AutoCloseable {
         return current == null ? 0 : stats().getAsJsonArray("invokers").size();
     }
 
-    /** Connects and waits until {@code n} endpoints are in the library's set. */
+    /** The READY endpoints of the picker the policy last sent up. */
+    int readyEndpoints() {
+        return picker.get() instanceof PolylbPicker current ? current.readyEndpoints() : 0;
+    }
+
+    /** Connects and waits until {@code n} endpoints are READY and in the library's set. */
     void waitForSet(int n) {
         channel.getState(true);
-        eventually(() -> setSize() == n, "a set of " + n + " endpoints");
+        eventually(() -> setSize() == n && readyEndpoints() == n, n + " READY endpoints");
     }
 
     static void eventually(BooleanSupplier condition, String what) {

@@ -88,4 +88,47 @@ class GrpcPathsTest {
         p.kill(); // READY, then IDLE, then failing to connect
         eventually(() -> client.resolver.refreshes.get() > before, "a refresh of the resolution");
     }
+
+    /**
+     * An endpoint keeps its state while the resolver lists it, also while its connection is
+     * down: a provider whose connections are recycled (GOAWAY, maxConnectionAge) or flap keeps
+     * its latency estimates, its outlier-ejection record and the calls still running on the
+     * old connection.
+     */
+    @Test
+    void anEndpointKeepsItsStateAcrossAReconnect() throws Exception {
+        Provider p0 = provider("p0");
+        Provider p1 = provider("p1");
+        java.net.InetSocketAddress address0 = (java.net.InetSocketAddress) p0.endpoint().getAddresses().get(0);
+        Client client = client("loadbalance=roundrobin", List.of(p0.endpoint(), p1.endpoint()), Map.of());
+        client.waitForSet(2);
+        for (int i = 0; i < 20; i++) {
+            client.call("");
+        }
+        eventually(() -> succeeded(client, address0) == 10, "10 calls reported on p0: " + client.stats());
+        p0.kill();
+        eventually(() -> client.readyEndpoints() == 1, "p0 seen down");
+        // Calls go on over p1 alone while p0 is down.
+        for (int i = 0; i < 5; i++) {
+            assertEquals("p1", client.call(""));
+        }
+        Provider back = new Provider("p0 again", io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder.forAddress(
+                new java.net.InetSocketAddress("127.0.0.1", address0.getPort())));
+        toClose.add(back);
+        eventually(() -> {
+            client.call("");
+            return back.calls.get() > 0;
+        }, "p0 reconnected");
+        assertTrue(succeeded(client, address0) >= 10, "p0's state was dropped on its reconnect: " + client.stats());
+    }
+
+    private static long succeeded(Client client, java.net.InetSocketAddress address) {
+        for (com.google.gson.JsonElement invoker : client.stats().getAsJsonArray("invokers")) {
+            com.google.gson.JsonObject fields = invoker.getAsJsonObject();
+            if (fields.get("address").getAsString().equals("127.0.0.1:" + address.getPort())) {
+                return fields.get("succeeded").getAsLong();
+            }
+        }
+        return -1;
+    }
 }
