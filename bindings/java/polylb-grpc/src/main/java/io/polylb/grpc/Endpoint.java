@@ -4,6 +4,7 @@ import io.grpc.ConnectivityState;
 import io.grpc.ConnectivityStateInfo;
 import io.grpc.EquivalentAddressGroup;
 import io.grpc.LoadBalancer.Subchannel;
+import io.grpc.Status;
 import io.polylb.Invoker;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
@@ -34,6 +35,12 @@ final class Endpoint {
     /** Written in the synchronization context, read by pickers on the calls' threads. */
     private volatile ConnectivityStateInfo state = ConnectivityStateInfo.forNonError(ConnectivityState.IDLE);
     private final Set<Pick> unopened = ConcurrentHashMap.newKeySet();
+    /**
+     * Why its last connection attempt failed, until it is READY again (the synchronization
+     * context's only): as pick_first's "sticky TRANSIENT_FAILURE", a failing endpoint that tries
+     * again still counts as failing.
+     */
+    private Status failure;
 
     Endpoint(long id, Subchannel subchannel, EquivalentAddressGroup group) {
         this.id = id;
@@ -53,12 +60,13 @@ final class Endpoint {
         return fields;
     }
 
-    ConnectivityStateInfo state() {
-        return state;
-    }
-
     boolean isReady() {
         return state.getState() == ConnectivityState.READY;
+    }
+
+    /** Why it failed, while it has not been READY since; null otherwise. */
+    Status failure() {
+        return failure;
     }
 
     boolean isRetired() {
@@ -68,6 +76,11 @@ final class Endpoint {
     /** A new state from the subchannel; leaving READY cancels the picks gRPC could not open. */
     void setState(ConnectivityStateInfo newState) {
         state = newState;
+        if (newState.getState() == ConnectivityState.TRANSIENT_FAILURE) {
+            failure = newState.getStatus();
+        } else if (newState.getState() == ConnectivityState.READY) {
+            failure = null;
+        }
         if (newState.getState() != ConnectivityState.READY) {
             sweep();
         }

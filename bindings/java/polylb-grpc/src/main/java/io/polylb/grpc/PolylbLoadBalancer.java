@@ -174,12 +174,15 @@ final class PolylbLoadBalancer extends LoadBalancer {
         picker.publishing(() -> helper.updateBalancingState(ConnectivityState.READY, picker));
     }
 
-    /** No endpoint READY: calls wait while one connects, and fail when every one is failing. */
+    /**
+     * No endpoint READY: calls wait while one connects, and fail when every one is failing (also
+     * while they try again, as pick_first does: calls without wait-for-ready fail at once rather
+     * than wait out each attempt).
+     */
     private void updateWithoutReady() {
         Status failure = null;
         for (Endpoint endpoint : endpoints.values()) {
-            ConnectivityStateInfo info = endpoint.state();
-            if (info.getState() != ConnectivityState.TRANSIENT_FAILURE) {
+            if (endpoint.failure() == null) {
                 helper.updateBalancingState(ConnectivityState.CONNECTING, new SubchannelPicker() {
                     @Override
                     public PickResult pickSubchannel(PickSubchannelArgs args) {
@@ -188,7 +191,7 @@ final class PolylbLoadBalancer extends LoadBalancer {
                 });
                 return;
             }
-            failure = info.getStatus();
+            failure = endpoint.failure();
         }
         Status error = Status.UNAVAILABLE.withDescription("polylb: no endpoint is reachable")
                 .withCause(failure == null ? null : failure.asRuntimeException());
