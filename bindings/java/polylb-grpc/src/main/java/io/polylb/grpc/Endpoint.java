@@ -49,11 +49,15 @@ final class Endpoint {
         setFields(group);
     }
 
-    /** Weight, warm-up and zone from the resolver's attribute; Dubbo's defaults without it. */
+    /**
+     * Weight, warm-up and zone from the resolver's attribute; Dubbo's defaults without it. A
+     * negative weight is 0, as Dubbo reads one: the library rejects a set with a negative weight,
+     * so one such endpoint would keep every other out of the set.
+     */
     void setFields(EquivalentAddressGroup group) {
         Invoker template = group.getAttributes().get(PolylbGrpc.INVOKER);
-        fields = template == null ? Invoker.of(id, address) : new Invoker(id, address, template.weight(),
-                template.startTimeMs(), template.warmupMs(), template.zone());
+        fields = template == null ? Invoker.of(id, address) : new Invoker(id, address,
+                Math.max(template.weight(), 0), template.startTimeMs(), template.warmupMs(), template.zone());
     }
 
     Invoker invoker() {

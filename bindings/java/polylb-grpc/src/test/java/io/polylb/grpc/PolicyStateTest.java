@@ -112,6 +112,10 @@ class PolicyStateTest {
         for (int port : ports) {
             groups.add(new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", port)));
         }
+        resolve(groups);
+    }
+
+    private void resolve(List<EquivalentAddressGroup> groups) {
         Status accepted = policy.acceptResolvedAddresses(ResolvedAddresses.newBuilder()
                 .setAddresses(groups)
                 .setLoadBalancingPolicyConfig(new PolylbConfig("", false))
@@ -145,5 +149,21 @@ class PolicyStateTest {
         subchannels.get(0).set(ConnectivityState.READY);
         assertEquals(ConnectivityState.READY, state);
         assertEquals(subchannels.get(0), pick().getSubchannel());
+    }
+
+    /**
+     * A negative weight from the resolver's attribute is read as 0, as Dubbo reads one: the
+     * library rejects a set with it, and every update would keep the set without the endpoints
+     * that came after it.
+     */
+    @Test
+    void aNegativeWeightIsZero() {
+        resolve(List.of(
+                PolylbGrpc.withWeight(new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", 1)), -5),
+                new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", 2))));
+        subchannels.forEach(s -> s.set(ConnectivityState.READY));
+        assertEquals(ConnectivityState.READY, state);
+        assertEquals(subchannels.get(1), pick().getSubchannel());
+        assertEquals(0, balancer.statsJson().contains("\"weight\":0,") ? 0 : 1, balancer.statsJson());
     }
 }
