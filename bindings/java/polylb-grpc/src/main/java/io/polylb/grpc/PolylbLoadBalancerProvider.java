@@ -34,8 +34,9 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
 
     /**
      * The policy under {@code policyName}; {@code observer} is handed each {@link Balancer} the
-     * policy creates (one per channel, and a new one when the channel's config changes). The
-     * balancer is the policy's: read it, never update or close it.
+     * policy creates (one per channel, a new one when the channel's config changes, and a new one
+     * each time the channel leaves idle mode, which closes the previous one). The balancer is the
+     * policy's: read it, never update or close it.
      */
     public PolylbLoadBalancerProvider(String policyName, Consumer<Balancer> observer) {
         this.policyName = Objects.requireNonNull(policyName, "policyName");

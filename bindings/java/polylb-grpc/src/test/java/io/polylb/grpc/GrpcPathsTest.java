@@ -131,4 +131,22 @@ class GrpcPathsTest {
         }
         return -1;
     }
+
+    /**
+     * An idle channel (no call for idleTimeout, 30 minutes by default, or enterIdle()) shuts its
+     * policy down, closing its balancer, and builds another for the next call.
+     */
+    @Test
+    void leavingIdleModeBringsANewBalancer() throws Exception {
+        Provider p = provider("p0");
+        Client client = client("loadbalance=random", List.of(p.endpoint()), Map.of());
+        client.waitForSet(1);
+        client.call("");
+        io.polylb.Balancer first = client.balancer.get();
+        client.channel.enterIdle();
+        eventually(first::isClosed, "the idle channel's balancer closed");
+        assertEquals("p0", client.call(""));
+        assertTrue(client.balancer.get() != first);
+        eventually(() -> client.total("succeeded") == 1 && client.total("active") == 0, "the new balancer's report");
+    }
 }
