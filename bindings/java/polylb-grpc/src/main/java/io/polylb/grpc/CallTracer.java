@@ -18,8 +18,6 @@ final class CallTracer extends ClientStreamTracer {
     private final Context context;
     /** The call's deadline (its own or its Context's, the earlier), or null. */
     private final Deadline deadline;
-    /** A hedged attempt: the loser of a hedged pair is cancelled by this side. */
-    private final boolean hedged;
     /** Whether the stream reached the wire: its headers went out, or the server answered. */
     private volatile boolean sent;
     /** Whether the provider ended the stream with a status of its own. */
@@ -32,7 +30,6 @@ final class CallTracer extends ClientStreamTracer {
         this.pick = pick;
         this.context = context;
         this.deadline = earlier(info.getCallOptions().getDeadline(), context.getDeadline());
-        this.hedged = info.isHedging();
     }
 
     private static Deadline earlier(Deadline a, Deadline b) {
@@ -69,7 +66,7 @@ final class CallTracer extends ClientStreamTracer {
             // CANCELLED ("thrown away because RetriableStream committed"), not DEADLINE_EXCEEDED.
             pick.finish(Outcome.TIMEOUT, cpuUtilization);
         } else {
-            boolean ownCancel = context.isCancelled() || hedged
+            boolean ownCancel = context.isCancelled()
                     || (status.getCode() == Status.Code.CANCELLED && !endedByProvider(status));
             pick.finish(Outcomes.of(status, ownCancel), cpuUtilization);
         }
@@ -81,7 +78,9 @@ final class CallTracer extends ClientStreamTracer {
      * where a cancel came from, and every other CANCELLED on a stream that reached the wire is
      * this side's: {@code ClientCall.cancel} (a future's {@code cancel}, an async stub's
      * {@code ClientCallStreamObserver.cancel}, an interrupted blocking call) with its own message,
-     * or with retries on the attempt's "Stream thrown away because RetriableStream committed".
+     * or with retries on the attempt's "Stream thrown away because RetriableStream committed"
+     * (also the loser of a hedged pair, or "Unneeded hedging": gRPC does not tell the policy's
+     * tracer whether an attempt is hedged, its {@code StreamInfo} carries only call options).
      * Read as a failure, a client that cancels its slower calls would eject healthy providers.
      */
     private boolean endedByProvider(Status status) {

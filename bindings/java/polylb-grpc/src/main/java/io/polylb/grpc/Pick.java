@@ -87,11 +87,16 @@ final class Pick {
     }
 
     private void send(Outcome outcome, long elapsedUs, double cpuUtilization) {
-        try {
-            if (cpuUtilization > 0) {
+        if (cpuUtilization > 0) {
+            try {
                 state.balancer.reportProviderMetrics(method, id, System.currentTimeMillis(),
                         100 * cpuUtilization, elapsedUs, 0);
+            } catch (RuntimeException refusedOrGone) {
+                // A load the library refuses (beyond a double as a percentage) or a balancer
+                // gone: the call's own report below must still end its in-flight count.
             }
+        }
+        try {
             state.balancer.report(method, id, outcome == Outcome.CANCELLED ? 0 : elapsedUs, outcome);
         } catch (RuntimeException closedOrGone) {
             // The balancer was replaced by a config change, or the channel shut down: the

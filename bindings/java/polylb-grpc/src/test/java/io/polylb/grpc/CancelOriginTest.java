@@ -58,6 +58,7 @@ class CancelOriginTest {
         expect(0, endWith(Status.CANCELLED.withDescription("GrpcFuture was cancelled"), false));
         expect(0, endWith(Status.CANCELLED.withDescription("Stream thrown away because RetriableStream committed"),
                 false));
+        expect(0, endWith(Status.CANCELLED.withDescription("Unneeded hedging"), false));
         expect(0, endWith(Status.CANCELLED, false));
     }
 }

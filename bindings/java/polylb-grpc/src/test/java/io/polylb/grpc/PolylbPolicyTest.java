@@ -408,6 +408,17 @@ class PolylbPolicyTest {
     }
 
     @Test
+    void aLoadReportTheLibraryRefusesStillLetsTheCallReport() throws Exception {
+        List<Provider> p = providers(1);
+        // 1e307 CPUs: finite, but as a percentage (× 100) beyond a double, which the library refuses.
+        p.get(0).cpuUtilization.set(Double.doubleToLongBits(1e307));
+        Client client = client("loadbalance=adaptive", false, endpoints(p));
+        client.waitForSet(1);
+        client.call("");
+        expectCounters(client, 1, 0, 0);
+    }
+
+    @Test
     void peakEwmaSendsLittleToASlowProvider() throws Exception {
         List<Provider> p = providers(3);
         p.get(2).delayMs.set(20);
