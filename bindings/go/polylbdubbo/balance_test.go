@@ -1,0 +1,114 @@
+package polylbdubbo
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// Weighted random through dubbo-go's failover cluster: provider weights from
+// the URL's weight parameter, shares within 5 sigma of the binomial.
+func TestWeightsAreHonoured(t *testing.T) {
+	svc := serviceName(t)
+	const lbName = "polylb-random"
+	params := "loadbalance=" + lbName + "&polylb.config=seed%3D42"
+	weights := []int{100, 200, 300}
+	var ps []*provider
+	for i, w := range weights {
+		ps = append(ps, newProvider(t, svc, fmt.Sprintf("10.0.0.%d:20000", i+1), fmt.Sprintf("%s&weight=%d", params, w)))
+	}
+	ci := clusterOf(t, "failover", wrapAll(ps...))
+	const n = 12000
+	for i := 0; i < n; i++ {
+		if res := call(ci, "sayHello"); res.Error() != nil {
+			t.Fatal(res.Error())
+		}
+	}
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	for i, p := range ps {
+		share := float64(weights[i]) / float64(total)
+		mean := n * share
+		sigma := math.Sqrt(n * share * (1 - share))
+		if got := float64(p.calls.Load()); math.Abs(got-mean) > 5*sigma {
+			t.Errorf("weight %d: %v calls, want %v ± %.0f (5σ)", weights[i], got, mean, 5*sigma)
+		}
+	}
+	assertNoneInFlight(t, lbName, svc)
+}
+
+// Round-robin positions are per method: calls of two methods interleaved get
+// each method's own sequence (weights 3:1 give a,a,b,a per method), where a
+// shared position would split one sequence between them.
+func TestMethodsHaveTheirOwnState(t *testing.T) {
+	svc := serviceName(t)
+	const lbName = "polylb-roundrobin"
+	a := newProvider(t, svc, "10.0.0.1:20000", "loadbalance="+lbName+"&weight=300")
+	b := newProvider(t, svc, "10.0.0.2:20000", "loadbalance="+lbName+"&weight=100")
+	ci := clusterOf(t, "failover", wrapAll(a, b))
+	var hello, bye []string
+	for i := 0; i < 8; i++ {
+		hello = append(hello, addrOf(call(ci, "sayHello")))
+		bye = append(bye, addrOf(call(ci, "sayBye")))
+	}
+	want := fmt.Sprint([]string{"10.0.0.1:20000", "10.0.0.1:20000", "10.0.0.2:20000", "10.0.0.1:20000",
+		"10.0.0.1:20000", "10.0.0.1:20000", "10.0.0.2:20000", "10.0.0.1:20000"})
+	if fmt.Sprint(hello) != want || fmt.Sprint(bye) != want {
+		t.Errorf("sayHello %v\nsayBye   %v\nwant each %v", hello, bye, want)
+	}
+}
+
+// Consistent hashing keys on the arguments hash.arguments names (here the
+// second), as Java Dubbo does: calls with the same second argument stick to
+// one provider whatever the first, and different keys spread.
+func TestHashArgumentsSelectTheKey(t *testing.T) {
+	svc := serviceName(t)
+	const lbName = "polylb-consistenthash"
+	params := "loadbalance=" + lbName + "&hash.arguments=1"
+	var ps []*provider
+	for i := 1; i <= 4; i++ {
+		ps = append(ps, newProvider(t, svc, fmt.Sprintf("10.0.0.%d:20000", i), params))
+	}
+	ci := clusterOf(t, "failover", wrapAll(ps...))
+	seen := map[string]bool{}
+	for user := 0; user < 64; user++ {
+		key := fmt.Sprintf("user-%d", user)
+		first := addrOf(call(ci, "get", "ignored-0", key))
+		for j := 1; j < 5; j++ {
+			if got := addrOf(call(ci, "get", fmt.Sprintf("ignored-%d", j), key)); got != first {
+				t.Fatalf("key %s went to %s, then %s", key, first, got)
+			}
+		}
+		seen[first] = true
+	}
+	if len(seen) < 3 {
+		t.Errorf("64 keys reached only %v", seen)
+	}
+	assertNoneInFlight(t, lbName, svc)
+}
+
+func TestHashKeyText(t *testing.T) {
+	for _, tc := range []struct {
+		args    []any
+		indexes []int
+		want    string
+	}{
+		{[]any{"a", "b"}, []int{0}, "a"},
+		{[]any{"a", "b"}, []int{1, 0}, "ba"},
+		{[]any{"a", 42, int64(-7), true}, []int{1, 2, 3}, "42-7true"},
+		{[]any{nil, "x"}, []int{0, 1}, "nullx"},
+		{[]any{"a"}, []int{3, -1}, ""},
+		{[]any{1.5}, []int{0}, "1.5"},
+	} {
+		if got := string(hashKey(newInvocation("m", tc.args...), tc.indexes)); got != tc.want {
+			t.Errorf("args %v at %v: key %q, want %q", tc.args, tc.indexes, got, tc.want)
+		}
+	}
+	// A generic call is keyed by its real arguments.
+	generic := newInvocation("$invoke", "get", []string{"java.lang.String"}, []any{"user-1"})
+	if got := string(hashKey(generic, []int{0})); got != "user-1" {
+		t.Errorf("generic call: key %q, want user-1", got)
+	}
+}

@@ -1,0 +1,280 @@
+// Package polylbdubbo makes polylb a drop-in LoadBalance of apache/dubbo-go
+// v3: importing it registers the extensions "polylb" (strategy from the URL
+// parameter polylb.strategy) and "polylb-<strategy>" for every polylb
+// strategy, the consumer filter "polylb" that reports each call's latency and
+// outcome, and a cluster interceptor that releases picks dubbo-go never sent.
+// See README.md.
+package polylbdubbo
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"dubbo.apache.org/dubbo-go/v3/cluster/loadbalance"
+	"dubbo.apache.org/dubbo-go/v3/common"
+	"dubbo.apache.org/dubbo-go/v3/common/extension"
+	"dubbo.apache.org/dubbo-go/v3/protocol/base"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+)
+
+// Name is the generic extension's name, and the prefix of the others
+// ("polylb-roundrobin", …).
+const Name = "polylb"
+
+// LoadBalance is one registered extension. dubbo-go asks its registry for a
+// LoadBalance on every invocation (extension.GetLoadbalance calls the
+// factory each time), so each name has one LoadBalance for the process and
+// all state hangs off it, per service.
+type LoadBalance struct {
+	name     string
+	strategy string // "" for "polylb": read from polylb.strategy
+
+	services sync.Map // service key -> *serviceState
+	// last caches the state of the last first-provider URL seen: a service's
+	// calls then skip building its service key (a string) per call.
+	last atomic.Pointer[lastState]
+}
+
+type lastState struct {
+	url *common.URL
+	st  *serviceState
+}
+
+var (
+	byName = map[string]*LoadBalance{} // written by init only
+	// all lists the extensions in a fixed order, for the sweep.
+	all []*LoadBalance
+)
+
+func init() {
+	register(Name, "")
+	for _, s := range Strategies {
+		register(Name+"-"+s, s)
+	}
+	registerFilter()
+}
+
+func register(name, strategy string) {
+	lb := &LoadBalance{name: name, strategy: strategy}
+	byName[name] = lb
+	all = append(all, lb)
+	extension.SetLoadbalance(name, func() loadbalance.LoadBalance { return lb })
+}
+
+// Get returns the registered extension of that name ("polylb",
+// "polylb-leastactive", …), or nil.
+func Get(name string) *LoadBalance { return byName[name] }
+
+// Stats returns polylb's view of a service (dubbo-go's service key,
+// e.g. "com.example.Greeter" or "group/com.example.Greeter:1.0"): one
+// document per balancer (one per distinct configuration), with each
+// provider's weight, calls in flight and counters. nil for a service this
+// extension has not balanced.
+func (lb *LoadBalance) Stats(serviceKey string) ([]polylb.Stats, error) {
+	v, ok := lb.services.Load(serviceKey)
+	if !ok {
+		return nil, nil
+	}
+	return v.(*serviceState).stats()
+}
+
+// state returns the state of the service first belongs to, creating it.
+func (lb *LoadBalance) state(first *common.URL) *serviceState {
+	if c := lb.last.Load(); c != nil && c.url == first && !c.st.retired.Load() {
+		return c.st
+	}
+	key := first.ServiceKey()
+	st := lb.lookup(key)
+	lb.last.Store(&lastState{url: first, st: st})
+	return st
+}
+
+func (lb *LoadBalance) lookup(serviceKey string) *serviceState {
+	for {
+		if v, ok := lb.services.Load(serviceKey); ok {
+			if st := v.(*serviceState); !st.retired.Load() {
+				return st
+			}
+			continue // being swept: the sweep deletes it next
+		}
+		maybeSweep()
+		st := newServiceState(lb, serviceKey)
+		if v, loaded := lb.services.LoadOrStore(serviceKey, st); loaded {
+			st = v.(*serviceState)
+		}
+		if !st.retired.Load() {
+			return st
+		}
+	}
+}
+
+// Select picks one of invokers for the invocation (dubbo-go's LoadBalance).
+//
+// A configuration polylb rejects (an unknown polylb.strategy, a bad
+// hash.nodes, hash.arguments or polylb.config) panics with a message naming
+// the parameter, as dubbo-go panics for an unknown loadbalance name: a
+// LoadBalance has no error to return, and dubbo-go's cluster invokers
+// dereference the invoker Select returns.
+func (lb *LoadBalance) Select(invokers []base.Invoker, inv base.Invocation) base.Invoker {
+	if len(invokers) == 0 {
+		return nil
+	}
+	for {
+		st := lb.state(invokers[0].GetURL())
+		if !st.used.Load() {
+			st.used.Store(true) // a load first: no write per call once set
+		}
+		chosen, err := st.selectFrom(invokers, inv)
+		if err == nil {
+			return chosen
+		}
+		if !errors.Is(err, polylb.ErrClosed) || !st.retired.Load() {
+			panic(err)
+		}
+		// The state was swept between the lookup and the select: start over.
+	}
+}
+
+// errRetry says the set changed under a select: try again.
+var errRetry = errors.New("polylb: set changed")
+
+// maxRacyAttempts is how many selects may lose a race with a set change
+// before the rest are made under the state's lock (where the set cannot
+// change), so a select never fails for losing races.
+const maxRacyAttempts = 3
+
+func (st *serviceState) selectFrom(invokers []base.Invoker, inv base.Invocation) (base.Invoker, error) {
+	for attempt := 0; ; attempt++ {
+		var chosen base.Invoker
+		var err error
+		if attempt < maxRacyAttempts {
+			chosen, err = st.attempt(invokers, inv, false)
+		} else {
+			st.mu.Lock()
+			chosen, err = st.attempt(invokers, inv, true)
+			st.mu.Unlock()
+		}
+		if err != errRetry {
+			return chosen, err
+		}
+		if attempt > maxRacyAttempts+3 {
+			return nil, fmt.Errorf("polylb: the providers of %s kept changing during select", st.serviceKey)
+		}
+	}
+}
+
+// attempt is one try of a select; errRetry when the set changed meanwhile.
+// locked: the caller holds st.mu.
+func (st *serviceState) attempt(invokers []base.Invoker, inv base.Invocation, locked bool) (base.Invoker, error) {
+	s := st.set.Load()
+	var buf [64]uint64
+	candidates := buf[:0]
+	full := s != nil && s.sameMembers(invokers)
+	if !full {
+		if s != nil {
+			for _, ivk := range invokers {
+				pos, ok := s.position(ivk)
+				if !ok {
+					s = nil // a provider (or object) the set does not know
+					break
+				}
+				candidates = append(candidates, s.ids[pos])
+			}
+		}
+		if s == nil {
+			if !locked {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+			}
+			if err := st.cover(invokers); err != nil {
+				return nil, err
+			}
+			return nil, errRetry
+		}
+		if n := int64(len(invokers)); st.lastSubset.Swap(n) != n && !locked {
+			if err := st.pruneIfDestroyed(s, invokers); err != nil {
+				return nil, err
+			}
+			if st.set.Load() != s {
+				return nil, errRetry
+			}
+		}
+	}
+	method := inv.ActualMethodName()
+	b, err := st.bindingFor(s, method, invokers[0].GetURL(), locked)
+	if err != nil {
+		return nil, err
+	}
+	var key []byte
+	if b.hashArgs != nil {
+		key = hashKey(inv, b.hashArgs)
+	}
+	ps := picksOf(inv, true)
+	var exBuf [8]uint64
+	excluded := ps.excluded(st, exBuf[:0])
+	var id uint64
+	if full && len(excluded) == 0 {
+		id, err = b.balancer.Select(b.method, key)
+	} else {
+		var cands []uint64
+		if !full {
+			cands = candidates
+		}
+		id, err = b.balancer.SelectAmong(b.method, key, cands, excluded)
+		if errors.Is(err, polylb.ErrNoCandidate) {
+			// Every candidate was tried already (more retries than
+			// providers): pick among all, as dubbo-go's reselect ends up
+			// returning a tried one.
+			id, err = b.balancer.SelectAmong(b.method, key, cands, nil)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, polylb.ErrUnknownCandidate) || errors.Is(err, polylb.ErrNoProvider) {
+			return nil, errRetry // the balancer holds another set than s
+		}
+		return nil, fmt.Errorf("polylb could not select a provider for %s.%s: %w", st.serviceKey, method, err)
+	}
+	chosen, pos := chosenInvoker(s, invokers, id, full)
+	if chosen == nil {
+		// The balancer moved to a newer set between our load of s and the
+		// select: undo the pick and start over.
+		_ = b.balancer.Report(b.method, id, 0, polylb.Cancelled)
+		return nil, errRetry
+	}
+	p := &pick{st: st, balancer: b.balancer, method: b.method, id: id, url: chosen.GetURL(), key: s.keys[pos]}
+	if !endsAreSeen(inv) {
+		// No cluster interceptor will end this invocation (a cluster not
+		// built by dubbo-go's BuildInterceptorChain, a caller driving the
+		// LoadBalance by hand, failback's timer re-running an ended
+		// invocation): nothing would release an unsent pick, so it is undone
+		// at once. The filter counts the call if it is sent.
+		_ = b.balancer.Report(b.method, id, 0, polylb.Cancelled)
+		return chosen, nil
+	}
+	if evicted := ps.add(p); evicted != nil {
+		evicted.report(polylb.Cancelled)
+	}
+	return chosen, nil
+}
+
+// chosenInvoker maps the balancer's id to the call's own object: the member
+// when the list is the set, else the list's element for that provider (the
+// list may hold an older object of it). nil when id is not in the list.
+func chosenInvoker(s *invokerSet, invokers []base.Invoker, id uint64, full bool) (base.Invoker, int) {
+	pos, ok := s.byID[id]
+	if !ok {
+		return nil, 0
+	}
+	if full {
+		return s.members[pos], pos
+	}
+	for _, ivk := range invokers {
+		if p, ok := s.position(ivk); ok && p == pos {
+			return ivk, pos
+		}
+	}
+	return nil, 0
+}

@@ -1,0 +1,75 @@
+package polylbdubbo
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"dubbo.apache.org/dubbo-go/v3/protocol/base"
+	"dubbo.apache.org/dubbo-go/v3/protocol/result"
+	tri "dubbo.apache.org/dubbo-go/v3/protocol/triple/triple_protocol"
+	"github.com/apache/dubbo-go-hessian2/java_exception"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+)
+
+const failure = polylb.Failure
+
+// OutcomeOf is the outcome the filter reports for a call that ended with
+// res, a verdict on the provider (docs/outcomes.md):
+//
+//   - no error: Success;
+//   - the provider's own error is its answer, a Success: over Triple the codes
+//     BizError (a Go provider's returned error), InvalidArgument, NotFound,
+//     AlreadyExists, PermissionDenied, Unauthenticated, FailedPrecondition,
+//     Aborted, OutOfRange; over the dubbo protocol a Java exception
+//     (java_exception.Throwabler, also what a Go provider's error becomes);
+//   - Triple DeadlineExceeded, the dubbo protocol's read timeout, and any
+//     error polylb.OutcomeOf calls a timeout (context.DeadlineExceeded, a
+//     Timeout() error): Timeout;
+//   - Triple Canceled: Cancelled when the caller's ctx was cancelled, else a
+//     Failure (the provider or the connection ended the call);
+//   - a call the protocol never sent (a destroyed invoker, a closed client,
+//     no reply object): Cancelled;
+//   - context.Canceled: Cancelled; anything else (connection refused,
+//     Unavailable, Internal, Unknown, …): Failure.
+func OutcomeOf(ctx context.Context, res result.Result) polylb.Outcome {
+	if res == nil {
+		return failure
+	}
+	err := res.Error()
+	if err == nil {
+		return polylb.Success
+	}
+	var te *tri.Error
+	if errors.As(err, &te) {
+		switch te.Code() {
+		case tri.CodeBizError, tri.CodeInvalidArgument, tri.CodeNotFound, tri.CodeAlreadyExists,
+			tri.CodePermissionDenied, tri.CodeUnauthenticated, tri.CodeFailedPrecondition,
+			tri.CodeAborted, tri.CodeOutOfRange:
+			return polylb.Success
+		case tri.CodeDeadlineExceeded:
+			return polylb.Timeout
+		case tri.CodeCanceled:
+			if ctx != nil && errors.Is(ctx.Err(), context.Canceled) {
+				return polylb.Cancelled
+			}
+			return failure
+		default:
+			return failure
+		}
+	}
+	var thrown java_exception.Throwabler
+	if errors.As(err, &thrown) {
+		return polylb.Success
+	}
+	if errors.Is(err, base.ErrDestroyedInvoker) || errors.Is(err, base.ErrClientClosed) || errors.Is(err, base.ErrNoReply) {
+		return polylb.Cancelled
+	}
+	// The getty client's read timeout is an unexported error with no
+	// Timeout() method: its text is all there is to go by.
+	if strings.Contains(err.Error(), "client read timeout") {
+		return polylb.Timeout
+	}
+	return polylb.OutcomeOf(err)
+}

@@ -1,0 +1,110 @@
+package polylbdubbo
+
+import (
+	"strings"
+	"testing"
+
+	clusterpkg "dubbo.apache.org/dubbo-go/v3/cluster/cluster"
+	"dubbo.apache.org/dubbo-go/v3/common/extension"
+)
+
+func TestEveryStrategyIsRegistered(t *testing.T) {
+	names := []string{Name}
+	for _, s := range Strategies {
+		names = append(names, Name+"-"+s)
+	}
+	for _, name := range names {
+		lb := extension.GetLoadbalance(name)
+		if lb != Get(name) {
+			t.Errorf("%s: dubbo-go's registry returns %v, not the package's extension", name, lb)
+		}
+		// The same instance every time: dubbo-go asks on every invocation.
+		if extension.GetLoadbalance(name) != lb {
+			t.Errorf("%s: a new LoadBalance per lookup would lose its state", name)
+		}
+	}
+	if _, ok := extension.GetFilter(Name); !ok {
+		t.Error("filter polylb is not registered")
+	}
+	if _, ok := clusterpkg.GetClusterInterceptor(Name).(interceptor); !ok {
+		t.Error("cluster interceptor polylb is not registered")
+	}
+}
+
+func TestEveryStrategyBalancesThroughTheCluster(t *testing.T) {
+	for _, strategy := range Strategies {
+		t.Run(strategy, func(t *testing.T) {
+			svc := serviceName(t)
+			lbName := Name + "-" + strategy
+			ps := []*provider{
+				newProvider(t, svc, "10.0.0.1:20000", "loadbalance="+lbName),
+				newProvider(t, svc, "10.0.0.2:20000", "loadbalance="+lbName),
+				newProvider(t, svc, "10.0.0.3:20000", "loadbalance="+lbName),
+			}
+			ci := clusterOf(t, "failover", wrapAll(ps...))
+			for i := 0; i < 300; i++ {
+				if res := call(ci, "sayHello", "user-"+string(rune('a'+i%26))); res.Error() != nil {
+					t.Fatal(res.Error())
+				}
+			}
+			stats, err := Get(lbName).Stats(svc)
+			if err != nil || len(stats) != 1 {
+				t.Fatalf("stats: %v, %v", stats, err)
+			}
+			if stats[0].Strategy != strategy {
+				t.Errorf("strategy %q, want %q", stats[0].Strategy, strategy)
+			}
+			var total uint64
+			for _, inv := range stats[0].Invokers {
+				total += inv.Succeeded
+			}
+			if total != 300 {
+				t.Errorf("%d successes reported, want 300 (one per call)", total)
+			}
+			assertNoneInFlight(t, lbName, svc)
+		})
+	}
+}
+
+func TestGenericExtensionReadsTheStrategyParameter(t *testing.T) {
+	svc := serviceName(t)
+	params := "loadbalance=polylb&polylb.strategy=roundrobin&methods.sayBye.polylb.strategy=leastactive"
+	ci := clusterOf(t, "failover", wrapAll(
+		newProvider(t, svc, "10.0.0.1:20000", params),
+		newProvider(t, svc, "10.0.0.2:20000", params)))
+	call(ci, "sayHello")
+	call(ci, "sayBye")
+	stats, err := Get(Name).Stats(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range stats {
+		got = append(got, s.Strategy)
+	}
+	joined := strings.Join(got, ",")
+	if len(got) != 2 || !strings.Contains(joined, "roundrobin") || !strings.Contains(joined, "leastactive") {
+		t.Errorf("balancers %v, want one roundrobin (service level) and one leastactive (method sayBye)", got)
+	}
+}
+
+func TestBadConfigurationPanicsNamingIt(t *testing.T) {
+	for _, tc := range []struct{ params, want string }{
+		{"polylb.strategy=fastest", "fastest"},
+		{"polylb.strategy=consistenthash&hash.arguments=0,x", "hash.arguments"},
+		{"polylb.config=seed%3Dabc", "seed"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			svc := serviceName(t)
+			invokers := wrapAll(newProvider(t, svc, "10.0.0.1:20000", tc.params),
+				newProvider(t, svc, "10.0.0.2:20000", tc.params))
+			defer func() {
+				r := recover()
+				if r == nil || !strings.Contains(fmtPanic(r), tc.want) {
+					t.Errorf("panic %v, want one naming %q", r, tc.want)
+				}
+			}()
+			Get(Name).Select(invokers, newInvocation("sayHello"))
+		})
+	}
+}

@@ -1,0 +1,161 @@
+package polylbdubbo
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"dubbo.apache.org/dubbo-go/v3/common"
+	"dubbo.apache.org/dubbo-go/v3/protocol/base"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+)
+
+// serviceState is what one extension keeps for one service (dubbo-go's
+// ServiceKey: group/interface:version): the provider set, shared by one
+// polylb Balancer per distinct configuration (methods may differ in
+// hash.nodes, polylb.config, …). Per-method state (round-robin positions,
+// calls in flight, latency windows) lives in the Balancer, keyed by method.
+type serviceState struct {
+	lb         *LoadBalance
+	serviceKey string
+
+	set atomic.Pointer[invokerSet]
+
+	// mu serialises set changes and balancer creation: a set is published
+	// only once every balancer holds it.
+	mu        sync.Mutex
+	balancers map[string]*polylb.Balancer // config -> balancer
+	nextID    uint64
+
+	bindings sync.Map // method name -> *binding
+
+	// lastSubset is the size of the last routed subset checked for
+	// destroyed members (the check runs when that size changes).
+	lastSubset atomic.Int64
+
+	used    atomic.Bool // a select since the last sweep
+	retired atomic.Bool // swept: its balancers are closed
+}
+
+// binding is how calls of one method are balanced, made for one set
+// generation (its configuration comes from the first provider's URL).
+type binding struct {
+	gen      uint64
+	balancer *polylb.Balancer
+	method   polylb.Method
+	hashArgs []int
+}
+
+func newServiceState(lb *LoadBalance, serviceKey string) *serviceState {
+	st := &serviceState{lb: lb, serviceKey: serviceKey, balancers: map[string]*polylb.Balancer{}}
+	st.used.Store(true) // a sweep right after its creation must not free it
+	return st
+}
+
+// cover makes the set cover list (see nextSet) and hands it to every
+// balancer. Caller holds mu.
+func (st *serviceState) cover(list []base.Invoker) error {
+	next := nextSet(st.set.Load(), list, &st.nextID, time.Now())
+	for config, b := range st.balancers {
+		if err := b.Update(next.plb); err != nil {
+			return fmt.Errorf("polylb: the providers of %s were rejected (%s): %w", st.serviceKey, config, err)
+		}
+	}
+	st.set.Store(next)
+	return nil
+}
+
+// pruneIfDestroyed drops members that list does not hold and that are
+// destroyed (providers that left the registry), so that a shrinking
+// directory does not keep their state forever. It runs when a subset of a
+// new size arrives, not per call.
+func (st *serviceState) pruneIfDestroyed(s *invokerSet, list []base.Invoker) error {
+	inList := make([]bool, len(s.members))
+	for _, inv := range list {
+		if pos, ok := s.position(inv); ok {
+			inList[pos] = true
+		}
+	}
+	for pos, inv := range s.members {
+		if !inList[pos] && !inv.IsAvailable() {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if st.set.Load() != s {
+				return nil // changed meanwhile; the caller retries
+			}
+			return st.cover(list)
+		}
+	}
+	return nil
+}
+
+// bindingFor returns the method's binding for set s, making it (and its
+// balancer) when s is newer than the cached one. first is the call's first
+// provider, whose URL carries the configuration, as in dubbo-go. locked: the
+// caller holds mu.
+func (st *serviceState) bindingFor(s *invokerSet, method string, first *common.URL, locked bool) (*binding, error) {
+	if v, ok := st.bindings.Load(method); ok {
+		if b := v.(*binding); b.gen == s.gen {
+			return b, nil
+		}
+	}
+	mc, err := readMethodConfig(first, method, st.lb.strategy)
+	if err != nil {
+		return nil, err
+	}
+	if !locked {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+	}
+	if st.retired.Load() {
+		return nil, polylb.ErrClosed // swept: the caller starts over
+	}
+	bal, ok := st.balancers[mc.config]
+	if !ok {
+		if bal, err = polylb.New(mc.config); err != nil {
+			return nil, fmt.Errorf("polylb: bad configuration for %s.%s (%s): %w", st.serviceKey, method, mc.config, err)
+		}
+		if cur := st.set.Load(); cur != nil {
+			if err := bal.Update(cur.plb); err != nil {
+				return nil, fmt.Errorf("polylb: the providers of %s were rejected: %w", st.serviceKey, err)
+			}
+		}
+		st.balancers[mc.config] = bal
+	}
+	id, err := bal.Method(method)
+	if err != nil {
+		return nil, fmt.Errorf("polylb: method %q of %s cannot be balanced: %w", method, st.serviceKey, err)
+	}
+	b := &binding{gen: s.gen, balancer: bal, method: id, hashArgs: mc.hashArgs}
+	st.bindings.Store(method, b)
+	return b, nil
+}
+
+// retire closes the balancers (calls still running get a result or
+// ErrClosed; their reports go nowhere).
+func (st *serviceState) retire() {
+	st.retired.Store(true)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, b := range st.balancers {
+		b.Close()
+	}
+}
+
+// Stats returns polylb's stats of every balancer of the state (one per
+// distinct configuration), for diagnostics and tests.
+func (st *serviceState) stats() ([]polylb.Stats, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var out []polylb.Stats
+	for _, b := range st.balancers {
+		s, err := b.Stats()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -1,0 +1,148 @@
+package polylbdubbo
+
+import (
+	"time"
+
+	"dubbo.apache.org/dubbo-go/v3/common"
+	"dubbo.apache.org/dubbo-go/v3/protocol/base"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+)
+
+// maxAliases bounds the older Invoker objects kept per provider (see
+// invokerSet.byObj).
+const maxAliases = 4
+
+// invokerSet is one generation of a service's providers, immutable once
+// published. Position i is polylb's invoker ids[i].
+type invokerSet struct {
+	gen     uint64
+	members []base.Invoker // the newest object of each provider, in set order
+	ids     []uint64
+	keys    []string // identity (protocol://ip:port/path) per position
+	plb     []polylb.Invoker
+
+	// byObj maps every object known for a provider to its position: the
+	// member and up to maxAliases older objects of the same provider. A
+	// registry refresh replaces Invoker objects while calls may still hold
+	// the previous list, and two references to one service hold distinct
+	// objects for the same providers: both must map to the provider without
+	// rebuilding the set.
+	byObj map[base.Invoker]int
+	// byURL maps each known object's URL to its position: the filter sees the
+	// protocol's invoker, not the directory's wrapper, but they share the URL.
+	byURL map[*common.URL]int
+	byID  map[uint64]int
+	byKey map[string]int
+}
+
+// position is the provider position of an object of the call's list.
+func (s *invokerSet) position(inv base.Invoker) (int, bool) {
+	pos, ok := s.byObj[inv]
+	return pos, ok
+}
+
+// positionOfURL is the position of the provider at u (a filter's invoker).
+func (s *invokerSet) positionOfURL(u *common.URL) (int, bool) {
+	if pos, ok := s.byURL[u]; ok {
+		return pos, true
+	}
+	pos, ok := s.byKey[identity(u)]
+	return pos, ok
+}
+
+// sameMembers reports whether list is exactly the set's members, in order:
+// the common case (a directory's whole list), checked with n compares.
+func (s *invokerSet) sameMembers(list []base.Invoker) bool {
+	if len(list) != len(s.members) {
+		return false
+	}
+	for i, inv := range list {
+		if inv != s.members[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// nextSet builds the set that covers list: list's providers (a new object
+// of a known provider replacing the member, unless it is destroyed while the
+// member is not), then the old members that list does not hold and that are
+// still available (a routed subset must not drop the others' state), then
+// aliases. Ids stay with their providers; new providers get fresh ids from
+// *nextID. now is the clock for warm-up parameters.
+func nextSet(old *invokerSet, list []base.Invoker, nextID *uint64, now time.Time) *invokerSet {
+	s := &invokerSet{
+		byObj: make(map[base.Invoker]int, len(list)),
+		byURL: make(map[*common.URL]int, len(list)),
+		byID:  make(map[uint64]int, len(list)),
+		byKey: make(map[string]int, len(list)),
+	}
+	if old != nil {
+		s.gen = old.gen + 1
+	}
+	aliases := make(map[int]int) // position -> aliases kept
+	alias := func(inv base.Invoker, pos int) {
+		if _, known := s.byObj[inv]; known || aliases[pos] >= maxAliases {
+			return
+		}
+		aliases[pos]++
+		s.byObj[inv] = pos
+		s.byURL[inv.GetURL()] = pos
+	}
+	add := func(inv base.Invoker, key string) {
+		id := uint64(0)
+		if old != nil {
+			if pos, ok := old.byKey[key]; ok {
+				id = old.ids[pos]
+			}
+		}
+		if id == 0 {
+			*nextID++
+			id = *nextID
+		}
+		pos := len(s.members)
+		s.members = append(s.members, inv)
+		s.ids = append(s.ids, id)
+		s.keys = append(s.keys, key)
+		s.byObj[inv] = pos
+		s.byURL[inv.GetURL()] = pos
+		s.byID[id] = pos
+		s.byKey[key] = pos
+	}
+	for _, inv := range list {
+		key := identity(inv.GetURL())
+		pos, seen := s.byKey[key]
+		if !seen {
+			if old != nil && !inv.IsAvailable() {
+				// A destroyed object in a late call's list must not replace a
+				// live member of the same provider.
+				if op, ok := old.byKey[key]; ok && old.members[op].IsAvailable() {
+					add(old.members[op], key)
+					alias(inv, s.byKey[key])
+					continue
+				}
+			}
+			add(inv, key)
+			continue
+		}
+		alias(inv, pos) // the list repeats a provider
+	}
+	if old != nil {
+		for i, inv := range old.members {
+			if _, kept := s.byKey[old.keys[i]]; !kept && inv.IsAvailable() {
+				add(inv, old.keys[i])
+			}
+		}
+		for inv, oldPos := range old.byObj {
+			if pos, ok := s.byKey[old.keys[oldPos]]; ok && s.members[pos] != inv && inv.IsAvailable() {
+				alias(inv, pos)
+			}
+		}
+	}
+	s.plb = make([]polylb.Invoker, len(s.members))
+	for i, inv := range s.members {
+		s.plb[i] = providerInvoker(s.ids[i], inv.GetURL(), now)
+	}
+	return s
+}

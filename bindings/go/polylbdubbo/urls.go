@@ -1,0 +1,194 @@
+package polylbdubbo
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"dubbo.apache.org/dubbo-go/v3/common"
+	"dubbo.apache.org/dubbo-go/v3/common/constant"
+	"dubbo.apache.org/dubbo-go/v3/protocol/base"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+)
+
+// URL parameters the adapter reads besides dubbo-go's own (weight, warmup,
+// remote.timestamp, hash.nodes, hash.arguments, loadbalance).
+const (
+	// StrategyKey names the strategy for the extension "polylb" (method
+	// level first, then service level; default "random").
+	StrategyKey = "polylb.strategy"
+	// ConfigKey holds extra polylb configuration appended to the balancer's
+	// config string, e.g. "seed=42" or "peakewma.choices=0" (method level
+	// first). Several keys are joined by '&' (%26 inside a URL).
+	ConfigKey = "polylb.config"
+
+	hashNodesKey     = "hash.nodes"
+	hashArgumentsKey = "hash.arguments"
+	defaultHashNodes = 160
+	defaultStrategy  = "random"
+)
+
+// Strategies lists polylb's strategies; each is registered as
+// "polylb-<strategy>" (and "polylb" reads polylb.strategy).
+var Strategies = []string{
+	"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash",
+	"adaptive", "p2c", "peakewma", "boundedhash",
+}
+
+// dubbo-go splits hash.arguments with this pattern (constant.CommaSplitPattern).
+var commaSplit = regexp.MustCompile(constant.CommaSplitPattern)
+
+// identity is a provider's stable identity across registry refreshes:
+// protocol://ip:port/path. dubbo-go replaces Invoker objects when a provider's
+// URL changes; the identity (and so polylb's id, with the provider's counters
+// and round-robin position) stays.
+func identity(u *common.URL) string {
+	return u.Protocol + "://" + u.Ip + ":" + u.Port + "/" + strings.TrimPrefix(u.Path, "/")
+}
+
+// methodParam is a parameter as dubbo-go's balancers read it: "methods.<m>.<key>"
+// first, then "<key>", then def.
+func methodParam(u *common.URL, method, key, def string) string {
+	if v := u.GetMethodParam(method, key, ""); v != "" {
+		return v
+	}
+	return u.GetParam(key, def)
+}
+
+// providerInvoker is polylb's view of one provider, read from its URL the way
+// dubbo-go's loadbalance.GetWeight reads it at the service level:
+//   - weight: "weight", else a registry's "registry.weight" when the URL has
+//     "registry.label=true", else 100; a negative weight is dubbo-go's default
+//     100 (Java Dubbo would clamp it to 0);
+//   - warm-up: "remote.timestamp" (the provider's start, Unix seconds, which
+//     dubbo-go copies from the provider's "timestamp") and "warmup" (seconds,
+//     default 600 s, which is polylb's default); none without a timestamp, none
+//     for warmup <= 0 and none for a start in the future (dubbo-go: full weight).
+func providerInvoker(id uint64, u *common.URL, now time.Time) polylb.Invoker {
+	inv := polylb.NewInvoker(id, u.Ip+":"+u.Port)
+	w := u.GetParamInt(constant.WeightKey, -1)
+	if w < 0 && u.GetParamBool(constant.RegistryKey+"."+constant.RegistryLabelKey, false) {
+		w = u.GetParamInt(constant.RegistryKey+"."+constant.WeightKey, constant.DefaultWeight)
+	}
+	if w < 0 {
+		w = constant.DefaultWeight
+	}
+	inv.Weight = int32(min(w, math.MaxInt32))
+	if inv.Weight == 0 {
+		return inv
+	}
+	ts := u.GetParamInt(constant.RemoteTimestampKey, 0)
+	if ts <= 0 || ts > now.Unix() {
+		return inv // StartTimeMs 0: no warm-up
+	}
+	inv.StartTimeMs = ts * 1000
+	if raw := u.GetParam(constant.WarmupKey, ""); raw != "" {
+		warmup := u.GetParamInt(constant.WarmupKey, 0)
+		if warmup <= 0 {
+			inv.WarmupMs = 0 // dubbo-go: uptime < warmup never holds, so no warm-up
+		} else {
+			inv.WarmupMs = int32(min(warmup*1000, math.MaxInt32))
+		}
+	}
+	return inv
+}
+
+// methodConfig is what a method's calls need from the first provider's URL:
+// polylb's config string and, for the hashing strategies, the argument
+// indexes of the key.
+type methodConfig struct {
+	config   string
+	hashArgs []int // nil: the strategy takes no key
+}
+
+func isHashing(strategy string) bool {
+	return strategy == "consistenthash" || strategy == "boundedhash"
+}
+
+// readMethodConfig builds the config for calls of method, fixed being the
+// extension's strategy ("" for the extension "polylb").
+func readMethodConfig(u *common.URL, method, fixed string) (methodConfig, error) {
+	strategy := fixed
+	if strategy == "" {
+		strategy = methodParam(u, method, StrategyKey, defaultStrategy)
+	}
+	var b strings.Builder
+	b.WriteString("loadbalance=")
+	b.WriteString(strategy)
+	var mc methodConfig
+	if isHashing(strategy) {
+		nodes := methodParam(u, method, hashNodesKey, strconv.Itoa(defaultHashNodes))
+		b.WriteString("&hash.nodes=")
+		b.WriteString(nodes)
+		raw := methodParam(u, method, hashArgumentsKey, "0")
+		for _, field := range commaSplit.Split(raw, -1) {
+			i, err := strconv.Atoi(field)
+			if err != nil {
+				return methodConfig{}, fmt.Errorf("polylb: %s=%q of %s.%s: %q is not an argument index",
+					hashArgumentsKey, raw, u.ServiceKey(), method, field)
+			}
+			mc.hashArgs = append(mc.hashArgs, i)
+		}
+	}
+	if extra := methodParam(u, method, ConfigKey, ""); extra != "" {
+		b.WriteByte('&')
+		b.WriteString(extra)
+	}
+	mc.config = b.String()
+	return mc, nil
+}
+
+// hashKey is the consistent-hash key of a call, built as Java Dubbo builds
+// it: the arguments at the configured indexes, each as text, concatenated
+// without separator (indexes out of range skipped), a generic call
+// ($invoke / $invokeAsync) unwrapped to its real arguments. Text is Go's
+// fmt.Sprint except that nil is "null" (Java's String.valueOf): strings,
+// integers and booleans give Java's text, other types may not (see README).
+func hashKey(inv base.Invocation, indexes []int) []byte {
+	args := arguments(inv)
+	var key []byte
+	for _, i := range indexes {
+		if i < 0 || i >= len(args) {
+			continue
+		}
+		switch a := args[i].(type) {
+		case nil:
+			key = append(key, "null"...)
+		case string:
+			key = append(key, a...)
+		case int:
+			key = strconv.AppendInt(key, int64(a), 10)
+		case int32:
+			key = strconv.AppendInt(key, int64(a), 10)
+		case int64:
+			key = strconv.AppendInt(key, a, 10)
+		default:
+			key = fmt.Append(key, a)
+		}
+	}
+	return key
+}
+
+// arguments are the call's arguments, a generic call's real ones unwrapped
+// (dubbo-go passes [method, types, args] to "$invoke").
+func arguments(inv base.Invocation) []any {
+	args := inv.Arguments()
+	name := inv.MethodName()
+	if (name != constant.Generic && name != constant.GenericAsync) || len(args) != 3 {
+		return args
+	}
+	v := reflect.ValueOf(args[2])
+	if v.Kind() != reflect.Slice {
+		return args
+	}
+	out := make([]any, v.Len())
+	for i := range out {
+		out[i] = v.Index(i).Interface()
+	}
+	return out
+}
