@@ -5,6 +5,7 @@ go 1.24.0
 require (
 	dubbo.apache.org/dubbo-go/v3 v3.3.1
 	github.com/apache/dubbo-go-hessian2 v1.12.5
+	github.com/pkg/errors v0.9.1
 	github.com/polylb/polylb/bindings/go v0.0.0
 )
 
@@ -31,7 +32,6 @@ require (
 	github.com/mschoch/smat v0.2.0 // indirect
 	github.com/natefinch/lumberjack v2.0.0+incompatible // indirect
 	github.com/onsi/ginkgo/v2 v2.11.0 // indirect
-	github.com/pkg/errors v0.9.1 // indirect
 	github.com/quic-go/qpack v0.5.1 // indirect
 	github.com/quic-go/quic-go v0.52.0 // indirect
 	github.com/sirupsen/logrus v1.8.1 // indirect
