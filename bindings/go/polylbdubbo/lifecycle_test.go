@@ -203,7 +203,9 @@ type clusterFunc struct {
 	fn func(ctx context.Context, inv base.Invocation) result.Result
 }
 
-func (c *clusterFunc) Invoke(ctx context.Context, inv base.Invocation) result.Result { return c.fn(ctx, inv) }
+func (c *clusterFunc) Invoke(ctx context.Context, inv base.Invocation) result.Result {
+	return c.fn(ctx, inv)
+}
 
 // While a call runs, its provider counts one call in flight; a call that
 // dubbo-go sends without asking the LoadBalance (a lone provider) counts
