@@ -2,7 +2,8 @@
 # Tests of the Go binding: builds the Rust static library if it is missing or
 # older than its sources, then gofmt, go vet, go test -race (pointer checks
 # on), the same tests under the strict cgocheck2 checker, a short
-# benchmark smoke run, and the grpc-go policy's tests (polylbgrpc/). Exits
+# benchmark smoke run, the grpc-go policy's tests (polylbgrpc/) and the
+# dubbo-go adapter's (polylbdubbo/). Exits
 # non-zero on the first failure.
 #
 # Usage: bindings/go/run-tests.sh        (from anywhere; needs go, gcc, cargo)
@@ -56,5 +57,11 @@ go test -run '^$' -bench . -benchtime=1000x ./...
 # from the module proxy on first use); gofmt above covered it.
 step "polylbgrpc: go vet, go test -race"
 (cd polylbgrpc && go vet ./... && GODEBUG=cgocheck=1 go test -race -count=1 ./...)
+
+# The dubbo-go LoadBalance adapter, a module of its own too (dubbo-go v3.3.1
+# and its dependencies from the module cache or the proxy). Its end-to-end
+# test starts Triple providers as child processes on loopback.
+step "polylbdubbo: go vet, go test -race"
+(cd polylbdubbo && go vet ./... && GODEBUG=cgocheck=1 go test -race -count=1 ./...)
 
 step "ok"

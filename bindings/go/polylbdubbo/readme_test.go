@@ -1,0 +1,13 @@
+package polylbdubbo_test
+
+import (
+	"testing"
+
+	"github.com/polylb/polylb/bindings/go/internal/readmecheck"
+)
+
+// README.md's usage section must be the body of Example and its output block
+// that Example's expected output.
+func TestReadmeShowsTheExample(t *testing.T) {
+	readmecheck.ShowsExample(t, "example_test.go", "README.md")
+}
