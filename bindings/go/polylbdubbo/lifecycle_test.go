@@ -296,7 +296,17 @@ func TestForkingReportsEveryFork(t *testing.T) {
 			t.Fatal(res.Error())
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // the losing forks finish after the call returned
+	// The losing forks finish after the call returned: wait for them (a
+	// fork never reported would keep this loop waiting until the deadline).
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		var busy int64
+		for _, n := range inFlight(t, lbName, svc) {
+			busy += n
+		}
+		if busy == 0 {
+			break
+		}
+	}
 	assertNoneInFlight(t, lbName, svc)
 	var calls int64
 	for _, p := range ps {
