@@ -25,9 +25,12 @@ import (
 // fails with "service already defined"), so each provider is this test
 // binary run again as a child process (TestE2EProviderProcess).
 
-const e2eInterface = "com.example.e2e.Greeter"
-
-const providerEnv = "POLYLB_E2E_PROVIDER_PORT"
+// The children learn the port and the interface (one per run: `go test
+// -count=N` runs the test again in the same consumer process) from these.
+const (
+	providerEnv  = "POLYLB_E2E_PROVIDER_PORT"
+	interfaceEnv = "POLYLB_E2E_INTERFACE"
+)
 
 // E2EGreeter is the provider's service (dubbo-go exports exported types only).
 type E2EGreeter struct{ name string }
@@ -51,7 +54,8 @@ func TestE2EProviderProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.RegisterService(&E2EGreeter{name: strconv.Itoa(port)}, server.WithInterface(e2eInterface), server.WithNotRegister()); err != nil {
+	iface := os.Getenv(interfaceEnv)
+	if err := srv.RegisterService(&E2EGreeter{name: strconv.Itoa(port)}, server.WithInterface(iface), server.WithNotRegister()); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Serve(); err != nil {
@@ -60,7 +64,7 @@ func TestE2EProviderProcess(t *testing.T) {
 	select {}
 }
 
-func startProvider(t *testing.T) int {
+func startProvider(t *testing.T, iface string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -69,7 +73,7 @@ func startProvider(t *testing.T) int {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestE2EProviderProcess$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", providerEnv, port))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", providerEnv, port), interfaceEnv+"="+iface)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,9 +99,10 @@ func TestEndToEndTriple(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts provider processes")
 	}
+	e2eInterface := serviceName(t)
 	var urls []string
 	for i := 0; i < 3; i++ {
-		urls = append(urls, fmt.Sprintf("tri://127.0.0.1:%d", startProvider(t)))
+		urls = append(urls, fmt.Sprintf("tri://127.0.0.1:%d", startProvider(t, e2eInterface)))
 	}
 	const lbName = "polylb-roundrobin"
 	cli, err := client.NewClient(client.WithClientProtocolTriple(), client.WithClientSerialization(constant.Hessian2Serialization))

@@ -85,9 +85,14 @@ func call(ci base.Invoker, method string, args ...any) result.Result {
 	return ci.Invoke(context.Background(), invocation.NewRPCInvocation(method, args, nil))
 }
 
-// serviceName is a service of the test's own, so tests share no state.
+// runs numbers the calls of serviceName: `go test -count=N` runs a test again
+// in the same process, where the extensions' state persists.
+var runs atomic.Int64
+
+// serviceName is a service of the test's own (of this run of it), so tests
+// share no state.
 func serviceName(t testing.TB) string {
-	return "com.example." + strings.NewReplacer("/", ".", " ", "_", "=", "_").Replace(t.Name())
+	return fmt.Sprintf("com.example.%s.r%d", strings.NewReplacer("/", ".", " ", "_", "=", "_").Replace(t.Name()), runs.Add(1))
 }
 
 // inFlight is polylb's calls in flight per provider address, over every
