@@ -128,5 +128,3 @@ var _ = clusterpkg.GetClusterInterceptor
 func newInvocation(method string, args ...any) *invocation.RPCInvocation {
 	return invocation.NewRPCInvocation(method, args, nil)
 }
-
-func fmtPanic(r any) string { return fmt.Sprint(r) }

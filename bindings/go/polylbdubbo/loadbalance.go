@@ -113,11 +113,10 @@ func (lb *LoadBalance) lookup(serviceKey string) *serviceState {
 
 // Select picks one of invokers for the invocation (dubbo-go's LoadBalance).
 //
-// A configuration polylb rejects (an unknown polylb.strategy, a bad
-// hash.nodes, hash.arguments or polylb.config) panics with a message naming
-// the parameter, as dubbo-go panics for an unknown loadbalance name: a
-// LoadBalance has no error to return, and dubbo-go's cluster invokers
-// dereference the invoker Select returns.
+// For a configuration polylb rejects (an unknown polylb.strategy, a bad
+// hash.nodes, hash.arguments or polylb.config) it returns an invoker whose
+// every call fails with the error, which names the parameter (see
+// selectFailure).
 func (lb *LoadBalance) Select(invokers []base.Invoker, inv base.Invocation) base.Invoker {
 	if len(invokers) == 0 {
 		return nil
@@ -132,7 +131,7 @@ func (lb *LoadBalance) Select(invokers []base.Invoker, inv base.Invocation) base
 			return chosen
 		}
 		if !errors.Is(err, polylb.ErrClosed) || !st.retired.Load() {
-			panic(err)
+			return newSelectFailure(invokers[0].GetURL(), err)
 		}
 		// The state was swept between the lookup and the select: start over.
 	}

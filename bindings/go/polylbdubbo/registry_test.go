@@ -6,6 +6,7 @@ import (
 
 	clusterpkg "dubbo.apache.org/dubbo-go/v3/cluster/cluster"
 	"dubbo.apache.org/dubbo-go/v3/common/extension"
+	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 )
 
 func TestEveryStrategyIsRegistered(t *testing.T) {
@@ -88,7 +89,10 @@ func TestGenericExtensionReadsTheStrategyParameter(t *testing.T) {
 	}
 }
 
-func TestBadConfigurationPanicsNamingIt(t *testing.T) {
+// A configuration polylb rejects fails every call with an error naming the
+// parameter: no panic (it would take the consumer's process down), no
+// provider picked by another strategy, no provider marked unhealthy.
+func TestBadConfigurationFailsTheCallNamingIt(t *testing.T) {
 	for _, tc := range []struct{ params, want string }{
 		{"polylb.strategy=fastest", "fastest"},
 		{"polylb.strategy=consistenthash&hash.arguments=0,x", "hash.arguments"},
@@ -96,15 +100,21 @@ func TestBadConfigurationPanicsNamingIt(t *testing.T) {
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			svc := serviceName(t)
-			invokers := wrapAll(newProvider(t, svc, "10.0.0.1:20000", tc.params),
-				newProvider(t, svc, "10.0.0.2:20000", tc.params))
-			defer func() {
-				r := recover()
-				if r == nil || !strings.Contains(fmtPanic(r), tc.want) {
-					t.Errorf("panic %v, want one naming %q", r, tc.want)
+			ps := []*provider{newProvider(t, svc, "10.0.0.1:20000", "loadbalance=polylb&"+tc.params),
+				newProvider(t, svc, "10.0.0.2:20000", "loadbalance=polylb&"+tc.params)}
+			invokers := wrapAll(ps...)
+			res := call(clusterOf(t, "failover", invokers), "sayHello")
+			if res.Error() == nil || !strings.Contains(res.Error().Error(), tc.want) {
+				t.Fatalf("call error %v, want one naming %q", res.Error(), tc.want)
+			}
+			for i, ivk := range invokers {
+				if !base.GetInvokerHealthyStatus(ivk) {
+					t.Errorf("%s marked unhealthy", ivk.GetURL().Location)
 				}
-			}()
-			Get(Name).Select(invokers, newInvocation("sayHello"))
+				if n := ps[i].calls.Load(); n != 0 {
+					t.Errorf("%s called %d times", ivk.GetURL().Location, n)
+				}
+			}
 		})
 	}
 }
