@@ -1,6 +1,7 @@
 package polylbdubbo
 
 import (
+	"reflect"
 	"sync"
 	"time"
 
@@ -96,11 +97,36 @@ func picksOf(inv base.Invocation, create bool) *picks {
 	if !create {
 		return nil
 	}
+	// The first select of an invocation runs before forking sends it, but
+	// a fork sent without a select (forking to all, a filter counting a call
+	// sent without a pick) creates the record from its own goroutine, beside
+	// the other forks: a check-then-store without a lock would let one fork
+	// replace the record another fork's pick is in, and that pick would never
+	// be reported. The invocation has no store-if-absent, hence the lock.
+	mu := &createMu[invocationStripe(inv)]
+	mu.Lock()
+	defer mu.Unlock()
+	if v, ok := inv.GetAttribute(picksAttr); ok {
+		if p, ok := v.(*picks); ok {
+			return p
+		}
+	}
 	p := &picks{}
-	// An invocation is used by one goroutine until forking sends it: the
-	// first select happens before that, so this store cannot race another.
 	inv.SetAttribute(picksAttr, p)
 	return p
+}
+
+// createMu serialise the creation of invocations' records, striped by
+// invocation so that unrelated calls rarely share a lock.
+var createMu [64]sync.Mutex
+
+func invocationStripe(inv base.Invocation) int {
+	v := reflect.ValueOf(inv)
+	if v.Kind() != reflect.Pointer {
+		return 0
+	}
+	p := v.Pointer()
+	return int((p>>4 ^ p>>10) % uintptr(len(createMu)))
 }
 
 func endsAreSeen(inv base.Invocation) bool {
