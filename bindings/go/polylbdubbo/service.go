@@ -70,7 +70,11 @@ func (st *serviceState) cover(list []base.Invoker) error {
 // pruneIfDestroyed drops members that list does not hold and that are
 // destroyed (providers that left the registry), so that a shrinking
 // directory does not keep their state forever. It runs when a subset of a
-// new size arrives, not per call.
+// new size arrives, not per call. Destroyed, not unavailable: dubbo-go's
+// reselect passes lists without the unavailable providers (a dubbo-protocol
+// invoker while its connection is down), of sizes that change call after
+// call, and dropping those providers rebuilt the set per call and gave them
+// new ids (losing their counters) each time they were seen again.
 func (st *serviceState) pruneIfDestroyed(s *invokerSet, list []base.Invoker) error {
 	inList := make([]bool, len(s.members))
 	for _, inv := range list {
@@ -79,7 +83,7 @@ func (st *serviceState) pruneIfDestroyed(s *invokerSet, list []base.Invoker) err
 		}
 	}
 	for pos, inv := range s.members {
-		if !inList[pos] && !inv.IsAvailable() {
+		if !inList[pos] && destroyed(inv) {
 			st.mu.Lock()
 			defer st.mu.Unlock()
 			if st.set.Load() != s {

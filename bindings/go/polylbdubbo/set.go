@@ -65,11 +65,18 @@ func (s *invokerSet) sameMembers(list []base.Invoker) bool {
 	return true
 }
 
+// destroyed reports whether inv was destroyed (its provider left the
+// registry, or its reference was destroyed): dubbo-go's BaseInvoker.Destroy,
+// which every protocol's invoker calls, drops the URL, and the filter chain's
+// wrappers return the wrapped invoker's. Unavailable is not destroyed: a
+// provider whose connection is down is still the registry's and comes back.
+func destroyed(inv base.Invoker) bool { return inv.GetURL() == nil }
+
 // nextSet builds the set that covers list: list's providers (a new object
-// of a known provider replacing the member, unless it is destroyed while the
-// member is not), then the old members that list does not hold and that are
-// still available (a routed subset must not drop the others' state), then
-// aliases. Ids stay with their providers; new providers get fresh ids from
+// of a known provider replacing the member, unless it is unavailable while
+// the member is not), then the old members that list does not hold and that
+// are not destroyed (a routed subset, or a reselect without the unavailable
+// ones, must not drop the others' state), then aliases. Ids stay with their providers; new providers get fresh ids from
 // *nextID. now is the clock for warm-up parameters.
 func nextSet(old *invokerSet, list []base.Invoker, nextID *uint64, now time.Time) *invokerSet {
 	s := &invokerSet{
@@ -130,12 +137,12 @@ func nextSet(old *invokerSet, list []base.Invoker, nextID *uint64, now time.Time
 	}
 	if old != nil {
 		for i, inv := range old.members {
-			if _, kept := s.byKey[old.keys[i]]; !kept && inv.IsAvailable() {
+			if _, kept := s.byKey[old.keys[i]]; !kept && !destroyed(inv) {
 				add(inv, old.keys[i])
 			}
 		}
 		for inv, oldPos := range old.byObj {
-			if pos, ok := s.byKey[old.keys[oldPos]]; ok && s.members[pos] != inv && inv.IsAvailable() {
+			if pos, ok := s.byKey[old.keys[oldPos]]; ok && s.members[pos] != inv && !destroyed(inv) {
 				alias(inv, pos)
 			}
 		}
