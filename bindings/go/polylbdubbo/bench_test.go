@@ -6,7 +6,7 @@ package polylbdubbo
 //
 // polylb rows: what one call costs the adapter in dubbo-go's call path — the
 // cluster interceptor's mark and release, the LoadBalance's Select, and the
-// filter's Invoke and OnResponse (claim the pick, report it), around a
+// filter's Invoke (claim the pick, send, report it) and OnResponse, around a
 // provider that answers at once. dubbo-go rows: its LoadBalance.Select, plus
 // for leastactive base.BeginCount/EndCount, which dubbo-go's active filter
 // does around each call (its leastactive reads those counts). Every row

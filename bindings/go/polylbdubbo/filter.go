@@ -12,9 +12,9 @@ import (
 )
 
 // Filter is the consumer filter "polylb": it wraps each provider invoker, so
-// every attempt (each failover retry) is timed and reported on its own. It
-// claims the pick the LoadBalance made for this provider in Invoke and
-// reports it in OnResponse with the call's latency and OutcomeOf(ctx, res).
+// every attempt (each failover retry) is timed and reported on its own. Its
+// Invoke claims the pick the LoadBalance made for this provider and reports
+// it when the call returns, with the call's latency and OutcomeOf(ctx, res).
 // A call dubbo-go sends without asking the LoadBalance (a lone provider,
 // sticky, forking to all) is counted too, as dubbo-go's RPCStatus counts
 // every call, once polylb balances that service. Services not balanced by
@@ -53,74 +53,79 @@ func (interceptor) Invoke(ctx context.Context, next base.Invoker, inv base.Invoc
 	return next.Invoke(ctx, inv)
 }
 
-// Invoke starts the call's accounting and sends it.
+// Invoke sends the call and reports it with its latency and
+// OutcomeOf(ctx, res), or as a Failure if the invoker panics.
+//
+// The report is made here, with the pick in hand, not in OnResponse: there
+// the pick would have to be found again by the invoker's URL, and dubbo-go
+// drops an invoker's URL when it destroys it (a provider leaving the
+// registry while the call runs), which made the lookup panic and take the
+// consumer's process down. dubbo-go's FilterInvoker calls OnResponse right
+// after Invoke with the same result, so the outcome is the same.
 func (f *Filter) Invoke(ctx context.Context, invoker base.Invoker, inv base.Invocation) result.Result {
-	p := begin(invoker, inv)
+	ps, p := begin(invoker, inv)
 	if p == nil {
 		return invoker.Invoke(ctx, inv)
 	}
-	returned := false
+	outcome := failure // stays so if the invoker panics
 	defer func() {
-		if !returned { // the invoker panicked: OnResponse will not run
-			if ps := picksOf(inv, false); ps != nil && ps.finish(invoker.GetURL()) == p {
-				p.report(failure)
-			}
+		if ps.finish(p) {
+			p.report(outcome)
 		}
 	}()
 	res := invoker.Invoke(ctx, inv)
-	returned = true
+	outcome = OutcomeOf(ctx, res)
 	return res
 }
 
-// OnResponse reports the call. dubbo-go calls it right after Invoke returns
-// (protocolwrapper.FilterInvoker), with the protocol's invoker, whose URL is
-// the picked invoker's.
-func (f *Filter) OnResponse(ctx context.Context, res result.Result, invoker base.Invoker, inv base.Invocation) result.Result {
-	if ps := picksOf(inv, false); ps != nil {
-		if p := ps.finish(invoker.GetURL()); p != nil {
-			p.report(OutcomeOf(ctx, res))
-		}
-	}
+// OnResponse passes the result on: Invoke has reported the call.
+func (f *Filter) OnResponse(_ context.Context, res result.Result, _ base.Invoker, _ base.Invocation) result.Result {
 	return res
 }
 
 // begin claims the invocation's pick for this provider, or counts a call
 // sent without one; nil when polylb does not balance the service.
-func begin(invoker base.Invoker, inv base.Invocation) *pick {
+func begin(invoker base.Invoker, inv base.Invocation) (*picks, *pick) {
 	u := invoker.GetURL()
+	if u == nil {
+		// Destroyed before the send (the protocol refuses the call): an
+		// unsent pick for it is released when the invocation ends.
+		return nil, nil
+	}
 	if ps := picksOf(inv, false); ps != nil {
 		if p := ps.start(u); p != nil {
-			return p
+			return ps, p
 		}
 	}
 	method := inv.ActualMethodName()
 	lb := byName[methodParam(u, method, constant.LoadbalanceKey, constant.DefaultLoadBalance)]
 	if lb == nil {
-		return nil
+		return nil, nil
 	}
 	v, ok := lb.services.Load(u.ServiceKey())
 	if !ok {
-		return nil // polylb has not balanced this service yet: no set to count in
+		return nil, nil // polylb has not balanced this service yet: no set to count in
 	}
 	st := v.(*serviceState)
 	s := st.set.Load()
 	if s == nil {
-		return nil
+		return nil, nil
 	}
 	pos, ok := s.positionOfURL(u)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	b, err := st.bindingFor(s, method, u, false)
 	if err != nil {
-		return nil // the LoadBalance reports configuration errors
+		return nil, nil // the LoadBalance reports configuration errors
 	}
 	// A select among this provider alone counts the call in flight.
 	id, err := b.balancer.SelectAmong(b.method, nil, []uint64{s.ids[pos]}, nil)
 	if err != nil {
-		return nil // the set changed meanwhile: the call goes uncounted
+		return nil, nil // the set changed meanwhile: the call goes uncounted
 	}
 	p := &pick{st: st, balancer: b.balancer, method: b.method, id: id, url: u, key: s.keys[pos]}
-	picksOf(inv, true).addStarted(p)
-	return p
+	ps := picksOf(inv, true)
+	ps.addStarted(p)
+	return ps, p
 }

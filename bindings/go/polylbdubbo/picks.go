@@ -195,17 +195,18 @@ func (ps *picks) addStarted(p *pick) {
 	}
 }
 
-// finish removes and returns the oldest sent pick for the provider at u.
-func (ps *picks) finish(u *common.URL) *pick {
+// finish removes p, a sent pick, and reports whether it was still pending
+// (false: the bound evicted and cancelled it already).
+func (ps *picks) finish(p *pick) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	i := ps.find(u, true, false)
-	if i < 0 {
-		return nil
+	for i, q := range ps.pending {
+		if q == p {
+			ps.pending = append(ps.pending[:i], ps.pending[i+1:]...)
+			return true
+		}
 	}
-	p := ps.pending[i]
-	ps.pending = append(ps.pending[:i], ps.pending[i+1:]...)
-	return p
+	return false
 }
 
 // remove drops p if it is still pending and unsent (a pick undone by select).
