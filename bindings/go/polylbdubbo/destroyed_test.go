@@ -35,3 +35,31 @@ func TestInvokerDestroyedDuringTheCall(t *testing.T) {
 	}
 	assertNoneInFlight(t, lbName, svc)
 }
+
+// A call that took the provider list before a registry refresh selects after
+// it, when the replaced invoker is destroyed (its URL dropped) and the set
+// has moved on: the destroyed invoker is never picked, and nothing panics.
+func TestLateListWithADestroyedInvoker(t *testing.T) {
+	svc := serviceName(t)
+	const lbName = "polylb-roundrobin"
+	params := "loadbalance=" + lbName
+	lb := Get(lbName)
+	b := withFilters(newProvider(t, svc, "10.0.0.2:20000", params))
+	a1p := newProvider(t, svc, "10.0.0.1:20000", params)
+	a1 := withFilters(a1p)
+	before := []base.Invoker{b, a1} // the late call's list
+	lb.Select(before, newInvocation("m"))
+	// The refresh: a new object for 10.0.0.1, the old one destroyed.
+	a2 := withFilters(newProvider(t, svc, "10.0.0.1:20000", params))
+	a1p.Destroy()
+	lb.Select([]base.Invoker{b, a2}, newInvocation("m"))
+	for i := 0; i < 4; i++ {
+		if got := lb.Select(before, newInvocation("m")); got != b {
+			t.Fatalf("select %d returned %v, want the live invoker", i, got)
+		}
+		// A reselect list whose first invoker is the destroyed one.
+		if got := lb.Select([]base.Invoker{a1, b}, newInvocation("m")); got != b {
+			t.Fatalf("select %d returned %v, want the live invoker", i, got)
+		}
+	}
+}

@@ -121,17 +121,27 @@ func (lb *LoadBalance) Select(invokers []base.Invoker, inv base.Invocation) base
 	if len(invokers) == 0 {
 		return nil
 	}
+	// A list taken before a registry refresh may hold invokers destroyed
+	// since, whose URL dubbo-go has dropped: the configuration comes from
+	// the first live one.
+	first := invokers[0].GetURL()
+	for i := 1; first == nil && i < len(invokers); i++ {
+		first = invokers[i].GetURL()
+	}
+	if first == nil {
+		return invokers[0] // all destroyed: the protocol refuses the call
+	}
 	for {
-		st := lb.state(invokers[0].GetURL())
+		st := lb.state(first)
 		if !st.used.Load() {
 			st.used.Store(true) // a load first: no write per call once set
 		}
-		chosen, err := st.selectFrom(invokers, inv)
+		chosen, err := st.selectFrom(invokers, first, inv)
 		if err == nil {
 			return chosen
 		}
 		if !errors.Is(err, polylb.ErrClosed) || !st.retired.Load() {
-			return newSelectFailure(invokers[0].GetURL(), err)
+			return newSelectFailure(first, err)
 		}
 		// The state was swept between the lookup and the select: start over.
 	}
@@ -145,15 +155,15 @@ var errRetry = errors.New("polylb: set changed")
 // change), so a select never fails for losing races.
 const maxRacyAttempts = 3
 
-func (st *serviceState) selectFrom(invokers []base.Invoker, inv base.Invocation) (base.Invoker, error) {
+func (st *serviceState) selectFrom(invokers []base.Invoker, first *common.URL, inv base.Invocation) (base.Invoker, error) {
 	for attempt := 0; ; attempt++ {
 		var chosen base.Invoker
 		var err error
 		if attempt < maxRacyAttempts {
-			chosen, err = st.attempt(invokers, inv, false)
+			chosen, err = st.attempt(invokers, first, inv, false)
 		} else {
 			st.mu.Lock()
-			chosen, err = st.attempt(invokers, inv, true)
+			chosen, err = st.attempt(invokers, first, inv, true)
 			st.mu.Unlock()
 		}
 		if err != errRetry {
@@ -167,7 +177,7 @@ func (st *serviceState) selectFrom(invokers []base.Invoker, inv base.Invocation)
 
 // attempt is one try of a select; errRetry when the set changed meanwhile.
 // locked: the caller holds st.mu.
-func (st *serviceState) attempt(invokers []base.Invoker, inv base.Invocation, locked bool) (base.Invoker, error) {
+func (st *serviceState) attempt(invokers []base.Invoker, first *common.URL, inv base.Invocation, locked bool) (base.Invoker, error) {
 	s := st.set.Load()
 	var buf [64]uint64
 	candidates := buf[:0]
@@ -177,10 +187,16 @@ func (st *serviceState) attempt(invokers []base.Invoker, inv base.Invocation, lo
 			for _, ivk := range invokers {
 				pos, ok := s.position(ivk)
 				if !ok {
+					if destroyed(ivk) {
+						continue // never a member again, and not callable
+					}
 					s = nil // a provider (or object) the set does not know
 					break
 				}
 				candidates = append(candidates, s.ids[pos])
+			}
+			if s != nil && len(candidates) == 0 {
+				return invokers[0], nil // none callable: no pick to make
 			}
 		}
 		if s == nil {
@@ -203,7 +219,7 @@ func (st *serviceState) attempt(invokers []base.Invoker, inv base.Invocation, lo
 		}
 	}
 	method := inv.ActualMethodName()
-	b, err := st.bindingFor(s, method, invokers[0].GetURL(), locked)
+	b, err := st.bindingFor(s, method, first, locked)
 	if err != nil {
 		return nil, err
 	}

@@ -93,11 +93,16 @@ func nextSet(old *invokerSet, list []base.Invoker, nextID *uint64, now time.Time
 		if _, known := s.byObj[inv]; known || aliases[pos] >= maxAliases {
 			return
 		}
+		u := inv.GetURL()
+		if u == nil {
+			return // destroyed
+		}
 		aliases[pos]++
 		s.byObj[inv] = pos
-		s.byURL[inv.GetURL()] = pos
+		s.byURL[u] = pos
 	}
-	add := func(inv base.Invoker, key string) {
+	var urls []*common.URL // each member's URL, read once: it may be dropped meanwhile
+	add := func(inv base.Invoker, key string, u *common.URL) {
 		id := uint64(0)
 		if old != nil {
 			if pos, ok := old.byKey[key]; ok {
@@ -112,33 +117,42 @@ func nextSet(old *invokerSet, list []base.Invoker, nextID *uint64, now time.Time
 		s.members = append(s.members, inv)
 		s.ids = append(s.ids, id)
 		s.keys = append(s.keys, key)
+		urls = append(urls, u)
 		s.byObj[inv] = pos
-		s.byURL[inv.GetURL()] = pos
+		s.byURL[u] = pos
 		s.byID[id] = pos
 		s.byKey[key] = pos
 	}
 	for _, inv := range list {
-		key := identity(inv.GetURL())
+		u := inv.GetURL()
+		if u == nil {
+			continue // destroyed (a late call's list): never a member
+		}
+		key := identity(u)
 		pos, seen := s.byKey[key]
 		if !seen {
 			if old != nil && !inv.IsAvailable() {
-				// A destroyed object in a late call's list must not replace a
-				// live member of the same provider.
+				// An unavailable object in a late call's list must not
+				// replace a live member of the same provider.
 				if op, ok := old.byKey[key]; ok && old.members[op].IsAvailable() {
-					add(old.members[op], key)
-					alias(inv, s.byKey[key])
-					continue
+					if ou := old.members[op].GetURL(); ou != nil {
+						add(old.members[op], key, ou)
+						alias(inv, s.byKey[key])
+						continue
+					}
 				}
 			}
-			add(inv, key)
+			add(inv, key, u)
 			continue
 		}
 		alias(inv, pos) // the list repeats a provider
 	}
 	if old != nil {
 		for i, inv := range old.members {
-			if _, kept := s.byKey[old.keys[i]]; !kept && !destroyed(inv) {
-				add(inv, old.keys[i])
+			if _, kept := s.byKey[old.keys[i]]; !kept {
+				if u := inv.GetURL(); u != nil { // not destroyed
+					add(inv, old.keys[i], u)
+				}
 			}
 		}
 		for inv, oldPos := range old.byObj {
@@ -148,8 +162,8 @@ func nextSet(old *invokerSet, list []base.Invoker, nextID *uint64, now time.Time
 		}
 	}
 	s.plb = make([]polylb.Invoker, len(s.members))
-	for i, inv := range s.members {
-		s.plb[i] = providerInvoker(s.ids[i], inv.GetURL(), now)
+	for i, u := range urls {
+		s.plb[i] = providerInvoker(s.ids[i], u, now)
 	}
 	return s
 }
