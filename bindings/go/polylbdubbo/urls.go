@@ -87,13 +87,11 @@ func providerInvoker(id uint64, u *common.URL, now time.Time) polylb.Invoker {
 		return inv // StartTimeMs 0: no warm-up
 	}
 	inv.StartTimeMs = ts * 1000
-	if raw := u.GetParam(constant.WarmupKey, ""); raw != "" {
-		warmup := u.GetParamInt(constant.WarmupKey, 0)
-		if warmup <= 0 {
-			inv.WarmupMs = 0 // dubbo-go: uptime < warmup never holds, so no warm-up
-		} else {
-			inv.WarmupMs = int32(min(warmup*1000, math.MaxInt32))
-		}
+	// As dubbo-go reads it: a value that is not a number is the default.
+	if warmup := u.GetParamInt(constant.WarmupKey, constant.DefaultWarmup); warmup <= 0 {
+		inv.WarmupMs = 0 // dubbo-go: uptime < warmup never holds, so no warm-up
+	} else {
+		inv.WarmupMs = int32(min(warmup*1000, math.MaxInt32))
 	}
 	return inv
 }
