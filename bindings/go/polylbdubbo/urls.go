@@ -17,7 +17,7 @@ import (
 )
 
 // URL parameters the adapter reads besides dubbo-go's own (weight, warmup,
-// remote.timestamp, hash.nodes, hash.arguments, loadbalance).
+// timestamp, remote.timestamp, hash.nodes, hash.arguments, loadbalance).
 const (
 	// StrategyKey names the strategy for the extension "polylb" (method
 	// level first, then service level; default "random").
@@ -65,9 +65,8 @@ func methodParam(u *common.URL, method, key, def string) string {
 //   - weight: "weight", else a registry's "registry.weight" when the URL has
 //     "registry.label=true", else 100; a negative weight is dubbo-go's default
 //     100 (Java Dubbo would clamp it to 0);
-//   - warm-up: "remote.timestamp" (the provider's start, Unix seconds, which
-//     dubbo-go copies from the provider's "timestamp") and "warmup" (seconds,
-//     default 600 s, which is polylb's default); none without a timestamp, none
+//   - warm-up: the provider's start (providerStartMs) and "warmup" (seconds,
+//     default 600 s, which is polylb's default); none without a start, none
 //     for warmup <= 0 and none for a start in the future (dubbo-go: full weight).
 func providerInvoker(id uint64, u *common.URL, now time.Time) polylb.Invoker {
 	inv := polylb.NewInvoker(id, u.Ip+":"+u.Port)
@@ -82,11 +81,11 @@ func providerInvoker(id uint64, u *common.URL, now time.Time) polylb.Invoker {
 	if inv.Weight == 0 {
 		return inv
 	}
-	ts := u.GetParamInt(constant.RemoteTimestampKey, 0)
-	if ts <= 0 || ts > now.Unix() {
+	start := providerStartMs(u)
+	if start <= 0 || start > now.UnixMilli() {
 		return inv // StartTimeMs 0: no warm-up
 	}
-	inv.StartTimeMs = ts * 1000
+	inv.StartTimeMs = start
 	// As dubbo-go reads it: a value that is not a number is the default.
 	if warmup := u.GetParamInt(constant.WarmupKey, constant.DefaultWarmup); warmup <= 0 {
 		inv.WarmupMs = 0 // dubbo-go: uptime < warmup never holds, so no warm-up
@@ -94,6 +93,37 @@ func providerInvoker(id uint64, u *common.URL, now time.Time) polylb.Invoker {
 		inv.WarmupMs = int32(min(warmup*1000, math.MaxInt32))
 	}
 	return inv
+}
+
+// providerStartMs is the provider's start in Unix ms, 0 when unknown.
+// dubbo-go's own balancers read "remote.timestamp", which dubbo-go 3.3.1
+// never fills in with a time (URL.MergeURL sets it, to "", only when the
+// provider's URL has no "timestamp"), so under them no provider warms up.
+// The adapter reads the start the registry gave: the merged URL keeps the
+// provider's own "timestamp" (MergeURL keeps the provider's parameters), and
+// a "remote.timestamp" present says the provider had none (its "timestamp"
+// is then the consumer's), unless someone set it to a time. A Java Dubbo
+// provider's timestamp is in ms, dubbo-go's in seconds.
+func providerStartMs(u *common.URL) int64 {
+	raw, remote := "", false
+	u.RangeParams(func(key, value string) bool {
+		if key == constant.RemoteTimestampKey {
+			raw, remote = value, true // present, even empty
+			return false
+		}
+		return true
+	})
+	if !remote {
+		raw = u.GetParam(constant.TimestampKey, "")
+	}
+	ts, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || ts <= 0 {
+		return 0
+	}
+	if ts < 100_000_000_000 { // seconds (1e11 s is the year 5138; 1e11 ms is 1973)
+		return ts * 1000
+	}
+	return ts
 }
 
 // methodConfig is what a method's calls need from the first provider's URL:

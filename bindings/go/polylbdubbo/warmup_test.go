@@ -26,3 +26,41 @@ func TestWarmupParameter(t *testing.T) {
 		}
 	}
 }
+
+// The provider's start is the one the registry gave: in the URL dubbo-go's
+// registry directory builds (provider.MergeURL(reference)), the provider's
+// own timestamp. dubbo-go's balancers read remote.timestamp, which MergeURL
+// leaves unset then, and never warm up.
+func TestWarmupStartsAtTheProvidersTimestamp(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	reference, err := common.NewURL(fmt.Sprintf("consumer://10.0.0.9/S?timestamp=%d", now.Unix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, provider string
+		merged         bool // as the registry directory builds it
+		wantStartMs    int64
+	}{
+		{"dubbo-go provider (seconds)", fmt.Sprintf("tri://10.0.0.1:20000/S?timestamp=%d", now.Unix()-30), true, (now.Unix() - 30) * 1000},
+		{"Java provider (ms)", fmt.Sprintf("dubbo://10.0.0.1:20880/S?timestamp=%d", now.UnixMilli()-30_500), true, now.UnixMilli() - 30_500},
+		{"no timestamp: the consumer's is not the provider's", "tri://10.0.0.1:20000/S", true, 0},
+		{"a start in the future", fmt.Sprintf("tri://10.0.0.1:20000/S?timestamp=%d", now.Unix()+60), true, 0},
+		{"remote.timestamp set to a time by hand", fmt.Sprintf("tri://10.0.0.1:20000/S?remote.timestamp=%d", now.Unix()-60), false, (now.Unix() - 60) * 1000},
+	} {
+		provider, err := common.NewURL(tc.provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.merged {
+			provider = provider.MergeURL(reference)
+		}
+		inv := providerInvoker(1, provider, now)
+		if inv.StartTimeMs != tc.wantStartMs {
+			t.Errorf("%s: start %d, want %d", tc.name, inv.StartTimeMs, tc.wantStartMs)
+		}
+		if tc.wantStartMs != 0 && inv.WarmupMs != 600_000 {
+			t.Errorf("%s: warm-up %d ms, want dubbo-go's default 600 000", tc.name, inv.WarmupMs)
+		}
+	}
+}
