@@ -125,7 +125,29 @@ func doneOutcome(ctx context.Context, done balancer.DoneInfo) polylb.Outcome {
 	if !done.BytesSent {
 		return polylb.Cancelled
 	}
+	if !done.BytesReceived && (done.Err == nil || refusedByDrain(done.Err)) {
+		// The server answered nothing: refused unprocessed by its GOAWAY,
+		// which gRPC retries elsewhere. The refusal reaches Done as
+		// drainRefusal, or as no error at all when the attempt's send met the
+		// closed stream first (its io.EOF, which the attempt's end reads as
+		// a clean end); a real success always receives the server's status.
+		return polylb.Cancelled
+	}
 	return OutcomeOf(ctx, done.Err)
+}
+
+// drainRefusal is grpc-go's message (transport's errStreamDrain, UNAVAILABLE)
+// for a stream a server's GOAWAY refused unprocessed: the server began a
+// graceful shutdown as the stream crossed it, and gRPC retries the stream
+// elsewhere, transparently. The server did nothing wrong; as a failure it
+// would come back from a rolling restart at the same address with a failure
+// record (and, with outlier ejection, maybe ejected) for its own clean
+// shutdown. gRPC gives the policy no other sign of the refusal.
+const drainRefusal = "the connection is draining"
+
+func refusedByDrain(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable && st.Message() == drainRefusal
 }
 
 // OutcomeOf is the outcome to report for an RPC that ended with err, as
