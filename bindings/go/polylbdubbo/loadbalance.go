@@ -70,9 +70,9 @@ func Get(name string) *LoadBalance { return byName[name] }
 
 // Stats returns polylb's view of a service (dubbo-go's service key,
 // e.g. "com.example.Greeter" or "group/com.example.Greeter:1.0"): one
-// document per balancer (one per distinct configuration), with each
-// provider's weight, calls in flight and counters. nil for a service this
-// extension has not balanced.
+// document per balancer (one per distinct configuration, and one per method
+// that providers weigh on its own), with each provider's weight, calls in
+// flight and counters. nil for a service this extension has not balanced.
 func (lb *LoadBalance) Stats(serviceKey string) ([]polylb.Stats, error) {
 	v, ok := lb.services.Load(serviceKey)
 	if !ok {

@@ -15,7 +15,8 @@ import (
 // serviceState is what one extension keeps for one service (dubbo-go's
 // ServiceKey: group/interface:version): the provider set, shared by one
 // polylb Balancer per distinct configuration (methods may differ in
-// hash.nodes, polylb.config, …). Per-method state (round-robin positions,
+// hash.nodes, polylb.config, …), plus one per method that providers weigh on
+// its own (methods.<m>.weight). Per-method state (round-robin positions,
 // calls in flight, latency windows) lives in the Balancer, keyed by method.
 type serviceState struct {
 	lb         *LoadBalance
@@ -26,7 +27,7 @@ type serviceState struct {
 	// mu serialises set changes and balancer creation: a set is published
 	// only once every balancer holds it.
 	mu        sync.Mutex
-	balancers map[string]*polylb.Balancer // config -> balancer
+	balancers map[balancerKey]*polylb.Balancer
 	nextID    uint64
 
 	bindings sync.Map // method name -> *binding
@@ -39,6 +40,13 @@ type serviceState struct {
 	retired atomic.Bool // swept: its balancers are closed
 }
 
+// balancerKey names one of a service's balancers: its config string and the
+// method whose own weights its set carries ("" for the service's weights).
+type balancerKey struct {
+	config    string
+	weightsOf string
+}
+
 // binding is how calls of one method are balanced, made for one set
 // generation (its configuration comes from the first provider's URL).
 type binding struct {
@@ -49,7 +57,7 @@ type binding struct {
 }
 
 func newServiceState(lb *LoadBalance, serviceKey string) *serviceState {
-	st := &serviceState{lb: lb, serviceKey: serviceKey, balancers: map[string]*polylb.Balancer{}}
+	st := &serviceState{lb: lb, serviceKey: serviceKey, balancers: map[balancerKey]*polylb.Balancer{}}
 	st.used.Store(true) // a sweep right after its creation must not free it
 	return st
 }
@@ -58,9 +66,9 @@ func newServiceState(lb *LoadBalance, serviceKey string) *serviceState {
 // balancer. Caller holds mu.
 func (st *serviceState) cover(list []base.Invoker) error {
 	next := nextSet(st.set.Load(), list, &st.nextID, time.Now())
-	for config, b := range st.balancers {
-		if err := b.Update(next.plb); err != nil {
-			return fmt.Errorf("polylb: the providers of %s were rejected (%s): %w", st.serviceKey, config, err)
+	for k, b := range st.balancers {
+		if err := b.Update(next.weightsFor(k.weightsOf)); err != nil {
+			return fmt.Errorf("polylb: the providers of %s were rejected (%s): %w", st.serviceKey, k.config, err)
 		}
 	}
 	st.set.Store(next)
@@ -116,17 +124,21 @@ func (st *serviceState) bindingFor(s *invokerSet, method string, first *common.U
 	if st.retired.Load() {
 		return nil, polylb.ErrClosed // swept: the caller starts over
 	}
-	bal, ok := st.balancers[mc.config]
+	key := balancerKey{config: mc.config}
+	if _, own := s.byMethod[method]; own && mc.weighted {
+		key.weightsOf = method
+	}
+	bal, ok := st.balancers[key]
 	if !ok {
 		if bal, err = polylb.New(mc.config); err != nil {
 			return nil, fmt.Errorf("polylb: bad configuration for %s.%s (%s): %w", st.serviceKey, method, mc.config, err)
 		}
 		if cur := st.set.Load(); cur != nil {
-			if err := bal.Update(cur.plb); err != nil {
+			if err := bal.Update(cur.weightsFor(key.weightsOf)); err != nil {
 				return nil, fmt.Errorf("polylb: the providers of %s were rejected: %w", st.serviceKey, err)
 			}
 		}
-		st.balancers[mc.config] = bal
+		st.balancers[key] = bal
 	}
 	id, err := bal.Method(method)
 	if err != nil {

@@ -21,6 +21,10 @@ type invokerSet struct {
 	ids     []uint64
 	keys    []string // identity (protocol://ip:port/path) per position
 	plb     []polylb.Invoker
+	// byMethod holds, for each method some provider weighs on its own
+	// ("methods.<m>.weight") differently from the service, the set with that
+	// method's weights; its calls are balanced over it (weightsFor).
+	byMethod map[string][]polylb.Invoker
 
 	// byObj maps every object known for a provider to its position: the
 	// member and up to maxAliases older objects of the same provider. A
@@ -162,8 +166,34 @@ func nextSet(old *invokerSet, list []base.Invoker, nextID *uint64, now time.Time
 		}
 	}
 	s.plb = make([]polylb.Invoker, len(s.members))
+	named := map[string]bool{}
 	for i, u := range urls {
-		s.plb[i] = providerInvoker(s.ids[i], u, now)
+		s.plb[i] = providerInvoker(s.ids[i], u, now, "")
+		methodsWithWeights(u, named)
+	}
+	for method := range named {
+		own, differs := make([]polylb.Invoker, len(urls)), false
+		for i, u := range urls {
+			own[i] = s.plb[i]
+			if w := weightOf(u, method); w != s.plb[i].Weight {
+				own[i] = providerInvoker(s.ids[i], u, now, method)
+				differs = true
+			}
+		}
+		if differs {
+			if s.byMethod == nil {
+				s.byMethod = map[string][]polylb.Invoker{}
+			}
+			s.byMethod[method] = own
+		}
 	}
 	return s
+}
+
+// weightsFor is the set as calls of method weigh it ("": the service's).
+func (s *invokerSet) weightsFor(method string) []polylb.Invoker {
+	if own, ok := s.byMethod[method]; ok {
+		return own
+	}
+	return s.plb
 }

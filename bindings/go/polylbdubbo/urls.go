@@ -60,24 +60,19 @@ func methodParam(u *common.URL, method, key, def string) string {
 	return u.GetParam(key, def)
 }
 
-// providerInvoker is polylb's view of one provider, read from its URL the way
-// dubbo-go's loadbalance.GetWeight reads it at the service level:
-//   - weight: "weight", else a registry's "registry.weight" when the URL has
+// providerInvoker is polylb's view of one provider for calls of method ("":
+// the service level), read from its URL the way dubbo-go's
+// loadbalance.GetWeight reads it:
+//   - weight: "methods.<method>.weight" when it is a number, else "weight",
+//     else a registry's "registry.weight" when the URL has
 //     "registry.label=true", else 100; a negative weight is dubbo-go's default
 //     100 (Java Dubbo would clamp it to 0);
 //   - warm-up: the provider's start (providerStartMs) and "warmup" (seconds,
 //     default 600 s, which is polylb's default); none without a start, none
 //     for warmup <= 0 and none for a start in the future (dubbo-go: full weight).
-func providerInvoker(id uint64, u *common.URL, now time.Time) polylb.Invoker {
+func providerInvoker(id uint64, u *common.URL, now time.Time, method string) polylb.Invoker {
 	inv := polylb.NewInvoker(id, u.Ip+":"+u.Port)
-	w := u.GetParamInt(constant.WeightKey, -1)
-	if w < 0 && u.GetParamBool(constant.RegistryKey+"."+constant.RegistryLabelKey, false) {
-		w = u.GetParamInt(constant.RegistryKey+"."+constant.WeightKey, constant.DefaultWeight)
-	}
-	if w < 0 {
-		w = constant.DefaultWeight
-	}
-	inv.Weight = int32(min(w, math.MaxInt32))
+	inv.Weight = weightOf(u, method)
 	if inv.Weight == 0 {
 		return inv
 	}
@@ -93,6 +88,39 @@ func providerInvoker(id uint64, u *common.URL, now time.Time) polylb.Invoker {
 		inv.WarmupMs = int32(min(warmup*1000, math.MaxInt32))
 	}
 	return inv
+}
+
+// weightOf is the provider's weight for calls of method ("": the service
+// level) before warm-up: dubbo-go's GetWeight without its warm-up step.
+func weightOf(u *common.URL, method string) int32 {
+	// As dubbo-go's GetMethodParamInt64: a method-level number, even a
+	// negative one, hides the service's weight.
+	w := int64(math.MinInt64)
+	if method != "" {
+		w = u.GetMethodParamInt(method, constant.WeightKey, math.MinInt64)
+	}
+	if w == math.MinInt64 {
+		w = u.GetParamInt(constant.WeightKey, -1)
+	}
+	if w < 0 && u.GetParamBool(constant.RegistryKey+"."+constant.RegistryLabelKey, false) {
+		w = u.GetParamInt(constant.RegistryKey+"."+constant.WeightKey, constant.DefaultWeight)
+	}
+	if w < 0 {
+		w = constant.DefaultWeight
+	}
+	return int32(min(w, math.MaxInt32))
+}
+
+// methodsWithWeights appends to names the methods u gives a weight of their
+// own ("methods.<m>.weight").
+func methodsWithWeights(u *common.URL, names map[string]bool) {
+	const prefix, suffix = "methods.", "." + constant.WeightKey
+	u.RangeParams(func(key, _ string) bool {
+		if strings.HasPrefix(key, prefix) && strings.HasSuffix(key, suffix) && len(key) > len(prefix)+len(suffix) {
+			names[key[len(prefix):len(key)-len(suffix)]] = true
+		}
+		return true
+	})
 }
 
 // providerStartMs is the provider's start in Unix ms, 0 when unknown.
@@ -132,6 +160,10 @@ func providerStartMs(u *common.URL) int64 {
 type methodConfig struct {
 	config   string
 	hashArgs []int // nil: the strategy takes no key
+	// weighted: the strategy reads weights, so a method's own weights
+	// (methods.<m>.weight) need a balancer of their own. consistenthash's
+	// ring ignores weights, as Dubbo's does.
+	weighted bool
 }
 
 func isHashing(strategy string) bool {
@@ -148,7 +180,7 @@ func readMethodConfig(u *common.URL, method, fixed string) (methodConfig, error)
 	var b strings.Builder
 	b.WriteString("loadbalance=")
 	b.WriteString(strategy)
-	var mc methodConfig
+	mc := methodConfig{weighted: strategy != "consistenthash"}
 	if isHashing(strategy) {
 		nodes := methodParam(u, method, hashNodesKey, strconv.Itoa(defaultHashNodes))
 		b.WriteString("&hash.nodes=")

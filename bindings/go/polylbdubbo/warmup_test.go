@@ -20,7 +20,7 @@ func TestWarmupParameter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inv := providerInvoker(1, u, now)
+		inv := providerInvoker(1, u, now, "")
 		if inv.WarmupMs != tc.want || inv.StartTimeMs != (now.Unix()-30)*1000 {
 			t.Errorf("%q: warm-up %d ms from %d, want %d ms from %d", tc.warmup, inv.WarmupMs, inv.StartTimeMs, tc.want, (now.Unix()-30)*1000)
 		}
@@ -55,7 +55,7 @@ func TestWarmupStartsAtTheProvidersTimestamp(t *testing.T) {
 		if tc.merged {
 			provider = provider.MergeURL(reference)
 		}
-		inv := providerInvoker(1, provider, now)
+		inv := providerInvoker(1, provider, now, "")
 		if inv.StartTimeMs != tc.wantStartMs {
 			t.Errorf("%s: start %d, want %d", tc.name, inv.StartTimeMs, tc.wantStartMs)
 		}
