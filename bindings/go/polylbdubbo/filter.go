@@ -2,6 +2,7 @@ package polylbdubbo
 
 import (
 	"context"
+	"strconv"
 
 	clusterpkg "dubbo.apache.org/dubbo-go/v3/cluster/cluster"
 	"dubbo.apache.org/dubbo-go/v3/common/constant"
@@ -9,6 +10,8 @@ import (
 	"dubbo.apache.org/dubbo-go/v3/filter"
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 	"dubbo.apache.org/dubbo-go/v3/protocol/result"
+
+	polylb "github.com/polylb/polylb/bindings/go"
 )
 
 // Filter is the consumer filter "polylb": it wraps each provider invoker, so
@@ -75,7 +78,32 @@ func (f *Filter) Invoke(ctx context.Context, invoker base.Invoker, inv base.Invo
 	}()
 	res := invoker.Invoke(ctx, inv)
 	outcome = OutcomeOf(ctx, res)
+	if outcome == polylb.Success && answersLater(invoker, inv) {
+		// The invoker returned before the provider answered: its latency
+		// would be a fast answer that never came.
+		outcome = polylb.Cancelled
+	}
 	return res
+}
+
+// answersLater reports whether a call's result holds no answer of the
+// provider yet when the invoker returns: a Triple stream (client, server or
+// bidi; dubbo-go opens it without waiting for the provider, and the
+// generated code needs the stream's own type, so its end cannot be watched)
+// and an async or oneway call of the dubbo protocol (sent, answered later
+// to a callback or never).
+func answersLater(invoker base.Invoker, inv base.Invocation) bool {
+	if v, ok := inv.GetAttribute(constant.CallTypeKey); ok {
+		switch v {
+		case constant.CallClientStream, constant.CallServerStream, constant.CallBidiStream:
+			return true
+		}
+	}
+	if u := invoker.GetURL(); u != nil && u.Protocol == "dubbo" {
+		async, err := strconv.ParseBool(inv.GetAttachmentWithDefaultValue(constant.AsyncKey, "false"))
+		return err == nil && async
+	}
+	return false
 }
 
 // OnResponse passes the result on: Invoke has reported the call.

@@ -8,7 +8,10 @@ import (
 	"os"
 	"testing"
 
+	"dubbo.apache.org/dubbo-go/v3/common"
+	"dubbo.apache.org/dubbo-go/v3/common/constant"
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
+	"dubbo.apache.org/dubbo-go/v3/protocol/invocation"
 	"dubbo.apache.org/dubbo-go/v3/protocol/result"
 	tri "dubbo.apache.org/dubbo-go/v3/protocol/triple/triple_protocol"
 	"github.com/apache/dubbo-go-hessian2/java_exception"
@@ -87,4 +90,87 @@ func TestOutcomesReachTheBalancer(t *testing.T) {
 		}
 	}
 	assertNoneInFlight(t, lbName, svc)
+}
+
+// A call whose invoker returns before the provider answers — a Triple stream
+// (dubbo-go opens it without waiting) or an async / oneway call of the dubbo
+// protocol — is no fast success: a success there is reported as Cancelled
+// (no latency, no success counted, nothing left in flight); an error at the
+// open keeps its verdict. The same calls made as plain unary ones count.
+func TestCallsAnsweredLaterAreNoFastSuccess(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		protocol string
+		prepare  func(inv *invocation.RPCInvocation)
+		later    bool
+	}{
+		{"bidi-stream", "tri", func(inv *invocation.RPCInvocation) {
+			inv.SetAttribute(constant.CallTypeKey, constant.CallBidiStream)
+		}, true},
+		{"server-stream", "tri", func(inv *invocation.RPCInvocation) {
+			inv.SetAttribute(constant.CallTypeKey, constant.CallServerStream)
+		}, true},
+		{"client-stream", "tri", func(inv *invocation.RPCInvocation) {
+			inv.SetAttribute(constant.CallTypeKey, constant.CallClientStream)
+		}, true},
+		{"unary", "tri", func(inv *invocation.RPCInvocation) {
+			inv.SetAttribute(constant.CallTypeKey, constant.CallUnary)
+		}, false},
+		{"dubbo-async", "dubbo", func(inv *invocation.RPCInvocation) {
+			inv.SetAttachment(constant.AsyncKey, "true")
+		}, true},
+		{"dubbo-sync", "dubbo", func(inv *invocation.RPCInvocation) {
+			inv.SetAttachment(constant.AsyncKey, "false")
+		}, false},
+		{"tri-async-attachment", "tri", func(inv *invocation.RPCInvocation) {
+			inv.SetAttachment(constant.AsyncKey, "true") // Triple ignores it: a unary call
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := serviceName(t)
+			const lbName = "polylb-leastactive"
+			var next error
+			var ps []*provider
+			for _, addr := range []string{"10.0.0.1:20000", "10.0.0.2:20000"} {
+				u, err := common.NewURL(fmt.Sprintf("%s://%s/%s?interface=%s&%s=polylb&loadbalance=%s&retries=0",
+					tc.protocol, addr, svc, svc, constant.ReferenceFilterKey, lbName))
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := &provider{BaseInvoker: base.NewBaseInvoker(u)}
+				p.fn = func(context.Context, base.Invocation) result.Result { return &result.RPCResult{Err: next} }
+				ps = append(ps, p)
+			}
+			ci := clusterOf(t, "failover", wrapAll(ps...))
+			invoke := func() {
+				inv := newInvocation("chat")
+				tc.prepare(inv)
+				ci.Invoke(context.Background(), inv)
+			}
+			invoke()
+			invoke()
+			next = tri.NewError(tri.CodeUnavailable, errors.New("down"))
+			invoke()
+			invoke()
+			stats, err := Get(lbName).Stats(svc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var selected, succeeded, failures uint64
+			for _, inv := range stats[0].Invokers {
+				selected += inv.Selected
+				succeeded += inv.Succeeded
+				failures += inv.Failures
+			}
+			wantSucceeded := uint64(2)
+			if tc.later {
+				wantSucceeded = 0
+			}
+			if selected != 4 || succeeded != wantSucceeded || failures != 2 {
+				t.Errorf("selected %d, succeeded %d, failures %d; want 4, %d, 2",
+					selected, succeeded, failures, wantSucceeded)
+			}
+			assertNoneInFlight(t, lbName, svc)
+		})
+	}
 }
