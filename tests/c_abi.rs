@@ -1,10 +1,11 @@
-//! The C ABI from C. Builds every program in tests/c against the library of this build and
-//! runs it under AddressSanitizer + UndefinedBehaviorSanitizer (linked with libpolylb.a, and
-//! again with libpolylb.so), runs the single-threaded ones under valgrind memcheck, and builds,
-//! runs and installs the example in examples/c (its Makefile and pkg-config file).
+//! The C ABI from C and C++. Builds every program in tests/c (C11 `.c`, and C++17 `.cpp` using
+//! include/polylb.hpp) against the library of this build and runs it under AddressSanitizer +
+//! UndefinedBehaviorSanitizer (linked with libpolylb.a, and again with libpolylb.so), runs the
+//! single-threaded ones under valgrind memcheck, and builds, runs and installs the example in
+//! examples/c (its Makefile and pkg-config file).
 //!
-//! Needs gcc (and make, valgrind, pkg-config for the parts that use them); a missing tool
-//! skips its part with a printed NOTICE. Run with `cargo test --release --test c_abi`.
+//! Needs gcc and g++ (and make, valgrind, pkg-config for the parts that use them); a missing
+//! tool skips its part with a printed NOTICE. Run with `cargo test --release --test c_abi`.
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -159,12 +160,17 @@ fn link_args(lib: &Library, link: Link) -> Vec<OsString> {
     }
 }
 
-/// The C test programs: tests/c/*.c, each a complete program.
+/// The test programs: tests/c/*.c and *.cpp, each a complete program; the C++ ones only when
+/// g++ is there.
 fn programs() -> Vec<PathBuf> {
+    let cpp = have("g++");
     let mut found: Vec<PathBuf> = std::fs::read_dir(root().join("tests/c"))
         .expect("tests/c")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| x == "c" || (cpp && x == "cpp"))
+        })
         .collect();
     found.sort();
     assert!(!found.is_empty(), "no C programs in tests/c");
@@ -226,18 +232,26 @@ fn run(mut cmd: Command, what: &str) -> Result<String, String> {
     }
 }
 
+/// Compiles one program: C11 with gcc, or C++17 with g++ for a `.cpp`.
 fn compile(src: &Path, exe: &Path, extra: &[&str], link: Vec<OsString>) -> Result<(), String> {
-    let mut cmd = Command::new("gcc");
-    cmd.args(CFLAGS)
-        .args(extra)
-        .arg("-I")
-        .arg(root().join("include"))
-        .arg("-I")
-        .arg(root().join("tests/c"))
-        .arg(src)
-        .args(link)
-        .arg("-o")
-        .arg(exe);
+    let cpp = src.extension().is_some_and(|x| x == "cpp");
+    let mut cmd = Command::new(if cpp { "g++" } else { "gcc" });
+    cmd.args(CFLAGS.iter().map(|&f| {
+        if cpp && f == "-std=c11" {
+            "-std=c++17"
+        } else {
+            f
+        }
+    }))
+    .args(extra)
+    .arg("-I")
+    .arg(root().join("include"))
+    .arg("-I")
+    .arg(root().join("tests/c"))
+    .arg(src)
+    .args(link)
+    .arg("-o")
+    .arg(exe);
     run(cmd, &format!("compiling {}", src.display())).map(|_| ())
 }
 
@@ -390,13 +404,17 @@ fn example_builds_runs_installs_and_links_through_pkg_config() {
     let lib = library();
     let work = work_dir("example");
     let build = work.join("build");
+    let cpp = have("g++");
     for link in ["LINK=shared", "LINK=static"] {
-        let out = make(&["run", link], lib, &build).unwrap_or_else(|e| panic!("{e}"));
-        assert!(out.contains("call 0 -> provider"), "{link}: {out}");
-        assert!(
-            out.contains("\"strategy\":\"leastactive\""),
-            "{link}: {out}"
-        );
+        let runs: &[&str] = if cpp { &["run", "run-cpp"] } else { &["run"] };
+        for target in runs {
+            let out = make(&[target, link], lib, &build).unwrap_or_else(|e| panic!("{e}"));
+            assert!(out.contains("call 0 -> provider"), "{target} {link}: {out}");
+            assert!(
+                out.contains("\"strategy\":\"leastactive\""),
+                "{target} {link}: {out}"
+            );
+        }
     }
 
     let prefix = work.join("prefix");
@@ -414,6 +432,7 @@ fn example_builds_runs_installs_and_links_through_pkg_config() {
         "lib/libpolylb.so",
         "lib/libpolylb.a",
         "include/polylb.h",
+        "include/polylb.hpp",
         "lib/pkgconfig/polylb.pc",
     ] {
         assert!(
@@ -421,11 +440,13 @@ fn example_builds_runs_installs_and_links_through_pkg_config() {
             "make install did not install {file}"
         );
     }
-    let installed_header = std::fs::read(prefix.join("include/polylb.h")).unwrap();
-    assert_eq!(
-        installed_header,
-        std::fs::read(root().join("include/polylb.h")).unwrap()
-    );
+    for header in ["include/polylb.h", "include/polylb.hpp"] {
+        assert_eq!(
+            std::fs::read(prefix.join(header)).unwrap(),
+            std::fs::read(root().join(header)).unwrap(),
+            "installed {header}"
+        );
+    }
 
     if !have("pkg-config") {
         return;
@@ -451,28 +472,42 @@ fn example_builds_runs_installs_and_links_through_pkg_config() {
         "{static_libs}"
     );
 
-    // Shared: the flags pkg-config gives, plus where to find the library at run time.
-    let client = root().join("examples/c/client.c");
-    let exe = work.join("client-pkg-config-shared");
+    // Shared: the flags pkg-config gives, plus where to find the library at run time; the
+    // C++ client too, whose polylb.hpp the same -I finds.
     let mut flags: Vec<OsString> = cflags
         .split_whitespace()
         .chain(libs.split_whitespace())
         .map(OsString::from)
         .collect();
     flags.push(format!("-Wl,-rpath,{}", prefix.join("lib").display()).into());
-    compile(&client, &exe, &[], flags).unwrap_or_else(|e| panic!("{e}"));
-    let out = run(
-        Command::new(&exe),
-        "client linked through pkg-config (shared)",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert!(out.contains("call 0 -> provider"), "{out}");
-    let deps = ldd(&exe);
-    let installed = format!(
-        "{versioned} => {}",
-        prefix.join("lib").join(&versioned).display()
-    );
-    assert!(deps.is_empty() || deps.contains(&installed), "{deps}");
+    let sources: &[&str] = if cpp {
+        &["client.c", "client.cpp"]
+    } else {
+        &["client.c"]
+    };
+    for source in sources {
+        let exe = work.join(format!("{source}-pkg-config-shared"));
+        compile(
+            &root().join("examples/c").join(source),
+            &exe,
+            &[],
+            flags.clone(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let out = run(
+            Command::new(&exe),
+            &format!("{source} linked through pkg-config (shared)"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.contains("call 0 -> provider"), "{out}");
+        let deps = ldd(&exe);
+        let installed = format!(
+            "{versioned} => {}",
+            prefix.join("lib").join(&versioned).display()
+        );
+        assert!(deps.is_empty() || deps.contains(&installed), "{deps}");
+    }
+    let client = root().join("examples/c/client.c");
 
     // Static: the archive by path (-lpolylb would pick the .so) plus native_static_libs.
     let exe = work.join("client-pkg-config-static");
@@ -502,4 +537,28 @@ fn ldd(exe: &Path) -> String {
     let mut cmd = Command::new("ldd");
     cmd.arg(exe);
     run(cmd, "ldd").unwrap_or_default()
+}
+
+/// The C++ snippet of examples/c/README.md compiles as written (inside a `main`) and runs.
+#[test]
+fn cpp_snippet_of_the_c_readme_runs() {
+    if !have("g++") {
+        return;
+    }
+    let readme = std::fs::read_to_string(root().join("examples/c/README.md")).unwrap();
+    let start = readme
+        .find("```cpp\n")
+        .expect("examples/c/README.md has a C++ block")
+        + "```cpp\n".len();
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    let dir = work_dir("readme-cpp");
+    let src = dir.join("snippet.cpp");
+    std::fs::write(
+        &src,
+        format!("#include <polylb.hpp>\n#include <cstdint>\nint main() {{\n{block}return id == 0;\n}}\n"),
+    )
+    .unwrap();
+    let exe = dir.join("snippet");
+    compile(&src, &exe, &[], link_args(library(), Link::Shared)).unwrap_or_else(|e| panic!("{e}"));
+    run(Command::new(&exe), "the README's C++ snippet").unwrap_or_else(|e| panic!("{e}"));
 }

@@ -221,6 +221,25 @@ fn header_compiles_alone_as_cpp17() {
     compile("g++", &flags, "only_header.cpp", "#include \"polylb.h\"\n");
 }
 
+/// include/polylb.hpp, the C++ layer, compiles alone with every warning an error (also
+/// -Wshadow and -Wconversion, which C++ users' builds often turn on), with exceptions and
+/// without them (-fno-exceptions: `check()` aborts instead of throwing). Its behaviour is
+/// tested by tests/c/test_cpp_api.cpp (tests/c_abi.rs).
+#[test]
+fn cpp_header_compiles_alone_with_and_without_exceptions() {
+    let extra = ["-std=c++17", "-x", "c++", "-Wshadow", "-Wconversion"];
+    let uses = "#include \"polylb.hpp\"\n\
+                int use(polylb::Balancer &b) {\n\
+                  polylb::Call c = b.call(0, \"key\");\n\
+                  return c.ok() && c.finish(polylb::Outcome::Success).ok()\n\
+                      && b.select_among(0, {}, {1, 2}, {}).ok() ? 0 : (int)c.check();\n\
+                }\n";
+    let flags = [&extra[..], &STRICT].concat();
+    compile("g++", &flags, "only_hpp.cpp", uses);
+    let flags = [&extra[..], &["-fno-exceptions"], &STRICT].concat();
+    compile("g++", &flags, "only_hpp_no_exceptions.cpp", uses);
+}
+
 /// The signatures of the C ABI contract (names fixed; additions allowed): assigning
 /// each function to a pointer of the contract's type fails to compile on any change.
 #[test]

@@ -177,7 +177,7 @@ static inline char *plbt_stats_json(const plb_balancer *b, int64_t now_us)
     EXPECT_STATUS(rc, PLB_ERR_BUFFER_TOO_SMALL);
     cap = need + 1;
     for (int attempt = 0; attempt < 8; attempt++) {
-        char *buf = malloc(cap);
+        char *buf = (char *)malloc(cap);
         size_t len = 0;
         if (buf == NULL)
             abort();

@@ -1,0 +1,276 @@
+/*
+ * include/polylb.hpp, the C++17 layer: errors with the library's messages, exceptions from
+ * check(), rejected updates that change nothing, selects and reports, Call's exactly-once
+ * report (also on an early exit or an exception), moves, and concurrent calls during updates.
+ */
+#include "plb_test.h"
+#include "polylb.hpp"
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+using polylb::Balancer;
+using polylb::Outcome;
+using std::chrono::microseconds;
+
+static bool contains(const std::string &text, const char *part)
+{
+    return text.find(part) != std::string::npos;
+}
+
+static std::vector<polylb::Invoker> set_of(std::initializer_list<std::uint64_t> ids)
+{
+    std::vector<polylb::Invoker> set;
+    for (std::uint64_t id : ids)
+        set.emplace_back(id, "10.0.0." + std::to_string(id) + ":20880");
+    return set;
+}
+
+/* Calls in flight summed over the listed invokers, and their successes. */
+static long long total(const Balancer &lb, long long plbt_row::*field)
+{
+    plbt_row rows[64];
+    size_t n = plbt_stats(lb.get(), PLBT_T0_US, rows, 64, NULL, 0);
+    long long sum = 0;
+    for (size_t i = 0; i < n && i < 64; i++)
+        sum += rows[i].*field;
+    return sum;
+}
+
+static void config_errors_carry_the_library_message()
+{
+    Balancer lb;
+    polylb::Status s = Balancer::create("loadbalance=roundrobin&warmpu=1", lb);
+    EXPECT(!s.ok());
+    EXPECT_STATUS(s.code(), PLB_ERR_INVALID_CONFIG);
+    EXPECT(contains(s.message(), "warmpu"));
+    EXPECT(contains(s.message(), "warmup")); /* the nearest valid key */
+    EXPECT(!lb);                             /* left as it was */
+    try {
+        Balancer bad("loadbalance=fastest");
+        plbt_fail(__FILE__, __LINE__, "a rejected config constructed a balancer");
+    } catch (const polylb::Error &e) {
+        EXPECT_STATUS(e.code(), PLB_ERR_INVALID_CONFIG);
+        EXPECT(contains(e.what(), "fastest"));
+    }
+    EXPECT(Balancer::create("", lb).ok());
+    EXPECT(static_cast<bool>(lb));
+}
+
+static void round_robin_follows_weights()
+{
+    Balancer lb("loadbalance=roundrobin");
+    std::vector<polylb::Invoker> set = {{1, "10.0.0.1:20880", 300}, {2, "10.0.0.2:20880", 100}};
+    EXPECT(lb.update(set).ok());
+    const std::uint64_t want[] = {1, 1, 2, 1, 1, 1, 2, 1};
+    for (std::uint64_t w : want) {
+        polylb::Selection s = lb.select(0, {}, PLBT_T0_US);
+        EXPECT(s.ok());
+        EXPECT_EQ(s.id(), w);
+        EXPECT(lb.report(0, s.id(), microseconds(250), Outcome::Success, PLBT_T0_US).ok());
+    }
+    plbt_expect_idle(lb.get(), "round robin");
+}
+
+static void rejected_updates_change_nothing()
+{
+    Balancer lb("loadbalance=random&seed=7");
+    EXPECT(lb.update(set_of({1, 2, 3})).ok());
+    const uint64_t ids[] = {1, 2, 3};
+
+    std::vector<polylb::Invoker> negative = set_of({4, 5});
+    negative[1].weight = -1;
+    polylb::Status s = lb.update(negative);
+    EXPECT_STATUS(s.code(), PLB_ERR_NEGATIVE_WEIGHT);
+    EXPECT(s.message().size() > strlen(plb_status_str(PLB_ERR_NEGATIVE_WEIGHT)));
+    plbt_expect_set(lb.get(), ids, 3, "after a negative weight");
+
+    EXPECT_STATUS(lb.update(set_of({4, 4})).code(), PLB_ERR_DUPLICATE_ID);
+    plbt_expect_set(lb.get(), ids, 3, "after a duplicate id");
+
+    std::vector<polylb::Invoker> zoned = set_of({1, 2});
+    zoned[0].zone = "z1";
+    EXPECT(lb.update(zoned).ok());
+    EXPECT(lb.update({}).ok()); /* an empty set is accepted */
+    polylb::Selection none = lb.select();
+    EXPECT(!none);
+    EXPECT_STATUS(none.status().code(), PLB_ERR_NO_PROVIDER);
+    try {
+        (void)none.check();
+        plbt_fail(__FILE__, __LINE__, "check() on a failed select did not throw");
+    } catch (const polylb::Error &e) {
+        EXPECT_STATUS(e.code(), PLB_ERR_NO_PROVIDER);
+    }
+}
+
+static void methods_are_interned()
+{
+    Balancer lb("loadbalance=roundrobin");
+    polylb::Method hello = lb.method("sayHello");
+    EXPECT_EQ(lb.method("sayHello"), hello);
+    EXPECT(lb.method("sayBye") != hello);
+    EXPECT_EQ(lb.method(""), 0);
+    polylb::Method m = 99;
+    EXPECT_STATUS(lb.method(std::string_view("\xff\xfe", 2), m).code(), PLB_ERR_INVALID_UTF8);
+    EXPECT_EQ(m, 99);
+}
+
+static void select_among_and_reports()
+{
+    Balancer lb("loadbalance=random&seed=3");
+    EXPECT(lb.update(set_of({1, 2, 3})).ok());
+    std::vector<std::uint64_t> candidates = {1, 2, 3};
+    std::array<std::uint64_t, 2> tried = {1, 2};
+    for (int i = 0; i < 50; i++) {
+        polylb::Selection s = lb.select_among(0, {}, candidates, tried);
+        EXPECT_EQ(s.check(), 3);
+        EXPECT(lb.report(0, s.id(), microseconds(0), Outcome::Cancelled).ok());
+        polylb::Selection t = lb.select_among(0, {}, {}, {3});
+        EXPECT(t.ok() && t.id() != 3);
+        EXPECT(lb.report(0, t.id(), microseconds(0), Outcome::Cancelled).ok());
+    }
+    EXPECT_STATUS(lb.select_among(0, {}, {1, 2}, {1, 2}).status().code(), PLB_ERR_NO_CANDIDATE);
+    EXPECT_STATUS(lb.select_among(0, {}, {9}, {}).status().code(), PLB_ERR_UNKNOWN_CANDIDATE);
+    EXPECT_STATUS(lb.report(0, 1, microseconds(-1), Outcome::Success).code(),
+                  PLB_ERR_INVALID_ARGUMENT);
+    EXPECT(lb.report(0, 42, microseconds(5), Outcome::Success).ok()); /* departed: ignored */
+    EXPECT_STATUS(lb.report_provider_metrics(0, 1, 1, -1.0, microseconds(1)).code(),
+                  PLB_ERR_INVALID_ARGUMENT);
+    plbt_expect_idle(lb.get(), "select_among");
+
+    /* Hash keys as string_view: the C++ call picks what the C call picks. */
+    Balancer ring("loadbalance=consistenthash");
+    EXPECT(ring.update(set_of({1, 2, 3, 4})).ok());
+    for (int i = 0; i < 64; i++) {
+        std::string key = "user-" + std::to_string(i);
+        polylb::Selection s = ring.select(0, key);
+        int64_t c = plb_select(ring.get(), 0, plbt_u8(key.c_str()), key.size(), 0);
+        EXPECT_EQ(s.check(), c);
+        EXPECT(ring.report(0, s.id(), microseconds(0), Outcome::Cancelled).ok());
+        EXPECT_STATUS(plb_report(ring.get(), 0, (uint64_t)c, 0, PLB_OUTCOME_CANCELLED, 0), PLB_OK);
+    }
+    std::string json;
+    EXPECT(ring.stats(json).ok());
+    EXPECT(contains(json, "\"strategy\":\"consistenthash\""));
+}
+
+static void a_call_is_reported_exactly_once()
+{
+    Balancer lb("loadbalance=leastactive");
+    EXPECT(lb.update(set_of({1, 2})).ok());
+    {
+        polylb::Call first = lb.call();
+        EXPECT(first.ok());
+        EXPECT_EQ(total(lb, &plbt_row::active), 1);
+        /* leastactive sees it: the next call goes to the other, idle invoker. */
+        polylb::Call second = lb.call();
+        EXPECT(second.ok() && second.id() != first.id());
+        EXPECT(first.finish(Outcome::Success).ok());
+        EXPECT(first.finish(Outcome::Failure).ok()); /* only the first finish reports */
+        EXPECT_EQ(total(lb, &plbt_row::succeeded), 1);
+        EXPECT_EQ(total(lb, &plbt_row::failures), 0);
+        EXPECT_EQ(total(lb, &plbt_row::active), 1);
+    } /* second ends unfinished: Cancelled */
+    EXPECT_EQ(total(lb, &plbt_row::active), 0);
+    EXPECT_EQ(total(lb, &plbt_row::succeeded), 1);
+    EXPECT_EQ(total(lb, &plbt_row::failures), 0);
+
+    try {
+        polylb::Call call = lb.call();
+        EXPECT_EQ(total(lb, &plbt_row::active), 1);
+        throw std::runtime_error("the caller's own error");
+    } catch (const std::runtime_error &) {
+    }
+    EXPECT_EQ(total(lb, &plbt_row::active), 0);
+
+    {
+        polylb::Call failed = lb.call();
+        EXPECT(failed.finish(Outcome::Timeout).ok());
+    }
+    EXPECT_EQ(total(lb, &plbt_row::failures), 1);
+    EXPECT_EQ(total(lb, &plbt_row::timeouts), 1);
+
+    /* Moved calls report once, from their last owner; so do calls of a moved balancer. */
+    std::vector<polylb::Call> open;
+    for (int i = 0; i < 5; i++)
+        open.push_back(lb.call());
+    EXPECT_EQ(total(lb, &plbt_row::active), 5);
+    Balancer moved = std::move(lb);
+    open.clear();
+    EXPECT_EQ(total(moved, &plbt_row::active), 0);
+    EXPECT_EQ(total(moved, &plbt_row::selected), 9);
+
+    Balancer empty("loadbalance=leastactive");
+    polylb::Call nothing = empty.call();
+    EXPECT(!nothing);
+    EXPECT_STATUS(nothing.status().code(), PLB_ERR_NO_PROVIDER);
+    EXPECT(nothing.finish(Outcome::Success).ok());
+}
+
+static void moves_transfer_the_balancer()
+{
+    Balancer a("loadbalance=random");
+    EXPECT(a.update(set_of({1})).ok());
+    Balancer b = std::move(a);
+    EXPECT(!a);
+    EXPECT_STATUS(a.select().status().code(), PLB_ERR_NULL_POINTER);
+    EXPECT_STATUS(a.update(set_of({1})).code(), PLB_ERR_NULL_POINTER);
+    EXPECT_EQ(b.select().check(), 1);
+    Balancer c("loadbalance=roundrobin");
+    c = std::move(b); /* frees c's own balancer (ASan and valgrind check the leak) */
+    EXPECT(!b);
+    std::string json;
+    EXPECT(c.stats(json).ok());
+    EXPECT(contains(json, "\"strategy\":\"random\""));
+    EXPECT(contains(json, "\"active\":1"));
+}
+
+static void concurrent_calls_during_updates()
+{
+    Balancer lb("loadbalance=leastactive");
+    EXPECT(lb.update(set_of({1, 2, 3, 4})).ok());
+    std::atomic<bool> stop{false};
+    std::atomic<long> failed_selects{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 4; t++)
+        callers.emplace_back([&, t] {
+            polylb::Method m = lb.method(t % 2 ? "odd" : "even");
+            for (int i = 0; i < 20000; i++) {
+                polylb::Call call = lb.call(m);
+                if (!call) {
+                    failed_selects++;
+                    continue;
+                }
+                if (i % 3 == 0)
+                    (void)call.finish(i % 2 ? Outcome::Failure : Outcome::Success);
+            }
+        });
+    std::thread updater([&] {
+        for (int i = 0; i < 2000 && !stop; i++)
+            EXPECT(lb.update(i % 2 ? set_of({2, 3, 4, 5}) : set_of({1, 2, 3, 4})).ok());
+    });
+    for (std::thread &t : callers)
+        t.join();
+    stop = true;
+    updater.join();
+    EXPECT_EQ(failed_selects.load(), 0);
+    plbt_expect_idle(lb.get(), "after concurrent calls and updates");
+}
+
+int main(void)
+{
+    EXPECT(std::string(polylb::version()) == plb_version());
+    EXPECT_EQ(polylb::abi_version(), PLB_ABI_VERSION);
+    config_errors_carry_the_library_message();
+    round_robin_follows_weights();
+    rejected_updates_change_nothing();
+    methods_are_interned();
+    select_among_and_reports();
+    a_call_is_reported_exactly_once();
+    moves_transfer_the_balancer();
+    concurrent_calls_during_updates();
+    return plbt_exit_code("test_cpp_api");
+}
