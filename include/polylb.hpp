@@ -88,7 +88,9 @@ inline const std::uint8_t *bytes(std::string_view s) noexcept {
 class [[nodiscard]] Status {
 public:
     Status() noexcept = default;
-    explicit Status(std::int32_t code, std::string detail = {})
+    /** A code, positive or negated (as hot C calls return it). */
+    explicit Status(std::int32_t code) noexcept : code_(code < 0 ? -code : code) {}
+    Status(std::int32_t code, std::string detail)
         : code_(code < 0 ? -code : code), detail_(std::move(detail)) {}
 
     bool ok() const noexcept { return code_ == PLB_OK; }

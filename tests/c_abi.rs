@@ -406,6 +406,9 @@ fn example_builds_runs_installs_and_links_through_pkg_config() {
     let build = work.join("build");
     let cpp = have("g++");
     for link in ["LINK=shared", "LINK=static"] {
+        if cpp {
+            make(&["bench-cpp", link], lib, &build).unwrap_or_else(|e| panic!("{e}"));
+        }
         let runs: &[&str] = if cpp { &["run", "run-cpp"] } else { &["run"] };
         for target in runs {
             let out = make(&[target, link], lib, &build).unwrap_or_else(|e| panic!("{e}"));
