@@ -18,10 +18,14 @@
 //! lb.report(say_hello, id, 1_250, Outcome::Success, 0).unwrap();
 //! ```
 //!
+//! Or let a [`Call`] time the call and report it exactly once (dropped unfinished, it is
+//! reported cancelled): `lb.call(say_hello, b"")?.finish(Outcome::Success)?`.
+//!
 //! Times are Unix microseconds passed by the caller (`now_us`; 0 = the library's clock), so
 //! simulations and tests run in virtual time.
 
 mod balancer;
+mod call;
 mod clock;
 mod config;
 mod error;
@@ -35,6 +39,7 @@ mod strategy;
 mod weight;
 
 pub use balancer::{Balancer, MAX_METHODS};
+pub use call::Call;
 pub use clock::wall_clock_us;
 pub use config::{Config, OutlierConfig, PeakEwmaConfig, SlowStartConfig};
 pub use error::{Error, Status};

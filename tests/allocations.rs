@@ -1,5 +1,5 @@
-//! select and report never touch the heap in steady state, for every strategy (a counting
-//! global allocator proves it). This file holds one test so no other thread allocates meanwhile.
+//! select and report (also through `Balancer::call`) never touch the heap in steady state, for
+//! every strategy (a counting global allocator proves it). This file holds one test so no other thread allocates meanwhile.
 
 use polylb::{Balancer, Invoker, Outcome, StrategyKind};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -85,6 +85,25 @@ fn no_heap_allocation_in_select_or_report() {
             allocated,
             0,
             "{}: {allocated} allocations in steady state",
+            kind.name()
+        );
+        // Balancer::call at the library's clock: finished, and dropped unfinished.
+        let calls = |from: u64| {
+            for i in from..from + 20_000 {
+                let call = b.call(m, &i.to_le_bytes()).unwrap();
+                if i % 5 != 0 {
+                    call.finish(Outcome::Success).unwrap();
+                }
+            }
+        };
+        calls(0);
+        let before = ALLOCATIONS.load(Relaxed);
+        calls(20_000);
+        let allocated = ALLOCATIONS.load(Relaxed) - before;
+        assert_eq!(
+            allocated,
+            0,
+            "{}: {allocated} allocations in Balancer::call",
             kind.name()
         );
     }

@@ -1,0 +1,143 @@
+//! `Balancer::call`: the selected call is in flight until it ends, reported exactly once — with
+//! its outcome and its measured time by `finish`, as cancelled when dropped unfinished (also
+//! while a panic unwinds) — and its errors are select's.
+
+mod common;
+use common::*;
+use polylb::{Outcome, Status};
+use std::time::Duration;
+
+fn total(b: &polylb::Balancer, ids: &[u64], field: &str) -> i64 {
+    ids.iter().map(|&id| stat(b, 0, id, field)).sum()
+}
+
+#[test]
+fn a_call_is_in_flight_until_it_ends_and_reported_once() {
+    let b = balancer("loadbalance=leastactive", &[provider(1), provider(2)]);
+    let m = b.method("sayHello").unwrap();
+    let first = b.call(m, b"").unwrap();
+    assert_eq!(total(&b, &[1, 2], "active"), 1);
+    // leastactive sees it: the next call goes to the idle invoker.
+    let second = b.call(m, b"").unwrap();
+    assert_ne!(second.id(), first.id());
+    assert_eq!(second.method(), m);
+    first.finish(Outcome::Success).unwrap();
+    assert_eq!(total(&b, &[1, 2], "succeeded"), 1);
+    assert_eq!(total(&b, &[1, 2], "active"), 1);
+    drop(second); // unfinished: cancelled, no verdict
+    assert_eq!(total(&b, &[1, 2], "active"), 0);
+    assert_eq!(total(&b, &[1, 2], "succeeded"), 1);
+    assert_eq!(total(&b, &[1, 2], "failures"), 0);
+
+    b.call(m, b"").unwrap().finish(Outcome::Timeout).unwrap();
+    assert_eq!(total(&b, &[1, 2], "failures"), 1);
+    assert_eq!(total(&b, &[1, 2], "timeouts"), 1);
+
+    // `?` and early returns leave through drop as well.
+    let early = |fail: bool| -> Result<(), Status> {
+        let call = b.call(m, b"")?;
+        if fail {
+            return Err(Status::InvalidArgument);
+        }
+        call.finish(Outcome::Success)
+    };
+    assert_eq!(early(true), Err(Status::InvalidArgument));
+    early(false).unwrap();
+    assert_eq!(total(&b, &[1, 2], "active"), 0);
+    assert_eq!(total(&b, &[1, 2], "selected"), 5);
+    assert_eq!(total(&b, &[1, 2], "succeeded"), 2);
+}
+
+#[test]
+fn a_panic_during_the_call_reports_it_cancelled() {
+    let b = balancer("loadbalance=leastactive", &[provider(1), provider(2)]);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _call = b.call(0, b"").unwrap();
+        assert_eq!(total(&b, &[1, 2], "active"), 1);
+        panic!("the caller's own bug");
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(total(&b, &[1, 2], "active"), 0);
+    assert_eq!(
+        total(&b, &[1, 2], "succeeded") + total(&b, &[1, 2], "failures"),
+        0
+    );
+}
+
+#[test]
+fn the_measured_time_reaches_the_balancer() {
+    let b = balancer("loadbalance=shortestresponse", &[provider(1)]);
+    let call = b.call(0, b"").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    call.finish(Outcome::Success).unwrap();
+    let mean = stat(&b, 0, 1, "mean_success_us");
+    // At least the sleep; far less than a second unless the machine stalls.
+    assert!(
+        (20_000..1_000_000).contains(&mean),
+        "mean success {mean} µs"
+    );
+}
+
+#[test]
+fn calls_among_candidates_and_errors_are_selects() {
+    let b = balancer(
+        "loadbalance=random&seed=5",
+        &[provider(1), provider(2), provider(3)],
+    );
+    for _ in 0..100 {
+        let call = b.call_among(0, b"", &[1, 2, 3], &[1, 2]).unwrap();
+        assert_eq!(call.id(), 3);
+        let other = b.call_among(0, b"", &[], &[3]).unwrap();
+        assert_ne!(other.id(), 3);
+    }
+    assert_eq!(total(&b, &[1, 2, 3], "active"), 0);
+    assert_eq!(
+        b.call_among(0, b"", &[1], &[1]).unwrap_err(),
+        Status::NoCandidate
+    );
+    assert_eq!(b.call(99, b"").unwrap_err(), Status::UnknownMethod);
+    b.update(&[]).unwrap();
+    assert_eq!(b.call(0, b"").unwrap_err(), Status::NoProvider);
+}
+
+#[test]
+fn calls_on_many_threads_during_updates_end_with_nothing_in_flight() {
+    let b = balancer("loadbalance=p2c", &[provider(1), provider(2), provider(3)]);
+    for name in ["m0", "m1", "m2", "m3"] {
+        b.method(name).unwrap();
+    }
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let b = &b;
+            s.spawn(move || {
+                for i in 0..5_000u32 {
+                    let call = b.call(t, b"").unwrap();
+                    if i % 3 != 0 {
+                        call.finish(if i % 2 == 0 {
+                            Outcome::Success
+                        } else {
+                            Outcome::Failure
+                        })
+                        .unwrap();
+                    }
+                }
+            });
+        }
+        s.spawn(|| {
+            for i in 0..500 {
+                let set = if i % 2 == 0 {
+                    vec![provider(1), provider(2), provider(3)]
+                } else {
+                    vec![provider(2), provider(3), provider(4)]
+                };
+                b.update(&set).unwrap();
+            }
+        });
+    });
+    let stats: serde_json::Value = serde_json::from_str(&b.stats_json(0)).unwrap();
+    let invokers = stats["invokers"].as_array().unwrap();
+    assert_eq!(invokers.len(), 3);
+    for inv in invokers {
+        assert_eq!(inv["active"], 0, "{inv}");
+    }
+}
