@@ -69,7 +69,9 @@ func register(name, strategy string) {
 func Get(name string) *LoadBalance { return byName[name] }
 
 // Stats returns polylb's view of a service (dubbo-go's service key,
-// e.g. "com.example.Greeter" or "group/com.example.Greeter:1.0"): one
+// e.g. "com.example.Greeter" or "group/com.example.Greeter:1.0"; the
+// registries of a multi-registry reference, when polylb chooses among them:
+// "registries of com.example.Greeter"): one
 // document per balancer (one per distinct configuration, and one per method
 // that providers weigh on its own), with each provider's weight, calls in
 // flight and counters. nil for a service this extension has not balanced.
@@ -86,10 +88,29 @@ func (lb *LoadBalance) state(first *common.URL) *serviceState {
 	if c := lb.last.Load(); c != nil && c.url == first && !c.st.retired.Load() {
 		return c.st
 	}
-	key := first.ServiceKey()
-	st := lb.lookup(key)
+	st := lb.lookup(stateKey(first))
 	lb.last.Store(&lastState{url: first, st: st})
 	return st
+}
+
+// registriesPrefix marks the state of a multi-registry reference's
+// registries (see stateKey).
+const registriesPrefix = "registries of "
+
+// stateKey names the state a list belongs to: the service's key. A list of
+// registries (dubbo-go's zoneAware cluster choosing among a multi-registry
+// reference's registries, when a registry's URL names polylb) holds invokers
+// whose URLs are the registries', with the reference's URL as their SubURL:
+// their state is the reference's own, or every service using the same
+// registries would share one state, whose set then flips between the
+// services' invokers.
+func stateKey(u *common.URL) string {
+	if u.SubURL != nil {
+		if key := u.SubURL.ServiceKey(); key != "" {
+			return registriesPrefix + key
+		}
+	}
+	return u.ServiceKey()
 }
 
 func (lb *LoadBalance) lookup(serviceKey string) *serviceState {
