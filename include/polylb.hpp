@@ -4,13 +4,19 @@
  * C++ types: a balancer that frees itself, strings as std::string_view, elapsed time as
  * std::chrono, and results you cannot drop by mistake ([[nodiscard]]).
  *
- * ERRORS. Nothing here throws on its own: calls return a Status (cold calls: create, update,
- * method, stats) or a Selection (select, select_among), which say what the C call returned and,
- * for cold calls, the library's message (a rejected config names the key and the nearest valid
- * one). `check()` on either turns an error into a polylb::Error exception where exceptions are
- * enabled; under -fno-exceptions it prints the message and aborts, so test ok() there. Memory
- * exhaustion in a cold call raises std::bad_alloc as the standard library does; hot calls
- * (select, select_among, report, Call) never allocate.
+ * ERRORS. Calls return a Status (cold calls: create, update, method, stats) or a Selection
+ * (select, select_among), which say what the C call returned and, for create and update, the
+ * library's message (a rejected config names the key and the nearest valid one; a rejected set,
+ * the invoker at fault). `check()` on either turns an error into a polylb::Error exception
+ * where exceptions are enabled; under -fno-exceptions it prints the message and aborts, so test
+ * ok() there. Only the conveniences built on check() throw by themselves: the Balancer(config)
+ * constructor and method(name) (neither exists under -fno-exceptions). Memory exhaustion in a
+ * cold call raises std::bad_alloc as the standard library does; hot calls (select,
+ * select_among, report, Call) never allocate.
+ *
+ * Translation units built with and without exceptions see the API in different inline
+ * namespaces (check() differs between them), so a program that mixes them and passes polylb
+ * objects between them fails to link rather than aborting where a throw was expected.
  *
  * THREADS. A Balancer may be used from any number of threads at once, update included; its
  * destructor (and a move onto it) must come after every other call on it has returned, as
@@ -22,6 +28,7 @@
 
 #include "polylb.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -41,6 +48,11 @@
 #endif
 
 namespace polylb {
+#if POLYLB_HPP_EXCEPTIONS
+inline namespace with_exceptions {
+#else
+inline namespace without_exceptions {
+#endif
 
 /** A method id from Balancer::method; 0 is the service level (the empty name). */
 using Method = std::uint32_t;
@@ -72,6 +84,17 @@ private:
 namespace detail {
 inline const std::uint8_t *bytes(std::string_view s) noexcept {
     return reinterpret_cast<const std::uint8_t *>(s.data());
+}
+
+/** The library's message: the `len` bytes it wrote. */
+inline std::string message(const std::string &buf, std::size_t len) {
+    return buf.substr(0, std::min(len, buf.size() - 1));
+}
+
+/** Whether the library filled the message buffer, so that its text may have been cut (up to
+ * 1 MiB is asked for). */
+inline bool filled(const std::string &buf, std::size_t len) noexcept {
+    return len + 1 >= buf.size() && buf.size() < (std::size_t{1} << 20);
 }
 
 [[noreturn]] inline void fail(std::int32_t code, const std::string &message) {
@@ -122,14 +145,15 @@ class [[nodiscard]] Selection {
 public:
     explicit Selection(std::int64_t raw) noexcept : raw_(raw) {}
 
-    bool ok() const noexcept { return raw_ >= 0; }
+    [[nodiscard]] bool ok() const noexcept { return raw_ >= 0; }
     explicit operator bool() const noexcept { return ok(); }
-    /** The chosen invoker's id; only meaningful when ok(). */
-    std::uint64_t id() const noexcept { return static_cast<std::uint64_t>(raw_); }
+    /** The chosen invoker's id; only meaningful when ok(). Report it, or the pick stays in
+     * flight. */
+    [[nodiscard]] std::uint64_t id() const noexcept { return static_cast<std::uint64_t>(raw_); }
     /** PLB_OK, or why nothing was chosen (PLB_ERR_NO_PROVIDER, PLB_ERR_NO_CANDIDATE, ...). */
     Status status() const { return ok() ? Status() : Status(static_cast<std::int32_t>(-raw_)); }
     /** The id; throws polylb::Error unless ok() (aborts under -fno-exceptions). */
-    std::uint64_t check() const {
+    [[nodiscard]] std::uint64_t check() const {
         if (!ok())
             detail::fail(static_cast<std::int32_t>(-raw_), status().message());
         return id();
@@ -147,7 +171,7 @@ struct Invoker {
     std::string address;
     /** At least 0; Dubbo's default is 100. */
     std::int32_t weight = 100;
-    /** Provider start, Unix ms; 0 = unknown (no warm-up). */
+    /** Provider start, Unix ms; 0 or less = unknown (no warm-up). */
     std::int64_t start_time_ms = 0;
     /** Warm-up period in ms; negative = the balancer's `warmup` (default 600000). */
     std::int32_t warmup_ms = -1;
@@ -159,15 +183,22 @@ struct Invoker {
         : id(id_), address(std::move(address_)), weight(weight_) {}
 };
 
-/** A borrowed list of invoker ids: a vector, an array, a braced list or a pointer and size. */
+/**
+ * A borrowed list of invoker ids, for the parameters of select_among: a vector or an array that
+ * outlives the call, a braced list, or a pointer and size. It does not own the ids, so do not
+ * keep one in a variable: a braced list lives only until the end of its full expression, and a
+ * temporary vector or array is refused for that reason.
+ */
 class Ids {
 public:
     Ids() noexcept = default;
     Ids(const std::uint64_t *data, std::size_t size) noexcept : data_(data), size_(size) {}
     Ids(const std::vector<std::uint64_t> &v) noexcept : data_(v.data()), size_(v.size()) {}
+    Ids(std::vector<std::uint64_t> &&) = delete;
     template <std::size_t N>
     Ids(const std::array<std::uint64_t, N> &a) noexcept : data_(a.data()), size_(N) {}
-    /** The list lives until the end of the full expression: pass it straight to a call. */
+    template <std::size_t N>
+    Ids(std::array<std::uint64_t, N> &&) = delete;
     Ids(std::initializer_list<std::uint64_t> l) noexcept : Ids(l.begin(), l.size()) {}
 
     const std::uint64_t *data() const noexcept { return data_; }
@@ -196,12 +227,19 @@ public:
      */
     static Status create(std::string_view config, Balancer &out) {
         plb_balancer *handle = nullptr;
-        std::array<char, 1024> err{};
+        std::string err(1024, '\0');
         std::size_t err_len = 0;
         std::int32_t rc = plb_balancer_new(detail::bytes(config), config.size(), &handle,
                                            err.data(), err.size(), &err_len);
+        while (rc != PLB_OK && detail::filled(err, err_len)) {
+            // The message may have been cut (a long config quoted in it): a rejected config
+            // creates nothing, so asking again with more room only gets more of the text.
+            err.assign(err.size() * 8, '\0');
+            rc = plb_balancer_new(detail::bytes(config), config.size(), &handle, err.data(),
+                                  err.size(), &err_len);
+        }
         if (rc != PLB_OK)
-            return Status(rc, std::string(err.data()));
+            return Status(rc, detail::message(err, err_len));
         out = Balancer(handle);
         return Status();
     }
@@ -243,11 +281,17 @@ public:
                                v.zone.empty() ? nullptr : detail::bytes(v.zone),
                                v.zone.size()};
         }
-        std::array<char, 1024> err{};
+        std::string err(1024, '\0');
         std::size_t err_len = 0;
         std::int32_t rc =
             plb_balancer_update(handle_, c.data(), c.size(), err.data(), err.size(), &err_len);
-        return rc == PLB_OK ? Status() : Status(rc, std::string(err.data()));
+        while (rc != PLB_OK && detail::filled(err, err_len)) {
+            // Maybe cut: a rejected set changes nothing, so asking again only gets more text.
+            err.assign(err.size() * 8, '\0');
+            rc = plb_balancer_update(handle_, c.data(), c.size(), err.data(), err.size(),
+                                     &err_len);
+        }
+        return rc == PLB_OK ? Status() : Status(rc, detail::message(err, err_len));
     }
 
     /** Interns a method name (the same name always gets the same id; "" is 0). */
@@ -306,24 +350,30 @@ public:
 
     /** A JSON snapshot of the set and its counters (effective weights at `now_us`). */
     Status stats(std::string &out, std::int64_t now_us = 0) const {
-        std::size_t need = 0;
-        std::int32_t rc = plb_balancer_stats(handle_, now_us, nullptr, 0, &need);
-        // Counters may grow between the size query and the copy: retry with more room.
-        while (rc == PLB_ERR_BUFFER_TOO_SMALL) {
-            std::string buf(need + need / 4 + 64, '\0');
+        // A first guess, so that a small set is written once; when it does not fit, the library
+        // says how much is needed (counters may grow meanwhile: room to spare).
+        std::string buf(std::max<std::size_t>(out.capacity(), 4096), '\0');
+        for (;;) {
             std::size_t len = 0;
-            rc = plb_balancer_stats(handle_, now_us, buf.data(), buf.size(), &len);
+            std::int32_t rc = plb_balancer_stats(handle_, now_us, buf.data(), buf.size(), &len);
             if (rc == PLB_OK) {
                 buf.resize(len);
                 out = std::move(buf);
+                return Status();
             }
-            need = len;
+            if (rc != PLB_ERR_BUFFER_TOO_SMALL)
+                return Status(rc);
+            buf.assign(len + len / 4 + 64, '\0');
         }
-        return Status(rc);
     }
 
     /** Selects for one call and reports it when the Call ends (see Call). */
     Call call(Method method = 0, std::string_view key = {}) const noexcept;
+
+    /** call() among `candidates` (empty = the whole set) minus `excluded` (a failover's tried
+     * invokers), as select_among. */
+    Call call_among(Method method, std::string_view key, Ids candidates,
+                    Ids excluded) const noexcept;
 
 private:
     explicit Balancer(plb_balancer *handle) noexcept : handle_(handle) {}
@@ -333,8 +383,11 @@ private:
 /**
  * One call: selected when made, reported exactly once. finish() reports it with the time since
  * the select (steady clock); a Call that ends without finish() — an early return, an exception
- * — is reported Cancelled (no verdict on the provider), so no pick stays in flight. Move-only;
- * it must end before its balancer is freed (moving the Balancer object is fine).
+ * — is reported Cancelled (no verdict on the provider), so no pick stays in flight. Move-only.
+ * It must end before its balancer is freed: declare Calls after their Balancer. Moving the
+ * Balancer elsewhere is fine, but destroying it or assigning another balancer to it (a move or
+ * a create onto it) frees the one the Call reports to. Keep the Call in a variable:
+ * `lb.call().check()` would end it at once, so id() and check() refuse a temporary.
  */
 class [[nodiscard]] Call {
 public:
@@ -344,31 +397,40 @@ public:
     ~Call() { (void)finish(Outcome::Cancelled); }
     Call(const Call &) = delete;
     Call &operator=(const Call &) = delete;
+    /** The moved-from Call holds nothing (ok() is false) and reports nothing. */
     Call(Call &&other) noexcept
-        : balancer_(other.balancer_), method_(other.method_), selection_(other.selection_),
+        : balancer_(other.balancer_), method_(other.method_),
+          selection_(std::exchange(other.selection_, Selection(-PLB_ERR_NULL_POINTER))),
           start_(other.start_), pending_(std::exchange(other.pending_, false)) {}
     Call &operator=(Call &&) = delete;
 
     /** Whether an invoker was chosen; if not, status() says why and finish() does nothing. */
-    bool ok() const noexcept { return selection_.ok(); }
+    [[nodiscard]] bool ok() const noexcept { return selection_.ok(); }
     explicit operator bool() const noexcept { return ok(); }
     /** The chosen invoker's id; only meaningful when ok(). */
-    std::uint64_t id() const noexcept { return selection_.id(); }
+    [[nodiscard]] std::uint64_t id() const & noexcept { return selection_.id(); }
+    std::uint64_t id() const && = delete;
     Status status() const { return selection_.status(); }
     /** The id; throws polylb::Error unless ok() (aborts under -fno-exceptions). */
-    std::uint64_t check() const { return selection_.check(); }
+    [[nodiscard]] std::uint64_t check() const & { return selection_.check(); }
+    std::uint64_t check() const && = delete;
 
     /**
      * Reports the call with its elapsed time since the select. Only the first finish reports;
-     * later ones, and finish on a Call that chose nothing, do nothing and return PLB_OK.
+     * later ones, and finish on a Call that chose nothing, do nothing and return PLB_OK. If the
+     * library refuses the report (an outcome that is no Outcome), the call is reported
+     * Cancelled so that it does not stay in flight, and the refusal is returned.
      */
     Status finish(Outcome outcome) noexcept {
         if (!std::exchange(pending_, false))
             return Status();
         auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(
             std::chrono::steady_clock::now() - start_);
-        return Status(plb_report(balancer_, method_, selection_.id(), elapsed.count(),
-                                 static_cast<std::int32_t>(outcome), 0));
+        std::int32_t rc = plb_report(balancer_, method_, selection_.id(), elapsed.count(),
+                                     static_cast<std::int32_t>(outcome), 0);
+        if (rc == PLB_ERR_UNKNOWN_OUTCOME)
+            (void)plb_report(balancer_, method_, selection_.id(), 0, PLB_OUTCOME_CANCELLED, 0);
+        return Status(rc);
     }
 
 private:
@@ -383,12 +445,18 @@ inline Call Balancer::call(Method method, std::string_view key) const noexcept {
     return Call(*this, method, select(method, key));
 }
 
+inline Call Balancer::call_among(Method method, std::string_view key, Ids candidates,
+                                 Ids excluded) const noexcept {
+    return Call(*this, method, select_among(method, key, candidates, excluded));
+}
+
 /** The library's version, e.g. "0.1.0". */
 inline const char *version() noexcept { return plb_version(); }
 
 /** PLB_ABI_VERSION of the library linked in; compare with PLB_ABI_VERSION of this header. */
 inline std::uint32_t abi_version() noexcept { return plb_abi_version(); }
 
+} // inline namespace
 } // namespace polylb
 
 #endif // POLYLB_HPP

@@ -240,6 +240,55 @@ fn cpp_header_compiles_alone_with_and_without_exceptions() {
     compile("g++", &flags, "only_hpp_no_exceptions.cpp", uses);
 }
 
+/// A program whose translation units include polylb.hpp with and without exceptions, and pass
+/// polylb objects between them, fails to link: `check()` throws in one and aborts in the other,
+/// and the linker would keep one of the two for both (an abort where a caller expects an
+/// exception). Built the same way, the units link.
+#[test]
+fn cpp_units_with_and_without_exceptions_do_not_link_together() {
+    let unit = "#include \"polylb.hpp\"\n\
+                int first_id(polylb::Balancer &b) { return (int)b.select().check(); }\n";
+    let main = "#include \"polylb.hpp\"\n\
+                int first_id(polylb::Balancer &b);\n\
+                int main() { polylb::Balancer b; return first_id(b); }\n";
+    // The C calls the units make, so that they link without the library.
+    let stubs = "#include \"polylb.h\"\n\
+                 extern \"C\" int64_t plb_select(const plb_balancer *, uint32_t, const uint8_t *,\n\
+                                                   size_t, int64_t) { return 0; }\n\
+                 extern \"C\" void plb_balancer_free(plb_balancer *) {}\n\
+                 extern \"C\" const char *plb_status_str(int32_t) { return \"\"; }\n";
+    let cpp = ["-std=c++17", "-x", "c++"];
+    let with = [&cpp[..], &STRICT].concat();
+    let without = [&cpp[..], &["-fno-exceptions"], &STRICT].concat();
+    if compile("g++", &with, "unit_with.cpp", unit).is_none() {
+        return;
+    }
+    compile("g++", &without, "unit_without.cpp", unit);
+    compile("g++", &with, "main_with.cpp", main);
+    compile("g++", &with, "stubs.cpp", stubs);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("header");
+    let link = |objects: &[&str]| {
+        Command::new("g++")
+            .args(objects.iter().map(|o| dir.join(format!("{o}.o"))))
+            .arg("-o")
+            .arg(dir.join("linked"))
+            .output()
+            .unwrap()
+    };
+    let same = link(&["unit_with.cpp", "main_with.cpp", "stubs.cpp"]);
+    assert!(
+        same.status.success(),
+        "units built alike must link: {}",
+        String::from_utf8_lossy(&same.stderr)
+    );
+    let mixed = link(&["unit_without.cpp", "main_with.cpp", "stubs.cpp"]);
+    let stderr = String::from_utf8_lossy(&mixed.stderr);
+    assert!(
+        !mixed.status.success() && stderr.contains("first_id"),
+        "units with and without exceptions linked together: {stderr}"
+    );
+}
+
 /// The signatures of the C ABI contract (names fixed; additions allowed): assigning
 /// each function to a pointer of the contract's type fails to compile on any change.
 #[test]

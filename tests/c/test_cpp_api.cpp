@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 using polylb::Balancer;
@@ -40,6 +42,26 @@ static long long total(const Balancer &lb, long long plbt_row::*field)
     return sum;
 }
 
+/* Misuse refused at compile time: an id list that would dangle, the id of a Call that ends in
+ * the same expression. */
+static_assert(!std::is_constructible_v<polylb::Ids, std::vector<std::uint64_t> &&>);
+static_assert(!std::is_constructible_v<polylb::Ids, std::array<std::uint64_t, 2> &&>);
+static_assert(std::is_constructible_v<polylb::Ids, const std::vector<std::uint64_t> &>);
+template <class T, class = void> struct has_id : std::false_type {};
+template <class T> struct has_id<T, std::void_t<decltype(std::declval<T>().id())>> : std::true_type {};
+static_assert(!has_id<polylb::Call>::value, "Call::id() on a temporary");
+static_assert(has_id<polylb::Call &>::value);
+static_assert(has_id<polylb::Selection>::value);
+
+/* An integer field of the stats JSON, the first after `after` (or anywhere). */
+static long long json_field(const std::string &json, const char *name, const char *after = "")
+{
+    size_t from = json.find(after);
+    if (from == std::string::npos)
+        return -1;
+    return plbt_field(json.c_str() + from, json.c_str() + json.size(), name, -1);
+}
+
 static void config_errors_carry_the_library_message()
 {
     Balancer lb;
@@ -56,8 +78,46 @@ static void config_errors_carry_the_library_message()
         EXPECT_STATUS(e.code(), PLB_ERR_INVALID_CONFIG);
         EXPECT(contains(e.what(), "fastest"));
     }
+    /* A message longer than a first buffer arrives whole. */
+    std::string long_key(3000, 'x');
+    s = Balancer::create("loadbalance=random&" + long_key + "=1", lb);
+    EXPECT_STATUS(s.code(), PLB_ERR_INVALID_CONFIG);
+    EXPECT(contains(s.message(), long_key.c_str()));
     EXPECT(Balancer::create("", lb).ok());
     EXPECT(static_cast<bool>(lb));
+}
+
+/* Every field of an Invoker and every now_us reaches the library. */
+static void invoker_fields_and_times_reach_the_library()
+{
+    const std::int64_t t0_ms = PLBT_T0_US / 1000;
+    Balancer lb("loadbalance=random&seed=11&zone=z1");
+    std::vector<polylb::Invoker> set = {{1, "10.0.0.1:20880"}, {2, "10.0.0.2:20880"},
+                                        {3, "10.0.0.3:20880"}, {4, "10.0.0.4:20880"}};
+    set[0].zone = set[1].zone = "z1";
+    set[2].zone = set[3].zone = "z2";
+    /* Invoker 1 started a minute before T0 with a 10-minute warm-up: a tenth of its weight. */
+    set[0].start_time_ms = t0_ms - 60000;
+    set[0].warmup_ms = 600000;
+    EXPECT(lb.update(set).ok());
+    std::string json;
+    EXPECT(lb.stats(json, PLBT_T0_US).ok());
+    EXPECT_EQ(json_field(json, "effective_weight", "\"id\":1,"), 10);
+    EXPECT_EQ(json_field(json, "start_time_ms", "\"id\":1,"), t0_ms - 60000);
+    EXPECT_EQ(json_field(json, "warmup_ms", "\"id\":1,"), 600000);
+    int local = 0, warming = 0;
+    const int draws = 4000;
+    for (int i = 0; i < draws; i++) {
+        polylb::Selection s = i % 2 ? lb.select(0, {}, PLBT_T0_US)
+                                    : lb.select_among(0, {}, {}, {}, PLBT_T0_US);
+        local += s.id() == 1 || s.id() == 2; /* zone z1 preferred */
+        warming += s.id() == 1;
+        EXPECT(lb.report(0, s.id(), microseconds(100), Outcome::Success, PLBT_T0_US).ok());
+    }
+    EXPECT_EQ(local, draws);
+    /* 10 : 100 at T0, so about 9 % (sigma 0.45 %); fully warm (the library's own clock, years
+     * later) it would be 50 %. */
+    EXPECT(warming > draws * 6 / 100 && warming < draws * 12 / 100);
 }
 
 static void round_robin_follows_weights()
@@ -132,6 +192,11 @@ static void select_among_and_reports()
         EXPECT(t.ok() && t.id() != 3);
         EXPECT(lb.report(0, t.id(), microseconds(0), Outcome::Cancelled).ok());
     }
+    for (int i = 0; i < 20; i++) {
+        polylb::Call retry = lb.call_among(0, {}, candidates, tried);
+        EXPECT_EQ(retry.check(), 3);
+    }
+    EXPECT_STATUS(lb.call_among(0, {}, {1}, {1}).status().code(), PLB_ERR_NO_CANDIDATE);
     EXPECT_STATUS(lb.select_among(0, {}, {1, 2}, {1, 2}).status().code(), PLB_ERR_NO_CANDIDATE);
     EXPECT_STATUS(lb.select_among(0, {}, {9}, {}).status().code(), PLB_ERR_UNKNOWN_CANDIDATE);
     EXPECT_STATUS(lb.report(0, 1, microseconds(-1), Outcome::Success).code(),
@@ -193,6 +258,50 @@ static void a_call_is_reported_exactly_once()
     EXPECT_EQ(total(lb, &plbt_row::failures), 1);
     EXPECT_EQ(total(lb, &plbt_row::timeouts), 1);
 
+    /* An outcome that is no Outcome: refused, and the call still ends (as cancelled). */
+    {
+        polylb::Call odd = lb.call();
+        EXPECT_STATUS(odd.finish(static_cast<Outcome>(7)).code(), PLB_ERR_UNKNOWN_OUTCOME);
+        EXPECT_EQ(total(lb, &plbt_row::active), 0);
+    }
+    /* A moved-from Call holds nothing. */
+    {
+        polylb::Call from = lb.call();
+        polylb::Call to = std::move(from);
+        EXPECT(!from);
+        EXPECT_STATUS(from.status().code(), PLB_ERR_NULL_POINTER);
+        EXPECT(from.finish(Outcome::Success).ok());
+        EXPECT_EQ(total(lb, &plbt_row::active), 1);
+    }
+    EXPECT_EQ(total(lb, &plbt_row::active), 0);
+    EXPECT_EQ(total(lb, &plbt_row::succeeded), 1);
+
+    /* The time a Call measures reaches the balancer. */
+    {
+        Balancer timed("loadbalance=shortestresponse");
+        EXPECT(timed.update(set_of({1})).ok());
+        polylb::Call call = timed.call();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        EXPECT(call.finish(Outcome::Success).ok());
+        std::string json;
+        EXPECT(timed.stats(json).ok());
+        long long mean = json_field(json, "mean_success_us");
+        EXPECT(mean >= 20000 && mean < 1000000);
+    }
+    /* A Call's key is the select's. */
+    {
+        Balancer ring("loadbalance=consistenthash");
+        EXPECT(ring.update(set_of({1, 2, 3, 4})).ok());
+        for (int i = 0; i < 32; i++) {
+            std::string key = "user-" + std::to_string(i);
+            polylb::Call call = ring.call(0, key);
+            int64_t c = plb_select(ring.get(), 0, plbt_u8(key.c_str()), key.size(), 0);
+            EXPECT_EQ(call.check(), c);
+            EXPECT_STATUS(plb_report(ring.get(), 0, (uint64_t)c, 0, PLB_OUTCOME_CANCELLED, 0),
+                          PLB_OK);
+        }
+    }
+
     /* Moved calls report once, from their last owner; so do calls of a moved balancer. */
     std::vector<polylb::Call> open;
     for (int i = 0; i < 5; i++)
@@ -201,7 +310,7 @@ static void a_call_is_reported_exactly_once()
     Balancer moved = std::move(lb);
     open.clear();
     EXPECT_EQ(total(moved, &plbt_row::active), 0);
-    EXPECT_EQ(total(moved, &plbt_row::selected), 9);
+    EXPECT_EQ(total(moved, &plbt_row::selected), 11);
 
     Balancer empty("loadbalance=leastactive");
     polylb::Call nothing = empty.call();
@@ -267,6 +376,7 @@ int main(void)
     config_errors_carry_the_library_message();
     round_robin_follows_weights();
     rejected_updates_change_nothing();
+    invoker_fields_and_times_reach_the_library();
     methods_are_interned();
     select_among_and_reports();
     a_call_is_reported_exactly_once();
