@@ -20,6 +20,9 @@ use std::time::Instant;
 /// call.finish(Outcome::Success).unwrap();
 /// ```
 ///
+/// Keep the `Call` in a variable for the length of the call: `lb.call(m, key)?.id()` drops it at
+/// the end of the statement, which reports the call cancelled before it is made.
+///
 /// The time is read with [`Instant`] (monotonic); `report` gets the library's clock
 /// (`now_us` = 0). Callers that time calls themselves, report from elsewhere (a callback, another
 /// thread) or run in virtual time use [`Balancer::select`] and [`Balancer::report`] instead.
