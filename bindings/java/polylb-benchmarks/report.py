@@ -37,6 +37,7 @@ def main(path):
         print("| benchmark | n=10 | ratio | n=100 | ratio |")
         print("|---|---|---|---|---|")
         order = ["javaFloorWeightedPick", "polylbRandomSelectOnly", "polylbRandomSelectReport",
+                 "polylbRandomSelectTimedReport", "polylbRandomCallFinish",
                  "polylbRandomSelectAmongAllReport", "polylbConsistentHashSelectReport"]
         for bench in order:
             cells = []

@@ -20,7 +20,8 @@ import java.util.Objects;
  * }</pre>
  *
  * <p>Every {@code select} counts a call as in flight until it is {@linkplain #report reported}
- * (report {@link Outcome#CANCELLED} for a pick that was never sent).
+ * (report {@link Outcome#CANCELLED} for a pick that was never sent); a {@link Call} from
+ * {@link #call} does both, and cannot forget the report in try-with-resources.
  *
  * <p>Times ({@code nowUs}) are Unix microseconds; 0 means the library's own clock. Passing
  * explicit times makes tests and simulations deterministic.
@@ -330,6 +331,113 @@ public final class Balancer implements AutoCloseable {
             }
         } finally {
             Reference.reachabilityFence(this);
+        }
+    }
+
+    /**
+     * Selects for one call, to be ended through the returned {@link Call}: in try-with-resources
+     * no pick stays in flight, whatever the body does. Throws as {@link #select(int)} does.
+     */
+    public Call call(int method) {
+        return new Call(this, method, select(method));
+    }
+
+    /** As {@link #call(int)}, selecting as {@link #select(int, byte[])} does. */
+    public Call call(int method, byte[] key) {
+        return new Call(this, method, select(method, key));
+    }
+
+    /**
+     * As {@link #call(int)}, selecting as {@link #selectAmong(int, byte[], long[], long[])} does
+     * (e.g. a failover's retry, with the ids it already tried excluded).
+     */
+    public Call callAmong(int method, byte[] key, long[] candidates, long[] excluded) {
+        return new Call(this, method, selectAmong(method, key, candidates, excluded));
+    }
+
+    /**
+     * One call, selected when made and reported exactly once, with the time since the select:
+     * the counterpart of Python's {@code with lb.call()} and C++'s {@code polylb::Call}.
+     *
+     * <pre>{@code
+     * try (Balancer.Call call = lb.call(sayHello)) {
+     *     boolean ok = send(call.id());
+     *     call.finish(ok ? Outcome.SUCCESS : Outcome.FAILURE);
+     * } // not finished (an exception, an early return): reported CANCELLED here
+     * }</pre>
+     *
+     * <p>A call is used by one thread (the one that made it, or one it was handed to): it is
+     * not synchronized, as a select and its report belong to one request. The balancer stays
+     * reachable while a call is.
+     *
+     * <p>On a balancer closed meanwhile, {@link #finish} does what {@link Balancer#report} does
+     * (throws {@link IllegalStateException}, or completes if it raced the close; either way the
+     * call is ended), while {@link #close} stays silent: a cancel only undoes the in-flight count,
+     * which the balancer's close dropped with the rest of its state, and throwing there would pin
+     * an exception on a try block that ended well, or on the body's own exception.
+     *
+     * <p>Nested rather than {@code io.polylb.Call}: only a balancer makes one, and a top-level
+     * {@code Call} would be ambiguous beside {@code okhttp3.Call} or {@code retrofit2.Call} under
+     * {@code import io.polylb.*}, as the README's snippets import.
+     */
+    public static final class Call implements AutoCloseable {
+        private final Balancer balancer;
+        private final int method;
+        private final long id;
+        /** Taken after the select: the elapsed time is the call's, which strategies compare. */
+        private final long startNanos;
+        private boolean pending = true;
+
+        private Call(Balancer balancer, int method, long id) {
+            this.balancer = balancer;
+            this.method = method;
+            this.id = id;
+            this.startNanos = System.nanoTime();
+        }
+
+        /** The selected invoker's id. */
+        public long id() {
+            return id;
+        }
+
+        /**
+         * Reports the call with {@code outcome} and the time since its select. Only the first
+         * finish reports; later ones, and a close after it, do nothing. A null outcome throws
+         * {@link NullPointerException} and leaves the call unfinished (close reports it
+         * cancelled).
+         *
+         * @throws IllegalStateException when the balancer was closed (see the class documentation)
+         */
+        public void finish(Outcome outcome) {
+            Objects.requireNonNull(outcome, "outcome");
+            if (!pending) {
+                return;
+            }
+            pending = false;
+            balancer.report(method, id, elapsedUs(), outcome);
+        }
+
+        /** Reports the call {@link Outcome#CANCELLED} unless it was finished. */
+        @Override
+        public void close() {
+            if (!pending) {
+                return;
+            }
+            pending = false;
+            try {
+                balancer.report(method, id, elapsedUs(), Outcome.CANCELLED);
+            } catch (IllegalStateException closed) {
+                // The balancer's close already dropped this pick's in-flight count.
+            }
+        }
+
+        private long elapsedUs() {
+            return (System.nanoTime() - startNanos) / 1000;
+        }
+
+        @Override
+        public String toString() {
+            return "Balancer.Call[id=" + id + (pending ? ", in flight]" : ", ended]");
         }
     }
 

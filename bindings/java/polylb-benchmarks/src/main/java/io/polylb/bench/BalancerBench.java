@@ -110,6 +110,30 @@ public class BalancerBench {
         return id;
     }
 
+    /**
+     * polylbRandomSelectReport timing the call itself, as the README's quick start does: the
+     * baseline of {@link #polylbRandomCallFinish}, which reads the clock at the same two places.
+     */
+    @Benchmark
+    public long polylbRandomSelectTimedReport() {
+        long id = random.select(method);
+        long t0 = System.nanoTime();
+        random.report(method, id, (System.nanoTime() - t0) / 1000, Outcome.SUCCESS);
+        return id;
+    }
+
+    /**
+     * The same through a Balancer.Call (try-with-resources, finish): what the call object adds
+     * to polylbRandomSelectTimedReport.
+     */
+    @Benchmark
+    public long polylbRandomCallFinish() {
+        try (Balancer.Call call = random.call(method)) {
+            call.finish(Outcome.SUCCESS);
+            return call.id();
+        }
+    }
+
     /** polylb weighted random, select only (the in-flight count is left to grow). */
     @Benchmark
     public long polylbRandomSelectOnly() {
