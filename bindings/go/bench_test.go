@@ -101,6 +101,47 @@ func BenchmarkSelectReport(b *testing.B) {
 	}
 }
 
+// BenchmarkCall is SelectReport through a Call: Call + End, the same two cgo
+// calls plus a clock read at each end (SelectReport passes a constant
+// elapsed time instead).
+func BenchmarkCall(b *testing.B) {
+	key := []byte("user-42")
+	for _, s := range benchStrategies {
+		b.Run(s.name, func(b *testing.B) {
+			lb, method := benchBalancer(b, s.config)
+			b.ReportAllocs()
+			for b.Loop() {
+				call, err := lb.Call(method, key)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := call.End(Success); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSelectReportTimed is Select+Report timed by hand, as the package
+// example does (time.Now after the select, time.Since at the report): the
+// code Call replaces.
+func BenchmarkSelectReportTimed(b *testing.B) {
+	lb, method := benchBalancer(b, "loadbalance=random")
+	key := []byte("user-42")
+	b.ReportAllocs()
+	for b.Loop() {
+		id, err := lb.Select(method, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := lb.Report(method, id, time.Since(start), Success); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkNative(b *testing.B) {
 	for _, s := range benchStrategies {
 		b.Run("select-report/"+s.name, func(b *testing.B) {

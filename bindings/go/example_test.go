@@ -1,6 +1,7 @@
 package polylb_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -95,4 +96,56 @@ func ExampleBalancer_SelectAmong() {
 	// attempt 1 -> 10.0.0.1:20880
 	// attempt 2 -> 10.0.0.2:20880
 	// every provider failed
+}
+
+// A Call pairs the select and the report: made before the RPC, ended with
+// the RPC's error when the function returns.
+func ExampleBalancer_Call() {
+	lb, err := polylb.New("loadbalance=roundrobin")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lb.Close()
+	if err := lb.Update([]polylb.Invoker{
+		polylb.NewInvoker(1, "10.0.0.1:20880"),
+		polylb.NewInvoker(2, "10.0.0.2:20880"),
+	}); err != nil {
+		log.Fatal(err)
+	}
+	// send stands for the RPC to provider id; provider 2 never answers in time.
+	send := func(id uint64, name string) (string, error) {
+		if id == 2 {
+			return "", context.DeadlineExceeded
+		}
+		return "hello, " + name, nil
+	}
+
+	hello := func(name string) (reply string, err error) {
+		call, err := lb.Call(polylb.ServiceLevel, nil)
+		if err != nil {
+			return "", err
+		}
+		// A closure, to read err at the return: defer call.Done(err)
+		// would read it now, while it is nil, and report a success.
+		defer func() { call.Done(err) }()
+		return send(call.ID(), name)
+	}
+
+	for _, name := range []string{"ann", "bob", "cy"} {
+		reply, err := hello(name)
+		fmt.Printf("%s: %q %v\n", name, reply, err)
+	}
+	stats, err := lb.Stats()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, inv := range stats.Invokers {
+		fmt.Printf("%s: succeeded %d, timeouts %d, in flight %d\n", inv.Address, inv.Succeeded, inv.Timeouts, inv.Active)
+	}
+	// Output:
+	// ann: "hello, ann" <nil>
+	// bob: "" context deadline exceeded
+	// cy: "hello, cy" <nil>
+	// 10.0.0.1:20880: succeeded 2, timeouts 0, in flight 0
+	// 10.0.0.2:20880: succeeded 0, timeouts 1, in flight 0
 }

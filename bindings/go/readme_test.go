@@ -11,3 +11,8 @@ import (
 func TestReadmeShowsTheExample(t *testing.T) {
 	readmecheck.ShowsExample(t, "example_test.go", "README.md")
 }
+
+// Its Call section shows ExampleBalancer_Call the same way.
+func TestReadmeShowsTheCallExample(t *testing.T) {
+	readmecheck.ShowsExampleFunc(t, "example_test.go", "README.md", "ExampleBalancer_Call")
+}

@@ -1,5 +1,6 @@
-// Package readmecheck checks that a README shows a package's Example: its
-// body verbatim in a ```go block and its expected output in a ```text block.
+// Package readmecheck checks that a README shows a package's Example (or
+// another example function): its body verbatim in a ```go block and its
+// expected output in a ```text block.
 // `go test` runs the Example and checks that output, so the README shows code
 // known to work.
 package readmecheck
@@ -17,6 +18,13 @@ import (
 // func Example in exampleFile.
 func ShowsExample(t *testing.T, exampleFile, readmePath string) {
 	t.Helper()
+	ShowsExampleFunc(t, exampleFile, readmePath, "Example")
+}
+
+// ShowsExampleFunc is ShowsExample for the example function called name,
+// e.g. "ExampleBalancer_Call".
+func ShowsExampleFunc(t *testing.T, exampleFile, readmePath, name string) {
+	t.Helper()
 	source, err := os.ReadFile(exampleFile)
 	if err != nil {
 		t.Fatal(err)
@@ -28,16 +36,16 @@ func ShowsExample(t *testing.T, exampleFile, readmePath string) {
 	}
 	var body string
 	for _, decl := range file.Decls {
-		if fn, ok := decl.(*ast.FuncDecl); ok && fn.Name.Name == "Example" {
+		if fn, ok := decl.(*ast.FuncDecl); ok && fn.Name.Name == name {
 			body = string(source[fset.Position(fn.Body.Lbrace).Offset+2 : fset.Position(fn.Body.Rbrace).Offset])
 		}
 	}
 	if body == "" {
-		t.Fatalf("no func Example in %s", exampleFile)
+		t.Fatalf("no func %s in %s", name, exampleFile)
 	}
 	code, output, found := strings.Cut(body, "\t// Output:\n")
 	if !found {
-		t.Fatal("Example has no // Output: comment")
+		t.Fatalf("%s has no // Output: comment", name)
 	}
 	code = dedent(code, "\t")
 	output = dedent(output, "\t// ")
@@ -47,10 +55,10 @@ func ShowsExample(t *testing.T, exampleFile, readmePath string) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(readme), "```go\n"+code+"```\n") {
-		t.Errorf("%s does not show Example's body verbatim in a ```go block; expected:\n%s", readmePath, code)
+		t.Errorf("%s does not show %s's body verbatim in a ```go block; expected:\n%s", readmePath, name, code)
 	}
 	if !strings.Contains(string(readme), "```text\n"+output+"```\n") {
-		t.Errorf("%s does not show Example's output in a ```text block; expected:\n%s", readmePath, output)
+		t.Errorf("%s does not show %s's output in a ```text block; expected:\n%s", readmePath, name, output)
 	}
 }
 
