@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	clusterpkg "dubbo.apache.org/dubbo-go/v3/cluster/cluster"
+	"dubbo.apache.org/dubbo-go/v3/common"
 	"dubbo.apache.org/dubbo-go/v3/common/constant"
 	"dubbo.apache.org/dubbo-go/v3/common/extension"
 	"dubbo.apache.org/dubbo-go/v3/filter"
@@ -78,7 +79,7 @@ func (f *Filter) Invoke(ctx context.Context, invoker base.Invoker, inv base.Invo
 	}()
 	res := invoker.Invoke(ctx, inv)
 	outcome = OutcomeOf(ctx, res)
-	if outcome == polylb.Success && answersLater(invoker, inv) {
+	if outcome == polylb.Success && answersLater(p.url, inv) {
 		// The invoker returned before the provider answered: its latency
 		// would be a fast answer that never came.
 		outcome = polylb.Cancelled
@@ -92,14 +93,18 @@ func (f *Filter) Invoke(ctx context.Context, invoker base.Invoker, inv base.Invo
 // generated code needs the stream's own type, so its end cannot be watched)
 // and an async or oneway call of the dubbo protocol (sent, answered later
 // to a callback or never).
-func answersLater(invoker base.Invoker, inv base.Invocation) bool {
+//
+// u is the provider's URL as the call was sent: read after the call, the
+// invoker's may be gone (dubbo-go drops it when a refresh destroys the
+// provider meanwhile).
+func answersLater(u *common.URL, inv base.Invocation) bool {
 	if v, ok := inv.GetAttribute(constant.CallTypeKey); ok {
 		switch v {
 		case constant.CallClientStream, constant.CallServerStream, constant.CallBidiStream:
 			return true
 		}
 	}
-	if u := invoker.GetURL(); u != nil && u.Protocol == "dubbo" {
+	if u != nil && u.Protocol == "dubbo" {
 		async, err := strconv.ParseBool(inv.GetAttachmentWithDefaultValue(constant.AsyncKey, "false"))
 		return err == nil && async
 	}

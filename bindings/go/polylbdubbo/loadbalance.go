@@ -214,6 +214,13 @@ func (st *serviceState) attempt(invokers []base.Invoker, first *common.URL, inv 
 					s = nil // a provider (or object) the set does not know
 					break
 				}
+				if ivk != s.members[pos] && destroyed(s.members[pos]) {
+					// The member is an object a refresh destroyed, kept while
+					// its replacement (this one) was connecting: the set still
+					// has its parameters (weights). Rebuild once, around this.
+					s = nil
+					break
+				}
 				candidates = append(candidates, s.ids[pos])
 			}
 			if s != nil && len(candidates) == 0 {

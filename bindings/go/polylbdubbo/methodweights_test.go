@@ -9,6 +9,7 @@ import (
 	_ "dubbo.apache.org/dubbo-go/v3/cluster/loadbalance/roundrobin"
 	"dubbo.apache.org/dubbo-go/v3/common"
 	"dubbo.apache.org/dubbo-go/v3/common/extension"
+	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 )
 
 // Method-level weights ("methods.<m>.weight", which dubbo-go's GetWeight
@@ -165,4 +166,42 @@ func TestWeightOfReadsAsDubboGo(t *testing.T) {
 			t.Errorf("%q for %q: weight %d, want %d", tc.params, tc.method, got, tc.want)
 		}
 	}
+}
+
+// A refresh whose new object of a provider is still connecting keeps the
+// old, live object as the member (with the old weights); once the old one is
+// destroyed and the new one is up, the set takes the new object and its
+// weights, the list's size unchanged throughout.
+func TestWeightsOfAReplacementThatWasConnecting(t *testing.T) {
+	svc := serviceName(t)
+	const lbName = "polylb-random"
+	params := "loadbalance=" + lbName + "&polylb.config=seed%3D3"
+	oldA := newProvider(t, svc, "10.0.0.1:20000", params+"&weight=300")
+	b := newProvider(t, svc, "10.0.0.2:20000", params+"&weight=100")
+	bWrapped := withFilters(b)
+	ci := clusterOf(t, "failover", []base.Invoker{withFilters(oldA), bWrapped})
+	for i := 0; i < 10; i++ {
+		call(ci, "m")
+	}
+	newA := newProvider(t, svc, "10.0.0.1:20000", params+"&weight=100")
+	newA.down.Store(true) // connecting
+	ci = clusterOf(t, "failover", []base.Invoker{withFilters(newA), bWrapped})
+	for i := 0; i < 10; i++ {
+		call(ci, "m")
+	}
+	oldA.Destroy()
+	newA.down.Store(false)
+	const n = 4000
+	before := newA.calls.Load()
+	for i := 0; i < n; i++ {
+		if res := call(ci, "m"); res.Error() != nil {
+			t.Fatal(res.Error())
+		}
+	}
+	got := float64(newA.calls.Load()-before) / n
+	sigma := math.Sqrt(0.25 / n)
+	if math.Abs(got-0.5) > 5*sigma {
+		t.Errorf("10.0.0.1 got %.3f of the calls, want its new weight's 0.5 ± %.3f (the old weight gives 0.75)", got, 5*sigma)
+	}
+	assertNoneInFlight(t, lbName, svc)
 }

@@ -174,3 +174,43 @@ func TestCallsAnsweredLaterAreNoFastSuccess(t *testing.T) {
 		})
 	}
 }
+
+// An async dubbo call whose provider a registry refresh destroys while the
+// call is out (dubbo-go drops the invoker's URL) is still no fast success.
+func TestAnAsyncCallWhoseProviderLeavesMeanwhileIsNoSuccess(t *testing.T) {
+	svc := serviceName(t)
+	const lbName = "polylb-leastactive"
+	var ps []*provider
+	for _, addr := range []string{"10.0.0.1:20000", "10.0.0.2:20000"} {
+		u, err := common.NewURL(fmt.Sprintf("dubbo://%s/%s?interface=%s&%s=polylb&loadbalance=%s&retries=0",
+			addr, svc, svc, constant.ReferenceFilterKey, lbName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &provider{BaseInvoker: base.NewBaseInvoker(u)}
+		p.fn = func(context.Context, base.Invocation) result.Result {
+			p.Destroy() // the refresh, while the call is out
+			return &result.RPCResult{}
+		}
+		ps = append(ps, p)
+	}
+	ci := clusterOf(t, "failover", wrapAll(ps...))
+	inv := newInvocation("chat")
+	inv.SetAttachment(constant.AsyncKey, "true")
+	ci.Invoke(context.Background(), inv)
+	st, ok := Get(lbName).services.Load(svc)
+	if !ok {
+		t.Fatal("the service was not balanced")
+	}
+	for _, b := range st.(*serviceState).balancers {
+		s, err := b.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range s.Invokers {
+			if i.Succeeded != 0 || i.Active != 0 {
+				t.Errorf("%s: %d successes, %d in flight; want none", i.Address, i.Succeeded, i.Active)
+			}
+		}
+	}
+}

@@ -46,8 +46,15 @@ var commaSplit = regexp.MustCompile(constant.CommaSplitPattern)
 // identity is a provider's stable identity across registry refreshes:
 // protocol://ip:port/path. dubbo-go replaces Invoker objects when a provider's
 // URL changes; the identity (and so polylb's id, with the provider's counters
-// and round-robin position) stays.
+// and round-robin position) stays. A registry of a multi-registry reference
+// (its URL carries the reference's as SubURL, see stateKey) is its whole URL:
+// two registries may share an address (two namespaces or groups of one
+// registry server), and a registry's URL does not change while the reference
+// lives.
 func identity(u *common.URL) string {
+	if u.SubURL != nil {
+		return u.String()
+	}
 	return u.Protocol + "://" + u.Ip + ":" + u.Port + "/" + strings.TrimPrefix(u.Path, "/")
 }
 

@@ -141,3 +141,23 @@ func TestRegistriesOfManyServicesDoNotShareAState(t *testing.T) {
 		}
 	}
 }
+
+// Two registries at one address (two namespaces of one registry server) are
+// two registries, not one provider seen twice.
+func TestRegistriesAtOneAddressAreDistinct(t *testing.T) {
+	svc := serviceName(t)
+	const lbName = "polylb-roundrobin"
+	a := newProvider(t, svc, "10.0.0.1:20000", "loadbalance="+lbName)
+	b := newProvider(t, svc, "10.0.0.2:20000", "loadbalance="+lbName)
+	regA := newRegistryInvoker(t, clusterOf(t, "failover", wrapAll(a)), svc, "10.0.1.1:8848", "&namespace=blue&loadbalance="+lbName)
+	regB := newRegistryInvoker(t, clusterOf(t, "failover", wrapAll(b)), svc, "10.0.1.1:8848", "&namespace=green&loadbalance="+lbName)
+	ci := clusterOf(t, constant.ClusterKeyZoneAware, []base.Invoker{regA, regB})
+	for i := 0; i < 100; i++ {
+		if res := call(ci, "sayHello"); res.Error() != nil {
+			t.Fatal(res.Error())
+		}
+	}
+	if a.calls.Load() != 50 || b.calls.Load() != 50 {
+		t.Errorf("the two namespaces got %d and %d calls, want round robin's 50 each", a.calls.Load(), b.calls.Load())
+	}
+}
