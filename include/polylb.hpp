@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -382,8 +383,11 @@ private:
 
 /**
  * One call: selected when made, reported exactly once. finish() reports it with the time since
- * the select (steady clock); a Call that ends without finish() — an early return, an exception
- * — is reported Cancelled (no verdict on the provider), so no pick stays in flight. Move-only.
+ * the select (steady clock). A Call that ends without finish() is reported too, so no pick stays
+ * in flight: as a Failure when an exception thrown after it was made unwinds it (as Python's
+ * `with lb.call()` counts an exception leaving its block: catch the service's own errors, which
+ * are answers, and finish(Outcome::Success)), else as Cancelled (an early return: no verdict on
+ * the provider). Move-only.
  * It must end before its balancer is freed: declare Calls after their Balancer. Moving the
  * Balancer elsewhere is fine, but destroying it or assigning another balancer to it (a move or
  * a create onto it) frees the one the Call reports to. Keep the Call in a variable:
@@ -393,15 +397,20 @@ class [[nodiscard]] Call {
 public:
     Call(const Balancer &balancer, Method method, Selection selection) noexcept
         : balancer_(balancer.get()), method_(method), selection_(selection),
-          start_(std::chrono::steady_clock::now()), pending_(selection.ok()) {}
-    ~Call() { (void)finish(Outcome::Cancelled); }
+          start_(std::chrono::steady_clock::now()), pending_(selection.ok()),
+          exceptions_(std::uncaught_exceptions()) {}
+    ~Call() {
+        (void)finish(std::uncaught_exceptions() > exceptions_ ? Outcome::Failure
+                                                               : Outcome::Cancelled);
+    }
     Call(const Call &) = delete;
     Call &operator=(const Call &) = delete;
     /** The moved-from Call holds nothing (ok() is false) and reports nothing. */
     Call(Call &&other) noexcept
         : balancer_(other.balancer_), method_(other.method_),
           selection_(std::exchange(other.selection_, Selection(-PLB_ERR_NULL_POINTER))),
-          start_(other.start_), pending_(std::exchange(other.pending_, false)) {}
+          start_(other.start_), pending_(std::exchange(other.pending_, false)),
+          exceptions_(other.exceptions_) {}
     Call &operator=(Call &&) = delete;
 
     /** Whether an invoker was chosen; if not, status() says why and finish() does nothing. */
@@ -439,6 +448,8 @@ private:
     Selection selection_;
     std::chrono::steady_clock::time_point start_;
     bool pending_;
+    /** Exceptions in flight when the call was made: more at its end means one is unwinding it. */
+    int exceptions_;
 };
 
 inline Call Balancer::call(Method method, std::string_view key) const noexcept {

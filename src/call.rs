@@ -5,8 +5,12 @@ use std::time::Instant;
 
 /// One call in flight, made by [`Balancer::call`] or [`Balancer::call_among`]: the invoker is
 /// selected when the `Call` is made, and the call is reported exactly once, with the time since
-/// the select, by [`finish`](Call::finish) — or as [`Outcome::Cancelled`] when the `Call` is
-/// dropped unfinished (an early return, a `?`, a panic), so no pick stays counted in flight.
+/// the select, by [`finish`](Call::finish) or [`finish_with`](Call::finish_with) (the call's
+/// `Result`: an error is a failure, as an exception leaving Python's `with lb.call()` block
+/// is). A `Call` dropped unfinished is reported too, so no pick stays counted in flight: as a
+/// failure while a panic that began after it was made unwinds it, else (an early return, a `?`)
+/// as [`Outcome::Cancelled`], no verdict on the provider — so pass an error you return with `?`
+/// to `finish_with` first.
 ///
 /// ```
 /// use polylb::{Balancer, Invoker, Outcome};
@@ -18,6 +22,11 @@ use std::time::Instant;
 /// let call = lb.call(say_hello, b"").unwrap();
 /// // ... send the request to invoker call.id(), then judge the answer (docs/outcomes.md):
 /// call.finish(Outcome::Success).unwrap();
+///
+/// # fn send(_: u64) -> std::io::Result<()> { Ok(()) }
+/// let call = lb.call(say_hello, b"").unwrap();
+/// let sent = send(call.id()); // an error of the service's own is an answer: make it Ok
+/// call.finish_with(&sent).unwrap(); // Ok: success; Err: failure (an io::Error TimedOut: timeout)
 /// ```
 ///
 /// Keep the `Call` in a variable for the length of the call: `lb.call(m, key)?.id()` drops it at
@@ -34,6 +43,9 @@ pub struct Call<'a> {
     started: Instant,
     /// Cleared by `finish`, so that `drop` reports only a call nobody finished.
     pending: bool,
+    /// Whether a panic was unwinding when the call was made: only a panic that began during the
+    /// call is its failure.
+    panicking: bool,
 }
 
 impl<'a> Call<'a> {
@@ -45,6 +57,7 @@ impl<'a> Call<'a> {
             id,
             started: Instant::now(),
             pending: true,
+            panicking: std::thread::panicking(),
         }
     }
 
@@ -65,6 +78,21 @@ impl<'a> Call<'a> {
         self.report(outcome)
     }
 
+    /// Reports the call by its result: `Ok` a success, `Err` a failure — a timeout for an
+    /// [`std::io::Error`] of kind `TimedOut`. An error the service answered with (not found,
+    /// invalid argument) is an answer, a success: map it to `Ok` first, or use
+    /// [`finish`](Call::finish) (docs/outcomes.md).
+    pub fn finish_with<T, E: 'static>(self, result: &Result<T, E>) -> Result<(), Status> {
+        let outcome = match result {
+            Ok(_) => Outcome::Success,
+            Err(e) => match (e as &dyn std::any::Any).downcast_ref::<std::io::Error>() {
+                Some(io) if io.kind() == std::io::ErrorKind::TimedOut => Outcome::Timeout,
+                _ => Outcome::Failure,
+            },
+        };
+        self.finish(outcome)
+    }
+
     fn report(&self, outcome: Outcome) -> Result<(), Status> {
         let elapsed_us = i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX);
         self.balancer
@@ -75,9 +103,15 @@ impl<'a> Call<'a> {
 impl Drop for Call<'_> {
     fn drop(&mut self) {
         if self.pending {
-            // Nothing is known of how the call went: only its in-flight count is undone. The
-            // method and the elapsed time are valid, so the report cannot fail.
-            let _ = self.report(Outcome::Cancelled);
+            // A panic that began during the call ends it as an exception does in C++ and
+            // Python; otherwise nothing is known of how it went and only its in-flight count is
+            // undone. The method and the elapsed time are valid, so the report cannot fail.
+            let outcome = if std::thread::panicking() && !self.panicking {
+                Outcome::Failure
+            } else {
+                Outcome::Cancelled
+            };
+            let _ = self.report(outcome);
         }
     }
 }

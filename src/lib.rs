@@ -18,8 +18,10 @@
 //! lb.report(say_hello, id, 1_250, Outcome::Success, 0).unwrap();
 //! ```
 //!
-//! Or let a [`Call`] time the call and report it exactly once (dropped unfinished, it is
-//! reported cancelled): `lb.call(say_hello, b"")?.finish(Outcome::Success)?`.
+//! Or let a [`Call`] time the call and report it exactly once: `let call = lb.call(say_hello,
+//! b"")?;`, then, after the request, `call.finish(Outcome::Success)?` or
+//! `call.finish_with(&result)?` (dropped unfinished, it is reported cancelled, or failed while a
+//! panic unwinds it).
 //!
 //! Times are Unix microseconds passed by the caller (`now_us`; 0 = the library's clock), so
 //! simulations and tests run in virtual time.

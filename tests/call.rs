@@ -1,6 +1,7 @@
 //! `Balancer::call`: the selected call is in flight until it ends, reported exactly once — with
-//! its outcome and its measured time by `finish`, as cancelled when dropped unfinished (also
-//! while a panic unwinds) — and its errors are select's.
+//! its outcome and its measured time by `finish` or `finish_with` (its `Result`), as cancelled
+//! when dropped unfinished, as failed while a panic that began during it unwinds it — and its
+//! errors are select's.
 
 mod common;
 use common::*;
@@ -49,19 +50,49 @@ fn a_call_is_in_flight_until_it_ends_and_reported_once() {
 }
 
 #[test]
-fn a_panic_during_the_call_reports_it_cancelled() {
+fn a_panic_during_the_call_reports_it_failed() {
     let b = balancer("loadbalance=leastactive", &[provider(1), provider(2)]);
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _call = b.call(0, b"").unwrap();
         assert_eq!(total(&b, &[1, 2], "active"), 1);
-        panic!("the caller's own bug");
+        panic!("the connection was refused");
     }));
     assert!(unwound.is_err());
     assert_eq!(total(&b, &[1, 2], "active"), 0);
-    assert_eq!(
-        total(&b, &[1, 2], "succeeded") + total(&b, &[1, 2], "failures"),
-        0
-    );
+    assert_eq!(total(&b, &[1, 2], "failures"), 1);
+
+    // A call made while a panic already unwinds (in a Drop) is not that panic's failure.
+    struct CallsWhileUnwinding<'a>(&'a polylb::Balancer);
+    impl Drop for CallsWhileUnwinding<'_> {
+        fn drop(&mut self) {
+            let _early_return = self.0.call(0, b"").unwrap();
+        }
+    }
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _during = CallsWhileUnwinding(&b);
+        panic!("another bug");
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(total(&b, &[1, 2], "active"), 0);
+    assert_eq!(total(&b, &[1, 2], "failures"), 1);
+    assert_eq!(total(&b, &[1, 2], "selected"), 2);
+}
+
+#[test]
+fn finish_with_reads_the_calls_result() {
+    let b = balancer("loadbalance=leastactive", &[provider(1)]);
+    let ok: Result<(), std::io::Error> = Ok(());
+    b.call(0, b"").unwrap().finish_with(&ok).unwrap();
+    let refused: Result<(), _> = Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+    b.call(0, b"").unwrap().finish_with(&refused).unwrap();
+    let late: Result<(), _> = Err(std::io::Error::from(std::io::ErrorKind::TimedOut));
+    b.call(0, b"").unwrap().finish_with(&late).unwrap();
+    let other: Result<u32, String> = Err("no route".into());
+    b.call(0, b"").unwrap().finish_with(&other).unwrap();
+    assert_eq!(stat(&b, 0, 1, "succeeded"), 1);
+    assert_eq!(stat(&b, 0, 1, "failures"), 3);
+    assert_eq!(stat(&b, 0, 1, "timeouts"), 1);
+    assert_eq!(stat(&b, 0, 1, "active"), 0);
 }
 
 #[test]

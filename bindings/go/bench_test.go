@@ -101,7 +101,7 @@ func BenchmarkSelectReport(b *testing.B) {
 	}
 }
 
-// BenchmarkCall is SelectReport through a Call: Call + End, the same two cgo
+// BenchmarkCall is SelectReport through a Call: Call + Finish, the same two cgo
 // calls plus a clock read at each end (SelectReport passes a constant
 // elapsed time instead).
 func BenchmarkCall(b *testing.B) {
@@ -115,7 +115,7 @@ func BenchmarkCall(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := call.End(Success); err != nil {
+				if err := call.Finish(Success); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -3,18 +3,18 @@ package polylb
 import "time"
 
 // Call is one call through a Balancer: selected when made (Balancer.Call,
-// Balancer.CallAmong) and reported exactly once, by the first End or Done,
+// Balancer.CallAmong) and reported exactly once, by the first Finish or Done,
 // with the time since the select. Every select then gets its one report, and
 // no code path has to time the call itself.
 //
 // A Call is returned by value so that making one does not allocate. It is
-// used by one goroutine (End is not synchronized) and must not be copied once
-// made: End on each copy would report the call again. go vet's copylocks
+// used by one goroutine (Finish is not synchronized) and must not be copied once
+// made: Finish on each copy would report the call again. go vet's copylocks
 // check flags such copies; pass a *Call instead. The zero Call (what a failed
-// select returns) chose nothing: End and Done on it do nothing and return
+// select returns) chose nothing: Finish and Done on it do nothing and return
 // nil.
 //
-// End the call in a deferred closure, so that the error is read when the
+// Finish the call in a deferred closure, so that the error is read when the
 // function returns:
 //
 //	call, err := lb.Call(method, key)
@@ -37,7 +37,7 @@ type Call struct {
 
 // clockBase is what a Call's times are measured from. time.Since on a time
 // with a monotonic reading reads one clock, where time.Now reads the wall
-// clock too: Call and End read the clock once each (25-40 ns less per call
+// clock too: Call and Finish read the clock once each (25-40 ns less per call
 // than time.Now and time.Since on the project VM).
 var clockBase = time.Now()
 
@@ -48,7 +48,7 @@ func (*noCopy) Lock()   {}
 func (*noCopy) Unlock() {}
 
 // Call selects an invoker as Select does (same key, same errors) and returns
-// the call to end with End or Done. On error the Call is the zero Call.
+// the call to end with Finish or Done. On error the Call is the zero Call.
 func (b *Balancer) Call(method Method, key []byte) (Call, error) {
 	id, err := b.selectAt(method, key, 0)
 	if err != nil {
@@ -74,10 +74,10 @@ func (c *Call) ID() uint64 {
 	return c.id
 }
 
-// End reports the call with the time since its select and the given outcome.
-// Only the first End (or Done) reports; later ones return nil. It returns
+// Finish reports the call with the time since its select and the given outcome.
+// Only the first Finish (or Done) reports; later ones return nil. It returns
 // Report's error: ErrClosed once the balancer is closed.
-func (c *Call) End(outcome Outcome) error {
+func (c *Call) Finish(outcome Outcome) error {
 	if c.balancer == nil || c.ended {
 		return nil
 	}
@@ -85,9 +85,9 @@ func (c *Call) End(outcome Outcome) error {
 	return c.balancer.reportAt(c.method, c.id, time.Since(clockBase)-c.start, outcome, 0)
 }
 
-// Done is End(OutcomeOf(err)): err is the call's error, nil for an answer.
+// Done is Finish(OutcomeOf(err)): err is the call's error, nil for an answer.
 // Tell your service's own errors apart first (see OutcomeOf): they are
-// answers, so End(Success).
+// answers, so Finish(Success).
 func (c *Call) Done(err error) error {
-	return c.End(OutcomeOf(err))
+	return c.Finish(OutcomeOf(err))
 }

@@ -37,7 +37,7 @@ func TestCallIsInFlightUntilEnd(t *testing.T) {
 	if inv := invokerStats(t, lb, 1); inv.Active != 1 || inv.Selected != 1 {
 		t.Errorf("open call: active %d, selected %d; want 1, 1", inv.Active, inv.Selected)
 	}
-	if err := call.End(polylb.Success); err != nil {
+	if err := call.Finish(polylb.Success); err != nil {
 		t.Fatal(err)
 	}
 	inv := invokerStats(t, lb, 1)
@@ -49,7 +49,7 @@ func TestCallIsInFlightUntilEnd(t *testing.T) {
 	}
 }
 
-// Only the first End reports: a second one (or a Done after it) returns nil
+// Only the first Finish reports: a second one (or a Done after it) returns nil
 // and changes no counter.
 func TestCallReportsExactlyOnce(t *testing.T) {
 	lb := newBalancer(t, "loadbalance=leastactive", weighted(100))
@@ -57,19 +57,19 @@ func TestCallReportsExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := call.End(polylb.Success); err != nil {
+	if err := call.Finish(polylb.Success); err != nil {
 		t.Fatal(err)
 	}
 	before := invokerStats(t, lb, 1)
-	if err := call.End(polylb.Failure); err != nil {
-		t.Errorf("second End: %v, want nil", err)
+	if err := call.Finish(polylb.Failure); err != nil {
+		t.Errorf("second Finish: %v, want nil", err)
 	}
 	if err := call.Done(context.DeadlineExceeded); err != nil {
-		t.Errorf("Done after End: %v, want nil", err)
+		t.Errorf("Done after Finish: %v, want nil", err)
 	}
 	after := invokerStats(t, lb, 1)
 	if after.Active != 0 || after.Selected != 1 || after.Succeeded != 1 || after.Failures != 0 || after.Timeouts != 0 {
-		t.Errorf("after a second End: %+v, want active 0, selected 1, succeeded 1, no failures (first End gave %+v)", after, before)
+		t.Errorf("after a second Finish: %+v, want active 0, selected 1, succeeded 1, no failures (first Finish gave %+v)", after, before)
 	}
 }
 
@@ -101,7 +101,7 @@ func TestCallDoneOutcomes(t *testing.T) {
 	}
 }
 
-// The report carries the time from the select to End: at least the 20 ms
+// The report carries the time from the select to Finish: at least the 20 ms
 // slept in between, at most the time around the whole call.
 func TestCallReportsItsElapsedTime(t *testing.T) {
 	lb := newBalancer(t, "loadbalance=shortestresponse", weighted(100))
@@ -111,7 +111,7 @@ func TestCallReportsItsElapsedTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	if err := call.End(polylb.Success); err != nil {
+	if err := call.Finish(polylb.Success); err != nil {
 		t.Fatal(err)
 	}
 	bound := time.Since(outer)
@@ -138,7 +138,7 @@ func TestCallAmongExcludes(t *testing.T) {
 		if call.ID() != 2 {
 			t.Fatalf("CallAmong({1, 2, 3} minus {1, 3}) chose %d", call.ID())
 		}
-		if err := call.End(polylb.Failure); err != nil {
+		if err := call.Finish(polylb.Failure); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,7 +149,7 @@ func TestCallAmongExcludes(t *testing.T) {
 	wantStatus(t, "CallAmong with every candidate excluded", err, polylb.ErrNoCandidate)
 }
 
-// A failed select returns the zero Call, on which End and Done do nothing.
+// A failed select returns the zero Call, on which Finish and Done do nothing.
 func TestCallErrors(t *testing.T) {
 	lb := newBalancer(t, "", nil)
 	call, err := lb.Call(polylb.ServiceLevel, nil)
@@ -157,15 +157,15 @@ func TestCallErrors(t *testing.T) {
 	if call.ID() != 0 {
 		t.Errorf("failed Call has id %d", call.ID())
 	}
-	if err := call.End(polylb.Success); err != nil {
-		t.Errorf("End on the zero Call: %v, want nil", err)
+	if err := call.Finish(polylb.Success); err != nil {
+		t.Errorf("Finish on the zero Call: %v, want nil", err)
 	}
 	if err := call.Done(errors.New("boom")); err != nil {
 		t.Errorf("Done on the zero Call: %v, want nil", err)
 	}
 	var zero polylb.Call
-	if err := zero.End(polylb.Failure); err != nil {
-		t.Errorf("End on a declared Call: %v, want nil", err)
+	if err := zero.Finish(polylb.Failure); err != nil {
+		t.Errorf("Finish on a declared Call: %v, want nil", err)
 	}
 
 	if err := lb.Update(weighted(100)); err != nil {
@@ -182,11 +182,11 @@ func TestCallErrors(t *testing.T) {
 	if _, err := lb.CallAmong(polylb.ServiceLevel, nil, []uint64{1}, nil); !errors.Is(err, polylb.ErrClosed) {
 		t.Errorf("CallAmong after Close: %v, want ErrClosed", err)
 	}
-	if err := open.End(polylb.Success); !errors.Is(err, polylb.ErrClosed) {
-		t.Errorf("End of a call made before Close: %v, want ErrClosed", err)
+	if err := open.Finish(polylb.Success); !errors.Is(err, polylb.ErrClosed) {
+		t.Errorf("Finish of a call made before Close: %v, want ErrClosed", err)
 	}
-	if err := open.End(polylb.Success); err != nil {
-		t.Errorf("second End after Close: %v, want nil", err)
+	if err := open.Finish(polylb.Success); err != nil {
+		t.Errorf("second Finish after Close: %v, want nil", err)
 	}
 }
 
@@ -246,7 +246,7 @@ func TestCallConcurrentWithUpdates(t *testing.T) {
 								want.count(outcome)
 							}
 						}
-						if err := call.End(outcome); err != nil {
+						if err := call.Finish(outcome); err != nil {
 							t.Errorf("end: %v", err)
 							return
 						}
@@ -311,12 +311,12 @@ func TestCallDoesNotAllocate(t *testing.T) {
 		return nil
 	}
 	for name, run := range map[string]func(){
-		"Call+End": func() {
+		"Call+Finish": func() {
 			call, err := lb.Call(m, key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			call.End(polylb.Success)
+			call.Finish(polylb.Success)
 		},
 		"CallAmong+Done": func() {
 			call, err := lb.CallAmong(m, key, nil, excluded)

@@ -26,8 +26,8 @@ int main()
         polylb::Method say_hello = lb.method("sayHello");
 
         // 4. Per call: a Call selects now and reports when finished, with the time since the
-        //    select; one that ends unfinished (an early return, an exception) is reported
-        //    Cancelled, so no pick stays in flight.
+        //    select; one that ends unfinished is reported too, so no pick stays in flight: a
+        //    Failure if an exception unwinds it, else (an early return) Cancelled.
         for (int n = 0; n < 6; n++) {
             polylb::Call call = lb.call(say_hello);
             std::uint64_t id = call.check(); // throws if the set is empty
@@ -38,12 +38,11 @@ int main()
                         failed ? " (failed)" : "");
             if (failed) {
                 // Failover: retry once on any other provider.
-                polylb::Selection retry = lb.select_among(say_hello, {}, {}, {id});
+                polylb::Call retry = lb.call_among(say_hello, {}, {}, {id});
                 if (retry) {
-                    (void)lb.report(say_hello, retry.id(), std::chrono::microseconds(900),
-                                    polylb::Outcome::Success);
                     std::printf("        retried on provider %llu\n",
                                 static_cast<unsigned long long>(retry.id()));
+                    (void)retry.finish(polylb::Outcome::Success);
                 }
             }
         }

@@ -243,19 +243,34 @@ static void a_call_is_reported_exactly_once()
     EXPECT_EQ(total(lb, &plbt_row::succeeded), 1);
     EXPECT_EQ(total(lb, &plbt_row::failures), 0);
 
+    /* An exception thrown during the call (a refused connection, say) is a failure, as an
+     * exception leaving Python's `with lb.call()` block is; one already in flight when the call
+     * was made (a Call made in a catch handler or a destructor) is not this call's. */
     try {
         polylb::Call call = lb.call();
         EXPECT_EQ(total(lb, &plbt_row::active), 1);
-        throw std::runtime_error("the caller's own error");
+        throw std::runtime_error("connection refused");
     } catch (const std::runtime_error &) {
     }
     EXPECT_EQ(total(lb, &plbt_row::active), 0);
+    EXPECT_EQ(total(lb, &plbt_row::failures), 1);
+    struct CallsWhileUnwinding {
+        const Balancer &lb;
+        ~CallsWhileUnwinding() { polylb::Call early_return = lb.call(); }
+    };
+    try {
+        CallsWhileUnwinding during{lb};
+        throw std::runtime_error("another error");
+    } catch (const std::runtime_error &) {
+    }
+    EXPECT_EQ(total(lb, &plbt_row::active), 0);
+    EXPECT_EQ(total(lb, &plbt_row::failures), 1);
 
     {
         polylb::Call failed = lb.call();
         EXPECT(failed.finish(Outcome::Timeout).ok());
     }
-    EXPECT_EQ(total(lb, &plbt_row::failures), 1);
+    EXPECT_EQ(total(lb, &plbt_row::failures), 2);
     EXPECT_EQ(total(lb, &plbt_row::timeouts), 1);
 
     /* An outcome that is no Outcome: refused, and the call still ends (as cancelled). */
@@ -310,7 +325,7 @@ static void a_call_is_reported_exactly_once()
     Balancer moved = std::move(lb);
     open.clear();
     EXPECT_EQ(total(moved, &plbt_row::active), 0);
-    EXPECT_EQ(total(moved, &plbt_row::selected), 11);
+    EXPECT_EQ(total(moved, &plbt_row::selected), 12);
 
     Balancer empty("loadbalance=leastactive");
     polylb::Call nothing = empty.call();

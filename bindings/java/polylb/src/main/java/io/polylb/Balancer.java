@@ -355,6 +355,64 @@ public final class Balancer implements AutoCloseable {
         return new Call(this, method, selectAmong(method, key, candidates, excluded));
     }
 
+    /** What {@link #call(int, byte[], Body)} runs: sends the request to invoker {@code id}. */
+    @FunctionalInterface
+    public interface Body<T, E extends Exception> {
+        T run(long id) throws E;
+    }
+
+    /**
+     * Selects, runs {@code body} with the chosen id, and reports the call by how the body ended,
+     * as Python's {@code with lb.call()} judges its block: a return is a {@link Outcome#SUCCESS};
+     * an exception is reported, then rethrown unchanged: {@link Outcome#TIMEOUT} for a {@link
+     * java.util.concurrent.TimeoutException}, {@link java.net.SocketTimeoutException} or {@link
+     * java.net.http.HttpTimeoutException}, {@link Outcome#CANCELLED} for an {@link
+     * InterruptedException} or {@link java.util.concurrent.CancellationException} (this side gave
+     * up), {@link Outcome#FAILURE} for any other exception, and CANCELLED for an {@link Error}
+     * (the JVM's trouble, not the provider's). An error the service answered with (not found,
+     * invalid argument) is an answer: catch it in the body and return. Selecting throws as
+     * {@link #select(int, byte[])} does, before the body runs.
+     *
+     * <pre>{@code
+     * String reply = lb.call(sayHello, null, id -> client(id).sayHello("world"));
+     * }</pre>
+     *
+     * <p>The report of a body that threw never replaces its exception (on a balancer closed
+     * meanwhile it is dropped); after a body that returned, a closed balancer throws as {@link
+     * Call#finish} does.
+     */
+    public <T, E extends Exception> T call(int method, byte[] key, Body<T, E> body) throws E {
+        Objects.requireNonNull(body, "body");
+        Call call = call(method, key);
+        T result;
+        try {
+            result = body.run(call.id());
+        } catch (Exception | Error thrown) {
+            try {
+                call.finish(outcomeOf(thrown));
+            } catch (IllegalStateException closed) {
+                // The balancer was closed meanwhile: the body's exception is what matters.
+            }
+            throw thrown;
+        }
+        call.finish(Outcome.SUCCESS);
+        return result;
+    }
+
+    private static Outcome outcomeOf(Throwable thrown) {
+        if (thrown instanceof java.util.concurrent.TimeoutException
+                || thrown instanceof java.net.SocketTimeoutException
+                || thrown instanceof java.net.http.HttpTimeoutException) {
+            return Outcome.TIMEOUT;
+        }
+        if (thrown instanceof Error
+                || thrown instanceof InterruptedException
+                || thrown instanceof java.util.concurrent.CancellationException) {
+            return Outcome.CANCELLED;
+        }
+        return Outcome.FAILURE;
+    }
+
     /**
      * One call, selected when made and reported exactly once, with the time since the select:
      * the counterpart of Python's {@code with lb.call()} and C++'s {@code polylb::Call}.

@@ -261,4 +261,68 @@ class CallTest {
             assertEquals(0, totals.active(), lb.statsJson());
         }
     }
+
+    /** The body form reports by how the body ended, as Python's with-block does, and rethrows. */
+    @Test
+    void bodyFormJudgesHowTheBodyEnded() throws Exception {
+        try (Balancer lb = new Balancer("loadbalance=leastactive")) {
+            lb.update(invokers(2));
+            long[] seen = new long[1];
+            String reply = lb.call(0, null, id -> {
+                seen[0] = id;
+                assertEquals(1, Totals.of(lb).active());
+                return "hello from " + id;
+            });
+            assertEquals("hello from " + seen[0], reply);
+            assertEquals(1, Totals.of(lb).succeeded());
+
+            java.net.ConnectException refused = new java.net.ConnectException("refused");
+            java.net.ConnectException thrown = assertThrows(java.net.ConnectException.class,
+                    () -> lb.call(0, null, id -> { throw refused; }));
+            assertSame(refused, thrown);
+            assertEquals(0, thrown.getSuppressed().length);
+            Totals t = Totals.of(lb);
+            assertEquals(1, t.failures());
+            assertEquals(0, t.timeouts());
+
+            assertThrows(java.net.SocketTimeoutException.class,
+                    () -> lb.call(0, null, id -> { throw new java.net.SocketTimeoutException(); }));
+            assertThrows(java.util.concurrent.TimeoutException.class,
+                    () -> lb.call(0, null, id -> { throw new java.util.concurrent.TimeoutException(); }));
+            t = Totals.of(lb);
+            assertEquals(3, t.failures());
+            assertEquals(2, t.timeouts());
+
+            assertThrows(InterruptedException.class,
+                    () -> lb.call(0, null, id -> { throw new InterruptedException(); }));
+            assertThrows(StackOverflowError.class,
+                    () -> lb.call(0, null, id -> { throw new StackOverflowError(); }));
+            t = Totals.of(lb);
+            assertEquals(3, t.failures(), "a cancel and the JVM's error are no verdict");
+            assertEquals(1, t.succeeded());
+            assertEquals(0, t.active());
+            assertEquals(6, t.selected());
+        }
+    }
+
+    /** A body that throws on a balancer closed meanwhile keeps its own exception. */
+    @Test
+    void bodyFormNeverReplacesTheBodysException() {
+        Balancer lb = new Balancer("loadbalance=random");
+        lb.update(invokers(1));
+        IllegalArgumentException own = new IllegalArgumentException("bad request");
+        IllegalArgumentException thrown = assertThrows(IllegalArgumentException.class,
+                () -> lb.call(0, null, id -> {
+                    lb.close();
+                    throw own;
+                }));
+        assertSame(own, thrown);
+        try (Balancer empty = new Balancer("loadbalance=random")) {
+            PolylbException noProvider = assertThrows(PolylbException.class,
+                    () -> empty.call(0, null, id -> {
+                        throw new AssertionError("never runs: there is no provider");
+                    }));
+            assertEquals(Status.NO_PROVIDER, noProvider.status());
+        }
+    }
 }
