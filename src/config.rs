@@ -147,7 +147,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
             Ok(())
         },
     ),
-    ("warmup", "default warm-up in ms", |c, k, v| {
+    ("warmup", "default warm-up in ms; 0 or less: none", |c, k, v| {
         c.warmup_ms = int(k, v)?;
         Ok(())
     }),

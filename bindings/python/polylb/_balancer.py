@@ -815,7 +815,7 @@ _Stream = TypeVar("_Stream")
 class Call:
     """One RPC in flight; see :meth:`Balancer.call`. ``id`` is the selected invoker."""
 
-    __slots__ = ("_balancer", "_key", "_method", "_among", "_exclude", "_started_ns", "_stream", "id", "outcome")
+    __slots__ = ("_balancer", "_key", "_method", "_among", "_exclude", "_started_ns", "_stream", "_id", "outcome")
 
     def __init__(
         self,
@@ -832,13 +832,21 @@ class Call:
         self._exclude = exclude
         self._started_ns = 0
         self._stream: Any = None
-        #: The selected invoker's id (set on entry).
-        self.id: int = -1
+        self._id = -1  # set on entry
         #: ``None`` until set: then the outcome is derived from how the block ended.
         self.outcome: Optional[Union[Outcome, int]] = None
 
+    @property
+    def id(self) -> int:
+        """The selected invoker's id. The select happens when the ``with`` block is entered (not
+        when :meth:`Balancer.call` returns, unlike the call objects of the other bindings):
+        reading it before raises ``RuntimeError`` rather than giving an id no select made."""
+        if self._id < 0:
+            raise RuntimeError("Call.id is known once the `with` block is entered: the select happens there")
+        return self._id
+
     def __enter__(self) -> "Call":
-        self.id = self._balancer.select(self._key, self._method, self._among, self._exclude)
+        self._id = self._balancer.select(self._key, self._method, self._among, self._exclude)
         # Started after select: the elapsed time is the RPC's, which is what strategies compare.
         self._started_ns = perf_counter_ns()
         return self
@@ -928,7 +936,7 @@ class Call:
         if outcome is None:
             outcome = stream_outcome if stream_outcome is not None else _outcome_of(exc_type, exc)
         try:
-            self._balancer.report(self.id, elapsed_us, outcome, self._method)
+            self._balancer.report(self._id, elapsed_us, outcome, self._method)
         except BalancerClosedError:
             # Closed (by another thread) during the call: the block's own exception is what
             # the caller must see, not that the report had nowhere to go.
@@ -941,7 +949,7 @@ class Call:
             # of how it went), so it is not left counted in flight; the block's own exception,
             # if any, is what propagates.
             try:
-                self._balancer.report(self.id, elapsed_us, _CANCELLED, self._method)
+                self._balancer.report(self._id, elapsed_us, _CANCELLED, self._method)
             except BalancerClosedError:
                 pass
             if exc_type is None:
@@ -978,7 +986,7 @@ class Call:
         self._finish(elapsed_us, decided, exc_type, exc)
 
     def __repr__(self) -> str:
-        return f"<polylb.Call id={self.id} outcome={self.outcome!r}>"
+        return f"<polylb.Call id={self._id} outcome={self.outcome!r}>"
 
 
 def library_version() -> str:

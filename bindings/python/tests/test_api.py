@@ -331,6 +331,17 @@ def _single(balancer_factory: Any, strategy: str = "roundrobin") -> Balancer:
     return lb
 
 
+def test_call_id_is_known_only_once_the_block_is_entered(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+    call = lb.call()
+    with pytest.raises(RuntimeError, match="entered"):
+        call.id
+    assert by_id(lb.stats())[1]["selected"] == 0  # nothing was selected yet
+    with call:
+        assert call.id == 1
+    assert call.id == 1  # still readable after the block, e.g. to log where the call went
+
+
 def test_call_success_measures_elapsed(balancer_factory: Any) -> None:
     lb = _single(balancer_factory)
     with lb.call() as call:
