@@ -9,6 +9,7 @@ import io.polylb.PolylbException;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.Consumer;
+import java.util.function.UnaryOperator;
 
 /**
  * The "polylb" load-balancing policy, registered through {@code META-INF/services}. Its
@@ -58,9 +59,23 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
         return policyName;
     }
 
+    /**
+     * The policy, health-checking-capable when grpc-services is on the classpath (see {@link
+     * HealthChecking}).
+     */
     @Override
     public LoadBalancer newLoadBalancer(LoadBalancer.Helper helper) {
-        return new PolylbLoadBalancer(helper, observer);
+        return newLoadBalancer(helper, UnaryOperator.identity());
+    }
+
+    /** {@code inner} wraps the helper the policy itself sees, under health checking's (tests). */
+    LoadBalancer newLoadBalancer(LoadBalancer.Helper helper, UnaryOperator<LoadBalancer.Helper> inner) {
+        return HealthChecking.newLoadBalancer(new LoadBalancer.Factory() {
+            @Override
+            public LoadBalancer newLoadBalancer(LoadBalancer.Helper wrapped) {
+                return new PolylbLoadBalancer(inner.apply(wrapped), observer);
+            }
+        }, helper);
     }
 
     /**

@@ -65,12 +65,13 @@ final class Client implements AutoCloseable {
             return policy.parseLoadBalancingPolicyConfig(raw);
         }
 
+        /** The pickers are kept where the policy sends them, under health checking's helper. */
         @Override
         public LoadBalancer newLoadBalancer(LoadBalancer.Helper helper) {
-            return policy.newLoadBalancer(new ForwardingLoadBalancerHelper() {
+            return policy.newLoadBalancer(helper, inner -> new ForwardingLoadBalancerHelper() {
                 @Override
                 protected LoadBalancer.Helper delegate() {
-                    return helper;
+                    return inner;
                 }
 
                 @Override
