@@ -147,10 +147,14 @@ const KEYS: &[(&str, &str, Setter)] = &[
             Ok(())
         },
     ),
-    ("warmup", "default warm-up in ms; 0 or less: none", |c, k, v| {
-        c.warmup_ms = int(k, v)?;
-        Ok(())
-    }),
+    (
+        "warmup",
+        "default warm-up in ms; 0 or less: none",
+        |c, k, v| {
+            c.warmup_ms = int(k, v)?;
+            Ok(())
+        },
+    ),
     (
         "shortestresponse.slidePeriod",
         "window in ms, > 0",
