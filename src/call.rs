@@ -30,7 +30,8 @@ use std::time::Instant;
 /// ```
 ///
 /// Keep the `Call` in a variable for the length of the call: `lb.call(m, key)?.id()` drops it at
-/// the end of the statement, which reports the call cancelled before it is made.
+/// the end of the statement, which reports the call cancelled before it is made. End it on the
+/// thread that made it: whether a panic is unwinding it is read from the thread.
 ///
 /// The time is read with [`Instant`] (monotonic); `report` gets the library's clock
 /// (`now_us` = 0). Callers that time calls themselves, report from elsewhere (a callback, another
@@ -78,17 +79,17 @@ impl<'a> Call<'a> {
         self.report(outcome)
     }
 
-    /// Reports the call by its result: `Ok` a success, `Err` a failure — a timeout for an
-    /// [`std::io::Error`] of kind `TimedOut`. An error the service answered with (not found,
-    /// invalid argument) is an answer, a success: map it to `Ok` first, or use
+    /// Reports the call by its result: `Ok` a success, `Err` a failure — a timeout when the
+    /// error is, or wraps (its `source()` chain), an [`std::io::Error`] of kind `TimedOut` or
+    /// `WouldBlock` (what a socket read past `set_read_timeout` gives on Unix); the error may be
+    /// an `io::Error` or a `Box<dyn Error (+ Send + Sync)>`. An error the service answered with
+    /// (not found, invalid argument) is an answer, a success: map it to `Ok` first, or use
     /// [`finish`](Call::finish) (docs/outcomes.md).
     pub fn finish_with<T, E: 'static>(self, result: &Result<T, E>) -> Result<(), Status> {
         let outcome = match result {
             Ok(_) => Outcome::Success,
-            Err(e) => match (e as &dyn std::any::Any).downcast_ref::<std::io::Error>() {
-                Some(io) if io.kind() == std::io::ErrorKind::TimedOut => Outcome::Timeout,
-                _ => Outcome::Failure,
-            },
+            Err(e) if timed_out(e) => Outcome::Timeout,
+            Err(_) => Outcome::Failure,
         };
         self.finish(outcome)
     }
@@ -98,6 +99,34 @@ impl<'a> Call<'a> {
         self.balancer
             .report(self.method, self.id, elapsed_us, outcome, 0)
     }
+}
+
+/// Whether `e` is, or wraps, an I/O timeout (see [`Call::finish_with`]).
+fn timed_out<E: 'static>(e: &E) -> bool {
+    use std::error::Error;
+    let any = e as &dyn std::any::Any;
+    let first: &(dyn Error + 'static) = if let Some(io) = any.downcast_ref::<std::io::Error>() {
+        io
+    } else if let Some(boxed) = any.downcast_ref::<Box<dyn Error + Send + Sync>>() {
+        boxed.as_ref()
+    } else if let Some(boxed) = any.downcast_ref::<Box<dyn Error>>() {
+        boxed.as_ref()
+    } else {
+        return false;
+    };
+    let mut next = Some(first);
+    while let Some(err) = next {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            ) {
+                return true;
+            }
+        }
+        next = err.source();
+    }
+    false
 }
 
 impl Drop for Call<'_> {

@@ -92,6 +92,34 @@ fn finish_with_reads_the_calls_result() {
     assert_eq!(stat(&b, 0, 1, "succeeded"), 1);
     assert_eq!(stat(&b, 0, 1, "failures"), 3);
     assert_eq!(stat(&b, 0, 1, "timeouts"), 1);
+
+    // A socket read past its timeout (WouldBlock on Unix), and timeouts boxed or wrapped.
+    let read = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    read.set_read_timeout(Some(Duration::from_millis(1)))
+        .unwrap();
+    let past: Result<usize, std::io::Error> = read.recv(&mut [0u8; 8]);
+    b.call(0, b"").unwrap().finish_with(&past).unwrap();
+    let boxed: Result<(), Box<dyn std::error::Error + Send + Sync>> =
+        Err(Box::new(std::io::Error::from(std::io::ErrorKind::TimedOut)));
+    b.call(0, b"").unwrap().finish_with(&boxed).unwrap();
+    #[derive(Debug)]
+    struct Wrapper(std::io::Error);
+    impl std::fmt::Display for Wrapper {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "request failed")
+        }
+    }
+    impl std::error::Error for Wrapper {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+    let wrapped: Result<(), Box<dyn std::error::Error>> = Err(Box::new(Wrapper(
+        std::io::Error::from(std::io::ErrorKind::TimedOut),
+    )));
+    b.call(0, b"").unwrap().finish_with(&wrapped).unwrap();
+    assert_eq!(stat(&b, 0, 1, "failures"), 6);
+    assert_eq!(stat(&b, 0, 1, "timeouts"), 4);
     assert_eq!(stat(&b, 0, 1, "active"), 0);
 }
 

@@ -1,6 +1,9 @@
 package polylb
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Call is one call through a Balancer: selected when made (Balancer.Call,
 // Balancer.CallAmong) and reported exactly once, by the first Finish or Done,
@@ -14,14 +17,15 @@ import "time"
 // select returns) chose nothing: Finish and Done on it do nothing and return
 // nil.
 //
-// Finish the call in a deferred closure, so that the error is read when the
-// function returns:
+// End the call with End in a defer, given the function's named error
+// result: the error is read when the function returns, and a panic counts as
+// a failure:
 //
 //	call, err := lb.Call(method, key)
 //	if err != nil {
 //		return err
 //	}
-//	defer func() { call.Done(err) }() // err: the function's named result
+//	defer call.End(&err)
 //
 // (defer call.Done(err) would evaluate err at the defer statement, while it
 // is still nil, and report every call as a success.)
@@ -82,7 +86,12 @@ func (c *Call) Finish(outcome Outcome) error {
 		return nil
 	}
 	c.ended = true
-	return c.balancer.reportAt(c.method, c.id, time.Since(clockBase)-c.start, outcome, 0)
+	err := c.balancer.reportAt(c.method, c.id, time.Since(clockBase)-c.start, outcome, 0)
+	if errors.Is(err, ErrUnknownOutcome) {
+		// Not an outcome: the call still ends (no verdict), or it stays in flight for good.
+		_ = c.balancer.reportAt(c.method, c.id, 0, Cancelled, 0)
+	}
+	return err
 }
 
 // Done is Finish(OutcomeOf(err)): err is the call's error, nil for an answer.
@@ -90,4 +99,22 @@ func (c *Call) Finish(outcome Outcome) error {
 // answers, so Finish(Success).
 func (c *Call) Done(err error) error {
 	return c.Finish(OutcomeOf(err))
+}
+
+// End is the deferred end of a call, given a pointer to the function's error
+// result (see Call): it reads *errp when the function returns (Done(*errp);
+// a nil errp is Done(nil)), and a panic that unwinds the function is a
+// Failure, as an exception is in the other bindings, and goes on. With Done
+// in a deferred closure instead, err is still nil while a panic unwinds and
+// the call counts as a success.
+func (c *Call) End(errp *error) {
+	if r := recover(); r != nil {
+		_ = c.Finish(Failure)
+		panic(r)
+	}
+	var err error
+	if errp != nil {
+		err = *errp
+	}
+	_ = c.Done(err)
 }

@@ -295,8 +295,7 @@ func (c *outcomeCounts) count(outcome polylb.Outcome) {
 	}
 }
 
-// Making and ending a call allocates nothing, the deferred-closure idiom
-// included.
+// Making and ending a call allocates nothing, the defer End idiom included.
 func TestCallDoesNotAllocate(t *testing.T) {
 	lb := newBalancer(t, "loadbalance=random", weighted(1, 2, 3))
 	m := method(t, lb, "sayHello")
@@ -307,7 +306,7 @@ func TestCallDoesNotAllocate(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		defer func() { call.Done(err) }()
+		defer call.End(&err)
 		return nil
 	}
 	for name, run := range map[string]func(){
@@ -325,7 +324,7 @@ func TestCallDoesNotAllocate(t *testing.T) {
 			}
 			call.Done(context.DeadlineExceeded)
 		},
-		"defer Done": func() {
+		"defer End": func() {
 			if err := idiom(); err != nil {
 				t.Fatal(err)
 			}
@@ -339,5 +338,59 @@ func TestCallDoesNotAllocate(t *testing.T) {
 		if inv.Active != 0 {
 			t.Errorf("id %d: %d calls in flight", inv.ID, inv.Active)
 		}
+	}
+}
+
+// defer call.End(&err): the function's error at its return decides, and a
+// panic unwinding it is a failure (and goes on), where a deferred closure
+// calling Done(err) would report a success.
+func TestEndReadsTheErrorAtReturnAndCountsAPanic(t *testing.T) {
+	lb := newBalancer(t, "loadbalance=leastactive", weighted(1))
+	do := func(fail error, panics bool) (err error) {
+		call, err := lb.Call(0, nil)
+		if err != nil {
+			return err
+		}
+		defer call.End(&err)
+		if panics {
+			panic("connection refused")
+		}
+		return fail
+	}
+	if err := do(nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_ = do(context.DeadlineExceeded, false)
+	_ = do(errors.New("connection reset"), false)
+	func() {
+		defer func() {
+			if r := recover(); r != "connection refused" {
+				t.Errorf("the panic did not go on: recovered %v", r)
+			}
+		}()
+		_ = do(nil, true)
+	}()
+	s := stats(t, lb).Invokers[0]
+	if s.Selected != 4 || s.Succeeded != 1 || s.Failures != 3 || s.Timeouts != 1 || s.Active != 0 {
+		t.Errorf("selected %d, succeeded %d, failures %d, timeouts %d, in flight %d; want 4, 1, 3 (a timeout, an error, the panic), 1, 0",
+			s.Selected, s.Succeeded, s.Failures, s.Timeouts, s.Active)
+	}
+	var zero polylb.Call
+	zero.End(nil) // the zero Call: nothing to report
+}
+
+// Finish with a value that is no Outcome is refused, and the call still ends.
+func TestFinishWithNoOutcomeStillEndsTheCall(t *testing.T) {
+	lb := newBalancer(t, "loadbalance=leastactive", weighted(1))
+	call, err := lb.Call(0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := call.Finish(polylb.Outcome(7)); !errors.Is(err, polylb.ErrUnknownOutcome) {
+		t.Errorf("Finish(7): %v, want ErrUnknownOutcome", err)
+	}
+	s := stats(t, lb).Invokers[0]
+	if s.Active != 0 || s.Succeeded != 0 || s.Failures != 0 {
+		t.Errorf("in flight %d, succeeded %d, failures %d; want the call ended with no verdict", s.Active, s.Succeeded, s.Failures)
 	}
 }

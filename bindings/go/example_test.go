@@ -125,9 +125,9 @@ func ExampleBalancer_Call() {
 		if err != nil {
 			return "", err
 		}
-		// A closure, to read err at the return: defer call.Done(err)
-		// would read it now, while it is nil, and report a success.
-		defer func() { call.Done(err) }()
+		// End reads err at the return (defer call.Done(err) would read
+		// it now, while it is nil), and counts a panic as a failure.
+		defer call.End(&err)
 		return send(call.ID(), name)
 	}
 

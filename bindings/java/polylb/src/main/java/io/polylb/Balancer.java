@@ -364,34 +364,49 @@ public final class Balancer implements AutoCloseable {
     /**
      * Selects, runs {@code body} with the chosen id, and reports the call by how the body ended,
      * as Python's {@code with lb.call()} judges its block: a return is a {@link Outcome#SUCCESS};
-     * an exception is reported, then rethrown unchanged: {@link Outcome#TIMEOUT} for a {@link
-     * java.util.concurrent.TimeoutException}, {@link java.net.SocketTimeoutException} or {@link
-     * java.net.http.HttpTimeoutException}, {@link Outcome#CANCELLED} for an {@link
-     * InterruptedException} or {@link java.util.concurrent.CancellationException} (this side gave
-     * up), {@link Outcome#FAILURE} for any other exception, and CANCELLED for an {@link Error}
-     * (the JVM's trouble, not the provider's). An error the service answered with (not found,
-     * invalid argument) is an answer: catch it in the body and return. Selecting throws as
-     * {@link #select(int, byte[])} does, before the body runs.
+     * anything thrown is reported, then rethrown unchanged: {@link Outcome#TIMEOUT} for a {@link
+     * java.util.concurrent.TimeoutException} or an {@link java.io.InterruptedIOException} (a
+     * socket's or an HTTP client's timeout), {@link Outcome#CANCELLED} for an {@link
+     * InterruptedException}, a {@link java.util.concurrent.CancellationException}, a {@link
+     * java.nio.channels.ClosedByInterruptException} or anything thrown while the thread is
+     * interrupted (this side gave up), {@link Outcome#FAILURE} for anything else (a refused
+     * connection counts against the provider; so does an {@link Error}, as Python counts its
+     * {@code MemoryError} and C++ a {@code std::bad_alloc}). A {@link
+     * java.util.concurrent.CompletionException} or {@link java.util.concurrent.ExecutionException}
+     * is judged by its cause. An error the service answered with (not found, invalid argument) is
+     * an answer: catch it in the body and return. Selecting throws as {@link #select(int,
+     * byte[])} does, before the body runs.
      *
      * <pre>{@code
      * String reply = lb.call(sayHello, null, id -> client(id).sayHello("world"));
      * }</pre>
      *
-     * <p>The report of a body that threw never replaces its exception (on a balancer closed
+     * <p>The report of a body that threw never replaces what it threw (on a balancer closed
      * meanwhile it is dropped); after a body that returned, a closed balancer throws as {@link
      * Call#finish} does.
      */
     public <T, E extends Exception> T call(int method, byte[] key, Body<T, E> body) throws E {
         Objects.requireNonNull(body, "body");
-        Call call = call(method, key);
+        return run(call(method, key), body);
+    }
+
+    /** The body form of {@link #callAmong}: a failover's retry, judged as {@link #call(int,
+     * byte[], Body)} judges its body. */
+    public <T, E extends Exception> T callAmong(int method, byte[] key, long[] candidates, long[] excluded,
+            Body<T, E> body) throws E {
+        Objects.requireNonNull(body, "body");
+        return run(callAmong(method, key, candidates, excluded), body);
+    }
+
+    private static <T, E extends Exception> T run(Call call, Body<T, E> body) throws E {
         T result;
         try {
             result = body.run(call.id());
-        } catch (Exception | Error thrown) {
+        } catch (Throwable thrown) {
             try {
                 call.finish(outcomeOf(thrown));
             } catch (IllegalStateException closed) {
-                // The balancer was closed meanwhile: the body's exception is what matters.
+                // The balancer was closed meanwhile: what the body threw is what matters.
             }
             throw thrown;
         }
@@ -400,15 +415,22 @@ public final class Balancer implements AutoCloseable {
     }
 
     private static Outcome outcomeOf(Throwable thrown) {
-        if (thrown instanceof java.util.concurrent.TimeoutException
-                || thrown instanceof java.net.SocketTimeoutException
-                || thrown instanceof java.net.http.HttpTimeoutException) {
-            return Outcome.TIMEOUT;
+        Throwable cause = thrown;
+        while ((cause instanceof java.util.concurrent.CompletionException
+                        || cause instanceof java.util.concurrent.ExecutionException)
+                && cause.getCause() != null) {
+            cause = cause.getCause();
         }
-        if (thrown instanceof Error
-                || thrown instanceof InterruptedException
-                || thrown instanceof java.util.concurrent.CancellationException) {
+        if (cause instanceof InterruptedException
+                || cause instanceof java.util.concurrent.CancellationException
+                || cause instanceof java.nio.channels.ClosedByInterruptException
+                || Thread.currentThread().isInterrupted()) {
             return Outcome.CANCELLED;
+        }
+        if (cause instanceof java.util.concurrent.TimeoutException
+                || cause instanceof java.io.InterruptedIOException
+                || cause instanceof java.net.http.HttpTimeoutException) {
+            return Outcome.TIMEOUT;
         }
         return Outcome.FAILURE;
     }

@@ -295,14 +295,46 @@ class CallTest {
 
             assertThrows(InterruptedException.class,
                     () -> lb.call(0, null, id -> { throw new InterruptedException(); }));
+            assertThrows(java.util.concurrent.CancellationException.class,
+                    () -> lb.call(0, null, id -> { throw new java.util.concurrent.CancellationException(); }));
+            t = Totals.of(lb);
+            assertEquals(3, t.failures(), "cancels are no verdict");
+            assertEquals(0, t.active());
+
+            // Judged by the cause: a future's timeout, wrapped.
+            assertThrows(java.util.concurrent.ExecutionException.class,
+                    () -> lb.call(0, null, id -> {
+                        throw new java.util.concurrent.ExecutionException(new java.util.concurrent.TimeoutException());
+                    }));
+            assertThrows(java.net.http.HttpTimeoutException.class,
+                    () -> lb.call(0, null, id -> { throw new java.net.http.HttpTimeoutException("late"); }));
+            t = Totals.of(lb);
+            assertEquals(5, t.failures());
+            assertEquals(4, t.timeouts());
+
+            // An Error is a failure, as Python's MemoryError; so is any other Throwable.
             assertThrows(StackOverflowError.class,
                     () -> lb.call(0, null, id -> { throw new StackOverflowError(); }));
+            Throwable odd = new Throwable("neither an Exception nor an Error");
+            assertSame(odd, assertThrows(Throwable.class, () -> lb.call(0, null, id -> sneakyThrow(odd))));
             t = Totals.of(lb);
-            assertEquals(3, t.failures(), "a cancel and the JVM's error are no verdict");
+            assertEquals(7, t.failures());
             assertEquals(1, t.succeeded());
             assertEquals(0, t.active());
-            assertEquals(6, t.selected());
+            assertEquals(10, t.selected());
+
+            // The retry form excludes what was tried.
+            for (int i = 0; i < 20; i++) {
+                Long picked = lb.callAmong(0, null, null, new long[] {1}, id -> id);
+                assertEquals(2L, picked.longValue());
+            }
+            assertEquals(0, Totals.of(lb).active());
         }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <T, X extends Throwable> T sneakyThrow(Throwable t) throws X {
+        throw (X) t;
     }
 
     /** A body that throws on a balancer closed meanwhile keeps its own exception. */
