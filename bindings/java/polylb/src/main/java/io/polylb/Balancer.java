@@ -436,8 +436,10 @@ public final class Balancer implements AutoCloseable {
     }
 
     /**
-     * One call, selected when made and reported exactly once, with the time since the select:
-     * the counterpart of Python's {@code with lb.call()} and C++'s {@code polylb::Call}.
+     * One call, selected when made and reported exactly once, with the time since the select.
+     * {@code close()} cannot see an exception the try block threw, so such a call is reported
+     * CANCELLED; to have it judged as Python's {@code with lb.call()} judges its block (a refused
+     * connection a failure), use the body form {@link Balancer#call(int, byte[], Body)}.
      *
      * <pre>{@code
      * try (Balancer.Call call = lb.call(sayHello)) {
