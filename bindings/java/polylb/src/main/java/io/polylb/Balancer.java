@@ -5,6 +5,8 @@ import java.lang.ref.Reference;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 
 /**
  * A polylb load balancer over one set of invokers. Thread-safe: share one instance.
@@ -403,18 +405,97 @@ public final class Balancer implements AutoCloseable {
         try {
             result = body.run(call.id());
         } catch (Throwable thrown) {
-            try {
-                call.finish(outcomeOf(thrown));
-            } catch (IllegalStateException closed) {
-                // The balancer was closed meanwhile: what the body threw is what matters.
-            }
+            call.finishQuietly(outcomeOf(thrown, true));
             throw thrown;
         }
         call.finish(Outcome.SUCCESS);
         return result;
     }
 
-    private static Outcome outcomeOf(Throwable thrown) {
+    /** What {@link #callAsync} runs: starts the request to invoker {@code id} and returns its stage. */
+    @FunctionalInterface
+    public interface AsyncBody<T, E extends Exception> {
+        CompletionStage<T> start(long id) throws E;
+    }
+
+    /**
+     * The body form for asynchronous clients: selects, starts the call with the chosen id, and
+     * reports it when the stage the body returned completes, judged as {@link #call(int, byte[],
+     * Body)} judges a body — a value a {@link Outcome#SUCCESS}, an exceptional completion by its
+     * exception ({@link java.util.concurrent.TimeoutException}, e.g. from {@code orTimeout}, a
+     * {@link Outcome#TIMEOUT}; a cancelled stage {@link Outcome#CANCELLED}; anything else a
+     * {@link Outcome#FAILURE}; a {@code CompletionException} judged by its cause), with the time
+     * from the select to the completion. The interrupt status of the thread that completes the
+     * stage is not consulted: it says nothing about this call.
+     *
+     * <pre>{@code
+     * CompletableFuture<HttpResponse<String>> reply = lb.callAsync(sayHello, null,
+     *         id -> http.sendAsync(request(id), BodyHandlers.ofString()));
+     * }</pre>
+     *
+     * <p>The returned future completes with what the stage completed with, after the report (so
+     * the balancer has seen the call once it is done). Cancelling it cancels the stage (through
+     * {@code toCompletableFuture()}, where the stage allows it), which reports the call {@link
+     * Outcome#CANCELLED}. Selecting throws as {@link #select(int, byte[])} does, before the body
+     * runs; a body that throws is reported as the synchronous body form reports it and its
+     * exception rethrown; a body that returns {@code null} is reported {@link Outcome#CANCELLED}
+     * and a {@link NullPointerException} thrown. A stage completing after this balancer was
+     * closed still completes the returned future; its report goes nowhere, as the close dropped
+     * the balancer's state.
+     */
+    public <T, E extends Exception> CompletableFuture<T> callAsync(int method, byte[] key, AsyncBody<T, E> body)
+            throws E {
+        Objects.requireNonNull(body, "body");
+        return runAsync(call(method, key), body);
+    }
+
+    /** {@link #callAsync} for a failover's retry: selects as {@link #selectAmong} does. */
+    public <T, E extends Exception> CompletableFuture<T> callAmongAsync(int method, byte[] key, long[] candidates,
+            long[] excluded, AsyncBody<T, E> body) throws E {
+        Objects.requireNonNull(body, "body");
+        return runAsync(callAmong(method, key, candidates, excluded), body);
+    }
+
+    private static <T, E extends Exception> CompletableFuture<T> runAsync(Call call, AsyncBody<T, E> body)
+            throws E {
+        CompletionStage<T> stage;
+        try {
+            stage = body.start(call.id());
+        } catch (Throwable thrown) {
+            call.finishQuietly(outcomeOf(thrown, true));
+            throw thrown;
+        }
+        if (stage == null) {
+            call.close();
+            throw new NullPointerException("the body of callAsync returned no CompletionStage");
+        }
+        CompletableFuture<T> result = new CompletableFuture<>();
+        // A Call belongs to one thread at a time: here it passes to the completing thread, after
+        // the stage's own synchronization (registration happens before the action runs).
+        stage.whenComplete((value, thrown) -> {
+            try {
+                call.finishQuietly(thrown == null ? Outcome.SUCCESS : outcomeOf(thrown, false));
+            } finally {
+                if (thrown == null) {
+                    result.complete(value);
+                } else {
+                    result.completeExceptionally(thrown);
+                }
+            }
+        });
+        result.whenComplete((value, thrown) -> {
+            if (result.isCancelled()) {
+                try {
+                    stage.toCompletableFuture().cancel(false);
+                } catch (UnsupportedOperationException notCancellable) {
+                    // A stage that offers no future: the call is reported when it completes.
+                }
+            }
+        });
+        return result;
+    }
+
+    private static Outcome outcomeOf(Throwable thrown, boolean onTheCallingThread) {
         Throwable cause = thrown;
         while ((cause instanceof java.util.concurrent.CompletionException
                         || cause instanceof java.util.concurrent.ExecutionException)
@@ -424,7 +505,7 @@ public final class Balancer implements AutoCloseable {
         if (cause instanceof InterruptedException
                 || cause instanceof java.util.concurrent.CancellationException
                 || cause instanceof java.nio.channels.ClosedByInterruptException
-                || Thread.currentThread().isInterrupted()) {
+                || (onTheCallingThread && Thread.currentThread().isInterrupted())) {
             return Outcome.CANCELLED;
         }
         if (cause instanceof java.util.concurrent.TimeoutException
@@ -497,6 +578,16 @@ public final class Balancer implements AutoCloseable {
             }
             pending = false;
             balancer.report(method, id, elapsedUs(), outcome);
+        }
+
+        /** {@link #finish}, except that a balancer closed meanwhile is no error. */
+        void finishQuietly(Outcome outcome) {
+            try {
+                finish(outcome);
+            } catch (IllegalStateException closed) {
+                // The balancer's close already dropped this pick's in-flight count; what the
+                // call produced (its exception, its value) is what matters to the caller.
+            }
         }
 
         /** Reports the call {@link Outcome#CANCELLED} unless it was finished. */

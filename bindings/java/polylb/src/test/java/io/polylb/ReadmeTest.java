@@ -74,6 +74,18 @@ class ReadmeTest {
         }
     }
 
+    /** The callAsync block, with a client that answers on another thread. */
+    @Test
+    void asyncSectionCompilesAndRuns(@TempDir Path dir) throws Exception {
+        String block = javaBlock("### Asynchronous clients (`callAsync`)");
+        String members = "    static String answer;\n"
+                + "    static java.util.concurrent.CompletableFuture<String> sayHelloAsync(long id, String who) {\n"
+                + "        return java.util.concurrent.CompletableFuture.supplyAsync(() -> \"hello \" + who + \" from \" + id);\n"
+                + "    }\n";
+        Object answer = compileAndRun(dir, "ReadmeAsync", block, members, "answer");
+        assertTrue("hello world from 1".equals(answer) || "hello world from 2".equals(answer), "answer " + answer);
+    }
+
     /**
      * Compiles {@code block} as the body of {@code run()} in class {@code name} with {@code
      * members}, runs it once, and returns the static field {@code result}.
