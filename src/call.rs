@@ -30,8 +30,12 @@ use std::time::Instant;
 /// ```
 ///
 /// Keep the `Call` in a variable for the length of the call: `lb.call(m, key)?.id()` drops it at
-/// the end of the statement, which reports the call cancelled before it is made. End it on the
-/// thread that made it: whether a panic is unwinding it is read from the thread.
+/// the end of the statement, which reports the call cancelled before it is made. A `Call` is
+/// `Send`, so an async task may hold it across `.await`s and finish it on another worker thread;
+/// but whether a panic is unwinding it is read from the thread that drops it, and a future dropped
+/// at an `.await` (a timeout around the whole task, a cancel) drops it as cancelled — so time the
+/// request out inside the task and pass the result to [`finish_with`](Call::finish_with) or
+/// [`finish`](Call::finish).
 ///
 /// The time is read with [`Instant`] (monotonic); `report` gets the library's clock
 /// (`now_us` = 0). Callers that time calls themselves, report from elsewhere (a callback, another

@@ -200,3 +200,35 @@ fn calls_on_many_threads_during_updates_end_with_nothing_in_flight() {
         assert_eq!(inv["active"], 0, "{inv}");
     }
 }
+
+/// An async task holds its `Call` across `.await`s and may resume on another worker thread: the
+/// `Call` is `Send`, and a call made on one thread is reported by the thread that finishes it.
+#[test]
+fn a_call_can_end_on_another_thread() {
+    let b = balancer("loadbalance=leastactive", &[provider(1), provider(2)]);
+    let m = b.method("sayHello").unwrap();
+    std::thread::scope(|s| {
+        let finished = b.call(m, b"").unwrap();
+        let dropped = b.call(m, b"").unwrap();
+        assert_eq!(total(&b, &[1, 2], "active"), 2);
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(5));
+            finished.finish(Outcome::Success).unwrap();
+            drop(dropped);
+        })
+        .join()
+        .unwrap();
+    });
+    assert_eq!(total(&b, &[1, 2], "active"), 0);
+    assert_eq!(total(&b, &[1, 2], "succeeded"), 1);
+    assert_eq!(total(&b, &[1, 2], "failures"), 0);
+    let latency: i64 = [1, 2]
+        .iter()
+        .map(|&id| stat(&b, 0, id, "mean_success_us"))
+        .max()
+        .unwrap();
+    assert!(
+        latency >= 5_000,
+        "the time from the select to the finish: {latency} us"
+    );
+}
