@@ -65,6 +65,8 @@ _OUTCOME_TYPES = frozenset((int, Outcome))
 
 # Enum members bound once: on Python 3.11 each `Outcome.SUCCESS` lookup costs ~50-100 ns.
 _SUCCESS, _FAILURE, _TIMEOUT, _CANCELLED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.TIMEOUT, Outcome.CANCELLED
+_SUCCESS_CODE = int(_SUCCESS)
+_new_call = object.__new__
 
 _UINT64_END = 1 << 64
 #: An id no invoker can have (above INT64_MAX).
@@ -806,7 +808,18 @@ class Balancer:
         """
         if method.__class__ is not int:
             method = self._method_id(method)
-        return Call(self, key, method, among, exclude)
+        # Made without Call's constructor: a class call through __init__ costs about as many
+        # instructions as the select itself.
+        call = _new_call(Call)
+        call._balancer = self
+        call._key = key
+        call._method = method
+        call._among = among
+        call._exclude = exclude
+        call._stream = None
+        call._id = -1
+        call.outcome = None
+        return call
 
 
 _Stream = TypeVar("_Stream")
@@ -817,24 +830,20 @@ class Call:
 
     __slots__ = ("_balancer", "_key", "_method", "_among", "_exclude", "_started_ns", "_stream", "_id", "outcome")
 
-    def __init__(
-        self,
-        balancer: Balancer,
-        key: Optional[Key],
-        method: int,
-        among: Optional[Ids],
-        exclude: Optional[Ids],
-    ) -> None:
-        self._balancer = balancer
-        self._key = key
-        self._method = method
-        self._among = among
-        self._exclude = exclude
-        self._started_ns = 0
-        self._stream: Any = None
-        self._id = -1  # set on entry
-        #: ``None`` until set: then the outcome is derived from how the block ended.
-        self.outcome: Optional[Union[Outcome, int]] = None
+    # Declared for type checkers; Balancer.call sets them (`_started_ns`: __enter__).
+    _balancer: Balancer
+    _key: Optional[Key]
+    _method: int
+    _among: Optional[Ids]
+    _exclude: Optional[Ids]
+    _started_ns: int
+    _stream: Any
+    _id: int
+    #: ``None`` until set: then the outcome is derived from how the block ended.
+    outcome: Optional[Union[Outcome, int]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a Call is made by Balancer.call()")
 
     @property
     def id(self) -> int:
@@ -910,6 +919,10 @@ class Call:
         traceback: Optional[TracebackType],
     ) -> None:  # never swallows the exception
         elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
+        if exc_type is None and self.outcome is None and self._stream is None:
+            # The common end, as _finish would report it; the int code costs less than the enum.
+            self._balancer.report(self._id, elapsed_us, _SUCCESS_CODE, self._method)
+            return
         decided: Optional[Outcome] = None
         if self._stream is not None:
             decided, status = self._end_stream(exc_type)

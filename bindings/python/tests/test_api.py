@@ -342,6 +342,11 @@ def test_call_id_is_known_only_once_the_block_is_entered(balancer_factory: Any) 
     assert call.id == 1  # still readable after the block, e.g. to log where the call went
 
 
+def test_a_call_is_made_by_the_balancer_only() -> None:
+    with pytest.raises(TypeError, match=r"Balancer\.call\(\)"):
+        polylb.Call()
+
+
 def test_call_success_measures_elapsed(balancer_factory: Any) -> None:
     lb = _single(balancer_factory)
     with lb.call() as call:
