@@ -208,6 +208,33 @@ def main():
                 print(f"python {impl:<12} {name:<22} n={n:<5} t={threads} {ns:10.0f} ns", file=sys.stderr)
         for lb in balancers:
             lb.close()
+    call_rows(number, rounds)
+
+
+def call_rows(number, rounds):
+    """`with lb.call()` against the same work by hand (select, two perf_counter_ns reads,
+    report), n = 10, one thread: what the call object adds."""
+    n = 10
+    lb = polylb.Balancer("random")
+    lb.update([Invoker(i, addr(i), weight=weight(i)) for i in range(n)])
+    clock = time.perf_counter_ns
+
+    def call_object(count):
+        for _ in range(count):
+            with lb.call() as call:
+                call.id
+
+    def by_hand(count):
+        for _ in range(count):
+            i = lb.select()
+            started = clock()
+            lb.report(i, (clock() - started) // 1000, SUCCESS)
+    bodies = {"call-object": call_object, "by-hand": by_hand}
+    for impl, ns in run_rounds(bodies, dict.fromkeys(bodies, number), rounds, 1).items():
+        print(json.dumps(dict(suite="python", kind="call", impl=impl, name="random", n=n,
+                              threads=1, value=round(ns, 1), unit="ns")), flush=True)
+        print(f"python call {impl:<12} random n={n:<5} t=1 {ns:10.0f} ns", file=sys.stderr)
+    lb.close()
 
 
 if __name__ == "__main__":

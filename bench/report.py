@@ -7,7 +7,8 @@
     report.py write DIR OUT.md SMOKE SECONDS       DIR/*.jsonl -> BENCHMARKS.md
 
 A JSON line: {"suite","kind","impl","name","n","threads","value","unit"}; kind is select (ns per
-operation), update (µs per rebuild), memory (bytes) or meta (load average, duration).
+operation), call (ns per call through a call object, impl call-object, or the same work by hand,
+impl by-hand), update (µs per rebuild), memory (bytes) or meta (load average, duration).
 """
 import json
 import pathlib
@@ -33,7 +34,13 @@ def parse_go(path):
         n = 0
         if parts[-1].startswith("n="):
             n = int(parts.pop()[2:])
+        if group == "Call":  # Call/<strategy>/<call-object|by-hand>
+            line("go", "call", parts[1], parts[0], n, int(cpu or 1), float(ns))
+            continue
         line("go", "select", impls.get(group, group), "/".join(parts), n, int(cpu or 1), float(ns))
+
+
+JAVA_CALL_ROWS = {"polylbRandomCallFinish": "call-object", "polylbRandomSelectTimedReport": "by-hand"}
 
 
 def parse_jmh(paths):
@@ -60,7 +67,9 @@ def parse_jmh(paths):
         med = statistics.median(raw) / e["threads"]
         params = e.get("params", {})
         n = int(params.get("n", 0))
-        if cls == "BalancerBench":
+        if bench in JAVA_CALL_ROWS:
+            line("java", "call", JAVA_CALL_ROWS[bench], "random", n, e["threads"], med)
+        elif cls == "BalancerBench":
             impl = "floor" if bench.startswith("javaFloor") else "polylb"
             line("java", "select", impl, bench, n, e["threads"], med)
         else:
@@ -195,6 +204,28 @@ def table(rows, suite, out):
             out.append(f"\nFloors in this run, ns/op: " + "; ".join(cells) + ".")
 
 
+CALL_OBJECTS = {
+    "rust": "`Balancer::call` + `finish`",
+    "go": "`lb.Call` + `Finish`",
+    "java": "`Balancer.Call` (try-with-resources) + `finish`",
+    "python": "`with lb.call() as call: call.id`",
+}
+
+
+def call_table(rows, suite, out):
+    calls = sorted({(k[3], k[4]) for k in rows if k[0] == suite and k[1] == "call" and k[5] == 1})
+    if not calls:
+        return
+    out.append(f"\n#### The call object, 1 thread: {CALL_OBJECTS[suite]} against select, two clock reads "
+               "and report written out (ns/op, same run)\n")
+    out.append("| strategy | n | call object | by hand | call object ÷ by hand |")
+    out.append("|---|---:|---:|---:|---:|")
+    for name, n in calls:
+        ours = rows.get((suite, "call", "call-object", name, n, 1))
+        hand = rows.get((suite, "call", "by-hand", name, n, 1))
+        out.append(f"| {name} | {n} | {fmt(ours)} | {fmt(hand)} | {ratio(ours, hand)} |")
+
+
 def write(d, path, smoke, seconds):
     rows, meta = load(d)
     out = ["# BENCHMARKS: polylb beside its floors and the peers each language's users would pick", ""]
@@ -252,6 +283,7 @@ def write(d, path, smoke, seconds):
                 peer = rows.get((suite, "update", "pingora", same.get(k[3], ""), 1000, 1)) if k[2] == "polylb" else None
                 cell = f"{v / peer:.2f}× (vs {same[k[3]]})" if peer else ""
                 out.append(f"| {k[2]} | {k[3]} | {fmt(v)} | {cell} |")
+        call_table(rows, suite, out)
         mem = {k: v for k, v in rows.items() if k[0] == suite and k[1] == "memory"}
         if mem:
             out.append("\n#### Memory (counting global allocator, n = 1000; live bytes per invoker after the update — "

@@ -11,6 +11,7 @@
 #   go      bench/go-peers: apache/dubbo-go v3.3.1 cluster/loadbalance (Go module proxy)
 #   java    bindings/java/polylb-benchmarks (JMH): Dubbo 3.3's own LoadBalance classes
 #   python  bench/python_peers.py: pure-Python balancers doing the same work per call
+# Each suite also times its binding's call object against the same work by hand (n = 10).
 # SUITES="rust go" bash bench/run.sh runs a subset (the report keeps the other suites' last
 # results if their files exist). OUT=path overrides BENCHMARKS.md.
 set -euo pipefail
@@ -134,6 +135,14 @@ PY
             python3 bench/report.py parse-jmh "$OUTDIR"/jmh-balancer-t"$t"-r*.json "$OUTDIR/jmh-dubbo-t$t.json" \
                 >> "$OUTDIR/java.jsonl"
         done
+        # Balancer.Call against the same select, two nanoTime reads and report by hand (n = 10)
+        rm -f "$OUTDIR"/jmh-call-r*.json
+        for round in $(seq 1 "$rounds"); do
+            java "${jvm[@]}" -jar "$jar" 'BalancerBench.(polylbRandomSelectTimedReport|polylbRandomCallFinish)$' \
+                "${jmh[@]}" -p n=10 -t 1 -rf json -rff "$OUTDIR/jmh-call-r$round.json" \
+                -jvmArgsAppend "-Dpolylb.library.path=$ROOT/target/release/libpolylb_jni.so" >&2
+        done
+        python3 bench/report.py parse-jmh "$OUTDIR"/jmh-call-r*.json >> "$OUTDIR/java.jsonl"
         ;;
     python)
         log "python: bench/python_peers.py (binding vs pure-Python balancers) (load $l0)"

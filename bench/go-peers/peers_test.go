@@ -19,6 +19,8 @@
 //     (the same set: same addresses, weights 100/150/200). For leastactive
 //     and p2c, which read in-flight counts, plus base.BeginCount/EndCount,
 //     which dubbo-go's active filter does around each call: the "report".
+//   - Call/<strategy>/call-object and /by-hand: Call + Finish (the binding times
+//     the call) against Select, two clock reads and Report written out.
 package peers
 
 import (
@@ -27,6 +29,7 @@ import (
 	"sort"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"dubbo.apache.org/dubbo-go/v3/cluster/loadbalance"
 	_ "dubbo.apache.org/dubbo-go/v3/cluster/loadbalance/consistenthashing"
@@ -47,7 +50,7 @@ var sizes = []int{10, 100, 1000}
 
 const method = "sayHello"
 
-func weight(i int) int { return 100 + (i%3)*50 }
+func weight(i int) int  { return 100 + (i%3)*50 }
 func addr(i int) string { return fmt.Sprintf("10.0.%d.%d:20880", i/250, i%250) }
 
 var sink atomic.Uint64
@@ -138,6 +141,62 @@ func BenchmarkPolylb(b *testing.B) {
 			})
 			lb.Close()
 		}
+	}
+}
+
+// BenchmarkCall: the call object (Call + Finish, which times the call) against the
+// same work by hand (Select, two clock reads, Report), n = 10: what the object adds.
+func BenchmarkCall(b *testing.B) {
+	const n = 10
+	for _, strategy := range []string{"random", "peakewma"} {
+		lb, err := polylb.New("loadbalance=" + strategy)
+		if err != nil {
+			b.Fatal(err)
+		}
+		inv := make([]polylb.Invoker, n)
+		for i := range inv {
+			inv[i] = polylb.NewInvoker(uint64(i), addr(i))
+			inv[i].Weight = int32(weight(i))
+		}
+		if err := lb.Update(inv); err != nil {
+			b.Fatal(err)
+		}
+		m, err := lb.Method(method)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("%s/call-object/n=%d", strategy, n), func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				var s uint64
+				for pb.Next() {
+					call, err := lb.Call(m, nil)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					s += call.ID()
+					call.Finish(polylb.Success)
+				}
+				sink.Add(s)
+			})
+		})
+		b.Run(fmt.Sprintf("%s/by-hand/n=%d", strategy, n), func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				var s uint64
+				for pb.Next() {
+					id, err := lb.Select(m, nil)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					start := time.Now()
+					lb.Report(m, id, time.Since(start), polylb.Success)
+					s += id
+				}
+				sink.Add(s)
+			})
+		})
+		lb.Close()
 	}
 }
 

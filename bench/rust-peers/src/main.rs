@@ -469,6 +469,37 @@ fn main() {
         }
     }
 
+    // ----- the call object against the same work by hand: select, two clock reads, report -----
+    if want("call") {
+        let n = 10;
+        for strategy in ["random", "peakewma"] {
+            let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
+            b.update(&invokers(n)).unwrap();
+            let m = b.method("sayHello").unwrap();
+            let r = measure(&cfg, 1, &|| {
+                let b = &b;
+                move |_| {
+                    let call = b.call(m, b"").unwrap();
+                    let id = call.id();
+                    call.finish(Outcome::Success).unwrap();
+                    id
+                }
+            });
+            emit("call", "call-object", strategy, n, 1, r, "ns");
+            let r = measure(&cfg, 1, &|| {
+                let b = &b;
+                move |_| {
+                    let id = b.select(m, b"", 0).unwrap();
+                    let started = Instant::now();
+                    let elapsed_us = started.elapsed().as_micros() as i64;
+                    b.report(m, id, elapsed_us, Outcome::Success, 0).unwrap();
+                    id
+                }
+            });
+            emit("call", "by-hand", strategy, n, 1, r, "ns");
+        }
+    }
+
     // ----- update (rebuild) cost at n = 1000, membership changing every time -----
     if want("update") {
         let n = 1000;
