@@ -65,7 +65,6 @@ _OUTCOME_TYPES = frozenset((int, Outcome))
 
 # Enum members bound once: on Python 3.11 each `Outcome.SUCCESS` lookup costs ~50-100 ns.
 _SUCCESS, _FAILURE, _TIMEOUT, _CANCELLED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.TIMEOUT, Outcome.CANCELLED
-_SUCCESS_CODE = int(_SUCCESS)
 _new_call = object.__new__
 
 _UINT64_END = 1 << 64
@@ -920,8 +919,8 @@ class Call:
     ) -> None:  # never swallows the exception
         elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
         if exc_type is None and self.outcome is None and self._stream is None:
-            # The common end, as _finish would report it; the int code costs less than the enum.
-            self._balancer.report(self._id, elapsed_us, _SUCCESS_CODE, self._method)
+            # The common end, reported as _finish would, without its general path.
+            self._balancer.report(self._id, elapsed_us, _SUCCESS, self._method)
             return
         decided: Optional[Outcome] = None
         if self._stream is not None:

@@ -434,9 +434,12 @@ public final class Balancer implements AutoCloseable {
      * }</pre>
      *
      * <p>The returned future completes with what the stage completed with, after the report (so
-     * the balancer has seen the call once it is done). Cancelling it cancels the stage (through
-     * {@code toCompletableFuture()}, where the stage allows it), which reports the call {@link
-     * Outcome#CANCELLED}. Selecting throws as {@link #select(int, byte[])} does, before the body
+     * the balancer has seen the call once it is done). Completed from outside first, it ends the
+     * call then and cancels the stage (through {@code toCompletableFuture()}, where the stage
+     * allows it): its own timeout ({@code reply.orTimeout(...)}) reports a {@link
+     * Outcome#TIMEOUT}, a cancel or a fallback value ({@code complete}, {@code
+     * completeOnTimeout}) {@link Outcome#CANCELLED}, another exception as the stage's would be
+     * judged — before its dependents run. Its dependent stages are plain futures. Selecting throws as {@link #select(int, byte[])} does, before the body
      * runs; a body that throws is reported as the synchronous body form reports it and its
      * exception rethrown; a body that returns {@code null} is reported {@link Outcome#CANCELLED}
      * and a {@link NullPointerException} thrown. A stage completing after this balancer was
@@ -469,33 +472,15 @@ public final class Balancer implements AutoCloseable {
             call.close();
             throw new NullPointerException("the body of callAsync returned no CompletionStage");
         }
-        CompletableFuture<T> result = new CompletableFuture<>();
-        // A Call belongs to one thread at a time: here it passes to the completing thread, after
-        // the stage's own synchronization (registration happens before the action runs).
-        stage.whenComplete((value, thrown) -> {
-            try {
-                call.finishQuietly(thrown == null ? Outcome.SUCCESS : outcomeOf(thrown, false));
-            } finally {
-                if (thrown == null) {
-                    result.complete(value);
-                } else {
-                    result.completeExceptionally(thrown);
-                }
-            }
-        });
-        result.whenComplete((value, thrown) -> {
-            if (result.isCancelled()) {
-                try {
-                    stage.toCompletableFuture().cancel(false);
-                } catch (UnsupportedOperationException notCancellable) {
-                    // A stage that offers no future: the call is reported when it completes.
-                }
-            }
-        });
-        return result;
+        // The Call passes to the thread that ends it: CallFuture reports it exactly once.
+        return new CallFuture<>(call, stage).follow();
     }
 
-    private static Outcome outcomeOf(Throwable thrown, boolean onTheCallingThread) {
+    /**
+     * How a body's end is judged; {@code onTheCallingThread}: the body ran on this thread, so an
+     * interrupt of it is this side giving up (a completing thread's interrupt is not).
+     */
+    static Outcome outcomeOf(Throwable thrown, boolean onTheCallingThread) {
         Throwable cause = thrown;
         while ((cause instanceof java.util.concurrent.CompletionException
                         || cause instanceof java.util.concurrent.ExecutionException)

@@ -19,6 +19,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 
 /** Balancer.callAsync: the call is in flight until the body's stage completes, then judged once. */
@@ -46,11 +47,13 @@ class AsyncCallTest {
             assertEquals(1, Totals.of(lb).active());
             Thread.sleep(20);
             assertFalse(reply.isDone());
+            AtomicLong activeSeenByDependents = new AtomicLong(-1);
+            reply.whenComplete((value, thrown) -> activeSeenByDependents.set(Totals.of(lb).active()));
             Thread completer = new Thread(() -> answer.complete("hello from " + seen[0]));
             completer.start();
             assertEquals("hello from " + seen[0], reply.get(10, TimeUnit.SECONDS));
             completer.join();
-            // The report happened before the returned future completed.
+            assertEquals(0, activeSeenByDependents.get(), "reported before the returned future completed");
             Totals totals = Totals.of(lb);
             assertEquals(new Totals(0, 1, 1, 0, 0, totals.meanSuccessUs()), totals);
             long mean = totals.meanSuccessUs();
@@ -101,19 +104,67 @@ class AsyncCallTest {
             CompletableFuture<String> stage = new CompletableFuture<>();
             CompletableFuture<String> reply = lb.callAsync(m, null, id -> stage);
             assertEquals(1, Totals.of(lb).active());
+            AtomicLong activeSeenByDependents = new AtomicLong(-1);
+            reply.whenComplete((value, thrown) -> activeSeenByDependents.set(Totals.of(lb).active()));
             assertTrue(reply.cancel(true));
             assertTrue(stage.isCancelled(), "the body's stage is cancelled with it");
+            assertEquals(0, activeSeenByDependents.get(), "reported before the dependents ran");
             assertEquals(new Totals(0, 1, 0, 0, 0, 0), Totals.of(lb));
 
             // A minimal stage's toCompletableFuture() is a copy: cancelling it leaves the source
-            // running, so the call is reported when the source completes.
+            // running, but the caller gave the call up, and its later answer changes nothing.
             CompletableFuture<String> source = new CompletableFuture<>();
             CompletionStage<String> minimal = source.minimalCompletionStage();
             CompletableFuture<String> view = lb.callAsync(m, null, id -> minimal);
-            view.cancel(false);
-            assertEquals(1, Totals.of(lb).active());
-            source.complete("late but fine");
-            assertEquals(new Totals(0, 2, 1, 0, 0, Totals.of(lb).meanSuccessUs()), Totals.of(lb));
+            assertTrue(view.cancel(false));
+            assertFalse(source.isDone());
+            assertEquals(new Totals(0, 2, 0, 0, 0, 0), Totals.of(lb));
+            source.complete("late");
+            assertTrue(view.isCancelled());
+            assertEquals(new Totals(0, 2, 0, 0, 0, 0), Totals.of(lb));
+        }
+    }
+
+    /** A caller that stops waiting (its own timeout, a fallback) ends the call then. */
+    @Test
+    void completingTheReturnedFutureFromOutsideEndsTheCall() throws Exception {
+        try (Balancer lb = new Balancer("loadbalance=leastactive")) {
+            lb.update(invokers(2));
+            int m = lb.method("m");
+
+            CompletableFuture<String> hung = new CompletableFuture<>();
+            CompletableFuture<String> reply = lb.callAsync(m, null, id -> hung).orTimeout(20, TimeUnit.MILLISECONDS);
+            AtomicLong activeSeenByDependents = new AtomicLong(-1);
+            CompletableFuture<String> dependent = reply.whenComplete(
+                    (value, thrown) -> activeSeenByDependents.set(Totals.of(lb).active()));
+            ExecutionException late = assertThrows(ExecutionException.class, () -> dependent.get(10, TimeUnit.SECONDS));
+            assertTrue(late.getCause() instanceof TimeoutException, String.valueOf(late.getCause()));
+            assertEquals(0, activeSeenByDependents.get(), "reported before the dependents ran");
+            assertTrue(hung.isCancelled(), "the stage nobody waits for is cancelled");
+            Totals totals = Totals.of(lb);
+            assertEquals(new Totals(0, 1, 0, 1, 1, 0), totals, "the caller's timeout is the call's timeout");
+
+            CompletableFuture<String> slow = new CompletableFuture<>();
+            CompletableFuture<String> fallback = lb.callAsync(m, null, id -> slow);
+            assertTrue(fallback.complete("cached"));
+            assertEquals("cached", fallback.join());
+            assertTrue(slow.isCancelled());
+            slow.obtrudeValue("too late"); // a stage completing after all changes nothing
+            assertEquals(new Totals(0, 2, 0, 1, 1, 0), Totals.of(lb), "a fallback is no verdict");
+
+            CompletableFuture<String> pending = new CompletableFuture<>();
+            CompletableFuture<String> failed = lb.callAsync(m, null, id -> pending);
+            assertThrows(NullPointerException.class, () -> failed.completeExceptionally(null));
+            assertEquals(1, Totals.of(lb).active(), "a rejected completion ends nothing");
+            assertTrue(failed.completeExceptionally(new IOException("circuit open")));
+            assertEquals(new Totals(0, 3, 0, 2, 1, 0), Totals.of(lb));
+
+            // Once the stage has answered, completing the returned future changes nothing.
+            CompletableFuture<String> answered = lb.callAsync(m, null, id -> CompletableFuture.completedFuture("hi"));
+            assertFalse(answered.complete("other"));
+            assertFalse(answered.cancel(false));
+            assertEquals("hi", answered.thenApply(String::toUpperCase).join().toLowerCase());
+            assertEquals(new Totals(0, 4, 1, 2, 1, Totals.of(lb).meanSuccessUs()), Totals.of(lb));
         }
     }
 
@@ -210,8 +261,10 @@ class AsyncCallTest {
                         }
                         return kind;
                     }, pool)));
-                    if (i % 1000 == 0) {
-                        lb.update(invokers(i % 2000 == 0 ? 5 : 4));
+                    if (i % 1000 == 0) { // weights change; no invoker leaves, so no count hides
+                        List<Invoker> set = invokers(4);
+                        set.set(0, set.get(0).withWeight(100 + i / 1000));
+                        lb.update(set);
                     }
                 }
                 int failed = 0;
@@ -226,7 +279,6 @@ class AsyncCallTest {
             } finally {
                 pool.shutdown();
             }
-            lb.update(invokers(4));
             assertEquals(0, Totals.of(lb).active(), lb.statsJson());
         }
     }
