@@ -452,6 +452,33 @@ def test_async_call(balancer_factory: Any) -> None:
     assert (row["active"], row["selected"], row["succeeded"], row["failures"]) == (0, 2, 1, 0)
 
 
+def test_an_asyncio_deadline_is_a_timeout_inside_the_block_and_a_cancel_around_it(
+    balancer_factory: Any,
+) -> None:
+    """asyncio.timeout cancels the task and turns the cancel into TimeoutError only where it
+    stands: inside the call block the block sees TimeoutError; around it, a CancelledError."""
+    lb = _single(balancer_factory)
+
+    async def inside() -> None:
+        async with lb.call():
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(10)
+
+    async def around() -> None:
+        async with asyncio.timeout(0.01):
+            async with lb.call():
+                await asyncio.sleep(10)
+
+    with pytest.raises(TimeoutError):
+        asyncio.run(inside())
+    row = by_id(lb.stats())[1]
+    assert (row["active"], row["failures"], row["timeouts"]) == (0, 1, 1)
+    with pytest.raises(TimeoutError):
+        asyncio.run(around())
+    row = by_id(lb.stats())[1]
+    assert (row["active"], row["selected"], row["failures"], row["timeouts"]) == (0, 2, 1, 1)
+
+
 # -- module surface ---------------------------------------------------------------------------
 
 
