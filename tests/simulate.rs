@@ -96,28 +96,31 @@ fn peakewma_avoids_the_fast_failing_provider() {
 fn peakewma_preference_helps_many_consumers() {
     // 50 consumers at 85 % load, each with about one call in flight: with a per-balancer
     // preference between equal invokers, a consumer's calls gather where its own in-flight
-    // counts mean something (a GC pause scenario, 6 s, two seeds: 9.5 % and 3.7 % lower p99 in
-    // these runs, asserted at 3 %). (It was 6 % for seed 1 while full scans without a
-    // preference broke ties by set order, which raised their p99: the preference's p99 is the
-    // same, the comparison's baseline got better.)
+    // counts mean something (a GC pause scenario, 6 s). One seed's p99 ratio spreads from
+    // about 0.87 to 1.01 (standard deviation about 0.045), so the mean over 8 seeds is
+    // asserted, below 0.99: 0.938 and 0.949 in the runs before and after a peakewma change
+    // (session 32), 2.5 standard errors (0.016) or more from the bound. (Asserted per seed at
+    // 3 % on two seeds, it failed on that change, which moved neither mean beyond noise.)
     assert_known("peakewma&peakewma.preferenceMs=1000");
-    for seed in [1, 2] {
-        let drawn = run("3", 6.0, "peakewma&peakewma.choices=0", 0.85, 50, seed);
-        let preferred = run(
-            "3",
-            6.0,
-            "peakewma&peakewma.choices=0&peakewma.preferenceMs=1000",
-            0.85,
-            50,
-            seed,
-        );
-        assert!(
-            preferred.p99_us < 0.97 * drawn.p99_us,
-            "seed {seed}: p99 {} with a preference vs {} without",
-            preferred.p99_us,
-            drawn.p99_us
-        );
-    }
+    let ratios: Vec<f64> = (1..=8)
+        .map(|seed| {
+            let drawn = run("3", 6.0, "peakewma&peakewma.choices=0", 0.85, 50, seed);
+            let preferred = run(
+                "3",
+                6.0,
+                "peakewma&peakewma.choices=0&peakewma.preferenceMs=1000",
+                0.85,
+                50,
+                seed,
+            );
+            preferred.p99_us / drawn.p99_us
+        })
+        .collect();
+    let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    assert!(
+        mean < 0.99,
+        "p99 with a preference / without, per seed: {ratios:.3?}, mean {mean:.3}"
+    );
 }
 
 #[test]

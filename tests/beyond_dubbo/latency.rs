@@ -72,6 +72,52 @@ fn peakewma_forgives_a_500ms_stall_at_once() {
 }
 
 #[test]
+fn peakewma_a_slow_first_answer_is_replaced_by_the_next() {
+    // Invoker 1 answers in 1 ms, but its first call, the client's first, paid a connection's
+    // set-up: 300 ms. Invoker 2 answers in 40 ms and takes the calls meanwhile; invoker 3 fails
+    // in 1 ms. The client sends 4 calls at a time and waits for them (examples/coldstart.rs).
+    // Were that first answer a peak like any other, invoker 1 would be forgiven only down to
+    // the method's typical estimate, which invoker 2 set, and stay level with it for about a
+    // decay (10 s): a quarter to a half of the calls on the 40 ms invoker until then.
+    for config in [
+        "loadbalance=peakewma&seed=1",
+        "loadbalance=peakewma&peakewma.choices=0&peakewma.preferenceMs=1000&seed=1",
+    ] {
+        let b = lb(config, &(1..=3).map(provider).collect::<Vec<_>>());
+        let (mut now, mut first) = (NOW, true);
+        let mut picks: Vec<(i64, u64)> = Vec::new();
+        while now < NOW + 6_000_000 {
+            let round: Vec<u64> = (0..4).map(|_| b.select(0, b"", now).unwrap()).collect();
+            let mut round_end = now;
+            for id in round {
+                let (latency, outcome) = match id {
+                    1 if std::mem::take(&mut first) => (300_000, Outcome::Success),
+                    1 => (jitter(1_000, now, id), Outcome::Success),
+                    2 => (jitter(40_000, now, id), Outcome::Success),
+                    _ => (1_000, Outcome::Failure),
+                };
+                b.report(0, id, latency, outcome, now + latency).unwrap();
+                round_end = round_end.max(now + latency);
+                picks.push((now - NOW, id));
+            }
+            now = round_end + 100;
+        }
+        let late: Vec<u64> = picks
+            .iter()
+            .filter(|p| p.0 >= 3_000_000)
+            .map(|p| p.1)
+            .collect();
+        let fast = late.iter().filter(|&&id| id == 1).count() as f64 / late.len() as f64;
+        assert!(
+            fast > 0.95,
+            "{config}: the fast invoker's share from 3 s: {fast:.3}"
+        );
+        let estimate = stat(&b, now, 1, "latency_estimate_us");
+        assert!(estimate < 5_000, "{config}: estimate {estimate} us");
+    }
+}
+
+#[test]
 fn peakewma_sees_a_stall_with_one_call_in_flight_per_consumer() {
     // 40 consumers, each sending a call every 40 ms (little in flight each). Invoker 1 hangs
     // from t = 1 s to t = 4 s (its calls return at 4 s). Each consumer learns it from its own

@@ -55,6 +55,9 @@ impl PeakEwma {
         };
         let sampled = cell.sampled_us.load(Relaxed);
         let peak = cell.peak_us.load(Relaxed);
+        // A first answer often pays a connection's set-up (or the client's own start-up): the
+        // second one replaces it when faster, rather than being averaged in over a decay.
+        let second_success = success && cell.successes.load(Relaxed) == 1;
         let sent = now.saturating_sub(r.elapsed_us);
         let typical = r.method.ext(Typical::default);
         let typical_now = f64::from_bits(typical.bits.load(Relaxed));
@@ -63,6 +66,8 @@ impl PeakEwma {
             let old = f64::from_bits(old_bits);
             let (new, is_peak, recovered) = if old <= 0.0 || sample >= old {
                 (sample, true, false)
+            } else if second_success {
+                (sample, false, false)
             } else if success
                 && sent >= peak
                 && typical_now > 0.0
