@@ -1,9 +1,9 @@
 //! `peakewma` after a slow first answer, in virtual time: a fast invoker whose first call was
 //! slow (a connection's set-up, a client's class loading), beside a slower invoker that takes
 //! the traffic meanwhile and a failing one. The per-second picks show how soon the fast invoker
-//! carries the calls again. (Before its second answer replaced the first, it stayed priced at
-//! the method's typical estimate, which the slow one had set, for about a decay: half the calls
-//! on the slow invoker until 16 s with the default configuration below.)
+//! carries the calls again. (While a slow first answer was a peak to forgive, it stayed priced
+//! at the method's typical estimate, which the slow one had set, for about a decay: half the
+//! calls on the slow invoker until 16 s with the default configuration below.)
 //!
 //! `cargo run --release --example coldstart -- [config]` (default: the recommended
 //! configuration); `WARM=1` gives the fast invoker an ordinary first call, for comparison.

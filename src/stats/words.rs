@@ -123,9 +123,12 @@ pub struct EwmaCell {
     /// Last sign of progress: a call ended, or the invoker went from idle to busy. While calls
     /// are in flight, the oldest of them is at least `now - progress_us` old.
     pub progress_us: AtomicI64,
-    /// Successful reports (every 8th moves the method's typical estimate). Here rather than
-    /// read from the spread statistics, whose sum is a line per group of threads; counted with
-    /// a plain load and store, as a lost count under a race only shifts that cadence.
+    /// Successful reports (every 8th moves the method's typical estimate) in the low 63 bits;
+    /// the top bit set once a success of a call sent after the first answers was seen (until
+    /// then the estimate rests on answers that may have paid a connection's set-up). Here
+    /// rather than read from the spread statistics, whose sum is a line per group of threads;
+    /// written with a plain load and store, as a lost update under a race only shifts that
+    /// cadence or lets one more early answer replace the estimate.
     pub successes: AtomicU64,
 }
 

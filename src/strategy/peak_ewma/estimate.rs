@@ -31,6 +31,10 @@ impl Typical {
     }
 }
 
+/// The top bit of [`EwmaCell::successes`](crate::stats::EwmaCell): the estimate no longer
+/// rests on first answers alone (a success of a call sent after them has been seen).
+const SETTLED: u64 = 1 << 63;
+
 impl PeakEwma {
     /// On a call's report: the invoker's estimate, its probe gap, and the method's typical
     /// estimate (the body of `on_report`).
@@ -55,18 +59,27 @@ impl PeakEwma {
         };
         let sampled = cell.sampled_us.load(Relaxed);
         let peak = cell.peak_us.load(Relaxed);
-        // A first answer often pays a connection's set-up (or the client's own start-up): the
-        // second one replaces it when faster, rather than being averaged in over a decay.
-        let second_success = success && cell.successes.load(Relaxed) == 1;
         let sent = now.saturating_sub(r.elapsed_us);
+        // The first answers often pay a connection's set-up (or the client's own start-up),
+        // and so may every call sent before the first answer came. Until a success of a call
+        // sent after it (or after a later failure's peak) settles the estimate, early successes
+        // keep the fastest of them, and the settling one replaces it when faster, rather than
+        // being averaged in over a decay: early answers are not a peak to forgive.
+        let counted = cell.successes.load(Relaxed);
+        let early = success && counted & SETTLED == 0;
+        let settles = early && peak != 0 && sent >= peak;
         let typical = r.method.ext(Typical::default);
         let typical_now = f64::from_bits(typical.bits.load(Relaxed));
         let mut old_bits = cell.estimate_bits.load(Relaxed);
         let (estimate, recovered) = loop {
             let old = f64::from_bits(old_bits);
-            let (new, is_peak, recovered) = if old <= 0.0 || sample >= old {
+            let (new, is_peak, recovered) = if old <= 0.0 {
                 (sample, true, false)
-            } else if second_success {
+            } else if early && !settles {
+                (old.min(sample), false, false)
+            } else if sample >= old {
+                (sample, true, false)
+            } else if settles {
                 (sample, false, false)
             } else if success
                 && sent >= peak
@@ -128,8 +141,9 @@ impl PeakEwma {
         if success {
             // Every 8th success of an invoker moves the typical estimate 1/8 of the way: cheap,
             // and dominated by the invokers that take the traffic.
-            let successes = cell.successes.load(Relaxed).wrapping_add(1);
-            cell.successes.store(successes, Relaxed);
+            let successes = (counted & !SETTLED).wrapping_add(1) & !SETTLED;
+            let settled = if settles { SETTLED } else { counted & SETTLED };
+            cell.successes.store(successes | settled, Relaxed);
             if typical_now <= 0.0 {
                 // The success's own latency: the estimate may hold an earlier failure's
                 // penalty, which would make a failure the measure of "typical".

@@ -17,11 +17,13 @@
 //! - **Cold start.** An invoker without a sample is priced at the method's typical estimate (an
 //!   average of the invokers' estimates as successful calls end, so weighted by traffic), so it
 //!   is neither flooded as "0 ms" nor shunned; with no sample anywhere, in flight / weight
-//!   decides. An invoker's first answer often paid a connection's set-up or the client's own
-//!   start-up, so its second success replaces it when faster instead of being averaged in:
-//!   forgiven only down to the typical estimate, a 1 ms invoker whose first call took 300 ms
-//!   stayed level for about a decay with a 40 ms one that carried the calls meanwhile
-//!   (`examples/coldstart.rs`).
+//!   decides. An invoker's first answers often pay a connection's set-up or the client's own
+//!   start-up, and so may every call sent before the first answer came: until a success of a
+//!   call sent after it settles the estimate, the fastest early success stands, and the
+//!   settling one replaces it when faster. (As a peak to forgive, a slow first answer came
+//!   down only to the typical estimate: a 1 ms invoker whose first call took 300 ms stayed
+//!   level for about a decay with a 40 ms one that carried the calls meanwhile;
+//!   `examples/coldstart.rs`.)
 //!
 //! The three weak spots of the textbook design, and what this one does instead:
 //! 1. *Two slow invokers of four: best-of-2 picks the slow pair one time in six.* When the best
