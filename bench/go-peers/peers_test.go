@@ -102,26 +102,32 @@ func BenchmarkFloor(b *testing.B) {
 
 var polylbStrategies = []string{"random", "roundrobin", "leastactive", "consistenthash", "p2c"}
 
+// newPolylb makes a balancer of strategy over the benchmark's set of n invokers.
+func newPolylb(b *testing.B, strategy string, n int) (*polylb.Balancer, polylb.Method) {
+	lb, err := polylb.New("loadbalance=" + strategy)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inv := make([]polylb.Invoker, n)
+	for i := range inv {
+		inv[i] = polylb.NewInvoker(uint64(i), addr(i))
+		inv[i].Weight = int32(weight(i))
+	}
+	if err := lb.Update(inv); err != nil {
+		b.Fatal(err)
+	}
+	m, err := lb.Method(method)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return lb, m
+}
+
 func BenchmarkPolylb(b *testing.B) {
 	ks := keys()
 	for _, strategy := range polylbStrategies {
 		for _, n := range sizes {
-			lb, err := polylb.New("loadbalance=" + strategy)
-			if err != nil {
-				b.Fatal(err)
-			}
-			inv := make([]polylb.Invoker, n)
-			for i := range inv {
-				inv[i] = polylb.NewInvoker(uint64(i), addr(i))
-				inv[i].Weight = int32(weight(i))
-			}
-			if err := lb.Update(inv); err != nil {
-				b.Fatal(err)
-			}
-			m, err := lb.Method(method)
-			if err != nil {
-				b.Fatal(err)
-			}
+			lb, m := newPolylb(b, strategy, n)
 			b.Run(fmt.Sprintf("%s/n=%d", strategy, n), func(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					k := rand.IntN(4096)
@@ -149,22 +155,7 @@ func BenchmarkPolylb(b *testing.B) {
 func BenchmarkCall(b *testing.B) {
 	const n = 10
 	for _, strategy := range []string{"random", "peakewma"} {
-		lb, err := polylb.New("loadbalance=" + strategy)
-		if err != nil {
-			b.Fatal(err)
-		}
-		inv := make([]polylb.Invoker, n)
-		for i := range inv {
-			inv[i] = polylb.NewInvoker(uint64(i), addr(i))
-			inv[i].Weight = int32(weight(i))
-		}
-		if err := lb.Update(inv); err != nil {
-			b.Fatal(err)
-		}
-		m, err := lb.Method(method)
-		if err != nil {
-			b.Fatal(err)
-		}
+		lb, m := newPolylb(b, strategy, n)
 		b.Run(fmt.Sprintf("%s/call-object/n=%d", strategy, n), func(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				var s uint64
