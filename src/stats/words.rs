@@ -124,11 +124,13 @@ pub struct EwmaCell {
     /// are in flight, the oldest of them is at least `now - progress_us` old.
     pub progress_us: AtomicI64,
     /// Successful reports (every 8th moves the method's typical estimate) in the low 63 bits;
-    /// the top bit set once a success of a call sent after the first answers was seen (until
-    /// then the estimate rests on answers that may have paid a connection's set-up). Here
+    /// the top bit set once a success of a call sent after the first answer, a failure, or
+    /// enough successes were seen (until then the estimate rests on answers that may have paid
+    /// a connection's set-up). Here
     /// rather than read from the spread statistics, whose sum is a line per group of threads;
     /// written with a plain load and store, as a lost update under a race only shifts that
-    /// cadence or lets one more early answer replace the estimate.
+    /// cadence or lets one more early answer replace the estimate (never beyond the first few
+    /// successes).
     pub successes: AtomicU64,
 }
 

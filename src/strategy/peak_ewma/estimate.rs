@@ -32,8 +32,11 @@ impl Typical {
 }
 
 /// The top bit of [`EwmaCell::successes`](crate::stats::EwmaCell): the estimate no longer
-/// rests on first answers alone (a success of a call sent after them has been seen).
+/// rests on first answers alone (a success of a call sent after the first answer, a failure,
+/// or [`EARLY_SUCCESSES`] successes have been seen).
 const SETTLED: u64 = 1 << 63;
+/// At most this many successes are early ones (see `update_estimate`).
+const EARLY_SUCCESSES: u64 = 16;
 
 impl PeakEwma {
     /// On a call's report: the invoker's estimate, its probe gap, and the method's typical
@@ -62,12 +65,14 @@ impl PeakEwma {
         let sent = now.saturating_sub(r.elapsed_us);
         // The first answers often pay a connection's set-up (or the client's own start-up),
         // and so may every call sent before the first answer came. Until a success of a call
-        // sent after it (or after a later failure's peak) settles the estimate, early successes
-        // keep the fastest of them, and the settling one replaces it when faster, rather than
-        // being averaged in over a decay: early answers are not a peak to forgive.
+        // sent after it settles the estimate, early successes keep the fastest of them, and the
+        // settling one replaces it when faster, rather than being averaged in over a decay:
+        // early answers are not a peak to forgive. A failure settles it at once (its penalty
+        // must stand), and so does the EARLY_SUCCESSES-th success (a first answer stamped
+        // later than the calls after it, by a clock that stepped back, must not keep it early).
         let counted = cell.successes.load(Relaxed);
-        let early = success && counted & SETTLED == 0;
-        let settles = early && peak != 0 && sent >= peak;
+        let early = success && counted & SETTLED == 0 && counted & !SETTLED < EARLY_SUCCESSES;
+        let settles = early && ((peak != 0 && sent >= peak) || counted + 1 >= EARLY_SUCCESSES);
         let typical = r.method.ext(Typical::default);
         let typical_now = f64::from_bits(typical.bits.load(Relaxed));
         let mut old_bits = cell.estimate_bits.load(Relaxed);
@@ -137,6 +142,9 @@ impl PeakEwma {
             if longer != gap {
                 cell.probe_gap_us.store(longer, Relaxed);
             }
+        }
+        if !success && counted & SETTLED == 0 {
+            cell.successes.store(counted | SETTLED, Relaxed);
         }
         if success {
             // Every 8th success of an invoker moves the typical estimate 1/8 of the way: cheap,
