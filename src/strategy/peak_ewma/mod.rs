@@ -19,8 +19,9 @@
 //!   is neither flooded as "0 ms" nor shunned; with no sample anywhere, in flight / weight
 //!   decides. An invoker's first answers often pay a connection's set-up or the client's own
 //!   start-up, and so may every call sent before the first answer came: until a success of a
-//!   call sent after it settles the estimate, the fastest early success stands, and the
-//!   settling one replaces it when faster. (As a peak to forgive, a slow first answer came
+//!   call sent after it settles the estimate (or a failure, whose penalty must stand, or the
+//!   16th success), the fastest early success stands, and the settling one replaces it when
+//!   faster. (As a peak to forgive, a slow first answer came
 //!   down only to the typical estimate: a 1 ms invoker whose first call took 300 ms stayed
 //!   level for about a decay with a 40 ms one that carried the calls meanwhile;
 //!   `examples/coldstart.rs`.)
