@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health" // client-side health checking (and the server)
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -16,10 +17,9 @@ import (
 // stays in polylb's set with its history, and it takes calls again once it
 // reports SERVING.
 func TestHealthCheckingTakesAnEndpointOutOfThePicker(t *testing.T) {
-	sick, well := startProvider(t), startProvider(t)
 	status := health.NewServer()
-	healthpb.RegisterHealthServer(sick.server, status)
-	healthpb.RegisterHealthServer(well.server, health.NewServer())
+	sick := startProviderWith(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, status) })
+	well := startProviderWith(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) })
 	cl := dialWith(t, `{"loadBalancingConfig": [{%q: {"config": "loadbalance=roundrobin"}}],
 		"healthCheckConfig": {"serviceName": ""}}`,
 		[]resolver.Endpoint{endpointOf(sick.addr), endpointOf(well.addr)})

@@ -41,6 +41,13 @@ type provider struct {
 
 func startProvider(t *testing.T, opts ...grpc.ServerOption) *provider {
 	t.Helper()
+	return startProviderWith(t, nil, opts...)
+}
+
+// startProviderWith registers more services with register before the server
+// serves (grpc refuses a registration after Serve, killing the process).
+func startProviderWith(t *testing.T, register func(*grpc.Server), opts ...grpc.ServerOption) *provider {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +56,9 @@ func startProvider(t *testing.T, opts ...grpc.ServerOption) *provider {
 	opts = append([]grpc.ServerOption{orca.CallMetricsServerOption(nil)}, opts...)
 	p := &provider{addr: lis.Addr().String(), server: grpc.NewServer(opts...), release: make(chan struct{}), lis: lis}
 	testgrpc.RegisterTestServiceServer(p.server, p)
+	if register != nil {
+		register(p.server)
+	}
 	go p.server.Serve(lis)
 	t.Cleanup(p.server.Stop)
 	return p
