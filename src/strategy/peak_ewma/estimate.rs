@@ -71,7 +71,7 @@ impl PeakEwma {
         // must stand), and so does the EARLY_SUCCESSES-th success (a first answer stamped
         // later than the calls after it, by a clock that stepped back, must not keep it early).
         let counted = cell.successes.load(Relaxed);
-        let early = success && counted & SETTLED == 0 && counted & !SETTLED < EARLY_SUCCESSES;
+        let early = success && counted & SETTLED == 0 && (counted & !SETTLED) < EARLY_SUCCESSES;
         let settles = early && ((peak != 0 && sent >= peak) || counted + 1 >= EARLY_SUCCESSES);
         let typical = r.method.ext(Typical::default);
         let typical_now = f64::from_bits(typical.bits.load(Relaxed));
@@ -143,9 +143,6 @@ impl PeakEwma {
                 cell.probe_gap_us.store(longer, Relaxed);
             }
         }
-        if !success && counted & SETTLED == 0 {
-            cell.successes.store(counted | SETTLED, Relaxed);
-        }
         if success {
             // Every 8th success of an invoker moves the typical estimate 1/8 of the way: cheap,
             // and dominated by the invokers that take the traffic.
@@ -162,6 +159,8 @@ impl PeakEwma {
                     Relaxed,
                 );
             }
+        } else if counted & SETTLED == 0 {
+            cell.successes.store(counted | SETTLED, Relaxed);
         }
     }
 }

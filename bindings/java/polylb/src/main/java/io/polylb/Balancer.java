@@ -439,8 +439,8 @@ public final class Balancer implements AutoCloseable {
      * allows it): its own timeout ({@code reply.orTimeout(...)}) reports a {@link
      * Outcome#TIMEOUT}, a cancel or a fallback value ({@code complete}, {@code
      * completeOnTimeout}) {@link Outcome#CANCELLED}, another exception as the stage's would be
-     * judged — before its dependents run. Its dependent stages are plain futures. Selecting throws as {@link #select(int, byte[])} does, before the body
-     * runs; a body that throws is reported as the synchronous body form reports it and its
+     * judged — before its dependents run. Its dependent stages are plain futures. Selecting
+     * throws as {@link #select(int, byte[])} does, before the body runs; a body that throws is reported as the synchronous body form reports it and its
      * exception rethrown; a body that returns {@code null} is reported {@link Outcome#CANCELLED}
      * and a {@link NullPointerException} thrown. A stage completing after this balancer was
      * closed still completes the returned future; its report goes nowhere, as the close dropped
