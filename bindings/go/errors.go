@@ -11,29 +11,68 @@ import (
 	"sync"
 )
 
-// Status is a polylb status code (PLB_OK, PLB_ERR_*). The values come from
-// include/polylb.h; the C ABI promises they are never renumbered.
+// Status is a polylb status code (PLB_OK, PLB_ERR_*). The values are
+// include/polylb.h's (checked when the package compiles); the C ABI promises
+// they are never renumbered.
 type Status int32
 
 // Status codes, one per kind of failure a caller can cause.
 const (
-	StatusOK               Status = C.PLB_OK
-	StatusNullPointer      Status = C.PLB_ERR_NULL_POINTER
-	StatusInvalidUTF8      Status = C.PLB_ERR_INVALID_UTF8
-	StatusInvalidConfig    Status = C.PLB_ERR_INVALID_CONFIG
-	StatusNegativeWeight   Status = C.PLB_ERR_NEGATIVE_WEIGHT
-	StatusDuplicateID      Status = C.PLB_ERR_DUPLICATE_ID
-	StatusIDOutOfRange     Status = C.PLB_ERR_ID_OUT_OF_RANGE
-	StatusNoProvider       Status = C.PLB_ERR_NO_PROVIDER
-	StatusNoCandidate      Status = C.PLB_ERR_NO_CANDIDATE
-	StatusUnknownCandidate Status = C.PLB_ERR_UNKNOWN_CANDIDATE
-	StatusUnknownMethod    Status = C.PLB_ERR_UNKNOWN_METHOD
-	StatusUnknownOutcome   Status = C.PLB_ERR_UNKNOWN_OUTCOME
-	StatusBufferTooSmall   Status = C.PLB_ERR_BUFFER_TOO_SMALL
-	StatusPanic            Status = C.PLB_ERR_PANIC
-	StatusInvalidArgument  Status = C.PLB_ERR_INVALID_ARGUMENT
-	StatusLimitExceeded    Status = C.PLB_ERR_LIMIT_EXCEEDED
+	StatusOK               Status = 0  // PLB_OK
+	StatusNullPointer      Status = 1  // PLB_ERR_NULL_POINTER
+	StatusInvalidUTF8      Status = 2  // PLB_ERR_INVALID_UTF8
+	StatusInvalidConfig    Status = 3  // PLB_ERR_INVALID_CONFIG
+	StatusNegativeWeight   Status = 4  // PLB_ERR_NEGATIVE_WEIGHT
+	StatusDuplicateID      Status = 5  // PLB_ERR_DUPLICATE_ID
+	StatusIDOutOfRange     Status = 6  // PLB_ERR_ID_OUT_OF_RANGE
+	StatusNoProvider       Status = 7  // PLB_ERR_NO_PROVIDER
+	StatusNoCandidate      Status = 8  // PLB_ERR_NO_CANDIDATE
+	StatusUnknownCandidate Status = 9  // PLB_ERR_UNKNOWN_CANDIDATE
+	StatusUnknownMethod    Status = 10 // PLB_ERR_UNKNOWN_METHOD
+	StatusUnknownOutcome   Status = 11 // PLB_ERR_UNKNOWN_OUTCOME
+	StatusBufferTooSmall   Status = 12 // PLB_ERR_BUFFER_TOO_SMALL
+	StatusPanic            Status = 13 // PLB_ERR_PANIC
+	StatusInvalidArgument  Status = 14 // PLB_ERR_INVALID_ARGUMENT
+	StatusLimitExceeded    Status = 15 // PLB_ERR_LIMIT_EXCEEDED
 )
+
+// The constants are numbers, so that go doc shows them; a header that numbered
+// one otherwise would stop the build here (an index out of range of [1]).
+func _() {
+	var same [1]struct{}
+	_ = same[StatusOK-C.PLB_OK]
+	_ = same[C.PLB_OK-StatusOK]
+	_ = same[StatusNullPointer-C.PLB_ERR_NULL_POINTER]
+	_ = same[C.PLB_ERR_NULL_POINTER-StatusNullPointer]
+	_ = same[StatusInvalidUTF8-C.PLB_ERR_INVALID_UTF8]
+	_ = same[C.PLB_ERR_INVALID_UTF8-StatusInvalidUTF8]
+	_ = same[StatusInvalidConfig-C.PLB_ERR_INVALID_CONFIG]
+	_ = same[C.PLB_ERR_INVALID_CONFIG-StatusInvalidConfig]
+	_ = same[StatusNegativeWeight-C.PLB_ERR_NEGATIVE_WEIGHT]
+	_ = same[C.PLB_ERR_NEGATIVE_WEIGHT-StatusNegativeWeight]
+	_ = same[StatusDuplicateID-C.PLB_ERR_DUPLICATE_ID]
+	_ = same[C.PLB_ERR_DUPLICATE_ID-StatusDuplicateID]
+	_ = same[StatusIDOutOfRange-C.PLB_ERR_ID_OUT_OF_RANGE]
+	_ = same[C.PLB_ERR_ID_OUT_OF_RANGE-StatusIDOutOfRange]
+	_ = same[StatusNoProvider-C.PLB_ERR_NO_PROVIDER]
+	_ = same[C.PLB_ERR_NO_PROVIDER-StatusNoProvider]
+	_ = same[StatusNoCandidate-C.PLB_ERR_NO_CANDIDATE]
+	_ = same[C.PLB_ERR_NO_CANDIDATE-StatusNoCandidate]
+	_ = same[StatusUnknownCandidate-C.PLB_ERR_UNKNOWN_CANDIDATE]
+	_ = same[C.PLB_ERR_UNKNOWN_CANDIDATE-StatusUnknownCandidate]
+	_ = same[StatusUnknownMethod-C.PLB_ERR_UNKNOWN_METHOD]
+	_ = same[C.PLB_ERR_UNKNOWN_METHOD-StatusUnknownMethod]
+	_ = same[StatusUnknownOutcome-C.PLB_ERR_UNKNOWN_OUTCOME]
+	_ = same[C.PLB_ERR_UNKNOWN_OUTCOME-StatusUnknownOutcome]
+	_ = same[StatusBufferTooSmall-C.PLB_ERR_BUFFER_TOO_SMALL]
+	_ = same[C.PLB_ERR_BUFFER_TOO_SMALL-StatusBufferTooSmall]
+	_ = same[StatusPanic-C.PLB_ERR_PANIC]
+	_ = same[C.PLB_ERR_PANIC-StatusPanic]
+	_ = same[StatusInvalidArgument-C.PLB_ERR_INVALID_ARGUMENT]
+	_ = same[C.PLB_ERR_INVALID_ARGUMENT-StatusInvalidArgument]
+	_ = same[StatusLimitExceeded-C.PLB_ERR_LIMIT_EXCEEDED]
+	_ = same[C.PLB_ERR_LIMIT_EXCEEDED-StatusLimitExceeded]
+}
 
 // statusNames are the C macro names, so a Go error message can be grepped
 // for in the header and in the other bindings.

@@ -103,11 +103,25 @@ type Outcome int32
 // sent, or was given up with no verdict on the provider (cancelled by its
 // caller): the report only undoes the in-flight count.
 const (
-	Success   Outcome = C.PLB_OUTCOME_SUCCESS
-	Failure   Outcome = C.PLB_OUTCOME_FAILURE
-	Timeout   Outcome = C.PLB_OUTCOME_TIMEOUT
-	Cancelled Outcome = C.PLB_OUTCOME_CANCELLED
+	Success   Outcome = 0 // PLB_OUTCOME_SUCCESS
+	Failure   Outcome = 1 // PLB_OUTCOME_FAILURE
+	Timeout   Outcome = 2 // PLB_OUTCOME_TIMEOUT
+	Cancelled Outcome = 3 // PLB_OUTCOME_CANCELLED
 )
+
+// The outcomes are numbers, so that go doc shows them; a header that numbered
+// one otherwise would stop the build here (an index out of range of [1]).
+func _() {
+	var same [1]struct{}
+	_ = same[Success-C.PLB_OUTCOME_SUCCESS]
+	_ = same[C.PLB_OUTCOME_SUCCESS-Success]
+	_ = same[Failure-C.PLB_OUTCOME_FAILURE]
+	_ = same[C.PLB_OUTCOME_FAILURE-Failure]
+	_ = same[Timeout-C.PLB_OUTCOME_TIMEOUT]
+	_ = same[C.PLB_OUTCOME_TIMEOUT-Timeout]
+	_ = same[Cancelled-C.PLB_OUTCOME_CANCELLED]
+	_ = same[C.PLB_OUTCOME_CANCELLED-Cancelled]
+}
 
 // Defaults of an Invoker as Dubbo has them (see NewInvoker).
 const (

@@ -71,7 +71,11 @@ class BuildPyWithLibrary(build_py):
         source = native_library()
         destination = Path(self.build_lib) / "polylb" / library_filename()
         self.mkpath(str(destination.parent))
-        self.copy_file(str(source), str(destination))
+        # Always copied: copy_file skips a source older than the copy a previous build left in
+        # build/, which would bundle that one instead of the library POLYLB_LIBRARY names.
+        print(f"polylb: bundling {source}", flush=True)
+        shutil.copyfile(source, destination)
+        shutil.copymode(source, destination)
 
 
 class BinaryDistribution(Distribution):

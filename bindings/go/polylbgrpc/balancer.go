@@ -95,16 +95,45 @@ func (b builder) Name() string { return b.name }
 // bad string is the service config's error, naming the key (and a likely
 // fix), before any RPC.
 func (b builder) ParseConfig(raw json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	if err := checkKeys(raw); err != nil {
+		return nil, err
+	}
 	cfg := &Config{}
 	if err := json.Unmarshal(raw, cfg); err != nil {
 		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
 	}
 	lb, err := polylb.New(cfg.Config)
 	if err != nil {
-		return nil, fmt.Errorf("polylb: config %q: %w", cfg.Config, err)
+		return nil, fmt.Errorf("config %q: %w", cfg.Config, err)
 	}
 	lb.Close()
 	return cfg, nil
+}
+
+// entryKeys are the entry's keys as spelt. encoding/json alone would match a
+// key in any case and skip an unknown one, so {"confg": ...} would silently
+// mean the default strategy, and {"Config": ...} would work here but not in
+// the Java policy, which reads the exact key.
+var entryKeys = []string{"config", "serviceLevel"}
+
+func checkKeys(raw json.RawMessage) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
+	}
+	keys := make([]string, 0, len(fields))
+	for key := range fields {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		if slices.Contains(entryKeys, key) {
+			continue
+		}
+		return fmt.Errorf("polylb: unknown key %q in loadBalancingConfig %s (its keys are %q and %q, as spelt)",
+			key, raw, entryKeys[0], entryKeys[1])
+	}
+	return nil
 }
 
 func (b builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
@@ -144,7 +173,7 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 		lb, err := polylb.New(cfg.Config)
 		if err != nil { // ParseConfig checked it; kept as a guard
 			p.mu.Unlock()
-			return fmt.Errorf("polylb: config %q: %w", cfg.Config, err)
+			return fmt.Errorf("config %q: %w", cfg.Config, err)
 		}
 		old := p.lb
 		p.lb = newLBState(lb, cfg.ServiceLevel)

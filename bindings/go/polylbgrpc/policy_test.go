@@ -564,3 +564,28 @@ func TestPickNeverSentIsCancelled(t *testing.T) {
 		}
 	}
 }
+
+// The entry's keys are exact: a misspelt or differently cased key is an
+// error, not the default strategy (encoding/json alone would ignore the one
+// and accept the other, which the Java policy does not read).
+func TestUnknownEntryKeyIsRejected(t *testing.T) {
+	for _, entry := range []string{
+		`{"confg": "loadbalance=peakewma"}`,
+		`{"Config": "loadbalance=peakewma"}`,
+		`{"config": "loadbalance=p2c", "service_level": true}`,
+	} {
+		_, err := grpc.NewClient("passthrough:///x",
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"polylb": `+entry+`}]}`))
+		if err == nil || !strings.Contains(err.Error(), "unknown key") || !strings.Contains(err.Error(), `"serviceLevel"`) {
+			t.Errorf("%s: want an unknown-key error listing the keys, got %v", entry, err)
+		}
+	}
+	conn, err := grpc.NewClient("passthrough:///x",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"polylb": {"config": "loadbalance=p2c", "serviceLevel": true}}]}`))
+	if err != nil {
+		t.Fatalf("both keys as spelt: %v", err)
+	}
+	conn.Close()
+}

@@ -93,6 +93,17 @@ def id_array(ids: Iterable[int]) -> "ctypes.Array[ctypes.c_uint64]":
     return uint64_array(ids)
 
 
+def _id_argument(ids: Iterable[int], name: str) -> "ctypes.Array[ctypes.c_uint64]":
+    """id_array(ids) for the parameter ``name``, with a TypeError naming it."""
+    if isinstance(ids, (str, bytes, bytearray, memoryview)):
+        # Iterable, but not ids: bytes would pass as a list of small ints.
+        raise TypeError(f"{name}: want a sequence of int ids, got {type(ids).__name__}")
+    try:
+        return id_array(ids)
+    except TypeError as error:
+        raise TypeError(f"{name}: invoker ids are ints ({error})") from None
+
+
 @dataclass(frozen=True)
 class Invoker:
     """One provider, as registered with :meth:`Balancer.update`.
@@ -507,11 +518,18 @@ class Balancer:
             raise BalancerClosedError()
         return handle
 
-    def _hot_error(self, status: int) -> PolylbError:
+    def _hot_error(self, status: int, **arguments: Any) -> PolylbError:
         # A closed balancer passes a NULL handle, which the library answers with NULL_POINTER;
         # this keeps the "is it closed?" check off the hot path.
         if self._handle is None:
             return BalancerClosedError()
+        if status == Status.INVALID_ARGUMENT:
+            # The hot calls return a bare code; the arguments say which one it was about.
+            for name, value in arguments.items():
+                low = _INT64_MIN if name == "now_us" else 0
+                if isinstance(value, (int, float)) and not low <= value <= _INT64_MAX:  # NaN too
+                    want = "an int64 clock" if name == "now_us" else "finite and >= 0"
+                    return error_for(status, f"invalid argument: {name} = {value!r} (want {want})")
         return error_for(status)
 
     # -- cold calls -------------------------------------------------------------------------
@@ -660,9 +678,9 @@ class Balancer:
         if status:
             return -status
         if among is not None and not isinstance(among, ctypes.Array):
-            among = id_array(among)
+            among = _id_argument(among, "among")
         if exclude is not None and not isinstance(exclude, ctypes.Array):
-            exclude = id_array(exclude)
+            exclude = _id_argument(exclude, "exclude")
         try:
             picked: int = _plb_select_among(
                 self._handle,
@@ -715,7 +733,7 @@ class Balancer:
         except (TypeError, ctypes.ArgumentError):
             status = self._report_wide(method, id, elapsed_us, outcome, now_us)
         if status:
-            raise self._hot_error(status)
+            raise self._hot_error(status, elapsed_us=elapsed_us, now_us=now_us)
 
     def _report_wide(self, method: int, id: int, elapsed_us: int, outcome: Union[Outcome, int], now_us: int) -> int:
         if outcome.__class__ in _OUTCOME_TYPES and outcome not in _OUTCOME_CODES:
@@ -755,9 +773,10 @@ class Balancer:
             method = self._method_id(method)
         # As in _report_wide: what ctypes would wrap onto a valid value is refused, and an id
         # outside 64 bits names no invoker (the library still checks the other arguments).
+        named = {"provider_time_ms": provider_time_ms, "cpu_load": cpu_load, "rt_us": rt_us, "now_us": now_us}
         status = _range_status(method, provider_time_ms, rt_us, now_us)
         if status:
-            raise self._hot_error(status)
+            raise self._hot_error(status, **named)
         if id.__class__ is int and not 0 <= id < _UINT64_END:
             id = _NO_INVOKER
         try:
@@ -767,7 +786,7 @@ class Balancer:
         except ctypes.ArgumentError as error:
             raise _type_error(error, _METRICS_PARAMS) from None
         if status:
-            raise self._hot_error(status)
+            raise self._hot_error(status, **named)
 
     def call(
         self,

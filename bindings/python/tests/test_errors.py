@@ -289,6 +289,38 @@ def test_negative_elapsed(lb: polylb.Balancer) -> None:
     lb.report(picked, 0, Outcome.SUCCESS)
 
 
+def test_an_invalid_argument_is_named(lb: polylb.Balancer) -> None:
+    # The library's hot calls return a bare code; the binding names the argument it is about.
+    picked = lb.select()
+    with pytest.raises(polylb.InvalidArgumentError, match="elapsed_us = -5"):
+        lb.report(picked, -5, Outcome.SUCCESS)
+    with pytest.raises(polylb.InvalidArgumentError, match="elapsed_us"):
+        lb.report(picked, 2**63, Outcome.SUCCESS)
+    with pytest.raises(polylb.InvalidArgumentError, match="now_us"):
+        lb.report(picked, 5, Outcome.SUCCESS, now_us=2**63)
+    lb.report(picked, 5, Outcome.SUCCESS)
+    with pytest.raises(polylb.InvalidArgumentError, match="cpu_load = nan"):
+        lb.report_provider_metrics(1, 1, math.nan, 10)
+    with pytest.raises(polylb.InvalidArgumentError, match="rt_us = -1"):
+        lb.report_provider_metrics(1, 1, 0.5, -1)
+    with pytest.raises(polylb.InvalidArgumentError, match="provider_time_ms"):
+        lb.report_provider_metrics(1, 2**63, 0.5, 1)
+
+
+@pytest.mark.parametrize("ids", [["1"], [1.5], [None]])
+@pytest.mark.parametrize("parameter", ["among", "exclude"])
+def test_ids_of_a_wrong_type_name_the_parameter(lb: polylb.Balancer, parameter: str, ids: Any) -> None:
+    with pytest.raises(TypeError, match=f"^{parameter}: "):
+        lb.select(**{parameter: ids})
+
+
+@pytest.mark.parametrize("ids", [b"\x01", bytearray(b"\x01"), "1"])
+def test_text_and_bytes_are_not_id_lists(lb: polylb.Balancer, ids: Any) -> None:
+    # Iterable, but bytes would read as a list of small ints: b"\x01" as [1].
+    with pytest.raises(TypeError, match="^among: want a sequence of int ids"):
+        lb.select(among=ids)
+
+
 def test_non_integer_elapsed_is_a_type_error(lb: polylb.Balancer) -> None:
     with pytest.raises(TypeError):
         lb.report(1, 1.5, Outcome.SUCCESS)  # type: ignore[arg-type]

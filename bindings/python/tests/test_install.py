@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -133,3 +134,28 @@ def test_not_a_library_fails_fast(tmp_path: Path) -> None:
     )
     assert result.returncode != 0
     assert "ImportError" in result.stderr and "cannot load" in result.stderr
+
+
+def test_build_bundles_the_named_library_even_if_older(tmp_path: Path) -> None:
+    # pip builds in the source tree and leaves build/ behind; a library named by POLYLB_LIBRARY
+    # that is older than the copy there must still be the one bundled.
+    source = tmp_path / "src"
+    shutil.copytree(PYTHON_DIR, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "tests", "__pycache__"))
+    current = Path(polylb.library_path())
+    older = tmp_path / current.name
+    older.write_bytes(current.read_bytes() + b"older build")
+    os.utime(older, (1_577_836_800, 1_577_836_800))  # 2020-01-01
+    for library in (current, older):
+        wheels = tmp_path / f"wheels-{library is older}"
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)],
+            env={**os.environ, "POLYLB_LIBRARY": str(library)},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert result.returncode == 0, result.stderr
+        (wheel,) = wheels.glob("*.whl")
+        with zipfile.ZipFile(wheel) as archive:
+            bundled = archive.read(f"polylb/{current.name}")
+        assert bundled == library.read_bytes(), f"{library} was not bundled"

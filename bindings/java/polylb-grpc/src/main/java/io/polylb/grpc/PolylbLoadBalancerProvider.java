@@ -8,6 +8,8 @@ import io.polylb.Balancer;
 import io.polylb.PolylbException;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.function.Consumer;
 import java.util.function.UnaryOperator;
 
@@ -25,6 +27,8 @@ import java.util.function.UnaryOperator;
  * }</pre>
  */
 public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
+    private static final Set<String> ENTRY_KEYS = Set.of("config", "serviceLevel");
+
     private final String policyName;
     private final Consumer<Balancer> observer;
 
@@ -84,6 +88,14 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
      */
     @Override
     public ConfigOrError parseLoadBalancingPolicyConfig(Map<String, ?> raw) {
+        // A misspelt key would otherwise be skipped and the entry mean the default strategy.
+        for (String key : new TreeSet<>(raw.keySet())) {
+            if (!ENTRY_KEYS.contains(key)) {
+                return ConfigOrError.fromError(Status.INVALID_ARGUMENT.withDescription(
+                        "polylb: unknown key \"" + key + "\" in loadBalancingConfig " + raw
+                                + " (its keys are \"config\" and \"serviceLevel\", as spelt)"));
+            }
+        }
         Object config = raw.containsKey("config") ? raw.get("config") : "";
         Object serviceLevel = raw.containsKey("serviceLevel") ? raw.get("serviceLevel") : Boolean.FALSE;
         if (!(config instanceof String) || !(serviceLevel instanceof Boolean)) {

@@ -1,6 +1,7 @@
 package io.polylb.grpc;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -37,6 +38,19 @@ class ProviderConfigTest {
         assertEquals(Status.Code.INVALID_ARGUMENT, error.getCode());
         assertTrue(error.getDescription().contains("hash.node") && error.getDescription().contains("hash.nodes"),
                 error.getDescription());
+    }
+
+    @Test
+    void anUnknownKeyIsRejectedNotIgnored() {
+        for (Map<String, ?> entry : List.of(Map.of("confg", "loadbalance=peakewma"),
+                Map.of("Config", "loadbalance=peakewma"),
+                Map.of("config", "loadbalance=p2c", "service_level", true))) {
+            Status error = provider.parseLoadBalancingPolicyConfig(entry).getError();
+            assertNotNull(error, entry.toString());
+            assertEquals(Status.Code.INVALID_ARGUMENT, error.getCode());
+            assertTrue(error.getDescription().contains("unknown key")
+                    && error.getDescription().contains("\"serviceLevel\""), error.getDescription());
+        }
     }
 
     @Test
