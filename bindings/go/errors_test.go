@@ -128,6 +128,21 @@ func TestReportErrors(t *testing.T) {
 	wantStatus(t, "NaN load", lb.ReportProviderMetrics(m, 1, time.Now(), math.NaN(), time.Millisecond), polylb.ErrInvalidArgument)
 	wantStatus(t, "negative load", lb.ReportProviderMetrics(m, 1, time.Now(), -1, time.Millisecond), polylb.ErrInvalidArgument)
 	wantStatus(t, "metrics, unknown method", lb.ReportProviderMetrics(polylb.Method(999), 1, time.Now(), 1, 0), polylb.ErrUnknownMethod)
+	// The library returns a bare code; the binding names the argument.
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{lb.Report(m, 1, -time.Millisecond, polylb.Success), "elapsed = -1ms"},
+		{lb.ReportProviderMetrics(m, 1, time.Now(), math.NaN(), time.Millisecond), "cpuLoad = NaN"},
+		{lb.ReportProviderMetrics(m, 1, time.Now(), 1, -time.Second), "rt = -1s"},
+		{lb.ReportProviderMetrics(m, 1, time.UnixMilli(-5), 1, time.Second), "providerTime = "},
+	} {
+		var e *polylb.Error
+		if !errors.As(c.err, &e) || !strings.Contains(e.Message, c.want) {
+			t.Errorf("got %v, want an *Error naming %q", c.err, c.want)
+		}
+	}
 
 	// Reports for ids not in the set are accepted and ignored.
 	if err := lb.Report(m, 12345, time.Millisecond, polylb.Success); err != nil {

@@ -82,6 +82,7 @@ import "C"
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -473,9 +474,18 @@ func (b *Balancer) reportAt(method Method, id uint64, elapsed time.Duration, out
 		C.int64_t(micros(elapsed)), C.int32_t(outcome), C.int64_t(nowUs))
 	runtime.KeepAlive(b)
 	if rc != C.PLB_OK {
+		if rc == C.PLB_ERR_INVALID_ARGUMENT && !b.closed.Load() {
+			return invalidArgument("elapsed", elapsed)
+		}
 		return hotError(b, rc)
 	}
 	return nil
+}
+
+// invalidArgument is ErrInvalidArgument naming the argument the library's bare
+// code was about.
+func invalidArgument(name string, value any) error {
+	return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("invalid argument: %s = %v (want >= 0)", name, value)}
 }
 
 // ReportProviderMetrics feeds the adaptive strategy with what a Dubbo provider
@@ -500,6 +510,16 @@ func (b *Balancer) reportProviderMetricsAt(method Method, id uint64, providerTim
 		C.int64_t(unixMillis(providerTime)), C.double(cpuLoad), C.int64_t(micros(rt)), C.int64_t(nowUs))
 	runtime.KeepAlive(b)
 	if rc != C.PLB_OK {
+		if rc == C.PLB_ERR_INVALID_ARGUMENT && !b.closed.Load() {
+			switch {
+			case !(cpuLoad >= 0) || math.IsInf(cpuLoad, 1): // NaN too
+				return invalidArgument("cpuLoad", cpuLoad)
+			case rt < 0:
+				return invalidArgument("rt", rt)
+			case unixMillis(providerTime) < 0:
+				return invalidArgument("providerTime", providerTime)
+			}
+		}
 		return hotError(b, rc)
 	}
 	return nil

@@ -329,7 +329,10 @@ public final class Balancer implements AutoCloseable {
         try {
             int status = Native.report(live(), method, id, elapsedUs, code, nowUs);
             if (status != 0) {
-                throw orClosed(status);
+                // The native call returns a bare code; name the argument it is about.
+                throw status == Status.INVALID_ARGUMENT.code() && !closed
+                        ? PolylbException.of(status, "invalid argument: elapsedUs = " + elapsedUs + " (want >= 0)")
+                        : orClosed(status);
             }
         } finally {
             Reference.reachabilityFence(this);
@@ -608,11 +611,22 @@ public final class Balancer implements AutoCloseable {
         try {
             int status = Native.reportProviderMetrics(live(), method, id, providerTimeMs, cpuLoad, rtUs, nowUs);
             if (status != 0) {
-                throw PolylbException.of(status);
+                throw PolylbException.of(status, status == Status.INVALID_ARGUMENT.code()
+                        ? metricsArgumentProblem(providerTimeMs, cpuLoad, rtUs) : null);
             }
         } finally {
             Reference.reachabilityFence(this);
         }
+    }
+
+    private static String metricsArgumentProblem(long providerTimeMs, double cpuLoad, long rtUs) {
+        if (!(cpuLoad >= 0) || Double.isInfinite(cpuLoad)) { // NaN too
+            return "invalid argument: cpuLoad = " + cpuLoad + " (want finite and >= 0)";
+        }
+        if (rtUs < 0) {
+            return "invalid argument: rtUs = " + rtUs + " (want >= 0)";
+        }
+        return providerTimeMs < 0 ? "invalid argument: providerTimeMs = " + providerTimeMs + " (want >= 0)" : null;
     }
 
     /** The set and its counters as JSON, effective weights evaluated now. */

@@ -256,13 +256,20 @@ class BalancerTest {
                     () -> lb.selectAmong(m, null, new long[] {1}, 5, null, 0, 0));
             assertThrows(IndexOutOfBoundsException.class,
                     () -> lb.selectAmong(m, null, null, 0, new long[0], -1, 0));
-            assertEquals(Status.INVALID_ARGUMENT, assertThrows(PolylbException.class,
-                    () -> lb.report(m, 1, -5, Outcome.SUCCESS)).status());
+            PolylbException negative = assertThrows(PolylbException.class, () -> lb.report(m, 1, -5, Outcome.SUCCESS));
+            assertEquals(Status.INVALID_ARGUMENT, negative.status());
+            assertTrue(negative.getMessage().contains("elapsedUs = -5"), negative.getMessage());
             assertEquals(Status.UNKNOWN_METHOD, assertThrows(PolylbException.class,
                     () -> lb.report(999, 1, 5, Outcome.SUCCESS)).status());
             assertThrows(NullPointerException.class, () -> lb.report(m, 1, 5, null));
-            assertEquals(Status.INVALID_ARGUMENT, assertThrows(PolylbException.class,
-                    () -> lb.reportProviderMetrics(m, 1, NOW_MS, Double.NaN, 10, 0)).status());
+            PolylbException nan = assertThrows(PolylbException.class,
+                    () -> lb.reportProviderMetrics(m, 1, NOW_MS, Double.NaN, 10, 0));
+            assertEquals(Status.INVALID_ARGUMENT, nan.status());
+            assertTrue(nan.getMessage().contains("cpuLoad = NaN"), nan.getMessage());
+            assertTrue(assertThrows(PolylbException.class, () -> lb.reportProviderMetrics(m, 1, NOW_MS, 0.5, -1, 0))
+                    .getMessage().contains("rtUs = -1"));
+            assertTrue(assertThrows(PolylbException.class, () -> lb.reportProviderMetrics(m, 1, -2, 0.5, 1, 0))
+                    .getMessage().contains("providerTimeMs = -2"));
             // Text Java can hold but UTF-8 cannot (a lone surrogate) is INVALID_UTF8, as in the
             // other bindings: never replaced by U+FFFD or '?', which would make two names one.
             assertEquals(Status.INVALID_UTF8, assertThrows(PolylbException.class,

@@ -463,9 +463,10 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         if (binding != null && binding.configUrl == url) {
             return binding;
         }
+        checkAdapterKeys(url, methodName);
         String strategy = fixedStrategy != null
                 ? fixedStrategy
-                : url.getMethodParameter(methodName, STRATEGY_KEY, DEFAULT_STRATEGY);
+                : adapterParameter(url, methodName, STRATEGY_KEY, DEFAULT_STRATEGY);
         StringBuilder config = new StringBuilder("loadbalance=").append(strategy);
         int[] hashArguments = null;
         if (HASHING.contains(strategy)) {
@@ -478,7 +479,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             config.append("&timeout=")
                     .append(url.getMethodPositiveParameter(methodName, DubboUrls.TIMEOUT, DubboUrls.DEFAULT_TIMEOUT_MS));
         }
-        String extra = url.getMethodParameter(methodName, EXTRA_CONFIG_KEY);
+        String extra = adapterParameter(url, methodName, EXTRA_CONFIG_KEY, null);
         if ("shortestresponse".equals(strategy) && (extra == null || !extra.contains(SLIDE_PERIOD_KEY))) {
             config.append('&').append(SLIDE_PERIOD_KEY).append('=').append(slidePeriodMs);
         }
@@ -503,6 +504,43 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         }
         state.bindingsByMethod.put(methodName, binding);
         return binding;
+    }
+
+    /**
+     * One of the adapter's own keys, method level first. Dubbo 3 keeps a method-level value in
+     * its method table only for keys it knows: set through a {@code <dubbo:method>}'s parameters
+     * (which reach the URL by {@code addParameters}), {@code sayHello.polylb.strategy} stays a
+     * flat parameter that {@code getMethodParameter} does not see, so that is read too. Dubbo's
+     * own keys ({@code hash.nodes}, {@code hash.arguments}, {@code timeout}) are read as Dubbo
+     * reads them.
+     */
+    static String adapterParameter(URL url, String methodName, String key, String defaultValue) {
+        String flat = url.getParameter(methodName + "." + key);
+        if (flat != null && !flat.isEmpty()) {
+            return flat;
+        }
+        return url.getMethodParameter(methodName, key, defaultValue);
+    }
+
+    /** The adapter's keys in provider URLs ({@value #SWEEP_PERIOD_KEY} is the application's). */
+    private static final Set<String> ADAPTER_KEYS = Set.of(STRATEGY_KEY, EXTRA_CONFIG_KEY, SWEEP_PERIOD_KEY);
+
+    /**
+     * A misspelt {@code polylb.*} key would otherwise leave the default in place without a word
+     * ({@code polylb.strateg=roundrobin} balancing at random); the library's own keys are checked
+     * by the library, inside {@value #EXTRA_CONFIG_KEY}.
+     */
+    private static void checkAdapterKeys(URL url, String methodName) {
+        for (String key : url.getParameters().keySet()) {
+            int method = key.indexOf(".polylb.");
+            String own = key.startsWith("polylb.") ? key : method < 0 ? null : key.substring(method + 1);
+            if (own == null || ADAPTER_KEYS.contains(own)) {
+                continue;
+            }
+            throw new RpcException("polylb: unknown URL parameter '" + key + "' for " + url.getServiceKey() + "."
+                    + methodName + " (the adapter reads " + STRATEGY_KEY + " and " + EXTRA_CONFIG_KEY
+                    + ", also as <method>." + STRATEGY_KEY + "; polylb's own keys go inside " + EXTRA_CONFIG_KEY + ")");
+        }
     }
 
     /**

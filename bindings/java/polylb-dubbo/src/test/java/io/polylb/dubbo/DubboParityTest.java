@@ -1,5 +1,6 @@
 package io.polylb.dubbo;
 
+import static io.polylb.dubbo.TestInvokers.SERVICE;
 import static io.polylb.dubbo.TestInvokers.call;
 import static io.polylb.dubbo.TestInvokers.genericCall;
 import static io.polylb.dubbo.TestInvokers.invokers;
@@ -16,6 +17,7 @@ import com.google.gson.JsonParser;
 import io.polylb.Balancer;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.SplittableRandom;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.Invocation;
@@ -311,6 +313,48 @@ class DubboParityTest extends AdapterTest {
             newcomer += chosen == list.get(3) ? 1 : 0;
         }
         assertTrue(newcomer > 0, "the provider added in place was never picked");
+    }
+
+    @Test
+    void aMethodLevelStrategyAddedAsAParameterIsRead() {
+        // What a <dubbo:method> with parameters gives: flat "sayHello.polylb.strategy", added to the
+        // URL by addParameters, which Dubbo 3's getMethodParameter does not see for keys it does
+        // not know.
+        List<Invoker<Object>> list = new ArrayList<>();
+        for (int i = 1; i <= 3; i++) {
+            URL url = URL.valueOf("dubbo://10.0.0." + i + ":20880/" + SERVICE + "?weight=" + i)
+                    .addParameters(Map.of("sayHello.polylb.strategy", "roundrobin", "sayHello.polylb.config", "seed=7"));
+            list.add(new TestInvokers.FakeInvoker(url));
+        }
+        PolylbLoadBalance polylb = track(new PolylbLoadBalance());
+        RoundRobinLoadBalance dubbo = new RoundRobinLoadBalance();
+        for (int i = 0; i < 12; i++) {
+            RpcInvocation inv = call("sayHello");
+            assertSame(dubbo.select(list, list.get(0).getUrl(), inv), pick(polylb, list, inv), "pick " + i);
+        }
+        String stats = String.join("\n", polylb.statsJson(list.get(0).getUrl().getServiceKey()));
+        assertTrue(stats.contains("\"strategy\":\"roundrobin\"") && !stats.contains("\"strategy\":\"random\""), stats);
+        // Another method of the service keeps the default.
+        pick(polylb, list, call("other"));
+        stats = String.join("\n", polylb.statsJson(list.get(0).getUrl().getServiceKey()));
+        assertTrue(stats.contains("\"strategy\":\"random\""), stats);
+    }
+
+    @Test
+    void aMisspeltAdapterKeyIsAnError() {
+        for (String params : List.of("polylb.strateg=roundrobin", "sayHello.polylb.stratgy=roundrobin",
+                "polylb.confg=seed=1")) {
+            List<Invoker<Object>> list = invokers(params, params);
+            PolylbLoadBalance polylb = track(new PolylbLoadBalance());
+            org.apache.dubbo.rpc.RpcException e = assertThrows(org.apache.dubbo.rpc.RpcException.class,
+                    () -> polylb.select(list, list.get(0).getUrl(), call("sayHello")), params);
+            assertTrue(e.getMessage().contains(params.substring(0, params.indexOf('=')))
+                    && e.getMessage().contains("polylb.strategy"), e.getMessage());
+        }
+        List<Invoker<Object>> good = invokers("polylb.strategy=leastactive&polylb.config=seed=1&sayHello.polylb.strategy=p2c",
+                "weight=1");
+        PolylbLoadBalance polylb = track(new PolylbLoadBalance());
+        assertTrue(good.contains(polylb.select(good, good.get(0).getUrl(), call("sayHello"))));
     }
 
     @Test
