@@ -392,7 +392,8 @@ fn read_spec(r: &mut Reader, now_ms: i64) -> Spec {
 
 /// The status `plb_balancer_update` must return for `specs` (checks in the documented order:
 /// text fields invoker by invoker, then ids, weights and duplicates invoker by invoker).
-fn expected_update(specs: &[Spec]) -> i32 {
+fn expected_update(specs: &[Spec], strategy: &str) -> i32 {
+    let hashing = matches!(strategy, "consistenthash" | "boundedhash");
     for s in specs {
         if s.null_address {
             return PLB_ERR_NULL_POINTER;
@@ -419,6 +420,9 @@ fn expected_update(specs: &[Spec]) -> i32 {
         }
         if s.weight < 0 {
             return PLB_ERR_NEGATIVE_WEIGHT;
+        }
+        if hashing && s.address.is_empty() {
+            return PLB_ERR_INVALID_ARGUMENT;
         }
         if !seen.insert(s.id) {
             return PLB_ERR_DUPLICATE_ID;
@@ -815,7 +819,7 @@ pub fn abi_sequence(data: &[u8]) {
                 } else if huge_n.is_some() {
                     PLB_ERR_INVALID_ARGUMENT
                 } else {
-                    expected_update(&specs)
+                    expected_update(&specs, strategy)
                 };
                 assert_eq!(status, expected, "update status");
                 if status == PLB_OK {

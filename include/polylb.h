@@ -94,7 +94,8 @@
 
 /**
  * An argument out of its domain: a negative elapsed time; for provider metrics a NaN, infinite
- * or negative CPU load, or a negative response time or provider clock; or a length whose size in
+ * or negative CPU load, or a negative response time or provider clock; an empty address in an
+ * update of a hashing strategy (`consistenthash`, `boundedhash`); or a length whose size in
  * bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
  */
 #define PLB_ERR_INVALID_ARGUMENT 14
@@ -143,7 +144,8 @@ typedef struct plb_invoker {
    */
   uint64_t id;
   /**
-   * UTF-8 `host:port`, not NUL-terminated; places the invoker on the consistent-hash ring.
+   * UTF-8 `host:port`, not NUL-terminated; places the invoker on the consistent-hash ring (an
+   * empty one is PLB_ERR_INVALID_ARGUMENT for the hashing strategies).
    */
   const uint8_t *address;
   size_t address_len;

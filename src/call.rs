@@ -84,15 +84,34 @@ impl<'a> Call<'a> {
     }
 
     /// Reports the call by its result: `Ok` a success, `Err` a failure — a timeout when the
-    /// error is, or wraps (its `source()` chain), an [`std::io::Error`] of kind `TimedOut` or
-    /// `WouldBlock` (what a socket read past `set_read_timeout` gives on Unix); the error may be
-    /// an `io::Error` or a `Box<dyn Error (+ Send + Sync)>`. An error the service answered with
-    /// (not found, invalid argument) is an answer, a success: map it to `Ok` first, or use
+    /// error is, or wraps (its `source()` chain, or an `io::Error`'s inner error), an
+    /// [`std::io::Error`] of kind `TimedOut` or `WouldBlock` (what a socket read past
+    /// `set_read_timeout` gives on Unix). Any error type is accepted, but only an `io::Error` or
+    /// a `Box<dyn Error (+ Send + Sync)>` is looked into: for an error type of your own (one
+    /// that wraps an `io::Error` as its source, as thiserror's do) use
+    /// [`finish_with_error`](Call::finish_with_error). An error the service answered with (not
+    /// found, invalid argument) is an answer, a success: map it to `Ok` first, or use
     /// [`finish`](Call::finish) (docs/outcomes.md).
     pub fn finish_with<T, E: 'static>(self, result: &Result<T, E>) -> Result<(), Status> {
         let outcome = match result {
             Ok(_) => Outcome::Success,
             Err(e) if timed_out(e) => Outcome::Timeout,
+            Err(_) => Outcome::Failure,
+        };
+        self.finish(outcome)
+    }
+
+    /// [`finish_with`](Call::finish_with) for any error type that implements
+    /// [`std::error::Error`]: a `TimedOut` or `WouldBlock` `io::Error` anywhere in its chain
+    /// makes the call a timeout. (`anyhow::Error` is not an `Error` itself: convert it with
+    /// `Box::<dyn Error + Send + Sync>::from` and use `finish_with`.)
+    pub fn finish_with_error<T, E: std::error::Error + 'static>(
+        self,
+        result: &Result<T, E>,
+    ) -> Result<(), Status> {
+        let outcome = match result {
+            Ok(_) => Outcome::Success,
+            Err(e) if chain_timed_out(e) => Outcome::Timeout,
             Err(_) => Outcome::Failure,
         };
         self.finish(outcome)
@@ -118,8 +137,16 @@ fn timed_out<E: 'static>(e: &E) -> bool {
     } else {
         return false;
     };
-    let mut next = Some(first);
+    chain_timed_out(first)
+}
+
+/// Whether `e` or an error it wraps is an I/O timeout. An `io::Error` made from another error
+/// (`io::Error::other(e)`) reports `e`'s source as its own, skipping `e`: its inner error is
+/// followed instead.
+fn chain_timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
     while let Some(err) = next {
+        next = err.source();
         if let Some(io) = err.downcast_ref::<std::io::Error>() {
             if matches!(
                 io.kind(),
@@ -127,8 +154,10 @@ fn timed_out<E: 'static>(e: &E) -> bool {
             ) {
                 return true;
             }
+            if let Some(inner) = io.get_ref() {
+                next = Some(inner);
+            }
         }
-        next = err.source();
     }
     false
 }

@@ -38,7 +38,8 @@ pub const PLB_ERR_BUFFER_TOO_SMALL: i32 = 12;
 /// A bug inside polylb was caught at the boundary; the balancer remains usable.
 pub const PLB_ERR_PANIC: i32 = 13;
 /// An argument out of its domain: a negative elapsed time; for provider metrics a NaN, infinite
-/// or negative CPU load, or a negative response time or provider clock; or a length whose size in
+/// or negative CPU load, or a negative response time or provider clock; an empty address in an
+/// update of a hashing strategy (`consistenthash`, `boundedhash`); or a length whose size in
 /// bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
 pub const PLB_ERR_INVALID_ARGUMENT: i32 = 14;
 /// A limit was exceeded (at most 2^20 method names per balancer).
@@ -68,7 +69,8 @@ pub struct plb_balancer {
 pub struct plb_invoker {
     /// Stable identity, unique in the set, at most INT64_MAX.
     pub id: u64,
-    /// UTF-8 `host:port`, not NUL-terminated; places the invoker on the consistent-hash ring.
+    /// UTF-8 `host:port`, not NUL-terminated; places the invoker on the consistent-hash ring (an
+    /// empty one is PLB_ERR_INVALID_ARGUMENT for the hashing strategies).
     pub address: *const u8,
     pub address_len: usize,
     /// At least 0 (Dubbo's default is 100).

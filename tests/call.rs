@@ -118,8 +118,30 @@ fn finish_with_reads_the_calls_result() {
         std::io::Error::from(std::io::ErrorKind::TimedOut),
     )));
     b.call(0, b"").unwrap().finish_with(&wrapped).unwrap();
-    assert_eq!(stat(&b, 0, 1, "failures"), 6);
-    assert_eq!(stat(&b, 0, 1, "timeouts"), 4);
+    // io::Error::other(e) reports e's source as its own, not e: its inner error is looked into.
+    let other_io: Result<(), _> = Err(std::io::Error::other(std::io::Error::from(
+        std::io::ErrorKind::TimedOut,
+    )));
+    b.call(0, b"").unwrap().finish_with(&other_io).unwrap();
+    assert_eq!(stat(&b, 0, 1, "failures"), 7);
+    assert_eq!(stat(&b, 0, 1, "timeouts"), 5);
+
+    // An error type of one's own is opaque to finish_with; finish_with_error reads its chain.
+    let own: Result<(), Wrapper> = Err(Wrapper(std::io::Error::from(std::io::ErrorKind::TimedOut)));
+    b.call(0, b"").unwrap().finish_with(&own).unwrap();
+    b.call(0, b"").unwrap().finish_with_error(&own).unwrap();
+    let own_refused: Result<(), Wrapper> = Err(Wrapper(std::io::Error::from(
+        std::io::ErrorKind::ConnectionRefused,
+    )));
+    b.call(0, b"")
+        .unwrap()
+        .finish_with_error(&own_refused)
+        .unwrap();
+    let own_ok: Result<(), Wrapper> = Ok(());
+    b.call(0, b"").unwrap().finish_with_error(&own_ok).unwrap();
+    assert_eq!(stat(&b, 0, 1, "succeeded"), 2);
+    assert_eq!(stat(&b, 0, 1, "failures"), 10);
+    assert_eq!(stat(&b, 0, 1, "timeouts"), 6);
     assert_eq!(stat(&b, 0, 1, "active"), 0);
 }
 

@@ -957,6 +957,36 @@ fn rejected_updates_change_nothing() {
 }
 
 #[test]
+fn a_hashing_strategy_refuses_an_empty_address() {
+    // Every empty address hashes to the same ring points, so one invoker would take every key.
+    for strategy in ["consistenthash", "boundedhash"] {
+        let b = balancer(
+            &format!("loadbalance={strategy}"),
+            &[provider(1), provider(2)],
+        );
+        let err = b.update(&[provider(3), Invoker::new(4, "")]).unwrap_err();
+        assert_eq!(err.status, Status::InvalidArgument, "{strategy}");
+        assert!(err.message.contains("#1 (id 4)"), "{}", err.message);
+        let picks: std::collections::HashSet<u64> = (0..200u32)
+            .map(|k| {
+                let id = b.select(0, &k.to_le_bytes(), NOW).unwrap();
+                b.report(0, id, 1, Outcome::Cancelled, NOW).unwrap();
+                id
+            })
+            .collect();
+        assert_eq!(
+            picks,
+            [1, 2].into(),
+            "{strategy}: the set before the update"
+        );
+    }
+    // Elsewhere the address is only a label.
+    let b = balancer("loadbalance=random", &[provider(1)]);
+    b.update(&[Invoker::new(4, ""), Invoker::new(5, "")])
+        .unwrap();
+}
+
+#[test]
 fn outcomes_update_the_right_counters() {
     let b = balancer("seed=15", &[provider(1)]);
     for outcome in [

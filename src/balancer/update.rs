@@ -6,6 +6,7 @@ use super::{Balancer, IdHasher, Member, Snapshot};
 use crate::clock::Clock;
 use crate::error::{Error, Status};
 use crate::invoker::Invoker;
+use crate::strategy::StrategyKind;
 use crate::weight::time_dependent_until;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -16,8 +17,8 @@ impl Balancer {
     /// Replaces the whole set atomically. State of ids that stay is kept; state of ids that left
     /// is dropped. A rejected update changes nothing.
     pub fn update(&self, invokers: &[Invoker]) -> Result<(), Error> {
-        validate(invokers)?;
         let inner = &*self.inner;
+        validate(invokers, inner.strategy.kind())?;
         let mut replaced = inner.update_lock.lock();
         let old = inner.snapshot.load_full();
         let mut until = i64::MIN;
@@ -82,7 +83,14 @@ impl Balancer {
     }
 }
 
-fn validate(invokers: &[Invoker]) -> Result<(), Error> {
+fn validate(invokers: &[Invoker], kind: StrategyKind) -> Result<(), Error> {
+    // The hashing strategies place each invoker on the ring by its address: with no address
+    // (a C caller that left `address_len` at 0) every invoker's points are the same, and the
+    // last one takes every key.
+    let hashing = matches!(
+        kind,
+        StrategyKind::ConsistentHash | StrategyKind::BoundedHash
+    );
     let mut seen: HashMap<u64, usize, BuildHasherDefault<IdHasher>> =
         HashMap::with_capacity_and_hasher(invokers.len(), Default::default());
     for (i, inv) in invokers.iter().enumerate() {
@@ -101,6 +109,16 @@ fn validate(invokers: &[Invoker]) -> Result<(), Error> {
                 format!(
                     "invoker #{i} (id {}): weight {} is negative",
                     inv.id, inv.weight
+                ),
+            ));
+        }
+        if hashing && inv.address.is_empty() {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "invoker #{i} (id {}): the address is empty, and a hashing strategy places \
+                     each invoker on its ring by its address",
+                    inv.id
                 ),
             ));
         }
