@@ -571,10 +571,29 @@ fn bad(key: &str, value: &str, why: &str) -> Error {
     )
 }
 
-fn int<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, Error> {
-    value
-        .parse()
-        .map_err(|_| bad(key, value, "not an integer in range"))
+/// An integer key's type, for the range an error message gives.
+trait ConfigInt: std::str::FromStr {
+    const RANGE: (i128, i128);
+}
+
+macro_rules! config_int {
+    ($($t:ty),*) => {
+        $(impl ConfigInt for $t {
+            const RANGE: (i128, i128) = (<$t>::MIN as i128, <$t>::MAX as i128);
+        })*
+    };
+}
+config_int!(u8, u16, u32, u64, usize, i32, i64);
+
+fn int<T: ConfigInt>(key: &str, value: &str) -> Result<T, Error> {
+    value.parse().map_err(|_| {
+        if value.parse::<i128>().is_ok() {
+            let (min, max) = T::RANGE;
+            bad(key, value, &format!("out of range ({min} to {max})"))
+        } else {
+            bad(key, value, "not an integer")
+        }
+    })
 }
 
 fn float(key: &str, value: &str) -> Result<f64, Error> {
@@ -803,5 +822,24 @@ mod tests {
             let e = Config::parse(text).unwrap_err();
             assert_eq!(e.status, Status::InvalidConfig, "{text}");
         }
+    }
+
+    #[test]
+    fn an_integer_out_of_range_is_told_its_range() {
+        let e = Config::parse("seed=-1").unwrap_err();
+        assert!(
+            e.message
+                .contains("out of range (0 to 18446744073709551615)"),
+            "{}",
+            e.message
+        );
+        let e = Config::parse("warmup=2147483648").unwrap_err();
+        assert!(
+            e.message.contains("(-2147483648 to 2147483647)"),
+            "{}",
+            e.message
+        );
+        let e = Config::parse("hash.nodes=abc").unwrap_err();
+        assert!(e.message.ends_with("is not an integer"), "{}", e.message);
     }
 }
