@@ -118,6 +118,39 @@ fn peakewma_a_slow_first_answer_is_replaced_by_the_next() {
 }
 
 #[test]
+fn peakewma_a_connection_set_up_does_not_leave_an_invoker_untried() {
+    // Three equal invokers; each one's first call pays a connection's set-up (20 ms), later ones
+    // take 0.8 ms; one call at a time. Were the method's typical estimate, which prices an
+    // invoker without a sample, seeded by such a first answer, an invoker not yet tried would be
+    // priced at 20 ms against 0.8 for the others and left untried for many calls (a third of the
+    // seeds here, after 60 calls): every invoker is tried within the first calls.
+    let mut untried_after = Vec::new();
+    for seed in 1..=50 {
+        let b = lb(
+            &format!("loadbalance=peakewma&seed={seed}"),
+            &(1..=3).map(provider).collect::<Vec<_>>(),
+        );
+        let mut now = NOW;
+        let mut calls = [0usize; 4];
+        for i in 0..60 {
+            let id = b.select(0, b"", now).unwrap();
+            let latency = if calls[id as usize] == 0 { 20_000 } else { 800 };
+            now += latency;
+            b.report(0, id, latency, Outcome::Success, now).unwrap();
+            calls[id as usize] += 1;
+            now += 1_000;
+            if i == 11 && calls[1..].contains(&0) {
+                untried_after.push((seed, calls));
+            }
+        }
+    }
+    assert!(
+        untried_after.is_empty(),
+        "an invoker still untried after 12 calls: {untried_after:?}"
+    );
+}
+
+#[test]
 fn peakewma_early_answers_do_not_erase_a_failure_penalty() {
     // Invoker 1 answers in 1 ms but fails half its calls (in 1 ms); the others answer in 5 ms.
     // A call every 5 µs keeps about 50 of its calls overlapping, so a success of a call sent

@@ -5,7 +5,7 @@ use super::{PeakEwma, SLOW, TIE};
 use crate::balancer::MethodState;
 use crate::invoker::Outcome;
 use crate::strategy::Report;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 /// `1 - exp(-x)`, out of line: inline, the compiler computed `exp` on every report (it is
 /// free of side effects, so it may be evaluated before the branches that need it).
@@ -21,6 +21,8 @@ fn weight_of_long_step(x: f64) -> f64 {
 #[derive(Default)]
 pub(super) struct Typical {
     bits: AtomicU64,
+    /// Set by an early answer (see `SETTLED`) alone; the first settling success replaces it.
+    provisional: AtomicBool,
 }
 
 impl Typical {
@@ -153,6 +155,13 @@ impl PeakEwma {
                 // The success's own latency: the estimate may hold an earlier failure's
                 // penalty, which would make a failure the measure of "typical".
                 typical.bits.store(sample.to_bits(), Relaxed);
+                typical.provisional.store(early && !settles, Relaxed);
+            } else if settles && typical.provisional.load(Relaxed) {
+                // Only an early answer set it, which may have paid a connection's set-up; it
+                // prices every invoker not yet tried, which would wait for it to come down
+                // (1/8 per 8 successes) behind invokers priced at their settled latency.
+                typical.bits.store(sample.to_bits(), Relaxed);
+                typical.provisional.store(false, Relaxed);
             } else if successes % 8 == 0 {
                 typical.bits.store(
                     (typical_now + (estimate - typical_now) / 8.0).to_bits(),
