@@ -36,8 +36,9 @@ const (
 	StatusLimitExceeded    Status = 15 // PLB_ERR_LIMIT_EXCEEDED
 )
 
-// The constants are numbers, so that go doc shows them; a header that numbered
-// one otherwise would stop the build here (an index out of range of [1]).
+// The Status and Outcome constants are numbers, so that go doc shows them; a
+// header that numbered one otherwise would stop the build here (an index out
+// of range of [1]).
 func _() {
 	var same [1]struct{}
 	_ = same[StatusOK-C.PLB_OK]
@@ -72,6 +73,14 @@ func _() {
 	_ = same[C.PLB_ERR_INVALID_ARGUMENT-StatusInvalidArgument]
 	_ = same[StatusLimitExceeded-C.PLB_ERR_LIMIT_EXCEEDED]
 	_ = same[C.PLB_ERR_LIMIT_EXCEEDED-StatusLimitExceeded]
+	_ = same[Success-C.PLB_OUTCOME_SUCCESS]
+	_ = same[C.PLB_OUTCOME_SUCCESS-Success]
+	_ = same[Failure-C.PLB_OUTCOME_FAILURE]
+	_ = same[C.PLB_OUTCOME_FAILURE-Failure]
+	_ = same[Timeout-C.PLB_OUTCOME_TIMEOUT]
+	_ = same[C.PLB_OUTCOME_TIMEOUT-Timeout]
+	_ = same[Cancelled-C.PLB_OUTCOME_CANCELLED]
+	_ = same[C.PLB_OUTCOME_CANCELLED-Cancelled]
 }
 
 // statusNames are the C macro names, so a Go error message can be grepped

@@ -110,20 +110,6 @@ const (
 	Cancelled Outcome = 3 // PLB_OUTCOME_CANCELLED
 )
 
-// The outcomes are numbers, so that go doc shows them; a header that numbered
-// one otherwise would stop the build here (an index out of range of [1]).
-func _() {
-	var same [1]struct{}
-	_ = same[Success-C.PLB_OUTCOME_SUCCESS]
-	_ = same[C.PLB_OUTCOME_SUCCESS-Success]
-	_ = same[Failure-C.PLB_OUTCOME_FAILURE]
-	_ = same[C.PLB_OUTCOME_FAILURE-Failure]
-	_ = same[Timeout-C.PLB_OUTCOME_TIMEOUT]
-	_ = same[C.PLB_OUTCOME_TIMEOUT-Timeout]
-	_ = same[Cancelled-C.PLB_OUTCOME_CANCELLED]
-	_ = same[C.PLB_OUTCOME_CANCELLED-Cancelled]
-}
-
 // Defaults of an Invoker as Dubbo has them (see NewInvoker).
 const (
 	DefaultWeight   int32 = 100
