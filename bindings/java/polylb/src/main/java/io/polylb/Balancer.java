@@ -53,7 +53,10 @@ public final class Balancer implements AutoCloseable {
      * Creates a balancer from Dubbo-style URL parameters, e.g.
      * {@code "loadbalance=consistenthash&hash.nodes=160"} ({@code loadbalance} defaults to {@code random}).
      *
-     * @throws PolylbException {@link Status#INVALID_CONFIG} with a message naming the bad key
+     * @param config the configuration string; empty for all defaults
+     * @throws NullPointerException if {@code config} is null
+     * @throws PolylbException {@link Status#INVALID_CONFIG} with a message naming the bad key;
+     *     {@link Status#INVALID_UTF8} for a config with a lone surrogate
      */
     public Balancer(String config) {
         Objects.requireNonNull(config, "config");
@@ -107,8 +110,13 @@ public final class Balancer implements AutoCloseable {
      * Replaces the whole set atomically. State of ids that stay (round-robin position, in-flight
      * counts, latency history) is kept. A rejected update changes nothing.
      *
+     * @param invokers the new set (empty: no provider)
+     * @throws NullPointerException if {@code invokers} or an element is null
      * @throws PolylbException e.g. {@link Status#DUPLICATE_ID}, {@link Status#NEGATIVE_WEIGHT},
-     *     {@link Status#ID_OUT_OF_RANGE} (negative id)
+     *     {@link Status#ID_OUT_OF_RANGE} (negative id), {@link Status#INVALID_UTF8} (an address or
+     *     zone with a lone surrogate), {@link Status#INVALID_ARGUMENT} (an empty address under
+     *     {@code consistenthash} or {@code boundedhash})
+     * @throws IllegalStateException if the balancer is closed
      */
     public void update(List<Invoker> invokers) {
         Objects.requireNonNull(invokers, "invokers");
@@ -149,6 +157,14 @@ public final class Balancer implements AutoCloseable {
     /**
      * Interns a method name; use the returned id on the hot path. The empty name is
      * {@link #SERVICE_METHOD}. Call once per method and keep the id.
+     *
+     * @param name the method name
+     * @return the method's id, the same for the same name
+     * @throws NullPointerException if {@code name} is null
+     * @throws PolylbException {@link Status#INVALID_UTF8} for a name with a lone surrogate,
+     *     {@link Status#LIMIT_EXCEEDED} for a new name when 2<sup>20</sup> names (the empty one
+     *     included) are interned
+     * @throws IllegalStateException if the balancer is closed
      */
     public int method(String name) {
         Objects.requireNonNull(name, "name");
@@ -163,12 +179,24 @@ public final class Balancer implements AutoCloseable {
         }
     }
 
-    /** Picks an invoker id for {@code method} among the whole set. */
+    /**
+     * Picks an invoker id for {@code method} among the whole set, now, with no key; throws as
+     * {@link #select(int, byte[], long)} does.
+     *
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @return the chosen invoker's id, in flight until reported
+     */
     public long select(int method) {
         return select(method, null, 0);
     }
 
-    /** Picks an invoker id; {@code key} (may be null) is the hash key of hashing strategies. */
+    /**
+     * Picks an invoker id now; throws as {@link #select(int, byte[], long)} does.
+     *
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @param key the hash key of hashing strategies (null: the empty key)
+     * @return the chosen invoker's id, in flight until reported
+     */
     public long select(int method, byte[] key) {
         return select(method, key, 0);
     }
@@ -176,8 +204,13 @@ public final class Balancer implements AutoCloseable {
     /**
      * Picks an invoker id at time {@code nowUs} (0 = now).
      *
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @param key the hash key of hashing strategies (null: the empty key)
+     * @param nowUs the time in Unix µs; 0: the library's clock
+     * @return the chosen invoker's id, in flight until reported
      * @throws PolylbException {@link Status#NO_PROVIDER} for an empty set,
      *     {@link Status#UNKNOWN_METHOD} for an id not returned by {@link #method}
+     * @throws IllegalStateException if the balancer is closed
      */
     public long select(int method, byte[] key, long nowUs) {
         if (key == null) {
@@ -201,6 +234,13 @@ public final class Balancer implements AutoCloseable {
      * As {@link #select(int, byte[])} with the UTF-8 bytes of {@code key} (null: no key), without
      * encoding a copy when the key is ASCII and at most 16 characters long: for hash keys that
      * are strings to begin with, as Dubbo's are.
+     *
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @param key the hash key (null: the empty key)
+     * @return the chosen invoker's id, in flight until reported
+     * @throws PolylbException {@link Status#INVALID_UTF8} for a key with a lone surrogate;
+     *     otherwise as {@link #select(int, byte[], long)}
+     * @throws IllegalStateException if the balancer is closed
      */
     public long selectByKey(int method, String key) {
         if (key == null) {
@@ -279,8 +319,15 @@ public final class Balancer implements AutoCloseable {
     }
 
     /**
-     * Picks among {@code candidates} (null or empty: the whole set), avoiding {@code excluded}
-     * (ids a failover already tried) while any other candidate remains.
+     * Picks among {@code candidates} (null or empty: the whole set), never one of
+     * {@code excluded} (ids a failover already tried; ids not in the set are ignored), now;
+     * throws as {@link #selectAmong(int, byte[], long[], int, long[], int, long)} does.
+     *
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @param key the hash key of hashing strategies (null: the empty key)
+     * @param candidates the ids to pick among (null or empty: the whole set)
+     * @param excluded the ids not to pick (null: none)
+     * @return the chosen invoker's id, in flight until reported
      */
     public long selectAmong(int method, byte[] key, long[] candidates, long[] excluded) {
         long[] c = candidates == null ? NO_IDS : candidates;
@@ -292,9 +339,20 @@ public final class Balancer implements AutoCloseable {
      * As {@link #selectAmong(int, byte[], long[], long[])} with the first {@code candidateCount}
      * / {@code excludedCount} elements of reusable arrays, at time {@code nowUs} (0 = now).
      *
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @param key the hash key of hashing strategies (null: the empty key)
+     * @param candidates the ids to pick among (may be null when {@code candidateCount} is 0)
+     * @param candidateCount how many leading elements of {@code candidates} count (0: the whole set)
+     * @param excluded the ids not to pick (may be null when {@code excludedCount} is 0)
+     * @param excludedCount how many leading elements of {@code excluded} count
+     * @param nowUs the time in Unix µs; 0: the library's clock
+     * @return the chosen invoker's id, in flight until reported
      * @throws PolylbException {@link Status#UNKNOWN_CANDIDATE} for a candidate not in the set,
-     *     {@link Status#NO_CANDIDATE} when every candidate is excluded... see {@link Status}
-     * @throws IndexOutOfBoundsException when a count exceeds its array
+     *     {@link Status#NO_CANDIDATE} when every candidate is excluded, and as
+     *     {@link #select(int, byte[], long)}
+     * @throws IndexOutOfBoundsException when a count is negative or exceeds its array's length
+     *     (a null array's is 0)
+     * @throws IllegalStateException if the balancer is closed
      */
     public long selectAmong(int method, byte[] key, long[] candidates, int candidateCount, long[] excluded,
             int excludedCount, long nowUs) {
@@ -313,7 +371,15 @@ public final class Balancer implements AutoCloseable {
         }
     }
 
-    /** Ends a call selected earlier, now. */
+    /**
+     * Ends a call selected earlier, now; throws as {@link #report(int, long, long, Outcome, long)}
+     * does.
+     *
+     * @param method the method id the call was selected with
+     * @param id the invoker id the select returned
+     * @param elapsedUs the call's latency in µs, {@code >= 0}
+     * @param outcome how the call ended
+     */
     public void report(int method, long id, long elapsedUs, Outcome outcome) {
         report(method, id, elapsedUs, outcome, 0);
     }
@@ -322,7 +388,15 @@ public final class Balancer implements AutoCloseable {
      * Ends a call selected earlier: its latency and outcome. A report for an id no longer in the
      * set is accepted and ignored.
      *
-     * @throws PolylbException {@link Status#INVALID_ARGUMENT} for a negative elapsed time
+     * @param method the method id the call was selected with
+     * @param id the invoker id the select returned
+     * @param elapsedUs the call's latency in µs, {@code >= 0}
+     * @param outcome how the call ended
+     * @param nowUs the time in Unix µs; 0: the library's clock
+     * @throws NullPointerException if {@code outcome} is null
+     * @throws PolylbException {@link Status#INVALID_ARGUMENT} for a negative elapsed time,
+     *     {@link Status#UNKNOWN_METHOD} for a method id not returned by {@link #method}
+     * @throws IllegalStateException if the balancer is closed
      */
     public void report(int method, long id, long elapsedUs, Outcome outcome, long nowUs) {
         int code = outcome.code(); // null outcome: NullPointerException before any native call
@@ -342,12 +416,21 @@ public final class Balancer implements AutoCloseable {
     /**
      * Selects for one call, to be ended through the returned {@link Call}: in try-with-resources
      * no pick stays in flight, whatever the body does. Throws as {@link #select(int)} does.
+     *
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @return the call, in flight until finished or closed
      */
     public Call call(int method) {
         return new Call(this, method, select(method));
     }
 
-    /** As {@link #call(int)}, selecting as {@link #select(int, byte[])} does. */
+    /**
+     * As {@link #call(int)}, selecting as {@link #select(int, byte[])} does.
+     *
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @param key the hash key of hashing strategies (null: the empty key)
+     * @return the call, in flight until finished or closed
+     */
     public Call call(int method, byte[] key) {
         return new Call(this, method, select(method, key));
     }
@@ -355,14 +438,33 @@ public final class Balancer implements AutoCloseable {
     /**
      * As {@link #call(int)}, selecting as {@link #selectAmong(int, byte[], long[], long[])} does
      * (e.g. a failover's retry, with the ids it already tried excluded).
+     *
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @param key the hash key of hashing strategies (null: the empty key)
+     * @param candidates the ids to pick among (null or empty: the whole set)
+     * @param excluded the ids not to pick (null: none)
+     * @return the call, in flight until finished or closed
      */
     public Call callAmong(int method, byte[] key, long[] candidates, long[] excluded) {
         return new Call(this, method, selectAmong(method, key, candidates, excluded));
     }
 
-    /** What {@link #call(int, byte[], Body)} runs: sends the request to invoker {@code id}. */
+    /**
+     * What {@link #call(int, byte[], Body)} runs: sends the request to invoker {@code id}.
+     *
+     * @param <T> the call's result
+     * @param <E> the checked exception the body may throw
+     */
     @FunctionalInterface
     public interface Body<T, E extends Exception> {
+        /**
+         * Makes the call.
+         *
+         * @param id the selected invoker's id
+         * @return the call's result
+         * @throws E when the call fails; reported by its type (see {@link Balancer#call(int,
+         *     byte[], Body)})
+         */
         T run(long id) throws E;
     }
 
@@ -370,8 +472,8 @@ public final class Balancer implements AutoCloseable {
      * Selects, runs {@code body} with the chosen id, and reports the call by how the body ended,
      * as Python's {@code with lb.call()} judges its block: a return is a {@link Outcome#SUCCESS};
      * anything thrown is reported, then rethrown unchanged: {@link Outcome#TIMEOUT} for a {@link
-     * java.util.concurrent.TimeoutException} or an {@link java.io.InterruptedIOException} (a
-     * socket's or an HTTP client's timeout), {@link Outcome#CANCELLED} for an {@link
+     * java.util.concurrent.TimeoutException}, an {@link java.io.InterruptedIOException} (a
+     * socket's timeout) or a {@link java.net.http.HttpTimeoutException}, {@link Outcome#CANCELLED} for an {@link
      * InterruptedException}, a {@link java.util.concurrent.CancellationException}, a {@link
      * java.nio.channels.ClosedByInterruptException} or anything thrown while the thread is
      * interrupted (this side gave up), {@link Outcome#FAILURE} for anything else (a refused
@@ -389,14 +491,36 @@ public final class Balancer implements AutoCloseable {
      * <p>The report of a body that threw never replaces what it threw (on a balancer closed
      * meanwhile it is dropped); after a body that returned, a closed balancer throws as {@link
      * Call#finish} does.
+     *
+     * @param <T> the body's result
+     * @param <E> the checked exception the body may throw
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @param key the hash key of hashing strategies (null: the empty key)
+     * @param body the call, given the selected id
+     * @return what the body returned
+     * @throws E what the body threw, after the report
+     * @throws NullPointerException if {@code body} is null (before selecting)
      */
     public <T, E extends Exception> T call(int method, byte[] key, Body<T, E> body) throws E {
         Objects.requireNonNull(body, "body");
         return run(call(method, key), body);
     }
 
-    /** The body form of {@link #callAmong}: a failover's retry, judged as {@link #call(int,
-     * byte[], Body)} judges its body. */
+    /**
+     * The body form of {@link #callAmong}: a failover's retry, judged as {@link #call(int,
+     * byte[], Body)} judges its body.
+     *
+     * @param <T> the body's result
+     * @param <E> the checked exception the body may throw
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @param key the hash key of hashing strategies (null: the empty key)
+     * @param candidates the ids to pick among (null or empty: the whole set)
+     * @param excluded the ids not to pick (null: none)
+     * @param body the call, given the selected id
+     * @return what the body returned
+     * @throws E what the body threw, after the report
+     * @throws NullPointerException if {@code body} is null (before selecting)
+     */
     public <T, E extends Exception> T callAmong(int method, byte[] key, long[] candidates, long[] excluded,
             Body<T, E> body) throws E {
         Objects.requireNonNull(body, "body");
@@ -415,9 +539,21 @@ public final class Balancer implements AutoCloseable {
         return result;
     }
 
-    /** What {@link #callAsync} runs: starts the request to invoker {@code id} and returns its stage. */
+    /**
+     * What {@link #callAsync} runs: starts the request to invoker {@code id} and returns its stage.
+     *
+     * @param <T> the call's result
+     * @param <E> the checked exception starting the call may throw
+     */
     @FunctionalInterface
     public interface AsyncBody<T, E extends Exception> {
+        /**
+         * Starts the call.
+         *
+         * @param id the selected invoker's id
+         * @return the call's stage, completing when the call ends (never null)
+         * @throws E when the call cannot be started; reported by its type
+         */
         CompletionStage<T> start(long id) throws E;
     }
 
@@ -448,6 +584,15 @@ public final class Balancer implements AutoCloseable {
      * and a {@link NullPointerException} thrown. A stage completing after this balancer was
      * closed still completes the returned future; its report goes nowhere, as the close dropped
      * the balancer's state.
+     *
+     * @param <T> the call's result
+     * @param <E> the checked exception the body may throw
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @param key the hash key of hashing strategies (null: the empty key)
+     * @param body starts the call, given the selected id
+     * @return a future completing as the body's stage does, after the report
+     * @throws E what the body threw, after the report
+     * @throws NullPointerException if {@code body} is null (before selecting) or returned null
      */
     public <T, E extends Exception> CompletableFuture<T> callAsync(int method, byte[] key, AsyncBody<T, E> body)
             throws E {
@@ -455,7 +600,20 @@ public final class Balancer implements AutoCloseable {
         return runAsync(call(method, key), body);
     }
 
-    /** {@link #callAsync} for a failover's retry: selects as {@link #selectAmong} does. */
+    /**
+     * {@link #callAsync} for a failover's retry: selects as {@link #selectAmong} does.
+     *
+     * @param <T> the call's result
+     * @param <E> the checked exception the body may throw
+     * @param method a method id from {@link #method}, or {@link #SERVICE_METHOD}
+     * @param key the hash key of hashing strategies (null: the empty key)
+     * @param candidates the ids to pick among (null or empty: the whole set)
+     * @param excluded the ids not to pick (null: none)
+     * @param body starts the call, given the selected id
+     * @return a future completing as the body's stage does, after the report
+     * @throws E what the body threw, after the report
+     * @throws NullPointerException if {@code body} is null (before selecting) or returned null
+     */
     public <T, E extends Exception> CompletableFuture<T> callAmongAsync(int method, byte[] key, long[] candidates,
             long[] excluded, AsyncBody<T, E> body) throws E {
         Objects.requireNonNull(body, "body");
@@ -546,7 +704,11 @@ public final class Balancer implements AutoCloseable {
             this.startNanos = System.nanoTime();
         }
 
-        /** The selected invoker's id. */
+        /**
+         * The selected invoker's id.
+         *
+         * @return the id the select returned
+         */
         public long id() {
             return id;
         }
@@ -557,6 +719,8 @@ public final class Balancer implements AutoCloseable {
          * {@link NullPointerException} and leaves the call unfinished (close reports it
          * cancelled).
          *
+         * @param outcome how the call ended
+         * @throws NullPointerException if {@code outcome} is null
          * @throws IllegalStateException when the balancer was closed (see the class documentation)
          */
         public void finish(Outcome outcome) {
@@ -604,7 +768,18 @@ public final class Balancer implements AutoCloseable {
 
     /**
      * Feeds what a Dubbo provider returned in its {@code lb_adaptive} attachment ({@code curTime}
-     * in ms and {@code load}) plus the call's response time; used by {@code adaptive}.
+     * in ms and {@code load}) plus the call's response time; used by {@code adaptive}, accepted
+     * and ignored by the other strategies and for an id not in the set.
+     *
+     * @param method the method id the call was selected with
+     * @param id the invoker id the select returned
+     * @param providerTimeMs the provider's {@code curTime}, Unix ms, {@code >= 0}
+     * @param cpuLoad the provider's {@code load}, finite and {@code >= 0}
+     * @param rtUs the call's response time in µs, {@code >= 0}
+     * @param nowUs the time in Unix µs; 0: the library's clock
+     * @throws PolylbException {@link Status#INVALID_ARGUMENT} for an argument out of its range,
+     *     {@link Status#UNKNOWN_METHOD} for a method id not returned by {@link #method}
+     * @throws IllegalStateException if the balancer is closed
      */
     public void reportProviderMetrics(int method, long id, long providerTimeMs, double cpuLoad, long rtUs,
             long nowUs) {
@@ -629,12 +804,25 @@ public final class Balancer implements AutoCloseable {
         return providerTimeMs < 0 ? "invalid argument: providerTimeMs = " + providerTimeMs + " (want >= 0)" : null;
     }
 
-    /** The set and its counters as JSON, effective weights evaluated now. */
+    /**
+     * The set and its counters as JSON, effective weights evaluated now (fields: docs/abi-contract.md).
+     *
+     * @return one JSON object, {@code {"strategy": ..., "invokers": [...]}}
+     * @throws PolylbException {@link Status#PANIC} if the native side failed
+     * @throws IllegalStateException if the balancer is closed
+     */
     public String statsJson() {
         return statsJson(0);
     }
 
-    /** The set and its counters as JSON, effective weights evaluated at {@code nowUs}. */
+    /**
+     * The set and its counters as JSON, effective weights evaluated at {@code nowUs}.
+     *
+     * @param nowUs the time in Unix µs; 0: the library's clock
+     * @return one JSON object, {@code {"strategy": ..., "invokers": [...]}}
+     * @throws PolylbException {@link Status#PANIC} if the native side failed
+     * @throws IllegalStateException if the balancer is closed
+     */
     public String statsJson(long nowUs) {
         try {
             String json = Native.stats(live(), nowUs);
@@ -647,7 +835,13 @@ public final class Balancer implements AutoCloseable {
         }
     }
 
-    /** The strategy's canonical name, e.g. {@code "roundrobin"}. */
+    /**
+     * The strategy's canonical name, e.g. {@code "roundrobin"}.
+     *
+     * @return the name
+     * @throws PolylbException {@link Status#PANIC} if the native side failed
+     * @throws IllegalStateException if the balancer is closed
+     */
     public String strategy() {
         try {
             String name = Native.strategy(live());
@@ -660,6 +854,11 @@ public final class Balancer implements AutoCloseable {
         }
     }
 
+    /**
+     * Whether {@link #close()} was called.
+     *
+     * @return true once closed
+     */
     public boolean isClosed() {
         return closed;
     }
@@ -683,7 +882,11 @@ public final class Balancer implements AutoCloseable {
         Reference.reachabilityFence(this);
     }
 
-    /** The polylb core library's version ({@code plb_version()}), e.g. {@code "0.1.0"}. */
+    /**
+     * The polylb core library's version ({@code plb_version()}), e.g. {@code "0.1.0"}.
+     *
+     * @return the version
+     */
     public static String nativeVersion() {
         return Native.version();
     }

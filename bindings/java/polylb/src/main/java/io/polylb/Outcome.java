@@ -26,6 +26,11 @@ public enum Outcome {
         this.code = code;
     }
 
+    /**
+     * The C ABI's code ({@code PLB_OUTCOME_*}).
+     *
+     * @return 0 to 3
+     */
     public int code() {
         return code;
     }

@@ -46,12 +46,20 @@ public class PolylbClusterFilter implements ClusterFilter {
      * For callers driving PolylbLoadBalance without Dubbo's cluster layer (benchmarks, tests):
      * what this filter does when an invocation starts. Without it, picks are undone at once (no
      * one would release them); with it, end the invocation with {@link #releaseUnsent}.
+     *
+     * @param invocation the invocation about to be balanced
      */
     public static void beginInvocation(Invocation invocation) {
         Selections.releasedAtEnd(invocation);
     }
 
-    /** For callers driving PolylbLoadBalance without Dubbo's cluster layer (benchmarks, tests). */
+    /**
+     * For callers driving PolylbLoadBalance without Dubbo's cluster layer (benchmarks, tests):
+     * what this filter does when an invocation ends. Reports each of its picks that was never
+     * sent {@link io.polylb.Outcome#CANCELLED}, and unmarks it.
+     *
+     * @param invocation the invocation that ended
+     */
     public static void releaseUnsent(Invocation invocation) {
         Selections.releaseUnsent(invocation);
     }

@@ -50,8 +50,17 @@ import org.apache.dubbo.rpc.support.RpcUtils;
  * {@value #DUBBO_SLIDE_PERIOD_KEY} (default 30000 ms).
  */
 public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable, ScopeModelAware {
+    /** This extension's name ({@code loadbalance="polylb"}), the prefix of every polylb extension's. */
     public static final String NAME = "polylb";
+    /**
+     * URL parameter: the strategy of {@code loadbalance="polylb"} (also
+     * {@code <method>.polylb.strategy}; default {@code random}); the per-strategy extensions ignore it.
+     */
     public static final String STRATEGY_KEY = "polylb.strategy";
+    /**
+     * URL parameter: more polylb configuration (e.g. {@code seed=42}), added to what the adapter
+     * builds from Dubbo's keys (also {@code <method>.polylb.config}).
+     */
     public static final String EXTRA_CONFIG_KEY = "polylb.config";
     static final String DEFAULT_STRATEGY = "random";
     /** Prefix of the key of a service's registry-level state (multi-registry selection). */
@@ -93,6 +102,11 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         this(null);
     }
 
+    /**
+     * The adapter with a fixed strategy, as the per-strategy extensions (the nested classes) are.
+     *
+     * @param fixedStrategy the polylb strategy of every service; null: read from {@value #STRATEGY_KEY}
+     */
     protected PolylbLoadBalance(String fixedStrategy) {
         this.fixedStrategy = fixedStrategy;
     }
@@ -562,6 +576,10 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
      * polylb's view of a service (serviceKey, e.g. {@code com.example.DemoService} or
      * {@code group/com.example.DemoService:1.0}): one stats JSON per native balancer, with
      * per-provider weights, effective weights, in-flight and success/failure counters.
+     *
+     * @param serviceKey the service's key
+     * @return the JSON of each of its native balancers; empty when this instance holds no state
+     *     for the service (never balanced here, or freed)
      */
     public List<String> statsJson(String serviceKey) {
         ServiceState state = services.get(serviceKey);
@@ -584,6 +602,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     /** {@code loadbalance="polylb-random"}: Dubbo's weighted random with warm-up. */
     public static class Random extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
         public Random() {
             super("random");
         }
@@ -591,6 +610,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     /** {@code loadbalance="polylb-roundrobin"}: Dubbo's smooth weighted round robin. */
     public static class RoundRobin extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
         public RoundRobin() {
             super("roundrobin");
         }
@@ -598,6 +618,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     /** {@code loadbalance="polylb-leastactive"}: fewest calls in flight, weighted tie-break. */
     public static class LeastActive extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
         public LeastActive() {
             super("leastactive");
         }
@@ -605,6 +626,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     /** {@code loadbalance="polylb-shortestresponse"}: Dubbo's windowed mean latency x (active + 1). */
     public static class ShortestResponse extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
         public ShortestResponse() {
             super("shortestresponse");
         }
@@ -612,6 +634,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     /** {@code loadbalance="polylb-consistenthash"}: Dubbo's ketama ring (hash.nodes, hash.arguments). */
     public static class ConsistentHash extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
         public ConsistentHash() {
             super("consistenthash");
         }
@@ -619,6 +642,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     /** {@code loadbalance="polylb-adaptive"}: Dubbo's P2C over provider-reported load. */
     public static class Adaptive extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
         public Adaptive() {
             super("adaptive");
         }
@@ -626,6 +650,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     /** {@code loadbalance="polylb-p2c"}: weighted power of two choices (a polylb strategy). */
     public static class P2c extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
         public P2c() {
             super("p2c");
         }
@@ -633,6 +658,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     /** {@code loadbalance="polylb-peakewma"}: peak-EWMA latency P2C (a polylb strategy). */
     public static class PeakEwma extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
         public PeakEwma() {
             super("peakewma");
         }
@@ -640,6 +666,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     /** {@code loadbalance="polylb-boundedhash"}: consistent hashing with bounded load (a polylb strategy). */
     public static class BoundedHash extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
         public BoundedHash() {
             super("boundedhash");
         }

@@ -13,9 +13,11 @@ public final class Outcomes {
     /**
      * The outcome of a call that ended with {@code status}.
      *
+     * @param status the call's final status
      * @param ownCancel whether the call's own side gave it up (its {@code Context} cancelled, a
      *     {@code ClientCall.cancel}): it tells a CANCELLED of this side (no verdict on the
      *     provider) from one the provider sent or reset the stream with (a failure)
+     * @return the outcome to report
      */
     public static Outcome of(Status status, boolean ownCancel) {
         switch (status.getCode()) {

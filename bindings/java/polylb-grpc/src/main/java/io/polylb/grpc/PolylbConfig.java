@@ -10,6 +10,13 @@ import java.util.Objects;
  * @param serviceLevel one state for all the channel's methods instead of one per full method name
  */
 public record PolylbConfig(String config, boolean serviceLevel) {
+    /**
+     * The entry.
+     *
+     * @param config       polylb's config string (empty: the library's defaults)
+     * @param serviceLevel one state for all the channel's methods instead of one per full method name
+     * @throws NullPointerException if {@code config} is null
+     */
     public PolylbConfig {
         Objects.requireNonNull(config, "config");
     }

@@ -33,13 +33,25 @@ public final class PolylbGrpc {
 
     private PolylbGrpc() {}
 
-    /** {@code endpoint} with its polylb fields (see {@link #INVOKER}). */
+    /**
+     * {@code endpoint} with its polylb fields (see {@link #INVOKER}).
+     *
+     * @param endpoint the resolver's endpoint
+     * @param fields   its weight, start time, warm-up and zone ({@code id} and {@code address} are ignored)
+     * @return a new endpoint: the same addresses and attributes, plus {@link #INVOKER}
+     */
     public static EquivalentAddressGroup withInvoker(EquivalentAddressGroup endpoint, Invoker fields) {
         Attributes attributes = endpoint.getAttributes().toBuilder().set(INVOKER, fields).build();
         return new EquivalentAddressGroup(endpoint.getAddresses(), attributes);
     }
 
-    /** {@code endpoint} with a weight (Dubbo's default is 100) and otherwise Dubbo's defaults. */
+    /**
+     * {@code endpoint} with a weight (Dubbo's default is 100) and otherwise Dubbo's defaults.
+     *
+     * @param endpoint the resolver's endpoint
+     * @param weight   its weight (the policy counts a negative one as 0)
+     * @return a new endpoint: the same addresses and attributes, plus {@link #INVOKER}
+     */
     public static EquivalentAddressGroup withWeight(EquivalentAddressGroup endpoint, int weight) {
         return withInvoker(endpoint, Invoker.of(0, "").withWeight(weight));
     }

@@ -42,6 +42,10 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
      * policy creates (one per channel, a new one when the channel's config changes, and a new one
      * each time the channel leaves idle mode, which closes the previous one). The balancer is the
      * policy's: read it, never update or close it.
+     *
+     * @param policyName the name a service config's {@code loadBalancingConfig} selects it by
+     * @param observer   called with each balancer the policy creates
+     * @throws NullPointerException if an argument is null
      */
     public PolylbLoadBalancerProvider(String policyName, Consumer<Balancer> observer) {
         this.policyName = Objects.requireNonNull(policyName, "policyName");
