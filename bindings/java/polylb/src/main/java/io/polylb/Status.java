@@ -64,7 +64,7 @@ public enum Status {
      * @return the status; {@link #UNKNOWN} for a code this version does not know
      */
     public static Status of(long code) {
-        long c = Math.abs(code);
-        return c < BY_CODE.length - 1 ? BY_CODE[(int) c] : UNKNOWN;
+        long c = Math.abs(code); // negative only for Long.MIN_VALUE, which is no status
+        return c >= 0 && c < BY_CODE.length - 1 ? BY_CODE[(int) c] : UNKNOWN;
     }
 }
