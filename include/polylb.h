@@ -31,6 +31,9 @@
  */
 #define PLB_ABI_VERSION 1
 
+/**
+ * Success.
+ */
 #define PLB_OK 0
 
 /**
@@ -48,8 +51,14 @@
  */
 #define PLB_ERR_INVALID_CONFIG 3
 
+/**
+ * An invoker weight is negative.
+ */
 #define PLB_ERR_NEGATIVE_WEIGHT 4
 
+/**
+ * An invoker id appears twice in the set.
+ */
 #define PLB_ERR_DUPLICATE_ID 5
 
 /**
@@ -148,6 +157,9 @@ typedef struct plb_invoker {
    * empty one is PLB_ERR_INVALID_ARGUMENT for the hashing strategies).
    */
   const uint8_t *address;
+  /**
+   * Length of `address` in bytes.
+   */
   size_t address_len;
   /**
    * At least 0 (Dubbo's default is 100).
@@ -165,6 +177,9 @@ typedef struct plb_invoker {
    * Optional UTF-8 zone; (NULL, 0) for none.
    */
   const uint8_t *zone;
+  /**
+   * Length of `zone` in bytes; 0 = no zone (`zone` is then not read).
+   */
   size_t zone_len;
 } plb_invoker;
 

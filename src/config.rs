@@ -6,22 +6,30 @@
 use crate::error::{Error, Status};
 use crate::strategy::StrategyKind;
 
+/// A balancer's configuration: one field per config key, the `peakewma.*`, `outlier.*` and
+/// `slowstart.*` keys in their own structs. [`Config::parse`] reads a config string;
+/// [`Config::default`] holds every key's default (what `parse("")` gives).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
+    /// `loadbalance`: the strategy (default `random`).
     pub strategy: StrategyKind,
-    /// Virtual nodes per invoker on the consistent-hash ring (rounded down to a multiple of 4).
+    /// Virtual nodes per invoker on the consistent-hash ring, 4..=65536 (rounded down to a
+    /// multiple of 4; default 160).
     pub hash_nodes: u32,
-    /// Default warm-up in ms for invokers registered with a negative `warmup_ms`.
+    /// Default warm-up in ms for invokers registered with a negative `warmup_ms`; 0 or less:
+    /// none (default 600000).
     pub warmup_ms: i32,
-    /// shortestresponse's tumbling window.
+    /// shortestresponse's tumbling window in ms, > 0 (default 30000).
     pub slide_period_ms: i64,
-    /// adaptive's call timeout: decay unit of its latency estimate, and force-pick after 2x.
+    /// adaptive's call timeout in ms, > 0 (default 1000): decay unit of its latency estimate,
+    /// and force-pick after 2x.
     pub timeout_ms: i32,
     /// Fixed seed: makes every random choice reproducible (tests, simulations). Without it each
     /// thread uses its own generator, which avoids a shared atomic on the hot path.
     pub seed: Option<u64>,
     /// p2c: candidates compared per pick (0 = every candidate).
     pub p2c_choices: u32,
+    /// `peakewma.*`: peakewma's options.
     pub peakewma: PeakEwmaConfig,
     /// boundedhash: an invoker takes a key while its in-flight load stays within
     /// ⌈factor × average⌉ (weighted).
@@ -30,7 +38,9 @@ pub struct Config {
     pub zone: Option<String>,
     /// Stay entirely in the local zone while at least this percentage of it is healthy.
     pub zone_min_healthy_percent: u32,
+    /// `outlier.*`: outlier ejection (every strategy).
     pub outlier: OutlierConfig,
+    /// `slowstart.*`: consumer-side slow start (p2c, peakewma, boundedhash).
     pub slow_start: SlowStartConfig,
 }
 
@@ -55,11 +65,13 @@ pub struct OutlierConfig {
     pub consecutive_failures: u32,
     /// Eject when failures reach this percentage of a window's calls (0 = rule off).
     pub failure_rate_percent: u32,
+    /// Window of the failure-rate rule in ms, > 0 (default 10000).
     pub window_ms: i64,
     /// Calls a window needs before the failure-rate rule applies.
     pub min_requests: u32,
     /// First ejection's length; the n-th consecutive ejection lasts n times as long.
     pub base_ejection_ms: i64,
+    /// Longest ejection in ms, at least `base_ejection_ms` (default 300000).
     pub max_ejection_ms: i64,
     /// At most this share of the set is ejected at once (at least one invoker, never all; 0 =
     /// never eject).
@@ -67,6 +79,7 @@ pub struct OutlierConfig {
 }
 
 impl OutlierConfig {
+    /// True when a rule is set (`consecutive_failures` or `failure_rate_percent` above 0).
     pub fn enabled(&self) -> bool {
         self.consecutive_failures > 0 || self.failure_rate_percent > 0
     }
@@ -339,6 +352,10 @@ const KEYS: &[(&str, &str, Setter)] = &[
 ];
 
 impl Config {
+    /// Parses `key=value` pairs joined by `&` (empty pairs skipped, keys and values trimmed);
+    /// an empty value leaves the key's default. An unknown key (the error suggests the nearest),
+    /// a duplicate key, a value out of range, or an option that would do nothing is
+    /// `Status::InvalidConfig`.
     pub fn parse(text: &str) -> Result<Config, Error> {
         let mut config = Config::default();
         let mut seen: Vec<&str> = Vec::new();

@@ -8,21 +8,45 @@ use std::fmt;
 #[repr(i32)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Status {
+    /// Success (`PLB_OK`); the Rust API never returns it as an error.
     Ok = 0,
+    /// C ABI only: a required pointer is NULL (the handle, an output, or data with a non-zero
+    /// length).
     NullPointer = 1,
+    /// C ABI only: a config, address, zone or method name is not valid UTF-8.
     InvalidUtf8 = 2,
+    /// The config is wrong: an unknown key (the message suggests the nearest), a bad value, a
+    /// duplicate key, or an option that would do nothing.
     InvalidConfig = 3,
+    /// An update gave an invoker a negative weight.
     NegativeWeight = 4,
+    /// An update gave two invokers the same id.
     DuplicateId = 5,
+    /// An update gave an invoker an id above `i64::MAX` (the C ABI returns ids as `int64_t`).
     IdOutOfRange = 6,
+    /// A select found the invoker set empty.
     NoProvider = 7,
+    /// A select had no candidate left: every candidate is excluded.
     NoCandidate = 8,
+    /// A candidate id passed to a select is not in the current invoker set.
     UnknownCandidate = 9,
+    /// A method id that [`Balancer::method`](crate::Balancer::method) did not return.
     UnknownMethod = 10,
+    /// C ABI only: an outcome code that is not 0..=3 (see [`Outcome`](crate::Outcome)).
     UnknownOutcome = 11,
+    /// C ABI only: the stats buffer is too small; `*len` holds the length needed (without the
+    /// NUL).
     BufferTooSmall = 12,
+    /// C ABI only: a panic inside polylb was caught at the boundary; the balancer remains
+    /// usable.
     Panic = 13,
+    /// An argument out of its domain: a negative elapsed time; for provider metrics a NaN,
+    /// infinite or negative CPU load, or a negative response time or provider clock; an empty
+    /// address in an update of `consistenthash` or `boundedhash`; in the C ABI, a length no
+    /// array can have.
     InvalidArgument = 14,
+    /// A limit was exceeded: at most [`MAX_METHODS`](crate::MAX_METHODS) (2^20) method names
+    /// per balancer.
     LimitExceeded = 15,
 }
 
@@ -46,6 +70,7 @@ const ALL: [Status; 16] = [
 ];
 
 impl Status {
+    /// The numeric code, the C ABI's `PLB_OK` / `PLB_ERR_*` value (0..=15).
     pub fn code(self) -> i32 {
         self as i32
     }
@@ -86,6 +111,8 @@ impl Status {
         }
     }
 
+    /// A short static description of the status, the text `plb_status_str` returns (also
+    /// what `Display` prints).
     pub fn message(self) -> &'static str {
         let m = self.message_nul();
         &m[..m.len() - 1]
@@ -103,7 +130,10 @@ impl std::error::Error for Status {}
 /// Error of a cold call: a status plus a message that names what was wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
+    /// What kind of error: the status code the C ABI returns for it.
     pub status: Status,
+    /// Human-readable details, e.g. the config key and value at fault (also what `Display`
+    /// prints).
     pub message: String,
 }
 

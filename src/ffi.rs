@@ -12,6 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// Version of the C ABI. Bindings check it at load time and refuse a mismatch.
 pub const PLB_ABI_VERSION: u32 = 1;
 
+/// Success.
 pub const PLB_OK: i32 = 0;
 /// A required pointer is NULL: the handle, an output, or data with a non-zero length.
 pub const PLB_ERR_NULL_POINTER: i32 = 1;
@@ -19,7 +20,9 @@ pub const PLB_ERR_NULL_POINTER: i32 = 1;
 pub const PLB_ERR_INVALID_UTF8: i32 = 2;
 /// Unknown config key (the message suggests the nearest), bad value or duplicate key.
 pub const PLB_ERR_INVALID_CONFIG: i32 = 3;
+/// An invoker weight is negative.
 pub const PLB_ERR_NEGATIVE_WEIGHT: i32 = 4;
+/// An invoker id appears twice in the set.
 pub const PLB_ERR_DUPLICATE_ID: i32 = 5;
 /// An invoker id is above INT64_MAX (select returns ids as int64_t).
 pub const PLB_ERR_ID_OUT_OF_RANGE: i32 = 6;
@@ -72,6 +75,7 @@ pub struct plb_invoker {
     /// UTF-8 `host:port`, not NUL-terminated; places the invoker on the consistent-hash ring (an
     /// empty one is PLB_ERR_INVALID_ARGUMENT for the hashing strategies).
     pub address: *const u8,
+    /// Length of `address` in bytes.
     pub address_len: usize,
     /// At least 0 (Dubbo's default is 100).
     pub weight: i32,
@@ -81,6 +85,7 @@ pub struct plb_invoker {
     pub warmup_ms: i32,
     /// Optional UTF-8 zone; (NULL, 0) for none.
     pub zone: *const u8,
+    /// Length of `zone` in bytes; 0 = no zone (`zone` is then not read).
     pub zone_len: usize,
 }
 

@@ -4,7 +4,11 @@
 /// `address` (`host:port`) places it on the consistent-hash ring, as Dubbo's URL address does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invoker {
+    /// The caller's stable identity: unique in the set, at most `i64::MAX` (else an update is
+    /// `IdOutOfRange`); `select` returns it.
     pub id: u64,
+    /// `host:port`: places the invoker on the hash ring (must not be empty for
+    /// `consistenthash` and `boundedhash`, else an update is `InvalidArgument`).
     pub address: String,
     /// Configured weight, at least 0 (Dubbo's default is 100).
     pub weight: i32,
@@ -17,6 +21,8 @@ pub struct Invoker {
 }
 
 impl Invoker {
+    /// An invoker with Dubbo's defaults: weight 100, start time 0 (unknown: no warm-up),
+    /// warm-up -1 (the balancer's `warmup`), no zone.
     pub fn new(id: u64, address: impl Into<String>) -> Invoker {
         Invoker {
             id,
@@ -28,21 +34,26 @@ impl Invoker {
         }
     }
 
+    /// Sets the configured weight (at least 0; a negative one is `NegativeWeight` at update).
     pub fn weight(mut self, weight: i32) -> Self {
         self.weight = weight;
         self
     }
 
+    /// Sets the provider's start time in Unix milliseconds (0 or less: unknown, no warm-up).
     pub fn start_time_ms(mut self, start_time_ms: i64) -> Self {
         self.start_time_ms = start_time_ms;
         self
     }
 
+    /// Sets the warm-up period in milliseconds (negative: the balancer's `warmup`; 0: none).
     pub fn warmup_ms(mut self, warmup_ms: i32) -> Self {
         self.warmup_ms = warmup_ms;
         self
     }
 
+    /// Sets the invoker's zone for `zone=` preference (an empty name is no zone, as in the C
+    /// ABI).
     pub fn zone(mut self, zone: impl Into<String>) -> Self {
         self.zone = Some(zone.into());
         self
@@ -67,6 +78,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome of a C ABI `PLB_OUTCOME_*` code (0..=3); `None` for any other value.
     pub fn from_code(code: i32) -> Option<Outcome> {
         match code {
             0 => Some(Outcome::Success),

@@ -26,6 +26,8 @@
 //! Times are Unix microseconds passed by the caller (`now_us`; 0 = the library's clock), so
 //! simulations and tests run in virtual time.
 
+#![warn(missing_docs)]
+
 mod balancer;
 mod call;
 mod clock;

@@ -106,6 +106,9 @@ pub struct Balancer {
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 impl Balancer {
+    /// A balancer for a config string of Dubbo URL parameters
+    /// (`loadbalance=leastactive&warmup=600000`; empty = `random` with Dubbo's defaults), with
+    /// an empty invoker set. A bad config is `Status::InvalidConfig` ([`Config::parse`]).
     pub fn new(config: &str) -> Result<Balancer, Error> {
         Ok(Self::build(Config::parse(config)?))
     }
@@ -165,10 +168,12 @@ impl Balancer {
         }
     }
 
+    /// The configuration this balancer was built with.
     pub fn config(&self) -> &Config {
         &self.inner.config
     }
 
+    /// The strategy's config name (`random`, …, `boundedhash`), as in `loadbalance=`.
     pub fn strategy_name(&self) -> &'static str {
         self.inner.strategy.kind().name()
     }

@@ -176,11 +176,20 @@ pub(crate) trait Strategy: Send + Sync + 'static {
 /// Every strategy name polylb knows. Dubbo's six keep Dubbo's meaning forever.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum StrategyKind {
+    /// `random`: weighted random, warm-up aware (Dubbo's default).
     Random,
+    /// `roundrobin`: smooth weighted round robin, Dubbo's exact sequence, per method.
     RoundRobin,
+    /// `leastactive`: fewest calls in flight, weighted random among ties.
     LeastActive,
+    /// `shortestresponse`: window-average successful latency × (in flight + 1), over a
+    /// tumbling window (`shortestresponse.slidePeriod`).
     ShortestResponse,
+    /// `consistenthash`: Dubbo's MD5 ring (`hash.nodes` virtual nodes per invoker), keyed by
+    /// the caller's key bytes.
     ConsistentHash,
+    /// `adaptive`: power of two choices by Dubbo's provider-load formula (CPU load, EWMA
+    /// latency, in flight, success ratio).
     Adaptive,
     /// Weighted power of d choices on calls in flight relative to weight.
     P2c,
@@ -191,6 +200,7 @@ pub enum StrategyKind {
 }
 
 impl StrategyKind {
+    /// Every strategy, in this order: Dubbo's six, then polylb's own.
     pub const ALL: &'static [StrategyKind] = &[
         StrategyKind::Random,
         StrategyKind::RoundRobin,
@@ -203,6 +213,7 @@ impl StrategyKind {
         StrategyKind::BoundedHash,
     ];
 
+    /// The strategy's config name, as in `loadbalance=` (`random`, …, `boundedhash`).
     pub fn name(self) -> &'static str {
         match self {
             StrategyKind::Random => "random",
@@ -225,6 +236,7 @@ impl StrategyKind {
         )
     }
 
+    /// The strategy of a config name (exact, lowercase); `None` for an unknown name.
     pub fn from_name(name: &str) -> Option<StrategyKind> {
         Self::ALL.iter().copied().find(|k| k.name() == name)
     }
