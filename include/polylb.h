@@ -47,7 +47,8 @@
 #define PLB_ERR_INVALID_UTF8 2
 
 /**
- * Unknown config key (the message suggests the nearest), bad value or duplicate key.
+ * Unknown config key (the message suggests the nearest), bad value, duplicate key, or an
+ * option that would do nothing (e.g. `p2c.choices` with another strategy).
  */
 #define PLB_ERR_INVALID_CONFIG 3
 
@@ -110,7 +111,7 @@
 #define PLB_ERR_INVALID_ARGUMENT 14
 
 /**
- * A limit was exceeded (at most 2^20 method names per balancer).
+ * A limit was exceeded (at most 2^20 method names per balancer, the empty name included).
  */
 #define PLB_ERR_LIMIT_EXCEEDED 15
 

@@ -18,7 +18,8 @@ pub const PLB_OK: i32 = 0;
 pub const PLB_ERR_NULL_POINTER: i32 = 1;
 /// Config, address, zone or method name is not valid UTF-8.
 pub const PLB_ERR_INVALID_UTF8: i32 = 2;
-/// Unknown config key (the message suggests the nearest), bad value or duplicate key.
+/// Unknown config key (the message suggests the nearest), bad value, duplicate key, or an
+/// option that would do nothing (e.g. `p2c.choices` with another strategy).
 pub const PLB_ERR_INVALID_CONFIG: i32 = 3;
 /// An invoker weight is negative.
 pub const PLB_ERR_NEGATIVE_WEIGHT: i32 = 4;
@@ -45,7 +46,7 @@ pub const PLB_ERR_PANIC: i32 = 13;
 /// update of a hashing strategy (`consistenthash`, `boundedhash`); or a length whose size in
 /// bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
 pub const PLB_ERR_INVALID_ARGUMENT: i32 = 14;
-/// A limit was exceeded (at most 2^20 method names per balancer).
+/// A limit was exceeded (at most 2^20 method names per balancer, the empty name included).
 pub const PLB_ERR_LIMIT_EXCEEDED: i32 = 15;
 
 /// The provider answered, also with an error of the service's own (a business exception, a gRPC
