@@ -31,8 +31,8 @@ pub struct Config {
     pub p2c_choices: u32,
     /// `peakewma.*`: peakewma's options.
     pub peakewma: PeakEwmaConfig,
-    /// boundedhash: an invoker takes a key while its in-flight load stays within
-    /// ⌈factor × average⌉ (weighted).
+    /// boundedhash: an invoker takes a key while its calls in flight, the new one counted, stay
+    /// within ⌈factor × weighted average⌉ (the average counting the new call too).
     pub boundedhash_factor: f64,
     /// Zone preference (every strategy): the consumer's own zone; None = off.
     pub zone: Option<String>,
@@ -234,8 +234,8 @@ const KEYS: &[(&str, &str, Setter)] = &[
     ),
     (
         "boundedhash.factor",
-        "boundedhash: an invoker keeps a key while its in-flight calls stay below \
-         ceil(factor x weighted average); 1.0..=100 (default 1.25)",
+        "boundedhash: an invoker keeps a key while its calls in flight, the new one counted, \
+         stay within ceil(factor x weighted average); 1.0..=100 (default 1.25)",
         |c, k, v| {
             c.boundedhash_factor = float(k, v)?;
             Ok(())
