@@ -604,9 +604,15 @@ config_int!(u8, u16, u32, u64, usize, i32, i64);
 
 fn int<T: ConfigInt>(key: &str, value: &str) -> Result<T, Error> {
     value.parse().map_err(|_| {
-        if value.parse::<i128>().is_ok() {
+        let digits = value.strip_prefix(['-', '+']).unwrap_or(value);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            // The type's range, which a key may narrow further (checked after parsing).
             let (min, max) = T::RANGE;
-            bad(key, value, &format!("out of range ({min} to {max})"))
+            bad(
+                key,
+                value,
+                &format!("out of range (not within {min} to {max})"),
+            )
         } else {
             bad(key, value, "not an integer")
         }
@@ -846,17 +852,19 @@ mod tests {
         let e = Config::parse("seed=-1").unwrap_err();
         assert!(
             e.message
-                .contains("out of range (0 to 18446744073709551615)"),
+                .contains("out of range (not within 0 to 18446744073709551615)"),
             "{}",
             e.message
         );
         let e = Config::parse("warmup=2147483648").unwrap_err();
         assert!(
-            e.message.contains("(-2147483648 to 2147483647)"),
+            e.message.contains("(not within -2147483648 to 2147483647)"),
             "{}",
             e.message
         );
         let e = Config::parse("hash.nodes=abc").unwrap_err();
         assert!(e.message.ends_with("is not an integer"), "{}", e.message);
+        let e = Config::parse(&format!("seed={}", "9".repeat(40))).unwrap_err();
+        assert!(e.message.contains("out of range"), "{}", e.message);
     }
 }

@@ -74,6 +74,8 @@ class BuildPyWithLibrary(build_py):
         # Always copied: copy_file skips a source older than the copy a previous build left in
         # build/, which would bundle that one instead of the library POLYLB_LIBRARY names.
         print(f"polylb: bundling {source}", flush=True)
+        # Unlinked first: a read-only library (a package store's) was copied with its mode.
+        destination.unlink(missing_ok=True)
         shutil.copyfile(source, destination)
         shutil.copymode(source, destination)
 

@@ -151,6 +151,41 @@ fn peakewma_a_connection_set_up_does_not_leave_an_invoker_untried() {
 }
 
 #[test]
+fn peakewma_a_failure_after_the_first_answer_does_not_leave_the_typical_estimate_provisional() {
+    // Invoker 1's first answer (20 ms) sets the typical estimate provisionally; its next call
+    // fails, which settles its estimate for good, so no settling success follows: the first
+    // success after it must end the provisional state, or a later invoker's one settling answer
+    // (300 ms here) would become the typical estimate, and an invoker not yet tried would be
+    // priced at 300 ms against invoker 1's 1 ms.
+    let b = lb("loadbalance=peakewma&seed=3", &[provider(1)]);
+    let mut now = NOW;
+    let call = |among: u64, latency: i64, outcome: Outcome, now: &mut i64| {
+        let id = b.select_among(0, b"", &[among], &[], *now).unwrap();
+        *now += latency;
+        b.report(0, id, latency, outcome, *now).unwrap();
+        *now += 1_000;
+    };
+    call(1, 20_000, Outcome::Success, &mut now);
+    call(1, 1_000, Outcome::Failure, &mut now);
+    for _ in 0..200 {
+        call(1, 1_000, Outcome::Success, &mut now);
+    }
+    b.update(&[provider(1), provider(2)]).unwrap();
+    call(2, 1_000, Outcome::Success, &mut now);
+    call(2, 300_000, Outcome::Success, &mut now);
+    b.update(&[provider(1), provider(3)]).unwrap();
+    let mut to_3 = 0;
+    for _ in 0..40 {
+        let id = b.select(0, b"", now).unwrap();
+        now += 1_000;
+        b.report(0, id, 1_000, Outcome::Success, now).unwrap();
+        now += 1_000;
+        to_3 += usize::from(id == 3);
+    }
+    assert!(to_3 >= 5, "the untried invoker got {to_3} of 40 calls");
+}
+
+#[test]
 fn peakewma_early_answers_do_not_erase_a_failure_penalty() {
     // Invoker 1 answers in 1 ms but fails half its calls (in 1 ms); the others answer in 5 ms.
     // A call every 5 µs keeps about 50 of its calls overlapping, so a success of a call sent

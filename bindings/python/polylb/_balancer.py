@@ -526,8 +526,12 @@ class Balancer:
         if status == Status.INVALID_ARGUMENT:
             # The hot calls return a bare code; the arguments say which one it was about.
             for name, value in arguments.items():
-                low = _INT64_MIN if name == "now_us" else 0
-                if isinstance(value, (int, float)) and not low <= value <= _INT64_MAX:  # NaN too
+                if isinstance(value, float):  # cpu_load: any finite value >= 0
+                    bad = not value >= 0 or value == float("inf")  # NaN too
+                else:
+                    low = _INT64_MIN if name == "now_us" else 0
+                    bad = isinstance(value, int) and not low <= value <= _INT64_MAX
+                if bad:
                     want = "an int64 clock" if name == "now_us" else "finite and >= 0"
                     return error_for(status, f"invalid argument: {name} = {value!r} (want {want})")
         return error_for(status)

@@ -305,6 +305,8 @@ def test_an_invalid_argument_is_named(lb: polylb.Balancer) -> None:
         lb.report_provider_metrics(1, 1, 0.5, -1)
     with pytest.raises(polylb.InvalidArgumentError, match="provider_time_ms"):
         lb.report_provider_metrics(1, 2**63, 0.5, 1)
+    with pytest.raises(polylb.InvalidArgumentError, match="rt_us = -1"):  # a large load is valid
+        lb.report_provider_metrics(1, 1, 1e19, -1)
 
 
 @pytest.mark.parametrize("ids", [["1"], [1.5], [None]])

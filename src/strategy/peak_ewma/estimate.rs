@@ -156,10 +156,12 @@ impl PeakEwma {
                 // penalty, which would make a failure the measure of "typical".
                 typical.bits.store(sample.to_bits(), Relaxed);
                 typical.provisional.store(early && !settles, Relaxed);
-            } else if settles && typical.provisional.load(Relaxed) {
+            } else if (settles || !early) && typical.provisional.load(Relaxed) {
                 // Only an early answer set it, which may have paid a connection's set-up; it
                 // prices every invoker not yet tried, which would wait for it to come down
-                // (1/8 per 8 successes) behind invokers priced at their settled latency.
+                // (1/8 per 8 successes) behind invokers priced at their settled latency. The
+                // first success of a settled estimate replaces it (a settling one, or any
+                // success once a failure settled the estimate: that never settles again).
                 typical.bits.store(sample.to_bits(), Relaxed);
                 typical.provisional.store(false, Relaxed);
             } else if successes % 8 == 0 {

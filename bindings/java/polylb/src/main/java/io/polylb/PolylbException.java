@@ -50,11 +50,12 @@ public class PolylbException extends RuntimeException {
     }
 
     static PolylbException of(long statusCode, String detail) {
-        int code = (int) Math.abs(statusCode);
-        Status status = Status.of(code);
-        String text = Native.statusMessage(code);
+        long magnitude = Math.abs(statusCode); // negative only for Long.MIN_VALUE
+        int code = magnitude >= 0 && magnitude <= Integer.MAX_VALUE ? (int) magnitude : -1;
+        Status status = Status.of(statusCode);
+        String text = code < 0 ? null : Native.statusMessage(code);
         if (text == null) {
-            text = "unknown polylb status " + code;
+            text = "unknown polylb status " + statusCode;
         }
         String message = detail == null || detail.isEmpty() ? text : detail;
         return new PolylbException(status, code, status + ": " + message);

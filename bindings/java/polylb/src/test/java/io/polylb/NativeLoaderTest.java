@@ -46,6 +46,7 @@ class NativeLoaderTest {
         }
         assertEquals(Status.UNKNOWN, Status.of(999));
         assertEquals(Status.UNKNOWN, Status.of(Long.MIN_VALUE)); // Math.abs leaves it negative
+        assertEquals(Status.UNKNOWN, PolylbException.of(Long.MIN_VALUE).status());
         assertEquals("PANIC", PolylbException.of(-13).status().name());
     }
 }

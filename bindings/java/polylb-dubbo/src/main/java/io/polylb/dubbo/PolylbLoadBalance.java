@@ -6,6 +6,7 @@ import static org.apache.dubbo.common.constants.CommonConstants.LOADBALANCE_KEY;
 
 import io.polylb.PolylbException;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -536,25 +537,55 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         return url.getMethodParameter(methodName, key, defaultValue);
     }
 
-    /** The adapter's keys in provider URLs ({@value #SWEEP_PERIOD_KEY} is the application's). */
-    private static final Set<String> ADAPTER_KEYS = Set.of(STRATEGY_KEY, EXTRA_CONFIG_KEY, SWEEP_PERIOD_KEY);
+    /** The adapter's keys, as {@code polylb.<name>} or {@code <method>.polylb.<name>}. */
+    private static final List<String> ADAPTER_KEY_NAMES = List.of("strategy", "config");
 
     /**
-     * A misspelt {@code polylb.*} key would otherwise leave the default in place without a word
-     * ({@code polylb.strateg=roundrobin} balancing at random); the library's own keys are checked
-     * by the library, inside {@value #EXTRA_CONFIG_KEY}.
+     * A misspelt adapter key would otherwise leave the default in place without a word
+     * ({@code polylb.strateg=roundrobin} balancing at random). Only near misses of the adapter's
+     * keys are refused: Dubbo writes a method's attributes as {@code <method>.<attribute>}, so a
+     * method named {@code polylb} gives {@code polylb.timeout}, and a provider on a later
+     * adapter may carry keys this one does not know. The library's own keys are checked by the
+     * library, inside {@value #EXTRA_CONFIG_KEY}.
      */
     private static void checkAdapterKeys(URL url, String methodName) {
         for (String key : url.getParameters().keySet()) {
-            int method = key.indexOf(".polylb.");
-            String own = key.startsWith("polylb.") ? key : method < 0 ? null : key.substring(method + 1);
-            if (own == null || ADAPTER_KEYS.contains(own)) {
-                continue;
+            int at = 0;
+            if (!key.startsWith("polylb.")) {
+                int dot = key.indexOf(".polylb.");
+                if (dot < 0) {
+                    continue;
+                }
+                at = dot + 1;
             }
-            throw new RpcException("polylb: unknown URL parameter '" + key + "' for " + url.getServiceKey() + "."
-                    + methodName + " (the adapter reads " + STRATEGY_KEY + " and " + EXTRA_CONFIG_KEY
-                    + ", also as <method>." + STRATEGY_KEY + "; polylb's own keys go inside " + EXTRA_CONFIG_KEY + ")");
+            String name = key.substring(at + "polylb.".length());
+            for (String known : ADAPTER_KEY_NAMES) {
+                if (!name.equals(known) && editDistance(name.toLowerCase(Locale.ROOT), known) <= 2) {
+                    throw new RpcException("polylb: unknown URL parameter '" + key + "' for " + url.getServiceKey()
+                            + "." + methodName + "; did you mean '" + key.substring(0, at) + "polylb." + known
+                            + "'? (the adapter reads " + STRATEGY_KEY + " and " + EXTRA_CONFIG_KEY
+                            + ", also as <method>." + STRATEGY_KEY + ")");
+                }
+            }
         }
+    }
+
+    private static int editDistance(String a, String b) {
+        int[] row = new int[b.length() + 1];
+        for (int j = 0; j <= b.length(); j++) {
+            row[j] = j;
+        }
+        for (int i = 1; i <= a.length(); i++) {
+            int diagonal = row[0];
+            row[0] = i;
+            for (int j = 1; j <= b.length(); j++) {
+                int above = row[j];
+                row[j] = Math.min(Math.min(row[j] + 1, row[j - 1] + 1),
+                        diagonal + (a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1));
+                diagonal = above;
+            }
+        }
+        return row[b.length()];
     }
 
     /**

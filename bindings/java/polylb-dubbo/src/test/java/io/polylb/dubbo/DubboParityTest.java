@@ -351,8 +351,10 @@ class DubboParityTest extends AdapterTest {
             assertTrue(e.getMessage().contains(params.substring(0, params.indexOf('=')))
                     && e.getMessage().contains("polylb.strategy"), e.getMessage());
         }
-        List<Invoker<Object>> good = invokers("polylb.strategy=leastactive&polylb.config=seed=1&sayHello.polylb.strategy=p2c",
-                "weight=1");
+        // Not near misses: a method named polylb (Dubbo writes <method>.<attribute>), a key of a
+        // later adapter, another extension's key.
+        List<Invoker<Object>> good = invokers("polylb.strategy=leastactive&polylb.config=seed=1&sayHello.polylb.strategy=p2c"
+                + "&polylb.timeout=100&polylb.sweepPeriodMs=5&polylb.someLaterKey=1&metrics.polylb.enabled=true", "weight=1");
         PolylbLoadBalance polylb = track(new PolylbLoadBalance());
         assertTrue(good.contains(polylb.select(good, good.get(0).getUrl(), call("sayHello"))));
     }
