@@ -21,7 +21,8 @@ fn weight_of_long_step(x: f64) -> f64 {
 #[derive(Default)]
 pub(super) struct Typical {
     bits: AtomicU64,
-    /// Set by an early answer (see `SETTLED`) alone; the first settling success replaces it.
+    /// Set by an early answer (see `SETTLED`) alone; the first success of a settled estimate
+    /// replaces it.
     provisional: AtomicBool,
 }
 
