@@ -95,4 +95,65 @@ mod tests {
             i32::MAX
         );
     }
+
+    /// Dubbo's order of checks (spec §1): weight ≤ 0 first (no warm-up, not even clock skew's
+    /// 1), then an unknown start, then skew (whatever the warm-up, even none), then
+    /// 0 < uptime < warmup.
+    #[test]
+    fn order_of_dubbos_checks() {
+        let now = 1_700_000_000_000i64;
+        assert_eq!(
+            effective_weight(0, now + 60_000, 600_000, now),
+            0,
+            "skew, weight 0"
+        );
+        assert_eq!(
+            effective_weight(-1, now + 1, 600_000, now),
+            0,
+            "skew, weight < 0"
+        );
+        assert_eq!(
+            effective_weight(100, now + 1, 0, now),
+            1,
+            "skew, no warm-up"
+        );
+        assert_eq!(
+            effective_weight(100, now + 1, -7, now),
+            1,
+            "skew, negative warm-up"
+        );
+        assert_eq!(
+            effective_weight(100, -5, 600_000, now),
+            100,
+            "negative start: unknown"
+        );
+        assert_eq!(
+            effective_weight(100, now - 5, -7, now),
+            100,
+            "negative warm-up: none"
+        );
+        assert_eq!(effective_weight(100, now - 599_999, 600_000, now), 99);
+        assert_eq!(effective_weight(100, now - 600_000, 600_000, now), 100);
+        assert_eq!(effective_weight(7, now - 1, 1, now), 7, "uptime = warmup");
+        // Uptime above i32::MAX (about 24.8 days) must not wrap, even with a longer warm-up
+        // than any uptime that would fit.
+        let long_ago = now - (i32::MAX as i64 + 1_000);
+        assert_eq!(effective_weight(100, long_ago, i32::MAX, now), 100);
+        assert_eq!(
+            effective_weight(100, now - (i32::MAX as i64 / 2), i32::MAX, now),
+            50
+        );
+        // float32: 2^31 - 2 rounds to 2^31, so one ms before the end of the longest warm-up
+        // already weighs in full.
+        assert_eq!(
+            effective_weight(100, now - (i32::MAX as i64 - 1), i32::MAX, now),
+            100
+        );
+        assert_eq!(
+            time_dependent_until(100, now + 10, -1),
+            now + 10,
+            "skewed with no warm-up: 1 until the start time"
+        );
+        assert_eq!(time_dependent_until(0, now + 10, 600_000), i64::MIN);
+    }
 }
