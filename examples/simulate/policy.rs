@@ -11,6 +11,7 @@ pub struct Member {
     /// Unix ms of its (re)start when it announces a warm-up; 0 = unknown (no warm-up).
     pub start_time_ms: i64,
     pub warmup_ms: i32,
+    pub weight: i32,
 }
 
 pub fn provider_id(index: usize) -> u64 {
@@ -125,6 +126,7 @@ impl Policy for LibraryPolicy {
                 Invoker::new(provider_id(m.index), provider_address(m.index))
                     .start_time_ms(m.start_time_ms)
                     .warmup_ms(m.warmup_ms)
+                    .weight(m.weight)
             })
             .collect();
         for lb in &self.balancers {

@@ -54,6 +54,11 @@ pub struct ProviderSpec {
     pub cold: Option<Cold>,
     /// Requests beyond this many waiting are rejected at once (a full thread-pool queue).
     pub queue_limit: usize,
+    /// The weight it registers with (100 = Dubbo's default).
+    pub weight: i32,
+    /// (probability, after µs): this share of calls fails after this long, without queueing
+    /// (a partial outage); stress scenarios only.
+    pub partial_fail: Option<(f64, i64)>,
 }
 
 impl ProviderSpec {
@@ -68,6 +73,8 @@ impl ProviderSpec {
             fast_fail_us: None,
             cold: None,
             queue_limit: 100_000,
+            weight: 100,
+            partial_fail: None,
         }
     }
 

@@ -66,6 +66,9 @@ pub struct Scenario {
 }
 
 pub const ALL_IDS: &[&str] = &["1", "2a", "2b", "3", "4", "5", "6", "7", "8"];
+/// Stress scenarios beyond the default set: run only when named (`--scenarios x1,x2`), never
+/// part of the default report.
+pub const STRESS_IDS: &[&str] = &["x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10"];
 
 impl Scenario {
     pub fn mean_cost(&self) -> f64 {
@@ -215,6 +218,7 @@ fn secs(s: f64) -> i64 {
 pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenario> {
     let id = ALL_IDS
         .iter()
+        .chain(STRESS_IDS)
         .copied()
         .find(|&k| k == id || scenario_name(k) == id)?;
     let d = duration_us.unwrap_or_else(|| default_duration_us(id));
@@ -428,6 +432,10 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 fleet: 1,
             }
         }
+
+        "x1" | "x2" | "x3" | "x4" | "x5" | "x6" | "x7" | "x8" | "x9" | "x10" => {
+            return Some(stress(id, d, model));
+        }
         _ => return None,
     };
     Some(s)
@@ -444,6 +452,16 @@ pub fn scenario_name(id: &str) -> &'static str {
         "6" => "churn",
         "7" => "hotkeys",
         "8" => "herding",
+        "x1" => "hetero",
+        "x2" => "flap",
+        "x3" => "flapfast",
+        "x4" => "degrade",
+        "x5" => "hang",
+        "x6" => "slowerr",
+        "x7" => "partial",
+        "x8" => "partialslow",
+        "x9" => "canary",
+        "x10" => "two",
         _ => "?",
     }
 }
@@ -454,5 +472,108 @@ pub fn default_duration_us(id: &str) -> i64 {
         "1" => secs(30.0),
         "3" | "5" | "6" => secs(25.0),
         _ => secs(15.0),
+    }
+}
+
+/// The stress scenarios (`STRESS_IDS`).
+fn stress(id: &'static str, d: i64, model: &Model) -> Scenario {
+    let normal = || model.provider();
+    let frac = |f: f64| (d as f64 * f) as i64;
+    let mut providers = vec![
+        normal();
+        if matches!(id, "x5" | "x7" | "x8" | "x1") {
+            8
+        } else {
+            4
+        }
+    ];
+    let mut timeline = vec![];
+    let mut capacity_rps = capacity(&providers, |_| true, 1.0);
+    let one = capacity_rps / providers.len() as f64;
+    let title: &'static str = match id {
+        "x1" => {
+            for (p, w) in providers.iter_mut().zip([1, 2, 4, 4, 4, 4, 8, 8]) {
+                p.workers = w;
+            }
+            capacity_rps = capacity(&providers, |_| true, 1.0);
+            "Heterogeneous concurrency: 8 providers with 1,2,4,4,4,4,8,8 workers, equal weights"
+        }
+        "x2" | "x3" => {
+            let period = if id == "x2" { 2_000_000 } else { 250_000 };
+            let mut t = period;
+            let mut slow = true;
+            while t < d {
+                timeline.push((t, Action::Speed(0, if slow { 5.0 } else { 1.0 })));
+                slow = !slow;
+                t += period;
+            }
+            capacity_rps = one * (3.0 + 0.6);
+            if id == "x2" {
+                "One provider of 4 flaps 1x/5x service time every 2 s"
+            } else {
+                "One provider of 4 flaps 1x/5x service time every 250 ms"
+            }
+        }
+        "x4" => {
+            for k in 1..20 {
+                let f = 8f64.powf(k as f64 / 19.0);
+                timeline.push((frac(k as f64 / 20.0), Action::Speed(0, f)));
+            }
+            capacity_rps = one * 3.5;
+            "One provider of 4 degrades gradually from 1x to 8x service time"
+        }
+        "x5" => {
+            timeline.push((frac(0.2), Action::Freeze(0)));
+            capacity_rps = one * 7.0;
+            "One provider of 8 hangs at 20 % (no answer: timeouts) and is never dropped"
+        }
+        "x6" => {
+            providers[0].fast_fail_us = Some(300_000);
+            capacity_rps = one * 3.0;
+            "One provider of 4 answers every call with an error after 300 ms"
+        }
+        "x7" => {
+            for p in providers.iter_mut() {
+                p.partial_fail = Some((0.3, 1_000));
+            }
+            "Partial outage: every provider of 8 fails 30 % of calls in 1 ms"
+        }
+        "x8" => {
+            for p in providers.iter_mut() {
+                p.partial_fail = Some((0.3, 50_000));
+            }
+            "Partial outage: every provider of 8 fails 30 % of calls after 50 ms"
+        }
+        "x9" => {
+            providers[0].weight = 1;
+            providers[0].slowdown = 3.0;
+            for p in providers.iter_mut().skip(1) {
+                p.weight = 99;
+            }
+            capacity_rps = one * 3.0;
+            "Canary: weight 1 (3x slower) against three at weight 99"
+        }
+        _ => {
+            providers.truncate(2);
+            providers[0].extra_delay_us = 5_000;
+            capacity_rps = one * 2.0;
+            "Two providers, one +5 ms"
+        }
+    };
+    Scenario {
+        id,
+        name: scenario_name(id),
+        title,
+        capacity_rps,
+        capacity_note: "stress scenario",
+        initial: (0..providers.len()).collect(),
+        providers,
+        timeline,
+        heavy: None,
+        keys: Keys::Uniform(10_000),
+        duration_us: d,
+        min_consumers: 1,
+        hash_probe: None,
+        fleet: 1,
     }
 }

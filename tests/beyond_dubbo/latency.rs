@@ -186,6 +186,55 @@ fn peakewma_a_failure_after_the_first_answer_does_not_leave_the_typical_estimate
 }
 
 #[test]
+fn peakewma_a_reconnect_after_failures_does_not_leave_invokers_untried() {
+    // Four equal invokers; every call fails (in 1 ms) until each has failed once, as while a
+    // client starts before its providers accept connections; then each invoker's first success
+    // pays a new connection's set-up (300 ms), later ones take about 1 ms; one call at a time,
+    // 200 ms apart.
+    // The failures settle each estimate, so the first success of the method was trusted as the
+    // typical estimate: 300 ms, coming down 1/8 per 8 successes of the invoker that took the
+    // calls while the others, priced at their own 300 ms first answers, waited (3, 8 and 11
+    // of the first 350 calls here; 70 s). Each should get close to its quarter from 10 s on:
+    // at least 0.1 each over 10–60 s (250 calls; with `preferenceMs=1000` one invoker takes
+    // each second's calls, so a share is a binomial of 50 periods at 0.25: 0.1 is 2.4 sd).
+    for config in [
+        "loadbalance=peakewma&seed=7",
+        "loadbalance=peakewma&peakewma.choices=0&peakewma.preferenceMs=1000&seed=7",
+    ] {
+        let b = lb(config, &(1..=4).map(provider).collect::<Vec<_>>());
+        let (mut failed, mut connected) = ([false; 5], [false; 5]);
+        let mut calls = [0usize; 5];
+        let mut t = 0;
+        while t < 60_000_000 {
+            let id = b.select(0, b"", NOW + t).unwrap();
+            let (latency, outcome) = if failed[1..].contains(&false) {
+                failed[id as usize] = true;
+                (1_000, Outcome::Failure)
+            } else if !connected[id as usize] {
+                connected[id as usize] = true;
+                (300_000, Outcome::Success)
+            } else {
+                (jitter(1_000, t, id), Outcome::Success)
+            };
+            b.report(0, id, latency, outcome, NOW + t + latency)
+                .unwrap();
+            if t >= 10_000_000 {
+                calls[id as usize] += 1;
+            }
+            t += latency + 200_000;
+        }
+        let total: usize = calls.iter().sum();
+        for (id, &n) in calls.iter().enumerate().skip(1) {
+            let share = n as f64 / total as f64;
+            assert!(
+                share >= 0.1,
+                "{config}: invoker {id}'s share {share:.3} ({calls:?})"
+            );
+        }
+    }
+}
+
+#[test]
 fn peakewma_early_answers_do_not_erase_a_failure_penalty() {
     // Invoker 1 answers in 1 ms but fails half its calls (in 1 ms); the others answer in 5 ms.
     // A call every 5 µs keeps about 50 of its calls overlapping, so a success of a call sent

@@ -236,6 +236,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
             index: i,
             start_time_ms: 0,
             warmup_ms: 0,
+            weight: e.providers[i].spec.weight,
         })
         .collect();
     e.policy.set_members(&e.members);

@@ -28,7 +28,15 @@ impl Engine<'_> {
                 );
             }
             Health::Up => {
-                if let Some(ff) = prov.spec.fast_fail_us {
+                let req = self.reqs[r as usize];
+                let partial = prov.spec.partial_fail.and_then(|(prob, after)| {
+                    let draw = crate::rng::derive(
+                        (req.z.to_bits() as u64) << 32 | req.e.to_bits() as u64,
+                        p as u64 * 8 + req.attempt as u64,
+                    );
+                    (((draw >> 11) as f64 / (1u64 << 53) as f64) < prob).then_some(after)
+                });
+                if let Some(ff) = prov.spec.fast_fail_us.or(partial) {
                     self.reqs[r as usize].provider_done = true;
                     self.schedule(
                         self.now + ff,
@@ -136,6 +144,7 @@ impl Engine<'_> {
                     index: p,
                     start_time_ms: (EPOCH_US + now) / 1000,
                     warmup_ms: WARMUP_MS,
+                    weight: self.providers[p].spec.weight,
                 });
                 self.members.sort_by_key(|m| m.index);
                 self.policy.set_members(&self.members);

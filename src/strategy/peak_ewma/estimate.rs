@@ -152,17 +152,26 @@ impl PeakEwma {
             let successes = (counted & !SETTLED).wrapping_add(1) & !SETTLED;
             let settled = if settles { SETTLED } else { counted & SETTLED };
             cell.successes.store(successes | settled, Relaxed);
+            // An invoker's first success is an early answer for the typical estimate even when
+            // failures settled its own estimate first: after a refused or reset connection it
+            // pays a new connection's set-up. (Trusted, it made the typical estimate stand
+            // there for minutes at a few calls per second, and invokers not yet tried, or
+            // whose own first success paid it too, waited behind it.)
+            let first = counted & !SETTLED == 0;
             if typical_now <= 0.0 {
                 // The success's own latency: the estimate may hold an earlier failure's
                 // penalty, which would make a failure the measure of "typical".
                 typical.bits.store(sample.to_bits(), Relaxed);
-                typical.provisional.store(early && !settles, Relaxed);
-            } else if (settles || !early) && typical.provisional.load(Relaxed) {
+                typical
+                    .provisional
+                    .store(first || (early && !settles), Relaxed);
+            } else if (settles || !early) && !first && typical.provisional.load(Relaxed) {
                 // Only an early answer set it, which may have paid a connection's set-up; it
                 // prices every invoker not yet tried, which would wait for it to come down
                 // (1/8 per 8 successes) behind invokers priced at their settled latency. The
                 // first success of a settled estimate replaces it (a settling one, or any
-                // success once a failure settled the estimate: that never settles again).
+                // later success once a failure settled the estimate: that never settles
+                // again), but not an invoker's first success.
                 typical.bits.store(sample.to_bits(), Relaxed);
                 typical.provisional.store(false, Relaxed);
             } else if successes % 8 == 0 {

@@ -19,7 +19,8 @@
 //!   is neither flooded as "0 ms" nor shunned; with no sample anywhere, in flight / weight
 //!   decides. Set by an early answer alone (below), the typical estimate stands only until the
 //!   first success of a settled estimate replaces it, so that a connection's set-up does not
-//!   price every invoker not yet tried as slow. An invoker's first answers often pay a connection's set-up or the client's own
+//!   price every invoker not yet tried as slow. An invoker's first success counts as such an
+//!   early answer even after failures settled its estimate (a reconnect pays a set-up too). An invoker's first answers often pay a connection's set-up or the client's own
 //!   start-up, and so may every call sent before the first answer came: until a success of a
 //!   call sent after it settles the estimate (or a failure, whose penalty must stand, or the
 //!   16th success), the fastest early success stands, and the settling one replaces it when
