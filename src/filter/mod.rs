@@ -94,12 +94,21 @@ impl Filter {
     /// only while some invoker is ejected.
     pub fn needed(&self, snapshot: &Snapshot, clock: &Clock) -> bool {
         if self.live.load(Acquire) > 0 {
-            if clock.now_ms() >= self.next_expiry_ms.load(Relaxed) {
-                self.sweep(snapshot, clock.now_ms());
+            let now_ms = clock.now_ms();
+            let next = self.next_expiry_ms.load(Relaxed);
+            if outlier::ejection_over(next, now_ms, self.max_ejection_ms()) {
+                self.sweep(snapshot, now_ms);
             }
             return true;
         }
         self.zone.is_some()
+    }
+
+    /// The longest an ejection lasts (no ejection without outlier ejection configured).
+    fn max_ejection_ms(&self) -> i64 {
+        self.outlier
+            .as_ref()
+            .map_or(i64::MAX, |o| o.max_ejection_ms)
     }
 
     /// Filters a subset call's candidates in place (positions in set order and their mask):

@@ -42,7 +42,11 @@ impl OutlierState {
     /// Whether a window that started at `start` (0: none started) is over at `now_ms`.
     #[inline]
     fn window_over(start: i64, window_ms: i64, now_ms: i64) -> bool {
-        start == 0 || now_ms.saturating_sub(start) >= window_ms
+        // A start more than a window ahead: the clock stepped back since (the window would
+        // otherwise last as long as the step).
+        start == 0
+            || now_ms.saturating_sub(start) >= window_ms
+            || start.saturating_sub(now_ms) > window_ms
     }
 
     /// The (calls, failures) of the window that a call counted at `now_ms` would join: (0, 0)
@@ -195,7 +199,7 @@ impl Filter {
         for m in snapshot.members.iter() {
             let state = &m.state.outlier;
             let until = state.ejected_until_ms.load(Relaxed);
-            if until != 0 && until <= now_ms {
+            if until != 0 && ejection_over(until, now_ms, self.max_ejection_ms()) {
                 state.reset_counts();
                 state.lifted_ms.store(now_ms.max(1), Relaxed);
                 state.ejected_until_ms.store(0, Relaxed);
@@ -250,6 +254,14 @@ impl Filter {
         self.recount(snapshot);
         self.epoch.fetch_add(1, Release);
     }
+}
+
+/// Whether an ejection until `until_ms` is over at `now_ms`. One that ends further ahead than
+/// the longest ejection was made before the clock stepped back: lifted now rather than kept
+/// for as long as the step (hours, for a wall clock set back by hours).
+#[inline]
+pub(super) fn ejection_over(until_ms: i64, now_ms: i64, max_ejection_ms: i64) -> bool {
+    until_ms <= now_ms || until_ms.saturating_sub(now_ms) > max_ejection_ms
 }
 
 #[cfg(test)]

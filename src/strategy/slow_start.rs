@@ -84,7 +84,9 @@ impl SlowStart {
             return 1.0;
         }
         let elapsed = now_ms.saturating_sub(joined);
-        if elapsed >= self.window_ms {
+        // A join more than a window ahead was stamped before the clock stepped back: its ramp
+        // cannot be placed, and it is not kept at the lowest weight for as long as the step.
+        if elapsed >= self.window_ms || elapsed < -self.window_ms {
             return 1.0;
         }
         if elapsed <= 0 {
@@ -119,7 +121,10 @@ impl Ramp {
         }
         let now = clock.now_ms();
         if until != i64::MAX {
-            return now < until;
+            // Ramps that end more than two windows ahead began more than a window ahead: the
+            // clock stepped back since (see `factor`), and they end now rather than when the
+            // clock catches up.
+            return now < until && until.saturating_sub(now) <= slow.window_ms.saturating_mul(2);
         }
         let mut until = i64::MIN;
         for m in snapshot.members.iter() {

@@ -65,6 +65,9 @@ pub(crate) struct World {
     balancers: Vec<Balancer>,
     calls: BinaryHeap<Reverse<Call>>,
     now: i64,
+    /// The time the balancers are given at a virtual time (the identity unless a test makes
+    /// the clock step).
+    clock: fn(i64) -> i64,
 }
 
 impl World {
@@ -76,7 +79,14 @@ impl World {
             balancers,
             calls: BinaryHeap::new(),
             now: 0,
+            clock: |t| t,
         }
+    }
+
+    /// The balancers read their time through `clock` (virtual time → time given).
+    pub(crate) fn with_clock(mut self, clock: fn(i64) -> i64) -> World {
+        self.clock = clock;
+        self
     }
 
     /// Runs until `until_us`, appending every pick to `log` as (time, consumer, id).
@@ -100,12 +110,14 @@ impl World {
                     _ => Outcome::Timeout,
                 };
                 self.balancers[c]
-                    .report(0, id, end - sent, outcome, NOW + end)
+                    .report(0, id, end - sent, outcome, NOW + (self.clock)(end))
                     .unwrap();
             }
             let c = turn % self.balancers.len();
             turn += 1;
-            let id = self.balancers[c].select(0, b"", NOW + self.now).unwrap();
+            let id = self.balancers[c]
+                .select(0, b"", NOW + (self.clock)(self.now))
+                .unwrap();
             let (latency, outcome) = world(id, self.now);
             let code = match outcome {
                 Outcome::Success => 0,

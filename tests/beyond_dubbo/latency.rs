@@ -72,6 +72,46 @@ fn peakewma_forgives_a_500ms_stall_at_once() {
 }
 
 #[test]
+fn peakewma_a_clock_stepping_back_does_not_prolong_a_stall() {
+    // As `peakewma_forgives_a_500ms_stall_at_once`, but the wall clock steps back 60 s just
+    // after the stall's calls end (an NTP step; the library's own clock is the wall clock).
+    // The stall's peak and sample were stamped in the future of every later call: the estimate
+    // neither decayed (negative age) nor was probed, and the invoker stayed shunned until the
+    // clock caught up, 60 s later. It must come back as it does without the step.
+    let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
+    for config in [
+        "loadbalance=peakewma&peakewma.decay=10000",
+        "loadbalance=peakewma&peakewma.choices=0&peakewma.preferenceMs=1000",
+    ] {
+        let mut w = World::new(config, 1, &invokers).with_clock(|t| {
+            if t > 2_501_000 {
+                t - 60_000_000
+            } else {
+                t
+            }
+        });
+        let mut log = Vec::new();
+        w.run(
+            14_000_000,
+            500,
+            |id, t| {
+                if id == 1 && (2_000_000..2_500_000).contains(&t) {
+                    (2_500_000 - t, Outcome::Success)
+                } else {
+                    (jitter(1_000, t, id), Outcome::Success)
+                }
+            },
+            &mut log,
+        );
+        // With the preference order one invoker takes each second's calls: 11 periods at 0.25
+        // each; 0.1 is far below the no-step share (0.2-0.3) and far above the 0 of a stall
+        // prolonged by the step.
+        let after = share(&log, 1, 3_000_000, 14_000_000);
+        assert!(after > 0.1, "{config}: share after the step {after:.4}");
+    }
+}
+
+#[test]
 fn peakewma_a_slow_first_answer_is_replaced_by_the_next() {
     // Invoker 1 answers in 1 ms, but its first call, the client's first, paid a connection's
     // set-up: 300 ms. Invoker 2 answers in 40 ms and takes the calls meanwhile; invoker 3 fails

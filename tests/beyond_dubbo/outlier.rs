@@ -109,6 +109,68 @@ fn outlier_failure_rate_rule() {
 }
 
 #[test]
+fn a_clock_stepping_back_does_not_prolong_an_ejection_or_a_window() {
+    // The wall clock (the library's clock) steps back an hour. An ejection made before the
+    // step ended an hour ahead of every later call, and a failure-rate window begun before it
+    // stayed open for that hour.
+    const HOUR_US: i64 = 3_600_000_000;
+    for kind in StrategyKind::ALL {
+        let b = lb(
+            &format!(
+                "loadbalance={}&seed=19&outlier.consecutiveFailures=3&outlier.baseEjectionMs=1000\
+                 &outlier.maxEjectionMs=2500&outlier.maxEjectionPercent=50{}",
+                kind.name(),
+                // Failures must not also look slow here: ejection alone is under test.
+                if *kind == StrategyKind::PeakEwma {
+                    "&peakewma.failurePenalty=0"
+                } else {
+                    ""
+                }
+            ),
+            &(1..=4).map(provider).collect::<Vec<_>>(),
+        );
+        // Keys vary, for the hashing strategies.
+        let picks_of_1 = |now: i64| {
+            (0..400u32)
+                .filter(|k| {
+                    let id = b.select(0, &k.to_le_bytes(), now).unwrap();
+                    b.report(0, id, 1000, Outcome::Success, now).unwrap();
+                    id == 1
+                })
+                .count()
+        };
+        for _ in 0..3 {
+            b.report(0, 1, 10, Outcome::Failure, NOW).unwrap();
+        }
+        assert_eq!(picks_of_1(NOW), 0, "{}: not ejected", kind.name());
+        // Over at most the longest ejection (2.5 s) after the step; here at once, as nothing
+        // says how long it has left.
+        assert!(
+            picks_of_1(NOW - HOUR_US) > 0,
+            "{}: still ejected after the step",
+            kind.name()
+        );
+    }
+    let b = lb(
+        "loadbalance=p2c&seed=20&outlier.failureRate=50&outlier.minRequests=10\
+         &outlier.windowMs=1000&outlier.maxEjectionPercent=50",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    );
+    // 9 calls, 5 failed, then the step: the next failure starts a window of its own rather
+    // than making 6 of 10 in a window an hour long.
+    for k in 0..9 {
+        let outcome = if k < 5 {
+            Outcome::Failure
+        } else {
+            Outcome::Success
+        };
+        b.report(0, 1, 10, outcome, NOW).unwrap();
+    }
+    b.report(0, 1, 10, Outcome::Failure, NOW - HOUR_US).unwrap();
+    assert_eq!(stat(&b, NOW - HOUR_US, 1, "ejections"), 0);
+}
+
+#[test]
 fn outlier_ejection_never_ejects_everyone() {
     for percent in [0, 10, 50, 100] {
         let b = lb(

@@ -85,6 +85,33 @@ fn slow_start_ramps_an_invoker_that_joins() {
 }
 
 #[test]
+fn slow_start_does_not_hold_a_ramp_for_as_long_as_a_clock_step_back() {
+    // An invoker joins and its ramp starts; then the wall clock (the library's clock) steps
+    // back an hour. The join lay an hour ahead of every later call, which held the invoker at
+    // the lowest weight (10 %) for that hour.
+    for name in ["p2c", "peakewma"] {
+        let config = format!(
+            "loadbalance={name}&seed=13&slowstart.windowMs=60000&slowstart.minWeightPercent=10"
+        );
+        let mut all: Vec<Invoker> = (1..=3).map(provider).collect();
+        let b = lb(&config, &all);
+        all.push(provider(4));
+        b.update(&all).unwrap();
+        let draws = 40_000;
+        let c = counts(&b, 0, draws, NOW);
+        assert_binomial(
+            c[&4],
+            draws,
+            10.0 / 310.0,
+            5.0,
+            &format!("{name} at the join"),
+        );
+        let c = counts(&b, 0, draws, NOW - 3_600_000_000);
+        assert_binomial(c[&4], draws, 0.25, 5.0, &format!("{name} after the step"));
+    }
+}
+
+#[test]
 fn stats_show_the_slow_start_ramp() {
     // effective_weight is Dubbo's warm-up only; slow_start_percent is what the ramp leaves.
     for name in NEW {

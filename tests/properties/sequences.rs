@@ -50,10 +50,21 @@ pub(crate) fn rows(json: &str) -> HashMap<u64, serde_json::Value> {
 
 /// Invokers a pick at `now_us` skips: ejected until later (an ejection that is over is lifted
 /// by the pick itself).
-fn ejected_at(rows: &HashMap<u64, serde_json::Value>, now_us: i64) -> BTreeSet<u64> {
+/// The invokers whose ejection is in force at `now_us`: not over, and not ending further ahead
+/// than the longest ejection (made before the clock stepped back: lifted by the next pick).
+fn ejected_at(
+    rows: &HashMap<u64, serde_json::Value>,
+    now_us: i64,
+    max_ejection_ms: i64,
+) -> BTreeSet<u64> {
     let now_ms = now_us.div_euclid(1000);
     rows.iter()
-        .filter(|(_, r)| r["ejected"] == true && r["ejected_until_ms"].as_i64().unwrap() > now_ms)
+        .filter(|(_, r)| {
+            let until = r["ejected_until_ms"].as_i64().unwrap();
+            r["ejected"] == true
+                && until > now_ms
+                && until.saturating_sub(now_ms) <= max_ejection_ms
+        })
         .map(|(id, _)| *id)
         .collect()
 }
@@ -137,7 +148,7 @@ fn run_sequence(strategy: &str, seed: u64, opts: &Opts, ops: &[Op]) -> Tally {
                 };
                 let m = model.method_id(*m);
                 let ejected = if outlier.enabled() {
-                    ejected_at(&rows(&a.stats_text(now)), now)
+                    ejected_at(&rows(&a.stats_text(now)), now, outlier.max_ejection_ms)
                 } else {
                     BTreeSet::new()
                 };
@@ -277,7 +288,7 @@ fn check_ejection(
     let (was, is) = (&before[&id], &after[&id]);
     let failed = matches!(outcome, PLB_OUTCOME_FAILURE | PLB_OUTCOME_TIMEOUT);
     // Ejections still running when this report ejects (one that is over no longer counts).
-    let others = ejected_at(before, now_us).len();
+    let others = ejected_at(before, now_us, o.max_ejection_ms).len();
     let budget = ejection_budget(before.len(), o.max_ejection_percent);
     // The failure-rate window this report counts in (requests, failures), from the stats.
     let rate_rule = o.failure_rate_percent > 0;

@@ -1,7 +1,7 @@
 //! The estimate's update on a report (peak EWMA with time decay, the failure penalty, recovery)
 //! and the method's typical estimate it is measured against.
 
-use super::{PeakEwma, SLOW, TIE};
+use super::{stamp_since_step, PeakEwma, SLOW, TIE};
 use crate::balancer::MethodState;
 use crate::invoker::Outcome;
 use crate::strategy::Report;
@@ -63,9 +63,10 @@ impl PeakEwma {
         } else {
             elapsed.max(self.penalty_us)
         };
-        let sampled = cell.sampled_us.load(Relaxed);
-        let peak = cell.peak_us.load(Relaxed);
         let sent = now.saturating_sub(r.elapsed_us);
+        let sampled = stamp_since_step(&cell.sampled_us, now, now);
+        // A peak seen before the clock stepped back was seen before this call was sent.
+        let peak = stamp_since_step(&cell.peak_us, now, sent);
         // The first answers often pay a connection's set-up (or the client's own start-up),
         // and so may every call sent before the first answer came. Until a success of a call
         // sent after it settles the estimate, early successes keep the fastest of them, and the

@@ -2,7 +2,7 @@
 //! nobody refreshes it), the age of its oldest call in flight, its preference rank and whether
 //! a probe is due.
 
-use super::{mix, PeakEwma, SLOW};
+use super::{mix, stamp_since_step, PeakEwma, SLOW};
 use crate::balancer::Member;
 use crate::strategy::Ctx;
 use std::sync::atomic::Ordering::Relaxed;
@@ -91,14 +91,15 @@ impl PeakEwma {
         if typical > 0.0 && look.estimate > typical {
             // An estimate nobody refreshes decays towards the typical one, in log space (no
             // information is not "fast", as a decay towards 0 would say, nor "still slow").
-            let age = now_us.saturating_sub(cell.sampled_us.load(Relaxed));
+            let sampled = stamp_since_step(&cell.sampled_us, now_us, now_us);
+            let age = now_us.saturating_sub(sampled);
             if age as f64 > self.decay_us / 16.0 {
                 let keep = (-(age as f64) / self.decay_us).exp();
                 look.estimate = typical * (look.estimate / typical).powf(keep);
             }
         }
         if look.active > 0 {
-            let progress = cell.progress_us.load(Relaxed);
+            let progress = stamp_since_step(&cell.progress_us, now_us, now_us);
             if progress > 0 {
                 look.age = now_us.saturating_sub(progress).max(0) as f64;
             }

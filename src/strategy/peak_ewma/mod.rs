@@ -9,25 +9,24 @@
 //!   `peakewma.failurePenalty` (1 s by default), so an invoker that answers errors in 1 ms looks
 //!   slow, not fast; it is probed again only after the penalty (at most `peakewma.decay`), then
 //!   twice as late each time it still fails.
-//! - **Calls in flight for longer than the estimate count as slow.** While calls are in flight
-//!   and none ends, the oldest of them is at least as old as the time since the invoker last made
+//! - **Calls in flight for longer than the estimate count as slow.** While calls are in flight and
+//!   none ends, the oldest of them is at least as old as the time since the invoker last made
 //!   progress (a call it was sent ended, or it went from idle to busy); the effective latency is
-//!   the larger of that age and the estimate. A stalled invoker looks slower every millisecond, before any
-//!   of its calls returns — with one call in flight as well as with a hundred.
+//!   the larger of that age and the estimate. A stalled invoker looks slower every millisecond,
+//!   before any of its calls returns — with one call in flight as well as with a hundred.
 //! - **Cold start.** An invoker without a sample is priced at the method's typical estimate (an
-//!   average of the invokers' estimates as successful calls end, so weighted by traffic), so it
-//!   is neither flooded as "0 ms" nor shunned; with no sample anywhere, in flight / weight
-//!   decides. Set by an early answer alone (below), the typical estimate stands only until the
-//!   first success of a settled estimate replaces it, so that a connection's set-up does not
-//!   price every invoker not yet tried as slow. An invoker's first success counts as such an
-//!   early answer even after failures settled its estimate (a reconnect pays a set-up too). An invoker's first answers often pay a connection's set-up or the client's own
-//!   start-up, and so may every call sent before the first answer came: until a success of a
-//!   call sent after it settles the estimate (or a failure, whose penalty must stand, or the
-//!   16th success), the fastest early success stands, and the settling one replaces it when
-//!   faster. (As a peak to forgive, a slow first answer came
-//!   down only to the typical estimate: a 1 ms invoker whose first call took 300 ms stayed
-//!   level for about a decay with a 40 ms one that carried the calls meanwhile;
-//!   `examples/coldstart.rs`.)
+//!   average of the invokers' estimates as successful calls end, so weighted by traffic), so it is
+//!   neither flooded as "0 ms" nor shunned; with no sample anywhere, in flight / weight decides.
+//!   Set by an early answer alone (below), the typical estimate stands only until the first success
+//!   of a settled estimate replaces it, so that a connection's set-up does not price every invoker
+//!   not yet tried as slow. An invoker's first success counts as such an early answer even after
+//!   failures settled its estimate (a reconnect pays a set-up too). An invoker's first answers
+//!   often pay a connection's set-up or the client's own start-up, and so may every call sent
+//!   before the first answer came: until a success of a call sent after it settles the estimate (or
+//!   a failure, whose penalty must stand, or the 16th success), the fastest early success stands,
+//!   and the settling one replaces it when faster. (As a peak to forgive, a slow first answer came
+//!   down only to the typical estimate: a 1 ms invoker whose first call took 300 ms stayed level
+//!   for about a decay with a 40 ms one that carried the calls meanwhile; `examples/coldstart.rs`.)
 //!
 //! The three weak spots of the textbook design, and what this one does instead:
 //! 1. *Two slow invokers of four: best-of-2 picks the slow pair one time in six.* When the best
@@ -97,6 +96,7 @@ use crate::stats::CallStats;
 use estimate::Typical;
 use field::{Field, Inline, FIELD};
 use look::Moment;
+use std::sync::atomic::AtomicI64;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// More candidates looked at when the best of the first d looks slow.
@@ -105,6 +105,27 @@ const ESCALATION: usize = 8;
 const SLOW: f64 = 2.0;
 /// Latencies within this ratio are equivalent: load and weight decide.
 const TIE: f64 = 1.25;
+
+/// How far ahead of a call's time a stamp must lie to mean that the clock stepped back (an NTP
+/// step of the wall clock, which is the library's clock, or a caller's clock), rather than
+/// threads reading the time a little apart.
+const STEP_BACK_US: i64 = 1_000_000;
+
+/// The time in `stamp`, unless the clock stepped back since it was written: then `restamp`,
+/// written there too. A stamp from before such a step lies in the future of every later call,
+/// so ages taken from it stay negative: a slow-looking invoker would neither decay nor be
+/// probed, and no call would count as sent after its peak, until the clock caught up (as long
+/// as the step: a 500 ms stall shunned its invoker for the whole of a 60 s step).
+#[inline]
+fn stamp_since_step(stamp: &AtomicI64, now_us: i64, restamp: i64) -> i64 {
+    let t = stamp.load(Relaxed);
+    if t <= now_us.saturating_add(STEP_BACK_US) {
+        return t;
+    }
+    let restamp = restamp.max(1);
+    let _ = stamp.compare_exchange(t, restamp, Relaxed, Relaxed);
+    restamp
+}
 
 pub(crate) struct PeakEwma {
     /// 0 = every candidate.

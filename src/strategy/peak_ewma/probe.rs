@@ -3,7 +3,7 @@
 //! it still slow.
 
 use super::look::Look;
-use super::PeakEwma;
+use super::{stamp_since_step, PeakEwma};
 use crate::stats::EwmaCell;
 use crate::strategy::Ctx;
 use std::sync::atomic::Ordering::Relaxed;
@@ -20,8 +20,8 @@ impl PeakEwma {
     /// doubling at each claim while probes find it still slow (up to decay), back to the start
     /// when a sample shows recovery.
     pub(super) fn probe_due(&self, cell: &EwmaCell, typical: f64, now_us: i64) -> Option<i64> {
-        let probed = cell.probed_us.load(Relaxed);
-        let last = cell.sampled_us.load(Relaxed).max(probed);
+        let probed = stamp_since_step(&cell.probed_us, now_us, now_us);
+        let last = stamp_since_step(&cell.sampled_us, now_us, now_us).max(probed);
         let gap = match cell.probe_gap_us.load(Relaxed) {
             0 => self.first_gap(typical),
             g => g,
