@@ -124,6 +124,7 @@ impl Balancer {
     }
 
     fn build(config: Config) -> Balancer {
+        pin::reseed_children_of_fork();
         let strategy = config.strategy.build(&config);
         let filter = Filter::new(&config);
         // A short path of `select_short` may serve a call when no `on_select` follows the pick.
