@@ -491,6 +491,16 @@ class Balancer:
     def closed(self) -> bool:
         return self._handle is None
 
+    def _not_copyable(self, *args: Any) -> Any:
+        # The default copy would share the native handle without a finalizer of its own, and
+        # the original's finalizer would free it under the copy.
+        raise TypeError(
+            "a polylb.Balancer owns a native balancer and cannot be copied or pickled; "
+            "create another Balancer with the same config (Balancer(config=lb.config))"
+        )
+
+    __copy__ = __deepcopy__ = __reduce_ex__ = __reduce__ = _not_copyable
+
     def __enter__(self) -> "Balancer":
         self._open_handle()
         return self

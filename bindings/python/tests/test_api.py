@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
+import pickle
 import time
 from typing import Any
 
@@ -320,6 +322,23 @@ def test_close_drops_the_set_and_collection_frees_the_handle() -> None:
     del lb
     gc.collect()
     assert not finalizer.alive
+
+
+@pytest.mark.parametrize(
+    "duplicate",
+    [copy.copy, copy.deepcopy, lambda lb: pickle.loads(pickle.dumps(lb))],
+    ids=["copy", "deepcopy", "pickle"],
+)
+def test_a_balancer_cannot_be_copied(duplicate: Any) -> None:
+    # copy.copy used to make a second Balancer on the same native handle, without a finalizer
+    # of its own: once the original was collected, its finalizer freed the handle under the
+    # copy, and the copy's next select was a use after free (a segfault).
+    lb = Balancer("roundrobin")
+    lb.update(invokers(3))
+    with pytest.raises(TypeError, match="Balancer"):
+        duplicate(lb)
+    assert lb.select() in (1, 2, 3)
+    lb.close()
 
 
 # -- the call context manager -----------------------------------------------------------------
