@@ -214,24 +214,11 @@ impl Drop for Inner {
     }
 }
 
-/// Makes a child of `fork` draw apart from its parent and its siblings. The forking thread is
-/// the child's only thread, and its random state is a copy of the parent's: without a new seed
-/// every child of a pre-forking server (gunicorn, celery) would pick the same invokers in the
-/// same order as the others. Registered once, before the first call can seed a thread.
-pub(super) fn reseed_children_of_fork() {
-    #[cfg(unix)]
-    {
-        static REGISTERED: std::sync::Once = std::sync::Once::new();
-        REGISTERED.call_once(|| {
-            // Fails only for lack of memory; children then share their parent's sequence.
-            // SAFETY: registers a handler with no preconditions.
-            unsafe { libc::pthread_atfork(None, None, Some(reseed_in_child)) };
-        });
-    }
-}
-
-#[cfg(unix)]
-extern "C" fn reseed_in_child() {
+/// Makes a child of `fork` draw apart from its parent and its siblings: the forking thread
+/// is the child's only thread, and its random state is a copy of the parent's; without a new
+/// seed every child of a pre-forking server (gunicorn, celery) would pick the same invokers in
+/// the same order as the others.
+pub(crate) fn reseed_after_fork() {
     crate::rng::reseed_uncached();
     let _ = CACHE.try_with(|cell| {
         // SAFETY: this thread's own cache. A fork from inside a call (a signal handler) may

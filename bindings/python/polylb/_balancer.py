@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import inspect
 import json
+import os
 import threading
 import weakref
 from ctypes import byref, c_size_t, c_uint32, c_void_p, create_string_buffer
@@ -400,6 +401,22 @@ def _outcome_of(exc_type: Optional[Type[BaseException]], exc: Optional[BaseExcep
     return _CANCELLED
 
 
+#: Every live Balancer, for _after_fork_in_child.
+_live_balancers: "weakref.WeakSet[Balancer]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # A thread that held a balancer's update lock at the fork does not exist in the child: the
+    # lock would stay held for ever, and the child's update() and close() hang. What it guarded
+    # is consistent: the library makes a fork wait for the native update in flight.
+    for balancer in list(_live_balancers):
+        balancer._update_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Balancer:
     """A load balancer over a set of invokers, backed by one libpolylb handle.
 
@@ -464,6 +481,7 @@ class Balancer:
         # inside the library, and the OS reclaims the memory.
         self._finalizer = weakref.finalize(self, _ffi.lib.plb_balancer_free, out.value)
         self._finalizer.atexit = False
+        _live_balancers.add(self)
 
     # -- lifetime ---------------------------------------------------------------------------
 

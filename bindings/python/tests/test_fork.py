@@ -5,7 +5,11 @@ its copy of the balancer, and must draw its own random numbers, not its siblings
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+import time
+import warnings
 from typing import List
 
 import pytest
@@ -70,6 +74,53 @@ def test_children_of_a_fork_draw_apart(strategy: str) -> None:
     assert _picks(lb) not in children
     assert all(row["active"] == 0 for row in lb.stats()["invokers"])
     assert [row["id"] for row in lb.stats()["invokers"]] == list(range(1, 11))
+    lb.close()
+
+
+def test_a_fork_during_updates_in_another_thread_leaves_the_child_a_usable_balancer() -> None:
+    # A registry watcher updating the set in the background while the server forks its workers:
+    # a lock that thread held at the fork (the binding's, or the library's) would stay held for
+    # ever in the child, whose update() and close() would then hang.
+    lb = polylb.Balancer("roundrobin")
+    lb.update(invokers(8))
+    stop = threading.Event()
+
+    def watcher() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            lb.update(invokers(4 + n % 5))
+            lb.method(f"m{n % 32}")
+            lb.stats()
+
+    thread = threading.Thread(target=watcher)
+    thread.start()
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12 warns about forking a process that has threads; that is the point here.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            for _ in range(40):
+                time.sleep(0.001)
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover - runs in the child
+                    signal.alarm(10)  # a hang ends the child with SIGALRM
+                    status = 1
+                    try:
+                        lb.update(invokers(3))
+                        lb.method("child")
+                        assert [row["id"] for row in lb.stats()["invokers"]] == [1, 2, 3]
+                        with lb.call() as call:
+                            assert call.id in (1, 2, 3)
+                        lb.close()
+                        status = 0
+                    finally:
+                        os._exit(status)
+                _, status = os.waitpid(pid, 0)
+                assert not os.WIFSIGNALED(status), "the child hung (killed by its alarm)"
+                assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    finally:
+        stop.set()
+        thread.join()
     lb.close()
 
 
