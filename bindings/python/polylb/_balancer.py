@@ -641,8 +641,11 @@ class Balancer:
             if status:
                 raise error_for(status)
             break
-        self._stats_capacity = capacity
-        result: Dict[str, Any] = json.loads(buffer.raw[: length.value])
+        # The next guess follows this size down as well as up: kept at its peak, one stats of
+        # a large set made every later one allocate (and zero) that much for a small set.
+        self._stats_capacity = max(_FIRST_STATS_CAPACITY, length.value + 1 + length.value // 4)
+        # string_at copies the JSON only; buffer.raw would copy the whole buffer first.
+        result: Dict[str, Any] = json.loads(ctypes.string_at(buffer, length.value))
         return result
 
     # -- hot calls --------------------------------------------------------------------------

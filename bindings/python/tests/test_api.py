@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import gc
+import json
 import pickle
 import time
 from typing import Any
@@ -241,6 +242,29 @@ def test_stats_effective_weight_at_time(balancer_factory: Any) -> None:
     lb.update([Invoker(1, "10.0.0.1:20880", weight=100, start_time_ms=start_ms, warmup_ms=10_000)])
     assert by_id(lb.stats(now_us=(start_ms + 5_000) * 1000))[1]["effective_weight"] == 50
     assert by_id(lb.stats(now_us=(start_ms + 20_000) * 1000))[1]["effective_weight"] == 100
+
+
+def test_stats_of_a_small_set_after_a_large_one_allocate_for_the_small_one() -> None:
+    # The buffer size of the last stats was kept as the next first guess, and only ever grew:
+    # after one stats of 20,000 invokers (a few MB of JSON) every stats of a one-invoker set
+    # allocated that much again.
+    import tracemalloc
+
+    lb = Balancer()
+    lb.update(Invoker(i, f"10.0.{i // 256}.{i % 256}:20880") for i in range(1, 20001))
+    big = len(json.dumps(lb.stats()))
+    lb.update(invokers(1))
+    tracemalloc.start()
+    try:
+        lb.stats()  # may still use the large guess once
+        tracemalloc.reset_peak()
+        for _ in range(3):
+            assert [row["id"] for row in lb.stats()["invokers"]] == [1]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < big / 20, f"peak {peak} B for a one-invoker stats after a {big} B one"
+    lb.close()
 
 
 # -- lifetimes --------------------------------------------------------------------------------
