@@ -6,6 +6,10 @@
  * of threads at once. plb_balancer_free must be called once, after every other call on that
  * balancer has returned (a free racing another call is undefined behaviour).
  *
+ * FORK: a child of fork() may go on using its copies of the parent's balancers, with random
+ * picks of its own. A fork waits for other threads' plb_balancer_update, _method and _stats in
+ * flight; not for their selects and reports (see docs/abi-contract.md).
+ *
  * OWNERSHIP: the library never keeps a pointer the caller passed in: strings and arrays are
  * borrowed for the duration of the call (plb_balancer_update copies them). Text returned by
  * plb_status_str and plb_version is static: never free it. Buffers the library writes (error

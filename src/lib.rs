@@ -35,6 +35,7 @@ mod config;
 mod error;
 pub mod ffi;
 mod filter;
+mod fork;
 mod invoker;
 mod rng;
 mod scratch;

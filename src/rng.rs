@@ -31,6 +31,12 @@ pub(crate) struct RngSource {
 /// The state of calls that have no thread state at hand (during a thread's teardown).
 static UNCACHED: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
 
+/// A new start for the process-wide sequence (in a child of `fork`, which would otherwise
+/// repeat its parent's).
+pub(crate) fn reseed_uncached() {
+    UNCACHED.store(fresh_seed(), Ordering::Relaxed);
+}
+
 impl RngSource {
     pub fn new(seed: Option<u64>) -> RngSource {
         RngSource {

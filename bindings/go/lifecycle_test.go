@@ -293,6 +293,47 @@ func TestStatsGrowsItsBuffer(t *testing.T) {
 	}
 }
 
+// After the stats of a large set, those of a small one allocate for the small
+// one: the remembered size used to only grow, so every later Stats allocated
+// (and the returned document kept) as much as the largest ever had.
+func TestStatsOfASmallSetAfterALargeOneAllocateForTheSmallOne(t *testing.T) {
+	lb, err := New("loadbalance=random")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	invokers := make([]Invoker, 20000)
+	for i := range invokers {
+		invokers[i] = NewInvoker(uint64(i+1), fmt.Sprintf("10.0.%d.%d:20880", i/256, i%256))
+	}
+	if err := lb.Update(invokers); err != nil {
+		t.Fatal(err)
+	}
+	big, err := lb.StatsJSON(time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.Update(invokers[:1]); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		raw, err := lb.StatsJSON(time.Time{})
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first may still try the large size once.
+		if allocated := after.TotalAlloc - before.TotalAlloc; i > 0 && allocated > uint64(len(big))/20 {
+			t.Errorf("stats #%d of one invoker allocated %d B after a %d B document", i, allocated, len(big))
+		}
+		if cap(raw) > len(big)/20 {
+			t.Errorf("stats #%d of one invoker keeps a %d B buffer", i, cap(raw))
+		}
+	}
+}
+
 // BenchmarkCloseGuard is what making Close safe during calls costs each call.
 // A hot call (Select…, Report…) only loads the closed flag, a word no core
 // writes after Close; a cold call (Update, Method, Stats…) increments and

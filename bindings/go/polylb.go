@@ -550,6 +550,13 @@ func (b *Balancer) StatsJSON(now time.Time) ([]byte, error) {
 		runtime.KeepAlive(b)
 		switch rc {
 		case C.PLB_OK:
+			// The next guess follows the size down as well as up: kept at its
+			// peak, one Stats of a large set made every later one allocate that
+			// much, and the returned document keep it.
+			b.statsHint.Store(max(4096, int64(needed)+1+int64(needed)/4))
+			if int64(len(buf)) > 2*(int64(needed)+1) {
+				return append([]byte(nil), buf[:needed]...), nil
+			}
 			return buf[:needed], nil
 		case C.PLB_ERR_BUFFER_TOO_SMALL:
 			size = int64(needed) + 1 + int64(needed)/4 // +1: the NUL is not counted

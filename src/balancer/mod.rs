@@ -20,6 +20,7 @@ mod update;
 
 pub(crate) use methods::MethodState;
 pub use methods::MAX_METHODS;
+pub(crate) use pin::reseed_after_fork;
 pub(crate) use snapshot::{IdHasher, Member, Snapshot};
 
 use call_end::{CallEnd, END_PLAIN, END_SPREAD};
@@ -124,6 +125,7 @@ impl Balancer {
     }
 
     fn build(config: Config) -> Balancer {
+        crate::fork::install_handlers();
         let strategy = config.strategy.build(&config);
         let filter = Filter::new(&config);
         // A short path of `select_short` may serve a call when no `on_select` follows the pick.
@@ -180,6 +182,7 @@ impl Balancer {
 
     /// Interns a method name (the empty name is id 0, the service level).
     pub fn method(&self, name: &str) -> Result<u32, Error> {
+        let _cold = crate::fork::cold_call();
         self.inner.methods.intern(name)
     }
 

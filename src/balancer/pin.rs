@@ -214,6 +214,22 @@ impl Drop for Inner {
     }
 }
 
+/// Makes a child of `fork` draw apart from its parent and its siblings: the forking thread
+/// is the child's only thread, and its random state is a copy of the parent's; without a new
+/// seed every child of a pre-forking server (gunicorn, celery) would pick the same invokers in
+/// the same order as the others.
+pub(crate) fn reseed_after_fork() {
+    crate::rng::reseed_uncached();
+    let _ = CACHE.try_with(|cell| {
+        // SAFETY: this thread's own cache. A fork from inside a call (a signal handler) may
+        // run this while that call holds a reference to `rng`: a `Cell`, which that allows.
+        let cache = unsafe { &*cell.get() };
+        if cache.counter != 0 {
+            cache.rng.set(fresh_seed());
+        }
+    });
+}
+
 /// Counter ids given out so far (see `stats::NO_COUNTER`).
 static COUNTERS_GIVEN: AtomicU64 = AtomicU64::new(0);
 

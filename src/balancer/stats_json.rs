@@ -9,6 +9,7 @@ impl Balancer {
     /// A JSON snapshot of the set and its counters (summed over methods, plus a per-method
     /// breakdown); effective weights are evaluated at `now_us`.
     pub fn stats_json(&self, now_us: i64) -> String {
+        let _cold = crate::fork::cold_call();
         let inner = &*self.inner;
         let snapshot = inner.snapshot.load();
         let names = inner.methods.names_by_id();

@@ -19,6 +19,7 @@ impl Balancer {
     pub fn update(&self, invokers: &[Invoker]) -> Result<(), Error> {
         let inner = &*self.inner;
         validate(invokers, inner.strategy.kind())?;
+        let _cold = crate::fork::cold_call();
         let mut replaced = inner.update_lock.lock();
         let old = inner.snapshot.load_full();
         let mut until = i64::MIN;

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import inspect
 import json
+import os
 import threading
 import weakref
 from ctypes import byref, c_size_t, c_uint32, c_void_p, create_string_buffer
@@ -400,6 +401,22 @@ def _outcome_of(exc_type: Optional[Type[BaseException]], exc: Optional[BaseExcep
     return _CANCELLED
 
 
+#: Every live Balancer, for _after_fork_in_child.
+_live_balancers: "weakref.WeakSet[Balancer]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # A thread that held a balancer's update lock at the fork does not exist in the child: the
+    # lock would stay held for ever, and the child's update() and close() hang. What it guarded
+    # is consistent: the library makes a fork wait for the native update in flight.
+    for balancer in list(_live_balancers):
+        balancer._update_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Balancer:
     """A load balancer over a set of invokers, backed by one libpolylb handle.
 
@@ -464,6 +481,7 @@ class Balancer:
         # inside the library, and the OS reclaims the memory.
         self._finalizer = weakref.finalize(self, _ffi.lib.plb_balancer_free, out.value)
         self._finalizer.atexit = False
+        _live_balancers.add(self)
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -490,6 +508,16 @@ class Balancer:
     @property
     def closed(self) -> bool:
         return self._handle is None
+
+    def _not_copyable(self, *args: Any) -> Any:
+        # The default copy would share the native handle without a finalizer of its own, and
+        # the original's finalizer would free it under the copy.
+        raise TypeError(
+            "a polylb.Balancer owns a native balancer and cannot be copied or pickled; "
+            "create another Balancer with the same config (Balancer(config=lb.config))"
+        )
+
+    __copy__ = __deepcopy__ = __reduce_ex__ = __reduce__ = _not_copyable
 
     def __enter__(self) -> "Balancer":
         self._open_handle()
@@ -613,8 +641,11 @@ class Balancer:
             if status:
                 raise error_for(status)
             break
-        self._stats_capacity = capacity
-        result: Dict[str, Any] = json.loads(buffer.raw[: length.value])
+        # The next guess follows this size down as well as up: kept at its peak, one stats of
+        # a large set made every later one allocate (and zero) that much for a small set.
+        self._stats_capacity = max(_FIRST_STATS_CAPACITY, length.value + 1 + length.value // 4)
+        # string_at copies the JSON only; buffer.raw would copy the whole buffer first.
+        result: Dict[str, Any] = json.loads(ctypes.string_at(buffer, length.value))
         return result
 
     # -- hot calls --------------------------------------------------------------------------

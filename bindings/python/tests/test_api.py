@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
+import json
+import pickle
 import time
 from typing import Any
 
@@ -241,6 +244,29 @@ def test_stats_effective_weight_at_time(balancer_factory: Any) -> None:
     assert by_id(lb.stats(now_us=(start_ms + 20_000) * 1000))[1]["effective_weight"] == 100
 
 
+def test_stats_of_a_small_set_after_a_large_one_allocate_for_the_small_one() -> None:
+    # The buffer size of the last stats was kept as the next first guess, and only ever grew:
+    # after one stats of 20,000 invokers (a few MB of JSON) every stats of a one-invoker set
+    # allocated that much again.
+    import tracemalloc
+
+    lb = Balancer()
+    lb.update(Invoker(i, f"10.0.{i // 256}.{i % 256}:20880") for i in range(1, 20001))
+    big = len(json.dumps(lb.stats()))
+    lb.update(invokers(1))
+    tracemalloc.start()
+    try:
+        lb.stats()  # may still use the large guess once
+        tracemalloc.reset_peak()
+        for _ in range(3):
+            assert [row["id"] for row in lb.stats()["invokers"]] == [1]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < big / 20, f"peak {peak} B for a one-invoker stats after a {big} B one"
+    lb.close()
+
+
 # -- lifetimes --------------------------------------------------------------------------------
 
 
@@ -320,6 +346,23 @@ def test_close_drops_the_set_and_collection_frees_the_handle() -> None:
     del lb
     gc.collect()
     assert not finalizer.alive
+
+
+@pytest.mark.parametrize(
+    "duplicate",
+    [copy.copy, copy.deepcopy, lambda lb: pickle.loads(pickle.dumps(lb))],
+    ids=["copy", "deepcopy", "pickle"],
+)
+def test_a_balancer_cannot_be_copied(duplicate: Any) -> None:
+    # copy.copy used to make a second Balancer on the same native handle, without a finalizer
+    # of its own: once the original was collected, its finalizer freed the handle under the
+    # copy, and the copy's next select was a use after free (a segfault).
+    lb = Balancer("roundrobin")
+    lb.update(invokers(3))
+    with pytest.raises(TypeError, match="Balancer"):
+        duplicate(lb)
+    assert lb.select() in (1, 2, 3)
+    lb.close()
 
 
 # -- the call context manager -----------------------------------------------------------------
