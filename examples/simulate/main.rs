@@ -50,6 +50,8 @@ OPTIONS (lists are comma-separated):
                         6 churn      a crash and a freeze, each provider back later
                         7 hotkeys    Zipf keys, a provider removed half-way
                         8 herding    50+ consumers, providers of unequal speed
+                        x1..x10      stress scenarios, run only when named
+                                     (docs/simulator.md#stress-scenarios-run-only-when-named)
   --strategies LIST   strategy names, optionally with options: 'p2c&p2c.choices=4' (default:
                       random,roundrobin,leastactive,shortestresponse,consistenthash,adaptive,
                       p2c,peakewma,boundedhash; unknown names are skipped with a notice)
