@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,11 +111,16 @@ func TestVectorsConsistentHash(t *testing.T) {
 			if err := json.Unmarshal(raw, &c); err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
-			if c.HashArguments != "" && c.HashArguments != "0" {
-				// The caller builds the key from the arguments; the vectors
-				// give one key string per call only for the first argument.
-				t.Logf("%s: case %s: hash.arguments=%q, skipped", path, c.Name, c.HashArguments)
-				continue
+			// Each key is the call's single argument; the caller hashes what
+			// hash.arguments names (polylb hashes the key it is given, as the
+			// adapters build it).
+			arguments := c.HashArguments
+			if arguments == "" {
+				arguments = "0"
+			}
+			indexes, ok := hashArgumentIndexes(arguments)
+			if !ok {
+				t.Fatalf("%s: case %s: hash.arguments=%q makes Dubbo throw", path, c.Name, arguments)
 			}
 			nodes := 160
 			if c.HashNodes != nil {
@@ -142,7 +149,7 @@ func TestVectorsConsistentHash(t *testing.T) {
 					t.Fatalf("%s: case %s: %d picks for %d keys", path, c.Name, len(picks), len(keys))
 				}
 				for i, key := range keys {
-					id, err := lb.Select(m, []byte(key))
+					id, err := lb.Select(m, []byte(dubboKey([]string{key}, indexes)))
 					if err != nil {
 						t.Fatalf("%s: case %s, key %q: %v", path, c.Name, key, err)
 					}
@@ -248,4 +255,59 @@ func describe(values ...*int64) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+var hashArgumentSeparator = regexp.MustCompile(`\s*,+\s*`)
+
+// hashArgumentIndexes reads hash.arguments as Dubbo does: split on commas
+// with the blanks around them (trailing empty pieces dropped, as Java's split
+// does), each piece a Java int; false where Dubbo throws.
+func hashArgumentIndexes(text string) ([]int, bool) {
+	pieces := hashArgumentSeparator.Split(text, -1)
+	for len(pieces) > 1 && pieces[len(pieces)-1] == "" {
+		pieces = pieces[:len(pieces)-1]
+	}
+	indexes := make([]int, 0, len(pieces))
+	for _, piece := range pieces {
+		i, err := strconv.ParseInt(piece, 10, 32)
+		if err != nil {
+			return nil, false
+		}
+		indexes = append(indexes, int(i))
+	}
+	return indexes, true
+}
+
+// dubboKey is the key Dubbo hashes: the named arguments that exist,
+// concatenated.
+func dubboKey(args []string, indexes []int) string {
+	var key strings.Builder
+	for _, i := range indexes {
+		if i >= 0 && i < len(args) {
+			key.WriteString(args[i])
+		}
+	}
+	return key.String()
+}
+
+func TestHashArgumentsAreReadAsDubboReadsThem(t *testing.T) {
+	for text, want := range map[string][]int{"0": {0}, "0 , 1,,2": {0, 1, 2}, "0,,": {0}, "-1,+1": {-1, 1}} {
+		if got, ok := hashArgumentIndexes(text); !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%q: %v %v, want %v", text, got, ok, want)
+		}
+	}
+	for _, throws := range []string{"x", " 0", "0 ", ",0", "0, ,1", "", "2147483648"} {
+		if got, ok := hashArgumentIndexes(throws); ok {
+			t.Errorf("%q: %v, want Dubbo's exception", throws, got)
+		}
+	}
+	for _, c := range []struct {
+		args    []string
+		indexes []int
+		want    string
+	}{{[]string{"user-3", "9"}, []int{0, 1}, "user-39"}, {[]string{"k"}, []int{0, 0}, "kk"}, {[]string{"k"}, []int{1, -1}, ""}} {
+		if got := dubboKey(c.args, c.indexes); got != c.want {
+			t.Errorf("dubboKey(%q, %v) = %q, want %q", c.args, c.indexes, got, c.want)
+		}
+	}
 }

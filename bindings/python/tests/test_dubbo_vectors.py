@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+import re
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -17,23 +18,64 @@ def _cases(vectors: Dict[str, Any]) -> List[Dict[str, Any]]:
     return cases
 
 
+def _hash_argument_indexes(text: str) -> Optional[List[int]]:
+    """Dubbo's reading of `hash.arguments`: split on commas with the blanks around them
+    (trailing empty pieces dropped, as Java's split does), each piece a Java int; None where
+    Dubbo throws."""
+    pieces = re.split(r"\s*,+\s*", text)
+    while len(pieces) > 1 and pieces[-1] == "":
+        pieces.pop()
+    if not all(re.fullmatch(r"[+-]?[0-9]+", piece) for piece in pieces):
+        return None
+    indexes = [int(piece) for piece in pieces]
+    if any(not -(2**31) <= i < 2**31 for i in indexes):
+        return None
+    return indexes
+
+
+def _dubbo_key(args: List[str], indexes: List[int]) -> str:
+    """The key Dubbo hashes: the named arguments that exist, concatenated."""
+    return "".join(args[i] for i in indexes if 0 <= i < len(args))
+
+
+def test_hash_arguments_are_read_as_dubbo_reads_them() -> None:
+    assert _hash_argument_indexes("0") == [0]
+    assert _hash_argument_indexes("0 , 1,,2") == [0, 1, 2]
+    assert _hash_argument_indexes("0,,") == [0]
+    assert _hash_argument_indexes("-1,+1") == [-1, 1]
+    for throws in ["x", " 0", "0 ", ",0", "0, ,1", "", "2147483648"]:
+        assert _hash_argument_indexes(throws) is None, throws
+    assert _dubbo_key(["user-3", "9"], [0, 1]) == "user-39"
+    assert _dubbo_key(["k"], [0, 0]) == "kk"
+    assert _dubbo_key(["k"], [1, -1]) == ""
+
+
 def test_consistent_hash_cases(dubbo_vectors: Dict[str, Any], balancer_factory: Any) -> None:
-    keys: List[str] = dubbo_vectors["consistent_hash"]["keys"]
+    shared_keys: List[str] = dubbo_vectors["consistent_hash"]["keys"]
     cases = _cases(dubbo_vectors)
     assert cases
     for case in cases:
-        if case.get("hash_arguments", "0") != "0" or "providers" not in case:
-            continue  # polylb hashes the key it is given: argument selection is the caller's
-        lb = balancer_factory(config=f"loadbalance=consistenthash&hash.nodes={case['hash_nodes']}")
-        lb.update(
-            [polylb.Invoker(id=i + 1, address=address) for i, address in enumerate(case["providers"])]
-        )
-        address_of = {i + 1: address for i, address in enumerate(case["providers"])}
-        picks = [address_of[lb.select(key=key.encode("utf-8"))] for key in keys]
-        mismatches = [
-            (key, got, want) for key, got, want in zip(keys, picks, case["picks"]) if got != want
-        ]
-        assert not mismatches, f"{case['name']}: (key, polylb, dubbo) {mismatches[:5]}"
+        name = case.get("name", "?")
+        keys: List[str] = case.get("keys", shared_keys)
+        # Each key is the call's single argument; the caller hashes what hash.arguments names
+        # (polylb hashes the key it is given, as the adapters build it).
+        indexes = _hash_argument_indexes(case.get("hash_arguments", "0"))
+        assert indexes is not None, f"{name}: hash.arguments makes Dubbo throw"
+        lb = balancer_factory(config=f"loadbalance=consistenthash&hash.nodes={case.get('hash_nodes', 160)}")
+        if "providers" in case:
+            phases = [(case["providers"], case["picks"])]
+        else:  # a before/after pair on one balancer (a removal)
+            phases = [
+                (case["providers_before"], case["picks_before"]),
+                (case["providers_after"], case["picks_after"]),
+            ]
+        for providers, expected in phases:
+            lb.update([polylb.Invoker(id=i + 1, address=address) for i, address in enumerate(providers)])
+            address_of = {i + 1: address for i, address in enumerate(providers)}
+            assert len(expected) == len(keys), f"{name}: picks per key"
+            picks = [address_of[lb.select(key=_dubbo_key([key], indexes).encode("utf-8"))] for key in keys]
+            mismatches = [(key, got, want) for key, got, want in zip(keys, picks, expected) if got != want]
+            assert not mismatches, f"{name}: (key, polylb, dubbo) {mismatches[:5]}"
 
 
 def test_round_robin_sequences(dubbo_vectors: Dict[str, Any], balancer_factory: Any) -> None:
