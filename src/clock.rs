@@ -23,6 +23,12 @@ pub fn wall_clock_us() -> i64 {
         .unwrap_or(0)
 }
 
+/// How far ahead of a call's time a time stamped in the state must lie to mean that the clock
+/// stepped back since (an NTP step of the wall clock, or a caller's clock), rather than that
+/// threads read the time a little apart (a call that read it just before another thread's
+/// report, callers passing their own times). Added to every such rule's own span.
+pub(crate) const STEP_BACK_MS: i64 = 1_000;
+
 /// The time of one call, read lazily so that strategies which never look at it pay nothing.
 pub(crate) struct Clock {
     now_us: Cell<i64>,

@@ -3,7 +3,7 @@
 
 use super::Filter;
 use crate::balancer::{Member, Snapshot};
-use crate::clock::Clock;
+use crate::clock::{Clock, STEP_BACK_MS};
 use crate::config::OutlierConfig;
 use crate::invoker::Outcome;
 use std::sync::atomic::{
@@ -42,11 +42,11 @@ impl OutlierState {
     /// Whether a window that started at `start` (0: none started) is over at `now_ms`.
     #[inline]
     fn window_over(start: i64, window_ms: i64, now_ms: i64) -> bool {
-        // A start more than a window ahead: the clock stepped back since (the window would
-        // otherwise last as long as the step).
+        // A start more than a window (and `STEP_BACK_MS`) ahead: the clock stepped back since
+        // (the window would otherwise last as long as the step).
         start == 0
             || now_ms.saturating_sub(start) >= window_ms
-            || start.saturating_sub(now_ms) > window_ms
+            || start.saturating_sub(now_ms) > window_ms.saturating_add(STEP_BACK_MS)
     }
 
     /// The (calls, failures) of the window that a call counted at `now_ms` would join: (0, 0)
@@ -257,11 +257,14 @@ impl Filter {
 }
 
 /// Whether an ejection until `until_ms` is over at `now_ms`. One that ends further ahead than
-/// the longest ejection was made before the clock stepped back: lifted now rather than kept
-/// for as long as the step (hours, for a wall clock set back by hours).
+/// the longest ejection (and `STEP_BACK_MS`: an ejection of the longest length lies a little
+/// more than that ahead of a call that read the time a moment before it was made) was made
+/// before the clock stepped back: lifted now rather than kept for as long as the step (hours,
+/// for a wall clock set back by hours).
 #[inline]
 pub(super) fn ejection_over(until_ms: i64, now_ms: i64, max_ejection_ms: i64) -> bool {
-    until_ms <= now_ms || until_ms.saturating_sub(now_ms) > max_ejection_ms
+    until_ms <= now_ms
+        || until_ms.saturating_sub(now_ms) > max_ejection_ms.saturating_add(STEP_BACK_MS)
 }
 
 #[cfg(test)]

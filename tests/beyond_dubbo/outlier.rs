@@ -297,3 +297,29 @@ fn consistenthash_with_ejection_moves_only_the_ejected_keys() {
         }
     }
 }
+
+#[test]
+fn an_ejection_of_the_longest_length_is_not_lifted_by_a_call_a_moment_earlier() {
+    // Threads read the time a little apart (a call that read the clock just before another
+    // thread's report ejected an invoker, or callers passing their own times): an ejection
+    // that lasts `maxEjectionMs` (here every one: base = max) lies a moment more than that
+    // ahead of such a call, which is no clock step and must not lift it.
+    let b = lb(
+        "loadbalance=random&seed=7&outlier.consecutiveFailures=3&outlier.baseEjectionMs=30000\
+         &outlier.maxEjectionMs=30000&outlier.maxEjectionPercent=50",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    );
+    for _ in 0..3 {
+        b.report(0, 1, 10, Outcome::Failure, NOW).unwrap();
+    }
+    let earlier = NOW - 2_000; // 2 ms
+    for k in 0..400u32 {
+        let id = b.select(0, &k.to_le_bytes(), earlier).unwrap();
+        b.report(0, id, 1000, Outcome::Success, earlier).unwrap();
+        assert_ne!(id, 1, "the ejection was lifted by a call 2 ms earlier");
+    }
+    assert!(
+        stat(&b, NOW, 1, "ejected_until_ms") > 0,
+        "no longer ejected"
+    );
+}

@@ -109,7 +109,7 @@ const TIE: f64 = 1.25;
 /// How far ahead of a call's time a stamp must lie to mean that the clock stepped back (an NTP
 /// step of the wall clock, which is the library's clock, or a caller's clock), rather than
 /// threads reading the time a little apart.
-const STEP_BACK_US: i64 = 1_000_000;
+const STEP_BACK_US: i64 = crate::clock::STEP_BACK_MS * 1000;
 
 /// The time in `stamp`, unless the clock stepped back since it was written: then `restamp`,
 /// written there too. A stamp from before such a step lies in the future of every later call,
