@@ -13,7 +13,7 @@
 //! virtual or not), and is stamped in the invoker's state, which an update keeps.
 
 use crate::balancer::{Member, Snapshot};
-use crate::clock::Clock;
+use crate::clock::{Clock, STEP_BACK_MS};
 use crate::config::Config;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
@@ -84,9 +84,10 @@ impl SlowStart {
             return 1.0;
         }
         let elapsed = now_ms.saturating_sub(joined);
-        // A join more than a window ahead was stamped before the clock stepped back: its ramp
-        // cannot be placed, and it is not kept at the lowest weight for as long as the step.
-        if elapsed >= self.window_ms || elapsed < -self.window_ms {
+        // A join more than a window (and `STEP_BACK_MS`) ahead was stamped before the clock
+        // stepped back: its ramp cannot be placed, and it is not kept at the lowest weight for
+        // as long as the step (`Ramp::active` marks it over for good).
+        if elapsed >= self.window_ms || elapsed < -self.window_ms.saturating_add(STEP_BACK_MS) {
             return 1.0;
         }
         if elapsed <= 0 {
@@ -121,11 +122,24 @@ impl Ramp {
         }
         let now = clock.now_ms();
         if until != i64::MAX {
-            // Ramps that end more than two windows ahead began more than a window ahead: the
-            // clock stepped back since (see `factor`), and they end now rather than when the
-            // clock catches up.
-            return now < until && until.saturating_sub(now) <= slow.window_ms.saturating_mul(2);
+            if now >= until {
+                return false;
+            }
+            // Ramps that end more than two windows (and `STEP_BACK_MS`) ahead began more than
+            // a window ahead: the clock stepped back since (see `factor`).
+            let ahead = slow
+                .window_ms
+                .saturating_mul(2)
+                .saturating_add(STEP_BACK_MS);
+            if until.saturating_sub(now) <= ahead {
+                return true;
+            }
         }
+        // The first pick after the update (some joined invoker is not stamped yet), or the
+        // first after the clock stepped back: stamps the joins, ends for good the ramps that
+        // began more than a window ahead (else they would start over, from the lowest weight,
+        // when the clock caught up with them), and finds when the others end (an invoker that
+        // joined after the step ramps).
         let mut until = i64::MIN;
         for m in snapshot.members.iter() {
             let joined =
@@ -137,9 +151,17 @@ impl Ramp {
                     Ok(_) => now.max(1),
                     Err(j) => j,
                 };
-            if joined != FIRST_SET {
-                until = until.max(joined.saturating_add(slow.window_ms));
+            if joined == FIRST_SET {
+                continue;
             }
+            if joined.saturating_sub(now) > slow.window_ms.saturating_add(STEP_BACK_MS) {
+                let _ = m
+                    .state
+                    .joined_ms
+                    .compare_exchange(joined, FIRST_SET, Relaxed, Relaxed);
+                continue;
+            }
+            until = until.max(joined.saturating_add(slow.window_ms));
         }
         self.until_ms.store(until, Relaxed);
         now < until

@@ -112,6 +112,62 @@ fn slow_start_does_not_hold_a_ramp_for_as_long_as_a_clock_step_back() {
 }
 
 #[test]
+fn a_ramp_over_at_a_clock_step_back_stays_over_and_later_joins_still_ramp() {
+    // After the step, the ramp that began an hour ahead is over: not begun again, from the
+    // lowest weight, when the clock catches up with its join; and an invoker joining after the
+    // step ramps, though an earlier join still lies an hour ahead.
+    const HOUR_US: i64 = 3_600_000_000;
+    for name in ["p2c", "peakewma"] {
+        let config = format!(
+            "loadbalance={name}&seed=14&slowstart.windowMs=60000&slowstart.minWeightPercent=10"
+        );
+        let mut all: Vec<Invoker> = (1..=3).map(provider).collect();
+        let b = lb(&config, &all);
+        all.push(provider(4));
+        b.update(&all).unwrap();
+        let draws = 40_000;
+        counts(&b, 0, 100, NOW); // stamps 4's join
+        counts(&b, 0, 100, NOW - HOUR_US); // after the step
+        let c = counts(&b, 0, draws, NOW - 30_000_000);
+        assert_binomial(
+            c[&4],
+            draws,
+            0.25,
+            5.0,
+            &format!("{name} when the clock caught up"),
+        );
+        let b = lb(&config, &all[..3]);
+        b.update(&all).unwrap();
+        counts(&b, 0, 100, NOW);
+        all.push(provider(5));
+        b.update(&all).unwrap();
+        let c = counts(&b, 0, draws, NOW - HOUR_US);
+        assert_binomial(
+            c[&5],
+            draws,
+            10.0 / 410.0,
+            5.0,
+            &format!("{name}: a join after the step"),
+        );
+        let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW - HOUR_US)).unwrap();
+        let percent = |id: u64| {
+            v["invokers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["id"] == id)
+                .unwrap()["slow_start_percent"]
+                .as_f64()
+        };
+        assert_eq!(
+            (percent(4), percent(5)),
+            (Some(100.0), Some(10.0)),
+            "{name}"
+        );
+    }
+}
+
+#[test]
 fn stats_show_the_slow_start_ramp() {
     // effective_weight is Dubbo's warm-up only; slow_start_percent is what the ramp leaves.
     for name in NEW {
