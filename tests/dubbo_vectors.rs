@@ -17,8 +17,9 @@ fn by_address(list: &[Value]) -> Vec<Invoker> {
 }
 
 /// ConsistentHashSelector's argument indexes: `hash.arguments` split by Java's
-/// `"\\s*[,]+\\s*"` (a run of commas with the whitespace around it; trailing empty parts
-/// dropped), each part parsed as a Java int. None where Dubbo throws.
+/// `"\\s*[,]+\\s*"` (a run of commas with the whitespace around it, `\s` being ASCII's six;
+/// when there is a comma, every trailing empty part dropped: `","` gives no index and the empty
+/// key), each part parsed as a Java int. None where Dubbo throws.
 fn hash_argument_indexes(text: &str) -> Option<Vec<i32>> {
     let pieces: Vec<&str> = text.split(',').collect();
     let last = pieces.len() - 1;
@@ -27,16 +28,18 @@ fn hash_argument_indexes(text: &str) -> Option<Vec<i32>> {
         if piece.is_empty() && i > 0 && i < last {
             continue; // between two adjacent commas: inside one separator
         }
+        let java_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r');
         let mut part = *piece;
         if i > 0 {
-            part = part.trim_start();
+            part = part.trim_start_matches(java_space);
         }
         if i < last {
-            part = part.trim_end();
+            part = part.trim_end_matches(java_space);
         }
         parts.push(part);
     }
-    while parts.len() > 1 && parts.last() == Some(&"") {
+    // Java drops trailing empty strings only from a split that matched (no comma: the input).
+    while pieces.len() > 1 && parts.last() == Some(&"") {
         parts.pop();
     }
     parts.iter().map(|p| p.parse::<i32>().ok()).collect()
@@ -58,7 +61,20 @@ fn dubbo_keys_follow_hash_arguments() {
     assert_eq!(hash_argument_indexes("0 , 1,,2"), Some(vec![0, 1, 2]));
     assert_eq!(hash_argument_indexes("0,,"), Some(vec![0]));
     assert_eq!(hash_argument_indexes("-1,+1"), Some(vec![-1, 1]));
-    for throws in ["x", " 0", "0 ", ",0", "0, ,1", ""] {
+    assert_eq!(hash_argument_indexes("0,\x0B1"), Some(vec![0, 1]));
+    for none in [",", ",,", " , "] {
+        assert_eq!(hash_argument_indexes(none), Some(vec![]), "{none:?}");
+    }
+    for throws in [
+        "x",
+        " 0",
+        "0 ",
+        ",0",
+        "0, ,1",
+        "",
+        "0,\u{a0}1",
+        "2147483648",
+    ] {
         assert_eq!(hash_argument_indexes(throws), None, "{throws:?}");
     }
     assert_eq!(dubbo_key(&["user-3", "9"], &[0, 1]), "user-39");

@@ -257,15 +257,20 @@ func describe(values ...*int64) string {
 	return strings.Join(parts, " ")
 }
 
-var hashArgumentSeparator = regexp.MustCompile(`\s*,+\s*`)
+// Java's \s is ASCII's six blanks; Go's \s lacks \v.
+var hashArgumentSeparator = regexp.MustCompile(`[ \t\n\v\f\r]*,+[ \t\n\v\f\r]*`)
 
 // hashArgumentIndexes reads hash.arguments as Dubbo does: split on commas
 // with the blanks around them (trailing empty pieces dropped, as Java's split
 // does), each piece a Java int; false where Dubbo throws.
 func hashArgumentIndexes(text string) ([]int, bool) {
 	pieces := hashArgumentSeparator.Split(text, -1)
-	for len(pieces) > 1 && pieces[len(pieces)-1] == "" {
-		pieces = pieces[:len(pieces)-1]
+	// Trailing empty pieces go only from a split that matched, all of them: ","
+	// gives no index (the empty key), "" stays "" (and throws).
+	if len(pieces) > 1 {
+		for len(pieces) > 0 && pieces[len(pieces)-1] == "" {
+			pieces = pieces[:len(pieces)-1]
+		}
 	}
 	indexes := make([]int, 0, len(pieces))
 	for _, piece := range pieces {
@@ -291,12 +296,12 @@ func dubboKey(args []string, indexes []int) string {
 }
 
 func TestHashArgumentsAreReadAsDubboReadsThem(t *testing.T) {
-	for text, want := range map[string][]int{"0": {0}, "0 , 1,,2": {0, 1, 2}, "0,,": {0}, "-1,+1": {-1, 1}} {
+	for text, want := range map[string][]int{"0": {0}, "0 , 1,,2": {0, 1, 2}, "0,,": {0}, "-1,+1": {-1, 1}, "0,\v1": {0, 1}, ",": {}, ",,": {}, " , ": {}} {
 		if got, ok := hashArgumentIndexes(text); !ok || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%q: %v %v, want %v", text, got, ok, want)
 		}
 	}
-	for _, throws := range []string{"x", " 0", "0 ", ",0", "0, ,1", "", "2147483648"} {
+	for _, throws := range []string{"x", " 0", "0 ", ",0", "0, ,1", "", "0,\u00a01", "2147483648"} {
 		if got, ok := hashArgumentIndexes(throws); ok {
 			t.Errorf("%q: %v, want Dubbo's exception", throws, got)
 		}

@@ -22,9 +22,12 @@ def _hash_argument_indexes(text: str) -> Optional[List[int]]:
     """Dubbo's reading of `hash.arguments`: split on commas with the blanks around them
     (trailing empty pieces dropped, as Java's split does), each piece a Java int; None where
     Dubbo throws."""
-    pieces = re.split(r"\s*,+\s*", text)
-    while len(pieces) > 1 and pieces[-1] == "":
-        pieces.pop()
+    # Java's \s is ASCII's six blanks (re.ASCII's); trailing empty pieces go only from a split
+    # that matched, all of them: "," gives no index (the empty key), "" stays "" (and throws).
+    pieces = re.split(r"\s*,+\s*", text, flags=re.ASCII)
+    if len(pieces) > 1:
+        while pieces and pieces[-1] == "":
+            pieces.pop()
     if not all(re.fullmatch(r"[+-]?[0-9]+", piece) for piece in pieces):
         return None
     indexes = [int(piece) for piece in pieces]
@@ -43,7 +46,10 @@ def test_hash_arguments_are_read_as_dubbo_reads_them() -> None:
     assert _hash_argument_indexes("0 , 1,,2") == [0, 1, 2]
     assert _hash_argument_indexes("0,,") == [0]
     assert _hash_argument_indexes("-1,+1") == [-1, 1]
-    for throws in ["x", " 0", "0 ", ",0", "0, ,1", "", "2147483648"]:
+    assert _hash_argument_indexes("0,\x0b1") == [0, 1]
+    for none in [",", ",,", " , "]:
+        assert _hash_argument_indexes(none) == [], none
+    for throws in ["x", " 0", "0 ", ",0", "0, ,1", "", "0,\u00a01", "2147483648"]:
         assert _hash_argument_indexes(throws) is None, throws
     assert _dubbo_key(["user-3", "9"], [0, 1]) == "user-39"
     assert _dubbo_key(["k"], [0, 0]) == "kk"
