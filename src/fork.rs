@@ -4,8 +4,9 @@
 //! The cold calls (update, method interning, stats) take locks (a set's update lock, the method
 //! names' lock) that a fork while another thread holds them would leave held for ever in the
 //! child, whose next such call would then hang. So a fork waits for the cold calls in flight,
-//! and a cold call that begins during a fork waits for it. The hot calls take no lock but
-//! `adaptive`'s, held for a few instructions around one invoker's model.
+//! and a cold call that begins during a fork waits for it. The hot calls are not waited for:
+//! `roundrobin`'s per-method state, `adaptive`'s model and an outlier ejection take a lock for
+//! a moment, which a fork at that moment leaves held in the child (docs/abi-contract.md).
 
 use std::sync::atomic::{
     AtomicU64,
