@@ -44,12 +44,16 @@ impl Drop for ColdCall {
 pub(crate) fn install_handlers() {
     #[cfg(unix)]
     {
-        static INSTALLED: std::sync::Once = std::sync::Once::new();
-        INSTALLED.call_once(|| {
+        // A flag rather than a `Once`: a fork while another thread is inside a `Once` leaves
+        // it running for good in the child, whose first balancer would then wait for ever.
+        // Whoever sets the flag registers; a balancer built meanwhile on another thread is
+        // unguarded until that returns, as any fork before the first balancer is.
+        static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !INSTALLED.swap(true, std::sync::atomic::Ordering::Relaxed) {
             // Fails only for lack of memory; a fork is then as unguarded as in any library.
             // SAFETY: registers handlers with no preconditions.
             unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
-        });
+        }
     }
 }
 
