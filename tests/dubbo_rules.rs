@@ -9,17 +9,6 @@ use std::collections::BTreeMap;
 
 const NOW: i64 = 1_700_000_000_000_000; // µs
 
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % bound
-    }
-}
-
 /// Dubbo's AdaptiveMetrics for one invoker and method (spec §7), as plainly as possible.
 #[derive(Default, Debug)]
 struct AdaptiveModel {

@@ -55,6 +55,28 @@ fn dubbo_key(args: &[&str], indexes: &[i32]) -> String {
         .collect()
 }
 
+/// A sequence's `weights` (Dubbo's ints).
+fn weights_of(seq: &Value) -> Vec<i32> {
+    seq["weights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_i64().unwrap() as i32)
+        .collect()
+}
+
+/// A roundrobin balancer over invokers 1..=n of these weights, and its method `sayHello`.
+fn round_robin_over(weights: &[i32]) -> (Balancer, u32) {
+    let invokers: Vec<Invoker> = weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| provider(i as u64 + 1).weight(w))
+        .collect();
+    let b = balancer("loadbalance=roundrobin", &invokers);
+    let m = b.method("sayHello").unwrap();
+    (b, m)
+}
+
 #[test]
 fn dubbo_keys_follow_hash_arguments() {
     assert_eq!(hash_argument_indexes("0"), Some(vec![0]));
@@ -154,19 +176,8 @@ fn round_robin_sequences_equal_dubbo() {
             continue;
         };
         for seq in rr["sequences"].as_array().into_iter().flatten() {
-            let weights: Vec<i32> = seq["weights"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|w| w.as_i64().unwrap() as i32)
-                .collect();
-            let invokers: Vec<Invoker> = weights
-                .iter()
-                .enumerate()
-                .map(|(i, &w)| provider(i as u64 + 1).weight(w))
-                .collect();
-            let b = balancer("loadbalance=roundrobin", &invokers);
-            let m = b.method("sayHello").unwrap();
+            let weights = weights_of(seq);
+            let (b, m) = round_robin_over(&weights);
             for (k, want) in seq["picks"].as_array().unwrap().iter().enumerate() {
                 let id = b.select(m, b"", 1_700_000_000_000_000).unwrap();
                 assert_eq!(
@@ -205,12 +216,7 @@ fn round_robin_long_sequences_equal_dubbo() {
             continue;
         };
         for seq in long {
-            let weights: Vec<i32> = seq["weights"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|w| w.as_i64().unwrap() as i32)
-                .collect();
+            let weights = weights_of(seq);
             let obj = seq.as_object().unwrap();
             let pairs: Vec<(usize, i64)> = obj
                 .values()
@@ -233,13 +239,7 @@ fn round_robin_long_sequences_equal_dubbo() {
             for &(pos, index) in &pairs {
                 want[pos] = index;
             }
-            let invokers: Vec<Invoker> = weights
-                .iter()
-                .enumerate()
-                .map(|(i, &w)| provider(i as u64 + 1).weight(w))
-                .collect();
-            let b = balancer("loadbalance=roundrobin", &invokers);
-            let m = b.method("sayHello").unwrap();
+            let (b, m) = round_robin_over(&weights);
             for (k, &want) in want.iter().enumerate() {
                 let id = b.select(m, b"", 1_700_000_000_000_000).unwrap();
                 assert_eq!(

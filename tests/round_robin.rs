@@ -40,17 +40,6 @@ impl DubboModel {
     }
 }
 
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % bound
-    }
-}
-
 #[test]
 fn sequences_equal_dubbo_model_across_churn_subsets_and_time() {
     // Small weights: short periods, precomputed and served from a ticket.

@@ -31,6 +31,16 @@ fn peakewma_avoids_a_slow_invoker_and_returns_when_it_recovers() {
     assert!(back > 0.12, "recovered invoker's share {back:.4}");
 }
 
+/// Invoker 1 stalls for 500 ms at t = 2 s (every call sent then ends at 2.5 s); otherwise
+/// every invoker answers in about 1 ms.
+fn stall_at_2s(id: u64, t: i64) -> (i64, Outcome) {
+    if id == 1 && (2_000_000..2_500_000).contains(&t) {
+        (2_500_000 - t, Outcome::Success)
+    } else {
+        (jitter(1_000, t, id), Outcome::Success)
+    }
+}
+
 #[test]
 fn peakewma_forgives_a_500ms_stall_at_once() {
     // Invoker 1 stalls for 500 ms at t = 2 s (every call sent then ends at 2.5 s), then is fast
@@ -38,18 +48,7 @@ fn peakewma_forgives_a_500ms_stall_at_once() {
     let invokers: Vec<Invoker> = (1..=4).map(provider).collect();
     let mut w = World::new("loadbalance=peakewma&peakewma.decay=10000", 1, &invokers);
     let mut log = Vec::new();
-    w.run(
-        12_000_000,
-        500,
-        |id, t| {
-            if id == 1 && (2_000_000..2_500_000).contains(&t) {
-                (2_500_000 - t, Outcome::Success)
-            } else {
-                (jitter(1_000, t, id), Outcome::Success)
-            }
-        },
-        &mut log,
-    );
+    w.run(12_000_000, 500, stall_at_2s, &mut log);
     // During the stall it is avoided (calls in flight for longer than the estimate look slow).
     let during = share(&log, 1, 2_050_000, 2_500_000);
     assert!(during < 0.05, "share during the stall {during:.4}");
@@ -91,18 +90,7 @@ fn peakewma_a_clock_stepping_back_does_not_prolong_a_stall() {
             }
         });
         let mut log = Vec::new();
-        w.run(
-            14_000_000,
-            500,
-            |id, t| {
-                if id == 1 && (2_000_000..2_500_000).contains(&t) {
-                    (2_500_000 - t, Outcome::Success)
-                } else {
-                    (jitter(1_000, t, id), Outcome::Success)
-                }
-            },
-            &mut log,
-        );
+        w.run(14_000_000, 500, stall_at_2s, &mut log);
         // With the preference order one invoker takes each second's calls: 11 periods at 0.25
         // each; 0.1 is far below the no-step share (0.2-0.3) and far above the 0 of a stall
         // prolonged by the step.

@@ -5,21 +5,26 @@ use crate::helpers::*;
 use polylb::{Balancer, Invoker, Outcome, StrategyKind};
 use std::collections::BTreeMap;
 
+/// Three failures in a row eject for 1 s, twice as long the next time, at most 2.5 s; failures
+/// do not also look slow to `peakewma` (ejection alone is under test).
+fn three_failures_eject(kind: StrategyKind, seed: u64) -> String {
+    format!(
+        "loadbalance={}&seed={seed}&outlier.consecutiveFailures=3&outlier.baseEjectionMs=1000\
+         &outlier.maxEjectionMs=2500&outlier.maxEjectionPercent=50{}",
+        kind.name(),
+        if kind == StrategyKind::PeakEwma {
+            "&peakewma.failurePenalty=0"
+        } else {
+            ""
+        }
+    )
+}
+
 #[test]
 fn outlier_ejection_backs_off_and_returns() {
     for kind in StrategyKind::ALL {
         let b = lb(
-            &format!(
-                "loadbalance={}&seed=17&outlier.consecutiveFailures=3&outlier.baseEjectionMs=1000\
-                 &outlier.maxEjectionMs=2500&outlier.maxEjectionPercent=50{}",
-                kind.name(),
-                // Failures must not also look slow here: ejection alone is under test.
-                if *kind == StrategyKind::PeakEwma {
-                    "&peakewma.failurePenalty=0"
-                } else {
-                    ""
-                }
-            ),
+            &three_failures_eject(*kind, 17),
             &(1..=4).map(provider).collect::<Vec<_>>(),
         );
         let name = kind.name();
@@ -116,17 +121,7 @@ fn a_clock_stepping_back_does_not_prolong_an_ejection_or_a_window() {
     const HOUR_US: i64 = 3_600_000_000;
     for kind in StrategyKind::ALL {
         let b = lb(
-            &format!(
-                "loadbalance={}&seed=19&outlier.consecutiveFailures=3&outlier.baseEjectionMs=1000\
-                 &outlier.maxEjectionMs=2500&outlier.maxEjectionPercent=50{}",
-                kind.name(),
-                // Failures must not also look slow here: ejection alone is under test.
-                if *kind == StrategyKind::PeakEwma {
-                    "&peakewma.failurePenalty=0"
-                } else {
-                    ""
-                }
-            ),
+            &three_failures_eject(*kind, 19),
             &(1..=4).map(provider).collect::<Vec<_>>(),
         );
         // Keys vary, for the hashing strategies.

@@ -72,3 +72,16 @@ pub fn assert_binomial(count: usize, draws: usize, p: f64, sigmas: f64, what: &s
         sigmas * sd
     );
 }
+
+/// A small fixed-seed generator for tests that draw their own inputs (Knuth's MMIX LCG, the
+/// high bits).
+pub struct Lcg(pub u64);
+impl Lcg {
+    pub fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound
+    }
+}
