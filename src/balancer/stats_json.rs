@@ -3,6 +3,7 @@
 use super::Balancer;
 use crate::clock::Clock;
 use crate::stats::BYPASS;
+use crate::strategy::StatsAt;
 use crate::weight::effective_weight;
 
 impl Balancer {
@@ -13,7 +14,14 @@ impl Balancer {
         let inner = &*self.inner;
         let snapshot = inner.snapshot.load();
         let names = inner.methods.names_by_id();
-        let now_ms = Clock::new(now_us).now_ms();
+        let clock = Clock::new(now_us);
+        let (now_ms, now_us) = (clock.now_ms(), clock.now_us());
+        let method = |id: u32| inner.methods.get(id);
+        let at = StatsAt {
+            now_us,
+            now_ms,
+            method: &method,
+        };
         let mut out = String::with_capacity(256 + snapshot.members.len() * 256);
         out.push_str("{\"strategy\":");
         json_str(&mut out, inner.strategy.kind().name());
@@ -86,7 +94,7 @@ impl Balancer {
                 sums[4],
                 mean_us
             ));
-            inner.strategy.stats_fields(m, now_ms, &mut out);
+            inner.strategy.stats_fields(m, &at, &mut out);
             if let Some(filter) = &inner.filter {
                 filter.stats_fields(m, now_ms, &mut out);
             }

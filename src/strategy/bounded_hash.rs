@@ -27,7 +27,7 @@ use super::consistent_hash::{key_point, ConsistentHash, Ring};
 use super::slow_start::{Ramp, SlowStart};
 use super::warming::WarmingWalk;
 use super::weighted::{Sampler, Weights, SCALE};
-use super::{Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind};
+use super::{Ctx, Prepared, PreparedData, Report, StatsAt, Strategy, StrategyKind};
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -134,8 +134,8 @@ impl Strategy for BoundedHash {
         StrategyKind::BoundedHash
     }
 
-    fn stats_fields(&self, member: &Member, now_ms: i64, out: &mut String) {
-        SlowStart::stats_field(self.slow.as_ref(), member, now_ms, out);
+    fn stats_fields(&self, member: &Member, at: &StatsAt<'_>, out: &mut String) {
+        SlowStart::stats_field(self.slow.as_ref(), member, at.now_ms, out);
     }
 
     fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {

@@ -170,7 +170,15 @@ pub(crate) trait Strategy: Send + Sync + 'static {
     }
 
     /// Extra, strategy-specific JSON fields for one invoker in `stats` (`,"key":value` pairs).
-    fn stats_fields(&self, _member: &Member, _now_ms: i64, _out: &mut String) {}
+    fn stats_fields(&self, _member: &Member, _at: &StatsAt<'_>, _out: &mut String) {}
+}
+
+/// The moment a stats snapshot describes, for [`Strategy::stats_fields`].
+pub(crate) struct StatsAt<'a> {
+    pub now_us: i64,
+    pub now_ms: i64,
+    /// The balancer's state of a method id (`BYPASS` cleared), as picks of it read it.
+    pub method: &'a dyn Fn(u32) -> Option<&'a MethodState>,
 }
 
 /// Every strategy name polylb knows. Dubbo's six keep Dubbo's meaning forever.

@@ -19,7 +19,7 @@
 use super::slow_start::{Ramp, SlowStart};
 use super::weighted::{Sampler, SubsetWeights, Weights};
 use super::WholeSetDraw;
-use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
+use super::{Ctx, Prepared, PreparedData, StatsAt, Strategy, StrategyKind};
 use crate::balancer::{Member, Snapshot};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -154,8 +154,8 @@ impl Strategy for P2c {
         StrategyKind::P2c
     }
 
-    fn stats_fields(&self, member: &Member, now_ms: i64, out: &mut String) {
-        SlowStart::stats_field(self.slow.as_ref(), member, now_ms, out);
+    fn stats_fields(&self, member: &Member, at: &StatsAt<'_>, out: &mut String) {
+        SlowStart::stats_field(self.slow.as_ref(), member, at.now_ms, out);
     }
 
     fn whole_set_draw(&self) -> WholeSetDraw {

@@ -480,3 +480,47 @@ fn peakewma_missing_zero_stale_and_equal_metrics() {
         "stale slow invoker not back: {total:?}"
     );
 }
+
+#[test]
+fn peakewma_stats_show_the_latency_a_pick_prices_each_invoker_at() {
+    // `latency_estimate_us` is the last samples' estimate; a pick also prices in the age of the
+    // oldest call in flight and lets an estimate nobody refreshes fade towards the typical one.
+    // An operator must see what the picks see: a stalled invoker that gets no calls showing
+    // the lowest latency of the set, or a faded peak still showing 400 ms, says the opposite.
+    let b = lb(
+        "loadbalance=peakewma&seed=1",
+        &(1..=2).map(provider).collect::<Vec<_>>(),
+    );
+    let mut now = NOW;
+    for _ in 0..100 {
+        let id = b.select(0, b"", now).unwrap();
+        b.report(0, id, 1_000, Outcome::Success, now + 1_000)
+            .unwrap();
+        now += 2_000;
+    }
+    for id in [1, 2] {
+        assert_eq!(stat(&b, now, id, "latency_now_us"), 1_000, "invoker {id}");
+    }
+    // Invoker 2 stalls: a call sent to it does not come back for 5 s.
+    assert_eq!(b.select_among(0, b"", &[2], &[], now).unwrap(), 2);
+    now += 5_000_000;
+    for _ in 0..50 {
+        let id = b.select(0, b"", now).unwrap();
+        assert_eq!(id, 1, "a pick avoids the stalled invoker");
+        b.report(0, id, 0, Outcome::Cancelled, now).unwrap();
+    }
+    assert_eq!(stat(&b, now, 2, "latency_estimate_us"), 1_000);
+    assert_eq!(stat(&b, now, 2, "latency_now_us"), 5_000_000);
+    assert_eq!(stat(&b, now, 1, "latency_now_us"), 1_000);
+    b.report(0, 2, 0, Outcome::Cancelled, now).unwrap();
+    assert_eq!(stat(&b, now, 2, "latency_now_us"), 1_000);
+    // Invoker 1 answers once in 400 ms (a peak), then the set is idle for 3 decays (30 s): the
+    // pick's price fades to typical × (400 ms / typical)^e^-3, a few ms; the estimate stays.
+    let id = b.select_among(0, b"", &[1], &[], now).unwrap();
+    b.report(0, id, 400_000, Outcome::Success, now).unwrap();
+    assert_eq!(stat(&b, now, 1, "latency_now_us"), 400_000);
+    now += 30_000_000;
+    assert_eq!(stat(&b, now, 1, "latency_estimate_us"), 400_000);
+    let faded = stat(&b, now, 1, "latency_now_us");
+    assert!((1_000..10_000).contains(&faded), "faded price {faded} us");
+}

@@ -178,17 +178,17 @@ def build_config(
     """
     parts: List[bytes] = []
     if loadbalance is not None:
-        parts.append(_config_pair("loadbalance", loadbalance).encode("utf-8"))
+        parts.append(_library_text(_config_pair("loadbalance", loadbalance), "config"))
     if isinstance(config, (str, bytes)):
         if config:
-            parts.append(_utf8(config, "config"))
+            parts.append(_library_text(config, "config"))
     elif config is not None:
         for key, value in config.items():
             if value is not None:
-                parts.append(_utf8(_config_pair(key, value), "config"))
+                parts.append(_library_text(_config_pair(key, value), "config"))
     for name, param in (params or {}).items():
         if param is not None:
-            parts.append(_utf8(_config_pair(name.replace("_", "."), param), "config"))
+            parts.append(_library_text(_config_pair(name.replace("_", "."), param), "config"))
     return b"&".join(parts)
 
 
@@ -202,11 +202,11 @@ def _check_range(value: int, low: int, high: int, what: str) -> None:
         )
 
 
-def _update_text(text: Union[str, bytes], what: str) -> bytes:
-    """An address or zone for plb_balancer_update. A str with a lone surrogate (no UTF-8 form)
-    is passed in its surrogate-escaped form, which is not UTF-8: the library then rejects it at
-    its own place in its checks (every address and zone first, in order), as it does invalid
-    bytes, so a list with several bad invokers gives the error it gives in C, Go and Java."""
+def _library_text(text: Union[str, bytes], what: str) -> bytes:
+    """Text for the library to judge (a config, an address, a zone). A str with a lone surrogate
+    (no UTF-8 form) is passed in its surrogate-escaped form, which is not UTF-8: the library then
+    rejects it at its own place in its checks (for an update: every address and zone first, in
+    order), as it does invalid bytes, with the message it gives C, Go and Java for that text."""
     if isinstance(text, str):
         try:
             return text.encode("utf-8")
@@ -233,8 +233,8 @@ def _to_struct(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
     _check_range(weight, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: weight")
     _check_range(invoker.start_time_ms, _INT64_MIN, _INT64_MAX, f"invoker {invoker.id}: start_time_ms")
     _check_range(invoker.warmup_ms, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: warmup_ms")
-    address = _update_text(invoker.address, f"invoker {invoker.id}: address")
-    zone = None if invoker.zone is None else _update_text(invoker.zone, f"invoker {invoker.id}: zone")
+    address = _library_text(invoker.address, f"invoker {invoker.id}: address")
+    zone = None if invoker.zone is None else _library_text(invoker.zone, f"invoker {invoker.id}: zone")
     keep_alive.append(address)
     if zone is not None:
         keep_alive.append(zone)

@@ -79,6 +79,26 @@ def test_config_lone_surrogate() -> None:
         polylb.Balancer(config="seed=\udc80")
 
 
+@pytest.mark.parametrize(
+    "arguments, text",
+    [
+        ({"config": "zone=\udc80"}, "zone=\udc80"),
+        ({"config": {"zone": "z\udc80"}}, "zone=z\udc80"),
+        ({"zone": "\udc80"}, "zone=\udc80"),
+        ({"loadbalance": "\ud800"}, "loadbalance=\ud800"),
+    ],
+)
+def test_config_lone_surrogate_has_the_message_of_its_bytes(arguments: Any, text: str) -> None:
+    """Whichever argument holds it, a lone surrogate is InvalidUtf8Error with the library's message
+    for the bytes C and Go would pass (the surrogate's three), as Java gives it."""
+    with pytest.raises(polylb.InvalidUtf8Error) as as_bytes:
+        polylb.Balancer(config=text.encode("utf-8", "surrogatepass"))
+    assert "from index" in str(as_bytes.value)
+    with pytest.raises(polylb.InvalidUtf8Error) as as_text:
+        polylb.Balancer(**arguments)
+    assert str(as_text.value) == str(as_bytes.value)
+
+
 # -- update -----------------------------------------------------------------------------------
 
 

@@ -2,10 +2,11 @@
 //! nobody refreshes it), the age of its oldest call in flight, its preference rank and whether
 //! a probe is due.
 
-use super::{mix, stamp_since_step, PeakEwma, SLOW};
+use super::{mix, stamp_since_step, PeakEwma, SLOW, STEP_BACK_US};
 use crate::balancer::Member;
+use crate::stats::CallStats;
 use crate::strategy::Ctx;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 /// One candidate as a pick sees it.
 #[derive(Clone, Copy)]
@@ -89,14 +90,8 @@ impl PeakEwma {
         look.active = stats.active();
         look.estimate = f64::from_bits(cell.estimate_bits.load(Relaxed));
         if typical > 0.0 && look.estimate > typical {
-            // An estimate nobody refreshes decays towards the typical one, in log space (no
-            // information is not "fast", as a decay towards 0 would say, nor "still slow").
             let sampled = stamp_since_step(&cell.sampled_us, now_us, now_us);
-            let age = now_us.saturating_sub(sampled);
-            if age as f64 > self.decay_us / 16.0 {
-                let keep = (-(age as f64) / self.decay_us).exp();
-                look.estimate = typical * (look.estimate / typical).powf(keep);
-            }
+            look.estimate = self.faded(look.estimate, typical, sampled, now_us);
         }
         if look.active > 0 {
             let progress = stamp_since_step(&cell.progress_us, now_us, now_us);
@@ -108,6 +103,64 @@ impl PeakEwma {
             look.probe = self.probe_due(cell, typical, now_us);
         }
         look
+    }
+}
+
+impl PeakEwma {
+    /// An estimate above the typical one, last refreshed at `sampled_us`, as a pick at `now_us`
+    /// uses it: one nobody refreshes decays towards the typical one, in log space (no
+    /// information is not "fast", as a decay towards 0 would say, nor "still slow").
+    #[inline(always)]
+    fn faded(&self, estimate: f64, typical: f64, sampled_us: i64, now_us: i64) -> f64 {
+        let age = now_us.saturating_sub(sampled_us);
+        if age as f64 > self.decay_us / 16.0 {
+            let keep = (-(age as f64) / self.decay_us).exp();
+            return typical * (estimate / typical).powf(keep);
+        }
+        estimate
+    }
+
+    /// The latency a pick at `now_us` prices an (invoker, method) at, read as
+    /// [`PeakEwma::look_at`] reads it but without writing (for stats): the larger of its
+    /// estimate (faded; the typical one without a sample) and the age of its oldest call in
+    /// flight; 0 when nothing is known.
+    pub(super) fn price_now(&self, stats: &CallStats, typical: f64, now_us: i64) -> f64 {
+        let cell = stats.ewma();
+        let mut estimate = f64::from_bits(cell.estimate_bits.load(Relaxed));
+        if typical > 0.0 && estimate > typical {
+            estimate = self.faded(
+                estimate,
+                typical,
+                stamp_read(&cell.sampled_us, now_us),
+                now_us,
+            );
+        }
+        if estimate <= 0.0 {
+            estimate = typical;
+        }
+        let mut age = 0.0;
+        if stats.active() > 0 {
+            let progress = stamp_read(&cell.progress_us, now_us);
+            if progress > 0 {
+                age = now_us.saturating_sub(progress).max(0) as f64;
+            }
+        }
+        if age > estimate {
+            age
+        } else {
+            estimate
+        }
+    }
+}
+
+/// A stamp as [`stamp_since_step`] reads it, without restamping one from before a step back
+/// of the clock (it reads as `now_us`).
+fn stamp_read(stamp: &AtomicI64, now_us: i64) -> i64 {
+    let t = stamp.load(Relaxed);
+    if t <= now_us.saturating_add(STEP_BACK_US) {
+        t
+    } else {
+        now_us
     }
 }
 

@@ -87,12 +87,12 @@ mod search;
 
 use super::slow_start::{Ramp, SlowStart};
 use super::weighted::{Sampler, Weights};
-use super::{Ctx, Prepared, PreparedData, Report, Strategy, StrategyKind};
+use super::{Ctx, Prepared, PreparedData, Report, StatsAt, Strategy, StrategyKind};
 use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::Status;
-use crate::stats::CallStats;
+use crate::stats::{CallStats, BYPASS};
 use estimate::Typical;
 use field::{Field, Inline, FIELD};
 use look::Moment;
@@ -274,18 +274,21 @@ impl Strategy for PeakEwma {
         self.update_estimate(r);
     }
 
-    fn stats_fields(&self, member: &Member, now_ms: i64, out: &mut String) {
-        let estimate = member
-            .state
-            .methods
-            .iter()
-            .map(|(_, s)| f64::from_bits(s.ewma().estimate_bits.load(Relaxed)))
-            .fold(0.0f64, f64::max);
+    fn stats_fields(&self, member: &Member, at: &StatsAt<'_>, out: &mut String) {
+        // The estimate alone is not what picks compare: an operator must see the price too
+        // (a stalled invoker has the oldest call in flight, not its last samples' latency).
+        let (mut estimate, mut price) = (0.0f64, 0.0f64);
+        for (method, s) in member.state.methods.iter() {
+            estimate = estimate.max(f64::from_bits(s.ewma().estimate_bits.load(Relaxed)));
+            let typical = (at.method)(method & !BYPASS).map_or(0.0, Typical::get);
+            price = price.max(self.price_now(s, typical, at.now_us));
+        }
         out.push_str(&format!(
-            ",\"latency_estimate_us\":{}",
-            estimate.round() as i64
+            ",\"latency_estimate_us\":{},\"latency_now_us\":{}",
+            estimate.round() as i64,
+            price.round() as i64
         ));
-        SlowStart::stats_field(self.slow.as_ref(), member, now_ms, out);
+        SlowStart::stats_field(self.slow.as_ref(), member, at.now_ms, out);
     }
 }
 

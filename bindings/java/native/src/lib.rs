@@ -154,19 +154,68 @@ fn put_message(env: &mut JNIEnv, message_out: &JObjectArray, message: &str) {
     }
 }
 
-fn read_string(env: &mut JNIEnv, value: &JString) -> Result<String, Status> {
+/// Reads a Java string as UTF-8; `what` names it in an error's message (only made then: an
+/// update reads two strings per invoker).
+fn read_string(
+    env: &mut JNIEnv,
+    value: &JString,
+    what: impl Fn() -> String,
+) -> Result<String, (Status, String)> {
     if value.is_null() {
-        return Err(Status::NullPointer);
+        return Err((Status::NullPointer, format!("{} is null", what())));
     }
     // Safety: the Java side declares these as String / String[] elements, so `value` is a
     // java.lang.String (the checked `get_string` would add a class lookup per element).
-    let java_str = unsafe { env.get_string_unchecked(value) }.map_err(|_| Status::InvalidUtf8)?;
+    let java_str = unsafe { env.get_string_unchecked(value) }.map_err(|_| {
+        (
+            Status::InvalidUtf8,
+            format!("could not read {} from Java", what()),
+        )
+    })?;
     // Java hands out modified UTF-8. A lone surrogate has no UTF-8 form: strictly decoded it is
     // an error, as the other bindings make it (a lossy decode would turn it into U+FFFD and
     // place an invoker under an address no other language can name).
-    cesu8::from_java_cesu8(java_str.to_bytes())
-        .map(|text| text.into_owned())
-        .map_err(|_| Status::InvalidUtf8)
+    let modified = java_str.to_bytes();
+    match cesu8::from_java_cesu8(modified) {
+        Ok(text) => Ok(text.into_owned()),
+        Err(_) => Err((Status::InvalidUtf8, not_utf8_message(modified, &what()))),
+    }
+}
+
+/// The core's message for text that is not UTF-8 (`{what} is not valid UTF-8: {error}`), for the
+/// bytes C and Go would pass for this text and Python does: each lone surrogate as its three
+/// bytes, everything else as UTF-8, so that the error's byte index is the same in every
+/// language.
+fn not_utf8_message(modified_utf8: &[u8], what: &str) -> String {
+    // Modified UTF-8 holds UTF-16 units of one to three bytes each (a NUL as two).
+    let mut units = Vec::with_capacity(modified_utf8.len());
+    let mut bytes = modified_utf8.iter().map(|&b| u16::from(b));
+    while let Some(b) = bytes.next() {
+        let mut next = || bytes.next().unwrap_or(0) & 0x3F;
+        units.push(match b {
+            0..=0x7F => b,
+            0xC0..=0xDF => ((b & 0x1F) << 6) | next(),
+            _ => ((b & 0x0F) << 12) | (next() << 6) | next(),
+        });
+    }
+    let mut text = Vec::with_capacity(modified_utf8.len());
+    for unit in char::decode_utf16(units) {
+        match unit {
+            Ok(c) => text.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+            Err(lone) => {
+                let u = lone.unpaired_surrogate();
+                text.extend_from_slice(&[
+                    0xE0 | (u >> 12) as u8,
+                    0x80 | ((u >> 6) & 0x3F) as u8,
+                    0x80 | (u & 0x3F) as u8,
+                ]);
+            }
+        }
+    }
+    match std::str::from_utf8(&text) {
+        Err(error) => format!("{what} is not valid UTF-8: {error}"),
+        Ok(_) => format!("{what} is not valid UTF-8"),
+    }
 }
 
 /// Reads element `index` of a `String[]`; `Ok(None)` for a null element.
@@ -174,15 +223,21 @@ fn read_string_element(
     env: &mut JNIEnv,
     array: &JObjectArray,
     index: usize,
-) -> Result<Option<String>, Status> {
+    what: impl Fn() -> String,
+) -> Result<Option<String>, (Status, String)> {
     let element = env
         .get_object_array_element(array, index as jsize)
-        .map_err(|_| Status::InvalidArgument)?;
+        .map_err(|_| {
+            (
+                Status::InvalidArgument,
+                format!("could not read {} from Java", what()),
+            )
+        })?;
     if element.is_null() {
         return Ok(None);
     }
     let element = JString::from(element);
-    let text = read_string(env, &element);
+    let text = read_string(env, &element, what);
     // Large sets would otherwise overflow the native frame's local reference capacity.
     let _ = env.delete_local_ref(element);
     text.map(Some)
@@ -201,9 +256,12 @@ pub extern "system" fn Java_io_polylb_Native_create<'local>(
         if handle_out.is_null() {
             return status_code(Status::NullPointer);
         }
-        let config = match read_string(&mut env, &config) {
+        let config = match read_string(&mut env, &config, || "config".to_owned()) {
             Ok(c) => c,
-            Err(status) => return status_code(status),
+            Err((status, message)) => {
+                put_message(&mut env, &message_out, &message);
+                return status_code(status);
+            }
         };
         match Balancer::new(&config) {
             Ok(balancer) => {
@@ -366,30 +424,28 @@ fn read_invokers(
         // A negative long reinterprets to an id above INT64_MAX, which the core rejects at its
         // own place in its in-order check (as it does for C and Go); see out_of_range_message.
         let id = id_values[i] as u64;
-        let address = match read_string_element(env, addresses, i) {
-            Ok(Some(address)) => address,
-            Ok(None) => {
-                return Err((
-                    Status::NullPointer,
-                    format!("address of invoker {i} (id {}) is null", id_values[i]),
-                ))
-            }
-            Err(status) => {
-                return Err((status, format!("could not read the address of invoker {i}")))
-            }
-        };
+        // Named as the core names them, so the message is the one C, Go and Python get.
+        let address =
+            match read_string_element(env, addresses, i, || format!("invoker #{i} address")) {
+                Ok(Some(address)) => address,
+                Ok(None) => {
+                    return Err((
+                        Status::NullPointer,
+                        format!("address of invoker {i} (id {}) is null", id_values[i]),
+                    ))
+                }
+                Err(error) => return Err(error),
+            };
         let mut invoker = Invoker::new(id, address)
             .weight(weight_values[i])
             .start_time_ms(start_values[i])
             .warmup_ms(warmup_values[i]);
         if !zones.is_null() {
-            match read_string_element(env, zones, i) {
+            match read_string_element(env, zones, i, || format!("invoker #{i} zone")) {
                 // An empty zone is no zone, as a zero-length one is in the C ABI.
                 Ok(Some(zone)) if !zone.is_empty() => invoker = invoker.zone(zone),
                 Ok(_) => {}
-                Err(status) => {
-                    return Err((status, format!("could not read the zone of invoker {i}")))
-                }
+                Err(error) => return Err(error),
             }
         }
         invokers.push(invoker);

@@ -285,6 +285,18 @@ class BalancerTest {
             assertEquals(Status.INVALID_UTF8, assertThrows(PolylbException.class,
                     () -> new Balancer("loadbalance=random&zone=\uD800"))
                     .status());
+            // ... with the message C and Go get for the same text (the surrogate's three bytes,
+            // as Python passes them), which names the invoker and the field and counts bytes of
+            // UTF-8 (a supplementary character before it is 4 of them, as in Java's 2 chars).
+            assertEquals("INVALID_UTF8: invoker #1 address is not valid UTF-8: invalid utf-8 sequence of 1 bytes"
+                    + " from index 5", assertThrows(PolylbException.class, () -> lb.update(
+                            List.of(Invoker.of(1, "a:1"), Invoker.of(5, "\uD83D\uDE00:\uD800")))).getMessage());
+            assertEquals("INVALID_UTF8: invoker #0 zone is not valid UTF-8: invalid utf-8 sequence of 1 bytes"
+                    + " from index 2", assertThrows(PolylbException.class, () -> lb.update(
+                            List.of(Invoker.of(6, "ok:1").withZone("\u0000z\uDFFF")))).getMessage());
+            assertEquals("INVALID_UTF8: config is not valid UTF-8: invalid utf-8 sequence of 1 bytes from index 24",
+                    assertThrows(PolylbException.class, () -> new Balancer("loadbalance=random&zone=\uD800"))
+                            .getMessage());
             // A surrogate pair is one character, with a UTF-8 form.
             assertTrue(lb.method("get\uD83D\uDE00") > 0);
             // An empty zone is no zone, as a zero-length one is in C, Go and Python.
