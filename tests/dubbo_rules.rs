@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 const NOW: i64 = 1_700_000_000_000_000; // µs
 
 /// Dubbo's AdaptiveMetrics for one invoker and method (spec §7), as plainly as possible.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 struct AdaptiveModel {
     requests: i64,
     successes: i64,
@@ -168,6 +168,9 @@ fn adaptive_picks_follow_dubbos_get_load() {
                     model[i].provider(now, provider_clock[i], cpu, rt_us / 1000);
                 }
             }
+            if step % 7 == 0 {
+                stats_show_the_model_unchanged(&b, &set, &model, now_us, timeout);
+            }
         }
     }
     // Both paths were taken often enough to mean something.
@@ -175,6 +178,44 @@ fn adaptive_picks_follow_dubbos_get_load() {
         decided > 2000 && ties > 500,
         "decided {decided}, ties {ties}"
     );
+}
+
+/// The stats' per-method `load` of each invoker is the model's getLoad evaluated at `now_us` on
+/// a copy: what a pick would compute, without its side effects (the loop above goes on
+/// checking picks against the unchanged model, so a stats read that decayed, penalised or
+/// stamped anything would show as a wrong pick later).
+fn stats_show_the_model_unchanged(
+    b: &Balancer,
+    set: &[Invoker],
+    model: &[AdaptiveModel],
+    now_us: i64,
+    timeout: i32,
+) {
+    let now = now_us.div_euclid(1000);
+    let stats: serde_json::Value = serde_json::from_str(&b.stats_json(now_us)).unwrap();
+    for (i, row) in stats["invokers"].as_array().unwrap().iter().enumerate() {
+        let inv = &set[i];
+        let methods = row["methods"].as_array().unwrap();
+        let Some(method) = methods.iter().find(|m| m["method"] == "sayHello") else {
+            continue;
+        };
+        let metrics = model[i].provider_time > 0 || model[i].cpu > 0.0 || model[i].ewma > 0.0;
+        if !method["provider_metrics"].as_bool().unwrap() {
+            assert!(!metrics, "invoker {}: metrics not shown: {row}", inv.id);
+            assert_eq!(method["load"].as_f64(), Some(0.0));
+            continue;
+        }
+        let weight = effective_weight(inv.weight, inv.start_time_ms, inv.warmup_ms, now);
+        let want = model[i].clone().load(now, weight, timeout);
+        let got = method["load"].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= want.abs() * 1e-12,
+            "invoker {}: stats load {got}, model {want} ({:?})",
+            inv.id,
+            model[i]
+        );
+        assert_eq!(method["cpu_load"].as_f64(), Some(model[i].cpu));
+    }
 }
 
 /// One point of Dubbo's ring per (invoker, digest, word), later invokers overwriting earlier
@@ -370,6 +411,10 @@ fn shortestresponse_window_resets_strictly_after_the_period_and_after_the_pick()
         "the triggering select must use the old window"
     );
     // ... and from then on no one has a success in the window: weights decide.
+    assert_eq!(
+        method_stat(&b, NOW + 30_001_000, 2, "", "window_successes"),
+        0
+    );
     assert_eq!(pick(30_001), 1, "the window was not reset");
     // Successes in the new window make 2 the shortest again.
     answered(&b, 1, 50, NOW + 30_001_000);
@@ -389,6 +434,16 @@ fn shortestresponse_average_is_an_integer_division() {
     answered(&b, 1, 3, NOW);
     answered(&b, 1, 4, NOW);
     answered(&b, 2, 3, NOW);
+    // The stats show the window the picks compare.
+    let window = |id, field| method_stat(&b, NOW, id, "", field);
+    assert_eq!(
+        [1, 2].map(|id| (
+            window(id, "window_successes"),
+            window(id, "window_average_ms"),
+            window(id, "estimate_ms")
+        )),
+        [(2, 3, 3), (1, 3, 3)]
+    );
     for _ in 0..200 {
         let id = b.select(0, b"", NOW).unwrap();
         b.report(0, id, 0, Outcome::Cancelled, NOW).unwrap();
@@ -414,8 +469,11 @@ fn shortestresponse_an_invoker_without_success_takes_every_pick() {
     // A failure is no success: still 0.
     b.report(0, 3, 1_000, Outcome::Failure, NOW).unwrap();
     assert_eq!(b.select(0, b"", NOW).unwrap(), 3);
+    assert_eq!(method_stat(&b, NOW, 3, "", "estimate_ms"), 0);
     // Its first success (1 ms × 100 in flight) ends it.
     b.report(0, 3, 1_000, Outcome::Success, NOW).unwrap();
+    // 1 ms × (99 still in flight + 1): the two reports ended two of the 101 picks.
+    assert_eq!(method_stat(&b, NOW, 3, "", "estimate_ms"), 100);
     let id = b.select(0, b"", NOW).unwrap();
     assert_ne!(id, 3);
 }

@@ -49,6 +49,10 @@ type MethodStats struct {
 	Succeeded uint64 `json:"succeeded"`
 	Failures  uint64 `json:"failures"`
 	Timeouts  uint64 `json:"timeouts"`
+	// Extra holds the fields this binding does not name (what the strategy's
+	// picks of the method compare: shortestresponse's window, adaptive's load),
+	// undecoded.
+	Extra map[string]json.RawMessage `json:"-"`
 }
 
 // Invoker returns the stats of the invoker with the given id.
@@ -62,7 +66,7 @@ func (s Stats) Invoker(id uint64) (InvokerStats, bool) {
 }
 
 // The document may gain fields (the ABI allows strategy-specific ones), so
-// both levels keep whatever they do not name in Extra instead of dropping it.
+// every level keeps whatever it does not name in Extra instead of dropping it.
 
 func (s *Stats) UnmarshalJSON(data []byte) error {
 	type plain Stats // no UnmarshalJSON method: avoids recursion
@@ -90,6 +94,21 @@ func (s *InvokerStats) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*s = InvokerStats(named)
+	s.Extra = extra
+	return nil
+}
+
+func (s *MethodStats) UnmarshalJSON(data []byte) error {
+	type plain MethodStats
+	var named plain
+	if err := json.Unmarshal(data, &named); err != nil {
+		return err
+	}
+	extra, err := unnamedFields(data, reflect.TypeFor[MethodStats]())
+	if err != nil {
+		return err
+	}
+	*s = MethodStats(named)
 	s.Extra = extra
 	return nil
 }

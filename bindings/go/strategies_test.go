@@ -1,7 +1,9 @@
 package polylb_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -291,4 +293,76 @@ func TestEveryStrategyRunsAndNamesItself(t *testing.T) {
 			}
 		})
 	}
+}
+
+// What a strategy's picks of a method compare reaches Go in that method's
+// Extra: adaptive's load (the provider's CPU load × (√ewma + 1) × (in flight
+// + 1) / (success ratio × weight + 1), with the 2×timeout penalty a pick
+// applies first after a report: 0.5 × (√(0.5·4 + 0.5·2000) + 1) = 16.3 ms
+// for a 4 ms report under timeout=1000) and shortestresponse's window.
+func TestStatsMethodRowsCarryWhatPicksCompare(t *testing.T) {
+	lb := newBalancer(t, "loadbalance=adaptive&timeout=1000", weighted(100, 100))
+	m := method(t, lb, "sayHello")
+	now := time.Now()
+	// A pick gives both invokers a row (a pick evaluates both loads).
+	id, err := lb.SelectAt(m, nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.ReportAt(m, id, 0, polylb.Cancelled, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.ReportProviderMetricsAt(m, 1, now, 0.5, 4*time.Millisecond, now); err != nil {
+		t.Fatal(err)
+	}
+	extra := methodExtra(t, lb, 1, "sayHello")
+	if string(extra["provider_metrics"]) != "true" || string(extra["cpu_load"]) != "0.5" {
+		t.Fatalf("adaptive row of invoker 1: %v", rawFields(extra))
+	}
+	var load float64
+	if err := json.Unmarshal(extra["load"], &load); err != nil {
+		t.Fatal(err)
+	}
+	if want := 0.5 * (math.Sqrt(0.5*2+0.5*2000) + 1); math.Abs(load-want) > 1e-9 {
+		t.Errorf("load %v, want %v", load, want)
+	}
+	if got := string(methodExtra(t, lb, 2, "sayHello")["provider_metrics"]); got != "false" {
+		t.Errorf("invoker 2 has reported nothing, provider_metrics %s", got)
+	}
+
+	lb = newBalancer(t, "loadbalance=shortestresponse", weighted(100))
+	id, err = lb.Select(polylb.ServiceLevel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.Report(polylb.ServiceLevel, id, 7*time.Millisecond, polylb.Success); err != nil {
+		t.Fatal(err)
+	}
+	extra = methodExtra(t, lb, 1, "")
+	if string(extra["window_successes"]) != "1" || string(extra["window_average_ms"]) != "7" {
+		t.Errorf("shortestresponse row: %v", rawFields(extra))
+	}
+}
+
+func methodExtra(t *testing.T, lb *polylb.Balancer, id uint64, name string) map[string]json.RawMessage {
+	t.Helper()
+	inv, ok := stats(t, lb).Invoker(id)
+	if !ok {
+		t.Fatalf("no stats for id %d", id)
+	}
+	for _, row := range inv.Methods {
+		if row.Method == name {
+			return row.Extra
+		}
+	}
+	t.Fatalf("no row for method %q in %+v", name, inv.Methods)
+	return nil
+}
+
+func rawFields(fields map[string]json.RawMessage) map[string]string {
+	out := make(map[string]string, len(fields))
+	for k, v := range fields {
+		out[k] = string(v)
+	}
+	return out
 }

@@ -59,6 +59,7 @@ impl Balancer {
                     None => rows.push((method, row)),
                 }
             }
+            let weight = effective_weight(m.weight, m.start_time_ms, m.warmup_ms, now_ms);
             let mut per_method = String::new();
             for (method, row) in rows {
                 if !per_method.is_empty() {
@@ -70,9 +71,16 @@ impl Balancer {
                     names.get(method as usize).map_or("", |n| n),
                 );
                 per_method.push_str(&format!(
-                    ",\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{}}}",
+                    ",\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{}",
                     row[0], row[1], row[2], row[3], row[4]
                 ));
+                inner.strategy.method_stats_fields(
+                    m.state.methods.get(method),
+                    weight,
+                    &at,
+                    &mut per_method,
+                );
+                per_method.push('}');
             }
             out.push_str(&format!("{{\"id\":{},\"address\":", m.id));
             json_str(&mut out, &m.address);
@@ -84,7 +92,7 @@ impl Balancer {
             out.push_str(&format!(
                 ",\"weight\":{},\"effective_weight\":{},\"start_time_ms\":{},\"warmup_ms\":{},\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{},\"mean_success_us\":{}",
                 m.weight,
-                effective_weight(m.weight, m.start_time_ms, m.warmup_ms, now_ms),
+                weight,
                 m.start_time_ms,
                 m.warmup_ms,
                 sums[0],

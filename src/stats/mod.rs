@@ -15,7 +15,7 @@ mod words;
 
 pub(crate) use counts::NO_COUNTER;
 pub(crate) use table::{InvokerState, MethodStats, BYPASS};
-pub(crate) use words::EwmaCell;
+pub(crate) use words::{EwmaCell, LatencyModel};
 
 use counts::{Cells, Counts};
 use words::StrategyWords;

@@ -8,12 +8,12 @@
 //! `stats::BYPASS`): as in Dubbo, the formula's requests, successes and calls in flight are those
 //! of the strategy's own picks.
 
-use super::{Ctx, Strategy, StrategyKind};
+use super::{Ctx, StatsAt, Strategy, StrategyKind};
 use crate::balancer::Snapshot;
 use crate::config::Config;
 use crate::error::Status;
 use crate::rng::Rng;
-use crate::stats::CallStats;
+use crate::stats::{CallStats, LatencyModel};
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// Dubbo's pickTime, initialised to the first time anyone looks at it; returns it.
@@ -46,13 +46,54 @@ impl Adaptive {
 /// Dubbo's AdaptiveMetrics.getLoad, including its side effects: the latency estimate decays
 /// (halving per elapsed timeout) each time it is evaluated, and the first evaluation after a
 /// provider report applies a 2×timeout penalty.
+#[inline]
 fn load(timeout: i32, stats: &CallStats, now: i64, weight: i32) -> f64 {
     let pick_time = touch_pick_time(stats, now);
     if !stats.adaptive().has_provider_metrics.load(Acquire) {
         // cpuLoad is 0 and there is nothing to decay: Dubbo's load is 0.
         return 0.0;
     }
-    let mut m = stats.adaptive().model();
+    load_of(
+        &mut stats.adaptive().model(),
+        timeout,
+        stats,
+        pick_time,
+        now,
+        weight,
+    )
+}
+
+/// The load a pick at `now` would compute, and the model it would read, without the pick's
+/// side effects (for stats): `None` before the provider's first metrics (load 0).
+pub(crate) fn load_seen(
+    timeout: i32,
+    stats: &CallStats,
+    now: i64,
+    weight: i32,
+) -> Option<(LatencyModel, f64)> {
+    // A pick stamps an unset pick time with its own time before reading it.
+    let pick_time = match stats.adaptive().pick_time_ms.load(Relaxed) {
+        0 => now,
+        t => t,
+    };
+    if !stats.adaptive().has_provider_metrics.load(Acquire) {
+        return None;
+    }
+    let model = stats.adaptive().model().clone();
+    let load = load_of(&mut model.clone(), timeout, stats, pick_time, now, weight);
+    Some((model, load))
+}
+
+/// getLoad once provider metrics exist: decays (or penalises) `m` as Dubbo does, then weighs.
+#[inline(always)]
+fn load_of(
+    m: &mut LatencyModel,
+    timeout: i32,
+    stats: &CallStats,
+    pick_time: i64,
+    now: i64,
+    weight: i32,
+) -> f64 {
     // Not picked for two timeouts: load 0 forces a pick (Dubbo computes 2·timeout in 32 bits).
     if now.wrapping_sub(pick_time) > timeout.wrapping_mul(2) as i64 {
         return 0.0;
@@ -170,6 +211,24 @@ impl Strategy for Adaptive {
         false
     }
 
+    fn method_stats_fields(
+        &self,
+        stats: Option<&CallStats>,
+        weight: i32,
+        at: &StatsAt<'_>,
+        out: &mut String,
+    ) {
+        match stats.and_then(|s| load_seen(self.timeout_ms, s, at.now_ms, weight)) {
+            Some((model, load)) => out.push_str(&format!(
+                ",\"provider_metrics\":true,\"cpu_load\":{},\"latency_ewma_ms\":{},\"load\":{}",
+                json_f64(model.cpu_load),
+                json_f64(model.ewma),
+                json_f64(load)
+            )),
+            None => out.push_str(",\"provider_metrics\":false,\"load\":0"),
+        }
+    }
+
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
         let (a, b) = draw_pair(ctx.candidates, &ctx.rng);
         Ok(choose_low_load(
@@ -181,5 +240,15 @@ impl Strategy for Adaptive {
             (a, ctx.weight(a)),
             (b, ctx.weight(b)),
         ))
+    }
+}
+
+/// A number as JSON: a finite value as Rust prints it (shortest round trip), else 0 (JSON has
+/// no NaN or infinity; a provider's metrics are checked finite, a load of 0/0 is not possible).
+fn json_f64(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v}")
+    } else {
+        "0".to_string()
     }
 }

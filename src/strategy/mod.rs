@@ -171,6 +171,19 @@ pub(crate) trait Strategy: Send + Sync + 'static {
 
     /// Extra, strategy-specific JSON fields for one invoker in `stats` (`,"key":value` pairs).
     fn stats_fields(&self, _member: &Member, _at: &StatsAt<'_>, _out: &mut String) {}
+
+    /// Extra JSON fields for one (invoker, method) row of `stats`: what this strategy's picks
+    /// of the method compare, read without changing it. `stats` is the state its picks read
+    /// (not the calls picked among a single candidate, which skip the strategy), absent before
+    /// the first of them.
+    fn method_stats_fields(
+        &self,
+        _stats: Option<&CallStats>,
+        _weight: i32,
+        _at: &StatsAt<'_>,
+        _out: &mut String,
+    ) {
+    }
 }
 
 /// The moment a stats snapshot describes, for [`Strategy::stats_fields`].

@@ -1,7 +1,7 @@
 //! `shortestresponse`: the lowest (window-average successful latency × (in flight + 1)),
 //! weighted random among ties (Dubbo's ShortestResponseLoadBalance, 2.7.14+ with the window).
 
-use super::{ties::least_by, Ctx, Report, Strategy, StrategyKind};
+use super::{ties::least_by, Ctx, Report, StatsAt, Strategy, StrategyKind};
 use crate::config::Config;
 use crate::error::Status;
 use crate::invoker::Outcome;
@@ -84,6 +84,25 @@ impl Strategy for ShortestResponse {
         if r.outcome == Outcome::Success {
             record_success(r.stats, r.elapsed_us);
         }
+    }
+
+    fn method_stats_fields(
+        &self,
+        stats: Option<&CallStats>,
+        _weight: i32,
+        _at: &StatsAt<'_>,
+        out: &mut String,
+    ) {
+        // The window as the next pick reads it: a window past its period is reset after
+        // that pick, not by the stats.
+        let window = stats.map_or(0, |s| s.window().successes.load(Relaxed));
+        let succeeded = window >> COUNT_SHIFT;
+        out.push_str(&format!(
+            ",\"window_successes\":{},\"window_average_ms\":{},\"estimate_ms\":{}",
+            succeeded,
+            (window & ELAPSED_MASK).checked_div(succeeded).unwrap_or(0),
+            estimate(stats)
+        ));
     }
 }
 

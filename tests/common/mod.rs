@@ -45,6 +45,25 @@ pub fn stat(b: &Balancer, now_us: i64, id: u64, field: &str) -> i64 {
         .unwrap()
 }
 
+/// A field of one invoker's row for one method (by name; method 0 is "") in the stats.
+pub fn method_stat(b: &Balancer, now_us: i64, id: u64, method: &str, field: &str) -> i64 {
+    let v: serde_json::Value = serde_json::from_str(&b.stats_json(now_us)).unwrap();
+    let row = v["invokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"].as_u64() == Some(id))
+        .unwrap_or_else(|| panic!("id {id} not in stats"));
+    row["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["method"] == method)
+        .unwrap_or_else(|| panic!("method {method:?} not in the row of {id}: {row}"))[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no integer {field} in the row of {id}: {row}"))
+}
+
 /// Counts picks per id over `draws` selects, reporting each as a success at once.
 pub fn counts(
     b: &Balancer,
