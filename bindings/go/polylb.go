@@ -80,7 +80,6 @@ static inline int32_t plbgo_report_provider_metrics(uintptr_t b, uint32_t method
 import "C"
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"runtime"
@@ -525,7 +524,9 @@ func (b *Balancer) StatsAt(now time.Time) (Stats, error) {
 		return Stats{}, err
 	}
 	var stats Stats
-	if err := json.Unmarshal(raw, &stats); err != nil {
+	// Not json.Unmarshal: it would scan the document twice more before
+	// handing it to UnmarshalJSON.
+	if err := stats.UnmarshalJSON(raw); err != nil {
 		return Stats{}, fmt.Errorf("polylb: stats JSON from the library does not parse: %w", err)
 	}
 	return stats, nil

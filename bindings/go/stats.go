@@ -2,11 +2,7 @@
 
 package polylb
 
-import (
-	"encoding/json"
-	"reflect"
-	"strings"
-)
+import "encoding/json"
 
 // Stats is the library's stats document (plb_balancer_stats), parsed.
 type Stats struct {
@@ -67,65 +63,21 @@ func (s Stats) Invoker(id uint64) (InvokerStats, bool) {
 
 // The document may gain fields (the ABI allows strategy-specific ones), so
 // every level keeps whatever it does not name in Extra instead of dropping it.
+// The three levels are read in one pass over the document (stats_decode.go):
+// a json.Unmarshal per level, plus one into a map for Extra, read the method
+// rows of 10 000 invokers about ten times over (0.7 s for 3 methods each).
 
 func (s *Stats) UnmarshalJSON(data []byte) error {
-	type plain Stats // no UnmarshalJSON method: avoids recursion
-	var named plain
-	if err := json.Unmarshal(data, &named); err != nil {
-		return err
-	}
-	extra, err := unnamedFields(data, reflect.TypeFor[Stats]())
-	if err != nil {
-		return err
-	}
-	*s = Stats(named)
-	s.Extra = extra
-	return nil
+	*s = Stats{}
+	return decodeWhole(data, func(d *statsDecoder) error { return d.stats(s) })
 }
 
 func (s *InvokerStats) UnmarshalJSON(data []byte) error {
-	type plain InvokerStats
-	var named plain
-	if err := json.Unmarshal(data, &named); err != nil {
-		return err
-	}
-	extra, err := unnamedFields(data, reflect.TypeFor[InvokerStats]())
-	if err != nil {
-		return err
-	}
-	*s = InvokerStats(named)
-	s.Extra = extra
-	return nil
+	*s = InvokerStats{}
+	return decodeWhole(data, func(d *statsDecoder) error { return d.invoker(s) })
 }
 
 func (s *MethodStats) UnmarshalJSON(data []byte) error {
-	type plain MethodStats
-	var named plain
-	if err := json.Unmarshal(data, &named); err != nil {
-		return err
-	}
-	extra, err := unnamedFields(data, reflect.TypeFor[MethodStats]())
-	if err != nil {
-		return err
-	}
-	*s = MethodStats(named)
-	s.Extra = extra
-	return nil
-}
-
-// unnamedFields returns the object's fields that no json tag of t names, or
-// nil when there are none.
-func unnamedFields(data []byte, t reflect.Type) (map[string]json.RawMessage, error) {
-	var all map[string]json.RawMessage
-	if err := json.Unmarshal(data, &all); err != nil {
-		return nil, err
-	}
-	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		delete(all, name)
-	}
-	if len(all) == 0 {
-		return nil, nil
-	}
-	return all, nil
+	*s = MethodStats{}
+	return decodeWhole(data, func(d *statsDecoder) error { return d.method(s) })
 }
