@@ -98,6 +98,58 @@ class StateSweepTest {
         }
     }
 
+    /**
+     * A service in use whose providers come and go (each restart a new address, as a pod's) keeps
+     * ids for its set and for the providers that left within the retention time, not for every
+     * provider it ever had; one that comes back within that time gets its id back.
+     */
+    @Test
+    void providersThatComeAndGoLeaveNoIdsBehind() {
+        PolylbLoadBalance lb = new PolylbLoadBalance.RoundRobin();
+        try {
+            String service = "com.example.Churned";
+            long[] now = {0};
+            List<Invoker<Object>> set = new ArrayList<>();
+            for (int i = 0; i < 10; i++) {
+                set.add(churned(service, i));
+            }
+            lb.select(set, set.get(0).getUrl(), callOf(service));
+            ServiceState state = lb.serviceState(service);
+            state.clock = () -> now[0];
+            long step = TimeUnit.SECONDS.toNanos(1);
+            // One provider replaced a second, for 5,000 s (the retention time is 600 s).
+            for (int i = 10; i < 5_010; i++) {
+                set.remove(0).destroy();
+                set.add(churned(service, i));
+                now[0] += step;
+                lb.select(set, set.get(0).getUrl(), callOf(service));
+            }
+            long retained = ServiceState.DEPARTED_ID_RETENTION_NANOS / step;
+            int kept = state.knownIdentities();
+            assertTrue(kept <= 10 + retained + 1,
+                    kept + " identities kept for a set of 10 after 5,000 came and went (at most "
+                            + (10 + retained + 1) + ": the set and those gone within the retention time)");
+            assertTrue(kept >= 10 + retained - 1, "those that left recently are kept: " + kept);
+
+            // The provider that left a second ago comes back with its id.
+            Invoker<Object> back = churned(service, 5_009 - 10);
+            long id = state.idOf(back.getUrl());
+            assertTrue(id > 0);
+            set.add(back);
+            now[0] += step;
+            lb.select(set, set.get(0).getUrl(), callOf(service));
+            assertEquals(id, state.idOf(back.getUrl()));
+        } finally {
+            lb.destroy();
+        }
+    }
+
+    /** Provider {@code n} of {@code service}, at an address of its own. */
+    private static Invoker<Object> churned(String service, int n) {
+        return new TestInvokers.FakeInvoker(URL.valueOf("dubbo://10.1." + (n / 250) + "." + (n % 250)
+                + ":20880/" + service + "?loadbalance=polylb-roundrobin"));
+    }
+
     @Test
     void aLiveAliasKeepsTheState() {
         // Two references to one service: the set's members may be the destroyed reference's
