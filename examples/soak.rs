@@ -5,7 +5,8 @@
 //! - `invokers <config>`: a set of 50; each round 5 invokers leave and 5 new ones (new ids and
 //!   addresses, as restarted pods) join, then 200 calls over three methods (every 10th call a
 //!   failure, every 25th a failover retry), virtual time +200 ms a round. A fourth method is
-//!   picked from only in the first round.
+//!   picked from only in the first round. With `SUBSET=1` in the environment, 100 more calls a
+//!   round pick among the newer half of the set (a router's candidates).
 //! - `threads <config>`: each round a new thread makes 20 calls and exits.
 //! - `balancers <config>`: each round a balancer is created, updated, called from this thread and
 //!   from a pool thread that stays alive, then dropped.
@@ -102,6 +103,7 @@ fn main() {
     let config = args.get(2).map_or("", |s| s.as_str());
     let rounds: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(20_000);
     let zoned = config.contains("zone=");
+    let subset = std::env::var_os("SUBSET").is_some();
     let t0: i64 = 1_700_000_000_000_000;
     let mut seq = 0u64;
     match scenario {
@@ -129,6 +131,17 @@ fn main() {
                     set.push(invoker(next, zoned));
                 }
                 b.update(&set).unwrap();
+                if subset {
+                    // A router's candidates: the newer half of the set.
+                    let among: Vec<u64> = set[25..].iter().map(|i| i.id).collect();
+                    for _ in 0..100 {
+                        seq += 1;
+                        let m = methods[(seq % 3) as usize];
+                        let id = b.select_among(m, &seq.to_le_bytes(), &among, &[], now);
+                        b.report(m, id.unwrap(), 1000, Outcome::Success, now)
+                            .unwrap();
+                    }
+                }
                 calls(&b, &methods, now, 200, &mut seq);
                 if round % (rounds / 10).max(1) == 0 || round + 1 == rounds {
                     report(round);
