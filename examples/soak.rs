@@ -56,11 +56,14 @@ fn rss_kb() -> u64 {
 }
 
 fn report(round: u64) {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
     println!(
-        "round {round:>8}  live {:>12} B  allocations {:>10}  rss {:>8} kB",
+        "round {round:>8}  live {:>12} B  allocations {:>10}  rss {:>8} kB  at {:>8.3} s",
         LIVE.load(Relaxed),
         ALLOCS.load(Relaxed),
-        rss_kb()
+        rss_kb(),
+        start.elapsed().as_secs_f64()
     );
 }
 

@@ -190,7 +190,7 @@ impl State {
         let Some(p) = self
             .period
             .as_mut()
-            .filter(|p| p.generation == snapshot.generation)
+            .filter(|p| p.generation == snapshot.generation && !p.refused)
         else {
             return;
         };
@@ -203,6 +203,7 @@ impl State {
             Live::new(p.order.clone(), p.next, last_select_ms, oldest_departed_ms)
         });
         p.paid |= self.open.is_some();
+        p.refused = self.open.is_none();
     }
 }
 

@@ -36,6 +36,9 @@ pub(super) struct Period {
     ///
     /// [`LiveSlots`]: super::live::LiveSlots
     pub(super) paid: bool,
+    /// Its snapshot refused to publish it (no slot, or its share used up, which never comes
+    /// back): picks stay behind the lock without asking again on every one.
+    pub(super) refused: bool,
 }
 
 /// The period from all-zero counters, shared by every method that starts fresh on this set.
@@ -103,6 +106,7 @@ impl Kinetic {
             total: self.total,
             next: 0,
             paid: false,
+            refused: false,
         })
     }
 }
@@ -183,6 +187,7 @@ pub(super) fn fresh_period_for(set: PickSet<'_>, start: &[i64]) -> Option<Period
         total: f.total,
         next: 0,
         paid: true,
+        refused: false,
     })
 }
 
