@@ -200,6 +200,13 @@ final class ServiceState {
          * the method). Null: the service-level weights.
          */
         private final String weightMethod;
+        /** The configuration it was made for (its key in {@link #balancersByConfig} starts with it). */
+        final String config;
+        /**
+         * A binding took it since the sweep before the last (see {@link #retireUnboundBalancers}):
+         * set under the state's lock, cleared by sweeps while no binding holds its configuration.
+         */
+        volatile boolean bound = true;
         private final ConcurrentHashMap<String, Integer> methodIds = new ConcurrentHashMap<>();
         volatile InvokerSet applied = InvokerSet.EMPTY;
         /** Native updates made so far (diagnostics and tests); written under this object's lock. */
@@ -207,6 +214,7 @@ final class ServiceState {
 
         NativeBalancer(String config, boolean uniformWeights, String weightMethod) {
             this.balancer = new Balancer(config);
+            this.config = config;
             this.uniformWeights = uniformWeights;
             this.weightMethod = weightMethod;
         }
@@ -596,6 +604,46 @@ final class ServiceState {
             nb.balancer.close();
         }
     }
+
+    /**
+     * Closes the balancers of configurations that no method's binding holds any more and that
+     * none took for a whole sweep period (they would keep a stale set, ring and counters for as
+     * long as the service is in use: one per value a provider's URL ever gave {@code hash.nodes},
+     * {@code timeout}, {@code polylb.config}, ...). A configuration that comes and goes (the first
+     * provider alternating during a rolling change) is bound again within each period and kept.
+     * Under this state's lock, as bindings are made: a binding never takes a balancer this closes.
+     * A select still holding a binding made before starts over ({@link #balancersRetired}).
+     *
+     * @return how many balancers were closed
+     */
+    synchronized int retireUnboundBalancers() {
+        Set<String> inUse = new HashSet<>();
+        for (MethodBinding binding : bindingsByMethod.values()) {
+            inUse.add(binding.config);
+        }
+        int closed = 0;
+        for (Iterator<NativeBalancer> it = balancersByConfig.values().iterator(); it.hasNext(); ) {
+            NativeBalancer nb = it.next();
+            if (inUse.contains(nb.config)) {
+                continue;
+            }
+            if (nb.bound) {
+                nb.bound = false; // one more period
+                continue;
+            }
+            it.remove();
+            balancersRetired++;
+            nb.balancer.close();
+            closed++;
+        }
+        return closed;
+    }
+
+    /**
+     * Balancers closed by {@link #retireUnboundBalancers} so far: a select that met a closed
+     * balancer while this changed starts over with the method's current binding.
+     */
+    volatile int balancersRetired;
 
     /** Native updates made so far, summed over this service's balancers (tests). */
     long nativeUpdates() {
