@@ -109,6 +109,44 @@ fn no_heap_allocation_in_select_or_report() {
     }
     no_heap_allocation_in_round_robin_without_a_period();
     no_heap_allocation_over_the_local_zone();
+    no_heap_allocation_in_round_robin_past_its_share_of_live_periods();
+}
+
+/// roundrobin after many failovers on a set that stays: each one ends the method's period, and
+/// the next is published for lock-free picks until the snapshot's share of them is used up;
+/// picks then come from the period behind the method's lock, which must not allocate either
+/// (a live period was built, refused and dropped on every such pick).
+fn no_heap_allocation_in_round_robin_past_its_share_of_live_periods() {
+    let now = 1_700_000_000_000_000i64;
+    let invokers: Vec<Invoker> = (1..=3)
+        .map(|id| Invoker::new(id, format!("10.0.0.{id}:20880")).weight(id as i32))
+        .collect();
+    let b = Balancer::new("loadbalance=roundrobin").unwrap();
+    b.update(&invokers).unwrap();
+    let m = b.method("sayHello").unwrap();
+    // A period of 6 picks, recorded anew after each failover: 1,000 of them use up the share
+    // (512 live periods per snapshot).
+    for i in 0..1_000u64 {
+        for j in 0..30 {
+            round(&b, m, i * 31 + j, false, now);
+        }
+        let id = b.select(m, b"", now).unwrap();
+        let retry = b.select_among(m, b"", &[], &[id], now).unwrap();
+        b.report(m, retry, 1000, Outcome::Success, now).unwrap();
+    }
+    // The period recorded after the last failover (allocated once, as after every failover).
+    for i in 0..100 {
+        round(&b, m, i, false, now);
+    }
+    let before = ALLOCATIONS.load(Relaxed);
+    for i in 0..20_000 {
+        round(&b, m, i, false, now);
+    }
+    let allocated = ALLOCATIONS.load(Relaxed) - before;
+    assert_eq!(
+        allocated, 0,
+        "{allocated} allocations past the live periods' share"
+    );
 }
 
 /// roundrobin over a set whose period is too long to precompute (weights with gcd 1 and a sum

@@ -2,6 +2,7 @@
 //! picks at static weights take a ticket from one atomic cursor instead of the method's lock,
 //! and the state's side of opening one and of closing it (folding the picks it served back).
 
+use super::period::MAX_PERIOD;
 use super::state::State;
 use super::{SnapshotData, RECYCLE_MS};
 use crate::balancer::Snapshot;
@@ -64,6 +65,11 @@ const LIVE_SLOTS: usize = 128;
 /// publishes one per update, and again after a pick that had to take the lock (a pick on an
 /// older snapshot, a tournament that settled), so this bounds the memory that churn can hold.
 const MAX_LIVES_PER_SNAPSHOT: usize = 4 * LIVE_SLOTS;
+/// Entries of the orders that one snapshot's live periods may hold (4 MB), besides its own
+/// fresh period's. Each failover in a set that stays ends its method's period, and the period
+/// its tournament records next is a new order, held until the snapshot drops: counted only by
+/// lives, 512 failovers over a set whose period is the longest kept (`MAX_PERIOD`) held 512 MB.
+const MAX_ORDER_ENTRIES_PER_SNAPSHOT: usize = 4 * MAX_PERIOD as usize;
 
 /// Each method's live period, published in the snapshot it is for. A pick holds its snapshot,
 /// which owns every [`Live`] its slots ever pointed to, so reading one needs no reference count
@@ -71,7 +77,15 @@ const MAX_LIVES_PER_SNAPSHOT: usize = 4 * LIVE_SLOTS;
 /// older snapshot never sees a newer set's period.
 pub(super) struct LiveSlots {
     slots: Box<[AtomicPtr<Live>]>,
-    owned: Mutex<Vec<Arc<Live>>>,
+    owned: Mutex<Owned>,
+}
+
+#[derive(Default)]
+struct Owned {
+    lives: Vec<Arc<Live>>,
+    /// Entries of the orders that `lives` hold, each order counted once and the snapshot's
+    /// fresh period's not at all (see `Period::paid`).
+    order_entries: usize,
 }
 
 impl LiveSlots {
@@ -80,7 +94,7 @@ impl LiveSlots {
             slots: (0..LIVE_SLOTS)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
-            owned: Mutex::new(Vec::new()),
+            owned: Mutex::new(Owned::default()),
         }
     }
 
@@ -104,19 +118,29 @@ impl LiveSlots {
         unsafe { ptr.as_ref() }
     }
 
-    /// Publishes `live` in `method_id`'s slot; false when it has none or the snapshot has
-    /// published its share.
-    fn publish(&self, method_id: u32, live: &Arc<Live>) -> bool {
-        let Some(slot) = self.slots.get(method_id as usize) else {
-            return false;
-        };
+    /// Publishes the live period that `make` builds in `method_id`'s slot, when it has one and
+    /// the snapshot's share is not used up: by the number of lives, or by the entries of their
+    /// orders (`new_entries`, what this one's order adds; 0 when already paid for). Checked
+    /// before `make` runs: a pick behind the lock after the share is used up then allocates
+    /// nothing.
+    fn publish(
+        &self,
+        method_id: u32,
+        new_entries: usize,
+        make: impl FnOnce() -> Live,
+    ) -> Option<Arc<Live>> {
+        let slot = self.slots.get(method_id as usize)?;
         let mut owned = self.owned.lock();
-        if owned.len() >= MAX_LIVES_PER_SNAPSHOT {
-            return false;
+        if owned.lives.len() >= MAX_LIVES_PER_SNAPSHOT
+            || owned.order_entries + new_entries > MAX_ORDER_ENTRIES_PER_SNAPSHOT
+        {
+            return None;
         }
-        owned.push(live.clone());
-        slot.store(Arc::as_ptr(live).cast_mut(), Release);
-        true
+        let live = Arc::new(make());
+        owned.order_entries += new_entries;
+        owned.lives.push(live.clone());
+        slot.store(Arc::as_ptr(&live).cast_mut(), Release);
+        Some(live)
     }
 }
 
@@ -165,23 +189,21 @@ impl State {
         self.close_live();
         let Some(p) = self
             .period
-            .as_ref()
-            .filter(|p| p.generation == snapshot.generation)
+            .as_mut()
+            .filter(|p| p.generation == snapshot.generation && !p.refused)
         else {
             return;
         };
         let Some(lives) = LiveSlots::of(snapshot) else {
             return;
         };
-        let live = Arc::new(Live::new(
-            p.order.clone(),
-            p.next,
-            self.last_select_ms,
-            self.oldest_departed_ms,
-        ));
-        if lives.publish(method_id, &live) {
-            self.open = Some(live);
-        }
+        let new_entries = if p.paid { 0 } else { p.order.len() };
+        let (last_select_ms, oldest_departed_ms) = (self.last_select_ms, self.oldest_departed_ms);
+        self.open = lives.publish(method_id, new_entries, || {
+            Live::new(p.order.clone(), p.next, last_select_ms, oldest_departed_ms)
+        });
+        p.paid |= self.open.is_some();
+        p.refused = self.open.is_none();
     }
 }
 
@@ -218,15 +240,36 @@ mod tests {
     fn a_snapshot_publishes_a_bounded_number_of_live_periods() {
         let lives = LiveSlots::new();
         assert!(lives.get(3).is_none());
-        let first = live(5);
-        assert!(lives.publish(3, &first));
+        let first = lives.publish(3, 5, || Live::new((0..5).collect(), 0, 0, i64::MAX));
+        let first = first.expect("published");
         assert!(std::ptr::eq(lives.get(3).unwrap(), &*first));
-        assert!(!lives.publish(LIVE_SLOTS as u32, &first), "no slot");
+        let no_slot = lives.publish(LIVE_SLOTS as u32, 0, || unreachable!("not built"));
+        assert!(no_slot.is_none(), "no slot");
         for _ in 1..MAX_LIVES_PER_SNAPSHOT {
-            assert!(lives.publish(4, &live(2)));
+            assert!(lives
+                .publish(4, 2, || Live::new((0..2).collect(), 0, 0, i64::MAX))
+                .is_some());
         }
-        assert!(!lives.publish(4, &live(2)), "the snapshot's share is used");
+        let refused = lives.publish(4, 0, || unreachable!("not built once the share is used"));
+        assert!(refused.is_none(), "the snapshot's share is used");
         assert_eq!(lives.get(4).unwrap().len, 2);
         assert!(std::ptr::eq(lives.get(3).unwrap(), &*first));
+    }
+
+    /// The orders that a snapshot's lives hold are bounded too, not only their number: each
+    /// failover in a set that stays records a new period, up to `MAX_PERIOD` entries long.
+    #[test]
+    fn a_snapshot_holds_a_bounded_number_of_order_entries() {
+        let lives = LiveSlots::new();
+        let order: Arc<[u32]> = (0..MAX_PERIOD as u32).map(|i| i % 7).collect();
+        let make = || Live::new(order.clone(), 0, 0, i64::MAX);
+        let paid_for = MAX_ORDER_ENTRIES_PER_SNAPSHOT / MAX_PERIOD as usize;
+        for _ in 0..paid_for {
+            assert!(lives.publish(1, MAX_PERIOD as usize, make).is_some());
+        }
+        assert!(lives.publish(1, MAX_PERIOD as usize, make).is_none());
+        assert!(lives.publish(1, 1, make).is_none());
+        // An order already paid for (a period published again) still goes out.
+        assert!(lives.publish(1, 0, make).is_some());
     }
 }

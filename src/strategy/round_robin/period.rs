@@ -30,6 +30,15 @@ pub(super) struct Period {
     pub(super) start: Option<Box<[i64]>>,
     pub(super) total: i64,
     pub(super) next: usize,
+    /// `order` is already paid for in its snapshot's budget of live periods (see
+    /// [`LiveSlots`]): the snapshot's own fresh period, or one published before. Publishing it
+    /// again then costs no entries.
+    ///
+    /// [`LiveSlots`]: super::live::LiveSlots
+    pub(super) paid: bool,
+    /// Its snapshot refused to publish it (no slot, or its share used up, which never comes
+    /// back): picks stay behind the lock without asking again on every one.
+    pub(super) refused: bool,
 }
 
 /// The period from all-zero counters, shared by every method that starts fresh on this set.
@@ -96,6 +105,8 @@ impl Kinetic {
             start: Some(r.start.as_slice().into()),
             total: self.total,
             next: 0,
+            paid: false,
+            refused: false,
         })
     }
 }
@@ -175,6 +186,8 @@ pub(super) fn fresh_period_for(set: PickSet<'_>, start: &[i64]) -> Option<Period
         start: None,
         total: f.total,
         next: 0,
+        paid: true,
+        refused: false,
     })
 }
 

@@ -142,14 +142,17 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             if (!state.used) {
                 state.used = true; // read first: one plain load per call once set
             }
+            int retirements = state.balancersRetired;
             try {
                 return doSelect(invokers, invocation, state);
             } catch (IllegalStateException e) {
                 // A sweep retired the state between our lookup and the native calls (it had gone
                 // a whole period unused): the next lookup makes a fresh one. No bound on the
                 // retries: a fresh state starts used, so retiring it again takes two more sweeps
-                // (a period apart, a minute by default) during this one select.
-                if (!state.retired) {
+                // (a period apart, a minute by default) during this one select. Or it closed the
+                // balancer of a configuration that no binding held any more, which this select's
+                // binding, made before, still did: the next try takes the current binding.
+                if (!state.retired && state.balancersRetired == retirements) {
                     throw e;
                 }
             }
@@ -424,7 +427,9 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
      * reference, but a reference's destroy (ReferenceConfig.destroy, a generic reference dropped
      * from its cache) destroys every invoker of its directory. A service whose providers are
      * merely down for a while loses its history at worst; its next select starts a fresh state.
-     * Calls still in flight keep their balancer reachable and report into it harmlessly.
+     * Calls still in flight keep their balancer reachable and report into it harmlessly. In the
+     * states kept, closes the balancers of configurations no method uses any more
+     * ({@link ServiceState#retireUnboundBalancers}).
      *
      * @return how many states were freed
      */
@@ -437,7 +442,9 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             } else if (!state.anyAvailable() && services.remove(e.getKey(), state)) {
                 state.retire();
                 freed++;
+                continue;
             }
+            state.retireUnboundBalancers();
         }
         return freed;
     }
@@ -504,20 +511,25 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         boolean uniformWeights = "random".equals(strategy) && !DubboUrls.declaresWeight(first, methodName);
         // Dubbo's ring ignores weights; so does random when it ignores them all (its quirk above).
         boolean methodWeightsApply = !uniformWeights && !"consistenthash".equals(strategy);
-        ServiceState.NativeBalancer nb;
-        try {
-            nb = state.balancerFor(config.toString(), uniformWeights);
-        } catch (PolylbException e) {
-            throw new RpcException("polylb: bad load-balancing configuration for " + url.getServiceKey() + "."
-                    + methodName + " (" + config + "): " + e.getMessage(), e);
+        // Under the state's lock, as sweeps retire balancers no binding holds: the one taken here
+        // is bound before a sweep can look at it.
+        synchronized (state) {
+            ServiceState.NativeBalancer nb;
+            try {
+                nb = state.balancerFor(config.toString(), uniformWeights);
+            } catch (PolylbException e) {
+                throw new RpcException("polylb: bad load-balancing configuration for " + url.getServiceKey() + "."
+                        + methodName + " (" + config + "): " + e.getMessage(), e);
+            }
+            nb.bound = true;
+            try {
+                binding = new ServiceState.MethodBinding(url, methodName, config.toString(), nb, hashArguments,
+                        adaptive, methodWeightsApply, COUNTS_DUPLICATES.contains(strategy), listOrderOf(strategy));
+            } catch (PolylbException e) {
+                throw methodRejected(url, methodName, e);
+            }
+            state.bindingsByMethod.put(methodName, binding);
         }
-        try {
-            binding = new ServiceState.MethodBinding(url, methodName, config.toString(), nb, hashArguments, adaptive,
-                    methodWeightsApply, COUNTS_DUPLICATES.contains(strategy), listOrderOf(strategy));
-        } catch (PolylbException e) {
-            throw methodRejected(url, methodName, e);
-        }
-        state.bindingsByMethod.put(methodName, binding);
         return binding;
     }
 

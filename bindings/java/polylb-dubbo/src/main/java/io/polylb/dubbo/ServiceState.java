@@ -6,11 +6,14 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.IdentityHashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.cluster.router.state.BitList;
 
@@ -22,6 +25,19 @@ import org.apache.dubbo.rpc.cluster.router.state.BitList;
  */
 final class ServiceState {
     private final ConcurrentHashMap<String, Long> idsByIdentity = new ConcurrentHashMap<>();
+    /**
+     * When each identity of {@link #idsByIdentity} that no member holds left the set ({@link
+     * #clock} nanos); guarded by this. One that comes back within {@link #DEPARTED_ID_RETENTION_NANOS}
+     * gets its id back, and with it its round-robin position (Dubbo's roundrobin keeps a departed
+     * provider's, keyed by its identity, until a select finds it 60 s old); later ones are
+     * forgotten, so that providers that come and go (a pod gets a new address on each restart)
+     * do not add up for as long as the service is in use.
+     */
+    private final HashMap<String, Long> departedAt = new HashMap<>();
+    /** How long an identity that left the set keeps its id (ten times Dubbo's 60-s recycling). */
+    static final long DEPARTED_ID_RETENTION_NANOS = TimeUnit.MINUTES.toNanos(10);
+    /** The clock of {@link #departedAt} (tests move it). */
+    volatile LongSupplier clock = System::nanoTime;
     private final AtomicLong nextId = new AtomicLong();
     private final ConcurrentHashMap<String, NativeBalancer> balancersByConfig = new ConcurrentHashMap<>();
     final ConcurrentHashMap<String, MethodBinding> bindingsByMethod = new ConcurrentHashMap<>();
@@ -184,6 +200,13 @@ final class ServiceState {
          * the method). Null: the service-level weights.
          */
         private final String weightMethod;
+        /** The configuration it was made for (its key in {@link #balancersByConfig} starts with it). */
+        final String config;
+        /**
+         * A binding took it since the sweep before the last (see {@link #retireUnboundBalancers}):
+         * set under the state's lock, cleared by sweeps while no binding holds its configuration.
+         */
+        volatile boolean bound = true;
         private final ConcurrentHashMap<String, Integer> methodIds = new ConcurrentHashMap<>();
         volatile InvokerSet applied = InvokerSet.EMPTY;
         /** Native updates made so far (diagnostics and tests); written under this object's lock. */
@@ -191,6 +214,7 @@ final class ServiceState {
 
         NativeBalancer(String config, boolean uniformWeights, String weightMethod) {
             this.balancer = new Balancer(config);
+            this.config = config;
             this.uniformWeights = uniformWeights;
             this.weightMethod = weightMethod;
         }
@@ -487,10 +511,12 @@ final class ServiceState {
         long[] ids = new long[n];
         DubboUrls.ProviderParams[] params = new DubboUrls.ProviderParams[n];
         Set<Long> used = new HashSet<>();
+        Set<String> held = new HashSet<>();
         for (int i = 0; i < n; i++) {
-            ids[i] = stableId(invokers[i], used);
+            ids[i] = stableId(invokers[i], used, held);
             params[i] = DubboUrls.providerParams(invokers[i]);
         }
+        forgetDeparted(held);
         InvokerSet next = new InvokerSet(old.generation + 1, invokers, ids, params, aliases);
         set = next;
         return next;
@@ -498,18 +524,47 @@ final class ServiceState {
 
     /**
      * Ids survive set changes (so polylb keeps round-robin positions, in-flight counts and
-     * latency history): one id per provider identity (protocol://host:port/path). Two invokers
+     * latency history): one id per provider identity (protocol://host:port/path), kept while it
+     * is a member and for {@link #DEPARTED_ID_RETENTION_NANOS} after it leaves. Two invokers
      * with the same identity in one set get distinct ids.
      */
-    private long stableId(org.apache.dubbo.rpc.Invoker<?> invoker, Set<Long> used) {
+    private long stableId(org.apache.dubbo.rpc.Invoker<?> invoker, Set<Long> used, Set<String> held) {
         String identity = invoker.getUrl().toIdentityString();
         for (int dup = 0; ; dup++) {
             String key = dup == 0 ? identity : identity + "#" + dup;
             long id = idsByIdentity.computeIfAbsent(key, k -> nextId.incrementAndGet());
             if (used.add(id)) {
+                held.add(key);
                 return id;
             }
         }
+    }
+
+    /**
+     * Forgets the ids of identities that no member holds ({@code held} are the members') once
+     * they have been gone for {@link #DEPARTED_ID_RETENTION_NANOS}; caller holds this. Run on each
+     * set change, so what is kept is the set plus what left within that time before the last
+     * change, whatever the service's history.
+     */
+    private void forgetDeparted(Set<String> held) {
+        long now = clock.getAsLong();
+        for (Iterator<String> it = idsByIdentity.keySet().iterator(); it.hasNext(); ) {
+            String key = it.next();
+            if (held.contains(key)) {
+                departedAt.remove(key);
+                continue;
+            }
+            Long since = departedAt.putIfAbsent(key, now);
+            if (since != null && now - since > DEPARTED_ID_RETENTION_NANOS) {
+                it.remove();
+                departedAt.remove(key);
+            }
+        }
+    }
+
+    /** Identities whose ids are kept: the members' and those that left recently (tests). */
+    int knownIdentities() {
+        return idsByIdentity.size();
     }
 
     /** The polylb id of the provider at {@code url} (its first, if a set held two), or -1. */
@@ -549,6 +604,46 @@ final class ServiceState {
             nb.balancer.close();
         }
     }
+
+    /**
+     * Closes the balancers of configurations that no method's binding holds any more and that
+     * none took for a whole sweep period (they would keep a stale set, ring and counters for as
+     * long as the service is in use: one per value a provider's URL ever gave {@code hash.nodes},
+     * {@code timeout}, {@code polylb.config}, ...). A configuration that comes and goes (the first
+     * provider alternating during a rolling change) is bound again within each period and kept.
+     * Under this state's lock, as bindings are made: a binding never takes a balancer this closes.
+     * A select still holding a binding made before starts over ({@link #balancersRetired}).
+     *
+     * @return how many balancers were closed
+     */
+    synchronized int retireUnboundBalancers() {
+        Set<String> inUse = new HashSet<>();
+        for (MethodBinding binding : bindingsByMethod.values()) {
+            inUse.add(binding.config);
+        }
+        int closed = 0;
+        for (Iterator<NativeBalancer> it = balancersByConfig.values().iterator(); it.hasNext(); ) {
+            NativeBalancer nb = it.next();
+            if (inUse.contains(nb.config)) {
+                continue;
+            }
+            if (nb.bound) {
+                nb.bound = false; // one more period
+                continue;
+            }
+            it.remove();
+            balancersRetired++;
+            nb.balancer.close();
+            closed++;
+        }
+        return closed;
+    }
+
+    /**
+     * Balancers closed by {@link #retireUnboundBalancers} so far: a select that met a closed
+     * balancer while this changed starts over with the method's current binding.
+     */
+    volatile int balancersRetired;
 
     /** Native updates made so far, summed over this service's balancers (tests). */
     long nativeUpdates() {

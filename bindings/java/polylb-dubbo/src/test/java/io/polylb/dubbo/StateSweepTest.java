@@ -98,6 +98,110 @@ class StateSweepTest {
         }
     }
 
+    /**
+     * A service in use whose providers come and go (each restart a new address, as a pod's) keeps
+     * ids for its set and for the providers that left within the retention time, not for every
+     * provider it ever had; one that comes back within that time gets its id back.
+     */
+    @Test
+    void providersThatComeAndGoLeaveNoIdsBehind() {
+        PolylbLoadBalance lb = new PolylbLoadBalance.RoundRobin();
+        try {
+            String service = "com.example.Churned";
+            long[] now = {0};
+            List<Invoker<Object>> set = new ArrayList<>();
+            for (int i = 0; i < 10; i++) {
+                set.add(churned(service, i));
+            }
+            lb.select(set, set.get(0).getUrl(), callOf(service));
+            ServiceState state = lb.serviceState(service);
+            state.clock = () -> now[0];
+            long step = TimeUnit.SECONDS.toNanos(1);
+            // One provider replaced a second, for 5,000 s (the retention time is 600 s).
+            for (int i = 10; i < 5_010; i++) {
+                set.remove(0).destroy();
+                set.add(churned(service, i));
+                now[0] += step;
+                lb.select(set, set.get(0).getUrl(), callOf(service));
+            }
+            long retained = ServiceState.DEPARTED_ID_RETENTION_NANOS / step;
+            int kept = state.knownIdentities();
+            assertTrue(kept <= 10 + retained + 1,
+                    kept + " identities kept for a set of 10 after 5,000 came and went (at most "
+                            + (10 + retained + 1) + ": the set and those gone within the retention time)");
+            assertTrue(kept >= 10 + retained - 1, "those that left recently are kept: " + kept);
+
+            // The provider that left a second ago comes back with its id.
+            Invoker<Object> back = churned(service, 5_009 - 10);
+            long id = state.idOf(back.getUrl());
+            assertTrue(id > 0);
+            set.add(back);
+            now[0] += step;
+            lb.select(set, set.get(0).getUrl(), callOf(service));
+            assertEquals(id, state.idOf(back.getUrl()));
+        } finally {
+            lb.destroy();
+        }
+    }
+
+    /**
+     * A service in use whose providers' URLs change a parameter that makes the balancer (here
+     * hash.nodes) keeps one balancer per value it ever read, each with a stale set and ring:
+     * sweeps close those no method has used for a period, and keep two values that alternate
+     * (the first provider during a rolling change). Calls go on through the current one.
+     */
+    @Test
+    void balancersOfConfigurationsNoLongerReadAreClosed() {
+        PolylbLoadBalance lb = new PolylbLoadBalance.ConsistentHash();
+        try {
+            String service = "com.example.Reconfigured";
+            for (int nodes = 160; nodes < 240; nodes += 4) {
+                assertNotNull(pick(lb, hashNodes(service, nodes), service));
+            }
+            ServiceState state = lb.serviceState(service);
+            assertEquals(20, state.statsJson().size(), "one balancer per hash.nodes value read");
+            assertEquals(0, lb.sweep());
+            assertEquals(20, state.statsJson().size(), "bound within the period: kept for one more");
+            assertEquals(0, lb.sweep());
+            assertEquals(1, state.statsJson().size(), "only the configuration in use keeps a balancer");
+            assertNotNull(pick(lb, hashNodes(service, 236), service));
+
+            // Two values in turn, between sweeps: both kept; the one before them goes.
+            for (int k = 0; k < 4; k++) {
+                assertNotNull(pick(lb, hashNodes(service, 400), service));
+                assertNotNull(pick(lb, hashNodes(service, 404), service));
+                lb.sweep();
+            }
+            assertEquals(2, state.statsJson().size());
+            assertEquals(1, lb.serviceCount());
+        } finally {
+            lb.destroy();
+        }
+    }
+
+    private static Invoker<Object> pick(PolylbLoadBalance lb, List<Invoker<Object>> set, String service) {
+        return lb.select(set, set.get(0).getUrl(), keyed(service));
+    }
+
+    private static List<Invoker<Object>> hashNodes(String service, int nodes) {
+        List<Invoker<Object>> set = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            set.add(new TestInvokers.FakeInvoker(URL.valueOf("dubbo://10.2.0." + i + ":20880/" + service
+                    + "?hash.nodes=" + nodes)));
+        }
+        return set;
+    }
+
+    private static RpcInvocation keyed(String service) {
+        return new RpcInvocation("sayHello", service, service, new Class<?>[0], new Object[] {"key"});
+    }
+
+    /** Provider {@code n} of {@code service}, at an address of its own. */
+    private static Invoker<Object> churned(String service, int n) {
+        return new TestInvokers.FakeInvoker(URL.valueOf("dubbo://10.1." + (n / 250) + "." + (n % 250)
+                + ":20880/" + service + "?loadbalance=polylb-roundrobin"));
+    }
+
     @Test
     void aLiveAliasKeepsTheState() {
         // Two references to one service: the set's members may be the destroyed reference's
