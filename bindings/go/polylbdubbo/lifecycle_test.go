@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -353,4 +354,67 @@ func TestGoneServicesAreFreed(t *testing.T) {
 	if stats, _ := lb.Stats(svc); len(stats) != 1 || stats[0].Invokers[0].Selected+stats[0].Invokers[1].Selected != 20 {
 		t.Errorf("the live service lost its state: %+v", stats)
 	}
+}
+
+// A configuration that providers' URLs no longer give (here hash.nodes,
+// changed with every set) has its balancer closed at a set change a sweep
+// period after no method used it: a service keeps the balancers its methods
+// use, not one per value ever read. Calls made meanwhile from other
+// goroutines, some on a balancer being closed, never fail.
+func TestBalancersOfConfigurationsNoLongerReadAreClosed(t *testing.T) {
+	SetSweepPeriod(time.Millisecond)
+	defer SetSweepPeriod(DefaultSweepPeriod)
+	svc := serviceName(t)
+	const lbName = Name + "-consistenthash"
+	var current atomic.Pointer[base.Invoker]
+	next := func(round int) {
+		params := fmt.Sprintf("loadbalance=%s&hash.nodes=%d", lbName, 160+4*round)
+		ci := clusterOf(t, "failover", wrapAll(
+			newProvider(t, svc, fmt.Sprintf("10.0.0.1:%d", 20000+round), params),
+			newProvider(t, svc, fmt.Sprintf("10.0.0.2:%d", 20000+round), params)))
+		current.Store(&ci)
+	}
+	next(0)
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if res := call(*current.Load(), "sayHello", fmt.Sprint(i)); res.Error() != nil {
+					errs <- res.Error()
+					return
+				}
+			}
+		}()
+	}
+	for round := 1; round <= 40; round++ {
+		time.Sleep(2 * time.Millisecond)
+		next(round)
+		call(*current.Load(), "sayHello", "k")
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	v, _ := Get(lbName).services.Load(svc)
+	st := v.(*serviceState)
+	st.mu.Lock()
+	n := len(st.balancers)
+	st.mu.Unlock()
+	// The one in use, one the sweep has not reached yet, and one or two more
+	// from the round in progress when the calls stopped.
+	if n > 4 {
+		t.Errorf("%d balancers kept for 41 values of hash.nodes", n)
+	}
+	assertNoneInFlight(t, lbName, svc)
 }

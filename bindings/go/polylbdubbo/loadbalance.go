@@ -278,6 +278,9 @@ func (st *serviceState) attempt(invokers []base.Invoker, first *common.URL, inv 
 		if errors.Is(err, polylb.ErrUnknownCandidate) || errors.Is(err, polylb.ErrNoProvider) {
 			return nil, errRetry // the balancer holds another set than s
 		}
+		if errors.Is(err, polylb.ErrClosed) && !st.retired.Load() {
+			return nil, errRetry // an older binding's balancer, closed (closeUnbound)
+		}
 		return nil, fmt.Errorf("polylb could not select a provider for %s.%s: %w", st.serviceKey, method, err)
 	}
 	chosen, pos := chosenInvoker(s, invokers, id, full)

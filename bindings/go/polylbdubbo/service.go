@@ -28,7 +28,10 @@ type serviceState struct {
 	// only once every balancer holds it.
 	mu        sync.Mutex
 	balancers map[balancerKey]*polylb.Balancer
-	nextID    uint64
+	// unbound: balancers that no method's binding held at a set change,
+	// since the first such change (see closeUnbound).
+	unbound map[balancerKey]time.Time
+	nextID  uint64
 
 	bindings sync.Map // method name -> *binding
 
@@ -57,7 +60,8 @@ type binding struct {
 }
 
 func newServiceState(lb *LoadBalance, serviceKey string) *serviceState {
-	st := &serviceState{lb: lb, serviceKey: serviceKey, balancers: map[balancerKey]*polylb.Balancer{}}
+	st := &serviceState{lb: lb, serviceKey: serviceKey, balancers: map[balancerKey]*polylb.Balancer{},
+		unbound: map[balancerKey]time.Time{}}
 	st.used.Store(true) // a sweep right after its creation must not free it
 	return st
 }
@@ -65,7 +69,9 @@ func newServiceState(lb *LoadBalance, serviceKey string) *serviceState {
 // cover makes the set cover list (see nextSet) and hands it to every
 // balancer. Caller holds mu.
 func (st *serviceState) cover(list []base.Invoker) error {
-	next := nextSet(st.set.Load(), list, &st.nextID, time.Now())
+	now := time.Now()
+	st.closeUnbound(now)
+	next := nextSet(st.set.Load(), list, &st.nextID, now)
 	for k, b := range st.balancers {
 		if err := b.Update(next.weightsFor(k.weightsOf)); err != nil {
 			return fmt.Errorf("polylb: the providers of %s were rejected (%s): %w", st.serviceKey, k.config, err)
@@ -73,6 +79,39 @@ func (st *serviceState) cover(list []base.Invoker) error {
 	}
 	st.set.Store(next)
 	return nil
+}
+
+// closeUnbound closes the balancers of configurations that no method's
+// binding has held since a set change at least a sweep period ago (see
+// SetSweepPeriod): values that providers' URLs no longer give (a changed
+// hash.nodes or polylb.config). Kept, each would hold its own copy of the
+// set, be updated at every set change and count against memory for the life
+// of the service. Bindings are made under mu, as this runs, so none made
+// later holds a closed balancer; a select that loaded an older binding of
+// one gets ErrClosed and starts over. Caller holds mu.
+func (st *serviceState) closeUnbound(now time.Time) {
+	period := time.Duration(sweepPeriod.Load())
+	if period <= 0 || len(st.balancers) < 2 {
+		return
+	}
+	held := make(map[*polylb.Balancer]bool, len(st.balancers))
+	st.bindings.Range(func(_, v any) bool {
+		held[v.(*binding).balancer] = true
+		return true
+	})
+	for k, b := range st.balancers {
+		since, unbound := st.unbound[k]
+		switch {
+		case held[b]:
+			delete(st.unbound, k)
+		case !unbound:
+			st.unbound[k] = now
+		case now.Sub(since) >= period:
+			b.Close()
+			delete(st.balancers, k)
+			delete(st.unbound, k)
+		}
+	}
 }
 
 // pruneIfDestroyed drops members that list does not hold and that are
