@@ -115,7 +115,8 @@
 #define PLB_ERR_INVALID_ARGUMENT 14
 
 /**
- * A limit was exceeded (at most 2^20 method names per balancer, the empty name included).
+ * A limit was exceeded (at most 2^20 method names per balancer, the empty name included; at
+ * most 2^32 - 1 points, `hash.nodes` times the invokers, on a hashing strategy's ring).
  */
 #define PLB_ERR_LIMIT_EXCEEDED 15
 

@@ -46,7 +46,7 @@ pub enum Status {
     /// array can have.
     InvalidArgument = 14,
     /// A limit was exceeded: at most [`MAX_METHODS`](crate::MAX_METHODS) (2^20) method names
-    /// per balancer.
+    /// per balancer; at most 2^32 − 1 points (`hash.nodes` × invokers) on a hash ring.
     LimitExceeded = 15,
 }
 

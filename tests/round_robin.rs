@@ -164,6 +164,12 @@ fn churn_against_model(
                         set.iter().map(|&(id, w)| provider(id).weight(w)).collect();
                     b.update(&invokers).unwrap();
                 }
+                6 => {
+                    // The registry pushes the same set again: picks go on as they were.
+                    let invokers: Vec<Invoker> =
+                        set.iter().map(|&(id, w)| provider(id).weight(w)).collect();
+                    b.update(&invokers).unwrap();
+                }
                 3 if set.len() > 2 => {
                     // A failover retry: exclude one tried invoker.
                     let tried = set[rng.next(set.len() as u64) as usize].0;

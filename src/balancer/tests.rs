@@ -300,3 +300,24 @@ fn a_sampler_draws_each_candidate_at_most_once_at_any_position() {
         }
     }
 }
+
+/// A ring whose points would not fit its 32-bit indexes is refused before anything is built
+/// (it would also need over 32 GB); the set stays as it was.
+#[test]
+fn a_ring_past_its_point_limit_is_refused_and_changes_nothing() {
+    let many: Vec<Invoker> = (0..65_537)
+        .map(|i| Invoker::new(i, format!("10.{}.{}.1:1", i >> 8, i & 255)))
+        .collect();
+    assert!(many.len() as u64 * 65_536 > update::MAX_RING_POINTS);
+    for strategy in ["consistenthash", "boundedhash"] {
+        let b = Balancer::new(&format!("loadbalance={strategy}&hash.nodes=65536")).unwrap();
+        b.update(&four_invokers()[..1]).unwrap();
+        let e = b.update(&many).unwrap_err();
+        assert_eq!(e.status, Status::LimitExceeded, "{strategy}");
+        assert!(e.message.contains("hash.nodes=65536"), "{}", e.message);
+        assert_eq!(b.select(0, b"k", 0).unwrap(), four_invokers()[0].id);
+    }
+    // Other strategies keep no ring.
+    let b = Balancer::new("loadbalance=random&hash.nodes=65536").unwrap();
+    b.update(&many).unwrap();
+}

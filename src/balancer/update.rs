@@ -18,7 +18,7 @@ impl Balancer {
     /// is dropped. A rejected update changes nothing.
     pub fn update(&self, invokers: &[Invoker]) -> Result<(), Error> {
         let inner = &*self.inner;
-        validate(invokers, inner.strategy.kind())?;
+        validate(invokers, inner.strategy.kind(), inner.config.hash_nodes)?;
         let _cold = crate::fork::cold_call();
         let mut replaced = inner.update_lock.lock();
         let old = inner.snapshot.load_full();
@@ -84,7 +84,11 @@ impl Balancer {
     }
 }
 
-fn validate(invokers: &[Invoker], kind: StrategyKind) -> Result<(), Error> {
+/// Most points a hash ring may hold (`hash.nodes`, rounded down to a multiple of 4, times the
+/// invokers): what 32-bit indexes reach.
+pub(crate) const MAX_RING_POINTS: u64 = u32::MAX as u64;
+
+fn validate(invokers: &[Invoker], kind: StrategyKind, hash_nodes: u32) -> Result<(), Error> {
     // The hashing strategies place each invoker on the ring by its address: with no address
     // (a C caller that left `address_len` at 0) every invoker's points are the same, and the
     // last one takes every key.
@@ -92,6 +96,19 @@ fn validate(invokers: &[Invoker], kind: StrategyKind) -> Result<(), Error> {
         kind,
         StrategyKind::ConsistentHash | StrategyKind::BoundedHash
     );
+    // The ring indexes its points with 32 bits (its bucket index), so their count must fit.
+    // Checked before anything is built: a ring that large would need over 32 GB anyway.
+    let points = invokers.len() as u64 * u64::from(hash_nodes / 4 * 4);
+    if hashing && points > MAX_RING_POINTS {
+        return Err(Error::new(
+            Status::LimitExceeded,
+            format!(
+                "{} invokers with hash.nodes={hash_nodes} would place {points} points on the \
+                 ring, more than its limit of {MAX_RING_POINTS} (each point takes about 10 B)",
+                invokers.len()
+            ),
+        ));
+    }
     let mut seen: HashMap<u64, usize, BuildHasherDefault<IdHasher>> =
         HashMap::with_capacity_and_hasher(invokers.len(), Default::default());
     for (i, inv) in invokers.iter().enumerate() {

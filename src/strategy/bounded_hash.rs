@@ -34,7 +34,7 @@ use crate::config::Config;
 use crate::error::Status;
 use crate::stats::CallStats;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub(crate) struct BoundedHash {
     placement: ConsistentHash,
@@ -47,6 +47,35 @@ struct Bounded {
     weights: Weights,
     /// For the whole set's total weight during warm-up in O(k); None without start times.
     warming: Option<WarmingWalk>,
+    /// The positions in the previous set of the invokers that left it, found by the update's
+    /// first method and read by the others: a search of the whole previous set per method
+    /// made an update O(n·m).
+    departed: OnceLock<(u64, Box<[u32]>)>,
+}
+
+impl Bounded {
+    /// The positions in `previous` of the invokers that are not in `snapshot`, the set this
+    /// data was prepared for.
+    fn departed(&self, snapshot: &Snapshot, previous: &Snapshot) -> Option<&[u32]> {
+        let (generation, positions) = self
+            .departed
+            .get_or_init(|| (previous.generation, departed_positions(snapshot, previous)));
+        (*generation == previous.generation).then_some(&**positions)
+    }
+}
+
+fn departed_positions(snapshot: &Snapshot, previous: &Snapshot) -> Box<[u32]> {
+    #[cfg(test)]
+    DEPARTURE_SCANS.with(|c| c.set(c.get() + 1));
+    (0..previous.members.len() as u32)
+        .filter(|&p| snapshot.position(previous.members[p as usize].id).is_none())
+        .collect()
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Searches of a previous set for the invokers that left it.
+    static DEPARTURE_SCANS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Per method: calls in flight over the whole set.
@@ -152,6 +181,7 @@ impl Strategy for BoundedHash {
             ring,
             weights: Weights::new(members, previous, self.slow.as_ref()),
             warming: WarmingWalk::new(members),
+            departed: OnceLock::new(),
         }))
     }
 
@@ -289,12 +319,20 @@ impl Strategy for BoundedHash {
         // seal tells each of them which side it fell on (`on_select`; `end` matches no call
         // after it). Counters are made for a leaving invoker that has none for the method, or
         // a late select would make them unsealed.
-        let mut departed = previous
-            .members
-            .iter()
-            .filter(|m| snapshot.position(m.id).is_none())
-            .peekable();
-        if departed.peek().is_none() {
+        let scanned;
+        let departed = match snapshot
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<Bounded>())
+            .and_then(|b| b.departed(snapshot, previous))
+        {
+            Some(positions) => positions,
+            None => {
+                scanned = departed_positions(snapshot, previous);
+                &scanned
+            }
+        };
+        if departed.is_empty() {
             return;
         }
         // The total is made here if the method has none yet: its first pick may be running on
@@ -302,8 +340,45 @@ impl Strategy for BoundedHash {
         // pick makes the total once it has counted, or finds this one).
         let load = Load::of(method);
         let sealed: i64 = departed
-            .map(|m| m.state.methods.get_or_insert(method_id).seal())
+            .iter()
+            .map(|&p| {
+                let m = &previous.members[p as usize];
+                m.state.methods.get_or_insert(method_id).seal()
+            })
             .sum();
         load.in_flight.fetch_sub(sealed, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DEPARTURE_SCANS;
+    use crate::{Balancer, Invoker};
+
+    /// An update searches the previous set for the invokers that left once, not once per
+    /// method (O(n·m) with thousands of methods).
+    #[test]
+    fn an_update_finds_the_departed_once_for_all_methods() {
+        let set: Vec<Invoker> = (0..40)
+            .map(|i| Invoker::new(i, format!("10.0.0.{i}:1")))
+            .collect();
+        let b = Balancer::new("loadbalance=boundedhash&seed=3").unwrap();
+        b.update(&set).unwrap();
+        let methods: Vec<u32> = (0..30)
+            .map(|m| b.method(&format!("m{m}")).unwrap())
+            .collect();
+        let now_us = 1_700_000_000_000_000;
+        for &m in &methods {
+            for k in 0..8u64 {
+                b.select_among(m, &k.to_le_bytes(), &[0], &[], now_us)
+                    .unwrap();
+            }
+        }
+        let scans = || DEPARTURE_SCANS.with(|c| c.get());
+        let before = scans();
+        b.update(&set[1..]).unwrap();
+        assert_eq!(scans(), before + 1);
+        b.update(&set[1..]).unwrap();
+        assert_eq!(scans(), before + 2);
     }
 }

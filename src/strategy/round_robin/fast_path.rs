@@ -8,6 +8,12 @@ use super::state::State;
 use super::{PickSet, RECYCLE_MS};
 use crate::balancer::Snapshot;
 
+#[cfg(test)]
+thread_local! {
+    /// Fast paths this thread set up: what an update costs per method, counted.
+    pub(super) static BUILDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 impl State {
     /// Sets up picks over the pick set of `snapshot` (the whole set, or its local zone) from
     /// the current counters (which must be materialized): the snapshot's precomputed period
@@ -17,6 +23,8 @@ impl State {
     /// always takes the first invoker). Resets the counter of an invoker whose weight changed,
     /// as a Dubbo select would first do.
     pub(super) fn build_fast_path(&mut self, snapshot: &Snapshot, now_ms: i64) -> bool {
+        #[cfg(test)]
+        BUILDS.with(|b| b.set(b.get() + 1));
         let set = PickSet::of(snapshot);
         let Some((length, _)) = period_length(set.members().map(|m| m.weight)) else {
             return false;
@@ -146,6 +154,33 @@ impl State {
         // Picks from a period go lock-free again.
         self.open_live(snapshot, method_id);
         Some(pos)
+    }
+
+    /// Moves the period or tournament of set `from` (a generation) over to `to`, a generation
+    /// with the same pick set and weights, where it goes on with the same counters. False
+    /// (nothing changed) when none serves `from`, or when a subset's or a warm-up's tournament
+    /// holds counters too: the caller then rebuilds as for any update.
+    pub(super) fn carry_over(&mut self, from: u64, to: u64) -> bool {
+        let held_elsewhere = self.subset.as_ref().is_some_and(|s| s.live)
+            || self.warming.as_ref().is_some_and(|w| w.live);
+        if held_elsewhere {
+            return false;
+        }
+        if let Some(p) = self.period.as_mut().filter(|p| p.generation == from) {
+            p.generation = to;
+            return true;
+        }
+        match self
+            .kinetic
+            .as_mut()
+            .filter(|k| k.live && k.generation == from)
+        {
+            Some(k) => {
+                k.generation = to;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Sets up the fast path again and decides when the next attempt may be made: at the next

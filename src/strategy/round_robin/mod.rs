@@ -46,6 +46,7 @@ use live::LiveSlots;
 use parking_lot::Mutex;
 use period::{fresh_period, FreshPeriod};
 use state::PerMethod;
+use std::sync::OnceLock;
 
 pub(crate) struct RoundRobin;
 
@@ -57,6 +58,44 @@ struct SnapshotData {
     /// None when no period fits the set.
     fresh: Option<FreshPeriod>,
     lives: LiveSlots,
+    /// The generation of the previous snapshot when every member kept its id, weight, start
+    /// time and warm-up in the same place (a registry that pushes the set again unchanged).
+    unchanged_from: Option<u64>,
+    /// Whether the pick set (with the local zone) is also the previous one's, decided by the
+    /// first method the update reaches so that the others do not compare the zone again.
+    same_pick_set: OnceLock<bool>,
+}
+
+impl SnapshotData {
+    fn of(snapshot: &Snapshot) -> Option<&SnapshotData> {
+        snapshot.prepared.as_ref()?.downcast_ref::<SnapshotData>()
+    }
+
+    /// True when picks on `snapshot` go on exactly as on `previous`: the same invokers in
+    /// the same places, with the same weights, and the same local zone.
+    fn continues(snapshot: &Snapshot, previous: &Snapshot) -> bool {
+        let Some(data) = SnapshotData::of(snapshot) else {
+            return false;
+        };
+        if data.unchanged_from != Some(previous.generation) {
+            return false;
+        }
+        *data.same_pick_set.get_or_init(|| {
+            let positions = |s: &Snapshot| s.local.as_ref().map(|l| l.positions.clone());
+            positions(snapshot) == positions(previous)
+        })
+    }
+}
+
+/// True when `members` are `previous`'s members with what round robin reads unchanged.
+fn unchanged(members: &[Member], previous: &Snapshot) -> bool {
+    members.len() == previous.members.len()
+        && members.iter().zip(previous.members.iter()).all(|(a, b)| {
+            a.id == b.id
+                && a.weight == b.weight
+                && a.start_time_ms == b.start_time_ms
+                && a.warmup_ms == b.warmup_ms
+        })
 }
 
 /// The invokers a whole-set select of a snapshot picks among: the whole set, or its local zone
@@ -122,10 +161,18 @@ impl Strategy for RoundRobin {
         false
     }
 
-    fn prepare(&self, members: &[Member], _previous: &Snapshot) -> Prepared {
+    fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
+        // A set pushed again unchanged keeps its period from all-zero counters (simulating it
+        // costs up to about 20 ms).
+        let kept = SnapshotData::of(previous).filter(|_| unchanged(members, previous));
         Some(PreparedData::new(SnapshotData {
-            fresh: fresh_period(members),
+            fresh: match kept {
+                Some(data) => data.fresh.clone(),
+                None => fresh_period(members),
+            },
             lives: LiveSlots::new(),
+            unchanged_from: kept.map(|_| previous.generation),
+            same_pick_set: OnceLock::new(),
         }))
     }
 
@@ -176,7 +223,7 @@ impl Strategy for RoundRobin {
         method: &MethodState,
         _method_id: u32,
         snapshot: &Snapshot,
-        _previous: &Snapshot,
+        previous: &Snapshot,
         clock: &Clock,
     ) {
         let Some(per_method) = method.ext_if_present::<PerMethod>() else {
@@ -184,10 +231,6 @@ impl Strategy for RoundRobin {
         };
         let mut st = per_method.state.lock();
         st.close_live();
-        st.materialize();
-        if snapshot.members.is_empty() {
-            return;
-        }
         // The time of the latest select, which may be the caller's own, not the library's.
         let now_ms = if st.last_select_ms != 0 {
             st.last_select_ms
@@ -199,11 +242,125 @@ impl Strategy for RoundRobin {
         // timeline: a caller passing its own time may still be within a warm-up that the
         // library's clock has long passed.
         let until = snapshot.time_dependent_until_ms;
-        if until != i64::MIN && now_ms < until {
+        let static_weights = until == i64::MIN || now_ms >= until;
+        // The same set again: the period or tournament serving it goes on as it is, where
+        // rebuilding it costs O(n) per method (seconds for a thousand methods over 10,000
+        // invokers).
+        if static_weights
+            && SnapshotData::continues(snapshot, previous)
+            && st.carry_over(previous.generation, snapshot.generation)
+        {
+            st.open_live(snapshot, per_method.method_id);
+            return;
+        }
+        st.materialize();
+        if snapshot.members.is_empty() {
+            return;
+        }
+        if !static_weights {
             // The first whole-set select at static weights builds it.
             st.slow_picks = st.rebuild_at;
         } else if st.build_fast_path(snapshot, now_ms) {
             st.open_live(snapshot, per_method.method_id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fast_path::BUILDS;
+    use crate::{Balancer, Invoker};
+
+    fn builds() -> u64 {
+        BUILDS.with(|b| b.get())
+    }
+
+    /// A registry pushes the same set again: no method's period or tournament is rebuilt
+    /// (O(n) each), and the sequence goes on exactly as without the update.
+    fn same_set_again(config: &str, set: &[Invoker], picks: usize) {
+        let (once, twice) = (
+            Balancer::new(config).unwrap(),
+            Balancer::new(config).unwrap(),
+        );
+        once.update(set).unwrap();
+        twice.update(set).unwrap();
+        let now_us = 1_700_000_000_000_000;
+        let methods: Vec<u32> = (0..20)
+            .map(|m| once.method(&format!("m{m}")).unwrap())
+            .collect();
+        for b in [&once, &twice] {
+            assert_eq!(
+                methods,
+                (0..20)
+                    .map(|m| b.method(&format!("m{m}")).unwrap())
+                    .collect::<Vec<_>>()
+            );
+        }
+        let seq = |b: &Balancer, round: usize| -> Vec<u64> {
+            let mut out = Vec::new();
+            for (k, &m) in methods.iter().enumerate() {
+                for _ in 0..picks + k + round {
+                    out.push(b.select(m, b"", now_us).unwrap());
+                }
+            }
+            out
+        };
+        assert_eq!(seq(&once, 0), seq(&twice, 0));
+        let before = builds();
+        twice.update(set).unwrap();
+        assert_eq!(
+            builds(),
+            before,
+            "{config}: an unchanged set rebuilt a method's picks"
+        );
+        assert_eq!(seq(&once, 1), seq(&twice, 1), "{config}");
+        // A changed set still rebuilds each method's picks.
+        let mut changed = set.to_vec();
+        changed[0].weight += 1;
+        once.update(&changed).unwrap();
+        twice.update(&changed).unwrap();
+        assert!(builds() >= before + 2 * methods.len() as u64);
+        assert_eq!(seq(&once, 2), seq(&twice, 2), "{config}");
+    }
+
+    fn set(n: u64, weight: impl Fn(u64) -> i32, zoned: bool) -> Vec<Invoker> {
+        (0..n)
+            .map(|i| {
+                let inv = Invoker::new(i, format!("10.0.0.{i}:1")).weight(weight(i));
+                if zoned {
+                    inv.zone(if i % 3 == 0 { "far" } else { "near" })
+                } else {
+                    inv
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_unchanged_set_keeps_every_methods_period() {
+        same_set_again(
+            "loadbalance=roundrobin",
+            &set(50, |i| 100 + 50 * (i % 3) as i32, false),
+            7,
+        );
+    }
+
+    #[test]
+    fn an_unchanged_set_keeps_every_methods_tournament() {
+        // Weights with gcd 1 and a large sum: no period fits, the tournament serves.
+        same_set_again(
+            "loadbalance=roundrobin",
+            &set(300, |i| 100_000 + 7 * i as i32, false),
+            7,
+        );
+    }
+
+    #[test]
+    fn an_unchanged_zoned_set_keeps_every_methods_period() {
+        same_set_again(
+            "loadbalance=roundrobin&zone=near",
+            &set(30, |i| 100 + 50 * (i % 3) as i32, true),
+            5,
+        );
     }
 }

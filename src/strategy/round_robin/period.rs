@@ -42,6 +42,7 @@ pub(super) struct Period {
 }
 
 /// The period from all-zero counters, shared by every method that starts fresh on this set.
+#[derive(Clone)]
 pub(super) struct FreshPeriod {
     ids: Arc<[u64]>,
     weights: Arc<[i32]>,

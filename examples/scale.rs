@@ -1,0 +1,194 @@
+//! Measures how each API call grows with the set's size, for the scale review:
+//! `cargo run --release --example scale -- '<config>' <n> <op> <iters> [arg]`.
+//! Ops: `build` (new + update), `update` (the same set again), `update-weight` (one weight
+//! changed), `update-churn` (one invoker replaced), `select`, `report` (select+report),
+//! `among <c>` (select_among with c candidates spread over the set), `among-dup <c>` (c copies
+//! of one id plus one other), `excl <e>` (excluding e ids), `excl-all`, `methods <m>` (interns
+//! m names, one call each, then times updates), `stats` (stats_json with `arg` methods used),
+//! `key <bytes>` (select with a key that long).
+//! Weights: `WEIGHTS=equal|mixed|onehot|ramp` (default mixed: 100/150/200). `ZONES=<k>`: invoker
+//! i in zone z{i%k}, local zone z0 (config must carry `zone=z0`). Prints time per op; run under
+//! `valgrind --tool=cachegrind` with two iteration counts for instructions per op.
+use polylb::{Balancer, Invoker, Outcome};
+use std::time::Instant;
+
+fn set(n: u64, salt: u64) -> Vec<Invoker> {
+    let weights = std::env::var("WEIGHTS").unwrap_or_else(|_| "mixed".into());
+    let zones: Option<u64> = std::env::var("ZONES").ok().and_then(|s| s.parse().ok());
+    (0..n)
+        .map(|i| {
+            let w = match weights.as_str() {
+                "equal" => 100,
+                "onehot" => i32::from(i == 0),
+                "ramp" => 100 + 7 * i as i32,
+                "max" => i32::MAX,
+                _ => 100 + (i % 3) as i32 * 50,
+            };
+            let inv = Invoker::new(
+                i + salt,
+                format!("10.{}.{}.{}:20880", i >> 16, (i >> 8) & 255, i & 255),
+            )
+            .weight(w);
+            match zones {
+                Some(k) => inv.zone(format!("z{}", i % k)),
+                None => inv,
+            }
+        })
+        .collect()
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let config = &a[1];
+    let n: u64 = a[2].parse().unwrap();
+    let op = a[3].as_str();
+    let iters: u64 = a[4].parse().unwrap();
+    let arg: u64 = a.get(5).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let now = polylb::wall_clock_us();
+    let invokers = set(n, 0);
+    let t0 = Instant::now();
+    let b = Balancer::new(config).unwrap();
+    b.update(&invokers).unwrap();
+    let build = t0.elapsed();
+    eprintln!("build n={n}: {:.3} ms", build.as_secs_f64() * 1e3);
+    let mut sum = 0u64;
+    let start = Instant::now();
+    match op {
+        "build" => {
+            for _ in 0..iters {
+                let b = Balancer::new(config).unwrap();
+                b.update(&invokers).unwrap();
+            }
+        }
+        "update" => {
+            for _ in 0..iters {
+                b.update(&invokers).unwrap();
+            }
+        }
+        "update-weight" | "update-churn" => {
+            let mut other = invokers.clone();
+            if op == "update-weight" {
+                other[0].weight += 1;
+            } else {
+                other[0] = Invoker::new(n + 1, "192.168.0.1:1");
+            }
+            for i in 0..iters {
+                b.update(if i % 2 == 0 { &other } else { &invokers })
+                    .unwrap();
+            }
+        }
+        "methods" => {
+            let ids: Vec<u32> = (0..arg)
+                .map(|m| b.method(&format!("m{m}")).unwrap())
+                .collect();
+            for (k, &m) in ids.iter().enumerate() {
+                for j in 0..4u64 {
+                    let id = b.select(m, &(k as u64 + j).to_le_bytes(), now).unwrap();
+                    b.report(m, id, 1000, Outcome::Success, now).unwrap();
+                }
+            }
+            let mut other = invokers.clone();
+            match std::env::var("CHANGE").as_deref() {
+                Ok("none") => {}
+                Ok("weight") => other[0].weight += 1,
+                _ => other[0] = Invoker::new(n + 1, "192.168.0.1:1"),
+            }
+            eprintln!("setup done: {:.3} ms", start.elapsed().as_secs_f64() * 1e3);
+            let start = Instant::now();
+            for i in 0..iters {
+                b.update(if i % 2 == 0 { &other } else { &invokers })
+                    .unwrap();
+            }
+            eprintln!(
+                "update: {:.3} ms each",
+                start.elapsed().as_secs_f64() * 1e3 / iters as f64
+            );
+            return;
+        }
+        "select" | "report" => {
+            for i in 0..iters {
+                let id = b.select(0, &i.to_le_bytes(), now).unwrap();
+                if op == "report" {
+                    b.report(0, id, 1000, Outcome::Success, now).unwrap();
+                }
+                sum = sum.wrapping_add(id);
+            }
+        }
+        "key" => {
+            let key = vec![7u8; arg as usize];
+            for _ in 0..iters {
+                let id = b.select(0, &key, now).unwrap();
+                b.report(0, id, 1000, Outcome::Success, now).unwrap();
+            }
+        }
+        "among" | "among-dup" | "excl" | "excl-all" => {
+            let step = (n / arg.max(1)).max(1);
+            let list: Vec<u64> = match op {
+                "among-dup" => (0..arg).map(|i| if i == 0 { 1 } else { 0 }).collect(),
+                "excl-all" => (0..n).collect(),
+                _ => (0..arg).map(|i| (i * step) % n).collect(),
+            };
+            for i in 0..iters {
+                let key = i.to_le_bytes();
+                let r = if op.starts_with("among") {
+                    b.select_among(0, &key, &list, &[], now)
+                } else {
+                    b.select_among(0, &key, &[], &list, now)
+                };
+                if let Ok(id) = r {
+                    b.report(0, id, 1000, Outcome::Success, now).unwrap();
+                    sum = sum.wrapping_add(id);
+                }
+            }
+        }
+        "late-method" => {
+            // Every invoker has served `arg` methods; time the calls of the last one.
+            let ids: Vec<u32> = (0..arg)
+                .map(|m| b.method(&format!("m{m}")).unwrap())
+                .collect();
+            let setup = Instant::now();
+            for &m in &ids {
+                for i in 0..n {
+                    let p = b.select_among(m, b"", &[i], &[], now).unwrap();
+                    b.report(m, p, 1000, Outcome::Success, now).unwrap();
+                }
+            }
+            eprintln!("setup: {:.3} ms", setup.elapsed().as_secs_f64() * 1e3);
+            let m = *ids.last().unwrap();
+            let start = Instant::now();
+            for i in 0..iters {
+                let id = b.select(m, &i.to_le_bytes(), now).unwrap();
+                b.report(m, id, 1000, Outcome::Success, now).unwrap();
+            }
+            let ns = start.elapsed().as_nanos() as f64 / iters as f64;
+            println!("{config} n={n} {op} {arg}: {ns:.1} ns per op");
+            return;
+        }
+        "stats" => {
+            for m in 0..arg {
+                let id = b.method(&format!("m{m}")).unwrap();
+                for i in 0..n.min(1000) {
+                    let p = b
+                        .select_among(id, &i.to_le_bytes(), &[i], &[], now)
+                        .unwrap();
+                    b.report(id, p, 1000, Outcome::Success, now).unwrap();
+                }
+            }
+            eprintln!("setup done");
+            let start = Instant::now();
+            let mut len = 0;
+            for _ in 0..iters {
+                len += b.stats_json(now).len();
+            }
+            eprintln!(
+                "stats: {:.3} ms each, {} bytes",
+                start.elapsed().as_secs_f64() * 1e3 / iters as f64,
+                len / iters as usize
+            );
+            return;
+        }
+        _ => panic!("unknown op {op}"),
+    }
+    let ns = start.elapsed().as_nanos() as f64 / iters as f64;
+    println!("{config} n={n} {op} {arg}: {ns:.1} ns per op (checksum {sum})");
+}
