@@ -5,6 +5,7 @@ use crate::clock::Clock;
 use crate::stats::BYPASS;
 use crate::strategy::StatsAt;
 use crate::weight::effective_weight;
+use std::fmt::Write as _;
 
 impl Balancer {
     /// A JSON snapshot of the set and its counters (summed over methods, plus a per-method
@@ -50,36 +51,14 @@ impl Balancer {
                 (method, row)
             }));
             let weight = effective_weight(m.weight, m.start_time_ms, m.warmup_ms, now_ms);
-            let mut per_method = String::new();
-            for (method, row) in rows {
-                if !per_method.is_empty() {
-                    per_method.push(',');
-                }
-                per_method.push_str("{\"method\":");
-                json_str(
-                    &mut per_method,
-                    names.get(method as usize).map_or("", |n| n),
-                );
-                per_method.push_str(&format!(
-                    ",\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{}",
-                    row[0], row[1], row[2], row[3], row[4]
-                ));
-                inner.strategy.method_stats_fields(
-                    m.state.methods.get(method),
-                    weight,
-                    &at,
-                    &mut per_method,
-                );
-                per_method.push('}');
-            }
-            out.push_str(&format!("{{\"id\":{},\"address\":", m.id));
+            let _ = write!(out, "{{\"id\":{},\"address\":", m.id);
             json_str(&mut out, &m.address);
             if let Some(zone) = &m.zone {
                 out.push_str(",\"zone\":");
                 json_str(&mut out, zone);
             }
             let mean_us = sums[5].checked_div(sums[2]).unwrap_or(0);
-            out.push_str(&format!(
+            let _ = write!(out,
                 ",\"weight\":{},\"effective_weight\":{},\"start_time_ms\":{},\"warmup_ms\":{},\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{},\"mean_success_us\":{}",
                 m.weight,
                 weight,
@@ -91,13 +70,30 @@ impl Balancer {
                 sums[3],
                 sums[4],
                 mean_us
-            ));
+            );
             inner.strategy.stats_fields(m, &at, &mut out);
             if let Some(filter) = &inner.filter {
                 filter.stats_fields(m, now_ms, &mut out);
             }
             out.push_str(",\"methods\":[");
-            out.push_str(&per_method);
+            for (k, (method, row)) in rows.into_iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                out.push_str("{\"method\":");
+                json_str(&mut out, names.get(method as usize).map_or("", |n| n));
+                let _ = write!(out,
+                    ",\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{}",
+                    row[0], row[1], row[2], row[3], row[4]
+                );
+                inner.strategy.method_stats_fields(
+                    m.state.methods.get(method),
+                    weight,
+                    &at,
+                    &mut out,
+                );
+                out.push('}');
+            }
             out.push_str("]}");
         }
         out.push_str("]}");
@@ -134,6 +130,12 @@ thread_local! {
 }
 
 pub(crate) fn json_str(out: &mut String, s: &str) {
+    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     out.push('"');
     for c in s.chars() {
         match c {
@@ -142,7 +144,9 @@ pub(crate) fn json_str(out: &mut String, s: &str) {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
             c => out.push(c),
         }
     }

@@ -36,6 +36,7 @@ use crate::clock::Clock;
 use crate::config::{Config, OutlierConfig};
 use crate::rng::Rng;
 use parking_lot::Mutex;
+use std::fmt::Write as _;
 use std::sync::atomic::{
     AtomicI64, AtomicU32, AtomicU64,
     Ordering::{Acquire, Relaxed},
@@ -174,21 +175,22 @@ impl Filter {
         }
         if self.outlier.is_some() {
             let s = &member.state.outlier;
-            out.push_str(&format!(
+            let _ = write!(out,
                 ",\"ejected\":{},\"ejected_until_ms\":{},\"ejections\":{},\"consecutive_failures\":{}",
                 s.is_ejected(),
                 s.ejected_until_ms.load(Relaxed),
                 s.ejections.load(Relaxed),
                 s.consecutive.load(Relaxed)
-            ));
+            );
         }
         if let Some(cfg) = self.outlier.as_ref().filter(|c| c.failure_rate_percent > 0) {
             // What the failure-rate rule will add the next report to, so that a reader can
             // tell whether that report can eject.
             let (calls, failures) = member.state.outlier.window_at(cfg.window_ms, now_ms);
-            out.push_str(&format!(
+            let _ = write!(
+                out,
                 ",\"window_requests\":{calls},\"window_failures\":{failures}"
-            ));
+            );
         }
     }
 }

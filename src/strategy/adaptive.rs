@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::error::Status;
 use crate::rng::Rng;
 use crate::stats::{CallStats, LatencyModel};
+use std::fmt::Write as _;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// Dubbo's pickTime, initialised to the first time anyone looks at it; returns it.
@@ -219,12 +220,15 @@ impl Strategy for Adaptive {
         out: &mut String,
     ) {
         match stats.and_then(|s| load_seen(self.timeout_ms, s, at.now_ms, weight)) {
-            Some((model, load)) => out.push_str(&format!(
+            Some((model, load)) => {
+                let _ =
+                    write!(out,
                 ",\"provider_metrics\":true,\"cpu_load\":{},\"latency_ewma_ms\":{},\"load\":{}",
                 json_f64(model.cpu_load),
                 json_f64(model.ewma),
                 json_f64(load)
-            )),
+            );
+            }
             None => out.push_str(",\"provider_metrics\":false,\"load\":0"),
         }
     }
@@ -243,12 +247,48 @@ impl Strategy for Adaptive {
     }
 }
 
-/// A number as JSON: a finite value as Rust prints it (shortest round trip), else 0 (JSON has
-/// no NaN or infinity; a provider's metrics are checked finite, a load of 0/0 is not possible).
+/// A number as JSON, written so that any parser reads it back: in exponent form when very
+/// large or small (Rust's plain form of 1e308 has 309 digits, which some parsers, serde_json
+/// among them, refuse as out of range). JSON has no infinity: a load that overflowed (a
+/// provider reporting a CPU load near f64::MAX) shows as the largest finite number, not as 0,
+/// which would read as the lowest load. No input makes a NaN (metrics are checked finite).
 fn json_f64(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v}")
+    let v = if v.is_nan() {
+        0.0
     } else {
-        "0".to_string()
+        v.clamp(-f64::MAX, f64::MAX)
+    };
+    if v != 0.0 && !(1e-5..1e15).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_f64;
+
+    /// Every load and metric the stats show is read back as the same number by a JSON parser,
+    /// an overflowed load as the largest number, not as 0 (the lowest load).
+    #[test]
+    fn stats_numbers_read_back_as_written() {
+        for v in [
+            0.0,
+            0.5,
+            16.319292019556375,
+            1e15,
+            3e-6,
+            5e-324,
+            f64::MAX,
+            1e300,
+        ] {
+            let text = json_f64(v);
+            let back: f64 = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(back, v, "{text}");
+        }
+        let overflowed: f64 = serde_json::from_str(&json_f64(f64::INFINITY)).unwrap();
+        assert_eq!(overflowed, f64::MAX);
+        assert_eq!(json_f64(0.5), "0.5");
     }
 }

@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::error::Status;
 use crate::invoker::Outcome;
 use crate::stats::CallStats;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 pub(crate) struct ShortestResponse {
@@ -97,12 +98,13 @@ impl Strategy for ShortestResponse {
         // that pick, not by the stats.
         let window = stats.map_or(0, |s| s.window().successes.load(Relaxed));
         let succeeded = window >> COUNT_SHIFT;
-        out.push_str(&format!(
+        let _ = write!(
+            out,
             ",\"window_successes\":{},\"window_average_ms\":{},\"estimate_ms\":{}",
             succeeded,
             (window & ELAPSED_MASK).checked_div(succeeded).unwrap_or(0),
             estimate(stats)
-        ));
+        );
     }
 }
 

@@ -15,6 +15,7 @@
 use crate::balancer::{Member, Snapshot};
 use crate::clock::{Clock, STEP_BACK_MS};
 use crate::config::Config;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 pub(crate) struct SlowStart {
@@ -73,7 +74,7 @@ impl SlowStart {
     pub fn stats_field(slow: Option<&SlowStart>, member: &Member, now_ms: i64, out: &mut String) {
         if let Some(slow) = slow {
             let percent = slow.factor(member, now_ms) * 100.0;
-            out.push_str(&format!(",\"slow_start_percent\":{percent:.2}"));
+            let _ = write!(out, ",\"slow_start_percent\":{percent:.2}");
         }
     }
 

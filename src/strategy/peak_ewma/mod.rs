@@ -96,6 +96,7 @@ use crate::stats::{CallStats, BYPASS};
 use estimate::Typical;
 use field::{Field, Inline, FIELD};
 use look::Moment;
+use std::fmt::Write as _;
 use std::sync::atomic::AtomicI64;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -283,11 +284,12 @@ impl Strategy for PeakEwma {
             let typical = (at.method)(method & !BYPASS).map_or(0.0, Typical::get);
             price = price.max(self.price_now(s, typical, at.now_us));
         }
-        out.push_str(&format!(
+        let _ = write!(
+            out,
             ",\"latency_estimate_us\":{},\"latency_now_us\":{}",
             estimate.round() as i64,
             price.round() as i64
-        ));
+        );
         SlowStart::stats_field(self.slow.as_ref(), member, at.now_ms, out);
     }
 }
