@@ -306,6 +306,8 @@ pub unsafe extern "C" fn plb_balancer_method(
 
 /// Writes a JSON snapshot of the set and its counters (effective weights at `now_us`) plus a
 /// NUL. If it does not fit, returns PLB_ERR_BUFFER_TOO_SMALL with the needed length in `*len`.
+/// The next call may need more (calls and updates meanwhile; with `now_us` 0, the library's
+/// clock moving time-dependent fields): call again until it fits.
 #[no_mangle]
 pub unsafe extern "C" fn plb_balancer_stats(
     b: *const plb_balancer,
