@@ -376,6 +376,58 @@ mod tests {
         }
     }
 
+    /// Threads inserting the same methods in different orders while tables are made under
+    /// them get one slot per method, and a method one thread has inserted is found by every
+    /// later lookup of another, whichever table it went to (a reader follows each writer's
+    /// published progress and looks up everything it has inserted).
+    #[test]
+    fn concurrent_inserts_across_tables_agree_and_are_found() {
+        use std::sync::atomic::{
+            AtomicU32,
+            Ordering::{Acquire, Release},
+        };
+        const COUNT: u32 = 3_000;
+        for round in 0..4u32 {
+            let m = Arc::new(MethodStats::default());
+            let done: Arc<[AtomicU32; 3]> = Arc::new(Default::default());
+            let order = move |t: u32, i: u32| match t {
+                0 => i,
+                1 => COUNT - 1 - i,
+                _ => (i * 7 + round * 101) % COUNT, // 7 and 3,000 are coprime
+            };
+            let writers: Vec<_> = (0..3u32)
+                .map(|t| {
+                    let (m, done) = (m.clone(), done.clone());
+                    std::thread::spawn(move || {
+                        for i in 0..COUNT {
+                            m.get_or_insert(order(t, i) * 64).begin();
+                            done[t as usize].store(i + 1, Release);
+                        }
+                    })
+                })
+                .collect();
+            // Readers: what a writer has published as inserted is found.
+            let mut checked = [0u32; 3];
+            while checked.iter().any(|&c| c < COUNT) {
+                for t in 0..3u32 {
+                    let upto = done[t as usize].load(Acquire);
+                    for i in checked[t as usize]..upto {
+                        let k = order(t, i) * 64;
+                        assert!(m.get(k).is_some(), "round {round}: {k} not found");
+                    }
+                    checked[t as usize] = upto;
+                }
+            }
+            for w in writers {
+                w.join().unwrap();
+            }
+            for k in 0..COUNT {
+                assert_eq!(m.get(k * 64).unwrap().active(), 3, "round {round}");
+            }
+            assert_eq!(m.iter().count(), COUNT as usize);
+        }
+    }
+
     #[test]
     fn concurrent_inserts_agree() {
         let m = Arc::new(MethodStats::default());
