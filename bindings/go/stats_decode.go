@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // statsDecoder reads the stats document in one pass, each field straight into
@@ -17,7 +19,9 @@ import (
 // first (json.Valid), so reading it needs only to find where strings, numbers
 // and nested values end. It follows encoding/json where the document could
 // differ from the library's: a null leaves a field as it is, a repeated key's
-// last value wins, and a value of the wrong type is an error naming the field.
+// last value wins, a key matches a field whatever its case (the exact name
+// first), a string that is not UTF-8 gets U+FFFD for each bad byte, and a
+// value of the wrong type is an error naming the field.
 type statsDecoder struct {
 	data []byte
 	pos  int
@@ -32,8 +36,27 @@ func decodeWhole(data []byte, read func(*statsDecoder) error) error {
 	return read(&statsDecoder{data: data})
 }
 
+var (
+	statsNames   = []string{"strategy", "invokers"}
+	invokerNames = []string{"id", "address", "zone", "weight", "effective_weight", "active", "selected",
+		"succeeded", "failures", "timeouts", "methods"}
+	methodNames = []string{"method", "active", "selected", "succeeded", "failures", "timeouts"}
+)
+
+// named is the field name that key matches as encoding/json matches keys: a
+// name equal to it but for case (only a key that no name equals comes here).
+func named(key string, names []string) (string, bool) {
+	for _, name := range names {
+		if strings.EqualFold(key, name) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
 func (d *statsDecoder) stats(s *Stats) error {
-	return d.object("stats", func(key string) error {
+	var field func(key string) error
+	field = func(key string) error {
 		switch key {
 		case "strategy":
 			return d.str(key, &s.Strategy)
@@ -44,12 +67,17 @@ func (d *statsDecoder) stats(s *Stats) error {
 				return d.invoker(&s.Invokers[len(s.Invokers)-1])
 			}, func() { s.Invokers = nil })
 		}
+		if name, ok := named(key, statsNames); ok {
+			return field(name)
+		}
 		return d.extra(key, &s.Extra)
-	})
+	}
+	return d.object("stats", field)
 }
 
 func (d *statsDecoder) invoker(s *InvokerStats) error {
-	return d.object("invoker", func(key string) error {
+	var field func(key string) error
+	field = func(key string) error {
 		switch key {
 		case "id":
 			return d.uint(key, &s.ID)
@@ -78,12 +106,17 @@ func (d *statsDecoder) invoker(s *InvokerStats) error {
 				return d.method(&s.Methods[len(s.Methods)-1])
 			}, func() { s.Methods = nil })
 		}
+		if name, ok := named(key, invokerNames); ok {
+			return field(name)
+		}
 		return d.extra(key, &s.Extra)
-	})
+	}
+	return d.object("invoker", field)
 }
 
 func (d *statsDecoder) method(s *MethodStats) error {
-	return d.object("method", func(key string) error {
+	var field func(key string) error
+	field = func(key string) error {
 		switch key {
 		case "method":
 			return d.str(key, &s.Method)
@@ -98,8 +131,12 @@ func (d *statsDecoder) method(s *MethodStats) error {
 		case "timeouts":
 			return d.uint(key, &s.Timeouts)
 		}
+		if name, ok := named(key, methodNames); ok {
+			return field(name)
+		}
 		return d.extra(key, &s.Extra)
-	})
+	}
+	return d.object("method", field)
 }
 
 // object reads one object (or null), calling field with each key once the
@@ -182,18 +219,22 @@ func (d *statsDecoder) null() bool {
 // text reads a string, which must be next.
 func (d *statsDecoder) text() (string, error) {
 	start := d.pos
-	escaped := false
+	escaped, ascii := false, true
 	d.pos++
 	for d.data[d.pos] != '"' {
-		if d.data[d.pos] == '\\' {
+		switch c := d.data[d.pos]; {
+		case c == '\\':
 			escaped = true
 			d.pos++
+		case c >= utf8.RuneSelf:
+			ascii = false
 		}
 		d.pos++
 	}
 	d.pos++
 	raw := d.data[start:d.pos]
-	if !escaped {
+	// encoding/json replaces each byte that is not UTF-8 with U+FFFD.
+	if !escaped && (ascii || utf8.Valid(raw)) {
 		return string(raw[1 : len(raw)-1]), nil
 	}
 	var s string

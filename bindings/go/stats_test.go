@@ -158,3 +158,61 @@ func sameFields(t *testing.T, what string, want map[string]any, typed any, extra
 		}
 	}
 }
+
+// What json.Unmarshal makes of the named fields, for comparison: the same
+// fields without the one-pass decoder.
+type plainStats struct {
+	Strategy string
+	Invokers []struct {
+		ID      uint64
+		Address string
+		Zone    string
+		Weight  int64
+		Methods []struct {
+			Method   string
+			Selected uint64
+		}
+	}
+}
+
+// The one-pass decoder reads named fields as json.Unmarshal does on any
+// document json.Unmarshal accepts, not only on the library's: a key matches
+// its field whatever its case, and a string that is not UTF-8 gets U+FFFD for
+// each bad byte.
+func TestStatsDecodeMatchesEncodingJSON(t *testing.T) {
+	for _, doc := range []string{
+		"{\"strategy\":\"a\xffb\",\"invokers\":[{\"address\":\"\xe9t\xc3\",\"methods\":[{\"method\":\"\xed\xa0\x80\"}]}]}",
+		`{"Strategy":"x","INVOKERS":[{"ID":3,"Address":"h:1","zONE":"z","Weight":7,"Methods":[{"METHOD":"m","Selected":2}]}]}`,
+		`{"strategy":"a","STRATEGY":"b","invokers":[{"id":1,"Id":2}]}`,
+	} {
+		var want plainStats
+		if err := json.Unmarshal([]byte(doc), &want); err != nil {
+			t.Fatal(err)
+		}
+		var got polylb.Stats
+		if err := json.Unmarshal([]byte(doc), &got); err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		if got.Strategy != want.Strategy || len(got.Invokers) != len(want.Invokers) {
+			t.Fatalf("%q: got %+v, want %+v", doc, got, want)
+		}
+		for i, w := range want.Invokers {
+			g := got.Invokers[i]
+			if g.ID != w.ID || g.Address != w.Address || g.Zone != w.Zone || g.Weight != w.Weight ||
+				len(g.Methods) != len(w.Methods) {
+				t.Fatalf("%q: invoker %d is %+v, want %+v", doc, i, g, w)
+			}
+			for j, wm := range w.Methods {
+				if gm := g.Methods[j]; gm.Method != wm.Method || gm.Selected != wm.Selected {
+					t.Errorf("%q: method %d is %+v, want %+v", doc, j, gm, wm)
+				}
+			}
+			if len(g.Extra) != 0 {
+				t.Errorf("%q: invoker %d: named fields in Extra: %v", doc, i, g.Extra)
+			}
+		}
+		if len(got.Extra) != 0 {
+			t.Errorf("%q: named fields in Extra: %v", doc, got.Extra)
+		}
+	}
+}

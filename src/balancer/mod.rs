@@ -199,6 +199,12 @@ impl Balancer {
         self.select_general(method, key, &[], &[], now_us)
     }
 
+    /// The current snapshot (tests of strategies that keep data in it).
+    #[cfg(test)]
+    pub(crate) fn snapshot_for_tests(&self) -> Arc<Snapshot> {
+        self.inner.snapshot.load_full()
+    }
+
     /// Picks an invoker among `candidates` (empty: the whole set), avoiding `excluded` (ids a
     /// failover already tried). Counts the call as in flight until it is reported.
     #[inline]

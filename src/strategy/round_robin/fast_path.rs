@@ -168,6 +168,11 @@ impl State {
         }
         if let Some(p) = self.period.as_mut().filter(|p| p.generation == from) {
             p.generation = to;
+            // The new snapshot has a share of live periods of its own: the period is offered
+            // to it afresh, and its order is paid for there unless it is the fresh period's
+            // (start all zero), which that snapshot holds anyway.
+            p.paid = p.start.is_none();
+            p.refused = false;
             return true;
         }
         match self

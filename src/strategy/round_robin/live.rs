@@ -109,6 +109,19 @@ impl LiveSlots {
         )
     }
 
+    /// Whether `method_id` has a live period in `snapshot`, and the lives and order entries
+    /// its snapshot holds (tests).
+    #[cfg(test)]
+    pub(super) fn usage(snapshot: &Snapshot, method_id: u32) -> (bool, usize, usize) {
+        let lives = LiveSlots::of(snapshot).expect("a roundrobin snapshot");
+        let owned = lives.owned.lock();
+        (
+            lives.get(method_id).is_some(),
+            owned.lives.len(),
+            owned.order_entries,
+        )
+    }
+
     /// The live period of `method_id` in this snapshot, open or closed.
     #[inline]
     fn get(&self, method_id: u32) -> Option<&Live> {

@@ -336,6 +336,55 @@ mod tests {
             .collect()
     }
 
+    /// A set pushed again unchanged carries each method's period into a snapshot whose share
+    /// of live periods is its own: a period that the previous snapshot refused (its share used
+    /// up by another method's failovers) goes lock-free there, and an order recorded from the
+    /// method's counters is counted in the new share.
+    #[test]
+    fn a_carried_period_is_offered_to_the_new_snapshot_and_counted_there() {
+        use super::live::LiveSlots;
+        let b = Balancer::new("loadbalance=roundrobin").unwrap();
+        let now_us = 1_700_000_000_000_000;
+        let (m0, m1) = (b.method("m0").unwrap(), b.method("m1").unwrap());
+        b.update(&set(3, |i| 1 + i as i32, false)).unwrap();
+        b.select(m0, b"", now_us).unwrap();
+        b.select(m0, b"", now_us).unwrap();
+        // A weight changes while m0's counters are not zero: its next period is recorded from
+        // them (9 picks), not the set's fresh one.
+        let changed = set(3, |i| if i == 0 { 4 } else { 1 + i as i32 }, false);
+        b.update(&changed).unwrap();
+        for _ in 0..9 {
+            b.select(m0, b"", now_us).unwrap();
+        }
+        assert_eq!(LiveSlots::usage(&b.snapshot_for_tests(), m0), (true, 1, 9));
+        // Each failover of m0 ends its period, and the next one its tournament records is
+        // published, until the snapshot's share is used up; m1's period is then refused.
+        for _ in 0..600 {
+            for _ in 0..10 {
+                b.select(m0, b"", now_us).unwrap();
+            }
+            b.select_among(m0, b"", &[0, 1], &[], now_us).unwrap();
+        }
+        // m0's last recorded period and m1's are refused.
+        for _ in 0..10 {
+            b.select(m0, b"", now_us).unwrap();
+            b.select(m1, b"", now_us).unwrap();
+        }
+        let first = b.snapshot_for_tests();
+        let (m1_live, lives, _) = LiveSlots::usage(&first, m1);
+        assert!(!m1_live && lives == 512, "the share is used up");
+        b.update(&changed).unwrap();
+        let again = b.snapshot_for_tests();
+        assert_ne!(first.generation, again.generation);
+        assert!(
+            LiveSlots::usage(&again, m1).0,
+            "m1's period, refused before, is published"
+        );
+        // m0's recorded order is counted in the new snapshot's share; m1's, the snapshot's
+        // fresh period, is not.
+        assert_eq!(LiveSlots::usage(&again, m0), (true, 2, 9));
+    }
+
     #[test]
     fn an_unchanged_set_keeps_every_methods_period() {
         same_set_again(
