@@ -418,3 +418,28 @@ func TestBalancersOfConfigurationsNoLongerReadAreClosed(t *testing.T) {
 	}
 	assertNoneInFlight(t, lbName, svc)
 }
+
+// A select that loaded an older set before a set change makes its binding
+// for that set without replacing the newer set's binding of the method.
+func TestAnOlderSetsBindingDoesNotReplaceANewerOne(t *testing.T) {
+	svc := serviceName(t)
+	const lbName = Name + "-random"
+	params := "loadbalance=" + lbName
+	a := newProvider(t, svc, "10.0.0.1:20000", params)
+	b := newProvider(t, svc, "10.0.0.2:20000", params)
+	c := newProvider(t, svc, "10.0.0.3:20000", params)
+	call(clusterOf(t, "failover", wrapAll(a, b)), "sayHello")
+	call(clusterOf(t, "failover", wrapAll(a, b, c)), "sayHello") // a set change
+	v, _ := Get(lbName).services.Load(svc)
+	st := v.(*serviceState)
+	current := st.set.Load()
+	older := *current
+	older.gen = current.gen - 1
+	got, err := st.bindingFor(&older, "sayHello", a.GetURL(), false)
+	if err != nil || got.gen != older.gen {
+		t.Fatalf("binding for the older set: %+v, %v", got, err)
+	}
+	if kept, _ := st.bindings.Load("sayHello"); kept.(*binding).gen != current.gen {
+		t.Errorf("the method's binding is now of generation %d, not the current %d", kept.(*binding).gen, current.gen)
+	}
+}

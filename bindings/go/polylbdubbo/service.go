@@ -184,7 +184,11 @@ func (st *serviceState) bindingFor(s *invokerSet, method string, first *common.U
 		return nil, fmt.Errorf("polylb: method %q of %s cannot be balanced: %w", method, st.serviceKey, err)
 	}
 	b := &binding{gen: s.gen, balancer: bal, method: id, hashArgs: mc.hashArgs}
-	st.bindings.Store(method, b)
+	// A select still on an older set must not replace a newer set's binding:
+	// closeUnbound would then close a balancer a method uses.
+	if v, ok := st.bindings.Load(method); !ok || v.(*binding).gen <= s.gen {
+		st.bindings.Store(method, b)
+	}
 	return b, nil
 }
 
