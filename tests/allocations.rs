@@ -110,6 +110,38 @@ fn no_heap_allocation_in_select_or_report() {
     no_heap_allocation_in_round_robin_without_a_period();
     no_heap_allocation_over_the_local_zone();
     no_heap_allocation_in_round_robin_past_its_share_of_live_periods();
+    no_heap_allocation_hashing_few_candidates();
+}
+
+/// The ring strategies among few candidates of many invokers hash the candidates' addresses
+/// again instead of walking the ring (one digest each with hash.nodes=4, so 400 invokers are
+/// enough for two candidates): that must not allocate either.
+fn no_heap_allocation_hashing_few_candidates() {
+    let now = 1_700_000_000_000_000i64;
+    let invokers: Vec<Invoker> = (1..=400)
+        .map(|id| Invoker::new(id, format!("10.0.{}.{}:20880", id / 250, id % 250)))
+        .collect();
+    for kind in ["consistenthash", "boundedhash"] {
+        let b = Balancer::new(&format!("loadbalance={kind}&hash.nodes=4")).unwrap();
+        b.update(&invokers).unwrap();
+        let m = b.method("sayHello").unwrap();
+        let rounds = |from: u64| {
+            for i in from..from + 5_000 {
+                let id = b
+                    .select_among(m, &i.to_le_bytes(), &[17, 301], &[], now)
+                    .unwrap();
+                b.report(m, id, 1000, Outcome::Success, now).unwrap();
+            }
+        };
+        rounds(0);
+        let before = ALLOCATIONS.load(Relaxed);
+        rounds(5_000);
+        let allocated = ALLOCATIONS.load(Relaxed) - before;
+        assert_eq!(
+            allocated, 0,
+            "{kind}: {allocated} allocations hashing candidates"
+        );
+    }
 }
 
 /// roundrobin after many failovers on a set that stays: each one ends the method's period, and

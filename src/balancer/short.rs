@@ -101,7 +101,9 @@ impl Inner {
         }
         let pos = match &snapshot.local {
             None => crate::strategy::ring_pick(snapshot, key)?,
-            Some(local) => crate::strategy::ring_pick_among(snapshot, key, &local.mask)?,
+            Some(local) => {
+                crate::strategy::ring_pick_among(snapshot, key, &local.positions, &local.mask)?
+            }
         };
         Some(Ok(self.count_select(&pin, pos, method)))
     }

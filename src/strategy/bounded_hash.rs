@@ -158,6 +158,59 @@ fn whole_set_in_warm_up(ctx: &Ctx<'_>, b: &Bounded, sampler: &Sampler<'_, '_>) -
     Some(total.max(0) as u64 * SCALE)
 }
 
+/// Whether an invoker has room for a key (`select`'s rule). A type with an always-inlined
+/// method: a closure called from both the walk and the hashed path stayed out of line, a call
+/// per step of every pick.
+struct Room<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    sampler: &'c Sampler<'c, 'a>,
+    /// All weights 0: every candidate counts as 1 (Dubbo's rule for zero weights).
+    all_zero: bool,
+    /// Capacity per unit of weight.
+    per_weight: f64,
+    /// The key's point.
+    point: u32,
+    /// `warmest`, once a warming invoker needed it.
+    warmest: Option<f64>,
+}
+
+impl Room<'_, '_> {
+    fn weight(&self, pos: usize) -> u64 {
+        if self.all_zero {
+            1
+        } else {
+            self.sampler.weight(pos)
+        }
+    }
+
+    #[inline(always)]
+    fn takes(&mut self, pos: usize) -> bool {
+        let w = self.weight(pos);
+        if w == 0 {
+            return false;
+        }
+        let capacity = ceil_of_computed(self.per_weight * w as f64);
+        if (self.ctx.active(pos) as f64) >= capacity {
+            return false;
+        }
+        // Warming up or ramping: it takes the share of its keys that its weight allows next to
+        // the warmest candidate's (decided per key, so a key stays put and the share only
+        // grows), even when every capacity is 1 (few calls in flight).
+        if !self.sampler.is_exact() {
+            let fraction = self.sampler.fraction_of_full(pos);
+            if fraction < 1.0 {
+                let (ctx, sampler) = (self.ctx, self.sampler);
+                let warmest = *self.warmest.get_or_insert_with(|| warmest(ctx, sampler));
+                let share = fraction / warmest;
+                if share < 1.0 && key_fraction(self.point, ctx.member(pos).id) >= share {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
 impl Strategy for BoundedHash {
     fn kind(&self) -> StrategyKind {
         StrategyKind::BoundedHash
@@ -207,53 +260,42 @@ impl Strategy for BoundedHash {
         };
         // All weights 0: every candidate counts as 1 (Dubbo's rule for zero weights).
         let all_zero = total_weight == 0;
-        let weight = |pos: usize| if all_zero { 1 } else { sampler.weight(pos) };
         let total_weight = if all_zero {
             ctx.candidates.len() as u64
         } else {
             total_weight
         };
         let per_weight = self.factor * (in_flight + 1) as f64 / total_weight as f64;
-        let mut warmest_fraction = None;
-        if ring.len() > 0 {
-            let point = key_point(ctx.key);
-            let start = ring.ceiling(point);
-            for step in 0..ring.len() {
-                let pos = ring.owner_at(start + step);
-                if !ctx.contains(pos) {
-                    continue;
-                }
-                let w = weight(pos);
-                if w == 0 {
-                    continue;
-                }
-                let capacity = ceil_of_computed(per_weight * w as f64);
-                if (ctx.active(pos) as f64) >= capacity {
-                    continue;
-                }
-                // Warming up or ramping: it takes the share of its keys that its weight allows
-                // next to the warmest candidate's (decided per key, so a key stays put and the
-                // share only grows), even when every capacity is 1 (few calls in flight).
-                if !sampler.is_exact() {
-                    let fraction = sampler.fraction_of_full(pos);
-                    if fraction < 1.0 {
-                        let warmest =
-                            *warmest_fraction.get_or_insert_with(|| warmest(ctx, &sampler));
-                        let share = fraction / warmest;
-                        if share < 1.0 && key_fraction(point, ctx.member(pos).id) >= share {
-                            continue;
-                        }
-                    }
-                }
-                return Ok(pos);
-            }
+        let point = key_point(ctx.key);
+        let mut room = Room {
+            ctx,
+            sampler: &sampler,
+            all_zero,
+            per_weight,
+            point,
+            warmest: None,
+        };
+        // Room depends on the invoker, not on where the walk meets it: few candidates can be
+        // hashed again instead of walking n / c steps to them.
+        let found = if ctx.is_all {
+            ring.walk_winners(point, |pos| room.takes(pos))
+        } else if ring.hashing_pays(ctx.candidates.len()) {
+            ring.hash_winners(point, ctx.candidates, |pos| room.takes(pos))
+        } else {
+            let mask = ctx.mask;
+            ring.walk_winners(point, |pos| {
+                mask[pos / 64] & (1u64 << (pos % 64)) != 0 && room.takes(pos)
+            })
+        };
+        if let Some(pos) = found {
+            return Ok(pos);
         }
         // No room found (racing counts, or invokers without points): least loaded by weight.
         let mut best = ctx.candidates[0] as usize;
         let (mut best_active, mut best_weight) = (i64::MAX, 1u64);
         for &p in ctx.candidates {
             let p = p as usize;
-            let (a, w) = (ctx.active(p), weight(p));
+            let (a, w) = (ctx.active(p), room.weight(p));
             if w > 0
                 && (a as u128 + 1) * (best_weight as u128) < (best_active as u128 + 1) * w as u128
             {
@@ -380,5 +422,63 @@ mod tests {
         assert_eq!(scans(), before + 1);
         b.update(&set[1..]).unwrap();
         assert_eq!(scans(), before + 2);
+    }
+
+    /// A pick among candidates hashes few of them again instead of walking the ring: the same
+    /// invoker either way, for both ring strategies, under load and with invokers warming up.
+    #[test]
+    fn picks_among_candidates_are_the_same_hashed_or_walked() {
+        use crate::strategy::consistent_hash::FORCE_HASHING;
+        use crate::Outcome;
+        let now_us: i64 = 1_700_000_000_000_000;
+        let set: Vec<Invoker> = (0..40u64)
+            .map(|i| {
+                let inv = Invoker::new(i, format!("10.0.1.{}:1", i % 37))
+                    .weight(100 + (i % 3) as i32 * 50);
+                if i % 5 == 0 {
+                    inv.start_time_ms(now_us / 1000 - 20_000).warmup_ms(60_000)
+                } else {
+                    inv
+                }
+            })
+            .collect();
+        let rng = crate::rng::seeded_for_test(5);
+        for config in ["loadbalance=boundedhash", "loadbalance=consistenthash"] {
+            let pair: Vec<Balancer> = (0..2).map(|_| Balancer::new(config).unwrap()).collect();
+            for b in &pair {
+                b.update(&set).unwrap();
+            }
+            let mut open: Vec<u64> = Vec::new();
+            for _ in 0..4_000 {
+                let ids: Vec<u64> = (0..1 + rng.below(5)).map(|_| rng.below(40)).collect();
+                let (candidates, excluded) = if rng.below(4) == 0 {
+                    (&[][..], &ids[..])
+                } else {
+                    (&ids[..], &[][..])
+                };
+                let key = rng.next_u64().to_le_bytes();
+                let picks: Vec<_> = pair
+                    .iter()
+                    .zip([true, false])
+                    .map(|(b, hashed)| {
+                        FORCE_HASHING.with(|f| f.set(Some(hashed)));
+                        let id = b.select_among(0, &key, candidates, excluded, now_us);
+                        FORCE_HASHING.with(|f| f.set(None));
+                        id
+                    })
+                    .collect();
+                assert_eq!(picks[0], picks[1], "{config} {candidates:?} {excluded:?}");
+                if let Ok(id) = picks[0] {
+                    open.push(id);
+                }
+                // Calls stay open for a while, so capacities bind.
+                if !open.is_empty() && (open.len() > 12 || rng.below(3) == 0) {
+                    let id = open.swap_remove(rng.below(open.len() as u64) as usize);
+                    for b in &pair {
+                        b.report(0, id, 1000, Outcome::Success, now_us).unwrap();
+                    }
+                }
+            }
+        }
     }
 }

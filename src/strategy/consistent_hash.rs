@@ -5,6 +5,7 @@ use crate::balancer::{Member, Snapshot};
 use crate::config::Config;
 use crate::error::Status;
 use md5::{Digest, Md5};
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -28,10 +29,17 @@ pub(crate) struct Ring {
     buckets: Box<[u32]>,
     /// `32 - log2(buckets - 1)`: a point's bucket is `point >> shift`.
     shift: u32,
+    /// MD5 digests per address (four points each): a pick among few candidates hashes their
+    /// addresses again rather than walk the ring.
+    digests_per_invoker: u32,
 }
 
 /// Points per bucket the index aims at.
 const POINTS_PER_BUCKET: usize = 4;
+
+/// Walk steps that cost as much as one MD5 digest of an address: measured at n = 10,000, a
+/// digest and its four points about 890 instructions, a step 11 (`boundedhash`) to 14.
+const STEPS_PER_DIGEST: u64 = 75;
 
 impl ConsistentHash {
     pub fn new(config: &Config) -> Self {
@@ -52,21 +60,14 @@ impl ConsistentHash {
             self.place(&m.address, pos as u32, &mut placed);
         }
         placed.sort_unstable();
-        Ring::from_placements(members, &placed)
+        Ring::from_placements(members, &placed, self.digests_per_invoker)
     }
 
     /// The points of one address, for the invoker at `pos`.
     fn place(&self, address: &str, pos: u32, out: &mut Vec<(u32, u32)>) {
-        let mut number = itoa_buffer();
-        for i in 0..self.digests_per_invoker {
-            let digest = Md5::new()
-                .chain_update(address.as_bytes())
-                .chain_update(format_u32(&mut number, i))
-                .finalize();
-            for h in 0..4 {
-                out.push((le_word(&digest, h), pos));
-            }
-        }
+        points_of(address, self.digests_per_invoker, |point| {
+            out.push((point, pos))
+        });
     }
 
     /// The incremental build; None when addresses repeat (their points coincide, and which
@@ -105,7 +106,12 @@ impl ConsistentHash {
         shadowed.sort_unstable();
         // `kept` stays sorted: its points are distinct and filtering keeps their order.
         let extra = merge(&shadowed, &fresh);
-        Some(Ring::from_placements(members, &merge(&kept, &extra)))
+        let placed = merge(&kept, &extra);
+        Some(Ring::from_placements(
+            members,
+            &placed,
+            self.digests_per_invoker,
+        ))
     }
 }
 
@@ -125,6 +131,20 @@ fn merge(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
     out.extend_from_slice(&a[i..]);
     out.extend_from_slice(&b[j..]);
     out
+}
+
+/// Each point of `address` on a ring of `digests` MD5 digests per address, in Dubbo's order.
+fn points_of(address: &str, digests: u32, mut each: impl FnMut(u32)) {
+    let mut number = itoa_buffer();
+    for i in 0..digests {
+        let digest = Md5::new()
+            .chain_update(address.as_bytes())
+            .chain_update(format_u32(&mut number, i))
+            .finalize();
+        for h in 0..4 {
+            each(le_word(&digest, h));
+        }
+    }
 }
 
 fn le_word(digest: &[u8], h: usize) -> u32 {
@@ -161,7 +181,7 @@ pub(crate) fn key_point(key: &[u8]) -> u32 {
 impl Ring {
     /// The ring of placements sorted by (point, position): among equal points the highest
     /// position wins, as a later put() overwrites an earlier one in Dubbo's TreeMap.
-    fn from_placements(members: &[Member], placed: &[(u32, u32)]) -> Ring {
+    fn from_placements(members: &[Member], placed: &[(u32, u32)], digests: u32) -> Ring {
         let mut points = Vec::with_capacity(placed.len());
         let mut shadowed = Vec::new();
         for (i, &(point, owner)) in placed.iter().enumerate() {
@@ -188,6 +208,7 @@ impl Ring {
             shadowed: shadowed.into(),
             buckets: buckets.into(),
             shift,
+            digests_per_invoker: digests,
         }
     }
 
@@ -216,10 +237,6 @@ impl Ring {
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.points.len()
-    }
-
     /// The owner of the point `index` positions into the ring, wrapping once past the end
     /// (`index < 2 · len`: a walk never goes round twice). A subtraction, not a division: this
     /// is on every pick.
@@ -230,26 +247,157 @@ impl Ring {
         self.points[i].1 as usize
     }
 
-    /// The owner of the point at `index` (as `owner_at`) on a ring built from the invokers
-    /// `accepts` takes alone: the winner of a collision when it is one of them, else the latest
-    /// of them that the winner shadowed there (in Dubbo's put order); None when none placed it.
-    fn owner_among(&self, index: usize, accepts: impl Fn(usize) -> bool) -> Option<usize> {
-        let len = self.points.len();
-        let (point, owner) = self.points[if index >= len { index - len } else { index }];
-        if accepts(owner as usize) {
-            return Some(owner as usize);
+    /// The key's owner (`h` its point) on a ring built from the invokers in `mask` (a bitset
+    /// over positions, `candidates` those positions) alone, as Dubbo builds per candidate list.
+    /// Walks the ring when that is cheaper, else hashes the candidates' addresses.
+    pub(crate) fn placed_among(&self, h: u32, candidates: &[u32], mask: &[u64]) -> Option<usize> {
+        if self.hashing_pays(candidates.len()) {
+            self.hash_placed(h, candidates)
+        } else {
+            self.walk_placed(h, |pos| mask[pos / 64] & (1u64 << (pos % 64)) != 0)
         }
-        if self.shadowed.is_empty() {
+    }
+
+    /// True when hashing the addresses of `candidates` invokers costs less than walking to the
+    /// first of their points: the walk takes about n / c steps (each invoker places as many
+    /// points), hashing c × hash.nodes / 4 digests.
+    pub(crate) fn hashing_pays(&self, candidates: usize) -> bool {
+        #[cfg(test)]
+        if let Some(forced) = FORCE_HASHING.with(|f| f.get()) {
+            return forced;
+        }
+        let c = candidates as u64;
+        let hashing = c
+            .saturating_mul(c)
+            .saturating_mul(self.digests_per_invoker as u64);
+        hashing.saturating_mul(STEPS_PER_DIGEST) < self.addresses.len() as u64
+    }
+
+    /// `placed_among` by a walk clockwise from `h` to the first point an invoker that `accepts`
+    /// takes placed there: the winner of a collision when it accepts, else the latest of those
+    /// it shadowed there that accept (Dubbo's later put wins). At most once round the ring.
+    pub(crate) fn walk_placed(
+        &self,
+        h: u32,
+        mut accepts: impl FnMut(usize) -> bool,
+    ) -> Option<usize> {
+        if self.points.is_empty() {
             return None;
         }
-        let end = self.shadowed.partition_point(|&(p, _)| p <= point);
-        self.shadowed[..end]
-            .iter()
-            .rev()
-            .take_while(|&&(p, _)| p == point)
-            .map(|&(_, o)| o as usize)
-            .find(|&o| accepts(o))
+        let start = self.ceiling(h);
+        // The shadowed points are sorted and each lies at a winner's point, so the walk meets
+        // them in order: a cursor moves along with it (a binary search per step cost ten times
+        // the rest of the step on large rings).
+        let mut next = self
+            .shadowed
+            .partition_point(|&(p, _)| p < self.points[start].0);
+        let mut upcoming = self.shadowed_point(next);
+        for range in [start..self.points.len(), 0..start] {
+            for &(point, owner) in &self.points[range] {
+                if accepts(owner as usize) {
+                    return Some(owner as usize);
+                }
+                if point as u64 == upcoming {
+                    let mut latest = None;
+                    while let Some(&(p, o)) = self.shadowed.get(next) {
+                        if p != point {
+                            break;
+                        }
+                        if accepts(o as usize) {
+                            latest = Some(o as usize);
+                        }
+                        next += 1;
+                    }
+                    if latest.is_some() {
+                        return latest;
+                    }
+                    upcoming = self.shadowed_point(next);
+                }
+            }
+            next = 0;
+            upcoming = self.shadowed_point(0);
+        }
+        None
     }
+
+    /// The point of `shadowed[next]`, or a value no point has when there is none.
+    fn shadowed_point(&self, next: usize) -> u64 {
+        self.shadowed.get(next).map_or(u64::MAX, |&(p, _)| p as u64)
+    }
+
+    /// `placed_among` by hashing the addresses of the invokers at `candidates` again:
+    /// the nearest of their points clockwise from `h`, the latest of them at a collision.
+    pub(crate) fn hash_placed(&self, h: u32, candidates: &[u32]) -> Option<usize> {
+        // Distance clockwise from `h`, then the later position first.
+        let mut best: Option<(u32, Reverse<u32>)> = None;
+        for &pos in candidates {
+            points_of(
+                &self.addresses[pos as usize],
+                self.digests_per_invoker,
+                |point| {
+                    let here = (point.wrapping_sub(h), Reverse(pos));
+                    if best.map_or(true, |b| here < b) {
+                        best = Some(here);
+                    }
+                },
+            );
+        }
+        best.map(|(_, Reverse(pos))| pos as usize)
+    }
+
+    /// The owner of the first point that won its collision (the points a whole-set pick sees)
+    /// clockwise from `h` that `takes`, by a walk: at most once round the ring.
+    pub(crate) fn walk_winners(
+        &self,
+        h: u32,
+        mut takes: impl FnMut(usize) -> bool,
+    ) -> Option<usize> {
+        if self.points.is_empty() {
+            return None;
+        }
+        let start = self.ceiling(h);
+        for range in [start..self.points.len(), 0..start] {
+            for &(_, owner) in &self.points[range] {
+                if takes(owner as usize) {
+                    return Some(owner as usize);
+                }
+            }
+        }
+        None
+    }
+
+    /// `walk_winners` over the invokers at `candidates` by hashing their addresses again; `takes`
+    /// is asked once per candidate.
+    pub(crate) fn hash_winners(
+        &self,
+        h: u32,
+        candidates: &[u32],
+        mut takes: impl FnMut(usize) -> bool,
+    ) -> Option<usize> {
+        let mut best: Option<(u32, usize)> = None;
+        for &pos in candidates {
+            let pos = pos as usize;
+            if !takes(pos) {
+                continue;
+            }
+            points_of(&self.addresses[pos], self.digests_per_invoker, |point| {
+                let distance = point.wrapping_sub(h);
+                // A point it lost to a later invoker is not one a walk would stop at.
+                if best.map_or(true, |(d, _)| distance < d)
+                    && self.points[self.ceiling(point)] == (point, pos as u32)
+                {
+                    best = Some((distance, pos));
+                }
+            });
+        }
+        best.map(|(_, pos)| pos)
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Some(true) makes every pick among candidates hash them, Some(false) walk.
+    pub(crate) static FORCE_HASHING: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
 pub(crate) fn ring_of(snapshot: &Snapshot) -> Option<&Ring> {
@@ -264,14 +412,16 @@ pub(crate) fn ring_pick(snapshot: &Snapshot, key: &[u8]) -> Option<usize> {
     Some(ring.owner_at(ring.ceiling(key_point(key))))
 }
 
-/// The key's owner among the invokers in `mask` (a bitset over positions), as a ring built from
-/// them alone would answer: walk clockwise to the first point one of them owns. Bounded by the
-/// ring's size: no endless loop. None when no point is theirs (or there is no ring).
-pub(crate) fn ring_pick_among(snapshot: &Snapshot, key: &[u8], mask: &[u64]) -> Option<usize> {
-    let ring = ring_of(snapshot)?;
-    let start = ring.ceiling(key_point(key));
-    let in_mask = |pos: usize| mask[pos / 64] & (1u64 << (pos % 64)) != 0;
-    (0..ring.len()).find_map(|k| ring.owner_among(start + k, in_mask))
+/// The key's owner among the invokers in `mask` (a bitset over positions; `candidates` lists
+/// them), as a ring built from them alone would answer. None when no point is theirs (or there
+/// is no ring).
+pub(crate) fn ring_pick_among(
+    snapshot: &Snapshot,
+    key: &[u8],
+    candidates: &[u32],
+    mask: &[u64],
+) -> Option<usize> {
+    ring_of(snapshot)?.placed_among(key_point(key), candidates, mask)
 }
 
 impl Strategy for ConsistentHash {
@@ -303,7 +453,7 @@ impl Strategy for ConsistentHash {
             return ring_pick(ctx.snapshot, ctx.key).ok_or(Status::NoProvider);
         }
         ring_of(ctx.snapshot).ok_or(Status::NoProvider)?;
-        ring_pick_among(ctx.snapshot, ctx.key, ctx.mask)
+        ring_pick_among(ctx.snapshot, ctx.key, ctx.candidates, ctx.mask)
             .or_else(|| ctx.candidates.first().map(|&p| p as usize))
             .ok_or(Status::NoCandidate)
     }
@@ -400,5 +550,225 @@ mod tests {
             previous = Some(incremental);
         }
         assert!(collisions > 0, "no collision exercised the winner rule");
+    }
+
+    /// A pick among candidates by the definition: the nearest placement clockwise from `h`
+    /// (a point at `h` itself first) that an accepted invoker placed, the latest at a tie.
+    fn reference_placed(
+        placed: &[(u32, u32)],
+        h: u32,
+        accepts: &dyn Fn(usize) -> bool,
+    ) -> Option<usize> {
+        placed
+            .iter()
+            .filter(|&&(_, o)| accepts(o as usize))
+            .min_by_key(|&&(p, o)| (p.wrapping_sub(h), Reverse(o)))
+            .map(|&(_, o)| o as usize)
+    }
+
+    /// Each point with its winner, the latest invoker there.
+    fn winners_of(placed: &[(u32, u32)]) -> Vec<(u32, u32)> {
+        let mut winners = std::collections::BTreeMap::new();
+        for &(p, o) in placed {
+            let w = winners.entry(p).or_insert(o);
+            *w = (*w).max(o);
+        }
+        winners.into_iter().collect()
+    }
+
+    /// The nearest point clockwise from `h` whose winner `takes`.
+    fn reference_winners(
+        winners: &[(u32, u32)],
+        h: u32,
+        takes: &dyn Fn(usize) -> bool,
+    ) -> Option<usize> {
+        winners
+            .iter()
+            .filter(|&&(_, o)| takes(o as usize))
+            .min_by_key(|&&(p, _)| p.wrapping_sub(h))
+            .map(|&(_, o)| o as usize)
+    }
+
+    /// Random candidate lists: a few invokers, or all but a few (exclusions), or all.
+    fn subset(rng: &crate::rng::Rng<'_>, n: usize) -> (Vec<u32>, Vec<u64>) {
+        let mut mask = vec![0u64; n.div_ceil(64)];
+        let chosen = match rng.below(3) {
+            0 => (0..1 + rng.below(4))
+                .map(|_| rng.below(n as u64) as usize)
+                .collect(),
+            1 => {
+                let excluded: Vec<usize> = (0..1 + rng.below(4))
+                    .map(|_| rng.below(n as u64) as usize)
+                    .collect();
+                (0..n).filter(|p| !excluded.contains(p)).collect()
+            }
+            _ => (0..n).collect::<Vec<_>>(),
+        };
+        for p in chosen {
+            mask[p / 64] |= 1 << (p % 64);
+        }
+        let positions = (0..n as u32)
+            .filter(|&p| mask[p as usize / 64] & (1 << (p % 64)) != 0)
+            .collect();
+        (positions, mask)
+    }
+
+    /// Keys at every point, beside it, at both ends of the ring, and at random.
+    fn probes(rng: &crate::rng::Rng<'_>, placed: &[(u32, u32)], random: usize) -> Vec<u32> {
+        let mut probes = vec![0, 1, u32::MAX];
+        for &(p, _) in placed {
+            probes.extend([p, p.wrapping_sub(1), p.wrapping_add(1)]);
+        }
+        probes.extend((0..random).map(|_| rng.next_u64() as u32));
+        probes
+    }
+
+    /// The walks (a cursor through the collided points; the winners' walk) give the reference's
+    /// answer on random rings crowded with collisions, two-, three- and more-way, at the ends.
+    #[test]
+    fn walks_equal_the_reference_on_crowded_rings() {
+        let rng = crate::rng::seeded_for_test(29);
+        let mut cases = 0;
+        for _ in 0..300 {
+            let n = 1 + rng.below(12) as usize;
+            let spread = 1 + rng.below(40) as u32;
+            let mut placed: Vec<(u32, u32)> = Vec::new();
+            for pos in 0..n as u32 {
+                for _ in 0..rng.below(6) {
+                    let p = match rng.below(8) {
+                        0 => u32::MAX - rng.below(2) as u32,
+                        1 => rng.below(2) as u32,
+                        _ => (rng.below(spread as u64) as u32).wrapping_mul(0x0800_0001),
+                    };
+                    placed.push((p, pos));
+                }
+            }
+            placed.sort_unstable();
+            placed.dedup();
+            let addresses: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
+            let ring = Ring::from_placements(&members(&addresses), &placed, 1);
+            let winners = winners_of(&placed);
+            for _ in 0..4 {
+                let (_, mask) = subset(&rng, n);
+                let in_mask = |p: usize| mask[p / 64] & (1 << (p % 64)) != 0;
+                let room: Vec<bool> = (0..n).map(|_| rng.below(3) != 0).collect();
+                let takes = |p: usize| in_mask(p) && room[p];
+                for h in probes(&rng, &placed, 20) {
+                    assert_eq!(
+                        ring.walk_placed(h, in_mask),
+                        reference_placed(&placed, h, &in_mask),
+                        "{placed:?} {h}"
+                    );
+                    assert_eq!(
+                        ring.walk_winners(h, takes),
+                        reference_winners(&winners, h, &takes),
+                        "{placed:?} {h}"
+                    );
+                    cases += 1;
+                }
+            }
+        }
+        assert!(cases > 20_000, "{cases}");
+    }
+
+    /// Hashing the candidates' addresses again gives the walk's (and the reference's) answer on
+    /// MD5 rings with repeated addresses (every point collides) and collisions between addresses.
+    #[test]
+    fn hashing_equals_the_walk_on_md5_rings() {
+        let rng = crate::rng::seeded_for_test(31);
+        let ch = ConsistentHash {
+            digests_per_invoker: 40,
+        };
+        let mut natural_collisions = 0;
+        let (mut cases, mut hashed_cases) = (0, 0);
+        for n in [1usize, 2, 5, 17, 64, 200, 3_000] {
+            let mut addresses: Vec<String> = (0..n)
+                .map(|i| format!("10.2.{}.{}:20880", i / 250, i % 250))
+                .collect();
+            for i in 1..n {
+                if rng.below(8) == 0 {
+                    addresses[i] = addresses[rng.below(i as u64) as usize].clone();
+                }
+            }
+            let ring = ch.build(&members(&addresses), None);
+            let mut placed = Vec::new();
+            for (pos, a) in addresses.iter().enumerate() {
+                points_of(a, ch.digests_per_invoker, |p| placed.push((p, pos as u32)));
+            }
+            placed.sort_unstable();
+            let winners = winners_of(&placed);
+            let winner_at = |p: u32| ring.points[ring.ceiling(p)].1 as usize;
+            let natural: Vec<(u32, u32)> = ring
+                .shadowed
+                .iter()
+                .copied()
+                .filter(|&(p, o)| addresses[o as usize] != addresses[winner_at(p)])
+                .collect();
+            natural_collisions += natural.len();
+            for _ in 0..if n < 100 { 30 } else { 40 } {
+                let (mut positions, mut mask) = subset(&rng, n);
+                if n >= 100 {
+                    // Few candidates (hashing many costs too much here; the walk is tested
+                    // above), among them both sides of a collision or only the one that lost.
+                    let pool = if natural.is_empty() || rng.below(2) == 0 {
+                        &ring.shadowed
+                    } else {
+                        &natural[..]
+                    };
+                    let (p, o) = pool[rng.below(pool.len() as u64) as usize];
+                    positions = vec![o];
+                    if rng.below(2) == 0 {
+                        positions.push(winner_at(p) as u32);
+                    }
+                    positions.extend((0..rng.below(4)).map(|_| rng.below(n as u64) as u32));
+                    positions.sort_unstable();
+                    positions.dedup();
+                    mask.fill(0);
+                    for &q in &positions {
+                        mask[q as usize / 64] |= 1 << (q % 64);
+                    }
+                }
+                let in_mask = |p: usize| mask[p / 64] & (1 << (p % 64)) != 0;
+                let room: Vec<bool> = (0..n).map(|_| rng.below(4) != 0).collect();
+                let takes = |p: usize| in_mask(p) && room[p];
+                let theirs: Vec<(u32, u32)> = placed
+                    .iter()
+                    .copied()
+                    .filter(|&(_, o)| in_mask(o as usize))
+                    .collect();
+                let their_winners: Vec<(u32, u32)> = winners
+                    .iter()
+                    .copied()
+                    .filter(|&(_, o)| takes(o as usize))
+                    .collect();
+                let sample: Vec<(u32, u32)> = (0..if theirs.is_empty() { 0 } else { 20 })
+                    .map(|_| theirs[rng.below(theirs.len() as u64) as usize])
+                    .collect();
+                // Hashing is for few candidates (and slow in a debug build).
+                let hashed = positions.len() <= 8;
+                for h in probes(&rng, &sample, 20) {
+                    let want = reference_placed(&theirs, h, &in_mask);
+                    assert_eq!(ring.walk_placed(h, in_mask), want, "n = {n}, h = {h}");
+                    if hashed {
+                        assert_eq!(ring.hash_placed(h, &positions), want, "n = {n}, h = {h}");
+                    }
+                    assert_eq!(
+                        ring.placed_among(h, &positions, &mask),
+                        want,
+                        "n = {n}, h = {h}"
+                    );
+                    let want = reference_winners(&their_winners, h, &takes);
+                    assert_eq!(ring.walk_winners(h, takes), want, "n = {n}, h = {h}");
+                    if hashed {
+                        let got = ring.hash_winners(h, &positions, |p| room[p]);
+                        assert_eq!(got, want, "n = {n}, h = {h}");
+                        hashed_cases += 1;
+                    }
+                    cases += 1;
+                }
+            }
+        }
+        assert!(natural_collisions > 0, "no collision between addresses");
+        assert!(hashed_cases > 10_000, "{cases} {hashed_cases}");
     }
 }
