@@ -85,18 +85,25 @@ impl Table {
         }
     }
 
+    /// The slots of `method`'s window in this table, in the order searches and claims take
+    /// them (the same order for both, so that two claims of one method meet in one slot).
+    #[inline]
+    fn window(&self, method: u32) -> impl Iterator<Item = usize> {
+        let n = self.keys.len();
+        let start = self.start(method);
+        (0..n.min(PROBES)).map(move |i| {
+            #[cfg(test)]
+            PROBED.with(|p| p.set(p.get() + 1));
+            (start + i) & (n - 1)
+        })
+    }
+
     /// A search of `method`'s window in this table.
     #[inline]
     fn probe(&self, method: u32) -> Probe<'_> {
-        let (keys, values) = (&*self.keys, &*self.values);
-        let n = keys.len();
-        let start = self.start(method);
-        for i in 0..n.min(PROBES) {
-            let slot = (start + i) & (n - 1);
-            #[cfg(test)]
-            PROBED.with(|p| p.set(p.get() + 1));
-            match keys[slot].load(std::sync::atomic::Ordering::Acquire) {
-                k if k == method => return Probe::Found(&values[slot].0),
+        for slot in self.window(method) {
+            match self.keys[slot].load(std::sync::atomic::Ordering::Acquire) {
+                k if k == method => return Probe::Found(&self.values[slot].0),
                 EMPTY => return Probe::Absent,
                 _ => {}
             }
@@ -108,18 +115,9 @@ impl Table {
     /// first; None when every slot of the window holds another method.
     #[inline]
     fn claim(&self, method: u32) -> Option<&CallStats> {
-        let (keys, values) = (&*self.keys, &*self.values);
-        let n = keys.len();
-        let start = self.start(method);
-        for i in 0..n.min(PROBES) {
-            let slot = (start + i) & (n - 1);
-            #[cfg(test)]
-            PROBED.with(|p| p.set(p.get() + 1));
-            if claim(&keys[slot], method) {
-                return Some(&values[slot].0);
-            }
-        }
-        None
+        self.window(method)
+            .find(|&slot| claim(&self.keys[slot], method))
+            .map(|slot| &self.values[slot].0)
     }
 
     fn start(&self, method: u32) -> usize {
