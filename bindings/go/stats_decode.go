@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -36,12 +37,23 @@ func decodeWhole(data []byte, read func(*statsDecoder) error) error {
 	return read(&statsDecoder{data: data})
 }
 
+// The names each level's switch knows, read from the structs' json tags (one
+// list of names, the tags, as json.Marshal of these structs writes them).
 var (
-	statsNames   = []string{"strategy", "invokers"}
-	invokerNames = []string{"id", "address", "zone", "weight", "effective_weight", "active", "selected",
-		"succeeded", "failures", "timeouts", "methods"}
-	methodNames = []string{"method", "active", "selected", "succeeded", "failures", "timeouts"}
+	statsNames   = jsonNames(reflect.TypeFor[Stats]())
+	invokerNames = jsonNames(reflect.TypeFor[InvokerStats]())
+	methodNames  = jsonNames(reflect.TypeFor[MethodStats]())
 )
+
+func jsonNames(t reflect.Type) []string {
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
 
 // named is the field name that key matches as encoding/json matches keys: a
 // name equal to it but for case (only a key that no name equals comes here).
