@@ -34,6 +34,15 @@ const SANITIZE: &[&str] = &[
     "-fno-omit-frame-pointer",
 ];
 
+/// For the program that forks while its other threads allocate: GCC 12's ASan does not hold its
+/// allocator's locks across fork(), so now and then a child hung in ASan's malloc (1 of 180 in
+/// a CI run), which says nothing of the library's locks, the program's subject.
+const SANITIZE_FORKING_THREADS: &[&str] = &[
+    "-fsanitize=undefined",
+    "-fno-sanitize-recover=all",
+    "-fno-omit-frame-pointer",
+];
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -294,7 +303,12 @@ fn c_programs_pass_under_asan_and_ubsan() {
     in_parallel(&jobs, |(src, link)| {
         let name = format!("{}-{link:?}", stem(src)).to_lowercase();
         let exe = dir.join(&name);
-        compile(src, &exe, SANITIZE, link_args(lib, *link))?;
+        let flags = if stem(src) == "test_fork_threads" {
+            SANITIZE_FORKING_THREADS
+        } else {
+            SANITIZE
+        };
+        compile(src, &exe, flags, link_args(lib, *link))?;
         let sanitized = |detect_leaks: bool| {
             let mut cmd = Command::new(&exe);
             cmd.env(
