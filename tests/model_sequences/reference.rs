@@ -58,6 +58,18 @@ pub struct DubboRoundRobin {
 }
 
 impl DubboRoundRobin {
+    /// Whether a pick at `now_ms`, give or take `fuzz_ms`, could recycle differently: some
+    /// counter's age within `fuzz_ms` of the 60 s limit (a pick at the library's clock, read
+    /// a moment after the model's reading).
+    pub fn ambiguous(&self, list: &[(u64, i32)], now_ms: i64, fuzz_ms: i64) -> bool {
+        fuzz_ms > 0
+            && list.len() != self.map.len()
+            && self
+                .map
+                .values()
+                .any(|e| (now_ms - e.2 - 60_000).abs() <= fuzz_ms)
+    }
+
     pub fn select(&mut self, list: &[(u64, i32)], now_ms: i64) -> u64 {
         if list.len() == 1 {
             return list[0].0;

@@ -8,6 +8,19 @@ use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 
 const BASE_US: i64 = 1_700_000_000_000_000;
+
+/// The times a sequence's calls pass.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Clocks {
+    /// The caller's own (virtual) time only.
+    Caller,
+    /// Now and then the library's clock (0), years after the caller's: every warm-up is over
+    /// there, and each switch is a jump of years forward or back.
+    LibraryFar,
+    /// Now and then the library's clock, the caller's time starting from it: warm-ups run on
+    /// both, and the caller's jumps take it ahead of or behind the library's.
+    LibraryNear,
+}
 const METHODS: [&str; 3] = ["", "get", "iso"];
 /// The method whose calls twin I also gets.
 const ISO: u32 = 2;
@@ -103,6 +116,24 @@ impl Model {
             i.warmup_ms
         };
         dubbo_weight(i.weight, i.start_ms, warmup, now_ms)
+    }
+
+    /// A report of `id` for method `m`: counted, and one call fewer in flight (never below 0).
+    fn reported(&mut self, m: u32, id: u64, outcome: Outcome) {
+        let Some(c) = self.counts.get_mut(&id) else {
+            return; // not in the set: accepted and ignored
+        };
+        match outcome {
+            Outcome::Success => c.succeeded += 1,
+            Outcome::Failure => c.failures += 1,
+            Outcome::Timeout => {
+                c.failures += 1;
+                c.timeouts += 1;
+            }
+            Outcome::Cancelled => {}
+        }
+        let a = self.active.entry((m, id)).or_default();
+        *a = (*a - 1).max(0);
     }
 
     fn active(&self, m: u32, id: u64) -> i64 {
@@ -217,7 +248,7 @@ struct Seq<'a> {
     strategy: &'a str,
     /// The caller's clock, µs.
     now: i64,
-    mixed: bool,
+    clocks: Clocks,
     model: Model,
     a: Balancer,
     b: Balancer,
@@ -226,11 +257,13 @@ struct Seq<'a> {
     /// Compare B's answers (off where a library-clock call reads a different time in A and B
     /// and the strategy's picks read time).
     twin: bool,
+    /// The pick being checked was made at the library's clock.
+    at_library: bool,
     t: Totals,
     log: Vec<String>,
 }
 
-pub fn run_sequence(config: &str, seed: u64, mixed: bool, steps: usize) -> Totals {
+pub fn run_sequence(config: &str, seed: u64, clocks: Clocks, steps: usize) -> Totals {
     let a = Balancer::new(config).unwrap_or_else(|e| panic!("{config}: {e}"));
     let c = a.config().clone();
     let strategy = c.strategy.name();
@@ -238,14 +271,21 @@ pub fn run_sequence(config: &str, seed: u64, mixed: bool, steps: usize) -> Total
         strategy,
         "random" | "roundrobin" | "leastactive" | "consistenthash"
     );
+    // Near the library's clock, twins read it at other moments than A: only picks that never
+    // read time (no weights, which warm up) can be compared.
+    let near = clocks == Clocks::LibraryNear;
     let isolated = matches!(strategy, "roundrobin" | "consistenthash" | "boundedhash")
+        && (!near || strategy == "consistenthash")
         && !c.outlier.enabled()
         && c.slow_start.window_ms == 0;
     let mut s = Seq {
         rng: Rng(seed ^ 0x5eed),
         strategy,
-        now: BASE_US,
-        mixed,
+        now: match clocks {
+            Clocks::LibraryNear => wall_clock_us(),
+            _ => BASE_US,
+        },
+        clocks,
         model: Model {
             config: c,
             set: Vec::new(),
@@ -259,7 +299,12 @@ pub fn run_sequence(config: &str, seed: u64, mixed: bool, steps: usize) -> Total
         b: Balancer::new(config).unwrap(),
         iso: isolated.then(|| Balancer::new(config).unwrap()),
         a,
-        twin: !mixed || time_free,
+        twin: match clocks {
+            Clocks::Caller => true,
+            Clocks::LibraryFar => time_free,
+            Clocks::LibraryNear => strategy == "consistenthash",
+        },
+        at_library: false,
         t: Totals::default(),
         log: Vec::new(),
     };
@@ -280,7 +325,7 @@ pub fn run_sequence(config: &str, seed: u64, mixed: bool, steps: usize) -> Total
     if let Err(e) = result {
         let tail = s.log.len().saturating_sub(40);
         eprintln!(
-            "config {config}, seed {seed}, mixed {mixed}; last steps:\n{}",
+            "config {config}, seed {seed}, {clocks:?}; last steps:\n{}",
             s.log[tail..].join("\n")
         );
         std::panic::resume_unwind(e);
@@ -291,17 +336,32 @@ pub fn run_sequence(config: &str, seed: u64, mixed: bool, steps: usize) -> Total
 impl Seq<'_> {
     /// The time of one call: the caller's, or 0 (the library's clock) now and then.
     fn call_time(&mut self) -> (i64, i64) {
-        if self.mixed && self.rng.chance(250) {
+        if self.clocks != Clocks::Caller && self.rng.chance(250) {
             (0, wall_clock_us())
         } else {
             (self.now, self.now)
         }
     }
 
+    /// For a call at the library's clock whose time the model took as `model_us` (read just
+    /// before it): whether every weight was the same at the library's reading, which came
+    /// later. If not, what the call saw is not known exactly.
+    fn settled(&self, t: i64, model_us: i64) -> bool {
+        if t != 0 {
+            return true;
+        }
+        let (then, now) = (model_us.div_euclid(1000), wall_clock_us().div_euclid(1000));
+        self.model
+            .set
+            .iter()
+            .all(|i| self.model.weight(i.id, then) == self.model.weight(i.id, now))
+    }
+
     fn step(&mut self) {
         match self.rng.below(100) {
             0..=9 => self.update(),
-            10..=44 => self.select(),
+            10..=41 => self.select(false),
+            42..=44 => self.select(self.clocks != Clocks::Caller),
             45..=49 => self.burst(),
             50..=79 => self.report(),
             80..=84 => self.provider_metrics(),
@@ -358,7 +418,8 @@ impl Seq<'_> {
             };
             let (may, exact) = self.model.filtered(&allowed, &ejected);
             assert!(may.contains(&id), "{id} not among {may:?}");
-            if exact {
+            if exact && self.settled(t, now_us) {
+                self.at_library = t == 0;
                 self.check_rule(m, b"k", &may, id, now_ms, before.as_ref());
             } else {
                 self.model.rr[m as usize] = None;
@@ -523,7 +584,9 @@ impl Seq<'_> {
         m.set = set;
     }
 
-    fn select(&mut self) {
+    /// One select, through a `Call` guard (library clock, reported when finished or dropped)
+    /// when `guard`.
+    fn select(&mut self, guard: bool) {
         let m = if self.rng.chance(900) {
             self.rng.below(METHODS.len() as u64) as u32
         } else {
@@ -565,29 +628,49 @@ impl Seq<'_> {
                 (c, e)
             }
         };
-        let (t, now_us) = self.call_time();
+        let (t, now_us) = match guard {
+            true => (0, wall_clock_us()),
+            false => self.call_time(),
+        };
         let now_ms = now_us.div_euclid(1000);
         let model = &self.model;
         let outlier = &model.config.outlier;
         // What the pick reads, as the stats show it just before.
         let before = (outlier.enabled() || self.strategy == "shortestresponse")
             .then(|| rows(&self.a.stats_json(now_us)));
-        let got = self.a.select_among(m, &key, &cands, &excl, t);
+        // Clones share their balancer: the guards borrow these, not `self`.
+        let (a, b, iso) = (self.a.clone(), self.b.clone(), self.iso.clone());
+        let mut guards = Vec::new();
+        // A macro, not a closure: each guard borrows the balancer it was given.
+        macro_rules! pick {
+            ($lb:expr) => {
+                match guard {
+                    false => $lb.select_among(m, &key, &cands, &excl, t),
+                    true => $lb.call_among(m, &key, &cands, &excl).map(|call| {
+                        let id = call.id();
+                        guards.push(call);
+                        id
+                    }),
+                }
+            };
+        }
+        let got = pick!(a);
         self.log.push(format!(
-            "select m{m} key {key:?} cands {cands:?} excl {excl:?} at {t} -> {got:?}"
+            "select m{m} key {key:?} cands {cands:?} excl {excl:?} at {t} (guard {guard}) \
+             -> {got:?}"
         ));
         if self.twin {
             self.t.twin_checks += 1;
             assert_eq!(
-                self.b.select_among(m, &key, &cands, &excl, t),
+                pick!(b),
                 got,
                 "twin B (never given the rejected updates) picked otherwise"
             );
         }
-        if let (Some(i), true) = (&self.iso, m == ISO) {
+        if let (Some(i), true) = (&iso, m == ISO) {
             self.t.twin_checks += 1;
             assert_eq!(
-                i.select_among(m, &key, &cands, &excl, t),
+                pick!(i),
                 got,
                 "twin I (only method {ISO}'s calls) picked otherwise: calls of other methods \
                  changed this method's picks"
@@ -616,7 +699,8 @@ impl Seq<'_> {
         if may.len() < allowed.len() {
             self.t.narrowed += 1;
         }
-        if exact {
+        if exact && self.settled(t, now_us) {
+            self.at_library = t == 0;
             self.check_rule(m, &key, &may, id, now_ms, before.as_ref());
         } else {
             self.model.rr[m as usize] = None;
@@ -624,7 +708,26 @@ impl Seq<'_> {
         let model = &mut self.model;
         *model.active.entry((m, id)).or_default() += 1;
         model.counts.get_mut(&id).unwrap().selected += 1;
-        model.outstanding.push((m, id));
+        if guards.is_empty() {
+            model.outstanding.push((m, id));
+            return;
+        }
+        // The guards end their calls: finished, or dropped (cancelled).
+        let outcome = self.rng.pick(&[
+            Outcome::Success,
+            Outcome::Failure,
+            Outcome::Timeout,
+            Outcome::Cancelled,
+        ]);
+        self.log.push(format!("guards of {id} end {outcome:?}"));
+        for call in guards {
+            assert_eq!(call.id(), id);
+            match outcome {
+                Outcome::Cancelled => drop(call),
+                _ => call.finish(outcome).unwrap(),
+            }
+        }
+        self.model.reported(m, id, outcome);
     }
 
     /// The strategy's own rule for a pick of `id` among `may` (what the filters left).
@@ -637,6 +740,8 @@ impl Seq<'_> {
         now_ms: i64,
         before: Option<&HashMap<u64, Value>>,
     ) {
+        // At the library's clock the pick read the time a moment after the model did.
+        let fuzz_ms = if self.at_library { 50 } else { 0 };
         let model = &mut self.model;
         let weight = |x: u64| model.weight(x, now_ms);
         // Among tied candidates, a zero weight only when every tied one weighs 0.
@@ -697,6 +802,10 @@ impl Seq<'_> {
                 let Some(rr) = model.rr[m as usize].as_mut() else {
                     return;
                 };
+                if rr.ambiguous(&list, now_ms, fuzz_ms) {
+                    model.rr[m as usize] = None;
+                    return;
+                }
                 let want = rr.select(&list, now_ms);
                 assert_eq!(id, want, "roundrobin: Dubbo's walk over {list:?}");
             }
@@ -808,20 +917,7 @@ impl Seq<'_> {
                 .unwrap();
             model.ended.push(model.outstanding.remove(k));
         }
-        let Some(c) = self.model.counts.get_mut(&id) else {
-            return; // not in the set: accepted and ignored
-        };
-        match outcome {
-            Outcome::Success => c.succeeded += 1,
-            Outcome::Failure => c.failures += 1,
-            Outcome::Timeout => {
-                c.failures += 1;
-                c.timeouts += 1;
-            }
-            Outcome::Cancelled => {}
-        }
-        let a = self.model.active.entry((m, id)).or_default();
-        *a = (*a - 1).max(0);
+        self.model.reported(m, id, outcome);
     }
 
     fn provider_metrics(&mut self) {
@@ -853,6 +949,7 @@ impl Seq<'_> {
         let (t, now_us) = self.call_time();
         let now_ms = now_us.div_euclid(1000);
         let json = self.a.stats_json(t);
+        let settled = self.settled(t, now_us);
         let v: Value = serde_json::from_str(&json).expect("stats are JSON");
         assert_eq!(v["strategy"], self.strategy);
         let rows = v["invokers"].as_array().unwrap();
@@ -884,11 +981,13 @@ impl Seq<'_> {
             assert_eq!(got("active"), total, "in flight of {}: {row}", inv.id);
             assert_eq!(got("weight"), inv.weight as i64);
             assert_eq!(row["address"], inv.address.as_str());
-            assert_eq!(
-                got("effective_weight"),
-                model.weight(inv.id, now_ms) as i64,
-                "Dubbo's warm-up weight at {now_ms}: {row}"
-            );
+            if settled {
+                assert_eq!(
+                    got("effective_weight"),
+                    model.weight(inv.id, now_ms) as i64,
+                    "Dubbo's warm-up weight at {now_ms}: {row}"
+                );
+            }
             if model.config.zone.is_some() {
                 assert_eq!(row["local"], model.is_local(inv.id), "{row}");
             }
@@ -924,7 +1023,7 @@ impl Seq<'_> {
         for row in v["invokers"].as_array().unwrap() {
             assert_eq!(row["active"], 0, "in flight after every call ended: {row}");
         }
-        if self.twin && !self.mixed {
+        if self.twin && self.clocks == Clocks::Caller {
             assert_eq!(self.b.stats_json(t), self.a.stats_json(t), "twin B's stats");
         }
     }
