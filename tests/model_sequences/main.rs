@@ -19,7 +19,8 @@
 //!   method, weights by Dubbo's warm-up formula written here); `consistenthash` equals Dubbo's
 //!   ring built from the call's candidates; `boundedhash` equals its bounded walk on that ring
 //!   (and so never exceeds ⌈factor × average⌉ while a candidate below it exists); `leastactive`
-//!   picks a least-active candidate, `shortestresponse` a lowest-estimate one, `p2c` with every
+//!   picks a least-active candidate, `shortestresponse` a lowest-estimate one (its windows,
+//!   as the stats show them, equal a model of Dubbo's tumbling window), `p2c` with every
 //!   candidate compared one no other candidate beats after taking the call; where ties allow
 //!   it, none of those (nor `random`) picks a zero weight over a positive one;
 //! * the stats are JSON whose counters (summed and per method) equal the model's, whose

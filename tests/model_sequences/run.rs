@@ -99,7 +99,75 @@ struct Model {
     ended: Vec<(u32, u64)>,
     /// Dubbo's round robin per method; None once a pick's list was not known exactly.
     rr: Vec<Option<DubboRoundRobin>>,
+    /// `shortestresponse`'s windows.
+    windows: Windows,
     points: Points,
+}
+
+/// `shortestresponse`'s windows (Dubbo's, but one per method: src/strategy/shortest_response.rs):
+/// per (method, id) the successes and the sum of their whole milliseconds since the method's
+/// window started; a pick that runs the strategy (two candidates or more) more than
+/// `shortestresponse.slidePeriod` after the start resets every window of the method after it.
+#[derive(Default)]
+struct Windows {
+    /// Per method: its window's start (None before its first pick), or unknown.
+    started: [Option<Option<i64>>; METHODS.len()],
+    counts: HashMap<(u32, u64), (u64, u64)>,
+}
+
+impl Windows {
+    fn new() -> Windows {
+        Windows {
+            started: [Some(None); METHODS.len()],
+            counts: HashMap::new(),
+        }
+    }
+
+    /// A pick at `now_ms` among `candidates` invokers (None: not known how many); `fuzz_ms` as
+    /// in `DubboRoundRobin::ambiguous`.
+    fn picked(
+        &mut self,
+        m: u32,
+        candidates: Option<usize>,
+        now_ms: i64,
+        slide_ms: i64,
+        fuzz_ms: i64,
+    ) {
+        let slot = &mut self.started[m as usize];
+        let Some(started) = *slot else { return };
+        let Some(n) = candidates else {
+            *slot = None;
+            return;
+        };
+        if n < 2 {
+            return; // the strategy does not run
+        }
+        let started = started.unwrap_or(now_ms);
+        let age = now_ms.wrapping_sub(started);
+        if fuzz_ms > 0 && (age - slide_ms).abs() <= fuzz_ms {
+            *slot = None;
+        } else if age > slide_ms {
+            *slot = Some(Some(now_ms));
+            self.counts.retain(|(method, _), _| *method != m);
+        } else {
+            *slot = Some(Some(started));
+        }
+    }
+
+    /// A report of `id` (in the set) for method `m`; `elapsed_us` None when not known.
+    fn reported(&mut self, m: u32, id: u64, outcome: Outcome, elapsed_us: Option<i64>) {
+        if outcome != Outcome::Success {
+            return;
+        }
+        match elapsed_us {
+            Some(us) => {
+                let c = self.counts.entry((m, id)).or_default();
+                c.0 += 1;
+                c.1 += (us as u64 / 1000).min(1 << 32);
+            }
+            None => self.started[m as usize] = None,
+        }
+    }
 }
 
 impl Model {
@@ -119,10 +187,11 @@ impl Model {
     }
 
     /// A report of `id` for method `m`: counted, and one call fewer in flight (never below 0).
-    fn reported(&mut self, m: u32, id: u64, outcome: Outcome) {
+    fn reported(&mut self, m: u32, id: u64, outcome: Outcome, elapsed_us: Option<i64>) {
         let Some(c) = self.counts.get_mut(&id) else {
             return; // not in the set: accepted and ignored
         };
+        self.windows.reported(m, id, outcome, elapsed_us);
         match outcome {
             Outcome::Success => c.succeeded += 1,
             Outcome::Failure => c.failures += 1,
@@ -294,6 +363,7 @@ pub fn run_sequence(config: &str, seed: u64, clocks: Clocks, steps: usize) -> To
             outstanding: Vec::new(),
             ended: Vec::new(),
             rr: vec![Some(DubboRoundRobin::default()); METHODS.len()],
+            windows: Windows::new(),
             points: Points::default(),
         },
         b: Balancer::new(config).unwrap(),
@@ -424,11 +494,10 @@ impl Seq<'_> {
             } else {
                 self.model.rr[m as usize] = None;
             }
-            *self.model.counts.get_mut(&id).unwrap() = Counts {
-                selected: self.model.counts[&id].selected + 1,
-                succeeded: self.model.counts[&id].succeeded + 1,
-                ..self.model.counts[&id]
-            };
+            self.after_pick(m, exact.then_some(may.len()), now_ms, t);
+            self.model.counts.get_mut(&id).unwrap().selected += 1;
+            *self.model.active.entry((m, id)).or_default() += 1;
+            self.model.reported(m, id, Outcome::Success, Some(1_000));
             self.a.report(m, id, 1_000, Outcome::Success, t).unwrap();
             if self.twin {
                 self.b.report(m, id, 1_000, Outcome::Success, t).unwrap();
@@ -578,6 +647,7 @@ impl Seq<'_> {
         let m = &mut self.model;
         m.counts.retain(|id, _| ids.contains(id));
         m.active.retain(|(_, id), _| ids.contains(id));
+        m.windows.counts.retain(|(_, id), _| ids.contains(id));
         for id in &ids {
             m.counts.entry(*id).or_default();
         }
@@ -705,6 +775,7 @@ impl Seq<'_> {
         } else {
             self.model.rr[m as usize] = None;
         }
+        self.after_pick(m, exact.then_some(may.len()), now_ms, t);
         let model = &mut self.model;
         *model.active.entry((m, id)).or_default() += 1;
         model.counts.get_mut(&id).unwrap().selected += 1;
@@ -727,7 +798,19 @@ impl Seq<'_> {
                 _ => call.finish(outcome).unwrap(),
             }
         }
-        self.model.reported(m, id, outcome);
+        // A guard times the call itself.
+        self.model.reported(m, id, outcome, None);
+    }
+
+    /// What a pick among `candidates` invokers (None: not known) changes besides the counters.
+    fn after_pick(&mut self, m: u32, candidates: Option<usize>, now_ms: i64, t: i64) {
+        if self.strategy == "shortestresponse" {
+            let slide_ms = self.model.config.slide_period_ms;
+            let fuzz_ms = if t == 0 { 50 } else { 0 };
+            self.model
+                .windows
+                .picked(m, candidates, now_ms, slide_ms, fuzz_ms);
+        }
     }
 
     /// The strategy's own rule for a pick of `id` among `may` (what the filters left).
@@ -917,7 +1000,7 @@ impl Seq<'_> {
                 .unwrap();
             model.ended.push(model.outstanding.remove(k));
         }
-        self.model.reported(m, id, outcome);
+        self.model.reported(m, id, outcome, Some(elapsed));
     }
 
     fn provider_metrics(&mut self) {
@@ -979,6 +1062,30 @@ impl Seq<'_> {
                 );
             }
             assert_eq!(got("active"), total, "in flight of {}: {row}", inv.id);
+            if self.strategy == "shortestresponse" {
+                for (k, name) in METHODS.iter().enumerate() {
+                    let k = k as u32;
+                    if model.windows.started[k as usize].is_none() {
+                        continue; // not known exactly
+                    }
+                    let (n, sum) = model
+                        .windows
+                        .counts
+                        .get(&(k, inv.id))
+                        .copied()
+                        .unwrap_or_default();
+                    let average = sum.checked_div(n).unwrap_or(0) as i64;
+                    assert_eq!(
+                        (
+                            method_field(row, name, "window_successes"),
+                            method_field(row, name, "window_average_ms")
+                        ),
+                        (n as i64, average),
+                        "window of {} for {name:?}: {row}",
+                        inv.id
+                    );
+                }
+            }
             assert_eq!(got("weight"), inv.weight as i64);
             assert_eq!(row["address"], inv.address.as_str());
             if settled {
