@@ -24,7 +24,8 @@
 //!   candidate compared one no other candidate beats after taking the call; where ties allow
 //!   it, none of those (nor `random`) picks a zero weight over a positive one;
 //! * the stats are JSON whose counters (summed and per method) equal the model's, whose
-//!   effective weights follow Dubbo's formula, with ejections within the budget;
+//!   effective weights follow Dubbo's formula and slow-start shares a model of the ramp (who
+//!   is exempt, which pick stamps it, a clock stepping back), with ejections within the budget;
 //! * a rejected update changes nothing: a twin balancer that never got it answers every
 //!   later call alike (also the determinism of a seeded balancer);
 //! * per-method isolation: a twin that sees only one method's calls picks alike for it

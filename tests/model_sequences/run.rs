@@ -101,7 +101,20 @@ struct Model {
     rr: Vec<Option<DubboRoundRobin>>,
     /// `shortestresponse`'s windows.
     windows: Windows,
+    /// Slow start: when each invoker's ramp began.
+    joined: HashMap<u64, Joined>,
     points: Points,
+}
+
+/// Slow start's state of an invoker (src/strategy/slow_start.rs's module doc).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Joined {
+    /// In the first set, or alone in its set: never ramps.
+    Exempt,
+    /// Joined an existing set; its ramp starts at the next pick.
+    Waiting,
+    /// Ramping from this time (ms); `fuzzy` when stamped at the library's clock.
+    At { ms: i64, fuzzy: bool },
 }
 
 /// `shortestresponse`'s windows (Dubbo's, but one per method: src/strategy/shortest_response.rs):
@@ -364,6 +377,7 @@ pub fn run_sequence(config: &str, seed: u64, clocks: Clocks, steps: usize) -> To
             ended: Vec::new(),
             rr: vec![Some(DubboRoundRobin::default()); METHODS.len()],
             windows: Windows::new(),
+            joined: HashMap::new(),
             points: Points::default(),
         },
         b: Balancer::new(config).unwrap(),
@@ -648,6 +662,16 @@ impl Seq<'_> {
         m.counts.retain(|id, _| ids.contains(id));
         m.active.retain(|(_, id), _| ids.contains(id));
         m.windows.counts.retain(|(_, id), _| ids.contains(id));
+        // Slow start: a newcomer waits for its ramp, unless the set was empty (the first set)
+        // or it is alone.
+        m.joined.retain(|id, _| ids.contains(id));
+        let exempt = m.set.is_empty() || ids.len() == 1;
+        for id in &ids {
+            let j = m.joined.entry(*id).or_insert(Joined::Waiting);
+            if exempt && *j == Joined::Waiting {
+                *j = Joined::Exempt;
+            }
+        }
         for id in &ids {
             m.counts.entry(*id).or_default();
         }
@@ -804,6 +828,40 @@ impl Seq<'_> {
 
     /// What a pick among `candidates` invokers (None: not known) changes besides the counters.
     fn after_pick(&mut self, m: u32, candidates: Option<usize>, now_ms: i64, t: i64) {
+        let w = self.model.config.slow_start.window_ms;
+        if w > 0 && self.model.config.strategy.is_beyond_dubbo() {
+            // Every pick asks whether a ramp runs: the first after an update stamps the
+            // newcomers; one that finds a ramp ending more than two windows (and 1 s) ahead
+            // (the clock stepped back) ends for good those that began more than a window ahead.
+            let joined = &mut self.model.joined;
+            let waiting = joined.values().any(|j| *j == Joined::Waiting);
+            let until = joined
+                .values()
+                .filter_map(|j| match j {
+                    Joined::At { ms, .. } => Some(ms + w),
+                    _ => None,
+                })
+                .max();
+            let restamp = match until {
+                _ if waiting => true,
+                None => false,
+                Some(until) => now_ms < until && until - now_ms > 2 * w + 1_000,
+            };
+            if restamp {
+                for j in joined.values_mut() {
+                    match *j {
+                        Joined::Waiting => {
+                            *j = Joined::At {
+                                ms: now_ms.max(1),
+                                fuzzy: t == 0,
+                            }
+                        }
+                        Joined::At { ms, .. } if ms - now_ms > w + 1_000 => *j = Joined::Exempt,
+                        _ => {}
+                    }
+                }
+            }
+        }
         if self.strategy == "shortestresponse" {
             let slide_ms = self.model.config.slide_period_ms;
             let fuzz_ms = if t == 0 { 50 } else { 0 };
@@ -1062,6 +1120,36 @@ impl Seq<'_> {
                 );
             }
             assert_eq!(got("active"), total, "in flight of {}: {row}", inv.id);
+            let slow = &model.config.slow_start;
+            if slow.window_ms > 0 && model.config.strategy.is_beyond_dubbo() && t != 0 {
+                // The ramp's share (src/strategy/slow_start.rs: `factor`).
+                let (w, min) = (slow.window_ms, slow.min_weight_percent as f64 / 100.0);
+                let factor = match model.joined[&inv.id] {
+                    Joined::At { fuzzy: true, .. } => None,
+                    Joined::At { ms, .. } => {
+                        let elapsed = now_ms.saturating_sub(ms);
+                        Some(if elapsed >= w || elapsed < -(w + 1_000) {
+                            1.0
+                        } else if elapsed <= 0 {
+                            min
+                        } else {
+                            (elapsed as f64 / w as f64)
+                                .powf(1.0 / slow.aggression)
+                                .max(min)
+                        })
+                    }
+                    _ => Some(1.0),
+                };
+                if let Some(f) = factor {
+                    assert_eq!(
+                        format!("{:.2}", row["slow_start_percent"].as_f64().unwrap()),
+                        format!("{:.2}", f * 100.0),
+                        "slow start of {} ({:?}) at {now_ms}: {row}",
+                        inv.id,
+                        model.joined[&inv.id]
+                    );
+                }
+            }
             if self.strategy == "shortestresponse" {
                 for (k, name) in METHODS.iter().enumerate() {
                     let k = k as u32;
