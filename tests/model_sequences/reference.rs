@@ -55,24 +55,32 @@ pub fn dubbo_weight(weight: i32, start_ms: i64, warmup_ms: i32, now_ms: i64) -> 
 pub struct DubboRoundRobin {
     /// id -> (weight, current, last update ms)
     map: HashMap<u64, (i32, i64, i64)>,
+    /// Ids last updated by a pick at the library's clock: the time the pick read may be a few
+    /// ms later than the model's.
+    fuzzy: std::collections::HashSet<u64>,
 }
 
 impl DubboRoundRobin {
-    /// Whether a pick at `now_ms`, give or take `fuzz_ms`, could recycle differently: some
-    /// counter's age within `fuzz_ms` of the 60 s limit (a pick at the library's clock, read
-    /// a moment after the model's reading).
-    pub fn ambiguous(&self, list: &[(u64, i32)], now_ms: i64, fuzz_ms: i64) -> bool {
-        fuzz_ms > 0
-            && list.len() != self.map.len()
-            && self
-                .map
-                .values()
-                .any(|e| (now_ms - e.2 - 60_000).abs() <= fuzz_ms)
+    /// Whether a pick at `now_ms` could recycle otherwise than the model says: some counter's
+    /// age within 50 ms of the 60 s limit while this pick or that counter's last one was at
+    /// the library's clock (`fuzzy`), read a moment after the model's reading.
+    pub fn ambiguous(&self, list: &[(u64, i32)], now_ms: i64, fuzzy: bool) -> bool {
+        list.len() != self.map.len()
+            && self.map.iter().any(|(id, e)| {
+                (fuzzy || self.fuzzy.contains(id)) && (now_ms - e.2 - 60_000).abs() <= 50
+            })
     }
 
-    pub fn select(&mut self, list: &[(u64, i32)], now_ms: i64) -> u64 {
+    /// Dubbo's pick over `list` at `now_ms` (`fuzzy`: at the library's clock).
+    pub fn select(&mut self, list: &[(u64, i32)], now_ms: i64, fuzzy: bool) -> u64 {
         if list.len() == 1 {
             return list[0].0;
+        }
+        for &(id, _) in list {
+            match fuzzy {
+                true => self.fuzzy.insert(id),
+                false => self.fuzzy.remove(&id),
+            };
         }
         let (mut best, mut max, mut total) = (None, i64::MIN, 0i64);
         for &(id, w) in list {

@@ -123,8 +123,9 @@ enum Joined {
 /// `shortestresponse.slidePeriod` after the start resets every window of the method after it.
 #[derive(Default)]
 struct Windows {
-    /// Per method: its window's start (None before its first pick), or unknown.
-    started: [Option<Option<i64>>; METHODS.len()],
+    /// Per method: its window's start (None before its first pick; true when at the library's
+    /// clock, a few ms before the time the library read), or unknown.
+    started: [Option<Option<(i64, bool)>>; METHODS.len()],
     counts: HashMap<(u32, u64), (u64, u64)>,
 }
 
@@ -136,15 +137,15 @@ impl Windows {
         }
     }
 
-    /// A pick at `now_ms` among `candidates` invokers (None: not known how many); `fuzz_ms` as
-    /// in `DubboRoundRobin::ambiguous`.
+    /// A pick at `now_ms` among `candidates` invokers (None: not known how many); `fuzzy` as
+    /// in `DubboRoundRobin::select`.
     fn picked(
         &mut self,
         m: u32,
         candidates: Option<usize>,
         now_ms: i64,
         slide_ms: i64,
-        fuzz_ms: i64,
+        fuzzy: bool,
     ) {
         let slot = &mut self.started[m as usize];
         let Some(started) = *slot else { return };
@@ -155,15 +156,15 @@ impl Windows {
         if n < 2 {
             return; // the strategy does not run
         }
-        let started = started.unwrap_or(now_ms);
+        let (started, fuzzy_start) = started.unwrap_or((now_ms, fuzzy));
         let age = now_ms.wrapping_sub(started);
-        if fuzz_ms > 0 && (age - slide_ms).abs() <= fuzz_ms {
+        if (fuzzy || fuzzy_start) && (age - slide_ms).abs() <= 50 {
             *slot = None;
         } else if age > slide_ms {
-            *slot = Some(Some(now_ms));
+            *slot = Some(Some((now_ms, fuzzy)));
             self.counts.retain(|(method, _), _| *method != m);
         } else {
-            *slot = Some(Some(started));
+            *slot = Some(Some((started, fuzzy_start)));
         }
     }
 
@@ -864,10 +865,8 @@ impl Seq<'_> {
         }
         if self.strategy == "shortestresponse" {
             let slide_ms = self.model.config.slide_period_ms;
-            let fuzz_ms = if t == 0 { 50 } else { 0 };
-            self.model
-                .windows
-                .picked(m, candidates, now_ms, slide_ms, fuzz_ms);
+            let windows = &mut self.model.windows;
+            windows.picked(m, candidates, now_ms, slide_ms, t == 0);
         }
     }
 
@@ -882,7 +881,7 @@ impl Seq<'_> {
         before: Option<&HashMap<u64, Value>>,
     ) {
         // At the library's clock the pick read the time a moment after the model did.
-        let fuzz_ms = if self.at_library { 50 } else { 0 };
+        let fuzzy = self.at_library;
         let model = &mut self.model;
         let weight = |x: u64| model.weight(x, now_ms);
         // Among tied candidates, a zero weight only when every tied one weighs 0.
@@ -943,11 +942,11 @@ impl Seq<'_> {
                 let Some(rr) = model.rr[m as usize].as_mut() else {
                     return;
                 };
-                if rr.ambiguous(&list, now_ms, fuzz_ms) {
+                if rr.ambiguous(&list, now_ms, fuzzy) {
                     model.rr[m as usize] = None;
                     return;
                 }
-                let want = rr.select(&list, now_ms);
+                let want = rr.select(&list, now_ms, fuzzy);
                 assert_eq!(id, want, "roundrobin: Dubbo's walk over {list:?}");
             }
             "consistenthash" => {
