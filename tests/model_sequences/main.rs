@@ -22,7 +22,8 @@
 //!   picks a least-active candidate, `shortestresponse` a lowest-estimate one (its windows,
 //!   as the stats show them, equal a model of Dubbo's tumbling window), `p2c` with every
 //!   candidate compared one no other candidate beats after taking the call; where ties allow
-//!   it, none of those (nor `random`) picks a zero weight over a positive one;
+//!   it, none of those (nor `random`, nor `adaptive` between two candidates before any
+//!   provider metrics) picks a zero weight over a positive one;
 //! * the stats are JSON whose counters (summed and per method) equal the model's, whose
 //!   effective weights follow Dubbo's formula and slow-start shares a model of the ramp (who
 //!   is exempt, which pick stamps it, a clock stepping back), with ejections within the budget;

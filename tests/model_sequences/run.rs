@@ -103,6 +103,8 @@ struct Model {
     windows: Windows,
     /// Slow start: when each invoker's ramp began.
     joined: HashMap<u64, Joined>,
+    /// Per method: provider metrics were reported (adaptive's loads may differ from 0).
+    metrics: [bool; METHODS.len()],
     points: Points,
 }
 
@@ -379,6 +381,7 @@ pub fn run_sequence(config: &str, seed: u64, clocks: Clocks, steps: usize) -> To
             rr: vec![Some(DubboRoundRobin::default()); METHODS.len()],
             windows: Windows::new(),
             joined: HashMap::new(),
+            metrics: [false; METHODS.len()],
             points: Points::default(),
         },
         b: Balancer::new(config).unwrap(),
@@ -892,6 +895,9 @@ impl Seq<'_> {
         };
         match self.strategy {
             "random" => zero_rule(may),
+            // Dubbo's pair is the two candidates; with no provider metrics every load is 0, so
+            // the weighted coin decides, which never lands on a zero weight beside a positive.
+            "adaptive" if may.len() == 2 && !model.metrics[m as usize] => zero_rule(may),
             "leastactive" => {
                 let least = may.iter().map(|&x| model.active(m, x)).min().unwrap();
                 assert_eq!(model.active(m, id), least, "leastactive: busier {id}");
@@ -1076,6 +1082,7 @@ impl Seq<'_> {
             "metrics m{m} {id} time {time} cpu {cpu} rt {rt} at {t} -> {got:?}"
         ));
         assert_eq!(got, expected);
+        self.model.metrics[m as usize] |= got.is_ok();
         if self.twin {
             assert_eq!(self.b.report_provider_metrics(m, id, time, cpu, rt, t), got);
         }
