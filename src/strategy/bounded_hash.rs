@@ -277,15 +277,19 @@ impl Strategy for BoundedHash {
         };
         // Room depends on the invoker, not on where the walk meets it: few candidates can be
         // hashed again instead of walking n / c steps to them.
+        // A subset's ring is Dubbo's ring of the candidates, as `consistenthash`'s: a candidate
+        // owns the points it lost only to invokers that are not candidates.
         let found = if ctx.is_all {
             ring.walk_winners(point, |pos| room.takes(pos))
         } else if ring.hashing_pays(ctx.candidates.len()) {
-            ring.hash_winners(point, ctx.candidates, |pos| room.takes(pos))
+            ring.hash_placed_taking(point, ctx.candidates, ctx.mask, |pos| room.takes(pos))
         } else {
             let mask = ctx.mask;
-            ring.walk_winners(point, |pos| {
-                mask[pos / 64] & (1u64 << (pos % 64)) != 0 && room.takes(pos)
-            })
+            ring.walk_placed_taking(
+                point,
+                |pos| mask[pos / 64] & (1u64 << (pos % 64)) != 0,
+                |pos| room.takes(pos),
+            )
         };
         if let Some(pos) = found {
             return Ok(pos);

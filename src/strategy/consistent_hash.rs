@@ -276,10 +276,18 @@ impl Ring {
     /// `placed_among` by a walk clockwise from `h` to the first point an invoker that `accepts`
     /// takes placed there: the winner of a collision when it accepts, else the latest of those
     /// it shadowed there that accept (Dubbo's later put wins). At most once round the ring.
-    pub(crate) fn walk_placed(
+    pub(crate) fn walk_placed(&self, h: u32, accepts: impl FnMut(usize) -> bool) -> Option<usize> {
+        self.walk_placed_taking(h, accepts, |_| true)
+    }
+
+    /// The owner of the first point clockwise from `h`, on the ring of the invokers that
+    /// `accepts` (Dubbo's ring of a candidate list: at a collision the latest of them), that
+    /// `takes` the key. At most once round the ring.
+    pub(crate) fn walk_placed_taking(
         &self,
         h: u32,
         mut accepts: impl FnMut(usize) -> bool,
+        mut takes: impl FnMut(usize) -> bool,
     ) -> Option<usize> {
         if self.points.is_empty() {
             return None;
@@ -294,22 +302,25 @@ impl Ring {
         let mut upcoming = self.shadowed_point(next);
         for range in [start..self.points.len(), 0..start] {
             for &(point, owner) in &self.points[range] {
-                if accepts(owner as usize) {
+                let winner_accepted = accepts(owner as usize);
+                if winner_accepted && takes(owner as usize) {
                     return Some(owner as usize);
                 }
                 if point as u64 == upcoming {
+                    // An accepted winner owns the point even without room: the invokers it
+                    // shadowed there do not.
                     let mut latest = None;
                     while let Some(&(p, o)) = self.shadowed.get(next) {
                         if p != point {
                             break;
                         }
-                        if accepts(o as usize) {
+                        if !winner_accepted && accepts(o as usize) {
                             latest = Some(o as usize);
                         }
                         next += 1;
                     }
-                    if latest.is_some() {
-                        return latest;
+                    if let Some(o) = latest.filter(|&o| takes(o)) {
+                        return Some(o);
                     }
                     upcoming = self.shadowed_point(next);
                 }
@@ -366,12 +377,13 @@ impl Ring {
         None
     }
 
-    /// `walk_winners` over the invokers at `candidates` by hashing their addresses again; `takes`
-    /// is asked once per candidate.
-    pub(crate) fn hash_winners(
+    /// `walk_placed_taking` over the invokers at `candidates` (`mask` their bitset) by hashing
+    /// their addresses again; `takes` is asked once per candidate.
+    pub(crate) fn hash_placed_taking(
         &self,
         h: u32,
         candidates: &[u32],
+        mask: &[u64],
         mut takes: impl FnMut(usize) -> bool,
     ) -> Option<usize> {
         let mut best: Option<(u32, usize)> = None;
@@ -382,15 +394,33 @@ impl Ring {
             }
             points_of(&self.addresses[pos], self.digests_per_invoker, |point| {
                 let distance = point.wrapping_sub(h);
-                // A point it lost to a later invoker is not one a walk would stop at.
-                if best.map_or(true, |(d, _)| distance < d)
-                    && self.points[self.ceiling(point)] == (point, pos as u32)
-                {
+                if best.map_or(true, |(d, _)| distance < d) && self.owns_among(point, pos, mask) {
                     best = Some((distance, pos));
                 }
             });
         }
         best.map(|(_, pos)| pos)
+    }
+
+    /// Whether the invoker at `pos`, which placed `point`, owns it on the ring of the invokers
+    /// in `mask`: no later one of them placed it too (Dubbo's later put wins).
+    fn owns_among(&self, point: u32, pos: usize, mask: &[u64]) -> bool {
+        let in_mask = |p: usize| mask[p / 64] & (1u64 << (p % 64)) != 0;
+        let winner = self.points[self.ceiling(point)].1 as usize;
+        if winner == pos {
+            return true;
+        }
+        if in_mask(winner) {
+            return false;
+        }
+        // Shadowed there (rare): by invokers that are not candidates only?
+        let from = self
+            .shadowed
+            .partition_point(|&(p, o)| (p, o) <= (point, pos as u32));
+        !self.shadowed[from..]
+            .iter()
+            .take_while(|&&(p, _)| p == point)
+            .any(|&(_, o)| in_mask(o as usize))
     }
 }
 
@@ -589,6 +619,22 @@ mod tests {
             .map(|&(_, o)| o as usize)
     }
 
+    /// The nearest point clockwise from `h` whose owner on the ring of the invokers that
+    /// `accepts` (the latest of them placed there) `has_room`.
+    fn reference_placed_taking(
+        placed: &[(u32, u32)],
+        h: u32,
+        accepts: &dyn Fn(usize) -> bool,
+        has_room: &dyn Fn(usize) -> bool,
+    ) -> Option<usize> {
+        let theirs: Vec<(u32, u32)> = placed
+            .iter()
+            .copied()
+            .filter(|&(_, o)| accepts(o as usize))
+            .collect();
+        reference_winners(&winners_of(&theirs), h, has_room)
+    }
+
     /// Random candidate lists: a few invokers, or all but a few (exclusions), or all.
     fn subset(rng: &crate::rng::Rng<'_>, n: usize) -> (Vec<u32>, Vec<u64>) {
         let mut mask = vec![0u64; n.div_ceil(64)];
@@ -662,6 +708,11 @@ mod tests {
                     assert_eq!(
                         ring.walk_winners(h, takes),
                         reference_winners(&winners, h, &takes),
+                        "{placed:?} {h}"
+                    );
+                    assert_eq!(
+                        ring.walk_placed_taking(h, in_mask, |p| room[p]),
+                        reference_placed_taking(&placed, h, &in_mask, &|p| room[p]),
                         "{placed:?} {h}"
                     );
                     cases += 1;
@@ -759,8 +810,11 @@ mod tests {
                     );
                     let want = reference_winners(&their_winners, h, &takes);
                     assert_eq!(ring.walk_winners(h, takes), want, "n = {n}, h = {h}");
+                    let want = reference_placed_taking(&placed, h, &in_mask, &|p| room[p]);
+                    let got = ring.walk_placed_taking(h, in_mask, |p| room[p]);
+                    assert_eq!(got, want, "n = {n}, h = {h}");
                     if hashed {
-                        let got = ring.hash_winners(h, &positions, |p| room[p]);
+                        let got = ring.hash_placed_taking(h, &positions, &mask, |p| room[p]);
                         assert_eq!(got, want, "n = {n}, h = {h}");
                         hashed_cases += 1;
                     }

@@ -19,6 +19,45 @@ fn boundedhash_matches_consistenthash_under_light_load() {
     }
 }
 
+/// Over a subset, under light load, too: the ring is Dubbo's ring of the candidates, where a
+/// candidate owns the points it lost only to invokers that are not candidates (here every point
+/// of id 1, whose address id 2 repeats: a provider registered twice, id 2 excluded by a
+/// failover). On a small set the pick walks the ring; among 2 candidates of 400 (one point per
+/// invoker) it hashes their addresses again.
+#[test]
+fn boundedhash_subsets_match_consistenthash_under_light_load() {
+    for (n, nodes) in [(400u64, 4), (6, 160)] {
+        let mut invokers: Vec<Invoker> = (1..=n).map(provider).collect();
+        invokers[1].address = invokers[0].address.clone();
+        let config = |s: &str| format!("loadbalance={s}&hash.nodes={nodes}");
+        let ch = lb(&config("consistenthash"), &invokers);
+        let bh = lb(&config("boundedhash"), &invokers);
+        let mut took = 0;
+        for k in 0..2_000u32 {
+            let key = format!("user-{k}");
+            let (cands, excl): (&[u64], &[u64]) = match k % 3 {
+                0 => (&[], &[2]),
+                1 => (&[1, 3], &[]),
+                _ => (&[3, 1, 2], &[2]),
+            };
+            let a = ch
+                .select_among(0, key.as_bytes(), cands, excl, NOW)
+                .unwrap();
+            let b = bh
+                .select_among(0, key.as_bytes(), cands, excl, NOW)
+                .unwrap();
+            assert_eq!(
+                a, b,
+                "n = {n}, key {key}, candidates {cands:?} less {excl:?}"
+            );
+            took += (b == 1) as u32;
+            ch.report(0, a, 10, Outcome::Success, NOW).unwrap();
+            bh.report(0, b, 10, Outcome::Success, NOW).unwrap();
+        }
+        assert!(took > 0, "id 1 took no key");
+    }
+}
+
 #[test]
 fn boundedhash_spreads_a_hot_key_within_the_bound_and_returns_it() {
     let invokers: Vec<Invoker> = (1..=8).map(provider).collect();

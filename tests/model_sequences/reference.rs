@@ -1,0 +1,204 @@
+//! Reference behaviour, written from the specs (docs/, ../shared/research/dubbo-spec.md) as
+//! plainly as possible, independent of the library's code: Dubbo's warm-up weight, Dubbo's
+//! round robin, Dubbo's hash ring, and `boundedhash`'s bound.
+
+use md5::{Digest, Md5};
+use std::collections::HashMap;
+
+/// splitmix64: the sequences' own generator, so that a seed names a sequence for good.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, n).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    pub fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+    pub fn pick<T: Copy>(&mut self, of: &[T]) -> T {
+        of[self.below(of.len() as u64) as usize]
+    }
+}
+
+/// Dubbo's `getWeight` (spec section 1): warm-up in single precision, 1 for a start time in
+/// the future, the full weight at uptime 0 or past the warm-up; negative weights become 0.
+pub fn dubbo_weight(weight: i32, start_ms: i64, warmup_ms: i32, now_ms: i64) -> i32 {
+    if weight <= 0 {
+        return 0;
+    }
+    if start_ms <= 0 {
+        return weight;
+    }
+    let uptime = now_ms - start_ms;
+    if uptime < 0 {
+        return 1;
+    }
+    if uptime > 0 && uptime < warmup_ms as i64 {
+        let ww = (uptime as f32 / (warmup_ms as f32 / weight as f32)) as i32;
+        return if ww < 1 { 1 } else { ww.min(weight) };
+    }
+    weight
+}
+
+/// Dubbo's RoundRobinLoadBalance for one method (spec section 3): counters keyed by invoker
+/// identity, the list walked in order, strict `>` (ties to the earliest), 60 s recycling when
+/// the list's size differs from the map's, and a list of one returned untouched.
+#[derive(Default, Clone)]
+pub struct DubboRoundRobin {
+    /// id -> (weight, current, last update ms)
+    map: HashMap<u64, (i32, i64, i64)>,
+    /// Ids last updated by a pick at the library's clock: the time the pick read may be a few
+    /// ms later than the model's.
+    fuzzy: std::collections::HashSet<u64>,
+}
+
+impl DubboRoundRobin {
+    /// Whether a pick at `now_ms` could recycle otherwise than the model says: some counter's
+    /// age within 50 ms of the 60 s limit while this pick or that counter's last one was at
+    /// the library's clock (`fuzzy`), read a moment after the model's reading.
+    pub fn ambiguous(&self, list: &[(u64, i32)], now_ms: i64, fuzzy: bool) -> bool {
+        list.len() != self.map.len()
+            && self.map.iter().any(|(id, e)| {
+                (fuzzy || self.fuzzy.contains(id)) && (now_ms - e.2 - 60_000).abs() <= 50
+            })
+    }
+
+    /// Dubbo's pick over `list` at `now_ms` (`fuzzy`: at the library's clock).
+    pub fn select(&mut self, list: &[(u64, i32)], now_ms: i64, fuzzy: bool) -> u64 {
+        if list.len() == 1 {
+            return list[0].0;
+        }
+        for &(id, _) in list {
+            match fuzzy {
+                true => self.fuzzy.insert(id),
+                false => self.fuzzy.remove(&id),
+            };
+        }
+        let (mut best, mut max, mut total) = (None, i64::MIN, 0i64);
+        for &(id, w) in list {
+            let e = self.map.entry(id).or_insert((w, 0, now_ms));
+            if e.0 != w {
+                e.0 = w;
+                e.1 = 0;
+            }
+            e.1 += w as i64;
+            e.2 = now_ms;
+            if best.is_none() || e.1 > max {
+                max = e.1;
+                best = Some(id);
+            }
+            total += w as i64;
+        }
+        if list.len() != self.map.len() {
+            self.map.retain(|_, e| now_ms - e.2 <= 60_000);
+        }
+        let id = best.unwrap();
+        self.map.get_mut(&id).unwrap().1 -= total;
+        id
+    }
+}
+
+/// Dubbo's ring points of one address (spec section 6), cached: 4 per MD5 of `address + i`.
+#[derive(Default)]
+pub struct Points {
+    cache: HashMap<(String, u32), Vec<u32>>,
+}
+
+pub fn key_point(key: &[u8]) -> u32 {
+    let d = Md5::digest(key);
+    u32::from_le_bytes([d[0], d[1], d[2], d[3]])
+}
+
+impl Points {
+    fn of(&mut self, address: &str, nodes: u32) -> &[u32] {
+        self.cache
+            .entry((address.to_string(), nodes))
+            .or_insert_with(|| {
+                let mut out = Vec::new();
+                for i in 0..nodes / 4 {
+                    let d = Md5::digest(format!("{address}{i}").as_bytes());
+                    for h in 0..4 {
+                        out.push(u32::from_le_bytes([
+                            d[4 * h],
+                            d[4 * h + 1],
+                            d[4 * h + 2],
+                            d[4 * h + 3],
+                        ]));
+                    }
+                }
+                out
+            })
+    }
+
+    /// The ring of `list` (id, address) as Dubbo builds it for that list: a later invoker
+    /// overwrites an earlier one's point. Sorted by point.
+    pub fn ring(&mut self, list: &[(u64, String)], nodes: u32) -> Vec<(u32, u64)> {
+        let mut owner: HashMap<u32, u64> = HashMap::new();
+        for (id, address) in list {
+            for &p in self.of(address, nodes) {
+                owner.insert(p, *id);
+            }
+        }
+        let mut ring: Vec<(u32, u64)> = owner.into_iter().collect();
+        ring.sort_unstable();
+        ring
+    }
+}
+
+/// The ring's owners clockwise from `point` (the first at or after it, wrapping), each point
+/// once.
+pub fn clockwise(ring: &[(u32, u64)], point: u32) -> impl Iterator<Item = u64> + '_ {
+    let start = ring.partition_point(|&(p, _)| p < point);
+    ring[start..]
+        .iter()
+        .chain(&ring[..start])
+        .map(|&(_, id)| id)
+}
+
+/// `boundedhash`'s pick (docs/strategies.md, src/strategy/bounded_hash.rs's module doc) at
+/// static weights: the first owner clockwise whose calls in flight, counting this one, stay
+/// within ⌈factor × (in flight + 1) × w / W⌉, else the least loaded relative to weight.
+/// `cands` are (id, weight, in flight) in set order; `in_flight` and `total_weight` are the
+/// whole set's for a whole-set pick, the candidates' otherwise.
+pub fn bounded_pick(
+    ring: &[(u32, u64)],
+    point: u32,
+    cands: &[(u64, u64, i64)],
+    factor: f64,
+    in_flight: i64,
+    total_weight: u64,
+) -> u64 {
+    let all_zero = total_weight == 0;
+    let total = if all_zero {
+        cands.len() as u64
+    } else {
+        total_weight
+    };
+    let weight = |w: u64| if all_zero { 1 } else { w };
+    let per_weight = factor * (in_flight + 1) as f64 / total as f64;
+    let takes = |id: u64| {
+        let &(_, w, a) = cands.iter().find(|c| c.0 == id).unwrap();
+        let w = weight(w);
+        // ⌈x⌉ of a computed capacity: a whole number rounding left a hair above is itself.
+        w > 0 && (a as f64) < (per_weight * w as f64 * (1.0 - 1e-12)).ceil()
+    };
+    if let Some(id) = clockwise(ring, point).find(|&id| takes(id)) {
+        return id;
+    }
+    let mut best = (cands[0].0, i64::MAX, 1u64);
+    for &(id, w, a) in cands {
+        let w = weight(w);
+        if w > 0 && (a as u128 + 1) * (best.2 as u128) < (best.1 as u128 + 1) * w as u128 {
+            best = (id, a, w);
+        }
+    }
+    best.0
+}
