@@ -34,3 +34,90 @@ fn adaptive_decay_count_at_the_largest_difference() {
         assert_eq!(m["latency_ewma_ms"], 0.5, "{m}");
     }
 }
+
+/// Config numbers in every spelling a caller may try: what is accepted (with the value read)
+/// and what is refused (with the message). Integers are decimal with an optional sign ("-0"
+/// is 0 for every key, signed or not), surrounded by optional whitespace; decimals also take
+/// exponents, never NaN or infinities (nor numbers so large they round to one).
+#[test]
+fn config_numbers_at_their_edges() {
+    let read = |text: &str| polylb::Config::parse(text).map_err(|e| e.message);
+    let nodes = |text: &str| read(text).map(|c| c.hash_nodes);
+    assert_eq!(nodes("hash.nodes=+8"), Ok(8));
+    assert_eq!(nodes("hash.nodes= \t8 \n"), Ok(8));
+    assert_eq!(nodes("hash.nodes=0008"), Ok(8));
+    assert_eq!(nodes("hash.nodes=65536"), Ok(65536));
+    assert_eq!(
+        nodes("hash.nodes=65537"),
+        Err("config: hash.nodes='65537' is above 65536".into())
+    );
+    assert_eq!(
+        nodes("hash.nodes=-0"),
+        Err("config: hash.nodes='0' is below 4 (the ring would be empty)".into())
+    );
+    assert_eq!(
+        nodes("hash.nodes=-4"),
+        Err("config: hash.nodes='-4' is out of range (not within 0 to 4294967295)".into())
+    );
+    for text in ["8e1", "0x10", "8.0", "1_000", "--8", "+-8", "-", "+", "８"] {
+        assert_eq!(
+            nodes(&format!("hash.nodes={text}")),
+            Err(format!("config: hash.nodes='{text}' is not an integer"))
+        );
+    }
+    let p2c =
+        |text: &str| read(&format!("loadbalance=p2c&p2c.choices={text}")).map(|c| c.p2c_choices);
+    assert_eq!(p2c("-0"), Ok(0), "as warmup=-0 is 0");
+    assert_eq!(p2c("-00"), Ok(0));
+    assert_eq!(read("warmup=-0").map(|c| c.warmup_ms), Ok(0));
+    assert_eq!(
+        read("timeout=-0").map(|c| c.timeout_ms),
+        Err("config: timeout='0' is not positive".into())
+    );
+    assert_eq!(
+        read("warmup=-2147483649").map(|c| c.warmup_ms),
+        Err(
+            "config: warmup='-2147483649' is out of range (not within -2147483648 to 2147483647)"
+                .into()
+        )
+    );
+    let max = i64::MAX;
+    assert_eq!(
+        read(&format!("shortestresponse.slidePeriod={max}")).map(|c| c.slide_period_ms),
+        Ok(max)
+    );
+    let seed = |text: &str| read(&format!("seed={text}")).map(|c| c.seed);
+    assert_eq!(seed("18446744073709551615"), Ok(Some(u64::MAX)));
+    assert_eq!(seed("-0"), Ok(Some(0)));
+    assert!(seed("18446744073709551616").is_err());
+
+    let factor = |text: &str| {
+        read(&format!(
+            "loadbalance=boundedhash&boundedhash.factor={text}"
+        ))
+        .map(|c| c.boundedhash_factor)
+    };
+    assert_eq!(factor("+1.5"), Ok(1.5));
+    assert_eq!(factor("1e0"), Ok(1.0));
+    assert_eq!(factor(".5e1"), Ok(5.0));
+    assert_eq!(factor("1."), Ok(1.0));
+    assert_eq!(factor("100"), Ok(100.0));
+    for text in [
+        "NaN", "nan", "inf", "-inf", "infinity", "1e400", "0x1p0", "1,5", "abc",
+    ] {
+        assert_eq!(
+            factor(text),
+            Err(format!(
+                "config: boundedhash.factor='{text}' is not a finite number"
+            ))
+        );
+    }
+    assert_eq!(
+        factor("-0"),
+        Err("config: boundedhash.factor='-0' is outside 1.0..=100.0".into())
+    );
+    assert_eq!(
+        factor("100.00000000000001"),
+        Err("config: boundedhash.factor='100.00000000000001' is outside 1.0..=100.0".into())
+    );
+}
