@@ -144,10 +144,14 @@ def _key_bytes(key: Key) -> bytes:
 
 
 def _config_value(key: str, value: ConfigValue) -> str:
+    # The base classes' own forms: a subclass may print otherwise (NumPy 2's float64 as
+    # "np.float64(1.5)", an IntEnum member before Python 3.11 as "Name.MEMBER").
     if isinstance(value, bool):  # before int: bool is an int subclass
         text = "true" if value else "false"
     elif isinstance(value, float):
-        text = repr(value)
+        text = float.__repr__(value)
+    elif isinstance(value, int):
+        text = int.__repr__(value)
     else:
         text = str(value)
     if "&" in text:
