@@ -121,3 +121,40 @@ fn config_numbers_at_their_edges() {
         Err("config: boundedhash.factor='100.00000000000001' is outside 1.0..=100.0".into())
     );
 }
+
+/// One invoker more than 2^23 at `i32::MAX`: the weights add up past what the strategies sum
+/// in 1/1024 units in 64 bits. boundedhash's total wrapped there (with one invoker warming up,
+/// a second call on the same key went to an owner already at its capacity of one), so such a
+/// set is refused, and the set in place stays. Ignored by default: it builds 8.4 million
+/// invokers (about 1 GB, a few seconds in release: `cargo test --release --test extremes --
+/// --ignored`); `update::tests::weights_adding_up_past_the_limit_are_refused` checks the same
+/// limit without them.
+#[test]
+#[ignore]
+fn a_set_whose_weights_pass_the_fixed_point_limit_is_refused() {
+    let now_ms = 1_700_000_000_000i64;
+    let n = (1u64 << 23) + 1;
+    let mut set: Vec<Invoker> = (1..=n)
+        .map(|id| Invoker::new(id, id.to_string()).weight(i32::MAX))
+        .collect();
+    set[0] = set[0]
+        .clone()
+        .start_time_ms(now_ms - 1000)
+        .warmup_ms(600_000);
+    let b = Balancer::new("loadbalance=boundedhash&hash.nodes=4").unwrap();
+    b.update(&[provider(7)]).unwrap();
+    let e = b.update(&set).unwrap_err();
+    assert_eq!(e.status, polylb::Status::LimitExceeded, "{}", e.message);
+    assert!(
+        e.message
+            .contains("more than the limit of 18014398509481983"),
+        "{}",
+        e.message
+    );
+    drop(set);
+    assert_eq!(
+        b.select(0, b"k", now_ms * 1000),
+        Ok(7),
+        "the set in place stays"
+    );
+}
