@@ -2,7 +2,7 @@
 //! the API accepts and states the answer, which must also hold in a debug build (overflow
 //! checks on: `cargo test --test extremes`).
 
-use polylb::{Balancer, Invoker};
+use polylb::{Balancer, Invoker, Outcome};
 
 fn provider(id: u64) -> Invoker {
     Invoker::new(id, format!("10.0.0.{id}:20880"))
@@ -32,6 +32,77 @@ fn adaptive_decay_count_at_the_largest_difference() {
     for row in stats["invokers"].as_array().unwrap() {
         let m = &row["methods"][0];
         assert_eq!(m["latency_ewma_ms"], 0.5, "{m}");
+    }
+}
+
+/// A few calls at an extreme time (the ends of `i64`, a century or a year ahead, the first
+/// microsecond), failing or timing out with latencies of 0 to `i64::MAX`, sometimes between
+/// calls on the library's clock, then back to the present: after 2.5 minutes of virtual time
+/// at one call every 30 ms, every invoker takes at least 6 % of the next 2.5 minutes' calls
+/// (a quarter is 25 %): none stays shunned or favoured by what the excursion left (a peak, an
+/// ejection, a ramp, a window or pick time stamped in the future).
+#[test]
+fn no_invoker_stays_shunned_or_favoured_after_an_excursion_in_time() {
+    const NOW: i64 = 1_700_000_000_000_000;
+    let year = 365 * 86_400_000_000i64;
+    let configs = [
+        "loadbalance=random",
+        "loadbalance=roundrobin",
+        "loadbalance=leastactive",
+        "loadbalance=shortestresponse",
+        "loadbalance=consistenthash",
+        "loadbalance=adaptive",
+        "loadbalance=p2c",
+        "loadbalance=peakewma",
+        "loadbalance=boundedhash",
+        "loadbalance=peakewma&peakewma.preferenceMs=1000&peakewma.choices=0",
+        "loadbalance=p2c&slowstart.windowMs=60000",
+        "loadbalance=peakewma&slowstart.windowMs=60000",
+        "loadbalance=boundedhash&slowstart.windowMs=60000",
+        "loadbalance=random&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50",
+        "loadbalance=p2c&outlier.failureRate=50&outlier.minRequests=1&outlier.maxEjectionPercent=50",
+    ];
+    let set: Vec<Invoker> = (1..=4).map(provider).collect();
+    for config in configs {
+        for excursion in [i64::MAX, NOW + 100 * year, NOW + year, i64::MIN, 1] {
+            for library_clock_too in [false, true] {
+                let b = Balancer::new(&format!("{config}&seed=3")).unwrap();
+                // Three first, the fourth joining (so that slow start has a ramp to run).
+                b.update(&set[..3]).unwrap();
+                let mut t = NOW;
+                for k in 0..200u64 {
+                    t += 1000;
+                    let id = b.select(0, &k.to_le_bytes(), t).unwrap();
+                    b.report(0, id, 1000, Outcome::Success, t).unwrap();
+                }
+                b.update(&set).unwrap();
+                for k in 0..8u64 {
+                    let id = b.select(0, &k.to_le_bytes(), excursion).unwrap();
+                    let outcome = [Outcome::Failure, Outcome::Timeout][k as usize % 2];
+                    let elapsed = [0, i64::MAX, 1, 3_600_000_000][k as usize % 4];
+                    b.report(0, id, elapsed, outcome, excursion).unwrap();
+                    if library_clock_too {
+                        let id = b.select(0, &k.to_le_bytes(), 0).unwrap();
+                        b.report(0, id, 5, Outcome::Success, 0).unwrap();
+                    }
+                }
+                let mut picks = [0u32; 5];
+                for k in 0..10_000u64 {
+                    t += 30_000;
+                    let id = b.select(0, &k.to_le_bytes(), t).unwrap();
+                    b.report(0, id, 1000, Outcome::Success, t).unwrap();
+                    if k >= 5_000 {
+                        picks[id as usize] += 1;
+                    }
+                }
+                assert!(
+                    picks[1..].iter().all(|&c| c >= 300),
+                    "{config}, excursion to {excursion} (library clock too: \
+                     {library_clock_too}): picks of ids 1-4 {:?}",
+                    &picks[1..]
+                );
+            }
+        }
     }
 }
 
