@@ -116,7 +116,8 @@
 
 /**
  * A limit was exceeded (at most 2^20 method names per balancer, the empty name included; at
- * most 2^32 - 1 points, `hash.nodes` times the invokers, on a hashing strategy's ring).
+ * most 2^32 - 1 points, `hash.nodes` times the invokers, on a hashing strategy's ring; a set's
+ * weights adding up to at most 2^54 - 1, which only sets of over 2^23 invokers can pass).
  */
 #define PLB_ERR_LIMIT_EXCEEDED 15
 

@@ -20,6 +20,8 @@ step "rust: tests (core, Dubbo vectors, C ABI from C, header)"
 cargo test --release
 step "rust: the fuzz corpus again with overflow checks (debug build): no arithmetic overflows"
 cargo test --test fuzz_corpus
+step "rust: extreme numbers and times with overflow checks (debug build)"
+cargo test --test extremes
 
 step "benchmarks: smoke (each benchmark runs once)"
 cargo bench --bench select -- --test >/dev/null

@@ -603,7 +603,12 @@ macro_rules! config_int {
 config_int!(u8, u16, u32, u64, usize, i32, i64);
 
 fn int<T: ConfigInt>(key: &str, value: &str) -> Result<T, Error> {
-    value.parse().map_err(|_| {
+    // "-0" is 0 for every key: Rust parses it for the signed types only, and an unsigned key
+    // told that 0 is "not within 0 to ..." reads as a contradiction.
+    let zero = value
+        .strip_prefix('-')
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| b == b'0'));
+    zero.unwrap_or(value).parse().map_err(|_| {
         let digits = value.strip_prefix(['-', '+']).unwrap_or(value);
         if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
             // The type's range, which a key may narrow further (checked after parsing).
@@ -624,7 +629,7 @@ fn float(key: &str, value: &str) -> Result<f64, Error> {
         .parse::<f64>()
         .ok()
         .filter(|f| f.is_finite())
-        .ok_or_else(|| bad(key, value, "not a number"))
+        .ok_or_else(|| bad(key, value, "not a finite number"))
 }
 
 /// The candidate closest to `word` by case-insensitive edit distance, if it is close enough to

@@ -233,3 +233,59 @@ func TestTimesAtTheEpochAreVirtual(t *testing.T) {
 		}
 	}
 }
+
+// Times whose Unix microseconds do not fit an int64 (beyond about ±292,000 years;
+// time.Unix(math.MaxInt64, 0) is a common "never") are the library's latest and
+// earliest times, not the wrapped-around product time.Time.UnixMicro gives: far in
+// the future a provider is warm, far in the past it has not started.
+func TestTimesBeyondInt64MicrosecondsSaturate(t *testing.T) {
+	inv := polylb.NewInvoker(1, "10.0.0.1:20880")
+	inv.Weight = 100
+	inv.StartTimeMs = 1_700_000_000_000
+	inv.WarmupMs = 600_000
+	lb := newBalancer(t, "loadbalance=random", []polylb.Invoker{inv})
+	const maxSec, maxUs int64 = math.MaxInt64 / 1_000_000, math.MaxInt64 % 1_000_000 // 9223372036854 s 775807 µs
+	for _, tc := range []struct {
+		at     time.Time
+		weight int64
+	}{
+		{time.Unix(maxSec, maxUs*1000), 100},     // exactly math.MaxInt64 µs
+		{time.Unix(maxSec, (maxUs+1)*1000), 100}, // one µs past: wrapped to math.MinInt64
+		{time.Unix(maxSec+1, 0), 100},            // wrapped to a large negative time
+		{time.Unix(math.MaxInt64, 0), 100},
+		{time.Unix(-maxSec-1, 224_192_000), 1}, // exactly math.MinInt64 µs
+		{time.Unix(-maxSec-1, 224_191_000), 1}, // one µs earlier: wrapped to math.MaxInt64
+		{time.Unix(-maxSec-2, 0), 1},
+		{time.Unix(math.MinInt64, 0), 1},
+	} {
+		s, err := lb.StatsAt(tc.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Invoker(1); got.EffectiveWeight != tc.weight {
+			t.Errorf("StatsAt(%d s %d ns): effective weight %d, want %d", tc.at.Unix(), tc.at.Nanosecond(), got.EffectiveWeight, tc.weight)
+		}
+		if _, err := lb.SelectAt(0, nil, tc.at); err != nil {
+			t.Errorf("SelectAt(%d s): %v", tc.at.Unix(), err)
+		}
+	}
+}
+
+// A provider clock beyond what int64 milliseconds hold is the latest time, not the
+// wrapped product of time.Time.UnixMilli (time.Unix(math.MaxInt64, 0) gave -1000 ms,
+// refused as a negative provider time).
+func TestProviderTimesBeyondInt64MillisecondsSaturate(t *testing.T) {
+	lb := newBalancer(t, "loadbalance=adaptive", []polylb.Invoker{
+		polylb.NewInvoker(1, "10.0.0.1:20880"), polylb.NewInvoker(2, "10.0.0.2:20880"),
+	})
+	now := time.Unix(1_700_000_000, 0)
+	for _, provider := range []time.Time{time.Unix(math.MaxInt64/1000, 807_000_000), time.Unix(math.MaxInt64, 0)} {
+		if err := lb.ReportProviderMetricsAt(0, 1, provider, 0.5, time.Millisecond, now); err != nil {
+			t.Errorf("provider time %d s: %v", provider.Unix(), err)
+		}
+	}
+	err := lb.ReportProviderMetricsAt(0, 1, time.Unix(math.MinInt64, 0), 0.5, time.Millisecond, now)
+	if !errors.Is(err, polylb.ErrInvalidArgument) {
+		t.Errorf("provider time in the far past: %v, want ErrInvalidArgument", err)
+	}
+}

@@ -585,7 +585,18 @@ func unixMicros(t time.Time) int64 {
 	if t.IsZero() {
 		return 0 // the ABI's "use the library's clock"
 	}
-	if us := t.UnixMicro(); us != 0 {
+	// Beyond about ±292,000 years the microseconds overflow an int64 and UnixMicro wraps
+	// (time.Unix(math.MaxInt64, 0), a common "never", came out in the far past): those
+	// times are the library's latest and earliest instead.
+	const maxSec, maxUs = math.MaxInt64 / 1_000_000, math.MaxInt64 % 1_000_000
+	sec, us := t.Unix(), int64(t.Nanosecond()/1000)
+	switch {
+	case sec > maxSec || sec == maxSec && us > maxUs:
+		return math.MaxInt64
+	case sec < -maxSec-1 || sec == -maxSec-1 && us < 1_000_000-maxUs-1:
+		return math.MinInt64
+	}
+	if us := sec*1_000_000 + us; us != 0 {
 		return us
 	}
 	// 0 µs would mean the library's clock: a virtual clock that starts at the Unix epoch
@@ -607,7 +618,16 @@ func unixMillis(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
-	return t.UnixMilli()
+	// As unixMicros: saturated where UnixMilli would wrap (about ±292 million years).
+	const maxSec, maxMs = math.MaxInt64 / 1000, math.MaxInt64 % 1000
+	sec, ms := t.Unix(), int64(t.Nanosecond()/1_000_000)
+	switch {
+	case sec > maxSec || sec == maxSec && ms > maxMs:
+		return math.MaxInt64
+	case sec < -maxSec-1 || sec == -maxSec-1 && ms < 1000-maxMs-1:
+		return math.MinInt64
+	}
+	return sec*1000 + ms
 }
 
 // The pointer helpers below hand C the address of Go memory that holds no Go

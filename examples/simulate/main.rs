@@ -60,12 +60,12 @@ OPTIONS (lists are comma-separated):
   --consumers LIST    consumers, each with its own balancer (default: 1,50)
   --seed N            first seed (default: 1)
   --seeds K           seeds per run, seed..seed+K-1; tables show the median (default: 1)
-  --duration SECS     virtual seconds per run (default: per scenario, 15-30 s)
+  --duration SECS     virtual seconds per run, up to 86400 (default: per scenario, 15-30 s)
   --workers N         concurrency limit of every provider (default: 4)
   --fleet K           K copies of each scenario's providers, faults and timeline, load
                       scaled with them (default: 1; scenario 7 is skipped)
   --service KIND      service-time distribution: lognormal (default, cv 1), lognormal:CV, exp
-  --timeout MS        client timeout per attempt (default: 1000)
+  --timeout MS        client timeout per attempt, 1 to 2147483647 (default: 1000)
   --retries N         failover retries after a failure or timeout, 0-3 (default: 0)
   --jobs N            worker threads (default: available cores)
   --out DIR           report directory (default: target/simulate)
@@ -98,7 +98,34 @@ fn list(v: &str) -> Vec<String> {
         .collect()
 }
 
+/// A whole number in `range`, digits only: counts and seeds (through f64 a seed above 2^53
+/// lost its low bits, and `-1` or `2.5` were cast to something else without a word).
+fn whole(v: &str, what: &str, range: std::ops::RangeInclusive<u64>) -> Result<u64, String> {
+    v.parse::<u64>()
+        .ok()
+        .filter(|n| range.contains(n))
+        .ok_or_else(|| {
+            format!(
+                "{what}: '{v}' is not a whole number in {}..={}",
+                range.start(),
+                range.end()
+            )
+        })
+}
+
+/// A number of `unit`s in `[min, max]` (never NaN or infinite): durations and timeouts.
+fn amount(v: &str, what: &str, unit: &str, min: f64, max: f64) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| (min..=max).contains(x))
+        .ok_or_else(|| format!("{what}: '{v}' is not a number of {unit} in [{min}, {max}]"))
+}
+
 fn parse_args() -> Result<Args, String> {
+    parse(std::env::args().skip(1))
+}
+
+fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
     let mut a = Args {
         scenarios: scenario::ALL_IDS.iter().map(|s| s.to_string()).collect(),
         strategies: DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect(),
@@ -116,7 +143,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/simulate"),
         quiet: false,
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = args.into_iter();
     while let Some(flag) = it.next() {
         let (flag, inline) = match flag.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
@@ -172,10 +199,17 @@ fn parse_args() -> Result<Args, String> {
                     })
                     .collect::<Result<_, String>>()?;
             }
-            "--seed" => a.seed = num(value()?, "--seed")? as u64,
-            "--seeds" => a.seeds = (num(value()?, "--seeds")? as u64).max(1),
-            "--duration" => a.duration_us = Some((num(value()?, "--duration")? * 1e6) as i64),
-            "--workers" => a.model.workers = (num(value()?, "--workers")? as u32).max(1),
+            "--seed" => a.seed = whole(&value()?, "--seed", 0..=u64::MAX)?,
+            "--seeds" => a.seeds = whole(&value()?, "--seeds", 1..=u64::MAX)?,
+            // A microsecond at least (below, the run had no time at all), a virtual day at
+            // most (the runs keep every call's latency: memory grows with the duration).
+            "--duration" => {
+                let secs = amount(&value()?, "--duration", "seconds", 1e-6, 86_400.0)?;
+                a.duration_us = Some((secs * 1e6) as i64);
+            }
+            "--workers" => {
+                a.model.workers = whole(&value()?, "--workers", 1..=u32::MAX.into())? as u32
+            }
             "--fleet" => {
                 let k = num(value()?, "--fleet")?;
                 if !(k.fract() == 0.0 && (1.0..=1000.0).contains(&k)) {
@@ -198,7 +232,11 @@ fn parse_args() -> Result<Args, String> {
                     _ => return Err(format!("--service: '{v}' (exp, lognormal, lognormal:CV)")),
                 }
             }
-            "--timeout" => a.timeout_us = (num(value()?, "--timeout")? * 1e3) as i64,
+            // adaptive's `timeout` is whole ms in an int32, at least 1.
+            "--timeout" => {
+                let ms = amount(&value()?, "--timeout", "ms", 1.0, i32::MAX.into())?;
+                a.timeout_us = (ms * 1e3) as i64;
+            }
             "--retries" => {
                 let n = num(value()?, "--retries")?;
                 if !(n.fract() == 0.0 && (0.0..=3.0).contains(&n)) {
@@ -206,7 +244,7 @@ fn parse_args() -> Result<Args, String> {
                 }
                 a.retries = n as u32;
             }
-            "--jobs" | "-j" => a.jobs = (num(value()?, "--jobs")? as usize).max(1),
+            "--jobs" | "-j" => a.jobs = whole(&value()?, "--jobs", 1..=65_536)? as usize,
             "--out" => a.out = PathBuf::from(value()?),
             "--quiet" | "-q" => a.quiet = true,
             other => return Err(format!("unknown option '{other}' (see --help)")),
@@ -217,6 +255,13 @@ fn parse_args() -> Result<Args, String> {
     }
     if a.consumers.iter().any(|&c| c == 0 || c > 100_000) {
         return Err("--consumers: each count must be in 1..=100000".into());
+    }
+    if a.seed.checked_add(a.seeds - 1).is_none() {
+        return Err(format!(
+            "--seeds: seeds {} to {} pass 2^64 - 1",
+            a.seed,
+            a.seed as u128 + a.seeds as u128 - 1
+        ));
     }
     Ok(a)
 }
@@ -442,6 +487,108 @@ fn main() {
 
 #[cfg(test)]
 mod tests {
+    fn parse(args: &str) -> Result<super::Args, String> {
+        super::parse(args.split_whitespace().map(String::from))
+    }
+
+    /// Numbers at and past their limits: a clear error naming the flag, never a run that
+    /// silently does something else (a duration of 0 or NaN ran nothing, one of `inf` aborted
+    /// on a 4e17-byte allocation, a seed went through f64 and lost its low bits).
+    #[test]
+    fn numbers_past_their_limits_are_errors() {
+        let a = parse("--duration 0.5 --timeout 1 --seed 18446744073709551615 --seeds 1").unwrap();
+        assert_eq!((a.duration_us, a.timeout_us), (Some(500_000), 1000));
+        assert_eq!(a.seed, u64::MAX);
+        let a = parse("--duration 86400 --timeout 2147483647 --seed 9007199254740993").unwrap();
+        assert_eq!(a.duration_us, Some(86_400_000_000));
+        assert_eq!(a.timeout_us, 2_147_483_647_000);
+        assert_eq!(
+            a.seed, 9_007_199_254_740_993,
+            "2^53 + 1, not rounded through f64"
+        );
+        let a = parse("--workers 4 --jobs 2 --seeds 3").unwrap();
+        assert_eq!((a.model.workers, a.jobs, a.seeds), (4, 2, 3));
+        for (args, error) in [
+            (
+                "--duration 0",
+                "--duration: '0' is not a number of seconds in [0.000001, 86400]",
+            ),
+            (
+                "--duration -1",
+                "--duration: '-1' is not a number of seconds in [0.000001, 86400]",
+            ),
+            (
+                "--duration nan",
+                "--duration: 'nan' is not a number of seconds in [0.000001, 86400]",
+            ),
+            (
+                "--duration inf",
+                "--duration: 'inf' is not a number of seconds in [0.000001, 86400]",
+            ),
+            (
+                "--duration 1e300",
+                "--duration: '1e300' is not a number of seconds in [0.000001, 86400]",
+            ),
+            (
+                "--duration 1e-7",
+                "--duration: '1e-7' is not a number of seconds in [0.000001, 86400]",
+            ),
+            (
+                "--timeout 0.5",
+                "--timeout: '0.5' is not a number of ms in [1, 2147483647]",
+            ),
+            (
+                "--timeout -1",
+                "--timeout: '-1' is not a number of ms in [1, 2147483647]",
+            ),
+            (
+                "--timeout nan",
+                "--timeout: 'nan' is not a number of ms in [1, 2147483647]",
+            ),
+            (
+                "--timeout 2147483648",
+                "--timeout: '2147483648' is not a number of ms in [1, 2147483647]",
+            ),
+            (
+                "--seed -1",
+                "--seed: '-1' is not a whole number in 0..=18446744073709551615",
+            ),
+            (
+                "--seed 1.5",
+                "--seed: '1.5' is not a whole number in 0..=18446744073709551615",
+            ),
+            (
+                "--seed 1e3",
+                "--seed: '1e3' is not a whole number in 0..=18446744073709551615",
+            ),
+            (
+                "--seeds 0",
+                "--seeds: '0' is not a whole number in 1..=18446744073709551615",
+            ),
+            (
+                "--workers 0",
+                "--workers: '0' is not a whole number in 1..=4294967295",
+            ),
+            (
+                "--workers 2.5",
+                "--workers: '2.5' is not a whole number in 1..=4294967295",
+            ),
+            (
+                "--workers 4294967296",
+                "--workers: '4294967296' is not a whole number in 1..=4294967295",
+            ),
+            (
+                "--jobs -1",
+                "--jobs: '-1' is not a whole number in 1..=65536",
+            ),
+            (
+                "--seed 18446744073709551615 --seeds 2",
+                "--seeds: seeds 18446744073709551615 to 18446744073709551616 pass 2^64 - 1",
+            ),
+        ] {
+            assert_eq!(parse(args).err().as_deref(), Some(error), "{args}");
+        }
+    }
     /// The flags of a text: every `--name` in it.
     fn flags(text: &str) -> std::collections::BTreeSet<&str> {
         text.match_indices("--")

@@ -6,6 +6,7 @@ use super::{Balancer, IdHasher, Member, Snapshot};
 use crate::clock::Clock;
 use crate::error::{Error, Status};
 use crate::invoker::Invoker;
+use crate::strategy::weighted::SCALE;
 use crate::strategy::StrategyKind;
 use crate::weight::time_dependent_until;
 use std::collections::HashMap;
@@ -88,6 +89,27 @@ impl Balancer {
 /// invokers): what 32-bit indexes reach.
 pub(crate) const MAX_RING_POINTS: u64 = u32::MAX as u64;
 
+/// Most the weights of one set may add up to: the strategies that scale weights (slow start,
+/// warm-up draws, boundedhash's capacities, p2c's ties) add them up in 1/`SCALE` units in 64
+/// bits. Only sets of more than 2^23 invokers weighing about `i32::MAX` each pass it (past it,
+/// boundedhash's total wrapped and its bound was lost).
+pub(crate) const MAX_TOTAL_WEIGHT: u64 = u64::MAX / SCALE;
+
+/// Whether the (non-negative) weights add up to at most [`MAX_TOTAL_WEIGHT`].
+fn total_weight_fits(weights: impl Iterator<Item = i32>) -> Result<(), Error> {
+    let total = weights.fold(0u64, |t, w| t.saturating_add(w.max(0) as u64));
+    if total > MAX_TOTAL_WEIGHT {
+        return Err(Error::new(
+            Status::LimitExceeded,
+            format!(
+                "the weights add up to {total}, more than the limit of {MAX_TOTAL_WEIGHT} \
+                 (2^64 / {SCALE}: weights are added up in 1/{SCALE} units in 64 bits)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn validate(invokers: &[Invoker], kind: StrategyKind, hash_nodes: u32) -> Result<(), Error> {
     // The hashing strategies place each invoker on the ring by its address: with no address
     // (a C caller that left `address_len` at 0) every invoker's points are the same, and the
@@ -109,6 +131,7 @@ fn validate(invokers: &[Invoker], kind: StrategyKind, hash_nodes: u32) -> Result
             ),
         ));
     }
+    total_weight_fits(invokers.iter().map(|i| i.weight))?;
     let mut seen: HashMap<u64, usize, BuildHasherDefault<IdHasher>> =
         HashMap::with_capacity_and_hasher(invokers.len(), Default::default());
     for (i, inv) in invokers.iter().enumerate() {
@@ -151,4 +174,29 @@ fn validate(invokers: &[Invoker], kind: StrategyKind, hash_nodes: u32) -> Result
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The weight limit at its edge: 2^23 invokers at `i32::MAX` fit, one more does not (the
+    /// total in 1/1024 units would pass 2^64), nor does any total past the limit.
+    #[test]
+    fn weights_adding_up_past_the_limit_are_refused() {
+        let max = |n| std::iter::repeat_n(i32::MAX, n);
+        assert!(total_weight_fits(max(1 << 23)).is_ok());
+        let e = total_weight_fits(max((1 << 23) + 1)).unwrap_err();
+        assert_eq!(e.status, Status::LimitExceeded);
+        assert_eq!(
+            e.message,
+            "the weights add up to 18014400648577023, more than the limit of \
+             18014398509481983 (2^64 / 1024: weights are added up in 1/1024 units in 64 bits)"
+        );
+        let exactly = MAX_TOTAL_WEIGHT - (MAX_TOTAL_WEIGHT / i32::MAX as u64) * i32::MAX as u64;
+        let at_limit =
+            max((MAX_TOTAL_WEIGHT / i32::MAX as u64) as usize).chain([exactly as i32, -5, 0]);
+        assert!(total_weight_fits(at_limit.clone()).is_ok());
+        assert!(total_weight_fits(at_limit.chain([1])).is_err());
+    }
 }

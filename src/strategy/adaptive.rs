@@ -100,8 +100,9 @@ fn load_of(
         return 0.0;
     }
     if m.current_time_ms > 0 {
-        // Java long arithmetic: a provider clock far ahead wraps, it must not panic.
-        let multiple = now.wrapping_sub(m.current_time_ms) / timeout as i64 + 1;
+        // Java long arithmetic: a provider clock far ahead wraps, it must not panic (nor the
+        // count plus one, i64::MAX when the difference wraps to it with `timeout=1`).
+        let multiple = (now.wrapping_sub(m.current_time_ms) / timeout as i64).wrapping_add(1);
         if multiple > 0 {
             if m.provider_time_ms == m.current_time_ms {
                 m.last_latency_ms = timeout as i64 * 2;

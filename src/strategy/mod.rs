@@ -18,7 +18,7 @@ mod shortest_response;
 mod slow_start;
 mod ties;
 mod warming;
-mod weighted;
+pub(crate) mod weighted;
 
 pub(crate) use adaptive::{pick_among as adaptive_pick, touch_pick_time};
 #[cfg(test)]

@@ -91,8 +91,12 @@ func providerInvoker(id uint64, u *common.URL, now time.Time, method string) pol
 	// As dubbo-go reads it: a value that is not a number is the default.
 	if warmup := u.GetParamInt(constant.WarmupKey, constant.DefaultWarmup); warmup <= 0 {
 		inv.WarmupMs = 0 // dubbo-go: uptime < warmup never holds, so no warm-up
+	} else if warmup > math.MaxInt32/1000 {
+		// The longest warm-up polylb takes, decided before multiplying: seconds × 1000
+		// overflows int64 from 2^63 / 1000 on (9223372036854776 s wrapped to 192 ms).
+		inv.WarmupMs = math.MaxInt32
 	} else {
-		inv.WarmupMs = int32(min(warmup*1000, math.MaxInt32))
+		inv.WarmupMs = int32(warmup * 1000)
 	}
 	return inv
 }

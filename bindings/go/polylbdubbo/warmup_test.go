@@ -2,6 +2,7 @@ package polylbdubbo
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -15,7 +16,12 @@ func TestWarmupParameter(t *testing.T) {
 	for _, tc := range []struct {
 		warmup string
 		want   int32
-	}{{"", 600_000}, {"&warmup=60", 60_000}, {"&warmup=0", 0}, {"&warmup=-5", 0}, {"&warmup=abc", 600_000}} {
+	}{{"", 600_000}, {"&warmup=60", 60_000}, {"&warmup=0", 0}, {"&warmup=-5", 0}, {"&warmup=abc", 600_000},
+		// Seconds past what fits in an int32 of ms are the longest warm-up, also where
+		// seconds × 1000 would overflow int64 (it wrapped: 9223372036854776 s gave 192 ms).
+		{"&warmup=2147483", 2_147_483_000}, {"&warmup=2147484", math.MaxInt32},
+		{"&warmup=9223372036854775", math.MaxInt32}, {"&warmup=9223372036854776", math.MaxInt32},
+		{"&warmup=9223372036854775807", math.MaxInt32}} {
 		u, err := common.NewURL(fmt.Sprintf("tri://10.0.0.1:20000/S?remote.timestamp=%d%s", now.Unix()-30, tc.warmup))
 		if err != nil {
 			t.Fatal(err)

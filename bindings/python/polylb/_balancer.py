@@ -144,10 +144,14 @@ def _key_bytes(key: Key) -> bytes:
 
 
 def _config_value(key: str, value: ConfigValue) -> str:
+    # The base classes' own forms: a subclass may print otherwise (NumPy 2's float64 as
+    # "np.float64(1.5)", an IntEnum member before Python 3.11 as "Name.MEMBER").
     if isinstance(value, bool):  # before int: bool is an int subclass
         text = "true" if value else "false"
     elif isinstance(value, float):
-        text = repr(value)
+        text = float.__repr__(value)
+    elif isinstance(value, int):
+        text = int.__repr__(value)
     else:
         text = str(value)
     if "&" in text:
@@ -622,9 +626,7 @@ class Balancer:
         """
         handle = self._open_handle()
         if _range_status(0, now_us):
-            raise InvalidArgumentError(
-                Status.INVALID_ARGUMENT, f"now_us {now_us} does not fit its C type (int64_t)"
-            )
+            raise self._hot_error(Status.INVALID_ARGUMENT, now_us=now_us)
         capacity = self._stats_capacity
         length = c_size_t()
         while True:
@@ -687,7 +689,7 @@ class Balancer:
         else:
             picked = self._select_among(method, key, key_len, among, exclude, now_us)
         if picked < 0:
-            raise self._hot_error(-picked)
+            raise self._hot_error(-picked, now_us=now_us)
         return picked
 
     def _select_wide(self, method: int, key: Optional[bytes], key_len: int, now_us: int) -> int:

@@ -41,6 +41,43 @@ def test_config_values_are_formatted_plainly() -> None:
     assert polylb.build_config(params={"a": True, "b": False, "c": 0.5, "d": None}) == b"a=true&b=false&c=0.5"
 
 
+def test_config_numbers_are_written_as_numbers_whatever_their_class() -> None:
+    # NumPy 2's float64 is a float whose repr is "np.float64(1.5)", and an IntEnum before
+    # Python 3.11 prints as "Name.MEMBER": the library must get the number itself.
+    class Float64(float):
+        def __repr__(self) -> str:
+            return f"np.float64({float.__repr__(self)})"
+
+        __str__ = __repr__
+
+    class Nodes(int):  # as an IntEnum member prints before Python 3.11
+        def __str__(self) -> str:
+            return "Nodes.EIGHT"
+
+        __repr__ = __str__
+
+    assert polylb.build_config(params={"boundedhash_factor": Float64(1.5), "hash_nodes": Nodes(8)}) == (
+        b"boundedhash.factor=1.5&hash.nodes=8"
+    )
+    assert polylb.build_config(params={"f": 1e300, "g": -0.0, "h": 2**70}) == (
+        b"f=1e+300&g=-0.0&h=1180591620717411303424"
+    )
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (float("nan"), "config: boundedhash.factor='nan' is not a finite number"),
+        (float("inf"), "config: boundedhash.factor='inf' is not a finite number"),
+        (100.00000000000001, "config: boundedhash.factor='100.00000000000001' is outside 1.0..=100.0"),
+    ],
+)
+def test_config_numbers_refused_with_the_librarys_message(value: float, message: str) -> None:
+    with pytest.raises(polylb.ConfigError) as e:
+        Balancer("boundedhash", boundedhash_factor=value)
+    assert str(e.value) == message
+
+
 def test_config_values_cannot_smuggle_keys() -> None:
     with pytest.raises(polylb.ConfigError):
         polylb.build_config(params={"seed": "1&loadbalance=roundrobin"})

@@ -445,6 +445,26 @@ def test_times_beyond_64_bits_are_invalid(lb: polylb.Balancer) -> None:
     assert all(row["active"] == 0 for row in lb.stats()["invokers"])
 
 
+def test_a_clock_beyond_64_bits_is_named_the_same_way_by_every_call(lb: polylb.Balancer) -> None:
+    # The first int past each end of int64, in select (plain and among), report and stats:
+    # one message naming the argument and its value, as report's always did.
+    for now_us in (2**63, -(2**63) - 1):
+        message = f"invalid argument: now_us = {now_us} (want an int64 clock)"
+        calls = (
+            lambda: lb.select(now_us=now_us),
+            lambda: lb.select(among=[1], now_us=now_us),
+            lambda: lb.report(1, 5, Outcome.SUCCESS, now_us=now_us),
+            lambda: lb.stats(now_us=now_us),
+        )
+        for call in calls:
+            with pytest.raises(polylb.InvalidArgumentError) as e:
+                call()
+            assert str(e.value) == message
+    for now_us in (2**63 - 1, -(2**63)):  # the ends themselves are times
+        lb.report(lb.select(now_us=now_us), 5, Outcome.SUCCESS, now_us=now_us)
+        assert lb.stats(now_us=now_us)["invokers"]
+
+
 def test_provider_metrics_and_stats_ints_are_not_wrapped(balancer_factory: Any) -> None:
     lb: polylb.Balancer = balancer_factory("adaptive")
     lb.update(invokers(2))
