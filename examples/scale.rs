@@ -4,9 +4,10 @@
 //! changed), `update-churn` (one invoker replaced), `select`, `report` (select+report),
 //! `among <c>` (select_among with c candidates spread over the set), `among-dup <c>` (c copies
 //! of one id plus one other), `excl <e>` (excluding e ids), `excl-all`, `methods <m>` (interns
-//! m names, one call each, then times updates), `stats` (stats_json with `arg` methods used),
+//! m names, one call each, then times updates), `late-method <m>` (every invoker serves m
+//! methods; times select+report of the last), `stats` (stats_json with `arg` methods used),
 //! `key <bytes>` (select with a key that long).
-//! Weights: `WEIGHTS=equal|mixed|onehot|ramp` (default mixed: 100/150/200). `ZONES=<k>`: invoker
+//! Weights: `WEIGHTS=equal|mixed|onehot|ramp|max` (default mixed: 100/150/200; max: i32::MAX). `ZONES=<k>`: invoker
 //! i in zone z{i%k}, local zone z0 (config must carry `zone=z0`). Prints time per op; run under
 //! `valgrind --tool=cachegrind` with two iteration counts for instructions per op.
 use polylb::{Balancer, Invoker, Outcome};
@@ -37,12 +38,23 @@ fn set(n: u64, salt: u64) -> Vec<Invoker> {
         .collect()
 }
 
+fn usage() -> ! {
+    eprintln!(
+        "usage: scale '<config>' <n> <op> <iters> [arg]; ops: build, update, update-weight, \
+         update-churn, select, report, among <c>, among-dup <c>, excl <e>, excl-all, \
+         methods <m>, late-method <m>, stats <m>, key <bytes> (examples/scale.rs)"
+    );
+    std::process::exit(2)
+}
+
 fn main() {
     let a: Vec<String> = std::env::args().collect();
-    let config = &a[1];
-    let n: u64 = a[2].parse().unwrap();
-    let op = a[3].as_str();
-    let iters: u64 = a[4].parse().unwrap();
+    let number = |i: usize| a.get(i).and_then(|s| s.parse::<u64>().ok());
+    let (Some(config), Some(n), Some(op), Some(iters)) = (a.get(1), number(2), a.get(3), number(4))
+    else {
+        usage();
+    };
+    let op = op.as_str();
     let arg: u64 = a.get(5).and_then(|s| s.parse().ok()).unwrap_or(1);
     let now = polylb::wall_clock_us();
     let invokers = set(n, 0);
@@ -187,7 +199,7 @@ fn main() {
             );
             return;
         }
-        _ => panic!("unknown op {op}"),
+        _ => usage(),
     }
     let ns = start.elapsed().as_nanos() as f64 / iters as f64;
     println!("{config} n={n} {op} {arg}: {ns:.1} ns per op (checksum {sum})");

@@ -38,12 +38,15 @@ fi
 RUSTFLAGS="$flags" cargo "${toolchain[@]}" build --release --target "$triple" \
   $(printf -- '--bin %s ' "${targets[@]}")
 
+# The binaries are where cargo put them: CARGO_TARGET_DIR if set (relative to fuzz/, as cargo
+# reads it from here), else fuzz/target.
+bin="${CARGO_TARGET_DIR:-target}/$triple/release"
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "work/$t" "artifacts/$t"
   echo "fuzz: $t for ${seconds}s"
   rc=0
-  "target/$triple/release/$t" "work/$t" "corpus/$t" \
+  "$bin/$t" "work/$t" "corpus/$t" \
     -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
     -artifact_prefix="artifacts/$t/" -print_final_stats=1 >"work/$t.log" 2>&1 || rc=$?
   grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|stat::number_of_executed_units|SUMMARY|ERROR|panicked" "work/$t.log" || true

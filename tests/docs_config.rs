@@ -1,8 +1,8 @@
 //! The configuration the docs show is configuration the library accepts: every config string and
 //! simulator strategy spec written in a tracked Markdown file parses, every config key they name
-//! exists, and the key tables (README's and docs/strategies.md's) list exactly the library's keys
-//! and README's strategy table exactly its strategies. A renamed key or a typo in a doc fails
-//! here, not in a user's first run.
+//! exists, and the key tables (README's and docs/strategies.md's) list exactly the library's keys,
+//! with its defaults, and README's strategy table exactly its strategies. A renamed key, a changed
+//! default or a typo in a doc fails here, not in a user's first run.
 
 use polylb::{Config, Status, StrategyKind};
 use std::collections::BTreeSet;
@@ -247,4 +247,93 @@ fn readmes_strategy_table_lists_exactly_the_librarys_strategies() {
             "docs/strategies.md's row `{name}` is no strategy"
         );
     }
+}
+
+/// The key and default cells (first two) of the rows of the first table after a heading.
+fn table_defaults(file: &str, heading: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(root().join(file)).unwrap();
+    let start = text
+        .find(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("{file} has no heading '{heading}'"));
+    text[start + heading.len() + 2..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (cells[1].trim_matches('`').into(), cells[2].into())
+        })
+        .filter(|(key, _): &(String, String)| !key.contains('*'))
+        .collect()
+}
+
+/// Pairs under which `key` is accepted (the options it needs, without `key` itself).
+fn accepting(key: &str) -> String {
+    let pairs: &[&str] = match key.split_once('.').map_or(key, |(family, _)| family) {
+        "p2c" => &["loadbalance=p2c"],
+        "peakewma" => &["loadbalance=peakewma"],
+        "boundedhash" => &["loadbalance=boundedhash"],
+        "zone" => &["zone=a", "outlier.consecutiveFailures=3"],
+        "outlier" => &["outlier.consecutiveFailures=3", "outlier.failureRate=50"],
+        "slowstart" => &["loadbalance=p2c", "slowstart.windowMs=1000"],
+        _ => &[],
+    };
+    let pairs: Vec<&str> = pairs
+        .iter()
+        .copied()
+        .filter(|p| !p.starts_with(&format!("{key}=")))
+        .collect();
+    pairs.join("&")
+}
+
+/// Each default the key tables give is the library's: the key set to it parses to the config
+/// without it.
+#[test]
+fn the_key_tables_give_the_librarys_defaults() {
+    let mut rows = table_defaults("README.md", "### Configuration keys");
+    rows.extend(table_defaults(
+        "docs/strategies.md",
+        "## Configuration key rows",
+    ));
+    assert!(rows.len() >= 20, "only {} rows found", rows.len());
+    let defaults = Config::default();
+    let mut wrong = Vec::new();
+    for (key, cell) in &rows {
+        // `random`, `160`, `0 (off)`, `none`: the first word.
+        let value = cell
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .trim_matches('`');
+        if value == "none" {
+            let unset = match key.as_str() {
+                "zone" => defaults.zone.is_none(),
+                "seed" => defaults.seed.is_none(),
+                _ => false,
+            };
+            if !unset {
+                wrong.push(format!("`{key}`: the table says none"));
+            }
+            continue;
+        }
+        let base = accepting(key);
+        let with = if base.is_empty() {
+            format!("{key}={value}")
+        } else {
+            format!("{base}&{key}={value}")
+        };
+        match (Config::parse(&with), Config::parse(&base)) {
+            (Ok(a), Ok(b)) if a == b => {}
+            (Ok(_), Ok(_)) => wrong.push(format!(
+                "`{key}`: the table's default {cell} is not the library's ({with:?} changes it)"
+            )),
+            (a, b) => wrong.push(format!(
+                "`{key}`: {with:?}: {:?}, {base:?}: {:?}",
+                a.err(),
+                b.err()
+            )),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -16,6 +16,15 @@ lib="$root/target/release/libpolylb.a"
 
 step() { printf '\n== %s\n' "$*"; }
 
+# The cgo directives name $lib by path; a cargo build into another CARGO_TARGET_DIR would leave
+# it missing or stale and the tests would link that.
+if [ -n "${CARGO_TARGET_DIR:-}" ] &&
+	[ "$(cd "$root" && realpath -m "$CARGO_TARGET_DIR")" != "$(realpath -m "$root/target")" ]; then
+	echo "run-tests.sh: CARGO_TARGET_DIR=$CARGO_TARGET_DIR, but the binding links $lib:" \
+		"unset CARGO_TARGET_DIR, or make $root/target a link to it" >&2
+	exit 1
+fi
+
 if [ ! -f "$lib" ] || [ ! -f "$root/include/polylb.h" ] ||
 	[ -n "$(find "$root/src" "$root/Cargo.toml" "$root/build.rs" -newer "$lib" 2>/dev/null | head -n 1)" ]; then
 	step "cargo build --release (libpolylb.a missing or stale)"

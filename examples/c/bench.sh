@@ -12,14 +12,17 @@ cd "$(dirname "$0")/../.."
 rounds=${ROUNDS:-3}
 
 cargo build --release --lib --example ffi_overhead >&2
-make -s -C examples/c bench LINK=static >&2
-make -s -C examples/c bench LINK=shared >&2
+# Where that build went: CARGO_TARGET_DIR if set (relative to this directory, as cargo reads
+# it), so that the C programs link the library just built, never a stale ./target.
+release=$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)
+make -s -C examples/c bench LINK=static LIBDIR="$release" >&2
+make -s -C examples/c bench LINK=shared LIBDIR="$release" >&2
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 i=0
 while [ "$i" -lt "$rounds" ]; do
-    target/release/examples/ffi_overhead >> "$tmp/rust" 2>/dev/null
+    "$release/examples/ffi_overhead" >> "$tmp/rust" 2>/dev/null
     examples/c/build/static/bench >> "$tmp/static" 2>/dev/null
     examples/c/build/shared/bench >> "$tmp/shared" 2>/dev/null
     i=$((i + 1))
