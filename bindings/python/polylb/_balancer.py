@@ -762,7 +762,12 @@ class Balancer:
                 and not outcome >> 2
                 and not ((high := id >> 32) >> 32 | method >> 32)
             ):
-                status = _plb_report32(self._hot_handle, method, high, id & 0xFFFF_FFFF, elapsed_us, outcome)
+                # An id below 2**32 (high 0) is its own low half: `id & 0xFFFF_FFFF` with that
+                # two-digit constant allocates an int even for a small id (CPython returns the
+                # cached one and frees the new one), an allocation on every report.
+                status = _plb_report32(
+                    self._hot_handle, method, high, id & 0xFFFF_FFFF if high else id, elapsed_us, outcome
+                )
             else:
                 status = self._report_wide(method, id, elapsed_us, outcome, now_us)
         except (TypeError, ctypes.ArgumentError):
