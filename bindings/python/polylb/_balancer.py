@@ -679,8 +679,9 @@ class Balancer:
             # Undeclared, an int is cut to its low 32 bits, as the declared c_uint32 method
             # is; a key length cannot be, so a longer key takes the declared call, as do
             # explicit clocks.
-            # `not x >> 32` is the cheapest test of 0 <= x < 2**32 (a negative x shifts to -1).
-            if now_us == 0 and not key_len >> 32 and not method >> 32:
+            # `not x >> 32` is the cheapest test of 0 <= x < 2**32 (a negative x shifts to -1);
+            # for two non-negative ints, `not (x | y) >> 32` tests both with one shift less.
+            if now_us == 0 and not (key_len | method) >> 32:
                 picked = _plb_select32(self._hot_handle, method, key, key_len)
             else:
                 picked = self._select_wide(method, key, key_len, now_us)
@@ -756,18 +757,19 @@ class Balancer:
         # times, out-of-range ints, wrong types) takes the declared call, which range-checks
         # what ctypes would wrap.
         try:
-            if (
+            if now_us == 0 and not (elapsed_us | method | id) >> 32 and not outcome >> 2:
+                # The common case, all three below 2**32 (a negative one makes the `|`
+                # negative): the id is its own low half. `id & 0xFFFF_FFFF` would allocate an
+                # int even for a small id (the constant has two 30-bit digits; CPython returns
+                # the cached small int and frees the new one).
+                status = _plb_report32(self._hot_handle, method, 0, id, elapsed_us, outcome)
+            elif (
                 now_us == 0
                 and not elapsed_us >> 32
                 and not outcome >> 2
                 and not ((high := id >> 32) >> 32 | method >> 32)
             ):
-                # An id below 2**32 (high 0) is its own low half: `id & 0xFFFF_FFFF` with that
-                # two-digit constant allocates an int even for a small id (CPython returns the
-                # cached one and frees the new one), an allocation on every report.
-                status = _plb_report32(
-                    self._hot_handle, method, high, id & 0xFFFF_FFFF if high else id, elapsed_us, outcome
-                )
+                status = _plb_report32(self._hot_handle, method, high, id & 0xFFFF_FFFF, elapsed_us, outcome)
             else:
                 status = self._report_wide(method, id, elapsed_us, outcome, now_us)
         except (TypeError, ctypes.ArgumentError):
