@@ -301,6 +301,7 @@ func TestCallDoesNotAllocate(t *testing.T) {
 	m := method(t, lb, "sayHello")
 	key := []byte("user-42")
 	excluded := []uint64{2}
+	errReset := fmt.Errorf("read: %w", errors.New("connection reset by peer"))
 	idiom := func() (err error) {
 		call, err := lb.Call(m, key)
 		if err != nil {
@@ -323,6 +324,13 @@ func TestCallDoesNotAllocate(t *testing.T) {
 				t.Fatal(err)
 			}
 			call.Done(context.DeadlineExceeded)
+		},
+		"Call+Done(a failure)": func() {
+			call, err := lb.Call(m, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call.Done(errReset)
 		},
 		"defer End": func() {
 			if err := idiom(); err != nil {

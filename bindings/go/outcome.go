@@ -33,11 +33,45 @@ func OutcomeOf(err error) Outcome {
 	if errors.Is(err, context.Canceled) {
 		return Cancelled
 	}
-	var t interface{ Timeout() bool }
-	if errors.As(err, &t) && t.Timeout() {
+	if found, timeout := timeoutIn(err); found && timeout {
 		return Timeout
 	}
 	return Failure
+}
+
+// timeoutIn is errors.As(err, &t) for t an interface{ Timeout() bool }, and
+// t.Timeout(): errors.As's walk (depth first; the first error that has
+// Timeout, or whose As method fills t, decides) without handing errors.As a
+// target, which escapes through its any parameter: one allocation per failed
+// call. Only an error with an As method still gets a target of its own.
+func timeoutIn(err error) (found, timeout bool) {
+	for err != nil {
+		if t, ok := err.(interface{ Timeout() bool }); ok {
+			return true, t.Timeout()
+		}
+		if x, ok := err.(interface{ As(any) bool }); ok {
+			// The target's type is what OutcomeOf gave errors.As: an As
+			// method may look for exactly this pointer type.
+			var t interface{ Timeout() bool }
+			if x.As(&t) {
+				return true, t.Timeout()
+			}
+		}
+		switch x := err.(type) {
+		case interface{ Unwrap() error }:
+			err = x.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				if found, timeout := timeoutIn(e); found {
+					return true, timeout
+				}
+			}
+			return false, false
+		default:
+			return false, false
+		}
+	}
+	return false, false
 }
 
 // String is the outcome's name ("Success", "Failure", "Timeout", "Cancelled"),

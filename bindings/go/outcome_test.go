@@ -47,10 +47,56 @@ func TestOutcomeOfStandardErrors(t *testing.T) {
 		{"connection reset", fmt.Errorf("read: %w", syscall.ECONNRESET), polylb.Failure},
 		{"unexpected EOF", io.ErrUnexpectedEOF, polylb.Failure},
 		{"other", errors.New("boom"), polylb.Failure},
+		// errors.As's walk: depth first, the first error with Timeout() decides.
+		{"joined, the first without Timeout", errors.Join(errors.New("boom"), timeoutError(true)), polylb.Timeout},
+		{"joined, the first not a timeout", errors.Join(timeoutError(false), timeoutError(true)), polylb.Failure},
+		{"joined in a wrap", fmt.Errorf("call: %w", errors.Join(nil, io.EOF, fmt.Errorf("x: %w", timeoutError(true)))), polylb.Timeout},
+		{"two wrapped", fmt.Errorf("%w and %w", io.EOF, &net.OpError{Op: "read", Err: timeoutError(true)}), polylb.Timeout},
+		{"an As method giving a timeout", asTimeout{timeoutError(true)}, polylb.Timeout},
+		{"an As method giving none", asTimeout{nil}, polylb.Failure},
+		{"an As method giving one that is not", fmt.Errorf("w: %w", asTimeout{timeoutError(false)}), polylb.Failure},
 	}
 	for _, c := range cases {
 		if got := polylb.OutcomeOf(c.err); got != c.want {
 			t.Errorf("%s: OutcomeOf(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+		// Beside errors.As itself, which OutcomeOf walks the chain as.
+		var timeout interface{ Timeout() bool }
+		asSays := errors.As(c.err, &timeout) && timeout.Timeout()
+		if c.want != polylb.Success && c.want != polylb.Cancelled && !errors.Is(c.err, context.DeadlineExceeded) &&
+			asSays != (c.want == polylb.Timeout) {
+			t.Errorf("%s: errors.As says timeout %v, the case wants %v", c.name, asSays, c.want)
+		}
+	}
+}
+
+// asTimeout fills an errors.As target for a Timeout() error with its own
+// (when it has one), without being one itself.
+type asTimeout struct{ inner error }
+
+func (e asTimeout) Error() string { return "as" }
+
+func (e asTimeout) As(target any) bool {
+	t, ok := target.(*interface{ Timeout() bool })
+	if !ok || e.inner == nil {
+		return false
+	}
+	*t = e.inner.(interface{ Timeout() bool })
+	return true
+}
+
+// Reading a failed call's outcome allocates nothing (errors.As's target did,
+// once per failed call); an error whose As method is called still may.
+func TestOutcomeOfDoesNotAllocate(t *testing.T) {
+	for _, err := range []error{
+		errors.New("connection reset"),
+		fmt.Errorf("read: %w", syscall.ECONNRESET),
+		&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)},
+		&url.Error{Op: "Get", URL: "http://p", Err: timeoutError(true)},
+		errors.Join(io.EOF, timeoutError(false)),
+	} {
+		if allocs := testing.AllocsPerRun(1000, func() { _ = polylb.OutcomeOf(err) }); allocs != 0 {
+			t.Errorf("OutcomeOf(%v): %v allocations, want 0", err, allocs)
 		}
 	}
 }

@@ -157,8 +157,9 @@ func begin(invoker base.Invoker, inv base.Invocation) (*picks, *pick) {
 	if err != nil {
 		return nil, nil // the set changed meanwhile: the call goes uncounted
 	}
-	p := &pick{st: st, balancer: b.balancer, method: b.method, id: id, url: u, key: s.keys[pos]}
 	ps := picksOf(inv, true)
+	p := ps.newPick()
+	*p = pick{st: st, balancer: b.balancer, method: b.method, id: id, url: u, key: s.keys[pos]}
 	ps.addStarted(p)
 	return ps, p
 }

@@ -290,7 +290,6 @@ func (st *serviceState) attempt(invokers []base.Invoker, first *common.URL, inv 
 		_ = b.balancer.Report(b.method, id, 0, polylb.Cancelled)
 		return nil, errRetry
 	}
-	p := &pick{st: st, balancer: b.balancer, method: b.method, id: id, url: chosen.GetURL(), key: s.keys[pos]}
 	if !endsAreSeen(inv) {
 		// No cluster interceptor will end this invocation (a cluster not
 		// built by dubbo-go's BuildInterceptorChain, a caller driving the
@@ -300,6 +299,8 @@ func (st *serviceState) attempt(invokers []base.Invoker, first *common.URL, inv 
 		_ = b.balancer.Report(b.method, id, 0, polylb.Cancelled)
 		return chosen, nil
 	}
+	p := ps.newPick()
+	*p = pick{st: st, balancer: b.balancer, method: b.method, id: id, url: chosen.GetURL(), key: s.keys[pos]}
 	if evicted := ps.add(p); evicted != nil {
 		evicted.report(polylb.Cancelled)
 	}

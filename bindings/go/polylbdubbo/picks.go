@@ -3,6 +3,7 @@ package polylbdubbo
 import (
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"dubbo.apache.org/dubbo-go/v3/common"
@@ -34,8 +35,12 @@ type pick struct {
 	url      *common.URL // the chosen invoker's URL (the filter's invoker shares it)
 	key      string      // the provider's identity, when the URL is another object
 	started  bool
-	start    time.Time
+	start    time.Duration // since clockBase
 }
+
+// clockBase is what picks are timed from: time.Since on a time with a
+// monotonic reading reads one clock, where time.Now reads the wall clock too.
+var clockBase = time.Now()
 
 // find is the index of the pending pick for the provider at u that is sent
 // (or not), the newest or the oldest, or -1. URLs are compared as pointers
@@ -64,7 +69,7 @@ func (ps *picks) find(u *common.URL, started, newest bool) int {
 func (p *pick) report(outcome polylb.Outcome) {
 	elapsed := time.Duration(0)
 	if outcome != polylb.Cancelled {
-		elapsed = time.Since(p.start)
+		elapsed = time.Since(clockBase) - p.start
 	}
 	// The only error possible here is ErrClosed: the state was swept while
 	// the call ran, and there is nothing left to count.
@@ -81,6 +86,30 @@ type picks struct {
 	// failover retry's select excludes them, as dubbo-go's reselect would
 	// after picking one of them again.
 	tried []triedID
+	// Room for the first picks (a call and one retry), and the first pick
+	// itself: most invocations make one pick, and then the record and the
+	// pick are one allocation rather than four. The first pick is handed
+	// out once (newPick) and never reused.
+	pendingBuf [2]*pick
+	triedBuf   [2]triedID
+	first      pick
+	firstTaken atomic.Bool
+}
+
+// newPick is a pick to fill in before it is shared: the record's own the
+// first time, a new one after.
+func (ps *picks) newPick() *pick {
+	if ps.firstTaken.CompareAndSwap(false, true) {
+		return &ps.first
+	}
+	return &pick{}
+}
+
+func newPicks() *picks {
+	ps := &picks{}
+	ps.pending = ps.pendingBuf[:0]
+	ps.tried = ps.triedBuf[:0]
+	return ps
 }
 
 type triedID struct {
@@ -111,7 +140,7 @@ func picksOf(inv base.Invocation, create bool) *picks {
 			return p
 		}
 	}
-	p := &picks{}
+	p := newPicks()
 	inv.SetAttribute(picksAttr, p)
 	return p
 }
@@ -182,14 +211,14 @@ func (ps *picks) start(u *common.URL) *pick {
 	}
 	p := ps.pending[i]
 	p.started = true
-	p.start = time.Now()
+	p.start = time.Since(clockBase)
 	return p
 }
 
 // addStarted records a call counted by the filter itself (sent without a pick).
 func (ps *picks) addStarted(p *pick) {
 	p.started = true
-	p.start = time.Now()
+	p.start = time.Since(clockBase)
 	if evicted := ps.add(p); evicted != nil {
 		evicted.report(polylb.Cancelled)
 	}

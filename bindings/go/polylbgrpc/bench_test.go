@@ -61,7 +61,7 @@ func BenchmarkPickDone(b *testing.B) {
 	}
 }
 
-func tenInvokers(b *testing.B, config string) *polylb.Balancer {
+func tenInvokers(b testing.TB, config string) *polylb.Balancer {
 	lb, err := polylb.New(config)
 	if err != nil {
 		b.Fatal(err)

@@ -59,6 +59,14 @@ public class GrpcPickBench {
     @Param({"random", "p2c", "peakewma"})
     public String strategy;
 
+    /**
+     * The first endpoint id. The policy numbers endpoints from 1 over a channel's life, so a
+     * channel that has seen churn has ids above 127, beyond the JVM's cache of boxed Longs
+     * ({@code -p firstId=1001}).
+     */
+    @Param({"1"})
+    public long firstId;
+
     private Balancer lb;
     private int method;
     private PolylbPicker picker;
@@ -71,9 +79,9 @@ public class GrpcPickBench {
         lb = new Balancer("loadbalance=" + strategy);
         List<Invoker> invokers = new ArrayList<>();
         Map<Long, Endpoint> endpoints = new HashMap<>();
-        for (long id = 1; id <= 10; id++) {
+        for (long id = firstId; id < firstId + 10; id++) {
             Endpoint endpoint = new Endpoint(id, new IdleSubchannel(),
-                    new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", 20000 + (int) id)));
+                    new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", 20000 + (int) (id % 1000))));
             endpoint.setState(ConnectivityStateInfo.forNonError(ConnectivityState.READY));
             invokers.add(endpoint.invoker());
             endpoints.put(id, endpoint);

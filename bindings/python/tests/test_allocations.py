@@ -1,0 +1,66 @@
+"""What the hot calls allocate on the Python heap, seen by tracemalloc.
+
+The library's select and report allocate nothing (tests/allocations.rs); around them the binding
+should not either on the common path: small ints are CPython's cached ones, the handle's byref
+is made once, and the narrow calls convert their arguments inline. Each call is measured alone:
+the traced peak during it, above what was traced before it (0 when nothing was allocated, even if
+freed again before it returned). Results are deterministic: same code, same objects.
+"""
+
+from __future__ import annotations
+
+import sys
+import tracemalloc
+from typing import Any, Callable, Dict
+
+from conftest import invokers
+from polylb import Outcome
+
+
+def peak_bytes_per_call(call: Callable[[], Any], calls: int = 200) -> int:
+    """The largest peak above the starting size over single calls, after a warm-up (CPython
+    quickens a function's code on its first runs, which allocates once)."""
+    for _ in range(100):
+        call()
+    tracemalloc.start()
+    try:
+        worst = 0
+        for _ in range(calls):
+            start = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            call()
+            worst = max(worst, tracemalloc.get_traced_memory()[1] - start)
+        return worst
+    finally:
+        tracemalloc.stop()
+
+
+def test_select_and_report_allocate_nothing(balancer_factory: Any) -> None:
+    random = balancer_factory("random")
+    random.update(invokers(10))
+    hashed = balancer_factory("consistenthash")
+    hashed.update(invokers(10))
+    method = random.method("sayHello")
+    success = Outcome.SUCCESS
+    cases: Dict[str, Callable[[], Any]] = {
+        "select + report": lambda: random.report(random.select(), 100, 0),
+        "an Outcome member": lambda: random.report(random.select(), 100, success),
+        "a method id": lambda: random.report(random.select(method=method), 100, 1, method=method),
+        "a method name": lambda: random.report(random.select(method="sayHello"), 100, 2, method="sayHello"),
+        "a bytes key": lambda: hashed.report(hashed.select(b"user-42"), 100, 0),
+        # (An id of 2**32 or more is split into two halves with integer operations on values of
+        # more than one 30-bit digit, which allocate a short-lived int: not covered.)
+    }
+    allocated = {name: peak_bytes_per_call(call) for name, call in cases.items()}
+    assert allocated == {name: 0 for name in cases}
+    for row in random.stats()["invokers"] + hashed.stats()["invokers"]:
+        assert row["active"] == 0
+
+
+def test_a_str_key_allocates_only_its_utf8_bytes(balancer_factory: Any) -> None:
+    hashed = balancer_factory("consistenthash")
+    hashed.update(invokers(10))
+    key = "user-42"
+    encoded = key.encode()
+    # The bytes object the library hashes, and nothing else.
+    assert peak_bytes_per_call(lambda: hashed.report(hashed.select(key), 100, 0)) == sys.getsizeof(encoded)
