@@ -4,39 +4,15 @@
 mod common;
 use common::*;
 use polylb::{Balancer, Invoker};
-use std::collections::HashMap;
 
-/// Dubbo's RoundRobinLoadBalance.doSelect, written as plainly as possible.
+/// Dubbo's RoundRobinLoadBalance.doSelect (the model in tests/common), every pick at the
+/// caller's clock.
 #[derive(Default)]
-struct DubboModel {
-    map: HashMap<u64, (i32, i64, i64)>,
-}
+struct DubboModel(DubboRoundRobin);
 
 impl DubboModel {
     fn select(&mut self, list: &[(u64, i32)], now_ms: i64) -> u64 {
-        if list.len() == 1 {
-            return list[0].0;
-        }
-        let (mut best, mut max, mut total) = (None, i64::MIN, 0i64);
-        for &(id, w) in list {
-            let e = self.map.entry(id).or_insert((w, 0, now_ms));
-            if e.0 != w {
-                *e = (w, 0, e.2);
-            }
-            e.1 += w as i64;
-            e.2 = now_ms;
-            if best.is_none() || e.1 > max {
-                max = e.1;
-                best = Some(id);
-            }
-            total += w as i64;
-        }
-        if list.len() != self.map.len() {
-            self.map.retain(|_, e| now_ms - e.2 <= 60_000);
-        }
-        let id = best.unwrap();
-        self.map.get_mut(&id).unwrap().1 -= total;
-        id
+        self.0.select(list, now_ms, false)
     }
 }
 

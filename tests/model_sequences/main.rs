@@ -36,6 +36,8 @@
 //!
 //! `POLYLB_MODEL_SEQUENCES=<n>` runs n sequences per configuration (default 3).
 
+#[path = "../common/mod.rs"]
+mod common;
 mod reference;
 mod run;
 
