@@ -7,6 +7,8 @@
 //! Needs gcc and g++ (and make, valgrind, pkg-config for the parts that use them); a missing
 //! tool skips its part with a printed NOTICE. Run with `cargo test --release --test c_abi`.
 
+mod common;
+use common::built::{cargo_build_lib, profile_dir, root};
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -42,20 +44,6 @@ const SANITIZE_FORKING_THREADS: &[&str] = &[
     "-fno-sanitize-recover=all",
     "-fno-omit-frame-pointer",
 ];
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// target/<profile> of this build: the parent of the deps/ directory this test runs from
-/// (so CARGO_TARGET_DIR and `cargo test` without --release work too).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    match exe.parent().and_then(Path::parent) {
-        Some(dir) if dir.join("deps").is_dir() => dir.to_path_buf(),
-        _ => root().join("target/release"),
-    }
-}
 
 /// Where this test writes its executables.
 fn work_dir(sub: &str) -> PathBuf {
@@ -96,33 +84,6 @@ fn library() -> &'static Library {
         found(&profile)
             .unwrap_or_else(|| panic!("no libpolylb.so and libpolylb.a in {}", profile.display()))
     })
-}
-
-/// `cargo build --lib` for the profile whose output directory is `profile`.
-fn cargo_build_lib(profile: &Path) {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--lib", "-p", "polylb", "--manifest-path"])
-        .arg(root().join("Cargo.toml"));
-    if let Some(target_dir) = profile.parent() {
-        cmd.arg("--target-dir").arg(target_dir);
-    }
-    match profile.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => {}
-        Some("release") => {
-            cmd.arg("--release");
-        }
-        Some(name) => {
-            cmd.args(["--profile", name]);
-        }
-        None => panic!("no profile directory in {}", profile.display()),
-    }
-    let out = cmd.output().expect("run cargo build");
-    assert!(
-        out.status.success(),
-        "cargo build --lib failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The system libraries libpolylb.a needs, from examples/c/Makefile (so linking here also

@@ -2,7 +2,8 @@
 //! static link line, and runs cleanly; every static link line the docs show names the system
 //! libraries of examples/c/Makefile.
 
-use std::path::{Path, PathBuf};
+mod common;
+use std::path::PathBuf;
 use std::process::Command;
 
 #[test]
@@ -14,7 +15,7 @@ fn readme_c_quick_start_runs() {
     let dir = std::env::temp_dir().join(format!("polylb-readme-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("quick.c"), code).unwrap();
-    let lib = static_library(&root);
+    let lib = static_library();
     let exe = dir.join("quick");
     let out = Command::new("gcc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
@@ -96,13 +97,8 @@ fn static_link_lines_name_the_makefiles_libraries() {
 /// build` copies it up a level), the profile directory being the parent of the deps/ this test
 /// runs from, so a CARGO_TARGET_DIR or another profile is followed and a stale copy in
 /// ./target/release is never linked. Built with `cargo build --lib` only when neither has it.
-fn static_library(root: &Path) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile = exe
-        .parent()
-        .and_then(Path::parent)
-        .filter(|dir| dir.join("deps").is_dir())
-        .map_or_else(|| root.join("target/release"), Path::to_path_buf);
+fn static_library() -> PathBuf {
+    let profile = common::built::profile_dir();
     let found = || {
         [profile.join("deps"), profile.clone()]
             .into_iter()
@@ -112,23 +108,6 @@ fn static_library(root: &Path) -> PathBuf {
     if let Some(lib) = found() {
         return lib;
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--lib", "--manifest-path"])
-        .arg(root.join("Cargo.toml"));
-    if let Some(target_dir) = profile.parent() {
-        cmd.arg("--target-dir").arg(target_dir);
-    }
-    match profile.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => {}
-        Some("release") => {
-            cmd.arg("--release");
-        }
-        Some(name) => {
-            cmd.args(["--profile", name]);
-        }
-        None => panic!("no profile directory in {}", profile.display()),
-    }
-    assert!(cmd.status().unwrap().success(), "cargo build --lib failed");
+    common::built::cargo_build_lib(&profile);
     found().unwrap_or_else(|| panic!("no libpolylb.a under {}", profile.display()))
 }

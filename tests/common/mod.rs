@@ -1,6 +1,8 @@
 #![allow(dead_code)]
 //! Helpers shared by the integration tests.
 
+pub mod built;
+
 use polylb::{Balancer, Invoker};
 use std::path::PathBuf;
 
