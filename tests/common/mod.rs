@@ -2,6 +2,7 @@
 //! Helpers shared by the integration tests.
 
 pub mod built;
+pub mod zone_filter;
 
 use polylb::{Balancer, Invoker};
 use std::path::PathBuf;

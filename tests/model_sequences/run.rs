@@ -2,6 +2,7 @@
 //! twin given only the updates A accepted (B), and on a twin given only the calls of one method
 //! (I), each step checked against the model.
 
+use crate::common::zone_filter::{filtered, Zoning};
 use crate::reference::*;
 use polylb::{wall_clock_us, Balancer, Invoker, Outcome, Status};
 use serde_json::Value;
@@ -257,39 +258,14 @@ impl Model {
     /// whether the strategy picks among exactly those (false when the zone's share of the
     /// calls is drawn at random).
     fn filtered(&self, allowed: &[u64], ejected: &BTreeSet<u64>) -> (Vec<u64>, bool) {
-        let healthy: Vec<u64> = allowed
-            .iter()
-            .copied()
-            .filter(|x| !ejected.contains(x))
-            .collect();
-        let spill = if healthy.is_empty() {
-            allowed.to_vec()
-        } else {
-            healthy.clone()
-        };
-        if self.config.zone.is_none() {
-            return (spill, true);
-        }
+        let is_local = |x: u64| self.is_local(x);
         let weighs = |x: u64| self.inv(x).weight > 0;
-        let drained = healthy.iter().any(|&x| self.is_local(x))
-            && !healthy.iter().any(|&x| self.is_local(x) && weighs(x))
-            && healthy.iter().any(|&x| !self.is_local(x) && weighs(x));
-        if drained {
-            return (spill, true);
-        }
-        let local_total = allowed.iter().filter(|&&x| self.is_local(x)).count();
-        let local: Vec<u64> = healthy
-            .iter()
-            .copied()
-            .filter(|&x| self.is_local(x))
-            .collect();
-        if local.is_empty() {
-            (spill, true)
-        } else if local.len() * 100 >= local_total * self.config.zone_min_healthy_percent as usize {
-            (local, true)
-        } else {
-            (spill, false)
-        }
+        let zoning = self.config.zone.as_ref().map(|_| Zoning {
+            is_local: &is_local,
+            weighs: &weighs,
+            min_healthy_percent: self.config.zone_min_healthy_percent,
+        });
+        filtered(allowed, ejected, zoning)
     }
 }
 

@@ -32,6 +32,8 @@
 //!   `random`, whose spill-over is by weight) within a binomial bound of the proportional share.
 
 mod api;
+#[path = "../common/mod.rs"]
+mod common;
 mod consistent_hash;
 mod model;
 mod operations;

@@ -1,5 +1,6 @@
 //! The model.
 
+use crate::common::zone_filter::{filtered, Zoning};
 use crate::operations::*;
 use crate::options::*;
 use polylb::ffi::*;
@@ -101,41 +102,16 @@ impl Model {
     /// whether the strategy chooses among exactly those (false while the zone preference
     /// draws between the local zone and every healthy invoker).
     pub(crate) fn filtered(&self, allowed: &[u64], ejected: &BTreeSet<u64>) -> (Vec<u64>, bool) {
-        let healthy: Vec<u64> = allowed
-            .iter()
-            .copied()
-            .filter(|x| !ejected.contains(x))
-            .collect();
-        // A call whose candidates are all ejected uses them anyway.
-        let spill = if healthy.is_empty() {
-            allowed.to_vec()
-        } else {
-            healthy.clone()
-        };
-        let Some(zone) = self.config.zone.as_deref() else {
-            return (spill, true);
-        };
         let inv = |x: u64| self.set.iter().find(|i| i.id == x).unwrap();
-        let local = |x: u64| inv(x).zone.map(|z| ZONES[z as usize]) == Some(zone);
+        let zone = self.config.zone.as_deref();
+        let is_local = |x: u64| inv(x).zone.map(|z| ZONES[z as usize]) == zone;
         let weighs = |x: u64| inv(x).weight > 0;
-        // Drained: the healthy local invokers all weigh 0 while another healthy one does not.
-        let drained = healthy.iter().any(|&x| local(x))
-            && !healthy.iter().any(|&x| local(x) && weighs(x))
-            && healthy.iter().any(|&x| !local(x) && weighs(x));
-        if drained {
-            return (spill, true);
-        }
-        let local_total = allowed.iter().filter(|&&x| local(x)).count();
-        let local_healthy: Vec<u64> = healthy.iter().copied().filter(|&x| local(x)).collect();
-        if local_healthy.is_empty() {
-            (spill, true)
-        } else if local_healthy.len() * 100
-            >= local_total * self.config.zone_min_healthy_percent as usize
-        {
-            (local_healthy, true)
-        } else {
-            (spill, false)
-        }
+        let zoning = zone.map(|_| Zoning {
+            is_local: &is_local,
+            weighs: &weighs,
+            min_healthy_percent: self.config.zone_min_healthy_percent,
+        });
+        filtered(allowed, ejected, zoning)
     }
 
     pub(crate) fn selected(&mut self, m: u32, id: u64) {
