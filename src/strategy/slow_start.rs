@@ -71,9 +71,17 @@ impl SlowStart {
 
     /// Stats' `slow_start_percent`: the share of its weight the ramp leaves an invoker at
     /// `now_ms` (the stats' `effective_weight` is Dubbo's warm-up only). Absent without slow start.
+    /// An invoker that joined and was not picked yet shows the ramp's lowest share, which its
+    /// next pick starts from: 100 would read as "ramped" to an operator.
     pub fn stats_field(slow: Option<&SlowStart>, member: &Member, now_ms: i64, out: &mut String) {
         if let Some(slow) = slow {
-            let percent = slow.factor(member, now_ms) * 100.0;
+            let waiting = member.state.joined_ms.load(Relaxed) == UNSTAMPED;
+            let share = if waiting {
+                slow.min_fraction
+            } else {
+                slow.factor(member, now_ms)
+            };
+            let percent = share * 100.0;
             let _ = write!(out, ",\"slow_start_percent\":{percent:.2}");
         }
     }

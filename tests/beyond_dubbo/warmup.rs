@@ -177,6 +177,16 @@ fn stats_show_the_slow_start_ramp() {
         let b = lb(&config, &(1..=3).map(provider).collect::<Vec<_>>());
         b.update(&(1..=4).map(provider).collect::<Vec<_>>())
             .unwrap();
+        // Before any pick the newcomer waits at the ramp's lowest share, not at 100.
+        let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
+        for row in v["invokers"].as_array().unwrap() {
+            let expected = if row["id"] == 4 { 10.0 } else { 100.0 };
+            assert_eq!(
+                row["slow_start_percent"].as_f64(),
+                Some(expected),
+                "{name} before the first pick: {row}"
+            );
+        }
         // The first pick after the update stamps the ramp's start.
         let id = b.select(0, b"k", NOW).unwrap();
         b.report(0, id, 1000, Outcome::Success, NOW).unwrap();

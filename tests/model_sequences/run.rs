@@ -1108,6 +1108,8 @@ impl Seq<'_> {
                 let (w, min) = (slow.window_ms, slow.min_weight_percent as f64 / 100.0);
                 let factor = match model.joined[&inv.id] {
                     Joined::At { fuzzy: true, .. } => None,
+                    // Its ramp starts at the next pick, from the lowest share.
+                    Joined::Waiting => Some(min),
                     Joined::At { ms, .. } => {
                         let elapsed = now_ms.saturating_sub(ms);
                         Some(if elapsed >= w || elapsed < -(w + 1_000) {
