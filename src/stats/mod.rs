@@ -143,10 +143,7 @@ impl CallStats {
                 Err(now) => ended = now,
             }
         };
-        match self.counts_of(counter) {
-            (counts, true) => counts.end::<true>(outcome, elapsed_us),
-            (counts, false) => counts.end::<false>(outcome, elapsed_us),
-        }
+        self.count_end(counter, outcome, elapsed_us);
         matched
     }
 
@@ -166,10 +163,7 @@ impl CallStats {
                 Err(now) => ended = now,
             }
         }
-        match self.counts_of(counter) {
-            (counts, true) => counts.end::<true>(outcome, elapsed_us),
-            (counts, false) => counts.end::<false>(outcome, elapsed_us),
-        }
+        self.count_end(counter, outcome, elapsed_us);
         true
     }
 
