@@ -1,13 +1,16 @@
 //! Inner's end of a call: a report's counters, and what the strategy and the filter learn from it.
 
-use super::{Inner, Snapshot};
+use super::{Inner, Member, Snapshot};
 use crate::clock::Clock;
 use crate::invoker::Outcome;
 use crate::stats::{CallStats, BYPASS};
 use crate::strategy::Report;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// One report's arguments.
+/// One report's arguments. `Copy`, and passed by value: a report's common path then keeps them
+/// in registers (taken by reference, they were stored to the stack on every report, 5
+/// instructions, for the out-of-line paths that read them from there).
+#[derive(Clone, Copy)]
 pub(super) struct CallEnd {
     pub(super) method: u32,
     pub(super) id: u64,
@@ -26,28 +29,26 @@ impl Inner {
     /// filter learn from it (only for those that follow reports).
     #[inline]
     pub(super) fn end_call(&self, snapshot: &Snapshot, counter: u32, end: &CallEnd) {
-        self.end_call_at(snapshot, snapshot.position(end.id), counter, end);
+        self.end_call_at(snapshot, snapshot.find(end.id), counter, *end);
     }
 
-    /// `end_call` with the invoker's position found (None: the id is not in the set).
+    /// `end_call` with the invoker found: its position and member (None: the id is not in the
+    /// set).
     #[inline]
     pub(super) fn end_call_at(
         &self,
         snapshot: &Snapshot,
-        pos: Option<usize>,
+        found: Option<(usize, &Member)>,
         counter: u32,
-        end: &CallEnd,
+        end: CallEnd,
     ) {
         // A report for an id no longer in the set is accepted and ignored.
-        let Some(pos) = pos else {
+        let Some((pos, member)) = found else {
             return;
         };
         let path = self.end_path.load(Relaxed);
         let elapsed_us = end.elapsed_us as u64;
-        let stats = snapshot.members[pos]
-            .state
-            .methods
-            .get_or_insert(end.method);
+        let stats = member.state.methods.get_or_insert(end.method);
         let ended = if path == END_SPREAD {
             stats.end_spread(counter, end.outcome, elapsed_us);
             true
@@ -69,10 +70,10 @@ impl Inner {
     /// calls in flight stays one too high until the other call's report.
     #[cold]
     #[inline(never)]
-    fn end_call_with_bypass(&self, snapshot: &Snapshot, pos: usize, counter: u32, end: &CallEnd) {
+    fn end_call_with_bypass(&self, snapshot: &Snapshot, pos: usize, counter: u32, end: CallEnd) {
         let elapsed_us = end.elapsed_us as u64;
         let methods = &snapshot.members[pos].state.methods;
-        let (stats, ended) = match self.end_with_bypass(methods, counter, end, elapsed_us) {
+        let (stats, ended) = match self.end_with_bypass(methods, counter, &end, elapsed_us) {
             Some(stats) => (stats, true),
             // Neither had a call in flight: the method's own count the report, as for any
             // report without a call (adaptive's counters are never spread).
@@ -109,9 +110,9 @@ impl Inner {
 
     /// `end_call` on a snapshot pinned the general way (no current cached one).
     #[inline(never)]
-    pub(super) fn end_call_pinned(&self, end: &CallEnd) {
+    pub(super) fn end_call_pinned(&self, end: CallEnd) {
         let pinned = self.pin();
-        self.end_call(pinned.get(), pinned.counter, end);
+        self.end_call(pinned.get(), pinned.counter, &end);
     }
 
     #[inline]
@@ -121,7 +122,7 @@ impl Inner {
         pos: usize,
         stats: &CallStats,
         ended: bool,
-        end: &CallEnd,
+        end: CallEnd,
     ) {
         let clock = Clock::new(end.now_us);
         if self.tracks_reports {

@@ -303,14 +303,16 @@ impl Balancer {
         };
         match inner.pin_cached() {
             Some(pin) => {
+                // The member the hint names, found once: its bounds check and address serve
+                // the counters too (a position alone was checked and indexed again there).
                 let hinted = pin.hint.get() as usize;
-                let pos = match pin.snapshot.members.get(hinted) {
-                    Some(member) if member.id == id => Some(hinted),
-                    _ => pin.snapshot.position(id),
+                let found = match pin.snapshot.members.get(hinted) {
+                    Some(member) if member.id == id => Some((hinted, member)),
+                    _ => pin.snapshot.find(id),
                 };
-                inner.end_call_at(pin.snapshot, pos, pin.counter, &end);
+                inner.end_call_at(pin.snapshot, found, pin.counter, end);
             }
-            None => inner.end_call_pinned(&end),
+            None => inner.end_call_pinned(end),
         }
         Ok(())
     }

@@ -109,6 +109,12 @@ impl Snapshot {
         self.by_id.get(id)
     }
 
+    /// The position and member of invoker `id`, if it is in the set.
+    #[inline]
+    pub fn find(&self, id: u64) -> Option<(usize, &Member)> {
+        self.position(id).map(|pos| (pos, &self.members[pos]))
+    }
+
     /// `weights_static` when it needs no clock read: no start times, or the library's clock
     /// already seen past every warm-up.
     #[inline]
