@@ -322,7 +322,9 @@ impl Balancer {
     }
 
     /// Ends a call. A report for an id no longer in the set is accepted and ignored.
-    #[inline]
+    // Always inline, as `select`, and the counting and learning it calls too: libpolylb.so's
+    // plb_report called it, and it called `end_call_at`, each with a frame of its own.
+    #[inline(always)]
     pub fn report(
         &self,
         method: u32,

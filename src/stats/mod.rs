@@ -125,7 +125,7 @@ impl CallStats {
     /// the outcome and latency are statistics, counted where `end_spread` counts them (without
     /// locked instructions while one thread counts here). A report without a matching select
     /// never drives the in-flight count below zero.
-    #[inline]
+    #[inline(always)]
     pub fn end(&self, counter: u32, outcome: Outcome, elapsed_us: u64) -> bool {
         // A report without a call counts its outcome, not an end: it must not hide a later call.
         // The end is claimed, not just checked then added: two reports racing for the last call

@@ -15,7 +15,7 @@ use std::sync::atomic::{
 impl CallStats {
     /// `end` on the shared counts by their owner, for a strategy whose picks never read calls
     /// in flight while one thread counts here.
-    #[inline]
+    #[inline(always)]
     fn end_owned(&self, outcome: Outcome, elapsed_us: u64) -> bool {
         let matched = self.counted_in_flight() > 0;
         if !matched {
@@ -33,7 +33,10 @@ impl CallStats {
 
     /// `begin` for a strategy whose picks never read calls in flight: once a second thread
     /// counts here, each adds to the cell of its group. `counter` is the calling thread's id.
-    #[inline]
+    // Always inline: libpolylb.so's select called it (8 instructions more than the owner's
+    // add of 3). Its other threads' path inline too: out of line, it cost the in-process
+    // loops 3-4 instructions (their registers).
+    #[inline(always)]
     pub fn begin_spread(&self, counter: u32) {
         // The owner's test first, on its own: matching on one function's (counts, owned) pair
         // instead left a flag to build and test (3 instructions) on this, the common path.
@@ -52,7 +55,7 @@ impl CallStats {
     /// here it is `end`; once the counts are spread it does not look for the call's select
     /// (that would read every thread's cell): a report without one is found when the counters
     /// are next read with nothing in flight (see [`CallStats::in_flight`]).
-    #[inline]
+    #[inline(always)]
     pub fn end_spread(&self, counter: u32, outcome: Outcome, elapsed_us: u64) {
         // The only thread counting here so far: its reports are matched, as `end`'s are.
         // Tested on its own, as in `begin_spread` (here it also spares comparing pointers).
