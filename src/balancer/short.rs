@@ -174,9 +174,15 @@ impl Inner {
         // (random: 216 → 245 in process, 349 → 385 through the shared library).
         let pos = if PAIR {
             let weights = prepared.downcast_ref::<Weights>()?;
-            best_of_pair(weights, &snapshot.members, &rng, |p| {
-                active_in(snapshot, p, method)
-            })
+            // The closure always inline: libpolylb.so called it, twice a pick (about 5
+            // instructions a call more than its body).
+            best_of_pair(
+                weights,
+                &snapshot.members,
+                &rng,
+                #[inline(always)]
+                |p| active_in(snapshot, p, method),
+            )
         } else {
             let whole = prepared.downcast_ref::<WholeSet>()?;
             match self.whole_set_draw {
