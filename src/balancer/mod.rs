@@ -46,7 +46,8 @@ use std::sync::{Arc, Weak};
 
 // The fields every select and report read come first, in the allocation's first cache line
 // (`repr(C)` keeps the order; the alignment puts the line boundary at the start): a call then
-// touches one line of the balancer instead of three.
+// touches one line of the balancer instead of three. They must fit in it: the assertion after
+// the struct checks that `methods` (whose count every call reads) starts inside it.
 #[repr(C, align(64))]
 struct Inner {
     /// Unique per balancer for the process's life: tells apart thread-cached snapshots.
@@ -85,6 +86,10 @@ struct Inner {
     /// counters are statistics, spread per thread once a second thread counts on an invoker
     /// (see `CallStats::begin_spread`).
     spread_counters: bool,
+    /// Zone preference and outlier ejection; None when neither is configured. Boxed: a
+    /// pointer, here in the first line, is what every select tests (the `Filter` inline sat
+    /// 14 lines further).
+    filter: Option<Box<Filter>>,
     /// Its `count` is read on every call too (`Methods` leads with it).
     methods: Methods,
     config: Config,
@@ -93,9 +98,10 @@ struct Inner {
     /// Held by an update. Its sets that threads may still cache (pruned on each update), so
     /// that the balancer's drop can free what they hold.
     update_lock: Mutex<Vec<Weak<Snapshot>>>,
-    /// Zone preference and outlier ejection; None when neither is configured.
-    filter: Option<Filter>,
 }
+
+// What every call reads lies in the first cache line, `methods.count` included.
+const _: () = assert!(std::mem::offset_of!(Inner, methods) + 4 <= 64);
 
 /// A select's result in one register: the id (at most `i64::MAX`), or `-1 - status code`.
 /// The general path returns it: a `Result<u64, Status>` (three fields) is returned through
@@ -158,7 +164,7 @@ impl Balancer {
     fn build(config: Config) -> Balancer {
         crate::fork::install_handlers();
         let strategy = config.strategy.build(&config);
-        let filter = Filter::new(&config);
+        let filter = Filter::new(&config).map(Box::new);
         // A short path of `select_short` may serve a call when no `on_select` follows the pick.
         // Filters narrow the set only while an invoker is ejected (checked by `short_pin`) or
         // to the set's local zone (`Snapshot::local`), which every short path serves.

@@ -52,7 +52,7 @@ pub(crate) enum WholeSetDraw {
     /// The pick is the first of `draws` draws that lands on an invoker with no call of the
     /// method in flight; when every draw lands on a busy one, the strategy decides, told so by
     /// [`Ctx::drawn`] (`leastactive`).
-    FirstIdle { draws: usize },
+    FirstIdle { draws: u32 },
     /// The pick is the less loaded of a weighted pair drawn from the [`Weights`] the strategy
     /// prepared, by [`best_of_pair`] (`p2c` with two choices and no slow start). Only
     /// `select_drawn` makes it; elsewhere the strategy's `select` does.
