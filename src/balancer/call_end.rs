@@ -53,7 +53,14 @@ impl Inner {
             stats.end_spread(counter, end.outcome, elapsed_us);
             true
         } else if path == END_BYPASS {
-            return self.end_call_with_bypass(snapshot, pos, counter, end);
+            let (method, outcome, now_us) = (end.method, end.outcome, end.now_us);
+            return self.end_call_with_bypass(
+                snapshot,
+                pos,
+                counter,
+                (method, end.id),
+                (end.elapsed_us, outcome, now_us),
+            );
         } else {
             stats.end(counter, end.outcome, elapsed_us)
         };
@@ -68,9 +75,24 @@ impl Inner {
     /// candidate. The counts are exact whenever the two kinds do not overlap on an invoker;
     /// when they do, an outcome may be booked to the other kind, and that kind's count of
     /// calls in flight stays one too high until the other call's report.
+    /// (The report's arguments come apart, in registers: see `end_call_pinned`.)
     #[cold]
     #[inline(never)]
-    fn end_call_with_bypass(&self, snapshot: &Snapshot, pos: usize, counter: u32, end: CallEnd) {
+    fn end_call_with_bypass(
+        &self,
+        snapshot: &Snapshot,
+        pos: usize,
+        counter: u32,
+        (method, id): (u32, u64),
+        (elapsed_us, outcome, now_us): (i64, Outcome, i64),
+    ) {
+        let end = CallEnd {
+            method,
+            id,
+            elapsed_us,
+            outcome,
+            now_us,
+        };
         let elapsed_us = end.elapsed_us as u64;
         let methods = &snapshot.members[pos].state.methods;
         let (stats, ended) = match self.end_with_bypass(methods, counter, &end, elapsed_us) {
@@ -108,9 +130,26 @@ impl Inner {
             .filter(|s| s.try_end(counter, end.outcome, elapsed_us))
     }
 
-    /// `end_call` on a snapshot pinned the general way (no current cached one).
+    /// `end_call` on a snapshot pinned the general way (no current cached one). The report's
+    /// arguments come one by one, in registers: a `CallEnd` passed by value is passed by
+    /// reference, and every report then stored its arguments to memory for this call (4
+    /// instructions), also when it was not made.
     #[inline(never)]
-    pub(super) fn end_call_pinned(&self, end: CallEnd) {
+    pub(super) fn end_call_pinned(
+        &self,
+        method: u32,
+        id: u64,
+        elapsed_us: i64,
+        outcome: Outcome,
+        now_us: i64,
+    ) {
+        let end = CallEnd {
+            method,
+            id,
+            elapsed_us,
+            outcome,
+            now_us,
+        };
         let pinned = self.pin();
         self.end_call(pinned.get(), pinned.counter, &end);
     }

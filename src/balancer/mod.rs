@@ -364,7 +364,7 @@ impl Balancer {
                 };
                 inner.end_call_at(pin.snapshot, found, pin.counter, end);
             }
-            None => inner.end_call_pinned(end),
+            None => inner.end_call_pinned(method, id, elapsed_us, outcome, now_us),
         }
         Ok(())
     }
