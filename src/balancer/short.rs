@@ -9,7 +9,7 @@ use crate::error::Status;
 use crate::filter::LocalZone;
 use crate::rng::Rng;
 use crate::stats::NO_COUNTER;
-use crate::strategy::{best_of_pair, best_of_subset_pair, Weights, WholeSet, WholeSetDraw};
+use crate::strategy::{best_of_pair, best_of_subset_pair, WholeSetDraw};
 use std::cell::Cell;
 
 impl Inner {
@@ -163,9 +163,10 @@ impl Inner {
         if n < 2 || !snapshot.weights_settled(now_us) {
             return None;
         }
-        let prepared = snapshot.prepared.as_ref()?;
         let rng = self.rng.on(Some(pin.rng));
         if let Some(local) = &snapshot.local {
+            // Without prepared data (as without the whole set's tables below), the general path.
+            snapshot.prepared.as_ref()?;
             let pos = self.pick_in_zone::<PAIR>(local, snapshot, method, key, now_us, rng);
             return Some(pos.map(|pos| self.count_select(&pin, pos, method)));
         }
@@ -173,7 +174,7 @@ impl Inner {
         // matching its `Drawn`) here costs about 30 more instructions per select+report
         // (random: 216 → 245 in process, 349 → 385 through the shared library).
         let pos = if PAIR {
-            let weights = prepared.downcast_ref::<Weights>()?;
+            let weights = snapshot.pair_weights.as_deref()?;
             // The closure always inline: libpolylb.so called it, twice a pick (about 5
             // instructions a call more than its body).
             best_of_pair(
@@ -184,7 +185,7 @@ impl Inner {
                 |p| active_in(snapshot, p, method),
             )
         } else {
-            let whole = prepared.downcast_ref::<WholeSet>()?;
+            let whole = snapshot.whole_set.as_deref()?;
             match self.whole_set_draw {
                 WholeSetDraw::FirstIdle { draws } => {
                     let mut idle = None;
