@@ -46,6 +46,13 @@ impl RngSource {
         }
     }
 
+    /// True when the balancer draws from its own seeded sequence (`on` then ignores the
+    /// thread's state).
+    #[inline(always)]
+    pub fn is_seeded(&self) -> bool {
+        self.seeded.is_some()
+    }
+
     /// The generator of one call: the seeded sequence, else the calling thread's state (kept
     /// by the caller in its own thread-local block, so that a draw costs no thread-local
     /// lookup), else a process-wide sequence.
