@@ -25,7 +25,9 @@ pub(crate) fn fresh_seed() -> u64 {
 /// Where a balancer's random numbers come from: its own seeded sequence (shared by its
 /// threads, which makes a single-threaded sequence reproducible), or else each thread's state.
 pub(crate) struct RngSource {
-    seeded: Option<AtomicU64>,
+    /// Boxed: one word, so that it fits in the balancer's first cache line with the other
+    /// fields every call reads (only seeded balancers follow the pointer).
+    seeded: Option<Box<AtomicU64>>,
 }
 
 /// The state of calls that have no thread state at hand (during a thread's teardown).
@@ -40,8 +42,15 @@ pub(crate) fn reseed_uncached() {
 impl RngSource {
     pub fn new(seed: Option<u64>) -> RngSource {
         RngSource {
-            seeded: seed.map(AtomicU64::new),
+            seeded: seed.map(|seed| Box::new(AtomicU64::new(seed))),
         }
+    }
+
+    /// True when the balancer draws from its own seeded sequence (`on` then ignores the
+    /// thread's state).
+    #[inline(always)]
+    pub fn is_seeded(&self) -> bool {
+        self.seeded.is_some()
     }
 
     /// The generator of one call: the seeded sequence, else the calling thread's state (kept

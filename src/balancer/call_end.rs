@@ -1,13 +1,16 @@
 //! Inner's end of a call: a report's counters, and what the strategy and the filter learn from it.
 
-use super::{Inner, Snapshot};
+use super::{Inner, Member, Snapshot};
 use crate::clock::Clock;
 use crate::invoker::Outcome;
 use crate::stats::{CallStats, BYPASS};
 use crate::strategy::Report;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// One report's arguments.
+/// One report's arguments. `Copy`, and passed by value: a report's common path then keeps them
+/// in registers (taken by reference, they were stored to the stack on every report, 5
+/// instructions, for the out-of-line paths that read them from there).
+#[derive(Clone, Copy)]
 pub(super) struct CallEnd {
     pub(super) method: u32,
     pub(super) id: u64,
@@ -26,33 +29,38 @@ impl Inner {
     /// filter learn from it (only for those that follow reports).
     #[inline]
     pub(super) fn end_call(&self, snapshot: &Snapshot, counter: u32, end: &CallEnd) {
-        self.end_call_at(snapshot, snapshot.position(end.id), counter, end);
+        self.end_call_at(snapshot, snapshot.find(end.id), counter, *end);
     }
 
-    /// `end_call` with the invoker's position found (None: the id is not in the set).
-    #[inline]
+    /// `end_call` with the invoker found: its position and member (None: the id is not in the
+    /// set).
+    #[inline(always)]
     pub(super) fn end_call_at(
         &self,
         snapshot: &Snapshot,
-        pos: Option<usize>,
+        found: Option<(usize, &Member)>,
         counter: u32,
-        end: &CallEnd,
+        end: CallEnd,
     ) {
         // A report for an id no longer in the set is accepted and ignored.
-        let Some(pos) = pos else {
+        let Some((pos, member)) = found else {
             return;
         };
         let path = self.end_path.load(Relaxed);
         let elapsed_us = end.elapsed_us as u64;
-        let stats = snapshot.members[pos]
-            .state
-            .methods
-            .get_or_insert(end.method);
+        let stats = member.state.methods.get_or_insert(end.method);
         let ended = if path == END_SPREAD {
             stats.end_spread(counter, end.outcome, elapsed_us);
             true
         } else if path == END_BYPASS {
-            return self.end_call_with_bypass(snapshot, pos, counter, end);
+            let (method, outcome, now_us) = (end.method, end.outcome, end.now_us);
+            return self.end_call_with_bypass(
+                snapshot,
+                pos,
+                counter,
+                (method, end.id),
+                (end.elapsed_us, outcome, now_us),
+            );
         } else {
             stats.end(counter, end.outcome, elapsed_us)
         };
@@ -67,12 +75,27 @@ impl Inner {
     /// candidate. The counts are exact whenever the two kinds do not overlap on an invoker;
     /// when they do, an outcome may be booked to the other kind, and that kind's count of
     /// calls in flight stays one too high until the other call's report.
+    /// (The report's arguments come apart, in registers: see `end_call_pinned`.)
     #[cold]
     #[inline(never)]
-    fn end_call_with_bypass(&self, snapshot: &Snapshot, pos: usize, counter: u32, end: &CallEnd) {
+    fn end_call_with_bypass(
+        &self,
+        snapshot: &Snapshot,
+        pos: usize,
+        counter: u32,
+        (method, id): (u32, u64),
+        (elapsed_us, outcome, now_us): (i64, Outcome, i64),
+    ) {
+        let end = CallEnd {
+            method,
+            id,
+            elapsed_us,
+            outcome,
+            now_us,
+        };
         let elapsed_us = end.elapsed_us as u64;
         let methods = &snapshot.members[pos].state.methods;
-        let (stats, ended) = match self.end_with_bypass(methods, counter, end, elapsed_us) {
+        let (stats, ended) = match self.end_with_bypass(methods, counter, &end, elapsed_us) {
             Some(stats) => (stats, true),
             // Neither had a call in flight: the method's own count the report, as for any
             // report without a call (adaptive's counters are never spread).
@@ -107,21 +130,40 @@ impl Inner {
             .filter(|s| s.try_end(counter, end.outcome, elapsed_us))
     }
 
-    /// `end_call` on a snapshot pinned the general way (no current cached one).
+    /// `end_call` on a snapshot pinned the general way (no current cached one). The report's
+    /// arguments come one by one, in registers: a `CallEnd` passed by value is passed by
+    /// reference, and every report then stored its arguments to memory for this call (4
+    /// instructions), also when it was not made.
     #[inline(never)]
-    pub(super) fn end_call_pinned(&self, end: &CallEnd) {
+    pub(super) fn end_call_pinned(
+        &self,
+        method: u32,
+        id: u64,
+        elapsed_us: i64,
+        outcome: Outcome,
+        now_us: i64,
+    ) {
+        let end = CallEnd {
+            method,
+            id,
+            elapsed_us,
+            outcome,
+            now_us,
+        };
         let pinned = self.pin();
-        self.end_call(pinned.get(), pinned.counter, end);
+        self.end_call(pinned.get(), pinned.counter, &end);
     }
 
-    #[inline]
+    // Always inline: out of line (as LLVM chose once `report` was inlined), the call and its
+    // arguments cost the strategies that learn from reports about 25 instructions a report.
+    #[inline(always)]
     fn learn_from_report(
         &self,
         snapshot: &Snapshot,
         pos: usize,
         stats: &CallStats,
         ended: bool,
-        end: &CallEnd,
+        end: CallEnd,
     ) {
         let clock = Clock::new(end.now_us);
         if self.tracks_reports {

@@ -109,7 +109,7 @@ impl Inner {
         }
         let whole = prepared.downcast_ref::<WholeSet>()?;
         let idle_draws = match self.whole_set_draw {
-            WholeSetDraw::FirstIdle { draws } => Some(draws),
+            WholeSetDraw::FirstIdle { draws } => Some(draws as usize),
             _ => None,
         };
         let mut busy = 0;

@@ -46,7 +46,8 @@ use std::sync::{Arc, Weak};
 
 // The fields every select and report read come first, in the allocation's first cache line
 // (`repr(C)` keeps the order; the alignment puts the line boundary at the start): a call then
-// touches one line of the balancer instead of three.
+// touches one line of the balancer instead of three. They must fit in it: the assertion after
+// the struct checks that `methods` (whose count every call reads) starts inside it.
 #[repr(C, align(64))]
 struct Inner {
     /// Unique per balancer for the process's life: tells apart thread-cached snapshots.
@@ -85,6 +86,10 @@ struct Inner {
     /// counters are statistics, spread per thread once a second thread counts on an invoker
     /// (see `CallStats::begin_spread`).
     spread_counters: bool,
+    /// Zone preference and outlier ejection; None when neither is configured. Boxed: a
+    /// pointer, here in the first line, is what every select tests (the `Filter` inline sat
+    /// 14 lines further).
+    filter: Option<Box<Filter>>,
     /// Its `count` is read on every call too (`Methods` leads with it).
     methods: Methods,
     config: Config,
@@ -93,8 +98,40 @@ struct Inner {
     /// Held by an update. Its sets that threads may still cache (pruned on each update), so
     /// that the balancer's drop can free what they hold.
     update_lock: Mutex<Vec<Weak<Snapshot>>>,
-    /// Zone preference and outlier ejection; None when neither is configured.
-    filter: Option<Filter>,
+}
+
+// What every call reads lies in the first cache line, `methods.count` included.
+const _: () = assert!(std::mem::offset_of!(Inner, methods) + 4 <= 64);
+
+/// A select's result in one register: the id (at most `i64::MAX`), or `-1 - status code`.
+/// The general path returns it: a `Result<u64, Status>` (three fields) is returned through
+/// memory, and then every short path stored its pick there too, to meet the general path's
+/// result (about 10 instructions a select).
+#[derive(Clone, Copy)]
+struct Packed(i64);
+
+impl Packed {
+    #[inline(always)]
+    fn new(result: Result<u64, Status>) -> Packed {
+        Packed(match result {
+            Ok(id) => id as i64,
+            Err(status) => -1 - i64::from(status.code()),
+        })
+    }
+
+    #[inline(always)]
+    fn unpack(self) -> Result<u64, Status> {
+        if self.0 >= 0 {
+            Ok(self.0 as u64)
+        } else {
+            Err(Packed::status(self.0))
+        }
+    }
+
+    #[cold]
+    fn status(packed: i64) -> Status {
+        Status::from_code((-1 - packed) as i32).expect("a status packed by Packed::new")
+    }
 }
 
 /// A load balancer over one set of invokers. Thread-safe: share it by reference or clone it
@@ -127,7 +164,7 @@ impl Balancer {
     fn build(config: Config) -> Balancer {
         crate::fork::install_handlers();
         let strategy = config.strategy.build(&config);
-        let filter = Filter::new(&config);
+        let filter = Filter::new(&config).map(Box::new);
         // A short path of `select_short` may serve a call when no `on_select` follows the pick.
         // Filters narrow the set only while an invoker is ejected (checked by `short_pin`) or
         // to the set's local zone (`Snapshot::local`), which every short path serves.
@@ -196,7 +233,7 @@ impl Balancer {
         if let Some(result) = self.inner.select_short(method, key, now_us) {
             return result;
         }
-        self.select_general(method, key, &[], &[], now_us)
+        self.select_general(method, key, &[], &[], now_us).unpack()
     }
 
     /// The current snapshot (tests of strategies that keep data in it).
@@ -230,11 +267,24 @@ impl Balancer {
             }
         }
         self.select_general(method, key, candidates, excluded, now_us)
+            .unpack()
     }
 
     /// `select_among` past its short paths.
     #[inline]
     fn select_general(
+        &self,
+        method: u32,
+        key: &[u8],
+        candidates: &[u64],
+        excluded: &[u64],
+        now_us: i64,
+    ) -> Packed {
+        Packed::new(self.select_general_in(method, key, candidates, excluded, now_us))
+    }
+
+    #[inline]
+    fn select_general_in(
         &self,
         method: u32,
         key: &[u8],
@@ -278,7 +328,9 @@ impl Balancer {
     }
 
     /// Ends a call. A report for an id no longer in the set is accepted and ignored.
-    #[inline]
+    // Always inline, as `select`, and the counting and learning it calls too: libpolylb.so's
+    // plb_report called it, and it called `end_call_at`, each with a frame of its own.
+    #[inline(always)]
     pub fn report(
         &self,
         method: u32,
@@ -303,14 +355,16 @@ impl Balancer {
         };
         match inner.pin_cached() {
             Some(pin) => {
+                // The member the hint names, found once: its bounds check and address serve
+                // the counters too (a position alone was checked and indexed again there).
                 let hinted = pin.hint.get() as usize;
-                let pos = match pin.snapshot.members.get(hinted) {
-                    Some(member) if member.id == id => Some(hinted),
-                    _ => pin.snapshot.position(id),
+                let found = match pin.snapshot.members.get(hinted) {
+                    Some(member) if member.id == id => Some((hinted, member)),
+                    _ => pin.snapshot.find(id),
                 };
-                inner.end_call_at(pin.snapshot, pos, pin.counter, &end);
+                inner.end_call_at(pin.snapshot, found, pin.counter, end);
             }
-            None => inner.end_call_pinned(&end),
+            None => inner.end_call_pinned(method, id, elapsed_us, outcome, now_us),
         }
         Ok(())
     }

@@ -13,7 +13,9 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Calls of `method` in flight at position `pos`.
-#[inline]
+// Always inline: libpolylb.so's p2c select called it (in a closure) twice a pick, about 20
+// instructions a call for about 8.
+#[inline(always)]
 pub(super) fn active_in(snapshot: &Snapshot, pos: usize, method: u32) -> i64 {
     snapshot.members[pos]
         .state

@@ -3,13 +3,13 @@
 
 use super::pin::CachedPin;
 use super::select::{active_in, Call};
-use super::{Inner, Snapshot};
+use super::{Inner, Packed, Snapshot};
 use crate::clock::Clock;
 use crate::error::Status;
 use crate::filter::LocalZone;
 use crate::rng::Rng;
 use crate::stats::NO_COUNTER;
-use crate::strategy::{best_of_pair, best_of_subset_pair, Weights, WholeSet, WholeSetDraw};
+use crate::strategy::{best_of_pair, best_of_subset_pair, WholeSetDraw};
 use std::cell::Cell;
 
 impl Inner {
@@ -163,22 +163,64 @@ impl Inner {
         if n < 2 || !snapshot.weights_settled(now_us) {
             return None;
         }
-        let prepared = snapshot.prepared.as_ref()?;
-        let rng = self.rng.on(Some(pin.rng));
+        if self.rng.is_seeded() {
+            let packed = self.drawn_pick_seeded::<PAIR>(&pin, method, key, now_us);
+            return packed.map(Packed::unpack);
+        }
+        // The thread's generator, built where the compiler sees its variant, so that the draws
+        // test none (`RngSource::on` chose it with a conditional move, and the draws tested it
+        // again: about 6 instructions a pick).
+        self.drawn_pick::<PAIR>(&pin, method, key, now_us, Rng::Thread(pin.rng))
+    }
+
+    /// `select_drawn` for a balancer with a seeded sequence: the same pick, from it. Its
+    /// result `Packed`, in registers (see `Balancer::select_general`).
+    #[inline(never)]
+    fn drawn_pick_seeded<const PAIR: bool>(
+        &self,
+        pin: &CachedPin<'_>,
+        method: u32,
+        key: &[u8],
+        now_us: i64,
+    ) -> Option<Packed> {
+        let pick = self.drawn_pick::<PAIR>(pin, method, key, now_us, self.rng.on(None));
+        pick.map(Packed::new)
+    }
+
+    /// `select_drawn` once it holds: the draws, from `rng`.
+    #[inline(always)]
+    fn drawn_pick<const PAIR: bool>(
+        &self,
+        pin: &CachedPin<'_>,
+        method: u32,
+        key: &[u8],
+        now_us: i64,
+        rng: Rng<'_>,
+    ) -> Option<Result<u64, Status>> {
+        let snapshot = pin.snapshot;
+        let n = snapshot.members.len();
         if let Some(local) = &snapshot.local {
+            // Without prepared data (as without the whole set's tables below), the general path.
+            snapshot.prepared.as_ref()?;
             let pos = self.pick_in_zone::<PAIR>(local, snapshot, method, key, now_us, rng);
-            return Some(pos.map(|pos| self.count_select(&pin, pos, method)));
+            return Some(pos.map(|pos| self.count_select(pin, pos, method)));
         }
         // The draws of `draw_from_whole_set` (or p2c's pair), written out: calling it (and
         // matching its `Drawn`) here costs about 30 more instructions per select+report
         // (random: 216 → 245 in process, 349 → 385 through the shared library).
         let pos = if PAIR {
-            let weights = prepared.downcast_ref::<Weights>()?;
-            best_of_pair(weights, &snapshot.members, &rng, |p| {
-                active_in(snapshot, p, method)
-            })
+            let weights = snapshot.pair_weights.as_deref()?;
+            // The closure always inline: libpolylb.so called it, twice a pick (about 5
+            // instructions a call more than its body).
+            best_of_pair(
+                weights,
+                &snapshot.members,
+                &rng,
+                #[inline(always)]
+                |p| active_in(snapshot, p, method),
+            )
         } else {
-            let whole = prepared.downcast_ref::<WholeSet>()?;
+            let whole = snapshot.whole_set.as_deref()?;
             match self.whole_set_draw {
                 WholeSetDraw::FirstIdle { draws } => {
                     let mut idle = None;
@@ -204,7 +246,7 @@ impl Inner {
                 _ => whole.draw(n, &rng),
             }
         };
-        Some(Ok(self.count_select(&pin, pos, method)))
+        Some(Ok(self.count_select(pin, pos, method)))
     }
 
     /// `select_drawn`'s pick within the set's local zone (zone preference, nothing ejected):

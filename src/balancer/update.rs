@@ -7,7 +7,7 @@ use crate::clock::Clock;
 use crate::error::{Error, Status};
 use crate::invoker::Invoker;
 use crate::strategy::weighted::SCALE;
-use crate::strategy::StrategyKind;
+use crate::strategy::{StrategyKind, Weights, WholeSet};
 use crate::weight::time_dependent_until;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -63,6 +63,8 @@ impl Balancer {
                 by_id: IdIndex::new(&invokers.iter().map(|i| i.id).collect::<Vec<_>>()),
                 time_dependent_until_ms: until,
                 settled: AtomicBool::new(until == i64::MIN || Clock::new(0).now_ms() >= until),
+                whole_set: prepared.as_ref().and_then(|p| p.downcast_arc::<WholeSet>()),
+                pair_weights: prepared.as_ref().and_then(|p| p.downcast_arc::<Weights>()),
                 prepared,
                 local,
             },

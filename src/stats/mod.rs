@@ -125,7 +125,7 @@ impl CallStats {
     /// the outcome and latency are statistics, counted where `end_spread` counts them (without
     /// locked instructions while one thread counts here). A report without a matching select
     /// never drives the in-flight count below zero.
-    #[inline]
+    #[inline(always)]
     pub fn end(&self, counter: u32, outcome: Outcome, elapsed_us: u64) -> bool {
         // A report without a call counts its outcome, not an end: it must not hide a later call.
         // The end is claimed, not just checked then added: two reports racing for the last call
@@ -143,10 +143,7 @@ impl CallStats {
                 Err(now) => ended = now,
             }
         };
-        match self.counts_of(counter) {
-            (counts, true) => counts.end::<true>(outcome, elapsed_us),
-            (counts, false) => counts.end::<false>(outcome, elapsed_us),
-        }
+        self.count_end(counter, outcome, elapsed_us);
         matched
     }
 
@@ -166,10 +163,7 @@ impl CallStats {
                 Err(now) => ended = now,
             }
         }
-        match self.counts_of(counter) {
-            (counts, true) => counts.end::<true>(outcome, elapsed_us),
-            (counts, false) => counts.end::<false>(outcome, elapsed_us),
-        }
+        self.count_end(counter, outcome, elapsed_us);
         true
     }
 

@@ -15,7 +15,7 @@ use std::sync::atomic::{
 impl CallStats {
     /// `end` on the shared counts by their owner, for a strategy whose picks never read calls
     /// in flight while one thread counts here.
-    #[inline]
+    #[inline(always)]
     fn end_owned(&self, outcome: Outcome, elapsed_us: u64) -> bool {
         let matched = self.counted_in_flight() > 0;
         if !matched {
@@ -33,9 +33,19 @@ impl CallStats {
 
     /// `begin` for a strategy whose picks never read calls in flight: once a second thread
     /// counts here, each adds to the cell of its group. `counter` is the calling thread's id.
-    #[inline]
+    // Always inline: libpolylb.so's select called it (8 instructions more than the owner's
+    // add of 3). Its other threads' path inline too: out of line, it cost the in-process
+    // loops 3-4 instructions (their registers).
+    #[inline(always)]
     pub fn begin_spread(&self, counter: u32) {
-        match self.counts_of(counter) {
+        // The owner's test first, on its own: matching on one function's (counts, owned) pair
+        // instead left a flag to build and test (3 instructions) on this, the common path.
+        let home = self.home.load(Relaxed);
+        if home == counter {
+            self.counts.begin::<true>();
+            return;
+        }
+        match self.counts_elsewhere(home, counter) {
             (counts, true) => counts.begin::<true>(),
             (cell, false) => cell.begin::<false>(),
         };
@@ -45,10 +55,17 @@ impl CallStats {
     /// here it is `end`; once the counts are spread it does not look for the call's select
     /// (that would read every thread's cell): a report without one is found when the counters
     /// are next read with nothing in flight (see [`CallStats::in_flight`]).
-    #[inline]
+    #[inline(always)]
     pub fn end_spread(&self, counter: u32, outcome: Outcome, elapsed_us: u64) {
-        match self.counts_of(counter) {
-            // The only thread counting here so far: its reports are matched, as `end`'s are.
+        // The only thread counting here so far: its reports are matched, as `end`'s are.
+        // Tested on its own, as in `begin_spread` (here it also spares comparing pointers).
+        let home = self.home.load(Relaxed);
+        if home == counter {
+            self.end_owned(outcome, elapsed_us);
+            return;
+        }
+        match self.counts_elsewhere(home, counter) {
+            // Claimed just now (`counts_of_slow`): the only thread counting here, as above.
             (counts, true) if std::ptr::eq(counts, &self.counts) => {
                 self.end_owned(outcome, elapsed_us);
             }
@@ -57,15 +74,27 @@ impl CallStats {
         }
     }
 
-    /// Where this thread counts, and whether it owns those counts (is their only writer): the
-    /// shared counts while it is the only thread counting here (one load and compare), else its
-    /// group's cell, created when a second thread comes.
+    /// Counts the outcome of a call's end where this thread counts (see `counts_elsewhere`).
     #[inline(always)]
-    pub(super) fn counts_of(&self, counter: u32) -> (&Counts, bool) {
+    pub(super) fn count_end(&self, counter: u32, outcome: Outcome, elapsed_us: u64) {
+        // The owner's test on its own, as in `begin_spread`.
         let home = self.home.load(Relaxed);
         if home == counter {
-            return (&self.counts, true);
+            return self.counts.end::<true>(outcome, elapsed_us);
         }
+        match self.counts_elsewhere(home, counter) {
+            (counts, true) => counts.end::<true>(outcome, elapsed_us),
+            (counts, false) => counts.end::<false>(outcome, elapsed_us),
+        }
+    }
+
+    /// Where this thread counts, and whether it owns those counts (is their only writer), when
+    /// it is not the only thread counting here (`home`, loaded by the caller, is not
+    /// `counter`): its group's cell, created when a second thread comes; or the shared counts,
+    /// claimed if nobody counted yet. Callers test `home == counter` first (one load and
+    /// compare): the shared counts are that thread's then.
+    #[inline(always)]
+    fn counts_elsewhere(&self, home: u32, counter: u32) -> (&Counts, bool) {
         if home == SPREAD {
             // Marked only once the cells exist (`create_cells`).
             if let Some(cells) = self.cells.get() {
@@ -75,7 +104,7 @@ impl CallStats {
         self.counts_of_slow(counter)
     }
 
-    /// `counts_of` when this thread is not (yet) the one counting here: claims the counts for
+    /// `counts_elsewhere` when this thread is not (yet) the one counting here: claims the counts for
     /// it if nobody counted yet, else spreads. Once spread, nobody writes `counts` again (the
     /// former owner may finish one last write: it is still their only writer).
     #[cold]

@@ -35,7 +35,9 @@ impl Strategy for LeastActive {
     }
 
     fn whole_set_draw(&self) -> WholeSetDraw {
-        WholeSetDraw::FirstIdle { draws: IDLE_DRAWS }
+        WholeSetDraw::FirstIdle {
+            draws: IDLE_DRAWS as u32,
+        }
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {

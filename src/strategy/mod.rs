@@ -52,7 +52,7 @@ pub(crate) enum WholeSetDraw {
     /// The pick is the first of `draws` draws that lands on an invoker with no call of the
     /// method in flight; when every draw lands on a busy one, the strategy decides, told so by
     /// [`Ctx::drawn`] (`leastactive`).
-    FirstIdle { draws: usize },
+    FirstIdle { draws: u32 },
     /// The pick is the less loaded of a weighted pair drawn from the [`Weights`] the strategy
     /// prepared, by [`best_of_pair`] (`p2c` with two choices and no slow start). Only
     /// `select_drawn` makes it; elsewhere the strategy's `select` does.
@@ -69,7 +69,7 @@ pub(crate) type Prepared = Option<PreparedData>;
 pub(crate) struct PreparedData {
     type_id: TypeId,
     data: *const (),
-    /// Keeps `data` alive; never read.
+    /// Keeps `data` alive (and hands it out as an `Arc`, `downcast_arc`).
     _owner: Arc<dyn Any + Send + Sync>,
 }
 
@@ -86,6 +86,12 @@ impl PreparedData {
             data: Arc::as_ptr(&owner) as *const (),
             _owner: owner,
         }
+    }
+
+    /// The data as an `Arc<T>`, if it is a `T` (a snapshot keeps the draw tables it reads on
+    /// every pick so, found once per update: see `SnapshotBody::whole_set`).
+    pub fn downcast_arc<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self._owner.clone().downcast::<T>().ok()
     }
 
     #[inline]
