@@ -2,9 +2,10 @@
 # Runs the tests that race threads under ThreadSanitizer (nightly, with the standard library
 # and every dependency rebuilt instrumented by -Zbuild-std, which needs the rust-src component):
 # the library's unit tests, tests/stress_abi.rs, tests/concurrency.rs, tests/call.rs,
-# tests/round_robin.rs, tests/strategies.rs and tests/beyond_dubbo's concurrency tests.
+# tests/round_robin.rs, tests/strategies.rs and tests/beyond_dubbo's concurrency tests, then
+# the C and C++ programs of tests/c (threads, fork, thread exit) against the static library.
 # Exits non-zero on any report that scripts/tsan.supp does not suppress, or on a failed test.
-# About 6 min to build (std included) and 9 min to run on the shared 2-core VM (see
+# About 6 min to build (std included) and 10 min to run on the shared 2-core VM (see
 # docs/reliability.md). Not part of test-all.sh or CI: those machines may lack nightly or
 # rust-src.
 #   rustup toolchain install nightly && rustup +nightly component add rust-src
@@ -93,6 +94,52 @@ for t in "${targets[@]}"; do
   suppressed=$(sed -n 's/^ThreadSanitizer: Matched \([0-9]*\) suppressions.*/\1/p' "$logs/$name.log")
   grep -E '^test result' "$logs/$name.log" || true
   echo "$name: $reports report(s), exit $rc, $(($(date +%s) - start)) s; log: $logs/$name.log${suppressed:+ ($suppressed suppressed)}"
+  total=$((total + reports))
+  if [ "$rc" -ne 0 ] || [ "$reports" -ne 0 ]; then failed=1; fi
+done
+
+# The C and C++ programs of tests/c (threads, fork with threads, calls from thread exit, the
+# C++ wrapper) against the static library built the same way: compiled with GCC's
+# -fsanitize=thread, linked with rustc's own TSan runtime (the one the library's instrumentation
+# was built for; GCC's lacks some of its entry points). die_after_fork=0: test_fork_threads'
+# children start threads after forking a threaded parent, which TSan allows with it.
+step "building the static library with -Zsanitizer=thread"
+cargo +nightly build -Zbuild-std --release --target "$host" --lib
+runtime="$(rustc +nightly --print sysroot)/lib/rustlib/$host/lib/librustc-nightly_rt.tsan.a"
+if [ ! -f "$runtime" ]; then
+  echo "tsan.sh: no TSan runtime at $runtime" >&2
+  exit 2
+fi
+if ! command -v gcc >/dev/null; then
+  echo "tsan.sh: no gcc, which the C programs of tests/c need" >&2
+  exit 2
+fi
+cdir="$CARGO_TARGET_DIR/tsan-c"
+mkdir -p "$cdir"
+for src in tests/c/*.c tests/c/*.cpp; do
+  prog=$(basename "${src%.*}")
+  if [[ $src == *.cpp ]] && ! command -v g++ >/dev/null; then
+    echo "tsan.sh: no g++: $src not run"
+    continue
+  fi
+  case $src in
+    *.cpp) cc=(g++ -std=c++17) ;;
+    *) cc=(gcc -std=c11) ;;
+  esac
+  step "tsan: $src"
+  "${cc[@]}" -Wall -Wextra -O1 -g -fsanitize=thread -pthread -Iinclude -Itests/c -c "$src" \
+    -o "$cdir/$prog.o"
+  "${cc[@]}" -pthread "$cdir/$prog.o" "$CARGO_TARGET_DIR/$host/release/libpolylb.a" \
+    -Wl,--whole-archive "$runtime" -Wl,--no-whole-archive -ldl -lm -lrt -lgcc_s -o "$cdir/$prog"
+  if ! nm "$cdir/$prog" | grep ' __tsan_func_entry$' >/dev/null; then
+    echo "tsan.sh: $cdir/$prog is not instrumented by ThreadSanitizer" >&2
+    exit 2
+  fi
+  start=$(date +%s)
+  rc=0
+  TSAN_OPTIONS="$TSAN_OPTIONS die_after_fork=0" "$cdir/$prog" >"$logs/$prog.log" 2>&1 || rc=$?
+  reports=$(grep -c '^WARNING: ThreadSanitizer' "$logs/$prog.log" || true)
+  echo "$prog: $reports report(s), exit $rc, $(($(date +%s) - start)) s; log: $logs/$prog.log"
   total=$((total + reports))
   if [ "$rc" -ne 0 ] || [ "$reports" -ne 0 ]; then failed=1; fi
 done
