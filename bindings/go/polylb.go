@@ -585,23 +585,35 @@ func unixMicros(t time.Time) int64 {
 	if t.IsZero() {
 		return 0 // the ABI's "use the library's clock"
 	}
-	// Beyond about ±292,000 years the microseconds overflow an int64 and UnixMicro wraps
-	// (time.Unix(math.MaxInt64, 0), a common "never", came out in the far past): those
-	// times are the library's latest and earliest instead.
-	const maxSec, maxUs = math.MaxInt64 / 1_000_000, math.MaxInt64 % 1_000_000
-	sec, us := t.Unix(), int64(t.Nanosecond()/1000)
-	switch {
-	case sec > maxSec || sec == maxSec && us > maxUs:
-		return math.MaxInt64
-	case sec < -maxSec-1 || sec == -maxSec-1 && us < 1_000_000-maxUs-1:
-		return math.MinInt64
-	}
-	if us := sec*1_000_000 + us; us != 0 {
+	if us := unixUnits(t, 1_000_000); us != 0 {
 		return us
 	}
 	// 0 µs would mean the library's clock: a virtual clock that starts at the Unix epoch
 	// must not silently read the wall clock during its first microsecond.
 	return 1
+}
+
+func unixMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return unixUnits(t, 1000)
+}
+
+// unixUnits is t in whole 1/perSecond seconds since the Unix epoch. Where UnixMicro and
+// UnixMilli would wrap (beyond about ±292,000 and ±292 million years; time.Unix(math.MaxInt64,
+// 0), a common "never", came out in the far past) it saturates to the library's latest and
+// earliest times instead.
+func unixUnits(t time.Time, perSecond int64) int64 {
+	maxSec, maxSub := math.MaxInt64/perSecond, math.MaxInt64%perSecond
+	sec, sub := t.Unix(), int64(t.Nanosecond())/(1_000_000_000/perSecond)
+	switch {
+	case sec > maxSec || sec == maxSec && sub > maxSub:
+		return math.MaxInt64
+	case sec < -maxSec-1 || sec == -maxSec-1 && sub < perSecond-maxSub-1:
+		return math.MinInt64
+	}
+	return sec*perSecond + sub
 }
 
 // micros is d in whole microseconds, truncated toward zero, except that a negative d
@@ -612,22 +624,6 @@ func micros(d time.Duration) int64 {
 		return -1
 	}
 	return us
-}
-
-func unixMillis(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	// As unixMicros: saturated where UnixMilli would wrap (about ±292 million years).
-	const maxSec, maxMs = math.MaxInt64 / 1000, math.MaxInt64 % 1000
-	sec, ms := t.Unix(), int64(t.Nanosecond()/1_000_000)
-	switch {
-	case sec > maxSec || sec == maxSec && ms > maxMs:
-		return math.MaxInt64
-	case sec < -maxSec-1 || sec == -maxSec-1 && ms < 1000-maxMs-1:
-		return math.MinInt64
-	}
-	return sec*1000 + ms
 }
 
 // The pointer helpers below hand C the address of Go memory that holds no Go
