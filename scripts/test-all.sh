@@ -16,6 +16,9 @@ cargo clippy --release --all-targets -- -D warnings
 step "rust: build the libraries (.so, .a) and the header"
 cargo build --release
 
+step "rust: the libraries build with the oldest supported Rust (Cargo.toml's rust-version)"
+bash scripts/msrv.sh
+
 step "rust: tests (core, Dubbo vectors, C ABI from C, header)"
 cargo test --release
 step "rust: the fuzz corpus again with overflow checks (debug build): no arithmetic overflows"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The oldest Rust that builds the libraries (Cargo.toml's `rust-version`), checked with the
+# committed Cargo.lock: `cargo check` of the crate (rlib, cdylib, staticlib, build script with
+# cbindgen) and of the JNI crate. Tests, benchmarks and examples need a newer stable (the
+# dev-dependency proptest 1.12 needs Rust 1.88), so they are not part of this check.
+#
+#   bash scripts/msrv.sh      # installs the toolchain with rustup (minimal profile) if missing
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+jni_msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' bindings/java/native/Cargo.toml)
+if [ "$msrv" != "$jni_msrv" ]; then
+  echo "msrv: Cargo.toml says $msrv, bindings/java/native/Cargo.toml says $jni_msrv" >&2
+  exit 1
+fi
+if ! command -v rustup >/dev/null; then
+  echo "msrv: skipped: no rustup to install Rust $msrv with"
+  exit 0
+fi
+rustup toolchain list | grep -q "^$msrv" || rustup toolchain install "$msrv" --profile minimal
+CARGO_TARGET_DIR=target/msrv cargo "+$msrv" check --locked -p polylb -p polylb-jni
+echo "msrv: polylb and polylb-jni build with Rust $msrv"
