@@ -250,6 +250,9 @@ def write(d, path, smoke, seconds):
                "The machine is a 2-vCPU VM shared with other jobs: absolute ns move by ±20–50 % (much more "
                "under load); **read the ratios**, each taken against a floor or a peer measured in the same "
                "run (same process for Rust; same `go test` / JMH / timeit run for the others).")
+    machine = pathlib.Path(d) / "machine.txt"
+    if machine.exists() and machine.read_text().strip():
+        out[-1] += f" Host: {machine.read_text().strip()}."
     stale = pathlib.Path(d) / "stale-libs"
     if stale.exists():
         out.append(f"\n**WARNING: {stale.read_text().strip()}.**")

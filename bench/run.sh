@@ -38,6 +38,14 @@ meta() { # suite start_load start_time
         "$1" "$2" "$(loadavg)" $(($(date +%s) - $3)) "$SMOKE" >> "$OUTDIR/$1.jsonl"
 }
 
+# what the host says it is: VMs of one name can differ (a slow spell and a slower host look alike)
+{
+    lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -1
+    echo "$(nproc) vCPU"
+    lscpu 2>/dev/null | sed -n 's/^Hypervisor vendor:[[:space:]]*//p' | head -1
+    lscpu 2>/dev/null | sed -n 's/^BogoMIPS:[[:space:]]*/BogoMIPS /p' | head -1
+} | paste -sd';' - | sed 's/;/; /g' > "$OUTDIR/machine.txt" || true
+
 FAILED=""
 log "building libpolylb (release)"
 rm -f "$OUTDIR/stale-libs"
