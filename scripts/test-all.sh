@@ -11,7 +11,7 @@ python3 scripts/check-doc-links.py
 
 step "rust: format and lints"
 cargo fmt --all -- --check
-cargo clippy --release --all-targets -- -D warnings
+cargo clippy --release --workspace --all-targets -- -D warnings
 
 step "rust: build the libraries (.so, .a) and the header"
 cargo build --release

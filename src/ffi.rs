@@ -499,6 +499,7 @@ mod tests {
     fn a_caught_panic_writes_its_message_like_any_failure() {
         let mut buf = [b'X' as c_char; 16];
         let mut len = 12345;
+        // SAFETY: `buf` and `len` are live locals of the sizes passed.
         let status = unsafe {
             guard_with_message(buf.as_mut_ptr(), buf.len(), &mut len, || {
                 panic!("a bug inside polylb (this test's own)")

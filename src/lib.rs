@@ -27,6 +27,8 @@
 //! simulations and tests run in virtual time.
 
 #![warn(missing_docs)]
+// Every `unsafe` says why it holds (`// SAFETY:`), as the C ABI's exports do; clippy keeps it so.
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod balancer;
 mod call;

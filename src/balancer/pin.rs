@@ -80,6 +80,8 @@ impl Inner {
         drop(replaced);
         Pinned {
             snapshot,
+            // SAFETY: `cache` is this thread's cache cell, live for the thread; no borrow of it
+            // is held here.
             counter: unsafe { (*cache).counter },
             cache,
             _loaded: None,

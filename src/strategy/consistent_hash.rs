@@ -347,7 +347,7 @@ impl Ring {
                 self.digests_per_invoker,
                 |point| {
                     let here = (point.wrapping_sub(h), Reverse(pos));
-                    if best.map_or(true, |b| here < b) {
+                    if best.is_none_or(|b| here < b) {
                         best = Some(here);
                     }
                 },
@@ -394,7 +394,7 @@ impl Ring {
             }
             points_of(&self.addresses[pos], self.digests_per_invoker, |point| {
                 let distance = point.wrapping_sub(h);
-                if best.map_or(true, |(d, _)| distance < d) && self.owns_among(point, pos, mask) {
+                if best.is_none_or(|(d, _)| distance < d) && self.owns_among(point, pos, mask) {
                     best = Some((distance, pos));
                 }
             });

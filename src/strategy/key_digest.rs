@@ -35,12 +35,13 @@ pub(crate) fn md5_first_word(key: &[u8]) -> u32 {
 #[inline(always)]
 #[allow(unused_mut)]
 fn early(mut x: u32) -> u32 {
-    // SAFETY (both): an empty template that reads and writes one register, nothing else.
     #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: an empty template that reads and writes one register, nothing else.
     unsafe {
         std::arch::asm!("/* {0:e} */", inout(reg) x, options(pure, nomem, nostack, preserves_flags));
     }
     #[cfg(all(target_arch = "aarch64", not(miri)))]
+    // SAFETY: as above.
     unsafe {
         std::arch::asm!("/* {0:w} */", inout(reg) x, options(pure, nomem, nostack, preserves_flags));
     }

@@ -76,6 +76,7 @@ pub(crate) struct PreparedData {
 // SAFETY: `data` points into `owner`, which is `Send + Sync`; it is only read as `&T` where
 // `T` is the type that `owner` holds.
 unsafe impl Send for PreparedData {}
+// SAFETY: as for `Send`: shared access only ever reads `&T` through `data`.
 unsafe impl Sync for PreparedData {}
 
 impl PreparedData {

@@ -144,7 +144,7 @@ impl<'a> PickSet<'a> {
             return false;
         };
         self.local
-            .map_or(true, |l| l.mask[pos / 64] & (1 << (pos % 64)) != 0)
+            .is_none_or(|l| l.mask[pos / 64] & (1 << (pos % 64)) != 0)
     }
 }
 

@@ -13,6 +13,9 @@
 //! - Cold calls (`create`, `update`) return a status and put the library's message into
 //!   `messageOut[0]`, so Java can throw an exception carrying both.
 
+// Every `unsafe` says why it holds (`// SAFETY:`); clippy keeps it so.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -289,6 +292,7 @@ pub extern "system" fn Java_io_polylb_Native_create<'local>(
 pub extern "system" fn Java_io_polylb_Native_free(_env: JNIEnv, _class: JClass, handle: jlong) {
     if handle != 0 {
         guarded((), || {
+            // SAFETY: `handle` came from `create`'s `Box::into_raw`, and Java frees it once.
             drop(unsafe { Box::from_raw(handle as *mut Balancer) })
         });
     }
@@ -311,6 +315,7 @@ pub extern "system" fn Java_io_polylb_Native_update<'local>(
     message_out: JObjectArray<'local>,
 ) -> jint {
     guarded(status_code(Status::Panic), || {
+        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
         let Some(balancer) = (unsafe { balancer(handle) }) else {
             return status_code(Status::NullPointer);
         };
@@ -462,6 +467,7 @@ pub extern "system" fn Java_io_polylb_Native_method<'local>(
     name_utf8: JByteArray<'local>,
 ) -> jlong {
     guarded(neg(Status::Panic), || {
+        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
         let Some(balancer) = (unsafe { balancer(handle) }) else {
             return neg(Status::NullPointer);
         };
@@ -510,6 +516,8 @@ pub unsafe extern "system" fn Java_io_polylb_Native_select(
     key_length: jint,
     now_us: jlong,
 ) -> jlong {
+    // SAFETY: the JVM's contract for this export (above): a live `env`, arrays at least as long
+    // as their counts, `handle` 0 or live.
     guarded(neg(Status::Panic), || unsafe {
         let Some(balancer) = balancer(handle) else {
             return neg(Status::NullPointer);
@@ -535,6 +543,7 @@ pub extern "system" fn Java_io_polylb_Native_selectPackedKey(
     now_us: jlong,
 ) -> jlong {
     guarded(neg(Status::Panic), || {
+        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
         let Some(balancer) = (unsafe { balancer(handle) }) else {
             return neg(Status::NullPointer);
         };
@@ -567,6 +576,8 @@ pub unsafe extern "system" fn Java_io_polylb_Native_selectAmong(
     excluded_count: jint,
     now_us: jlong,
 ) -> jlong {
+    // SAFETY: the JVM's contract for this export (above): a live `env`, arrays at least as long
+    // as their counts, `handle` 0 or live.
     guarded(neg(Status::Panic), || unsafe {
         let Some(balancer) = balancer(handle) else {
             return neg(Status::NullPointer);
@@ -600,6 +611,7 @@ pub extern "system" fn Java_io_polylb_Native_report(
     now_us: jlong,
 ) -> jint {
     guarded(status_code(Status::Panic), || {
+        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
         let Some(balancer) = (unsafe { balancer(handle) }) else {
             return status_code(Status::NullPointer);
         };
@@ -629,6 +641,7 @@ pub extern "system" fn Java_io_polylb_Native_reportProviderMetrics(
     now_us: jlong,
 ) -> jint {
     guarded(status_code(Status::Panic), || {
+        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
         let Some(balancer) = (unsafe { balancer(handle) }) else {
             return status_code(Status::NullPointer);
         };
@@ -659,6 +672,7 @@ pub extern "system" fn Java_io_polylb_Native_stats<'local>(
     now_us: jlong,
 ) -> jstring {
     guarded(std::ptr::null_mut(), || {
+        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
         let Some(balancer) = (unsafe { balancer(handle) }) else {
             return std::ptr::null_mut();
         };
@@ -677,6 +691,7 @@ pub extern "system" fn Java_io_polylb_Native_strategy<'local>(
     handle: jlong,
 ) -> jstring {
     guarded(std::ptr::null_mut(), || {
+        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
         let Some(balancer) = (unsafe { balancer(handle) }) else {
             return std::ptr::null_mut();
         };
