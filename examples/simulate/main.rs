@@ -21,7 +21,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// Every strategy the simulator tries by default: Dubbo's six and the newer ones (skipped with a
-/// notice while the library does not know them yet).
+/// notice while the library does not know them yet), then polylb's recommended configuration
+/// for latency-sensitive services (`recommended`: [`engine::RECOMMENDED`]).
 pub const DEFAULT_STRATEGIES: &[&str] = &[
     "random",
     "roundrobin",
@@ -32,6 +33,7 @@ pub const DEFAULT_STRATEGIES: &[&str] = &[
     "p2c",
     "peakewma",
     "boundedhash",
+    "recommended",
 ];
 
 const HELP: &str = "\
@@ -54,7 +56,9 @@ OPTIONS (lists are comma-separated):
                                      (docs/simulator.md#stress-scenarios-run-only-when-named)
   --strategies LIST   strategy names, optionally with options: 'p2c&p2c.choices=4' (default:
                       random,roundrobin,leastactive,shortestresponse,consistenthash,adaptive,
-                      p2c,peakewma,boundedhash; unknown names are skipped with a notice)
+                      p2c,peakewma,boundedhash,recommended; unknown names are skipped with a
+                      notice; recommended is polylb's configuration for latency-sensitive
+                      services: peakewma&peakewma.choices=0&peakewma.preferenceMs=1000)
   --no-oracles        do not run the oracle bounds (oracle-jsq, oracle-sed)
   --loads LIST        offered load, fraction or percent of capacity (default: 0.7,0.85)
   --consumers LIST    consumers, each with its own balancer (default: 1,50)
@@ -298,7 +302,8 @@ fn main() {
     for s in &args.strategies {
         let p = PolicySpec::parse(s);
         if let PolicySpec::Library(name) = &p {
-            if let Err(e) = polylb::Balancer::new(&format!("loadbalance={name}")) {
+            let config = engine::library_config(name);
+            if let Err(e) = polylb::Balancer::new(&format!("loadbalance={config}")) {
                 eprintln!("notice: skipping strategy '{name}': {e}");
                 continue;
             }
@@ -601,6 +606,35 @@ mod tests {
             })
             .filter(|f| f.len() > 2 && !f[2..].starts_with('-'))
             .collect()
+    }
+
+    /// `recommended` runs the configuration docs/simulator.md recommends (its code block under
+    /// "Recommended default"), the library accepts it, and the default run includes it.
+    #[test]
+    fn recommended_is_the_documented_configuration() {
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/simulator.md"))
+                .unwrap();
+        let section = &doc[doc
+            .find("\n## Recommended default for latency-sensitive services\n")
+            .expect("the recommendation's section")..];
+        let block = section
+            .split("```text\n")
+            .nth(1)
+            .and_then(|b| b.split("\n```").next())
+            .expect("a text block in the recommendation's section");
+        assert_eq!(
+            block.trim(),
+            format!("loadbalance={}", crate::engine::RECOMMENDED)
+        );
+        assert_eq!(
+            crate::engine::library_config("recommended"),
+            crate::engine::RECOMMENDED
+        );
+        assert_eq!(crate::engine::library_config("p2c"), "p2c");
+        polylb::Balancer::new(&format!("loadbalance={}", crate::engine::RECOMMENDED))
+            .expect("the library accepts the recommended configuration");
+        assert!(super::DEFAULT_STRATEGIES.contains(&"recommended"));
     }
 
     /// docs/simulator.md's flag table lists exactly the flags of `--help`.

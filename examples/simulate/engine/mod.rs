@@ -26,6 +26,19 @@ pub enum PolicySpec {
     Oracle(OracleKind),
 }
 
+/// polylb's recommended configuration for latency-sensitive services (docs/simulator.md,
+/// "Recommended default"); `recommended` names it in `--strategies` and labels its rows.
+pub const RECOMMENDED: &str = "peakewma&peakewma.choices=0&peakewma.preferenceMs=1000";
+
+/// The library configuration a `Library` spec stands for: `recommended` is [`RECOMMENDED`],
+/// anything else is itself.
+pub fn library_config(spec: &str) -> &str {
+    match spec {
+        "recommended" => RECOMMENDED,
+        other => other,
+    }
+}
+
 impl PolicySpec {
     pub fn parse(s: &str) -> PolicySpec {
         match OracleKind::from_name(s) {
@@ -169,7 +182,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     let consumers = spec.consumers.max(1);
     let policy: Box<dyn Policy> = match &spec.policy {
         PolicySpec::Library(s) => Box::new(LibraryPolicy::new(
-            s,
+            library_config(s),
             consumers,
             spec.seed,
             spec.timeout_us / 1000,
@@ -221,7 +234,11 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         hash_before: Vec::new(),
         hash_after: Vec::new(),
         hash_probing: match &spec.policy {
-            PolicySpec::Library(s) => s.split('&').next().unwrap_or("").contains("hash"),
+            PolicySpec::Library(s) => library_config(s)
+                .split('&')
+                .next()
+                .unwrap_or("")
+                .contains("hash"),
             PolicySpec::Oracle(_) => false,
         },
         events: 0,
