@@ -4,7 +4,8 @@
 # cbindgen) and of the JNI crate. Tests, benchmarks and examples need a newer stable (the
 # dev-dependency proptest 1.12 needs Rust 1.88), so they are not part of this check.
 #
-#   bash scripts/msrv.sh      # installs the toolchain with rustup (minimal profile) if missing
+#   bash scripts/msrv.sh      # installs the toolchain with rustup (minimal profile) if missing;
+#                             # skipped, with a line saying so, where rustup cannot install it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,13 @@ if ! command -v rustup >/dev/null; then
   echo "msrv: skipped: no rustup to install Rust $msrv with"
   exit 0
 fi
-rustup toolchain list | grep -q "^$msrv" || rustup toolchain install "$msrv" --profile minimal
+if ! rustup toolchain list | grep -q "^$msrv"; then
+  # rustup's download server is not a package registry: a machine that reaches only registries
+  # cannot fetch it, and then the check cannot run (said, not failed)
+  if ! timeout 600 rustup toolchain install "$msrv" --profile minimal; then
+    echo "msrv: skipped: could not install Rust $msrv with rustup (no route to its server?)"
+    exit 0
+  fi
+fi
 CARGO_TARGET_DIR=target/msrv cargo "+$msrv" check --locked -p polylb -p polylb-jni
 echo "msrv: polylb and polylb-jni build with Rust $msrv"
