@@ -34,6 +34,9 @@ impl Report {
                 ""
             }
         );
+        if let Some((what, why)) = self.recommended_note(true) {
+            let _ = writeln!(out, "{what}: {why}.\n");
+        }
         for sc in &self.scenarios {
             let _ = writeln!(out, "## {}: {}\n", sc.label(), sc.heading());
             let _ = writeln!(

@@ -56,6 +56,19 @@ impl Report {
         }
     }
 
+    /// What the `recommended` rows are, when the report has them: the configuration (in
+    /// backticks for Markdown) and why it is there.
+    fn recommended_note(&self, markdown: bool) -> Option<(String, &'static str)> {
+        let quote = if markdown { "`" } else { "" };
+        self.policies.iter().any(|p| p == "recommended").then(|| {
+            (
+                format!("recommended = {quote}{}{quote}", crate::engine::RECOMMENDED),
+                "polylb's configuration for latency-sensitive services; use it with failover \
+                 retries: --retries 2",
+            )
+        })
+    }
+
     /// Writes everything under `dir`; returns the index file.
     pub fn write_files(&self, dir: &Path) -> std::io::Result<PathBuf> {
         std::fs::create_dir_all(dir)?;

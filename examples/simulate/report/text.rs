@@ -30,6 +30,9 @@ impl Report {
                 String::new()
             }
         );
+        if let Some((what, why)) = self.recommended_note(false) {
+            let _ = writeln!(out, "{what}\n   ({why})");
+        }
         for sc in &self.scenarios {
             let combos = self.combos(sc);
             let _ = writeln!(out, "\n== {}: {} ==", sc.label(), sc.heading());
