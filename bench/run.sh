@@ -41,7 +41,14 @@ meta() { # suite start_load start_time
 # what the host says it is: VMs of one name can differ (a slow spell and a slower host look alike)
 {
     lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -1
+    # one model name covers several generations (AMD family 25 is Zen 3 at model 1, Zen 4 at 17)
+    awk -F': ' '/^cpu family/ {f = $2} /^model[[:space:]]*:/ {m = $2} END {if (f != "") print "family " f " model " m}' /proc/cpuinfo 2>/dev/null
+    grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo "AVX-512"
     echo "$(nproc) vCPU"
+    # its clock and width now (bench/host_probe.c; x86-64 with a C compiler only)
+    if [[ $(uname -m) == x86_64 ]] && cc -O2 -o "$OUTDIR/host_probe" bench/host_probe.c 2>/dev/null; then
+        "$OUTDIR/host_probe"
+    fi
     lscpu 2>/dev/null | sed -n 's/^Hypervisor vendor:[[:space:]]*//p' | head -1
     lscpu 2>/dev/null | sed -n 's/^BogoMIPS:[[:space:]]*/BogoMIPS /p' | head -1
 } | paste -sd';' - | sed 's/;/; /g' > "$OUTDIR/machine.txt" || true
