@@ -12,7 +12,7 @@
 #
 # New inputs go to fuzz/work/<target>/ (not committed); crashes to fuzz/artifacts/<target>/.
 # To keep new coverage in the committed corpus:
-#   fuzz/target/x86_64-unknown-linux-gnu/release/<target> -merge=1 -use_counters=0 corpus/<target> work/<target>
+#   target/x86_64-unknown-linux-gnu/release/<target> -merge=1 -use_counters=0 corpus/<target> work/<target>
 # (from fuzz/; -use_counters=0: an input joins only for an edge the corpus does not reach)
 # To replay one crash: fuzz/target/x86_64-unknown-linux-gnu/release/<target> <file>
 set -euo pipefail

@@ -71,7 +71,7 @@ def main():
         if a.get("withdrawn"):
             continue
         safe = ranges.get("patched", []) + ranges.get("unaffected", [])
-        for v, lock, shipped in locked[a["package"]] if a["package"] in locked else []:
+        for v, lock, shipped in locked.get(a["package"], []):
             if not any(satisfies(v, r) for r in safe):
                 kind = a.get("informational", "vulnerability")
                 print(f"{a['id']} {a['package']} {v} in {lock} ({kind}): {title.strip()}")
