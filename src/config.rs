@@ -34,6 +34,9 @@ pub struct Config {
     /// boundedhash: an invoker takes a key while its calls in flight, the new one counted, stay
     /// within ⌈factor × weighted average⌉ (the average counting the new call too).
     pub boundedhash_factor: f64,
+    /// maglev: slots of the lookup table, a prime in 7..=16777213 (default 65537; at least
+    /// the number of invokers, and for an even spread about 100 times it).
+    pub maglev_table_size: u32,
     /// Zone preference (every strategy): the consumer's own zone; None = off.
     pub zone: Option<String>,
     /// Stay entirely in the local zone while at least this percentage of it is healthy.
@@ -114,6 +117,7 @@ impl Default for Config {
                 preference_ms: 0,
             },
             boundedhash_factor: 1.25,
+            maglev_table_size: 65537,
             zone: None,
             zone_min_healthy_percent: 70,
             outlier: OutlierConfig {
@@ -132,6 +136,16 @@ impl Default for Config {
             },
         }
     }
+}
+
+/// `maglev.tableSize`'s range: the smallest prime above 5 (a table smaller than a handful of
+/// invokers spreads nothing), and the largest below 2^24 (64 MB of slots).
+pub const MIN_MAGLEV_TABLE: u32 = 7;
+pub const MAX_MAGLEV_TABLE: u32 = 16_777_213;
+
+/// Trial division: table sizes are at most 2^24, so at most 2^11 divisions.
+fn is_prime(n: u32) -> bool {
+    n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
 }
 
 type Setter = fn(&mut Config, &str, &str) -> Result<(), Error>;
@@ -238,6 +252,16 @@ const KEYS: &[(&str, &str, Setter)] = &[
          stay within ceil(factor x weighted average); 1.0..=100 (default 1.25)",
         |c, k, v| {
             c.boundedhash_factor = float(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "maglev.tableSize",
+        "maglev: slots of the lookup table, a prime in 7..=16777213, at least the number of \
+         invokers (about 100 times it spreads keys within 1 %); changing it remaps most keys \
+         (default 65537)",
+        |c, k, v| {
+            c.maglev_table_size = int(k, v)?;
             Ok(())
         },
     ),
@@ -466,6 +490,21 @@ impl Config {
         non_negative("peakewma.failurePenalty", pe.failure_penalty_ms)?;
         non_negative("peakewma.preferenceMs", pe.preference_ms)?;
         within("boundedhash.factor", self.boundedhash_factor, 1.0..=100.0)?;
+        if !(MIN_MAGLEV_TABLE..=MAX_MAGLEV_TABLE).contains(&self.maglev_table_size) {
+            return out(
+                "maglev.tableSize",
+                &self.maglev_table_size,
+                &format!("outside {MIN_MAGLEV_TABLE}..={MAX_MAGLEV_TABLE}"),
+            );
+        }
+        if !is_prime(self.maglev_table_size) {
+            return out(
+                "maglev.tableSize",
+                &self.maglev_table_size,
+                "not a prime (each invoker's slot order steps through the table: only a prime \
+                 size makes every step visit every slot)",
+            );
+        }
         if self.zone.as_deref() == Some("") {
             return out(
                 "zone",
@@ -546,6 +585,7 @@ impl Config {
             StrategyKind::P2c,
             StrategyKind::PeakEwma,
             StrategyKind::BoundedHash,
+            StrategyKind::Maglev,
         ] {
             let prefix = format!("{}.", kind.name());
             if let Some(key) = given(&prefix) {
@@ -555,11 +595,12 @@ impl Config {
             }
         }
         if let Some(key) = given("slowstart.") {
-            if !self.strategy.is_beyond_dubbo() {
+            if !self.strategy.has_slow_start() {
                 return fail(
                     key,
                     "applies to p2c, peakewma and boundedhash only (Dubbo's strategies keep \
-                     Dubbo's warm-up, set per invoker)",
+                     Dubbo's warm-up, set per invoker; maglev's table follows configured \
+                     weights only, so that keys do not move while a weight ramps)",
                 );
             }
         }

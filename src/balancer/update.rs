@@ -4,6 +4,7 @@
 use super::snapshot::{IdIndex, SnapshotBody};
 use super::{Balancer, IdHasher, Member, Snapshot};
 use crate::clock::Clock;
+use crate::config::Config;
 use crate::error::{Error, Status};
 use crate::invoker::Invoker;
 use crate::strategy::weighted::SCALE;
@@ -19,7 +20,7 @@ impl Balancer {
     /// is dropped. A rejected update changes nothing.
     pub fn update(&self, invokers: &[Invoker]) -> Result<(), Error> {
         let inner = &*self.inner;
-        validate(invokers, inner.strategy.kind(), inner.config.hash_nodes)?;
+        validate(invokers, inner.strategy.kind(), &inner.config)?;
         let _cold = crate::fork::cold_call();
         let mut replaced = inner.update_lock.lock();
         let old = inner.snapshot.load_full();
@@ -112,14 +113,27 @@ fn total_weight_fits(weights: impl Iterator<Item = i32>) -> Result<(), Error> {
     Ok(())
 }
 
-fn validate(invokers: &[Invoker], kind: StrategyKind, hash_nodes: u32) -> Result<(), Error> {
+fn validate(invokers: &[Invoker], kind: StrategyKind, config: &Config) -> Result<(), Error> {
+    let hash_nodes = config.hash_nodes;
     // The hashing strategies place each invoker on the ring by its address: with no address
     // (a C caller that left `address_len` at 0) every invoker's points are the same, and the
     // last one takes every key.
     let hashing = matches!(
         kind,
-        StrategyKind::ConsistentHash | StrategyKind::BoundedHash
+        StrategyKind::ConsistentHash | StrategyKind::BoundedHash | StrategyKind::Maglev
     );
+    // Each invoker of maglev's table owns slots of it (see `strategy::maglev`).
+    let table = config.maglev_table_size;
+    if kind == StrategyKind::Maglev && invokers.len() as u64 > u64::from(table) {
+        return Err(Error::new(
+            Status::LimitExceeded,
+            format!(
+                "{} invokers do not fit maglev's table of {table} slots: set \
+                 maglev.tableSize to a prime of about 100 times the number of invokers",
+                invokers.len()
+            ),
+        ));
+    }
     // The ring indexes its points with 32 bits (its bucket index), so their count must fit.
     // Checked before anything is built: a ring that large would need over 32 GB anyway.
     let points = invokers.len() as u64 * u64::from(hash_nodes / 4 * 4);

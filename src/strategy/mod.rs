@@ -10,6 +10,7 @@ mod bounded_hash;
 mod consistent_hash;
 mod key_digest;
 mod least_active;
+mod maglev;
 mod p2c;
 mod peak_ewma;
 mod random;
@@ -225,6 +226,9 @@ pub enum StrategyKind {
     PeakEwma,
     /// Consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam) on Dubbo's ring.
     BoundedHash,
+    /// Maglev hashing (Eisenbud et al.) with weights: a prime-sized lookup table
+    /// (`maglev.tableSize` slots), one slot read per pick.
+    Maglev,
 }
 
 impl StrategyKind {
@@ -239,9 +243,10 @@ impl StrategyKind {
         StrategyKind::P2c,
         StrategyKind::PeakEwma,
         StrategyKind::BoundedHash,
+        StrategyKind::Maglev,
     ];
 
-    /// The strategy's config name, as in `loadbalance=` (`random`, …, `boundedhash`).
+    /// The strategy's config name, as in `loadbalance=` (`random`, …, `maglev`).
     pub fn name(self) -> &'static str {
         match self {
             StrategyKind::Random => "random",
@@ -253,11 +258,24 @@ impl StrategyKind {
             StrategyKind::P2c => "p2c",
             StrategyKind::PeakEwma => "peakewma",
             StrategyKind::BoundedHash => "boundedhash",
+            StrategyKind::Maglev => "maglev",
         }
     }
 
     /// True for the strategies polylb adds (not Dubbo's six).
     pub fn is_beyond_dubbo(self) -> bool {
+        matches!(
+            self,
+            StrategyKind::P2c
+                | StrategyKind::PeakEwma
+                | StrategyKind::BoundedHash
+                | StrategyKind::Maglev
+        )
+    }
+
+    /// True for the strategies that take `slowstart.*` (not `maglev`: a weight that changes
+    /// over time would move keys while it ramps).
+    pub fn has_slow_start(self) -> bool {
         matches!(
             self,
             StrategyKind::P2c | StrategyKind::PeakEwma | StrategyKind::BoundedHash
@@ -282,6 +300,7 @@ impl StrategyKind {
             StrategyKind::P2c => Box::new(p2c::P2c::new(config)),
             StrategyKind::PeakEwma => Box::new(peak_ewma::PeakEwma::new(config)),
             StrategyKind::BoundedHash => Box::new(bounded_hash::BoundedHash::new(config)),
+            StrategyKind::Maglev => Box::new(maglev::Maglev::new(config)),
         }
     }
 }

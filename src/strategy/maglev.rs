@@ -1,0 +1,387 @@
+//! `maglev`: Maglev consistent hashing (Eisenbud et al., NSDI 2016) with weights, as Envoy
+//! offers it: a lookup table of a prime number of slots (`maglev.tableSize`, default 65537),
+//! each slot owned by one invoker, built on update only. A pick hashes the key and reads one
+//! slot, in constant time whatever the set's size (Dubbo's ring needs an MD5 digest and a
+//! search). Not Dubbo's `consistenthash`: keys map to other invokers than Dubbo's ring maps
+//! them to, which is why it is a strategy of its own.
+//!
+//! The table is a function of the set's addresses and configured weights only (never of their
+//! order, nor of time: warm-up would move keys while it lasts), so every consumer with the
+//! same set maps a key to the same invoker, in every language and polylb version:
+//! - each address hashes (see [`hash64`]) to an `offset` in `0..M` and a `skip` in `1..M`,
+//!   which give its preference list `offset, offset + skip, offset + 2·skip, …` (mod M, a
+//!   permutation of the slots since M is prime);
+//! - invokers take turns claiming the first free slot of their list; an invoker of weight
+//!   `w` takes its `k`-th turn at time `k / w` (ties in address order, then set order), so it
+//!   ends up with a share of the slots proportional to its weight;
+//! - invokers of weight 0 own no slot, unless every invoker has weight 0: then all count as
+//!   weight 1.
+//!
+//! A key's slot is `hash64(key) · M / 2^64`. A pick among some of the invokers (a failover
+//! that excludes one, a zone, outlier ejection) keeps the key's owner when it is a candidate,
+//! so keys of the others never move; otherwise it takes the owner of the next slot that a
+//! candidate owns, looking at most [`SCAN_LIMIT`] slots ahead, and failing that (candidates
+//! owning almost none of the table) the candidate at `hash64(key) mod candidates`.
+
+use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
+use crate::balancer::{Member, Snapshot};
+use crate::config::Config;
+use crate::error::Status;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+pub(crate) struct Maglev {
+    table_size: u32,
+}
+
+/// The lookup table of one set, with what it was built from (so that an update that changes
+/// neither addresses nor weights keeps it).
+pub(crate) struct Table {
+    /// The owner (set position) of each slot.
+    slots: Box<[u32]>,
+    built_from: Box<[(Arc<str>, i32)]>,
+}
+
+/// Slots a pick among candidates looks at past the key's own before it falls back: a
+/// candidate that owns a fraction `f` of the table is missed with probability `(1-f)^4096`.
+pub(crate) const SCAN_LIMIT: usize = 4096;
+
+/// Seeds of the three hashes: a key's slot, an address's offset and its skip.
+const KEY_SEED: u64 = 0x6d61_676c_6576_6b65; // "maglevke"
+const OFFSET_SEED: u64 = 0x6d61_676c_6576_6f66; // "maglevof"
+const SKIP_SEED: u64 = 0x6d61_676c_6576_736b; // "maglevsk"
+
+/// A 64-bit hash of `bytes`, stable across versions and platforms (it decides which invoker a
+/// key maps to): 8-byte little-endian words, the last one zero-padded, each folded in by a
+/// multiply and rotate, the length in the seed, then murmur3's 64-bit finalizer for avalanche.
+pub(crate) fn hash64(bytes: &[u8], seed: u64) -> u64 {
+    const K1: u64 = 0x9e37_79b9_7f4a_7c15;
+    const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
+    let mut h = seed ^ (bytes.len() as u64).wrapping_mul(K1);
+    let mut words = bytes.chunks_exact(8);
+    let fold = |h: u64, word: u64| (h ^ word.wrapping_mul(K2)).rotate_left(27).wrapping_mul(K1);
+    for word in &mut words {
+        h = fold(h, u64::from_le_bytes(word.try_into().expect("8 bytes")));
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        let mut last = [0u8; 8];
+        last[..tail.len()].copy_from_slice(tail);
+        h = fold(h, u64::from_le_bytes(last));
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// `hash` scaled to `0..size` (the high half of the 128-bit product: no division).
+#[inline]
+fn scaled(hash: u64, size: usize) -> usize {
+    ((u128::from(hash) * size as u128) >> 64) as usize
+}
+
+/// The slot a key maps to in a table of `size` slots, and the key's hash.
+#[inline]
+pub(crate) fn key_slot(key: &[u8], size: usize) -> (usize, u64) {
+    let hash = hash64(key, KEY_SEED);
+    (scaled(hash, size), hash)
+}
+
+impl Maglev {
+    pub fn new(config: &Config) -> Self {
+        Maglev {
+            table_size: config.maglev_table_size,
+        }
+    }
+
+    pub(crate) fn build(&self, members: &[Member]) -> Table {
+        let size = self.table_size as usize;
+        let built_from = members
+            .iter()
+            .map(|m| (m.address.clone(), m.weight))
+            .collect();
+        let all_zero = members.iter().all(|m| m.weight <= 0);
+        // Turn order: address, then set position (equal addresses hash alike, so only their
+        // order tells them apart).
+        let mut order: Vec<usize> = (0..members.len())
+            .filter(|&p| all_zero || members[p].weight > 0)
+            .collect();
+        order.sort_by(|&a, &b| members[a].address.cmp(&members[b].address).then(a.cmp(&b)));
+        let weight = |p: usize| {
+            if all_zero {
+                1
+            } else {
+                members[p].weight as u64
+            }
+        };
+        let mut next_slot: Vec<u64> = Vec::with_capacity(order.len());
+        let mut skip: Vec<u64> = Vec::with_capacity(order.len());
+        for &p in &order {
+            let address = members[p].address.as_bytes();
+            next_slot.push(hash64(address, OFFSET_SEED) % size as u64);
+            skip.push(hash64(address, SKIP_SEED) % (size as u64 - 1) + 1);
+        }
+        const FREE: u32 = u32::MAX;
+        let mut slots = vec![FREE; size].into_boxed_slice();
+        if order.is_empty() {
+            return Table {
+                slots: Box::new([]),
+                built_from,
+            };
+        }
+        // Turns in time order: (k, w, rank) is turn k of the invoker at `order[rank]`, of
+        // weight w, due at k / w. `Turn`'s ordering compares k / w exactly.
+        let mut turns: BinaryHeap<Reverse<Turn>> = order
+            .iter()
+            .enumerate()
+            .map(|(rank, &p)| {
+                Reverse(Turn {
+                    k: 1,
+                    weight: weight(p),
+                    rank,
+                })
+            })
+            .collect();
+        let mut free = size;
+        while free > 0 {
+            let Reverse(turn) = turns.pop().expect("a turn per invoker");
+            let rank = turn.rank;
+            let slot = loop {
+                let slot = next_slot[rank] as usize;
+                next_slot[rank] += skip[rank];
+                if next_slot[rank] >= size as u64 {
+                    next_slot[rank] -= size as u64;
+                }
+                if slots[slot] == FREE {
+                    break slot;
+                }
+            };
+            slots[slot] = order[rank] as u32;
+            free -= 1;
+            turns.push(Reverse(Turn {
+                k: turn.k + 1,
+                ..turn
+            }));
+        }
+        Table { slots, built_from }
+    }
+}
+
+/// One invoker's `k`-th turn to claim a slot, due at `k / weight`; ties go to the lower rank.
+#[derive(PartialEq, Eq)]
+struct Turn {
+    k: u64,
+    weight: u64,
+    rank: usize,
+}
+
+impl Ord for Turn {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // k ≤ 2^24 and weights < 2^31: the products fit in 64 bits.
+        (self.k * other.weight)
+            .cmp(&(other.k * self.weight))
+            .then(self.rank.cmp(&other.rank))
+    }
+}
+
+impl PartialOrd for Turn {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Table {
+    /// True when `members` have this table's addresses and weights, in the same order.
+    fn built_like(&self, members: &[Member]) -> bool {
+        self.built_from.len() == members.len()
+            && self
+                .built_from
+                .iter()
+                .zip(members)
+                .all(|((address, weight), m)| *weight == m.weight && **address == *m.address)
+    }
+
+    #[cfg(test)]
+    fn slots_owned(&self, members: usize) -> Vec<u32> {
+        let mut owned = vec![0u32; members];
+        for &owner in self.slots.iter() {
+            owned[owner as usize] += 1;
+        }
+        owned
+    }
+
+    /// The key's invoker among those `accepts` takes (see the module doc).
+    #[inline]
+    fn pick(&self, key: &[u8], candidates: &[u32], accepts: impl Fn(usize) -> bool) -> usize {
+        let (slot, hash) = key_slot(key, self.slots.len());
+        let owner = self.slots[slot] as usize;
+        if accepts(owner) {
+            return owner;
+        }
+        let (through_key, after_key) = self.slots.split_at(slot + 1);
+        after_key
+            .iter()
+            .chain(through_key)
+            .take(SCAN_LIMIT)
+            .map(|&o| o as usize)
+            .find(|&o| accepts(o))
+            .unwrap_or_else(|| candidates[(hash % candidates.len() as u64) as usize] as usize)
+    }
+}
+
+impl Strategy for Maglev {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::Maglev
+    }
+
+    fn tracks_reports(&self) -> bool {
+        false
+    }
+
+    fn reads_in_flight(&self) -> bool {
+        false
+    }
+
+    fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
+        let old = previous.prepared.as_ref();
+        if old
+            .and_then(|p| p.downcast_ref::<Table>())
+            .is_some_and(|table| table.built_like(members))
+        {
+            return old.cloned();
+        }
+        Some(PreparedData::new(self.build(members)))
+    }
+
+    fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
+        let table = ctx.prepared::<Table>().ok_or(Status::NoProvider)?;
+        if table.slots.is_empty() {
+            return Err(Status::NoProvider);
+        }
+        if ctx.is_all {
+            return Ok(table.pick(ctx.key, ctx.candidates, |_| true));
+        }
+        Ok(table.pick(ctx.key, ctx.candidates, |pos| ctx.contains(pos)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::InvokerState;
+
+    fn members(weights: &[(&str, i32)]) -> Vec<Member> {
+        weights
+            .iter()
+            .enumerate()
+            .map(|(i, &(address, weight))| Member {
+                id: i as u64,
+                address: address.into(),
+                zone: None,
+                weight,
+                start_time_ms: 0,
+                warmup_ms: 0,
+                state: Arc::new(InvokerState::default()),
+            })
+            .collect()
+    }
+
+    fn maglev(size: u32) -> Maglev {
+        Maglev { table_size: size }
+    }
+
+    #[test]
+    fn hash64_depends_on_every_byte_and_the_length() {
+        let base = hash64(b"user-1234567890", 0);
+        assert_ne!(base, hash64(b"user-1234567891", 0));
+        assert_ne!(base, hash64(b"user-123456789", 0));
+        assert_ne!(hash64(b"a", 0), hash64(b"a\0", 0));
+        assert_ne!(hash64(b"", 0), hash64(b"", 1));
+        // Flipping one input bit flips about half the output bits.
+        let mut flips = 0;
+        for bit in 0..64 {
+            let a = hash64(&(1u64 << 40).to_le_bytes(), 0);
+            let b = hash64(&((1u64 << 40) ^ (1 << bit)).to_le_bytes(), 0);
+            flips += (a ^ b).count_ones();
+        }
+        let mean = flips as f64 / 64.0;
+        assert!((28.0..36.0).contains(&mean), "mean flipped bits {mean}");
+    }
+
+    #[test]
+    fn slots_follow_the_weights_and_not_the_order() {
+        let set = [("a:1", 100), ("b:1", 200), ("c:1", 300), ("d:1", 0)];
+        let table = maglev(65537).build(&members(&set));
+        let owned = table.slots_owned(4);
+        assert_eq!(owned.iter().sum::<u32>(), 65537);
+        assert_eq!(owned[3], 0, "weight 0 owns nothing");
+        for (pos, share) in [(0, 1.0 / 6.0), (1, 2.0 / 6.0), (2, 3.0 / 6.0)] {
+            let got = owned[pos] as f64 / 65537.0;
+            assert!((got - share).abs() < 0.001, "{pos}: {got} against {share}");
+        }
+        // The same set in another order: each address keeps the same slots.
+        let reversed: Vec<_> = set.iter().rev().copied().collect();
+        let other = maglev(65537).build(&members(&reversed));
+        for (a, b) in table.slots.iter().zip(other.slots.iter()) {
+            assert_eq!(set[*a as usize].0, reversed[*b as usize].0);
+        }
+    }
+
+    #[test]
+    fn all_zero_weights_share_the_table_equally() {
+        let table = maglev(10007).build(&members(&[("a:1", 0), ("b:1", 0)]));
+        let owned = table.slots_owned(2);
+        assert!(owned[0].abs_diff(owned[1]) <= 1, "{owned:?}");
+    }
+
+    #[test]
+    fn a_leaving_invoker_moves_its_own_keys_and_few_others() {
+        let addresses: Vec<String> = (0..20).map(|i| format!("10.0.0.{i}:20880")).collect();
+        let set: Vec<(&str, i32)> = addresses.iter().map(|a| (a.as_str(), 100)).collect();
+        let m = maglev(65537);
+        let before = m.build(&members(&set));
+        let after = m.build(&members(&set[1..]));
+        let mut moved_others = 0;
+        for (&b, &a) in before.slots.iter().zip(after.slots.iter()) {
+            let (was, now) = (set[b as usize].0, set[1 + a as usize].0);
+            if was != set[0].0 && was != now {
+                moved_others += 1;
+            }
+        }
+        // Maglev's disruption beyond the leaving invoker's own slots is small (the paper's
+        // figure: a few per cent of the table at this size).
+        let share = moved_others as f64 / 65537.0;
+        assert!(share < 0.03, "{share}");
+    }
+
+    #[test]
+    fn picks_among_candidates_keep_a_candidate_owner_and_otherwise_scan() {
+        let table = maglev(257).build(&members(&[("a:1", 1), ("b:1", 1), ("c:1", 1)]));
+        let all = [0u32, 1, 2];
+        for i in 0..2000u32 {
+            let key = i.to_le_bytes();
+            let owner = table.pick(&key, &all, |_| true);
+            let among = table.pick(&key, &[0, 2], |p| p != 1);
+            if owner != 1 {
+                assert_eq!(among, owner);
+            } else {
+                let (slot, _) = key_slot(&key, 257);
+                let next = (1..257)
+                    .map(|d| table.slots[(slot + d) % 257] as usize)
+                    .find(|&o| o != 1)
+                    .unwrap();
+                assert_eq!(among, next);
+            }
+        }
+        // Candidates that own no slot: the hash picks among them.
+        let weighted = maglev(257).build(&members(&[("a:1", 1), ("b:1", 0), ("c:1", 0)]));
+        let mut seen = [0; 3];
+        for i in 0..1000u32 {
+            seen[weighted.pick(&i.to_le_bytes(), &[1, 2], |p| p != 0)] += 1;
+        }
+        assert!(seen[0] == 0 && seen[1] > 400 && seen[2] > 400, "{seen:?}");
+    }
+}
