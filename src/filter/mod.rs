@@ -55,6 +55,9 @@ pub(crate) struct Filter {
     live: AtomicU32,
     /// Earliest end of a live ejection (Unix ms); `i64::MAX` when none.
     next_expiry_ms: AtomicI64,
+    /// Latest end of a live ejection (Unix ms); `i64::MIN` when none. After the clock steps
+    /// back, the ejection to lift first (see `outlier::ejection_over`) may be the latest.
+    last_expiry_ms: AtomicI64,
     /// Changes whenever the set of ejected invokers changes.
     epoch: AtomicU64,
     /// Serialises ejections and sweeps; holds the generation of the set that `live` and
@@ -78,6 +81,7 @@ impl Filter {
             uid: NEXT_UID.fetch_add(1, Relaxed),
             live: AtomicU32::new(0),
             next_expiry_ms: AtomicI64::new(i64::MAX),
+            last_expiry_ms: AtomicI64::new(i64::MIN),
             epoch: AtomicU64::new(0),
             lock: Mutex::new(0),
         })
@@ -96,8 +100,16 @@ impl Filter {
     pub fn needed(&self, snapshot: &Snapshot, clock: &Clock) -> bool {
         if self.live.load(Acquire) > 0 {
             let now_ms = clock.now_ms();
-            let next = self.next_expiry_ms.load(Relaxed);
-            if outlier::ejection_over(next, now_ms, self.max_ejection_ms()) {
+            let (next, last) = (
+                self.next_expiry_ms.load(Relaxed),
+                self.last_expiry_ms.load(Relaxed),
+            );
+            // An ejection is over when its end has passed (the earliest tells) or lies too far
+            // ahead for one made since the clock stepped back (the latest tells).
+            let max = self.max_ejection_ms();
+            if outlier::ejection_over(next, now_ms, max)
+                || outlier::ejection_over(last, now_ms, max)
+            {
                 self.sweep(snapshot, now_ms);
             }
             return true;

@@ -174,6 +174,7 @@ impl Filter {
         state.ejected_until_ms.store(until, Relaxed);
         self.live.store(ejected as u32 + 1, Release);
         self.next_expiry_ms.fetch_min(until, Relaxed);
+        self.last_expiry_ms.fetch_max(until, Relaxed);
         self.epoch.fetch_add(1, Release);
     }
 
@@ -209,18 +210,20 @@ impl Filter {
         lifted
     }
 
-    /// Live count and next expiry from the members' states (caller holds the lock).
+    /// Live count and first and last expiry from the members' states (caller holds the lock).
     fn recount(&self, snapshot: &Snapshot) {
         let mut live = 0;
-        let mut next = i64::MAX;
+        let (mut next, mut last) = (i64::MAX, i64::MIN);
         for m in snapshot.members.iter() {
             let until = m.state.outlier.ejected_until_ms.load(Relaxed);
             if until != 0 {
                 live += 1;
                 next = next.min(until);
+                last = last.max(until);
             }
         }
         self.next_expiry_ms.store(next, Relaxed);
+        self.last_expiry_ms.store(last, Relaxed);
         self.live.store(live, Release);
     }
 

@@ -61,9 +61,11 @@ fn ejected_at(
     rows.iter()
         .filter(|(_, r)| {
             let until = r["ejected_until_ms"].as_i64().unwrap();
+            // One ending more than the longest ejection and a second ahead was made before the
+            // clock stepped back: picks treat it as lifted (docs/abi-contract.md).
             r["ejected"] == true
                 && until > now_ms
-                && until.saturating_sub(now_ms) <= max_ejection_ms
+                && until.saturating_sub(now_ms) <= max_ejection_ms.saturating_add(1000)
         })
         .map(|(id, _)| *id)
         .collect()
