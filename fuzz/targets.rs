@@ -405,8 +405,8 @@ fn read_spec(r: &mut Reader, now_ms: i64) -> Spec {
 
 /// The status `plb_balancer_update` must return for `specs` (checks in the documented order:
 /// text fields invoker by invoker, then ids, weights and duplicates invoker by invoker).
-fn expected_update(specs: &[Spec], strategy: &str) -> i32 {
-    let hashing = matches!(strategy, "consistenthash" | "boundedhash");
+fn expected_update(specs: &[Spec], strategy: &str, config: &str) -> i32 {
+    let hashing = matches!(strategy, "consistenthash" | "boundedhash" | "maglev");
     for s in specs {
         if s.null_address {
             return PLB_ERR_NULL_POINTER;
@@ -425,6 +425,11 @@ fn expected_update(specs: &[Spec], strategy: &str) -> i32 {
                 return PLB_ERR_INVALID_UTF8;
             }
         }
+    }
+    // maglev's table must have a slot for each invoker (checked before the invokers).
+    let table = polylb::Config::parse(config).map_or(0, |c| c.maglev_table_size);
+    if strategy == "maglev" && specs.len() > table as usize {
+        return PLB_ERR_LIMIT_EXCEEDED;
     }
     let mut seen = std::collections::HashSet::new();
     for s in specs {
@@ -564,7 +569,30 @@ const EDGE_VALUES: &[&str] = &[
     " 7 ",
     "",
     "x",
+    // Past maglev.tableSize's largest prime, 16777213 (not a value here: a table that size
+    // takes a second to build, too slow for fuzzing).
+    "16777214",
 ];
+
+/// How many strategies and config keys there were when the corpus was first gathered.
+const STRATEGIES_BEFORE_MAGLEV: usize = 9;
+const KEYS_BEFORE_MAGLEV: usize = 24;
+
+/// A byte's index into a list that has grown from `old` entries to `len` (new ones appended):
+/// bytes below the last 8 % of the range keep the index `byte % old` they had before, so the
+/// corpus' inputs mostly decode as they did; the top bytes reach the new entries.
+fn stable_index(byte: u8, old: usize, len: usize) -> usize {
+    let added = len - old;
+    if added == 0 {
+        return byte as usize % len;
+    }
+    const FIRST_NEW: u8 = 236;
+    if byte >= FIRST_NEW {
+        old + (byte - FIRST_NEW) as usize % added
+    } else {
+        byte as usize % old
+    }
+}
 
 /// Up to 6 `&key=value` pairs of any key the parser knows (`Config::keys`, so keys added later
 /// are reached too) with a value in, at the edge of, or outside its range: a config that comes
@@ -574,7 +602,7 @@ fn read_any_keys(r: &mut Reader) -> String {
     let n = 1 + r.u8() % 6;
     let mut pairs = String::new();
     for _ in 0..n {
-        let key = keys[r.u8() as usize % keys.len()];
+        let key = keys[stable_index(r.u8(), KEYS_BEFORE_MAGLEV, keys.len())];
         let v = r.u8();
         let value = match EDGE_VALUES.get(v as usize) {
             Some(text) => text.to_string(),
@@ -613,6 +641,12 @@ fn in_documented_range(key: &str, value: &str) -> Option<bool> {
             int(0, i64_max)
         }
         "boundedhash.factor" => float(1.0, 100.0),
+        "maglev.tableSize" => {
+            int(7, 16_777_213) && {
+                let n: u64 = value.parse().expect("an int");
+                (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
+            }
+        }
         "zone" => true,
         "zone.minHealthyPercent" | "slowstart.minWeightPercent" => int(1, 100),
         "outlier.failureRate" | "outlier.maxEjectionPercent" => int(0, 100),
@@ -702,7 +736,7 @@ fn read_ids(r: &mut Reader) -> (Vec<u64>, Arg) {
 fn read_balancer(r: &mut Reader) -> (&'static str, String, *mut plb_balancer) {
     let strategy = {
         let all = strategies();
-        all[r.u8() as usize % all.len()]
+        all[stable_index(r.u8(), STRATEGIES_BEFORE_MAGLEV, all.len())]
     };
     let base = format!(
         "loadbalance={strategy}&seed={}&hash.nodes={}&timeout={}",
@@ -745,7 +779,7 @@ pub fn abi_sequence_config(data: &[u8]) -> String {
 /// A byte-driven sequence of ABI calls on one balancer (at most 300 calls per input).
 pub fn abi_sequence(data: &[u8]) {
     let mut r = Reader::new(data);
-    let (strategy, _, b) = read_balancer(&mut r);
+    let (strategy, config, b) = read_balancer(&mut r);
 
     let mut names: HashMap<Vec<u8>, u32> = HashMap::from([(Vec::new(), 0)]);
     let mut methods: Vec<u32> = vec![0];
@@ -834,7 +868,7 @@ pub fn abi_sequence(data: &[u8]) {
                 } else if huge_n.is_some() {
                     PLB_ERR_INVALID_ARGUMENT
                 } else {
-                    expected_update(&specs, strategy)
+                    expected_update(&specs, strategy, &config)
                 };
                 assert_eq!(status, expected, "update status");
                 if status == PLB_OK {

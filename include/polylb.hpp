@@ -311,7 +311,7 @@ public:
 
     /**
      * Picks an invoker for one call and counts it in flight until its report. `key` is the
-     * hash key of consistenthash and boundedhash (ignored by the others). `now_us`: Unix
+     * hash key of consistenthash, boundedhash and maglev (ignored by the others). `now_us`: Unix
      * microseconds, 0 = the library's clock.
      */
     Selection select(Method method = 0, std::string_view key = {},

@@ -256,16 +256,6 @@ const KEYS: &[(&str, &str, Setter)] = &[
         },
     ),
     (
-        "maglev.tableSize",
-        "maglev: slots of the lookup table, a prime in 7..=16777213, at least the number of \
-         invokers (about 100 times it spreads keys within 1 %); changing it remaps most keys \
-         (default 65537)",
-        |c, k, v| {
-            c.maglev_table_size = int(k, v)?;
-            Ok(())
-        },
-    ),
-    (
         "zone",
         "zone preference (every strategy): this consumer's zone; invokers of the same zone are \
          preferred while enough of them are healthy",
@@ -370,6 +360,16 @@ const KEYS: &[(&str, &str, Setter)] = &[
          > 1 ramps faster early; 0.1..=10 (default 1.0)",
         |c, k, v| {
             c.slow_start.aggression = float(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "maglev.tableSize",
+        "maglev: slots of the lookup table, a prime in 7..=16777213, at least the number of \
+         invokers (about 100 times it spreads keys within 1 %); changing it remaps most keys \
+         (default 65537)",
+        |c, k, v| {
+            c.maglev_table_size = int(k, v)?;
             Ok(())
         },
     ),

@@ -274,6 +274,7 @@ fn accepting(key: &str) -> String {
         "p2c" => &["loadbalance=p2c"],
         "peakewma" => &["loadbalance=peakewma"],
         "boundedhash" => &["loadbalance=boundedhash"],
+        "maglev" => &["loadbalance=maglev"],
         "zone" => &["zone=a", "outlier.consecutiveFailures=3"],
         "outlier" => &["outlier.consecutiveFailures=3", "outlier.failureRate=50"],
         "slowstart" => &["loadbalance=p2c", "slowstart.windowMs=1000"],

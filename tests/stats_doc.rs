@@ -85,7 +85,7 @@ fn config(kind: StrategyKind) -> String {
         "loadbalance={}&seed=7&zone=a&outlier.consecutiveFailures=3&outlier.failureRate=50",
         kind.name()
     );
-    if kind.is_beyond_dubbo() {
+    if kind.has_slow_start() {
         config += "&slowstart.windowMs=60000";
     }
     config

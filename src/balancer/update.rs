@@ -115,9 +115,9 @@ fn total_weight_fits(weights: impl Iterator<Item = i32>) -> Result<(), Error> {
 
 fn validate(invokers: &[Invoker], kind: StrategyKind, config: &Config) -> Result<(), Error> {
     let hash_nodes = config.hash_nodes;
-    // The hashing strategies place each invoker on the ring by its address: with no address
-    // (a C caller that left `address_len` at 0) every invoker's points are the same, and the
-    // last one takes every key.
+    // The hashing strategies place each invoker on the ring (or in maglev's table) by its
+    // address: with no address (a C caller that left `address_len` at 0) every invoker's
+    // points are the same, and the last one takes every key.
     let hashing = matches!(
         kind,
         StrategyKind::ConsistentHash | StrategyKind::BoundedHash | StrategyKind::Maglev
@@ -136,8 +136,12 @@ fn validate(invokers: &[Invoker], kind: StrategyKind, config: &Config) -> Result
     }
     // The ring indexes its points with 32 bits (its bucket index), so their count must fit.
     // Checked before anything is built: a ring that large would need over 32 GB anyway.
+    let ring = matches!(
+        kind,
+        StrategyKind::ConsistentHash | StrategyKind::BoundedHash
+    );
     let points = invokers.len() as u64 * u64::from(hash_nodes / 4 * 4);
-    if hashing && points > MAX_RING_POINTS {
+    if ring && points > MAX_RING_POINTS {
         return Err(Error::new(
             Status::LimitExceeded,
             format!(

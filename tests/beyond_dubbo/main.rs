@@ -1,4 +1,4 @@
-//! The strategies beyond Dubbo (`p2c`, `peakewma`, `boundedhash`) and the options every strategy
+//! The strategies beyond Dubbo (`p2c`, `peakewma`, `boundedhash`, `maglev`) and the options every strategy
 //! takes (zone preference, outlier ejection) plus slow start: weighted distributions, churn,
 //! concurrency, per-method isolation, warm-up, missing/zero/stale/equal metrics, failure and
 //! timeout feedback, and no allocation on the hot path.
@@ -17,6 +17,7 @@ mod config;
 mod distribution;
 mod helpers;
 mod latency;
+mod maglev;
 mod outlier;
 mod warmup;
 mod zone;

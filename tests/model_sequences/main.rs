@@ -18,7 +18,9 @@
 //! * the strategy's rule holds for that pick: `roundrobin` equals Dubbo's walk (a model per
 //!   method, weights by Dubbo's warm-up formula written here); `consistenthash` equals Dubbo's
 //!   ring built from the call's candidates; `boundedhash` equals its bounded walk on that ring
-//!   (and so never exceeds ⌈factor × average⌉ while a candidate below it exists); `leastactive`
+//!   (and so never exceeds ⌈factor × average⌉ while a candidate below it exists); `maglev`
+//!   equals a plain build of its table from the whole set and its scan for a candidate;
+//!   `leastactive`
 //!   picks a least-active candidate, `shortestresponse` a lowest-estimate one (its windows,
 //!   as the stats show them, equal a model of Dubbo's tumbling window), `p2c` with every
 //!   candidate compared one no other candidate beats after taking the call; where ties allow
@@ -30,7 +32,7 @@
 //! * a rejected update changes nothing: a twin balancer that never got it answers every
 //!   later call alike (also the determinism of a seeded balancer);
 //! * per-method isolation: a twin that sees only one method's calls picks alike for it
-//!   (`roundrobin`, `consistenthash`, `boundedhash`: the strategies whose picks are a function
+//!   (`roundrobin`, `consistenthash`, `boundedhash`, `maglev`: the strategies whose picks are a function
 //!   of the method's own state);
 //! * after every outstanding call is reported, nothing is in flight.
 //!
@@ -79,6 +81,9 @@ fn scenarios() -> Vec<(&'static str, String, Clocks)> {
                 "boundedhash.factor=1.5&zone=z0&hash.nodes=8",
                 "slowstart.windowMs=20000",
             ],
+            // A table of 7 slots refuses sets of more (LimitExceeded), and leaves candidates
+            // without a slot of their own (the fallback by hash).
+            "maglev" => &["maglev.tableSize=101", "maglev.tableSize=7&zone=z0"],
             "shortestresponse" => &["shortestresponse.slidePeriod=5000"],
             "adaptive" => &["timeout=50"],
             _ => &[],

@@ -1,6 +1,6 @@
 //! Reference behaviour, written from the specs (docs/, ../shared/research/dubbo-spec.md) as
 //! plainly as possible, independent of the library's code: Dubbo's warm-up weight, Dubbo's
-//! round robin, Dubbo's hash ring, and `boundedhash`'s bound.
+//! round robin, Dubbo's hash ring, `boundedhash`'s bound, and `maglev`'s table.
 
 use md5::{Digest, Md5};
 use std::collections::HashMap;
@@ -145,4 +145,102 @@ pub fn bounded_pick(
         }
     }
     best.0
+}
+
+/// `maglev`'s 64-bit hash (src/strategy/maglev.rs's module doc and `hash64`'s doc): the
+/// length times 0x9e3779b97f4a7c15 xored into the seed, then each 8-byte little-endian word
+/// (the last zero-padded) multiplied by 0xc2b2ae3d27d4eb4f, xored in, the sum rotated left 27
+/// and multiplied by 0x9e3779b97f4a7c15; then murmur3's 64-bit finalizer.
+pub fn maglev_hash(bytes: &[u8], seed: u64) -> u64 {
+    let mut h = seed ^ (bytes.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for chunk in bytes.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
+        h = (h ^ w).rotate_left(27).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+const MAGLEV_KEY_SEED: u64 = u64::from_be_bytes(*b"maglevke");
+const MAGLEV_OFFSET_SEED: u64 = u64::from_be_bytes(*b"maglevof");
+const MAGLEV_SKIP_SEED: u64 = u64::from_be_bytes(*b"maglevsk");
+
+/// `maglev`'s table of a set of (id, address, configured weight), as its doc states it, owner
+/// ids per slot: turns in order of k / weight (ties: address, then set order), each taking the
+/// first free slot of the invoker's list offset, offset + skip, … (mod size); weight 0 takes
+/// no turn unless every weight is 0 (then each counts as 1). Found by scanning for the next
+/// turn, not with a heap as the library does.
+pub fn maglev_table(set: &[(u64, String, i32)], size: u64) -> Vec<u64> {
+    let all_zero = set.iter().all(|s| s.2 <= 0);
+    let mut turns: Vec<(&str, usize, u64, u64)> = set
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| all_zero || s.2 > 0)
+        .map(|(i, s)| (s.1.as_str(), i, s.0, if all_zero { 1 } else { s.2 as u64 }))
+        .collect();
+    turns.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    let offset: Vec<u64> = turns
+        .iter()
+        .map(|t| maglev_hash(t.0.as_bytes(), MAGLEV_OFFSET_SEED) % size)
+        .collect();
+    let skip: Vec<u64> = turns
+        .iter()
+        .map(|t| maglev_hash(t.0.as_bytes(), MAGLEV_SKIP_SEED) % (size - 1) + 1)
+        .collect();
+    let mut taken = vec![0u64; turns.len()];
+    let mut tried = vec![0u64; turns.len()];
+    let mut table: Vec<Option<u64>> = vec![None; size as usize];
+    for _ in 0..size {
+        // The next turn: the smallest (taken + 1) / weight, the first in order on a tie.
+        let mut next = 0;
+        for i in 1..turns.len() {
+            if (taken[i] + 1) * turns[next].3 < (taken[next] + 1) * turns[i].3 {
+                next = i;
+            }
+        }
+        loop {
+            let slot = ((offset[next] + tried[next] * skip[next]) % size) as usize;
+            tried[next] += 1;
+            if table[slot].is_none() {
+                table[slot] = Some(turns[next].2);
+                break;
+            }
+        }
+        taken[next] += 1;
+    }
+    table.into_iter().map(Option::unwrap).collect()
+}
+
+/// `maglev`'s pick among `candidates` (ids in set order) on `table`: the key's slot
+/// (hash · size / 2^64) if a candidate owns it, else the next slot within 4096 that a candidate
+/// owns, else the candidate at hash mod count.
+pub fn maglev_pick(table: &[u64], key: &[u8], candidates: &[u64]) -> u64 {
+    let hash = maglev_hash(key, MAGLEV_KEY_SEED);
+    let slot = ((hash as u128 * table.len() as u128) >> 64) as usize;
+    (0..=4096.min(table.len() - 1))
+        .map(|d| table[(slot + d) % table.len()])
+        .find(|id| candidates.contains(id))
+        .unwrap_or(candidates[(hash % candidates.len() as u64) as usize])
+}
+
+/// A set as `maglev_table` takes it: (id, address, configured weight) in set order.
+pub type MaglevSet = Vec<(u64, String, i32)>;
+
+/// Maglev tables by (set, size), as `Points` caches ring points.
+#[derive(Default)]
+pub struct MaglevTables {
+    cache: HashMap<(MaglevSet, u64), Vec<u64>>,
+}
+
+impl MaglevTables {
+    pub fn of(&mut self, set: MaglevSet, size: u64) -> &[u64] {
+        self.cache
+            .entry((set.clone(), size))
+            .or_insert_with(|| maglev_table(&set, size))
+    }
 }

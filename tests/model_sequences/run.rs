@@ -107,6 +107,7 @@ struct Model {
     /// Per method: provider metrics were reported (adaptive's loads may differ from 0).
     metrics: [bool; METHODS.len()],
     points: Points,
+    maglev: MaglevTables,
 }
 
 /// Slow start's state of an invoker (src/strategy/slow_start.rs's module doc).
@@ -286,7 +287,9 @@ fn ejected_at(rows: &HashMap<u64, Value>, now_ms: i64, max_ms: i64) -> BTreeSet<
     rows.iter()
         .filter(|(_, r)| {
             let until = r["ejected_until_ms"].as_i64().unwrap();
-            r["ejected"] == true && until > now_ms && until - now_ms <= max_ms
+            // One ending more than the longest ejection and a second ahead was made before the
+            // clock stepped back: picks treat it as lifted (docs/abi-contract.md).
+            r["ejected"] == true && until > now_ms && until - now_ms <= max_ms.saturating_add(1000)
         })
         .map(|(id, _)| *id)
         .collect()
@@ -330,13 +333,15 @@ pub fn run_sequence(config: &str, seed: u64, clocks: Clocks, steps: usize) -> To
     let strategy = c.strategy.name();
     let time_free = matches!(
         strategy,
-        "random" | "roundrobin" | "leastactive" | "consistenthash"
+        "random" | "roundrobin" | "leastactive" | "consistenthash" | "maglev"
     );
     // Near the library's clock, twins read it at other moments than A: only picks that never
     // read time (no weights, which warm up) can be compared.
     let near = clocks == Clocks::LibraryNear;
-    let isolated = matches!(strategy, "roundrobin" | "consistenthash" | "boundedhash")
-        && (!near || strategy == "consistenthash")
+    let isolated = matches!(
+        strategy,
+        "roundrobin" | "consistenthash" | "boundedhash" | "maglev"
+    ) && (!near || matches!(strategy, "consistenthash" | "maglev"))
         && !c.outlier.enabled()
         && c.slow_start.window_ms == 0;
     let mut s = Seq {
@@ -359,6 +364,7 @@ pub fn run_sequence(config: &str, seed: u64, clocks: Clocks, steps: usize) -> To
             joined: HashMap::new(),
             metrics: [false; METHODS.len()],
             points: Points::default(),
+            maglev: MaglevTables::default(),
         },
         b: Balancer::new(config).unwrap(),
         iso: isolated.then(|| Balancer::new(config).unwrap()),
@@ -366,7 +372,7 @@ pub fn run_sequence(config: &str, seed: u64, clocks: Clocks, steps: usize) -> To
         twin: match clocks {
             Clocks::Caller => true,
             Clocks::LibraryFar => time_free,
-            Clocks::LibraryNear => strategy == "consistenthash",
+            Clocks::LibraryNear => matches!(strategy, "consistenthash" | "maglev"),
         },
         at_library: false,
         t: Totals::default(),
@@ -573,7 +579,7 @@ impl Seq<'_> {
     fn update(&mut self) {
         let set = self.draw_set();
         let mut invokers: Vec<Invoker> = set.iter().map(Inv::invoker).collect();
-        let hashing = matches!(self.strategy, "consistenthash" | "boundedhash");
+        let hashing = matches!(self.strategy, "consistenthash" | "boundedhash" | "maglev");
         let mut expected = Ok(());
         if !invokers.is_empty() && self.rng.chance(300) {
             let k = self.rng.below(invokers.len() as u64) as usize;
@@ -600,6 +606,12 @@ impl Seq<'_> {
                     }
                 }
             };
+        }
+        // maglev's table needs a slot per invoker, checked before the invokers themselves.
+        if self.strategy == "maglev"
+            && invokers.len() > self.model.config.maglev_table_size as usize
+        {
+            expected = Err(Status::LimitExceeded);
         }
         let (t, _) = self.call_time();
         let before = self.a.stats_json(t.max(1));
@@ -809,7 +821,7 @@ impl Seq<'_> {
     /// What a pick among `candidates` invokers (None: not known) changes besides the counters.
     fn after_pick(&mut self, m: u32, candidates: Option<usize>, now_ms: i64, t: i64) {
         let w = self.model.config.slow_start.window_ms;
-        if w > 0 && self.model.config.strategy.is_beyond_dubbo() {
+        if w > 0 && self.model.config.strategy.has_slow_start() {
             // Every pick asks whether a ramp runs: the first after an update stamps the
             // newcomers; one that finds a ramp ending more than two windows (and 1 s) ahead
             // (the clock stepped back) ends for good those that began more than a window ahead.
@@ -973,6 +985,22 @@ impl Seq<'_> {
                      total weight {total})"
                 );
             }
+            "maglev" => {
+                // The table is the whole set's (configured weights: no warm-up, no slow start).
+                let set: Vec<(u64, String, i32)> = model
+                    .set
+                    .iter()
+                    .map(|i| (i.id, i.address.clone(), i.weight))
+                    .collect();
+                let in_set_order: Vec<u64> = set
+                    .iter()
+                    .map(|s| s.0)
+                    .filter(|x| may.contains(x))
+                    .collect();
+                let size = u64::from(model.config.maglev_table_size);
+                let want = maglev_pick(model.maglev.of(set, size), key, &in_set_order);
+                assert_eq!(id, want, "maglev: the table's pick among {in_set_order:?}");
+            }
             _ => return,
         }
         self.t.rule_checks += 1;
@@ -1103,7 +1131,7 @@ impl Seq<'_> {
             }
             assert_eq!(got("active"), total, "in flight of {}: {row}", inv.id);
             let slow = &model.config.slow_start;
-            if slow.window_ms > 0 && model.config.strategy.is_beyond_dubbo() && t != 0 {
+            if slow.window_ms > 0 && model.config.strategy.has_slow_start() && t != 0 {
                 // The ramp's share (src/strategy/slow_start.rs: `factor`).
                 let (w, min) = (slow.window_ms, slow.min_weight_percent as f64 / 100.0);
                 let factor = match model.joined[&inv.id] {

@@ -168,7 +168,7 @@ impl Model {
                 assert_eq!(row["local"], local, "local: {row}");
             }
             let slow = &config.slow_start;
-            if slow.window_ms > 0 && config.strategy.is_beyond_dubbo() {
+            if slow.window_ms > 0 && config.strategy.has_slow_start() {
                 let p = row["slow_start_percent"]
                     .as_f64()
                     .expect("slow_start_percent");

@@ -19,6 +19,8 @@ pub(crate) struct Opts {
     pe_penalty_ms: Option<i64>,
     pe_preference_ms: Option<i64>,
     bh_factor: Option<f64>,
+    /// maglev.tableSize: primes of at least the largest set the sequences draw (14 ids).
+    mg_table: Option<u32>,
     /// Index into `ZONES`.
     zone: Option<u8>,
     zone_min_healthy: Option<u32>,
@@ -106,6 +108,7 @@ pub(crate) fn arb_opts() -> impl Strategy<Value = Opts> {
             maybe(prop_oneof![Just(0i64), 0i64..10_000]),
             maybe(prop_oneof![Just(0i64), Just(1), 0i64..5_000]),
             maybe(prop_oneof![Just(1.0f64), Just(100.0), 1.0f64..=100.0]),
+            maybe(prop_oneof![Just(17u32), Just(101), Just(65537)]),
         ),
         (
             maybe(0u8..4),
@@ -136,6 +139,7 @@ pub(crate) fn arb_opts() -> impl Strategy<Value = Opts> {
             pe_penalty_ms: b.2,
             pe_preference_ms: b.3,
             bh_factor: b.4,
+            mg_table: b.5,
             zone: c.0,
             zone_min_healthy: c.1,
             outlier: c.2,
@@ -172,6 +176,7 @@ impl Opts {
                 ("peakewma.preferenceMs", text(&self.pe_preference_ms)),
             ]),
             "boundedhash" => pairs.push(("boundedhash.factor", text(&self.bh_factor))),
+            "maglev" => pairs.push(("maglev.tableSize", text(&self.mg_table))),
             _ => {}
         }
         if let Some(o) = &self.outlier {
@@ -192,7 +197,7 @@ impl Opts {
                 pairs.push(("zone.minHealthyPercent", text(&self.zone_min_healthy)));
             }
         }
-        if let (Some(slow), true) = (&self.slow_start, beyond_dubbo(strategy)) {
+        if let (Some(slow), true) = (&self.slow_start, has_slow_start(strategy)) {
             pairs.extend([
                 ("slowstart.windowMs", Some(slow.window_ms.to_string())),
                 ("slowstart.minWeightPercent", text(&slow.min_percent)),
@@ -234,6 +239,9 @@ impl Opts {
         if strategy == "boundedhash" {
             set(&mut c.boundedhash_factor, self.bh_factor);
         }
+        if strategy == "maglev" {
+            set(&mut c.maglev_table_size, self.mg_table);
+        }
         c.zone = self.zone.map(|z| ZONES[z as usize].to_string());
         if let Some(o) = &self.outlier {
             set(&mut c.outlier.consecutive_failures, o.consecutive);
@@ -249,7 +257,7 @@ impl Opts {
                 set(&mut c.zone_min_healthy_percent, self.zone_min_healthy);
             }
         }
-        if let (Some(slow), true) = (&self.slow_start, beyond_dubbo(strategy)) {
+        if let (Some(slow), true) = (&self.slow_start, has_slow_start(strategy)) {
             c.slow_start.window_ms = slow.window_ms;
             set(&mut c.slow_start.min_weight_percent, slow.min_percent);
             set(&mut c.slow_start.aggression, slow.aggression);
@@ -258,10 +266,10 @@ impl Opts {
     }
 }
 
-fn beyond_dubbo(strategy: &str) -> bool {
+fn has_slow_start(strategy: &str) -> bool {
     polylb::StrategyKind::from_name(strategy)
         .unwrap()
-        .is_beyond_dubbo()
+        .has_slow_start()
 }
 
 /// At most this many of a set of `n` may be ejected at once (documented with
