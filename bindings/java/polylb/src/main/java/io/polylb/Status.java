@@ -32,10 +32,13 @@ public enum Status {
     PANIC(13),
     /**
      * An argument out of its range, e.g. a negative elapsed time, or an empty address in an update of
-     * {@code consistenthash} or {@code boundedhash}.
+     * {@code consistenthash}, {@code boundedhash} or {@code maglev}.
      */
     INVALID_ARGUMENT(14),
-    /** A limit was reached, e.g. 2<sup>20</sup> method names per balancer. */
+    /**
+     * A limit was reached, e.g. 2<sup>20</sup> method names per balancer, or an update of
+     * {@code maglev} with more invokers than its table has slots ({@code maglev.tableSize}).
+     */
     LIMIT_EXCEEDED(15),
     /** A code this version of the Java API does not know (a newer native library). */
     UNKNOWN(-1);

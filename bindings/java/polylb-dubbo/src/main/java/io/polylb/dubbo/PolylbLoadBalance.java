@@ -40,7 +40,9 @@ import org.apache.dubbo.rpc.support.RpcUtils;
  * {@link PolylbInvokerFilter}; picks Dubbo discards are released by {@link PolylbClusterFilter}.
  *
  * <p>URL parameters read (method level first, from the first provider, as Dubbo does):
- * {@value #STRATEGY_KEY}, {@code hash.nodes} and {@code hash.arguments} (hashing strategies),
+ * {@value #STRATEGY_KEY}, {@code hash.arguments} (hashing strategies: {@code consistenthash},
+ * {@code boundedhash}, {@code maglev}), {@code hash.nodes} (those on Dubbo's ring:
+ * {@code consistenthash}, {@code boundedhash}),
  * {@code timeout} (adaptive; unlike Dubbo, which reads it per candidate and lets a call's
  * {@code timeout} attachment override it, polylb has one timeout per balancer: see the README),
  * {@value #EXTRA_CONFIG_KEY} (extra polylb configuration, e.g.
@@ -75,7 +77,13 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     /** Application configuration: how often unused states of destroyed references are freed (ms). */
     public static final String SWEEP_PERIOD_KEY = "polylb.sweepPeriodMs";
     static final int DEFAULT_SWEEP_PERIOD_MS = 60_000;
-    private static final Set<String> HASHING = Set.of("consistenthash", "boundedhash");
+    /** Strategies that place a call by a key built from its arguments ({@code hash.arguments}). */
+    private static final Set<String> HASHING = Set.of("consistenthash", "boundedhash", "maglev");
+    /**
+     * The hashing strategies on Dubbo's ring, which takes {@code hash.nodes}; {@code maglev}'s
+     * lookup table has no virtual nodes (its size is {@code maglev.tableSize}, a polylb key).
+     */
+    private static final Set<String> RING = Set.of("consistenthash", "boundedhash");
     /** Dubbo's strategies whose pick weighs each element of the list (a repeated one more). */
     private static final Set<String> COUNTS_DUPLICATES = Set.of("random", "leastactive", "shortestresponse");
     /** How Dubbo's pick of each strategy depends on the order of the call's list. */
@@ -491,9 +499,11 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                 : adapterParameter(url, methodName, STRATEGY_KEY, DEFAULT_STRATEGY);
         StringBuilder config = new StringBuilder("loadbalance=").append(strategy);
         int[] hashArguments = null;
-        if (HASHING.contains(strategy)) {
+        if (RING.contains(strategy)) {
             config.append("&hash.nodes=")
                     .append(url.getMethodParameter(methodName, DubboUrls.HASH_NODES, DubboUrls.DEFAULT_HASH_NODES));
+        }
+        if (HASHING.contains(strategy)) {
             hashArguments = DubboUrls.hashArguments(url, methodName);
         }
         boolean adaptive = "adaptive".equals(strategy);
@@ -712,6 +722,18 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         /** The extension, as Dubbo's extension loader creates it. */
         public BoundedHash() {
             super("boundedhash");
+        }
+    }
+
+    /**
+     * {@code loadbalance="polylb-maglev"}: weighted Maglev consistent hashing (a polylb strategy;
+     * {@code hash.arguments} as for {@code consistenthash}, table size {@code maglev.tableSize}
+     * through {@value #EXTRA_CONFIG_KEY}).
+     */
+    public static class Maglev extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
+        public Maglev() {
+            super("maglev");
         }
     }
 }

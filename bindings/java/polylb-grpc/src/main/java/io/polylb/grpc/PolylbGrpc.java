@@ -12,9 +12,10 @@ import io.polylb.Invoker;
  *   <li>{@link #INVOKER} on an {@link EquivalentAddressGroup}: the endpoint's weight, warm-up and
  *       zone (its id and address are the policy's; an endpoint without it has Dubbo's defaults:
  *       weight 100, no warm-up, no zone).
- *   <li>{@link #HASH_KEY} on a call's {@link CallOptions}: the key {@code consistenthash} and
- *       {@code boundedhash} place the call by (Dubbo hashes the first argument; with gRPC the
- *       caller names the key), e.g. {@code stub.withOption(PolylbGrpc.HASH_KEY, userId)}.
+ *   <li>{@link #HASH_KEY} on a call's {@link CallOptions}: the key {@code consistenthash},
+ *       {@code boundedhash} and {@code maglev} place the call by (Dubbo hashes the first
+ *       argument; with gRPC the caller names the key), e.g.
+ *       {@code stub.withOption(PolylbGrpc.HASH_KEY, userId)}.
  * </ul>
  */
 public final class PolylbGrpc {
@@ -28,7 +29,7 @@ public final class PolylbGrpc {
      */
     public static final Attributes.Key<Invoker> INVOKER = Attributes.Key.create("io.polylb.grpc.invoker");
 
-    /** The hash key of a call, for {@code consistenthash} and {@code boundedhash}. */
+    /** The hash key of a call, for {@code consistenthash}, {@code boundedhash} and {@code maglev}. */
     public static final CallOptions.Key<byte[]> HASH_KEY = CallOptions.Key.create("io.polylb.grpc.hashKey");
 
     private PolylbGrpc() {}

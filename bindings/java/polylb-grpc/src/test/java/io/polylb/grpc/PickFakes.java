@@ -30,9 +30,20 @@ final class PickFakes {
     }
 
     static final class Args extends PickSubchannelArgs {
+        private final CallOptions options;
+
+        Args() {
+            this(CallOptions.DEFAULT);
+        }
+
+        /** A pick of a call with these options (e.g. {@link PolylbGrpc#HASH_KEY}). */
+        Args(CallOptions options) {
+            this.options = options;
+        }
+
         @Override
         public CallOptions getCallOptions() {
-            return CallOptions.DEFAULT;
+            return options;
         }
 
         @Override

@@ -2,8 +2,11 @@ package io.polylb.grpc;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.grpc.Attributes;
+import io.grpc.CallOptions;
 import io.grpc.ChannelLogger;
 import io.grpc.ConnectivityState;
 import io.grpc.ConnectivityStateInfo;
@@ -18,8 +21,12 @@ import io.grpc.LoadBalancer.SubchannelStateListener;
 import io.grpc.Status;
 import io.polylb.Balancer;
 import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -116,15 +123,98 @@ class PolicyStateTest {
     }
 
     private void resolve(List<EquivalentAddressGroup> groups) {
+        resolve("", groups);
+    }
+
+    private void resolve(String config, List<EquivalentAddressGroup> groups) {
         Status accepted = policy.acceptResolvedAddresses(ResolvedAddresses.newBuilder()
                 .setAddresses(groups)
-                .setLoadBalancingPolicyConfig(new PolylbConfig("", false))
+                .setLoadBalancingPolicyConfig(new PolylbConfig(config, false))
                 .build());
         assertEquals(Status.Code.OK, accepted.getCode());
     }
 
     private PickResult pick() {
         return picker.pickSubchannel(new PickFakes.Args());
+    }
+
+    /** A pick of a call whose {@link PolylbGrpc#HASH_KEY} is {@code key} (null: none). */
+    private Subchannel pickByKey(String key) {
+        CallOptions options = key == null ? CallOptions.DEFAULT
+                : CallOptions.DEFAULT.withOption(PolylbGrpc.HASH_KEY, key.getBytes(StandardCharsets.UTF_8));
+        PickResult result = picker.pickSubchannel(new PickFakes.Args(options));
+        assertTrue(result.getStatus().isOk(), result.toString());
+        return result.getSubchannel();
+    }
+
+    /**
+     * {@code maglev} places a call by its {@link PolylbGrpc#HASH_KEY}: a key goes to one endpoint
+     * every time, keys spread; an endpoint that is not READY is excluded from the pick (the set
+     * keeps it), so its keys go elsewhere and every other key stays where it was, and its keys
+     * come back when it is READY again.
+     */
+    @Test
+    void maglevPlacesCallsByTheirHashKey() {
+        List<EquivalentAddressGroup> groups = new ArrayList<>();
+        for (int port = 1; port <= 5; port++) {
+            groups.add(new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", port)));
+        }
+        resolve("loadbalance=maglev", groups);
+        subchannels.forEach(s -> s.set(ConnectivityState.READY));
+        assertEquals(ConnectivityState.READY, state);
+        assertEquals("maglev", balancer.strategy());
+
+        Map<String, Subchannel> owner = new HashMap<>();
+        for (int k = 0; k < 300; k++) {
+            String key = "user-" + k;
+            owner.put(key, pickByKey(key));
+            assertEquals(owner.get(key), pickByKey(key), key);
+        }
+        assertEquals(5, new HashSet<>(owner.values()).size(), "300 keys over 5 endpoints");
+        assertEquals(pickByKey(""), pickByKey(null), "no key hashes as the empty key");
+
+        FakeSubchannel down = subchannels.get(2);
+        down.set(ConnectivityState.TRANSIENT_FAILURE);
+        assertEquals(ConnectivityState.READY, state);
+        int moved = 0;
+        for (Map.Entry<String, Subchannel> e : owner.entrySet()) {
+            Subchannel now = pickByKey(e.getKey());
+            if (e.getValue() == down) {
+                assertNotEquals(down, now, e.getKey());
+                moved++;
+            } else {
+                assertEquals(e.getValue(), now, e.getKey() + " moved though its endpoint is READY");
+            }
+        }
+        assertTrue(moved > 0, "no key on the endpoint that went down");
+
+        down.set(ConnectivityState.READY);
+        for (Map.Entry<String, Subchannel> e : owner.entrySet()) {
+            assertEquals(e.getValue(), pickByKey(e.getKey()), e.getKey() + " after its endpoint came back");
+        }
+    }
+
+    private int setSize() {
+        return com.google.gson.JsonParser.parseString(balancer.statsJson()).getAsJsonObject()
+                .getAsJsonArray("invokers").size();
+    }
+
+    /** A set maglev's table cannot hold is rejected by the library: the previous set is kept. */
+    @Test
+    void maglevRejectsMoreEndpointsThanSlotsAndKeepsTheSet() {
+        List<EquivalentAddressGroup> groups = new ArrayList<>();
+        for (int port = 1; port <= 8; port++) {
+            groups.add(new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", port)));
+        }
+        resolve("loadbalance=maglev&maglev.tableSize=7", groups.subList(0, 7));
+        subchannels.forEach(s -> s.set(ConnectivityState.READY));
+        assertEquals(7, setSize(), balancer.statsJson());
+        resolve("loadbalance=maglev&maglev.tableSize=7", groups);
+        subchannels.get(7).set(ConnectivityState.READY);
+        assertEquals(7, setSize(), balancer.statsJson());
+        for (int k = 0; k < 100; k++) {
+            assertNotEquals(subchannels.get(7), pickByKey("user-" + k), "an endpoint outside the set was picked");
+        }
     }
 
     /**

@@ -280,6 +280,38 @@ class PolylbPolicyTest {
         }
     }
 
+    /**
+     * maglev over real connections: each key's calls reach one provider, keys spread; when a
+     * provider leaves, the table is rebuilt: its keys go to the others, and the others' keys
+     * stay, but for the few per cent Maglev moves.
+     */
+    @Test
+    void maglevHashKeysStickToOneProviderThroughARemoval() throws Exception {
+        List<Provider> p = providers(3);
+        Client client = client("loadbalance=maglev", false, endpoints(p));
+        client.waitForSet(3);
+        Map<String, String> before = new HashMap<>();
+        for (int k = 0; k < 100; k++) {
+            before.put("user-" + k, callWithKey(client, "user-" + k));
+            assertEquals(before.get("user-" + k), callWithKey(client, "user-" + k), "a key moved with no change");
+        }
+        assertEquals(3, new java.util.HashSet<>(before.values()).size(), "100 keys over 3 providers: " + before);
+        client.resolver.setEndpoints(endpoints(p.subList(0, 2))); // p2 leaves
+        eventually(() -> client.setSize() == 2, "p2 out of the set");
+        int others = 0;
+        int othersMoved = 0;
+        for (Map.Entry<String, String> key : before.entrySet()) {
+            String now = callWithKey(client, key.getKey());
+            assertTrue(now.equals("p0") || now.equals("p1"), key.getKey() + " went to " + now);
+            assertEquals(now, callWithKey(client, key.getKey()), "a key moved with no change");
+            if (!key.getValue().equals("p2")) {
+                others++;
+                othersMoved += now.equals(key.getValue()) ? 0 : 1;
+            }
+        }
+        assertTrue(othersMoved * 10 <= others, othersMoved + " of " + others + " keys moved though their provider stayed");
+    }
+
     private static String callWithKey(Client client, String key) {
         return client.call(EchoService.CALL,
                 CallOptions.DEFAULT.withOption(PolylbGrpc.HASH_KEY, key.getBytes(StandardCharsets.UTF_8)), "");
