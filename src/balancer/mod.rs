@@ -73,6 +73,8 @@ struct Inner {
     live_period: bool,
     /// `select_on_ring` applies: `consistenthash`, no filter narrowing the set.
     whole_ring: bool,
+    /// `select_on_table` applies: `maglev`, no filter narrowing the set.
+    whole_table: bool,
     /// `select_adaptive` applies: `adaptive`, no filter narrowing the set.
     adaptive_pair: bool,
     /// `adaptive`: picks among a single candidate are counted under the method's `BYPASS` key,
@@ -189,6 +191,7 @@ impl Balancer {
                 drawn_pair: short && strategy.whole_set_draw() == WholeSetDraw::BestOfPair,
                 live_period: short && strategy.kind() == StrategyKind::RoundRobin,
                 whole_ring: short && strategy.kind() == StrategyKind::ConsistentHash,
+                whole_table: short && strategy.kind() == StrategyKind::Maglev,
                 adaptive_pair: short && strategy.kind() == StrategyKind::Adaptive,
                 counts_bypass: strategy.kind() == StrategyKind::Adaptive,
                 end_path: AtomicU8::new(if spread_counters {

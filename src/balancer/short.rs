@@ -45,6 +45,11 @@ impl Inner {
                 return Some(result);
             }
         }
+        if self.whole_table {
+            if let Some(result) = self.select_on_table(method, key) {
+                return Some(result);
+            }
+        }
         if self.adaptive_pair {
             if let Some(result) = self.select_adaptive(method, now_us) {
                 return Some(result);
@@ -103,6 +108,25 @@ impl Inner {
             None => crate::strategy::ring_pick(snapshot, key)?,
             Some(local) => {
                 crate::strategy::ring_pick_among(snapshot, key, &local.positions, &local.mask)?
+            }
+        };
+        Some(Ok(self.count_select(&pin, pos, method)))
+    }
+
+    /// The common call of `maglev`: the key's slot in the table of the thread's cached snapshot
+    /// (the whole set or its local zone, nothing ejected), without building the strategy's
+    /// context. None when any of that does not hold, or with fewer than two invokers.
+    #[inline(always)]
+    fn select_on_table(&self, method: u32, key: &[u8]) -> Option<Result<u64, Status>> {
+        let pin = self.short_pin(method)?;
+        let snapshot = pin.snapshot;
+        if snapshot.members.len() < 2 {
+            return None;
+        }
+        let pos = match &snapshot.local {
+            None => crate::strategy::table_pick(snapshot, key)?,
+            Some(local) => {
+                crate::strategy::table_pick_among(snapshot, key, &local.positions, &local.mask)?
             }
         };
         Some(Ok(self.count_select(&pin, pos, method)))

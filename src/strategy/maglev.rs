@@ -232,6 +232,34 @@ impl Table {
     }
 }
 
+fn table_of(snapshot: &Snapshot) -> Option<&Table> {
+    snapshot
+        .prepared
+        .as_ref()?
+        .downcast_ref::<Table>()
+        .filter(|t| !t.slots.is_empty())
+}
+
+/// The pick of a whole-set select. None when `snapshot` has no table.
+#[inline(always)]
+pub(crate) fn table_pick(snapshot: &Snapshot, key: &[u8]) -> Option<usize> {
+    let table = table_of(snapshot)?;
+    let (slot, _) = key_slot(key, table.slots.len());
+    Some(table.slots[slot] as usize)
+}
+
+/// The pick among the invokers in `mask` (a bitset over positions; `candidates` lists them in
+/// set order). None when there is no table.
+pub(crate) fn table_pick_among(
+    snapshot: &Snapshot,
+    key: &[u8],
+    candidates: &[u32],
+    mask: &[u64],
+) -> Option<usize> {
+    let contains = |pos: usize| mask[pos / 64] & (1u64 << (pos % 64)) != 0;
+    Some(table_of(snapshot)?.pick(key, candidates, contains))
+}
+
 impl Strategy for Maglev {
     fn kind(&self) -> StrategyKind {
         StrategyKind::Maglev
@@ -257,14 +285,10 @@ impl Strategy for Maglev {
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
-        let table = ctx.prepared::<Table>().ok_or(Status::NoProvider)?;
-        if table.slots.is_empty() {
-            return Err(Status::NoProvider);
-        }
         if ctx.is_all {
-            return Ok(table.pick(ctx.key, ctx.candidates, |_| true));
+            return table_pick(ctx.snapshot, ctx.key).ok_or(Status::NoProvider);
         }
-        Ok(table.pick(ctx.key, ctx.candidates, |pos| ctx.contains(pos)))
+        table_pick_among(ctx.snapshot, ctx.key, ctx.candidates, ctx.mask).ok_or(Status::NoProvider)
     }
 }
 

@@ -25,6 +25,7 @@ pub(crate) use adaptive::{pick_among as adaptive_pick, touch_pick_time};
 #[cfg(test)]
 pub(crate) use bounded_hash::whole_set_in_flight;
 pub(crate) use consistent_hash::{ring_pick, ring_pick_among};
+pub(crate) use maglev::{table_pick, table_pick_among};
 pub(crate) use p2c::{best_of_pair, best_of_pair_excluding, best_of_subset_pair};
 pub(crate) use random::WholeSet;
 pub(crate) use round_robin::serve_live;
