@@ -138,6 +138,7 @@ COMPARE = {
         ("random", "weighted", None, "pingora", "Weighted<Random>", ""),
         ("roundrobin", "swrr_loop", None, "pingora", "RoundRobin", "pingora: not smooth (w consecutive picks)"),
         ("consistenthash", "md5_ring", None, "pingora", "Ketama", "pingora: CRC32, polylb: Dubbo's MD5"),
+        ("maglev", "hash_table", None, "pingora", "Ketama", "pingora: CRC32 ring, polylb: Maglev table"),
         ("peakewma", "p2c", None, "tower", "PeakEwma", "tower: private endpoints per thread"),
         ("p2c", "p2c", None, "tower", "PeakEwma", ""),
         ("leastactive", "leastactive_scan", None, "tower", "PeakEwma", "Dubbo least active is O(n)"),
@@ -280,8 +281,8 @@ def write(d, path, smoke, seconds):
             out.append("\n#### Update (rebuild) at n = 1000, membership changing on every update (µs, median)\n")
             out.append("| impl | selector | µs per update | polylb ÷ pingora (same kind) |")
             out.append("|---|---|---:|---:|")
-            same = {"consistenthash": "Ketama", "random": "Weighted<fnv>", "roundrobin": "RoundRobin",
-                    "leastactive": "Weighted<fnv>"}
+            same = {"consistenthash": "Ketama", "maglev": "Ketama", "random": "Weighted<fnv>",
+                    "roundrobin": "RoundRobin", "leastactive": "Weighted<fnv>"}
             for k, v in sorted(upd.items(), key=lambda kv: (kv[0][2] != "polylb", kv[0][3])):
                 peer = rows.get((suite, "update", "pingora", same.get(k[3], ""), 1000, 1)) if k[2] == "polylb" else None
                 cell = f"{v / peer:.2f}× (vs {same[k[3]]})" if peer else ""

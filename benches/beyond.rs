@@ -4,12 +4,15 @@
 //!   wyrand-style generator as the library), two relaxed loads, `fetch_add` and `fetch_sub` on
 //!   the winner;
 //! - `floor/md5_ring`: MD5 of a 16-byte key and a binary search over 160·n points (boundedhash);
+//! - `floor/hash_table`: a multiply-xorshift hash of the same key scaled to a 65537-entry table,
+//!   one u32 read (maglev);
 //! - `beyond/random`: Dubbo's `random` through the same `Balancer` plumbing (snapshot load,
 //!   method lookup, in-flight and outcome counters), the cost every strategy pays before its own.
 //!
-//! `p2c` and `peakewma` are judged against `floor/p2c`; the ratio to `beyond/random` shows what
-//! the strategy itself adds to the plumbing. Filtered rows (`p2c+zone+outlier`) run with zone
-//! preference and outlier ejection configured (one invoker ejected for the whole run).
+//! `p2c` and `peakewma` are judged against `floor/p2c`, `maglev` against `floor/hash_table`;
+//! the ratio to `beyond/random` shows what the strategy itself adds to the plumbing. Filtered
+//! rows (`p2c+zone+outlier`) run with zone preference and outlier ejection configured (one
+//! invoker ejected for the whole run).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 use polylb::{Balancer, Outcome};
@@ -27,6 +30,7 @@ fn floors(c: &mut Criterion) {
         let mut wy = Wy(1);
         common::bench_p2c(&mut g, n, &mut wy);
         common::bench_md5_ring(&mut g, n, &keys, &mut wy);
+        common::bench_hash_table(&mut g, n, &keys, &mut wy);
     }
     g.finish();
 }
@@ -34,11 +38,12 @@ fn floors(c: &mut Criterion) {
 fn select_report(c: &mut Criterion) {
     let keys = keys();
     let mut g = c.benchmark_group("beyond");
-    let configs: [(&str, &str); 6] = [
+    let configs: [(&str, &str); 7] = [
         ("random", "loadbalance=random"),
         ("p2c", "loadbalance=p2c"),
         ("peakewma", "loadbalance=peakewma"),
         ("boundedhash", "loadbalance=boundedhash"),
+        ("maglev", "loadbalance=maglev"),
         (
             "p2c+zone+outlier",
             "loadbalance=p2c&zone=a&outlier.consecutiveFailures=5&outlier.maxEjectionPercent=50\

@@ -60,6 +60,35 @@ pub fn bench_md5_ring(
     });
 }
 
+/// The table-pick floor (maglev's): a simple 64-bit multiply-xorshift hash of the key's two
+/// 8-byte words, scaled to a 65537-entry table by a multiply-high, one u32 read. Written here,
+/// not taken from polylb.
+pub fn bench_hash_table(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    n: usize,
+    keys: &[[u8; 16]],
+    wy: &mut Wy,
+) {
+    const SIZE: usize = 65537;
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let table: Vec<u32> = (0..SIZE).map(|_| wy.below(n as u64) as u32).collect();
+    let mut k = 0;
+    g.bench_with_input(criterion::BenchmarkId::new("hash_table", n), &n, |b, _| {
+        b.iter(|| {
+            k = (k + 1) & 4095;
+            let key = &keys[k];
+            let lo = u64::from_le_bytes(key[..8].try_into().unwrap());
+            let hi = u64::from_le_bytes(key[8..].try_into().unwrap());
+            let mut h = (lo ^ 16).wrapping_mul(K);
+            h ^= h >> 32;
+            h = (h ^ hi).wrapping_mul(K);
+            h ^= h >> 29;
+            let slot = ((h as u128 * SIZE as u128) >> 64) as usize;
+            criterion::black_box(table[slot])
+        })
+    });
+}
+
 /// The P2C floor of research/floors.md: two distinct random indices, two relaxed loads,
 /// `fetch_add` and `fetch_sub` on the winner — a pick with in-flight accounting and nothing else.
 pub fn bench_p2c(

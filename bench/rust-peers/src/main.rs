@@ -9,6 +9,11 @@
 //! Output: one JSON object per line on stdout (bench/report.py turns them into BENCHMARKS.md).
 //! `--smoke`: tiny samples, only checks that everything runs.
 //!
+//! Floors of the hashing picks: `md5_ring` (Dubbo's `consistenthash`: MD5 of the key, a binary
+//! search over 160·n points) and `hash_table` (a table pick as polylb's `maglev`: a simple
+//! 64-bit multiply-xorshift hash of the same key bytes, scaled to a 65537-entry table, one u32
+//! read). Both are written here, not taken from polylb.
+//!
 //! Timing: a hand-written loop, `black_box` on the input, the result accumulated. Each sample is
 //! calibrated to `SAMPLE_MS`; 1 warm-up sample, then `SAMPLES` samples, the median reported.
 //! Two-thread rows: both threads start behind a barrier on one shared balancer (tower: one
@@ -188,6 +193,30 @@ fn keys() -> Vec<[u8; 16]> {
     let mut w = Wy(7);
     (0..4096)
         .map(|_| (w.next() as u128 | ((w.next() as u128) << 64)).to_le_bytes())
+        .collect()
+}
+
+/// Slots of the `hash_table` floor's table: polylb's default `maglev.tableSize`.
+const HASH_TABLE_SIZE: usize = 65537;
+
+/// The `hash_table` floor's hash: each 8-byte little-endian word of the key folded in by a
+/// multiply and an xorshift (a 16-byte key: two words).
+#[inline(always)]
+fn mul_xorshift(key: &[u8; 16]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let lo = u64::from_le_bytes(key[..8].try_into().unwrap());
+    let hi = u64::from_le_bytes(key[8..].try_into().unwrap());
+    let mut h = (lo ^ 16).wrapping_mul(K);
+    h ^= h >> 32;
+    h = (h ^ hi).wrapping_mul(K);
+    h ^ (h >> 29)
+}
+
+/// The `hash_table` floor's table: 65537 slots, each owned by one of n invokers.
+fn hash_table(n: usize) -> Vec<u32> {
+    let mut w = Wy(5);
+    (0..HASH_TABLE_SIZE)
+        .map(|_| w.below(n as u64) as u32)
         .collect()
 }
 
@@ -377,6 +406,20 @@ fn main() {
                     }
                 });
                 emit("select", "floor", "md5_ring", n, threads, r, "ns");
+                // maglev's floor: hash the key, scale it to the table (multiply-high), read one
+                // slot; the table is 65537 entries whatever n is
+                let table = hash_table(n);
+                let r = measure(&cfg, threads, &|| {
+                    let t = &table;
+                    let mut k = 0usize;
+                    move |_| {
+                        k = (k + 1) & 4095;
+                        let h = mul_xorshift(&keys[k]);
+                        let slot = ((h as u128 * HASH_TABLE_SIZE as u128) >> 64) as usize;
+                        t[slot] as u64
+                    }
+                });
+                emit("select", "floor", "hash_table", n, threads, r, "ns");
                 if threads == 1 {
                     let weights: Vec<i64> = (0..n).map(|i| weight(i) as i64).collect();
                     let r = measure(&cfg, 1, &|| {
@@ -404,6 +447,7 @@ fn main() {
                     "roundrobin",
                     "leastactive",
                     "consistenthash",
+                    "maglev",
                     "p2c",
                     "peakewma",
                 ] {
@@ -513,6 +557,7 @@ fn main() {
                 "consistenthash",
                 "loadbalance=consistenthash&hash.nodes=160",
             ),
+            ("maglev", "loadbalance=maglev"),
             ("random", "loadbalance=random"),
             ("roundrobin", "loadbalance=roundrobin"),
             ("leastactive", "loadbalance=leastactive"),
@@ -571,6 +616,7 @@ fn main() {
                 "consistenthash",
                 "loadbalance=consistenthash&hash.nodes=160",
             ),
+            ("maglev", "loadbalance=maglev"),
             ("p2c", "loadbalance=p2c"),
             ("peakewma", "loadbalance=peakewma"),
         ] {
