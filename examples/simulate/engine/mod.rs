@@ -39,6 +39,13 @@ pub fn library_config(spec: &str) -> &str {
     }
 }
 
+/// Whether the strategy of a spec (`name&options`, or `recommended`) places calls by key:
+/// its hashing quality is probed and reported.
+pub fn hashes_keys(spec: &str) -> bool {
+    let name = library_config(spec).split('&').next().unwrap_or("");
+    name.contains("hash") || name == "maglev"
+}
+
 impl PolicySpec {
     pub fn parse(s: &str) -> PolicySpec {
         match OracleKind::from_name(s) {
@@ -234,11 +241,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         hash_before: Vec::new(),
         hash_after: Vec::new(),
         hash_probing: match &spec.policy {
-            PolicySpec::Library(s) => library_config(s)
-                .split('&')
-                .next()
-                .unwrap_or("")
-                .contains("hash"),
+            PolicySpec::Library(s) => hashes_keys(s),
             PolicySpec::Oracle(_) => false,
         },
         events: 0,

@@ -99,7 +99,7 @@ impl Report {
                         utils.join("/")
                     );
                     if sc.is_hash_scenario() {
-                        match (&cell.hash, p.contains("hash")) {
+                        match (&cell.hash, crate::engine::hashes_keys(p)) {
                             (Some(h), true) => {
                                 let _ = write!(
                                     out,

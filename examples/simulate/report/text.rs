@@ -78,7 +78,11 @@ impl Report {
                     "   hashing: max/mean requests per provider before the removal; keys whose \
                      provider changed on removal (what had to: the removed provider's keys)"
                 );
-                for p in self.policies.iter().filter(|p| p.contains("hash")) {
+                for p in self
+                    .policies
+                    .iter()
+                    .filter(|p| crate::engine::hashes_keys(p))
+                {
                     let _ = write!(out, "{:<nw$}", p);
                     for &(l, c) in &combos {
                         match self.cell(sc, l, c, p).and_then(|c| c.hash) {
