@@ -132,23 +132,8 @@ impl Maglev {
                 built_from,
             };
         }
-        // Turns in time order: (k, w, rank) is turn k of the invoker at `order[rank]`, of
-        // weight w, due at k / w. `Turn`'s ordering compares k / w exactly.
-        let mut turns: BinaryHeap<Reverse<Turn>> = order
-            .iter()
-            .enumerate()
-            .map(|(rank, &p)| {
-                Reverse(Turn {
-                    k: 1,
-                    weight: weight(p),
-                    rank,
-                })
-            })
-            .collect();
-        let mut free = size;
-        while free > 0 {
-            let Reverse(turn) = turns.pop().expect("a turn per invoker");
-            let rank = turn.rank;
+        // The first free slot of the invoker at `order[rank]`'s list, claimed.
+        let mut claim = |rank: usize| {
             let slot = loop {
                 let slot = next_slot[rank] as usize;
                 next_slot[rank] += skip[rank];
@@ -160,11 +145,35 @@ impl Maglev {
                 }
             };
             slots[slot] = order[rank] as u32;
-            free -= 1;
-            turns.push(Reverse(Turn {
-                k: turn.k + 1,
-                ..turn
-            }));
+        };
+        if order.iter().all(|&p| weight(p) == weight(order[0])) {
+            // Equal weights (the usual set): turns go round in order, as the heap below would
+            // give them, without its cost (about 100 ns a turn at n = 1000).
+            for turn in 0..size {
+                claim(turn % order.len());
+            }
+        } else {
+            // Turns in time order: (k, w, rank) is turn k of the invoker at `order[rank]`, of
+            // weight w, due at k / w. `Turn`'s ordering compares k / w exactly.
+            let mut turns: BinaryHeap<Reverse<Turn>> = order
+                .iter()
+                .enumerate()
+                .map(|(rank, &p)| {
+                    Reverse(Turn {
+                        k: 1,
+                        weight: weight(p),
+                        rank,
+                    })
+                })
+                .collect();
+            for _ in 0..size {
+                let Reverse(turn) = turns.pop().expect("a turn per invoker");
+                claim(turn.rank);
+                turns.push(Reverse(Turn {
+                    k: turn.k + 1,
+                    ..turn
+                }));
+            }
         }
         Table { slots, built_from }
     }
