@@ -4,6 +4,11 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
+
+	"dubbo.apache.org/dubbo-go/v3/common"
+
+	polylb "github.com/polylb/polylb/bindings/go"
 )
 
 // Weighted random through dubbo-go's failover cluster: provider weights from
@@ -60,33 +65,90 @@ func TestMethodsHaveTheirOwnState(t *testing.T) {
 	}
 }
 
-// Consistent hashing keys on the arguments hash.arguments names (here the
+// The hashing strategies key on the arguments hash.arguments names (here the
 // second), as Java Dubbo does: calls with the same second argument stick to
-// one provider whatever the first, and different keys spread.
+// one provider whatever the first, different keys spread, and each key goes
+// where a polylb balancer of the same strategy over the same addresses sends
+// that argument's text (so the adapter passes the key itself, nothing else).
 func TestHashArgumentsSelectTheKey(t *testing.T) {
-	svc := serviceName(t)
-	const lbName = "polylb-consistenthash"
-	params := "loadbalance=" + lbName + "&hash.arguments=1"
-	var ps []*provider
-	for i := 1; i <= 4; i++ {
-		ps = append(ps, newProvider(t, svc, fmt.Sprintf("10.0.0.%d:20000", i), params))
-	}
-	ci := clusterOf(t, "failover", wrapAll(ps...))
-	seen := map[string]bool{}
-	for user := 0; user < 64; user++ {
-		key := fmt.Sprintf("user-%d", user)
-		first := addrOf(call(ci, "get", "ignored-0", key))
-		for j := 1; j < 5; j++ {
-			if got := addrOf(call(ci, "get", fmt.Sprintf("ignored-%d", j), key)); got != first {
-				t.Fatalf("key %s went to %s, then %s", key, first, got)
+	for _, strategy := range []string{"consistenthash", "boundedhash", "maglev"} {
+		t.Run(strategy, func(t *testing.T) {
+			svc := serviceName(t)
+			lbName := "polylb-" + strategy
+			params := "loadbalance=" + lbName + "&hash.arguments=1"
+			var ps []*provider
+			var set []polylb.Invoker
+			for i := 1; i <= 4; i++ {
+				addr := fmt.Sprintf("10.0.0.%d:20000", i)
+				ps = append(ps, newProvider(t, svc, addr, params))
+				set = append(set, polylb.NewInvoker(uint64(i), addr))
 			}
+			reference, err := polylb.New("loadbalance=" + strategy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer reference.Close()
+			if err := reference.Update(set); err != nil {
+				t.Fatal(err)
+			}
+			ci := clusterOf(t, "failover", wrapAll(ps...))
+			seen := map[string]bool{}
+			for user := 0; user < 64; user++ {
+				key := fmt.Sprintf("user-%d", user)
+				first := addrOf(call(ci, "get", "ignored-0", key))
+				for j := 1; j < 5; j++ {
+					if got := addrOf(call(ci, "get", fmt.Sprintf("ignored-%d", j), key)); got != first {
+						t.Fatalf("key %s went to %s, then %s", key, first, got)
+					}
+				}
+				id, err := reference.Select(polylb.ServiceLevel, []byte(key))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := reference.Report(polylb.ServiceLevel, id, time.Millisecond, polylb.Success); err != nil {
+					t.Fatal(err)
+				}
+				if want := set[id-1].Address; first != want {
+					t.Fatalf("key %s went to %s; %s over the same addresses picks %s", key, first, strategy, want)
+				}
+				seen[first] = true
+			}
+			if len(seen) < 3 {
+				t.Errorf("64 keys reached only %v", seen)
+			}
+			assertNoneInFlight(t, lbName, svc)
+		})
+	}
+}
+
+// hash.nodes is the ring's (consistenthash, boundedhash); maglev has a
+// table instead, so it takes the key's arguments but not hash.nodes, and a
+// hash.nodes on its URLs (say a ring's value left behind) is not its error.
+func TestMethodConfigOfTheHashingStrategies(t *testing.T) {
+	for _, tc := range []struct {
+		strategy, want string
+		args           []int
+	}{
+		{"consistenthash", "loadbalance=consistenthash&hash.nodes=3", []int{2, 0}},
+		{"boundedhash", "loadbalance=boundedhash&hash.nodes=3", []int{2, 0}},
+		{"maglev", "loadbalance=maglev", []int{2, 0}},
+		{"p2c", "loadbalance=p2c", nil},
+	} {
+		u, err := common.NewURL("tri://10.0.0.1:20000/svc?hash.nodes=3&hash.arguments=2,0")
+		if err != nil {
+			t.Fatal(err)
 		}
-		seen[first] = true
+		mc, err := readMethodConfig(u, "get", tc.strategy)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.strategy, err)
+		}
+		if mc.config != tc.want || fmt.Sprint(mc.hashArgs) != fmt.Sprint(tc.args) {
+			t.Errorf("%s: config %q, key arguments %v; want %q, %v", tc.strategy, mc.config, mc.hashArgs, tc.want, tc.args)
+		}
+		if !mc.weighted != (tc.strategy == "consistenthash") {
+			t.Errorf("%s: weighted %v", tc.strategy, mc.weighted)
+		}
 	}
-	if len(seen) < 3 {
-		t.Errorf("64 keys reached only %v", seen)
-	}
-	assertNoneInFlight(t, lbName, svc)
 }
 
 func TestHashKeyText(t *testing.T) {

@@ -1,6 +1,7 @@
 package polylbdubbo
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -96,6 +97,8 @@ func TestBadConfigurationFailsTheCallNamingIt(t *testing.T) {
 	for _, tc := range []struct{ params, want string }{
 		{"polylb.strategy=fastest", "fastest"},
 		{"polylb.strategy=consistenthash&hash.arguments=0,x", "hash.arguments"},
+		{"polylb.strategy=maglev&hash.arguments=0,x", "argument index"}, // (a second "hash.arguments" would name the subtest hash.arguments#01, and '#' cut the URL)
+		{"polylb.strategy=maglev&polylb.config=maglev.tableSize%3D65536", "maglev.tableSize"},
 		{"polylb.config=seed%3Dabc", "seed"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
@@ -116,5 +119,36 @@ func TestBadConfigurationFailsTheCallNamingIt(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A set maglev's table cannot hold (more providers than maglev.tableSize
+// slots) is the library's LIMIT_EXCEEDED: the call fails naming the key,
+// and no provider is called.
+func TestMaglevSetLargerThanItsTableFailsTheCall(t *testing.T) {
+	svc := serviceName(t)
+	params := "loadbalance=polylb-maglev&polylb.config=maglev.tableSize%3D7"
+	var ps []*provider
+	for i := 1; i <= 8; i++ {
+		ps = append(ps, newProvider(t, svc, fmt.Sprintf("10.0.0.%d:20000", i), params))
+	}
+	res := call(clusterOf(t, "failover", wrapAll(ps...)), "sayHello", "user-1")
+	if res.Error() == nil || !strings.Contains(res.Error().Error(), "maglev.tableSize") ||
+		!strings.Contains(res.Error().Error(), "LIMIT_EXCEEDED") {
+		t.Fatalf("call error %v, want LIMIT_EXCEEDED naming maglev.tableSize", res.Error())
+	}
+	for _, p := range ps {
+		if n := p.calls.Load(); n != 0 {
+			t.Errorf("a provider was called %d times", n)
+		}
+	}
+	// Seven fit.
+	svc = serviceName(t)
+	ps = ps[:0]
+	for i := 1; i <= 7; i++ {
+		ps = append(ps, newProvider(t, svc, fmt.Sprintf("10.0.0.%d:20000", i), params))
+	}
+	if res := call(clusterOf(t, "failover", wrapAll(ps...)), "sayHello", "user-1"); res.Error() != nil {
+		t.Fatal(res.Error())
 	}
 }

@@ -37,7 +37,7 @@ const (
 // "polylb-<strategy>" (and "polylb" reads polylb.strategy).
 var Strategies = []string{
 	"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash",
-	"adaptive", "p2c", "peakewma", "boundedhash",
+	"adaptive", "p2c", "peakewma", "boundedhash", "maglev",
 }
 
 // dubbo-go splits hash.arguments with this pattern (constant.CommaSplitPattern).
@@ -177,7 +177,15 @@ type methodConfig struct {
 	weighted bool
 }
 
+// isHashing: the strategy picks by a key (hash.arguments).
 func isHashing(strategy string) bool {
+	return hasRing(strategy) || strategy == "maglev"
+}
+
+// hasRing: the strategy places its invokers on Dubbo's ring, hash.nodes
+// points each. maglev's lookup table (maglev.tableSize, set through
+// polylb.config) does not read hash.nodes, so it is not passed for maglev.
+func hasRing(strategy string) bool {
 	return strategy == "consistenthash" || strategy == "boundedhash"
 }
 
@@ -192,10 +200,12 @@ func readMethodConfig(u *common.URL, method, fixed string) (methodConfig, error)
 	b.WriteString("loadbalance=")
 	b.WriteString(strategy)
 	mc := methodConfig{weighted: strategy != "consistenthash"}
-	if isHashing(strategy) {
+	if hasRing(strategy) {
 		nodes := methodParam(u, method, hashNodesKey, strconv.Itoa(defaultHashNodes))
 		b.WriteString("&hash.nodes=")
 		b.WriteString(nodes)
+	}
+	if isHashing(strategy) {
 		raw := methodParam(u, method, hashArgumentsKey, "0")
 		for _, field := range commaSplit.Split(raw, -1) {
 			i, err := strconv.Atoi(field)

@@ -422,6 +422,92 @@ func TestConsistentHashKeyFromContext(t *testing.T) {
 	}
 }
 
+// maglev takes its key from the RPC's context too: every key goes to the
+// endpoint a polylb balancer with maglev over the same addresses maps it to,
+// before and after an endpoint leaves (its keys move, and since maglev is not
+// minimal as the ring is, at most a few per cent of the others), and WithKey
+// is what decides it (keys reach all three endpoints).
+func TestMaglevKeyFromContext(t *testing.T) {
+	ps := []*provider{startProvider(t), startProvider(t), startProvider(t)}
+	var eps []resolver.Endpoint
+	for _, p := range ps {
+		eps = append(eps, endpointOf(p.addr))
+	}
+	cl := dial(t, "loadbalance=maglev", eps)
+	cl.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr)
+
+	// reference is what the library maps each key to over these addresses
+	// (the table depends on addresses and weights only, not on ids).
+	reference := func(addrs ...string) func(key string) string {
+		lb, err := polylb.New("loadbalance=maglev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lb.Close() })
+		var set []polylb.Invoker
+		for i, addr := range addrs {
+			set = append(set, polylb.NewInvoker(uint64(i+1), addr))
+		}
+		if err := lb.Update(set); err != nil {
+			t.Fatal(err)
+		}
+		return func(key string) string {
+			id, err := lb.Select(polylb.ServiceLevel, []byte(key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return addrs[id-1]
+		}
+	}
+	route := func(key string) string {
+		host, err := unaryKey(cl, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return host
+	}
+	want := reference(ps[0].addr, ps[1].addr, ps[2].addr)
+	before := map[string]string{}
+	used := map[string]bool{}
+	for i := 0; i < 60; i++ {
+		key := fmt.Sprintf("user-%d", i)
+		before[key] = route(key)
+		used[before[key]] = true
+		if w := want(key); before[key] != w {
+			t.Fatalf("key %s went to %s; maglev over the same addresses maps it to %s", key, before[key], w)
+		}
+		if again := route(key); again != before[key] {
+			t.Fatalf("key %s went to %s, then %s", key, before[key], again)
+		}
+	}
+	if len(used) != 3 {
+		t.Fatalf("60 keys used %d of 3 endpoints", len(used))
+	}
+
+	gone := ps[2].addr
+	cl.resolver.UpdateState(resolver.State{Endpoints: eps[:2]})
+	cl.waitReady(t, ps[0].addr, ps[1].addr)
+	want = reference(ps[0].addr, ps[1].addr)
+	stayed, moved := 0, 0
+	for key, was := range before {
+		now := route(key)
+		if w := want(key); now != w {
+			t.Errorf("key %s went to %s after the removal; maglev over the two addresses maps it to %s", key, now, w)
+		}
+		switch {
+		case now == gone:
+			t.Errorf("key %s still routed to the removed endpoint", key)
+		case was != gone && now != was:
+			moved++
+		case was != gone:
+			stayed++
+		}
+	}
+	if moved*10 > stayed+moved {
+		t.Errorf("%d of %d keys of the remaining endpoints moved: want under 10 %%", moved, stayed+moved)
+	}
+}
+
 func unaryKey(cl *client, key string) (string, error) {
 	resp, err := cl.service.UnaryCall(WithKey(context.Background(), []byte(key)), &testpb.SimpleRequest{})
 	if err != nil {

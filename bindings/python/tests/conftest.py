@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import heapq
 import json
 import os
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -95,4 +97,66 @@ def dubbo_ring(addresses: Dict[int, str], nodes: int = 160) -> Any:
         return owned / 2**32
 
     owner.share = share  # type: ignore[attr-defined]
+    return owner
+
+
+_M64 = (1 << 64) - 1
+
+
+def maglev_hash64(data: bytes, seed: int) -> int:
+    """maglev's 64-bit hash as src/strategy/maglev.rs documents it (written out here, not taken
+    from the library): 8-byte little-endian words, the last zero-padded, each folded in by a
+    multiply and a rotate, the length in the seed, then murmur3's 64-bit finalizer."""
+    k1, k2 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F
+    h = seed ^ ((len(data) * k1) & _M64)
+    for start in range(0, len(data), 8):
+        word = int.from_bytes(data[start : start + 8].ljust(8, b"\0"), "little")
+        h ^= (word * k2) & _M64
+        h = ((h << 27) | (h >> 37)) & _M64
+        h = (h * k1) & _M64
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & _M64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & _M64
+    return h ^ (h >> 33)
+
+
+def maglev_reference(invokers: List[polylb.Invoker], size: int = 65537) -> Any:
+    """Weighted Maglev as the maglev strategy's module doc specifies it: each address has an
+    offset and a skip in a table of ``size`` (a prime) slots; invokers take turns claiming the
+    first free slot of their list ``offset, offset + skip, ...``, the k-th turn of an invoker of
+    weight w due at k / w (ties in address order, then set order); weight 0 owns nothing unless
+    every weight is 0. A key reads slot ``hash · size / 2^64``; when its owner is not a candidate
+    the pick is the owner of the next slot (wrapping) a candidate owns (the library looks at
+    most 4096 slots ahead before it falls back, which candidates owning a sizeable share never
+    need). Returns ``owner(key, candidates=None) -> id``."""
+    key_seed, offset_seed, skip_seed = 0x6D61676C65766B65, 0x6D61676C65766F66, 0x6D61676C6576736B
+    all_zero = all(invoker.weight <= 0 for invoker in invokers)
+    order = sorted(
+        (position for position, invoker in enumerate(invokers) if all_zero or invoker.weight > 0),
+        key=lambda position: (invokers[position].address.encode(), position),
+    )
+    weights = [1 if all_zero else invokers[position].weight for position in order]
+    following = [maglev_hash64(invokers[p].address.encode(), offset_seed) % size for p in order]
+    skips = [maglev_hash64(invokers[p].address.encode(), skip_seed) % (size - 1) + 1 for p in order]
+    slots: List[int] = [-1] * size
+    turns = [(Fraction(1, weight), rank, 1) for rank, weight in enumerate(weights)]
+    heapq.heapify(turns)
+    for _ in range(size):
+        _, rank, k = heapq.heappop(turns)
+        while slots[following[rank]] != -1:
+            following[rank] = (following[rank] + skips[rank]) % size
+        slots[following[rank]] = invokers[order[rank]].id
+        following[rank] = (following[rank] + skips[rank]) % size
+        heapq.heappush(turns, (Fraction(k + 1, weights[rank]), rank, k + 1))
+
+    def owner(key: str, candidates: Any = None) -> int:
+        slot = (maglev_hash64(key.encode(), key_seed) * size) >> 64
+        for step in range(size):
+            owned = slots[(slot + step) % size]
+            if candidates is None or owned in candidates:
+                return owned
+        raise AssertionError("no candidate owns a slot")
+
+    owner.slots = slots  # type: ignore[attr-defined]
     return owner

@@ -59,6 +59,10 @@ def test_config_numbers_are_written_as_numbers_whatever_their_class() -> None:
     assert polylb.build_config(params={"boundedhash_factor": Float64(1.5), "hash_nodes": Nodes(8)}) == (
         b"boundedhash.factor=1.5&hash.nodes=8"
     )
+    # A key's own case is kept: maglev_tableSize is maglev.tableSize.
+    assert polylb.build_config("maglev", params={"maglev_tableSize": 257}) == (
+        b"loadbalance=maglev&maglev.tableSize=257"
+    )
     assert polylb.build_config(params={"f": 1e300, "g": -0.0, "h": 2**70}) == (
         b"f=1e+300&g=-0.0&h=1180591620717411303424"
     )

@@ -19,7 +19,7 @@ import polylb
 from conftest import invokers
 from polylb import Invoker, Outcome
 
-STRATEGIES = ["random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive"]
+STRATEGIES = ["random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive", "maglev"]
 WORKERS = 16
 CALLS_PER_WORKER = 400
 
