@@ -178,7 +178,7 @@ fn validate(invokers: &[Invoker], kind: StrategyKind, config: &Config) -> Result
                 Status::InvalidArgument,
                 format!(
                     "invoker #{i} (id {}): the address is empty, and a hashing strategy places \
-                     each invoker on its ring by its address",
+                     each invoker on its ring (or in its table) by its address",
                     inv.id
                 ),
             ));
