@@ -33,21 +33,13 @@ func wantStatus(t *testing.T, what string, err error, sentinel *polylb.Error) *p
 	return e
 }
 
-func TestBadConfig(t *testing.T) {
-	for _, c := range []struct {
-		config, mentions string
-	}{
-		{"loadBalance=roundrobin", "did you mean 'loadbalance'"}, // Dubbo's classic silent typo
-		{"hash.node=160", "'hash.nodes'"},
-		{"loadbalance=roundrobbin", "'roundrobin'"},
-		{"loadbalance=nope", "nope"},
-		{"loadbalance=consistenthash&hash.nodes=3", "hash.nodes"}, // empty ring
-		{"hash.nodes=abc", "hash.nodes"},
-		{"seed=-1", "seed"},
-		{"timeout=0", "timeout"},
-		{"loadbalance", "loadbalance"},
-		{"seed=1&seed=2", "twice"},
-	} {
+// badConfig is a config polylb.New must refuse with ErrInvalidConfig, and
+// what the message must mention.
+type badConfig struct{ config, mentions string }
+
+func assertBadConfigs(t *testing.T, cases []badConfig) {
+	t.Helper()
+	for _, c := range cases {
 		lb, err := polylb.New(c.config)
 		if lb != nil {
 			t.Errorf("%q: got a balancer", c.config)
@@ -58,6 +50,21 @@ func TestBadConfig(t *testing.T) {
 			t.Errorf("%q: message %q does not mention %q", c.config, e.Message, c.mentions)
 		}
 	}
+}
+
+func TestBadConfig(t *testing.T) {
+	assertBadConfigs(t, []badConfig{
+		{"loadBalance=roundrobin", "did you mean 'loadbalance'"}, // Dubbo's classic silent typo
+		{"hash.node=160", "'hash.nodes'"},
+		{"loadbalance=roundrobbin", "'roundrobin'"},
+		{"loadbalance=nope", "nope"},
+		{"loadbalance=consistenthash&hash.nodes=3", "hash.nodes"}, // empty ring
+		{"hash.nodes=abc", "hash.nodes"},
+		{"seed=-1", "seed"},
+		{"timeout=0", "timeout"},
+		{"loadbalance", "loadbalance"},
+		{"seed=1&seed=2", "twice"},
+	})
 	_, err := polylb.New("loadbalance=\xff")
 	wantStatus(t, "invalid UTF-8 config", err, polylb.ErrInvalidUTF8)
 }

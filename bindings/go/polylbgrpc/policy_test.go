@@ -379,34 +379,8 @@ func TestServiceLevelSharesState(t *testing.T) {
 // The hash strategies take the key from the RPC's context: a key keeps its
 // endpoint, and removing an endpoint moves only the keys it held.
 func TestConsistentHashKeyFromContext(t *testing.T) {
-	ps := []*provider{startProvider(t), startProvider(t), startProvider(t)}
-	var eps []resolver.Endpoint
-	for _, p := range ps {
-		eps = append(eps, endpointOf(p.addr))
-	}
-	cl := dial(t, "loadbalance=consistenthash", eps)
-	cl.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr)
-
-	route := func(key string) string {
-		host, err := unaryKey(cl, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return host
-	}
-	before := map[string]string{}
-	used := map[string]bool{}
-	for i := 0; i < 60; i++ {
-		key := fmt.Sprintf("user-%d", i)
-		before[key] = route(key)
-		used[before[key]] = true
-		if again := route(key); again != before[key] {
-			t.Fatalf("key %s went to %s, then %s", key, before[key], again)
-		}
-	}
-	if len(used) != 3 {
-		t.Fatalf("60 keys used %d of 3 endpoints", len(used))
-	}
+	ps, eps, cl, route := keyedCluster(t, "loadbalance=consistenthash")
+	before := routeKeys(t, route, nil)
 
 	gone := ps[2].addr
 	cl.resolver.UpdateState(resolver.State{Endpoints: eps[:2]})
@@ -428,13 +402,7 @@ func TestConsistentHashKeyFromContext(t *testing.T) {
 // minimal as the ring is, at most a few per cent of the others), and WithKey
 // is what decides it (keys reach all three endpoints).
 func TestMaglevKeyFromContext(t *testing.T) {
-	ps := []*provider{startProvider(t), startProvider(t), startProvider(t)}
-	var eps []resolver.Endpoint
-	for _, p := range ps {
-		eps = append(eps, endpointOf(p.addr))
-	}
-	cl := dial(t, "loadbalance=maglev", eps)
-	cl.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr)
+	ps, eps, cl, route := keyedCluster(t, "loadbalance=maglev")
 
 	// reference is what the library maps each key to over these addresses
 	// (the table depends on addresses and weights only, not on ids).
@@ -459,30 +427,12 @@ func TestMaglevKeyFromContext(t *testing.T) {
 			return addrs[id-1]
 		}
 	}
-	route := func(key string) string {
-		host, err := unaryKey(cl, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return host
-	}
 	want := reference(ps[0].addr, ps[1].addr, ps[2].addr)
-	before := map[string]string{}
-	used := map[string]bool{}
-	for i := 0; i < 60; i++ {
-		key := fmt.Sprintf("user-%d", i)
-		before[key] = route(key)
-		used[before[key]] = true
-		if w := want(key); before[key] != w {
-			t.Fatalf("key %s went to %s; maglev over the same addresses maps it to %s", key, before[key], w)
+	before := routeKeys(t, route, func(key, host string) {
+		if w := want(key); host != w {
+			t.Fatalf("key %s went to %s; maglev over the same addresses maps it to %s", key, host, w)
 		}
-		if again := route(key); again != before[key] {
-			t.Fatalf("key %s went to %s, then %s", key, before[key], again)
-		}
-	}
-	if len(used) != 3 {
-		t.Fatalf("60 keys used %d of 3 endpoints", len(used))
-	}
+	})
 
 	gone := ps[2].addr
 	cl.resolver.UpdateState(resolver.State{Endpoints: eps[:2]})
@@ -506,6 +456,48 @@ func TestMaglevKeyFromContext(t *testing.T) {
 	if moved*10 > stayed+moved {
 		t.Errorf("%d of %d keys of the remaining endpoints moved: want under 10 %%", moved, stayed+moved)
 	}
+}
+
+// keyedCluster starts three providers and a client balancing over them with
+// config; route sends a call with a hash key and returns who answered.
+func keyedCluster(t *testing.T, config string) ([]*provider, []resolver.Endpoint, *client, func(string) string) {
+	ps := []*provider{startProvider(t), startProvider(t), startProvider(t)}
+	var eps []resolver.Endpoint
+	for _, p := range ps {
+		eps = append(eps, endpointOf(p.addr))
+	}
+	cl := dial(t, config, eps)
+	cl.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr)
+	route := func(key string) string {
+		host, err := unaryKey(cl, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return host
+	}
+	return ps, eps, cl, route
+}
+
+// routeKeys routes 60 keys twice each: a key keeps its endpoint, and the keys
+// reach all three. check, unless nil, vets each key's endpoint. Returns them.
+func routeKeys(t *testing.T, route func(string) string, check func(key, host string)) map[string]string {
+	before := map[string]string{}
+	used := map[string]bool{}
+	for i := 0; i < 60; i++ {
+		key := fmt.Sprintf("user-%d", i)
+		before[key] = route(key)
+		used[before[key]] = true
+		if check != nil {
+			check(key, before[key])
+		}
+		if again := route(key); again != before[key] {
+			t.Fatalf("key %s went to %s, then %s", key, before[key], again)
+		}
+	}
+	if len(used) != 3 {
+		t.Fatalf("60 keys used %d of 3 endpoints", len(used))
+	}
+	return before
 }
 
 func unaryKey(cl *client, key string) (string, error) {
