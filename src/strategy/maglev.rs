@@ -125,13 +125,13 @@ impl Maglev {
             skip.push(hash64(address, SKIP_SEED) % (size as u64 - 1) + 1);
         }
         const FREE: u32 = u32::MAX;
-        let mut slots = vec![FREE; size].into_boxed_slice();
         if order.is_empty() {
             return Table {
                 slots: Box::new([]),
                 built_from,
             };
         }
+        let mut slots = vec![FREE; size].into_boxed_slice();
         // The first free slot of the invoker at `order[rank]`'s list, claimed.
         let mut claim = |rank: usize| {
             let slot = loop {
