@@ -71,9 +71,9 @@ struct Inner {
     drawn_pair: bool,
     /// `select_live` applies: `roundrobin`, no filter narrowing the set.
     live_period: bool,
-    /// `select_on_ring` applies: `consistenthash`, no filter narrowing the set.
+    /// `select_by_key` over the ring applies: `consistenthash`, no filter narrowing the set.
     whole_ring: bool,
-    /// `select_on_table` applies: `maglev`, no filter narrowing the set.
+    /// `select_by_key` over the table applies: `maglev`, no filter narrowing the set.
     whole_table: bool,
     /// `select_adaptive` applies: `adaptive`, no filter narrowing the set.
     adaptive_pair: bool,

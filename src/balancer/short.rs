@@ -9,8 +9,13 @@ use crate::error::Status;
 use crate::filter::LocalZone;
 use crate::rng::Rng;
 use crate::stats::NO_COUNTER;
-use crate::strategy::{best_of_pair, best_of_subset_pair, WholeSetDraw};
+use crate::strategy::{self, best_of_pair, best_of_subset_pair, WholeSetDraw};
 use std::cell::Cell;
+
+/// A key's invoker over a whole snapshot (`select_by_key`).
+type KeyPick = fn(&Snapshot, &[u8]) -> Option<usize>;
+/// A key's invoker among positions (in set order, and as a bitset).
+type KeyPickAmong = fn(&Snapshot, &[u8], &[u32], &[u64]) -> Option<usize>;
 
 impl Inner {
     /// The short paths of a select over the whole set (`select_drawn`), or None for the
@@ -41,12 +46,14 @@ impl Inner {
             }
         }
         if self.whole_ring {
-            if let Some(result) = self.select_on_ring(method, key) {
+            let (whole, among) = (strategy::ring_pick, strategy::ring_pick_among);
+            if let Some(result) = self.select_by_key(method, key, whole, among) {
                 return Some(result);
             }
         }
         if self.whole_table {
-            if let Some(result) = self.select_on_table(method, key) {
+            let (whole, among) = (strategy::table_pick, strategy::table_pick_among);
+            if let Some(result) = self.select_by_key(method, key, whole, among) {
                 return Some(result);
             }
         }
@@ -93,41 +100,27 @@ impl Inner {
         Some(Ok(self.count_select(&pin, pos, method)))
     }
 
-    /// The common call of `consistenthash`: the key's owner on the ring of the thread's cached
-    /// snapshot (the whole set or its local zone, nothing ejected; the ring ignores weights),
-    /// without building the strategy's context. None when any of that does not hold, or with
-    /// fewer than two invokers (the general path answers those as Dubbo does).
+    /// The common call of the key-placing strategies (`consistenthash`'s ring, `maglev`'s
+    /// table, which ignore load): `whole` places the key over the thread's cached snapshot,
+    /// `among` over its local zone (nothing ejected), without building the strategy's context.
+    /// None when any of that does not hold, or with fewer than two invokers (the general path
+    /// answers those, for `consistenthash` as Dubbo does).
     #[inline(always)]
-    fn select_on_ring(&self, method: u32, key: &[u8]) -> Option<Result<u64, Status>> {
+    fn select_by_key(
+        &self,
+        method: u32,
+        key: &[u8],
+        whole: KeyPick,
+        among: KeyPickAmong,
+    ) -> Option<Result<u64, Status>> {
         let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
         if snapshot.members.len() < 2 {
             return None;
         }
         let pos = match &snapshot.local {
-            None => crate::strategy::ring_pick(snapshot, key)?,
-            Some(local) => {
-                crate::strategy::ring_pick_among(snapshot, key, &local.positions, &local.mask)?
-            }
-        };
-        Some(Ok(self.count_select(&pin, pos, method)))
-    }
-
-    /// The common call of `maglev`: the key's slot in the table of the thread's cached snapshot
-    /// (the whole set or its local zone, nothing ejected), without building the strategy's
-    /// context. None when any of that does not hold, or with fewer than two invokers.
-    #[inline(always)]
-    fn select_on_table(&self, method: u32, key: &[u8]) -> Option<Result<u64, Status>> {
-        let pin = self.short_pin(method)?;
-        let snapshot = pin.snapshot;
-        if snapshot.members.len() < 2 {
-            return None;
-        }
-        let pos = match &snapshot.local {
-            None => crate::strategy::table_pick(snapshot, key)?,
-            Some(local) => {
-                crate::strategy::table_pick_among(snapshot, key, &local.positions, &local.mask)?
-            }
+            None => whole(snapshot, key)?,
+            Some(local) => among(snapshot, key, &local.positions, &local.mask)?,
         };
         Some(Ok(self.count_select(&pin, pos, method)))
     }
