@@ -647,8 +647,11 @@ fn in_documented_range(key: &str, value: &str) -> Option<bool> {
                 (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
             }
         }
-        "zone" => true,
-        "zone.minHealthyPercent" | "slowstart.minWeightPercent" => int(1, 100),
+        "zone" | "subset.key" => true,
+        "zone.minHealthyPercent" | "slowstart.minWeightPercent" | "subset.minHealthyPercent" => {
+            int(1, 100)
+        }
+        "subset.size" => int(0, u32::MAX as i128),
         "outlier.failureRate" | "outlier.maxEjectionPercent" => int(0, 100),
         "outlier.consecutiveFailures" => int(0, u32::MAX as i128),
         "outlier.minRequests" => int(1, u32::MAX as i128),

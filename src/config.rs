@@ -41,10 +41,25 @@ pub struct Config {
     pub zone: Option<String>,
     /// Stay entirely in the local zone while at least this percentage of it is healthy.
     pub zone_min_healthy_percent: u32,
+    /// `subset.*`: deterministic subsetting (every strategy but the key-hashing ones).
+    pub subset: SubsetConfig,
     /// `outlier.*`: outlier ejection (every strategy).
     pub outlier: OutlierConfig,
     /// `slowstart.*`: consumer-side slow start (p2c, peakewma, boundedhash).
     pub slow_start: SlowStartConfig,
+}
+
+/// `subset.*`: each consumer prefers its own subset of the invokers, chosen by rendezvous
+/// hashing of its key with their addresses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubsetConfig {
+    /// Invokers in the subset; 0 = off (every invoker).
+    pub size: u32,
+    /// This consumer's identity (required with `size`): different keys take different subsets,
+    /// the same key the same subset of the same set, in every process and language.
+    pub key: Option<String>,
+    /// Stay entirely in the subset while at least this percentage of it is healthy.
+    pub min_healthy_percent: u32,
 }
 
 /// `peakewma`'s options.
@@ -120,6 +135,11 @@ impl Default for Config {
             maglev_table_size: 65537,
             zone: None,
             zone_min_healthy_percent: 70,
+            subset: SubsetConfig {
+                size: 0,
+                key: None,
+                min_healthy_percent: 70,
+            },
             outlier: OutlierConfig {
                 consecutive_failures: 0,
                 failure_rate_percent: 0,
@@ -373,6 +393,36 @@ const KEYS: &[(&str, &str, Setter)] = &[
             Ok(())
         },
     ),
+    (
+        "subset.size",
+        "subsetting (every strategy but consistenthash, boundedhash and maglev): this consumer \
+         prefers this many invokers, chosen by rendezvous hashing of subset.key with their \
+         addresses (within its zone when zone is set); 0 = off (default 0)",
+        |c, k, v| {
+            c.subset.size = int(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "subset.key",
+        "subsetting: this consumer's identity, e.g. its host name and service; different keys \
+         take different subsets, the same key the same subset of the same set (required with \
+         subset.size)",
+        |c, _, v| {
+            c.subset.key = Some(v.to_string());
+            Ok(())
+        },
+    ),
+    (
+        "subset.minHealthyPercent",
+        "subsetting: all traffic stays in the subset while at least this percentage of it is \
+         healthy (not ejected); below, the subset's share shrinks in proportion and the rest \
+         spills over to every healthy invoker; 1..=100 (default 70)",
+        |c, k, v| {
+            c.subset.min_healthy_percent = int(k, v)?;
+            Ok(())
+        },
+    ),
 ];
 
 impl Config {
@@ -513,6 +563,18 @@ impl Config {
             );
         }
         percent("zone.minHealthyPercent", self.zone_min_healthy_percent, 1)?;
+        if self.subset.key.as_deref() == Some("") {
+            return out(
+                "subset.key",
+                &"",
+                "empty: give this consumer's identity (consumers with one key share one subset)",
+            );
+        }
+        percent(
+            "subset.minHealthyPercent",
+            self.subset.min_healthy_percent,
+            1,
+        )?;
         let o = &self.outlier;
         percent("outlier.failureRate", o.failure_rate_percent, 0)?;
         positive("outlier.windowMs", o.window_ms)?;
@@ -574,6 +636,50 @@ impl Config {
             if !self.outlier.enabled() {
                 return fail(
                     "zone.minHealthyPercent",
+                    "has no effect without outlier ejection (healthy means not ejected): set \
+                     outlier.consecutiveFailures or outlier.failureRate",
+                );
+            }
+        }
+        if self.subset.size == 0 {
+            // subset.size=0 is subsetting's "off", a setting: only the other keys do nothing.
+            if let Some(key) = seen
+                .iter()
+                .find(|k| k.starts_with("subset.") && **k != "subset.size")
+            {
+                return fail(
+                    key,
+                    "has no effect without subset.size=<invokers per consumer>",
+                );
+            }
+        } else {
+            if self.subset.key.is_none() {
+                return fail(
+                    "subset.size",
+                    "needs subset.key=<this consumer's identity>: consumers that share a key \
+                     share a subset",
+                );
+            }
+            if self.strategy.hashes_keys() {
+                return fail(
+                    "subset.size",
+                    &format!(
+                        "does not apply to loadbalance={}: consumers with different subsets would \
+                         send one key to different invokers",
+                        self.strategy.name()
+                    ),
+                );
+            }
+            if given("zone.").is_some() {
+                return fail(
+                    "zone.minHealthyPercent",
+                    "has no effect with subset.size: the subset (taken within the zone) is what \
+                     calls prefer; set subset.minHealthyPercent",
+                );
+            }
+            if given("subset.minHealthyPercent").is_some() && !self.outlier.enabled() {
+                return fail(
+                    "subset.minHealthyPercent",
                     "has no effect without outlier ejection (healthy means not ejected): set \
                      outlier.consecutiveFailures or outlier.failureRate",
                 );

@@ -48,7 +48,7 @@ mod weight;
 pub use balancer::{Balancer, MAX_METHODS};
 pub use call::Call;
 pub use clock::wall_clock_us;
-pub use config::{Config, OutlierConfig, PeakEwmaConfig, SlowStartConfig};
+pub use config::{Config, OutlierConfig, PeakEwmaConfig, SlowStartConfig, SubsetConfig};
 pub use error::{Error, Status};
 pub use invoker::{Invoker, Outcome};
 pub use strategy::StrategyKind;

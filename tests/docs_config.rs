@@ -276,6 +276,13 @@ fn accepting(key: &str) -> String {
         "boundedhash" => &["loadbalance=boundedhash"],
         "maglev" => &["loadbalance=maglev"],
         "zone" => &["zone=a", "outlier.consecutiveFailures=3"],
+        // subset.size's default, 0, is subsetting off: alone, it is accepted.
+        "subset" if key == "subset.size" => &[],
+        "subset" => &[
+            "subset.size=3",
+            "subset.key=a",
+            "outlier.consecutiveFailures=3",
+        ],
         "outlier" => &["outlier.consecutiveFailures=3", "outlier.failureRate=50"],
         "slowstart" => &["loadbalance=p2c", "slowstart.windowMs=1000"],
         _ => &[],
@@ -311,6 +318,7 @@ fn the_key_tables_give_the_librarys_defaults() {
             let unset = match key.as_str() {
                 "zone" => defaults.zone.is_none(),
                 "seed" => defaults.seed.is_none(),
+                "subset.key" => defaults.subset.key.is_none(),
                 _ => false,
             };
             if !unset {

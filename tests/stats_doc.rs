@@ -88,6 +88,10 @@ fn config(kind: StrategyKind) -> String {
     if kind.has_slow_start() {
         config += "&slowstart.windowMs=60000";
     }
+    if !kind.hashes_keys() {
+        // Both invokers: the subset changes no pick here.
+        config += "&subset.size=2&subset.key=k";
+    }
     config
 }
 

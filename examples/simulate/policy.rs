@@ -76,7 +76,8 @@ pub trait Policy {
 pub const EPOCH_US: i64 = 1_700_000_000_000_000;
 
 /// The library under test: one `Balancer` per consumer, configured with
-/// `loadbalance=<spec>&seed=<derived>`.
+/// `loadbalance=<spec>&seed=<derived>` (and `&subset.key=consumer-<c>` for a spec with
+/// `subset.size` and no key).
 pub struct LibraryPolicy {
     balancers: Vec<Balancer>,
     methods: Vec<u32>,
@@ -104,6 +105,10 @@ impl LibraryPolicy {
             );
             if name == "adaptive" && !spec.contains("timeout=") {
                 config.push_str(&format!("&timeout={timeout_ms}"));
+            }
+            // Subsets need each consumer's own identity, as a deployment gives its hosts.
+            if spec.contains("subset.size=") && !spec.contains("subset.key=") {
+                config.push_str(&format!("&subset.key=consumer-{c}"));
             }
             let lb = Balancer::new(&config).map_err(|e| e.to_string())?;
             methods.push(lb.method("call").map_err(|e| e.to_string())?);

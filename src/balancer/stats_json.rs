@@ -73,7 +73,7 @@ impl Balancer {
             );
             inner.strategy.stats_fields(m, &at, &mut out);
             if let Some(filter) = &inner.filter {
-                filter.stats_fields(m, now_ms, &mut out);
+                filter.stats_fields(&snapshot, i as u32, now_ms, &mut out);
             }
             out.push_str(",\"methods\":[");
             for (k, (method, row)) in rows.into_iter().enumerate() {

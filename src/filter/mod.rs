@@ -1,4 +1,4 @@
-//! Candidate filters every strategy can use: outlier ejection and zone preference. The balancer
+//! Candidate filters every strategy can use: outlier ejection, zone preference and subsetting. The balancer
 //! applies them to a call's candidates before the strategy runs, so a strategy sees a smaller
 //! candidate set and nothing else changes. With neither option configured none of this runs,
 //! and Dubbo's strategies behave exactly as Dubbo's.
@@ -15,6 +15,9 @@
 //!   healthy invoker; with no healthy local invoker, everything spills over. A zone whose
 //!   healthy invokers all weigh 0 while other healthy ones do not is drained: it is preferred
 //!   no more (also when its weighted invokers are the ones ejected).
+//! - **Subsetting**: with `subset.size=K` the consumer's subset (see `subset.rs`; taken within
+//!   the zone) takes the zone's place: it is "local", with `subset.minHealthyPercent` for the
+//!   threshold, and everything above applies to it unchanged.
 //!
 //! Hot path: while nothing is ejected (always, without outlier ejection) a whole-set call
 //! narrows at most to the set's local zone, built once on update (`LocalZone`, kept in the
@@ -25,13 +28,15 @@
 //! ejections take a per-balancer lock; they are rare events, never part of an ordinary pick.
 
 mod outlier;
+mod subset;
 mod views;
 mod zone;
 
 pub(crate) use outlier::OutlierState;
+pub(crate) use subset::Subsetting;
 pub(crate) use zone::LocalZone;
 
-use crate::balancer::{Member, Snapshot};
+use crate::balancer::Snapshot;
 use crate::clock::Clock;
 use crate::config::{Config, OutlierConfig};
 use crate::rng::Rng;
@@ -47,6 +52,8 @@ static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 /// The filters of one balancer and the shared bookkeeping of its ejections.
 pub(crate) struct Filter {
     zone: Option<Box<str>>,
+    subset: Option<Subsetting>,
+    /// The subset's threshold with subsetting, else the zone's.
     min_healthy_percent: u64,
     outlier: Option<OutlierConfig>,
     /// Process-unique: keys the per-thread view cache.
@@ -71,12 +78,17 @@ impl Filter {
     /// None when no filter is configured (the balancer then skips all of this).
     pub fn new(config: &Config) -> Option<Filter> {
         let outlier = config.outlier.enabled().then(|| config.outlier.clone());
-        if config.zone.is_none() && outlier.is_none() {
+        let subset = Subsetting::new(&config.subset);
+        if config.zone.is_none() && subset.is_none() && outlier.is_none() {
             return None;
         }
         Some(Filter {
             zone: config.zone.as_deref().map(Box::from),
-            min_healthy_percent: config.zone_min_healthy_percent as u64,
+            min_healthy_percent: match subset {
+                Some(_) => config.subset.min_healthy_percent,
+                None => config.zone_min_healthy_percent,
+            } as u64,
+            subset,
             outlier,
             uid: NEXT_UID.fetch_add(1, Relaxed),
             live: AtomicU32::new(0),
@@ -114,7 +126,12 @@ impl Filter {
             }
             return true;
         }
-        self.zone.is_some()
+        self.prefers()
+    }
+
+    /// Whether calls prefer some invokers: a zone's, or a subset.
+    fn prefers(&self) -> bool {
+        self.zone.is_some() || self.subset.is_some()
     }
 
     /// The longest an ejection lasts (no ejection without outlier ejection configured).
@@ -135,13 +152,14 @@ impl Filter {
     ) {
         let members = &snapshot.members;
         let ejected = |p: u32| self.is_ejected(&members[p as usize]);
-        // Zone health counts the caller's local candidates, ejected ones included; drained is
-        // decided among those not ejected, as for the whole set.
+        let local = |p: u32| self.is_local(snapshot, p);
+        // Zone (or subset) health counts the caller's local candidates, ejected ones included;
+        // drained is decided among those not ejected, as for the whole set.
         let (mut local_total, mut local_healthy) = (0u64, 0u64);
-        let healthy = positions.iter().filter(|&&p| !ejected(p));
-        if self.zone.is_some() && !self.drained(healthy.map(|&p| &members[p as usize])) {
+        let healthy = positions.iter().copied().filter(|&p| !ejected(p));
+        if self.prefers() && !self.drained(members, local, healthy) {
             for &p in positions.iter() {
-                if self.is_local(&members[p as usize]) {
+                if local(p) {
                     local_total += 1;
                     local_healthy += !ejected(p) as u64;
                 }
@@ -155,7 +173,7 @@ impl Filter {
         if !keep_local && !any_ejected {
             return;
         }
-        let keep = |p: u32| !ejected(p) && (!keep_local || self.is_local(&members[p as usize]));
+        let keep = |p: u32| !ejected(p) && (!keep_local || local(p));
         // Decide once per candidate (another thread may eject meanwhile), in the mask.
         let mut kept = 0;
         for &p in positions.iter() {
@@ -176,13 +194,21 @@ impl Filter {
         positions.retain(|&p| mask[p as usize / 64] & (1 << (p % 64)) != 0);
     }
 
-    /// Extra JSON fields of one invoker in `stats` at `now_ms`.
-    pub fn stats_fields(&self, member: &Member, now_ms: i64, out: &mut String) {
+    /// Extra JSON fields of the invoker at set position `p` in `stats` at `now_ms`.
+    pub fn stats_fields(&self, snapshot: &Snapshot, p: u32, now_ms: i64, out: &mut String) {
+        let member = &snapshot.members[p as usize];
         if self.zone.is_some() {
-            out.push_str(if self.is_local(member) {
+            out.push_str(if self.in_zone(member) {
                 ",\"local\":true"
             } else {
                 ",\"local\":false"
+            });
+        }
+        if self.subset.is_some() {
+            out.push_str(if self.is_local(snapshot, p) {
+                ",\"in_subset\":true"
+            } else {
+                ",\"in_subset\":false"
             });
         }
         if self.outlier.is_some() {

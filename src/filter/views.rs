@@ -72,9 +72,11 @@ impl Filter {
         let mut local_total = 0u64;
         // Drained among the invokers a pick can get: a zone whose weighted invokers are all
         // ejected is left with zero weights only, which must not draw its share of the calls.
-        let drained = self.drained(snapshot.members.iter().filter(|m| !self.is_ejected(m)));
+        let members = &snapshot.members;
+        let not_ejected = (0..n as u32).filter(|&p| !self.is_ejected(&members[p as usize]));
+        let drained = self.drained(members, |p| self.is_local(snapshot, p), not_ejected);
         for (pos, m) in snapshot.members.iter().enumerate() {
-            let local = !drained && self.is_local(m);
+            let local = !drained && self.is_local(snapshot, pos as u32);
             local_total += local as u64;
             if self.is_ejected(m) {
                 continue;

@@ -1,22 +1,33 @@
-//! Zone preference: which invokers are local, when a zone is drained, and how much of the
+//! Zone preference (and subsets, which take its place): which invokers are local, when a zone is drained, and how much of the
 //! traffic stays local as its invokers are ejected.
 
 use super::Filter;
-use crate::balancer::Member;
+use crate::balancer::{Member, Snapshot};
 use crate::rng::Rng;
 use crate::strategy::SubsetWeights;
 
 impl Filter {
-    /// The local zone of a new set, for its snapshot. None when a pick with nothing ejected
-    /// takes the whole set: no zone configured, or no invoker (or every invoker) local.
+    /// The local zone of a new set, for its snapshot: with subsetting, the consumer's subset.
+    /// None when a pick with nothing ejected takes the whole set: no zone or subset
+    /// configured, or no invoker (or every invoker) local.
     pub fn local_zone(&self, members: &[Member]) -> Option<LocalZone> {
-        self.zone.as_ref()?;
-        if self.drained(members) {
-            return None;
-        }
-        let positions: Box<[u32]> = (0..members.len() as u32)
-            .filter(|&p| self.is_local(&members[p as usize]))
-            .collect();
+        let positions: Box<[u32]> = match &self.subset {
+            // Taken among weighted invokers while there are any: never drained when built.
+            Some(subsetting) => {
+                let mask = subsetting.choose(members, self.zone.as_deref());
+                (0..members.len() as u32)
+                    .filter(|&p| super::subset::contains(&mask, p))
+                    .collect()
+            }
+            None => {
+                self.zone.as_ref()?;
+                let local = |p: u32| self.in_zone(&members[p as usize]);
+                if self.drained(members, local, 0..members.len() as u32) {
+                    return None;
+                }
+                (0..members.len() as u32).filter(|&p| local(p)).collect()
+            }
+        };
         if positions.is_empty() || positions.len() == members.len() {
             return None;
         }
@@ -31,24 +42,44 @@ impl Filter {
         })
     }
 
-    pub(super) fn is_local(&self, member: &Member) -> bool {
+    /// Whether the invoker at set position `p` is one calls prefer (is "local"): in this
+    /// consumer's subset with subsetting (every invoker is when the snapshot has no local
+    /// zone: the subset is the whole set), else in its zone.
+    pub(super) fn is_local(&self, snapshot: &Snapshot, p: u32) -> bool {
+        match &self.subset {
+            Some(_) => snapshot
+                .local
+                .as_ref()
+                .is_none_or(|l| super::subset::contains(&l.mask, p)),
+            None => self.in_zone(&snapshot.members[p as usize]),
+        }
+    }
+
+    pub(super) fn in_zone(&self, member: &Member) -> bool {
         matches!((&self.zone, &member.zone), (Some(z), Some(m)) if **z == **m)
     }
 
-    /// Every local invoker weighs 0 while some other invoker does not: the zone is drained (its
-    /// weights were set to 0 to move its traffic away), so it is preferred no more and calls
-    /// go where the weights are, as a set's zero weights send them.
-    pub(super) fn drained<'m>(&self, members: impl IntoIterator<Item = &'m Member>) -> bool {
-        let (mut local, mut local_weight, mut other_weight) = (false, false, false);
-        for m in members {
-            if self.is_local(m) {
-                local = true;
-                local_weight |= m.weight > 0;
+    /// Every local invoker among `positions` weighs 0 while some other one does not: the zone
+    /// is drained (its weights were set to 0 to move its traffic away), so it is preferred no
+    /// more and calls go where the weights are, as a set's zero weights send them. (A subset
+    /// takes weighted invokers while there are any, so it drains only as they are ejected.)
+    pub(super) fn drained(
+        &self,
+        members: &[Member],
+        local: impl Fn(u32) -> bool,
+        positions: impl IntoIterator<Item = u32>,
+    ) -> bool {
+        let (mut any_local, mut local_weight, mut other_weight) = (false, false, false);
+        for p in positions {
+            let weighted = members[p as usize].weight > 0;
+            if local(p) {
+                any_local = true;
+                local_weight |= weighted;
             } else {
-                other_weight |= m.weight > 0;
+                other_weight |= weighted;
             }
         }
-        local && !local_weight && other_weight
+        any_local && !local_weight && other_weight
     }
 
     /// The local share as a 32-bit fixed-point probability: 1 << 32 = always local.

@@ -10,7 +10,7 @@ mod bounded_hash;
 mod consistent_hash;
 mod key_digest;
 mod least_active;
-mod maglev;
+pub(crate) mod maglev;
 mod p2c;
 mod peak_ewma;
 mod random;
@@ -280,6 +280,15 @@ impl StrategyKind {
         matches!(
             self,
             StrategyKind::P2c | StrategyKind::PeakEwma | StrategyKind::BoundedHash
+        )
+    }
+
+    /// True for the strategies that place keys on invokers: every consumer sends a key to the
+    /// same invoker, which per-consumer subsets would break.
+    pub fn hashes_keys(self) -> bool {
+        matches!(
+            self,
+            StrategyKind::ConsistentHash | StrategyKind::BoundedHash | StrategyKind::Maglev
         )
     }
 

@@ -19,6 +19,7 @@ mod helpers;
 mod latency;
 mod maglev;
 mod outlier;
+mod subset;
 mod warmup;
 mod zone;
 

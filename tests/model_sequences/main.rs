@@ -91,6 +91,18 @@ fn scenarios() -> Vec<(&'static str, String, Clocks)> {
         for opts in own {
             out.push((s, opts.to_string(), Clocks::Caller));
         }
+        if !kind.hashes_keys() {
+            // Subsets of 2 and 3 of the model's few invokers, within a zone, with spill-over
+            // as they are ejected.
+            out.push((s, "subset.size=2&subset.key=c1".to_string(), Clocks::Caller));
+            out.push((
+                s,
+                "subset.size=3&subset.key=consumer-2&zone=z0&outlier.consecutiveFailures=1\
+                 &outlier.maxEjectionPercent=50&subset.minHealthyPercent=100"
+                    .to_string(),
+                Clocks::Caller,
+            ));
+        }
         if s == "p2c" || s == "roundrobin" {
             let opts = "zone=z0&outlier.consecutiveFailures=1".to_string();
             out.push((s, opts.clone(), Clocks::LibraryFar));

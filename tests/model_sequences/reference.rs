@@ -244,3 +244,43 @@ impl MaglevTables {
             .or_insert_with(|| maglev_table(&set, size))
     }
 }
+
+/// Subsetting's choice (src/filter/subset.rs's module doc): each invoker scores SplitMix64's
+/// finaliser of (the address's hash, seed "subsetad") xor (the key's hash, seed "subsetky");
+/// the `size` highest scores are the subset, ties to the earlier in set order. Eligible: the
+/// weighted invokers of the zone if there is one, else the weighted ones, else all. The set is
+/// (id, address, configured weight, zone) in set order.
+pub fn subset_members(
+    set: &[(u64, &str, i32, &str)],
+    key: &str,
+    size: usize,
+    zone: Option<&str>,
+) -> Vec<u64> {
+    let splitmix = |z: u64| {
+        let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let key_hash = maglev_hash(key.as_bytes(), u64::from_be_bytes(*b"subsetky"));
+    let local = |z: &str| zone.is_some_and(|own| !z.is_empty() && z == own);
+    let weighted_local = set.iter().any(|i| i.2 > 0 && local(i.3));
+    let weighted = set.iter().any(|i| i.2 > 0);
+    let eligible = |i: &(u64, &str, i32, &str)| {
+        if weighted_local {
+            i.2 > 0 && local(i.3)
+        } else {
+            !weighted || i.2 > 0
+        }
+    };
+    let mut scored: Vec<(u64, usize, u64)> = set
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| eligible(i))
+        .map(|(p, i)| {
+            let a = maglev_hash(i.1.as_bytes(), u64::from_be_bytes(*b"subsetad"));
+            (splitmix(a ^ key_hash), p, i.0)
+        })
+        .collect();
+    scored.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+    scored.into_iter().take(size).map(|(_, _, id)| id).collect()
+}

@@ -227,7 +227,19 @@ impl Model {
         self.active.get(&(m, id)).copied().unwrap_or(0)
     }
 
+    /// Whether calls prefer the invoker: in the subset with subsetting, else in the zone.
     fn is_local(&self, id: u64) -> bool {
+        let subset = &self.config.subset;
+        if let (true, Some(key)) = (subset.size > 0, subset.key.as_deref()) {
+            let set: Vec<(u64, &str, i32, &str)> = self
+                .set
+                .iter()
+                .map(|i| (i.id, i.address.as_str(), i.weight, i.zone))
+                .collect();
+            let zone = self.config.zone.as_deref();
+            return crate::reference::subset_members(&set, key, subset.size as usize, zone)
+                .contains(&id);
+        }
         let zone = self.inv(id).zone;
         !zone.is_empty() && Some(zone) == self.config.zone.as_deref()
     }
@@ -261,10 +273,15 @@ impl Model {
     fn filtered(&self, allowed: &[u64], ejected: &BTreeSet<u64>) -> (Vec<u64>, bool) {
         let is_local = |x: u64| self.is_local(x);
         let weighs = |x: u64| self.inv(x).weight > 0;
-        let zoning = self.config.zone.as_ref().map(|_| Zoning {
+        let subsetting = self.config.subset.size > 0;
+        let zoning = (subsetting || self.config.zone.is_some()).then_some(Zoning {
             is_local: &is_local,
             weighs: &weighs,
-            min_healthy_percent: self.config.zone_min_healthy_percent,
+            min_healthy_percent: if subsetting {
+                self.config.subset.min_healthy_percent
+            } else {
+                self.config.zone_min_healthy_percent
+            },
         });
         filtered(allowed, ejected, zoning)
     }
@@ -1195,7 +1212,9 @@ impl Seq<'_> {
                     "Dubbo's warm-up weight at {now_ms}: {row}"
                 );
             }
-            if model.config.zone.is_some() {
+            if model.config.subset.size > 0 {
+                assert_eq!(row["in_subset"], model.is_local(inv.id), "{row}");
+            } else if model.config.zone.is_some() {
                 assert_eq!(row["local"], model.is_local(inv.id), "{row}");
             }
         }
