@@ -395,7 +395,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
     ),
     (
         "subset.size",
-        "subsetting (every strategy but consistenthash, boundedhash and maglev): this consumer \
+        "subsetting (leastactive, shortestresponse, adaptive, p2c, peakewma): this consumer \
          prefers this many invokers, chosen by rendezvous hashing of subset.key with their \
          addresses (within its zone when zone is set); 0 = off (default 0)",
         |c, k, v| {
@@ -660,12 +660,18 @@ impl Config {
                      share a subset",
                 );
             }
-            if self.strategy.hashes_keys() {
+            if !self.strategy.takes_subset() {
+                let why = if self.strategy.hashes_keys() {
+                    "consumers with different subsets would send one key to different invokers"
+                } else {
+                    "some invokers are in more consumers' subsets than others (they spread \
+                     binomially) and a load-blind pick cannot move calls off them; use \
+                     leastactive, shortestresponse, adaptive, p2c or peakewma"
+                };
                 return fail(
                     "subset.size",
                     &format!(
-                        "does not apply to loadbalance={}: consumers with different subsets would \
-                         send one key to different invokers",
+                        "does not apply to loadbalance={}: {why}",
                         self.strategy.name()
                     ),
                 );

@@ -88,7 +88,7 @@ fn config(kind: StrategyKind) -> String {
     if kind.has_slow_start() {
         config += "&slowstart.windowMs=60000";
     }
-    if !kind.hashes_keys() {
+    if kind.takes_subset() {
         // Both invokers: the subset changes no pick here.
         config += "&subset.size=2&subset.key=k";
     }

@@ -304,7 +304,8 @@ fn main() {
         let p = PolicySpec::parse(s);
         if let PolicySpec::Library(name) = &p {
             let config = engine::library_config(name);
-            if let Err(e) = polylb::Balancer::new(&format!("loadbalance={config}")) {
+            let key = policy::consumer_key(config, 0);
+            if let Err(e) = polylb::Balancer::new(&format!("loadbalance={config}{key}")) {
                 eprintln!("notice: skipping strategy '{name}': {e}");
                 continue;
             }

@@ -86,6 +86,16 @@ pub struct LibraryPolicy {
     provider_metrics: bool,
 }
 
+/// `&subset.key=consumer-<c>` for a spec with `subset.size` and no key of its own (else
+/// nothing): subsets need each consumer's own identity, as a deployment gives its hosts.
+pub fn consumer_key(spec: &str, consumer: usize) -> String {
+    if spec.contains("subset.size=") && !spec.contains("subset.key=") {
+        format!("&subset.key=consumer-{consumer}")
+    } else {
+        String::new()
+    }
+}
+
 impl LibraryPolicy {
     /// `spec` is a strategy name, optionally followed by `&key=value` options. Fails with the
     /// library's message for an unknown strategy or option.
@@ -106,10 +116,7 @@ impl LibraryPolicy {
             if name == "adaptive" && !spec.contains("timeout=") {
                 config.push_str(&format!("&timeout={timeout_ms}"));
             }
-            // Subsets need each consumer's own identity, as a deployment gives its hosts.
-            if spec.contains("subset.size=") && !spec.contains("subset.key=") {
-                config.push_str(&format!("&subset.key=consumer-{c}"));
-            }
+            config.push_str(&consumer_key(spec, c));
             let lb = Balancer::new(&config).map_err(|e| e.to_string())?;
             methods.push(lb.method("call").map_err(|e| e.to_string())?);
             balancers.push(lb);

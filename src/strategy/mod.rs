@@ -292,6 +292,14 @@ impl StrategyKind {
         )
     }
 
+    /// True for the strategies that take `subset.*`: those that pick by load or latency. Not
+    /// the key-hashing ones (see [`StrategyKind::hashes_keys`]), nor `random` and `roundrobin`:
+    /// subsets spread binomially, so some invokers are in more consumers' subsets than others,
+    /// and a load-blind pick cannot move calls off them.
+    pub fn takes_subset(self) -> bool {
+        !self.hashes_keys() && !matches!(self, StrategyKind::Random | StrategyKind::RoundRobin)
+    }
+
     /// The strategy of a config name (exact, lowercase); `None` for an unknown name.
     pub fn from_name(name: &str) -> Option<StrategyKind> {
         Self::ALL.iter().copied().find(|k| k.name() == name)

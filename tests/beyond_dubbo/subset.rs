@@ -24,7 +24,7 @@ fn fleet(n: u64) -> Vec<Invoker> {
 
 fn subset_of(key: &str, size: u32, set: &[Invoker]) -> BTreeSet<u64> {
     subset(&lb(
-        &format!("loadbalance=random&subset.size={size}&subset.key={key}"),
+        &format!("loadbalance=leastactive&subset.size={size}&subset.key={key}"),
         set,
     ))
 }
@@ -37,7 +37,7 @@ fn calls_stay_in_the_subset_for_every_strategy_that_takes_one() {
             "loadbalance={}&subset.size=3&subset.key=c7&seed=3",
             kind.name()
         );
-        if kind.hashes_keys() {
+        if !kind.takes_subset() {
             let e = Balancer::new(&config).map(|_| ()).unwrap_err();
             assert_eq!(e.status, Status::InvalidConfig, "{}", kind.name());
             assert!(e.message.contains("subset.size"), "{}", e.message);
@@ -143,10 +143,7 @@ fn the_subset_is_taken_within_the_zone_among_weighted_invokers() {
         .map(|n| provider(n).zone(if n <= 6 { "a" } else { "b" }))
         .collect();
     set[0] = set[0].clone().weight(0);
-    let b = lb(
-        "loadbalance=roundrobin&zone=a&subset.size=3&subset.key=k1",
-        &set,
-    );
+    let b = lb("loadbalance=p2c&zone=a&subset.size=3&subset.key=k1", &set);
     let members = subset(&b);
     assert_eq!(members.len(), 3);
     assert!(
@@ -154,10 +151,7 @@ fn the_subset_is_taken_within_the_zone_among_weighted_invokers() {
         "{members:?}"
     );
     // A zone with fewer weighted invokers than the size: all of them.
-    let b = lb(
-        "loadbalance=roundrobin&zone=a&subset.size=8&subset.key=k1",
-        &set,
-    );
+    let b = lb("loadbalance=p2c&zone=a&subset.size=8&subset.key=k1", &set);
     assert_eq!(subset(&b), (2..=6).collect());
     // Every invoker of the zone drained to weight 0: the subset comes from the other zones.
     let drained: Vec<Invoker> = set
@@ -171,7 +165,7 @@ fn the_subset_is_taken_within_the_zone_among_weighted_invokers() {
         })
         .collect();
     let b = lb(
-        "loadbalance=random&zone=a&subset.size=3&subset.key=k1",
+        "loadbalance=leastactive&zone=a&subset.size=3&subset.key=k1",
         &drained,
     );
     let members = subset(&b);
@@ -179,7 +173,10 @@ fn the_subset_is_taken_within_the_zone_among_weighted_invokers() {
     assert!(members.iter().all(|&id| id > 6), "{members:?}");
     // Nothing weighs anything: the subset is taken among all.
     let none: Vec<Invoker> = set.iter().map(|i| i.clone().weight(0)).collect();
-    assert_eq!(subset(&lb("subset.size=3&subset.key=k1", &none)).len(), 3);
+    assert_eq!(
+        subset(&lb("loadbalance=p2c&subset.size=3&subset.key=k1", &none)).len(),
+        3
+    );
 }
 
 #[test]
@@ -205,7 +202,7 @@ fn a_failover_leaves_the_subset_only_once_its_members_are_excluded() {
 #[test]
 fn the_subset_spills_over_in_proportion_as_its_members_are_ejected() {
     let set = fleet(10);
-    let config = "loadbalance=random&subset.size=4&subset.key=k3&seed=21\
+    let config = "loadbalance=leastactive&subset.size=4&subset.key=k3&seed=21\
                   &subset.minHealthyPercent=100&outlier.consecutiveFailures=1\
                   &outlier.maxEjectionPercent=50&outlier.baseEjectionMs=1000000\
                   &outlier.maxEjectionMs=1000000";
@@ -236,25 +233,30 @@ fn the_subset_spills_over_in_proportion_as_its_members_are_ejected() {
 #[test]
 fn subset_options_are_checked() {
     let rejected = [
-        ("subset.size=3", "subset.key"),
-        ("subset.key=a", "subset.size"),
-        ("subset.size=0&subset.key=a", "subset.size"),
-        ("subset.size=3&subset.key=", "subset.key"),
+        ("loadbalance=p2c&subset.size=3", "subset.key"),
+        ("loadbalance=p2c&subset.key=a", "subset.size"),
+        ("loadbalance=p2c&subset.size=0&subset.key=a", "subset.size"),
+        ("loadbalance=p2c&subset.size=3&subset.key=", "subset.key"),
         (
-            "subset.size=3&subset.key=a&subset.minHealthyPercent=50",
+            "loadbalance=p2c&subset.size=3&subset.key=a&subset.minHealthyPercent=50",
             "outlier",
         ),
         (
-            "subset.size=3&subset.key=a&subset.minHealthyPercent=0&outlier.consecutiveFailures=1",
+            "loadbalance=p2c&subset.size=3&subset.key=a&subset.minHealthyPercent=0&outlier.consecutiveFailures=1",
             "subset.minHealthyPercent",
         ),
         (
-            "subset.size=3&subset.key=a&zone=z&zone.minHealthyPercent=50\
+            "loadbalance=p2c&subset.size=3&subset.key=a&zone=z&zone.minHealthyPercent=50\
              &outlier.consecutiveFailures=1",
             "subset.minHealthyPercent",
         ),
         ("loadbalance=maglev&subset.size=3&subset.key=a", "maglev"),
-        ("subset.size=-1&subset.key=a", "subset.size"),
+        ("loadbalance=random&subset.size=3&subset.key=a", "load-blind"),
+        (
+            "loadbalance=roundrobin&subset.size=3&subset.key=a",
+            "leastactive, shortestresponse",
+        ),
+        ("loadbalance=p2c&subset.size=-1&subset.key=a", "subset.size"),
     ];
     for (config, says) in rejected {
         let e = Balancer::new(config).map(|_| ()).unwrap_err();
@@ -262,7 +264,7 @@ fn subset_options_are_checked() {
         assert!(e.message.contains(says), "{config}: {}", e.message);
     }
     // An explicit 0 is subsetting's "off", a setting: accepted, and no row has the field.
-    let b = lb("subset.size=0", &fleet(3));
+    let b = lb("loadbalance=p2c&subset.size=0", &fleet(3));
     let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
     assert_eq!(v["invokers"][0].get("in_subset"), None);
 }

@@ -91,7 +91,7 @@ fn scenarios() -> Vec<(&'static str, String, Clocks)> {
         for opts in own {
             out.push((s, opts.to_string(), Clocks::Caller));
         }
-        if !kind.hashes_keys() {
+        if kind.takes_subset() {
             // Subsets of 2 and 3 of the model's few invokers, within a zone, with spill-over
             // as they are ejected.
             out.push((s, "subset.size=2&subset.key=c1".to_string(), Clocks::Caller));
