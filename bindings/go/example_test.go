@@ -149,3 +149,48 @@ func ExampleBalancer_Call() {
 	// 10.0.0.1:20880: succeeded 2, timeouts 0, in flight 0
 	// 10.0.0.2:20880: succeeded 0, timeouts 1, in flight 0
 }
+
+// Subsetting: this consumer prefers the 4 of 20 providers whose addresses
+// score highest with its key, the same 4 in every process and language. The
+// stats mark them in_subset; README.md shows this function's body
+// (TestReadmeShowsTheSubsettingExample checks it).
+func Example_subsetting() {
+	lb, err := polylb.New("loadbalance=leastactive&subset.size=4&subset.key=consumer-42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lb.Close()
+	var providers []polylb.Invoker
+	for n := uint64(1); n <= 20; n++ {
+		providers = append(providers, polylb.NewInvoker(n, fmt.Sprintf("10.0.0.%d:20880", n)))
+	}
+	if err := lb.Update(providers); err != nil {
+		log.Fatal(err)
+	}
+
+	picked := map[uint64]bool{}
+	for i := 0; i < 100; i++ {
+		id, err := lb.Select(polylb.ServiceLevel, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		lb.Report(polylb.ServiceLevel, id, time.Millisecond, polylb.Success)
+		picked[id] = true
+	}
+	stats, err := lb.Stats()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, inv := range stats.Invokers {
+		if string(inv.Extra["in_subset"]) == "true" {
+			fmt.Printf("%s in the subset, picked: %v\n", inv.Address, picked[inv.ID])
+		}
+	}
+	fmt.Println("providers picked:", len(picked))
+	// Output:
+	// 10.0.0.6:20880 in the subset, picked: true
+	// 10.0.0.11:20880 in the subset, picked: true
+	// 10.0.0.15:20880 in the subset, picked: true
+	// 10.0.0.18:20880 in the subset, picked: true
+	// providers picked: 4
+}

@@ -16,3 +16,8 @@ func TestReadmeShowsTheExample(t *testing.T) {
 func TestReadmeShowsTheCallExample(t *testing.T) {
 	readmecheck.ShowsExampleFunc(t, "example_test.go", "README.md", "ExampleBalancer_Call")
 }
+
+// Its subsetting paragraph shows Example_subsetting the same way.
+func TestReadmeShowsTheSubsettingExample(t *testing.T) {
+	readmecheck.ShowsExampleFunc(t, "example_test.go", "README.md", "Example_subsetting")
+}

@@ -62,3 +62,10 @@ def test_configuration_lists_every_key_the_library_knows() -> None:
     configuration = section("Configuration")
     missing = [key for key in keys if f"`{key}`" not in configuration]
     assert not missing, f"README's Configuration section does not name: {missing}"
+
+
+def test_subsetting_example_runs() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", section("Configuration"), flags=re.S)
+    subsetting = [block for block in blocks if "subset_size" in block]
+    assert len(subsetting) == 1, "the Configuration section has one subsetting example"
+    exec(compile(subsetting[0], "README.md:subsetting", "exec"), {"__name__": "readme"})

@@ -86,6 +86,19 @@ class ReadmeTest {
         assertTrue("hello world from 1".equals(sent) || "hello world from 2".equals(sent), "sent " + sent);
     }
 
+    /** The subsetting block: every pick in the subset every language agrees on, rows marked. */
+    @Test
+    void subsettingSectionCompilesAndRuns(@TempDir Path dir) throws Exception {
+        String block = javaBlock("### Subsetting");
+        String members = "    static java.util.Set<Long> picked = new java.util.TreeSet<>();\n"
+                + "    static String stats;\n";
+        List<?> result = (List<?>) compileAndRun(dir, "ReadmeSubset", block, members, "java.util.List.of(picked, stats)");
+        assertEquals(SubsetTest.CROSS_LANGUAGE_SUBSET, result.get(0),
+                "100 leastactive picks use exactly the subset the comment names");
+        assertEquals(SubsetTest.CROSS_LANGUAGE_SUBSET.size(),
+                SubsetTest.marks((String) result.get(1)).values().stream().filter(b -> b).count(), result.get(1).toString());
+    }
+
     /**
      * Compiles {@code block} as the body of {@code run()} in class {@code name} with {@code
      * members}, runs it once, and returns the static field {@code result}.
