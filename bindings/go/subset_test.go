@@ -21,7 +21,7 @@ import (
 
 // crossLanguageSubset is the subset every language must agree on: invokers
 // 1..20 at 10.0.0.<id>:20880 with
-// loadbalance=random&subset.size=4&subset.key=consumer-42 (same key +
+// loadbalance=leastactive&subset.size=4&subset.key=consumer-42 (same key +
 // addresses -> same subset in Rust, C, Java, Go and Python). Computed once
 // from the Rust library; the Java and Python tests assert the same literal.
 var crossLanguageSubset = []uint64{6, 11, 15, 18}
@@ -67,7 +67,7 @@ func contains(ids []uint64, id uint64) bool {
 
 func TestSubsetPicksStayInTheSubsetAndUseAllOfIt(t *testing.T) {
 	const draws = 3000
-	for _, strategy := range []string{"random", "leastactive"} {
+	for _, strategy := range []string{"p2c", "leastactive"} {
 		t.Run(strategy, func(t *testing.T) {
 			lb := newBalancer(t, "loadbalance="+strategy+"&subset.size=3&subset.key=h1&seed=11", fleet(12))
 			members := inSubset(t, lb)
@@ -83,7 +83,7 @@ func TestSubsetPicksStayInTheSubsetAndUseAllOfIt(t *testing.T) {
 			if len(counts) != 3 {
 				t.Fatalf("picks %v do not use the whole subset %v", counts, members)
 			}
-			if strategy == "random" {
+			if strategy == "p2c" {
 				for _, id := range members {
 					assertBinomial(t, fmt.Sprint("member ", id), counts[id], draws, 1.0/3)
 				}
@@ -95,7 +95,7 @@ func TestSubsetPicksStayInTheSubsetAndUseAllOfIt(t *testing.T) {
 // subsetAddresses is the addresses a fresh balancer with key marks in_subset.
 func subsetAddresses(t *testing.T, key string, set []polylb.Invoker) []string {
 	t.Helper()
-	lb := newBalancer(t, "loadbalance=random&subset.size=3&subset.key="+key, set)
+	lb := newBalancer(t, "loadbalance=leastactive&subset.size=3&subset.key="+key, set)
 	address := map[uint64]string{}
 	for _, inv := range set {
 		address[inv.ID] = inv.Address
@@ -130,7 +130,7 @@ func TestSubsetIsTheKeyAndTheAddressesNotTheIDsOrOrder(t *testing.T) {
 }
 
 func TestSubsetFailoverStaysInTheSubsetUntilItsMembersAreExcluded(t *testing.T) {
-	lb := newBalancer(t, "loadbalance=random&subset.size=3&subset.key=h1&seed=5", fleet(12))
+	lb := newBalancer(t, "loadbalance=leastactive&subset.size=3&subset.key=h1&seed=5", fleet(12))
 	members := inSubset(t, lb)
 	var everyone []uint64
 	for i := uint64(1); i <= 12; i++ {
@@ -166,9 +166,11 @@ func TestSubsetConfigErrorsNameTheKey(t *testing.T) {
 	for _, c := range []struct{ config, key string }{
 		{"loadbalance=maglev&subset.size=3&subset.key=a", "subset.size"},
 		{"loadbalance=consistenthash&subset.size=3&subset.key=a", "subset.size"},
-		{"loadbalance=random&subset.size=3", "subset.key"},
-		{"loadbalance=random&subset.key=a", "subset.key"},
-		{"loadbalance=random&subset.size=3&subset.key=a&subset.minHealthyPercent=50", "subset.minHealthyPercent"},
+		{"loadbalance=random&subset.size=3&subset.key=a", "subset.size"},
+		{"loadbalance=roundrobin&subset.size=3&subset.key=a", "subset.size"},
+		{"loadbalance=leastactive&subset.size=3", "subset.key"},
+		{"loadbalance=leastactive&subset.key=a", "subset.key"},
+		{"loadbalance=leastactive&subset.size=3&subset.key=a&subset.minHealthyPercent=50", "subset.minHealthyPercent"},
 	} {
 		lb, err := polylb.New(c.config)
 		if err == nil {
@@ -188,7 +190,7 @@ func TestSubsetAcrossLanguages(t *testing.T) {
 	for i := uint64(1); i <= 20; i++ {
 		set = append(set, polylb.NewInvoker(i, fmt.Sprintf("10.0.0.%d:20880", i)))
 	}
-	lb := newBalancer(t, "loadbalance=random&subset.size=4&subset.key=consumer-42", set)
+	lb := newBalancer(t, "loadbalance=leastactive&subset.size=4&subset.key=consumer-42", set)
 	if got := inSubset(t, lb); !reflect.DeepEqual(got, crossLanguageSubset) {
 		t.Errorf("in_subset %v, want %v (the subset every language must agree on)", got, crossLanguageSubset)
 	}

@@ -18,7 +18,7 @@ import (
 // passes the config and the addresses unchanged; the ids do not matter).
 func TestSubsetFromPolylbConfig(t *testing.T) {
 	svc := serviceName(t)
-	const lbName = "polylb-random"
+	const lbName = "polylb-leastactive"
 	const extra = "seed=9&subset.size=2&subset.key=c1"
 	var ps []*provider
 	var plain []polylb.Invoker
@@ -64,7 +64,7 @@ func TestSubsetFromPolylbConfig(t *testing.T) {
 		t.Fatalf("calls went to %v, stats mark %v in_subset: want the same 2", called, markedAddrs)
 	}
 
-	lb, err := polylb.New("loadbalance=random&subset.size=2&subset.key=c1")
+	lb, err := polylb.New("loadbalance=leastactive&subset.size=2&subset.key=c1")
 	if err != nil {
 		t.Fatal(err)
 	}

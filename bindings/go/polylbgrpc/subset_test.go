@@ -21,7 +21,7 @@ func TestSubsetFromTheConfigString(t *testing.T) {
 		addrs = append(addrs, p.addr)
 		endpoints = append(endpoints, endpointOf(p.addr))
 	}
-	cl := dial(t, "loadbalance=random&seed=3&subset.size=2&subset.key=c1", endpoints)
+	cl := dial(t, "loadbalance=leastactive&seed=3&subset.size=2&subset.key=c1", endpoints)
 	cl.waitReady(t, addrs...)
 	got := map[string]int{}
 	for i := 0; i < 600; i++ {

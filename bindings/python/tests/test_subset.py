@@ -28,7 +28,7 @@ def in_subset(lb: polylb.Balancer) -> Set[int]:
     return {row["id"] for row in rows if row["in_subset"]}
 
 
-@pytest.mark.parametrize("strategy", ["random", "leastactive"])
+@pytest.mark.parametrize("strategy", ["p2c", "leastactive"])
 def test_picks_stay_in_the_subset_and_use_all_of_it(strategy: str, balancer_factory: Any) -> None:
     # Keyword arguments: subset_size=3, subset_key="h1" is subset.size=3&subset.key=h1.
     lb = balancer_factory(strategy, subset_size=3, subset_key="h1", seed=11)
@@ -42,7 +42,7 @@ def test_picks_stay_in_the_subset_and_use_all_of_it(strategy: str, balancer_fact
         lb.report(picked, 1_000, Outcome.SUCCESS)
         seen[picked] += 1
     assert set(seen) == members, f"picks {dict(seen)} outside or short of the subset {members}"
-    if strategy == "random":
+    if strategy == "p2c":
         # Equal weights: each member gets a third. 5 binomial standard deviations (~129 of 1000).
         p = 1 / 3
         tolerance = 5 * math.sqrt(PICKS * p * (1 - p))
@@ -51,7 +51,7 @@ def test_picks_stay_in_the_subset_and_use_all_of_it(strategy: str, balancer_fact
 
 
 def subset_addresses(key: str, invoker_list: List[Invoker], size: int = 3) -> Set[str]:
-    with polylb.Balancer(config=f"loadbalance=random&subset.size={size}&subset.key={key}") as lb:
+    with polylb.Balancer(config=f"loadbalance=leastactive&subset.size={size}&subset.key={key}") as lb:
         lb.update(invoker_list)
         members = in_subset(lb)
         by_id = {inv.id: str(inv.address) for inv in invoker_list}
@@ -74,7 +74,7 @@ def test_the_subset_is_the_key_and_the_addresses_not_the_ids_or_order() -> None:
 
 
 def test_a_failover_stays_in_the_subset_until_its_members_are_excluded(balancer_factory: Any) -> None:
-    lb = balancer_factory("random", subset_size=3, subset_key="h1", seed=5)
+    lb = balancer_factory("leastactive", subset_size=3, subset_key="h1", seed=5)
     lb.update(invokers(12))
     members = sorted(in_subset(lb))
     everyone = list(range(1, 13))
@@ -108,9 +108,11 @@ def test_a_failover_stays_in_the_subset_until_its_members_are_excluded(balancer_
     [
         ("loadbalance=maglev&subset.size=3&subset.key=a", "subset.size"),
         ("loadbalance=consistenthash&subset.size=3&subset.key=a", "subset.size"),
-        ("loadbalance=random&subset.size=3", "subset.key"),
-        ("loadbalance=random&subset.key=a", "subset.key"),
-        ("loadbalance=random&subset.size=3&subset.key=a&subset.minHealthyPercent=50", "subset.minHealthyPercent"),
+        ("loadbalance=random&subset.size=3&subset.key=a", "subset.size"),
+        ("loadbalance=roundrobin&subset.size=3&subset.key=a", "subset.size"),
+        ("loadbalance=leastactive&subset.size=3", "subset.key"),
+        ("loadbalance=leastactive&subset.key=a", "subset.key"),
+        ("loadbalance=leastactive&subset.size=3&subset.key=a&subset.minHealthyPercent=50", "subset.minHealthyPercent"),
     ],
 )
 def test_rejected_configs_raise_config_error_naming_the_key(config: str, names: str) -> None:
@@ -127,13 +129,13 @@ def test_rejected_keyword_config_raises_config_error() -> None:
 
 
 # The subset every language must agree on: invokers 1..20 at 10.0.0.<id>:20880 with
-# loadbalance=random&subset.size=4&subset.key=consumer-42 (same key + addresses -> same subset in
+# loadbalance=leastactive&subset.size=4&subset.key=consumer-42 (same key + addresses -> same subset in
 # Rust, C, Java, Go and Python). Computed once from the Rust library; the Java and Go tests
 # assert the same literal.
 CROSS_LANGUAGE_SUBSET = {6, 11, 15, 18}
 
 
 def test_the_cross_language_subset() -> None:
-    with polylb.Balancer(config="loadbalance=random&subset.size=4&subset.key=consumer-42") as lb:
+    with polylb.Balancer(config="loadbalance=leastactive&subset.size=4&subset.key=consumer-42") as lb:
         lb.update([Invoker(i, f"10.0.0.{i}:20880") for i in range(1, 21)])
         assert in_subset(lb) == CROSS_LANGUAGE_SUBSET

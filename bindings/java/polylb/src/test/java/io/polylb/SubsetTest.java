@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Test;
 class SubsetTest {
     /**
      * The subset every language must agree on: invokers 1..20 at {@code 10.0.0.<id>:20880} with
-     * {@code loadbalance=random&subset.size=4&subset.key=consumer-42} (same key + addresses, same
+     * {@code loadbalance=leastactive&subset.size=4&subset.key=consumer-42} (same key + addresses, same
      * subset in Rust, C, Java, Go and Python). Computed once from the Rust library; the Go and
      * Python tests assert the same literal.
      */
@@ -67,7 +67,7 @@ class SubsetTest {
     @Test
     void picksStayInTheSubsetAndUseAllOfIt() {
         final int draws = 3000;
-        for (String strategy : List.of("random", "leastactive")) {
+        for (String strategy : List.of("p2c", "leastactive")) {
             try (Balancer lb = new Balancer("loadbalance=" + strategy + "&subset.size=3&subset.key=h1&seed=11")) {
                 lb.update(fleet(12));
                 assertEquals(12, marks(lb.statsJson()).size(), "every row carries in_subset: " + lb.statsJson());
@@ -81,7 +81,7 @@ class SubsetTest {
                     counts.merge(id, 1, Integer::sum);
                 }
                 assertEquals(members, counts.keySet(), strategy + ": the whole subset serves");
-                if (strategy.equals("random")) {
+                if (strategy.equals("p2c")) {
                     // A third each; 5 binomial standard deviations.
                     double p = 1.0 / 3, tolerance = 5 * Math.sqrt(draws * p * (1 - p));
                     counts.forEach((id, n) -> assertTrue(Math.abs(n - draws * p) <= tolerance, counts.toString()));
@@ -92,7 +92,7 @@ class SubsetTest {
 
     /** The addresses a fresh balancer with {@code key} marks in_subset. */
     private static Set<String> subsetAddresses(String key, List<Invoker> set) {
-        try (Balancer lb = new Balancer("loadbalance=random&subset.size=3&subset.key=" + key)) {
+        try (Balancer lb = new Balancer("loadbalance=leastactive&subset.size=3&subset.key=" + key)) {
             lb.update(set);
             Map<Long, String> address = new HashMap<>();
             set.forEach(inv -> address.put(inv.id(), inv.address()));
@@ -120,7 +120,7 @@ class SubsetTest {
 
     @Test
     void aFailoverStaysInTheSubsetUntilItsMembersAreExcluded() {
-        try (Balancer lb = new Balancer("loadbalance=random&subset.size=3&subset.key=h1&seed=5")) {
+        try (Balancer lb = new Balancer("loadbalance=leastactive&subset.size=3&subset.key=h1&seed=5")) {
             lb.update(fleet(12));
             List<Long> members = new ArrayList<>(inSubset(lb));
             long[] everyone = new long[12];
@@ -152,9 +152,11 @@ class SubsetTest {
         Map<String, String> cases = Map.of(
                 "loadbalance=maglev&subset.size=3&subset.key=a", "subset.size",
                 "loadbalance=consistenthash&subset.size=3&subset.key=a", "subset.size",
-                "loadbalance=random&subset.size=3", "subset.key",
-                "loadbalance=random&subset.key=a", "subset.key",
-                "loadbalance=random&subset.size=3&subset.key=a&subset.minHealthyPercent=50", "subset.minHealthyPercent");
+                "loadbalance=random&subset.size=3&subset.key=a", "subset.size",
+                "loadbalance=roundrobin&subset.size=3&subset.key=a", "subset.size",
+                "loadbalance=leastactive&subset.size=3", "subset.key",
+                "loadbalance=leastactive&subset.key=a", "subset.key",
+                "loadbalance=leastactive&subset.size=3&subset.key=a&subset.minHealthyPercent=50", "subset.minHealthyPercent");
         cases.forEach((config, key) -> {
             PolylbException e = assertThrows(PolylbException.class, () -> new Balancer(config).close(), config);
             assertEquals(Status.INVALID_CONFIG, e.status(), config);
@@ -164,7 +166,7 @@ class SubsetTest {
 
     @Test
     void theCrossLanguageSubset() {
-        try (Balancer lb = new Balancer("loadbalance=random&subset.size=4&subset.key=consumer-42")) {
+        try (Balancer lb = new Balancer("loadbalance=leastactive&subset.size=4&subset.key=consumer-42")) {
             lb.update(fleet(20));
             assertEquals(new TreeSet<>(CROSS_LANGUAGE_SUBSET), inSubset(lb),
                     "the subset every language must agree on");

@@ -65,7 +65,7 @@ class SubsetAdapterTest extends AdapterTest {
         assertEquals(marked, picked, "picks and the stats' in_subset rows");
 
         Set<String> plain = new TreeSet<>();
-        try (Balancer lb = new Balancer("loadbalance=random&subset.size=2&subset.key=c1")) {
+        try (Balancer lb = new Balancer("loadbalance=leastactive&subset.size=2&subset.key=c1")) {
             List<io.polylb.Invoker> set = new ArrayList<>();
             for (int i = 1; i <= 8; i++) {
                 set.add(io.polylb.Invoker.of(100 + i, "10.0.0." + i + ":20880"));
