@@ -59,10 +59,14 @@ impl Subsetting {
             .filter(|(_, m)| eligible(m))
             .map(|(p, m)| (self.score(&m.address), p as u32))
             .collect();
-        // Highest score first; the same address twice ties, and the earlier position wins.
-        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        // The `size` best, in no order (a selection, not a sort: updates of large sets); the
+        // same address twice ties, and the earlier position wins.
+        if ranked.len() > self.size {
+            ranked.select_nth_unstable_by(self.size - 1, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            ranked.truncate(self.size);
+        }
         let mut mask = vec![0u64; members.len().div_ceil(64)].into_boxed_slice();
-        for &(_, p) in ranked.iter().take(self.size) {
+        for &(_, p) in ranked.iter() {
             mask[p as usize / 64] |= 1 << (p % 64);
         }
         mask
