@@ -206,7 +206,7 @@ fn no_heap_allocation_in_round_robin_without_a_period() {
     assert_eq!(allocated, 0, "{allocated} allocations in steady state");
 }
 
-/// Every strategy with zone preference: whole-set picks narrow to the set's local zone
+/// Every strategy with zone preference (and with a subset): whole-set picks narrow to the set's local zone
 /// (prepared on update; roundrobin serves it as it serves a whole set), which must not
 /// allocate, nor must the failover picks over other subsets in between (roundrobin: a walk,
 /// then a tournament rebuilt in the memory it kept; a period rebuilt after an interruption
@@ -222,8 +222,16 @@ fn no_heap_allocation_over_the_local_zone() {
                 .zone(["a", "b", "c"][id as usize % 3])
         })
         .collect();
-    for kind in StrategyKind::ALL {
-        let b = Balancer::new(&format!("loadbalance={}&zone=b", kind.name())).unwrap();
+    // And a subset of the zone, which takes the zone's place, for the strategies that take one.
+    let configs = StrategyKind::ALL.iter().flat_map(|kind| {
+        let zoned = format!("loadbalance={}&zone=b", kind.name());
+        let subset = kind
+            .takes_subset()
+            .then(|| format!("{zoned}&subset.size=40&subset.key=consumer-1"));
+        std::iter::once(zoned).chain(subset)
+    });
+    for config in configs {
+        let b = Balancer::new(&config).unwrap();
         b.update(&invokers).unwrap();
         let m = b.method("sayHello").unwrap();
         let round = |i: u64, now_us: i64| {
@@ -244,10 +252,9 @@ fn no_heap_allocation_over_the_local_zone() {
             round(i, now + 10_000 + i as i64);
         }
         let allocated = ALLOCATIONS.load(Relaxed) - before;
-        let name = kind.name();
         assert_eq!(
             allocated, 0,
-            "{name}: {allocated} allocations in steady state"
+            "{config}: {allocated} allocations in steady state"
         );
     }
 }

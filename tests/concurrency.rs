@@ -46,6 +46,8 @@ fn configurations() -> Vec<String> {
             "loadbalance=roundrobin&zone=a",
             "loadbalance=leastactive&zone=a&outlier.consecutiveFailures=3",
             "loadbalance=peakewma&zone=a&outlier.consecutiveFailures=3",
+            "loadbalance=p2c&subset.size=4&subset.key=c1&outlier.consecutiveFailures=3",
+            "loadbalance=leastactive&zone=a&subset.size=3&subset.key=c2",
         ]
         .map(String::from),
     );
