@@ -42,9 +42,9 @@ impl Subsetting {
         })
     }
 
-    /// The subset of a set, as a membership mask over set positions: the `size` best-scoring
-    /// invokers among those eligible (every invoker when there are no more than `size`).
-    pub fn choose(&self, members: &[Member], zone: Option<&str>) -> Box<[u64]> {
+    /// The subset of a set, as positions in set order: the `size` best-scoring invokers among
+    /// those eligible (every eligible invoker when there are no more than `size`).
+    pub fn choose(&self, members: &[Member], zone: Option<&str>) -> Box<[u32]> {
         let weighted = |m: &Member| m.weight > 0;
         let local = |m: &Member| zone.is_some() && m.zone.as_deref() == zone;
         let (by_weight, by_zone) = if members.iter().any(|m| weighted(m) && local(m)) {
@@ -65,15 +65,13 @@ impl Subsetting {
             ranked.select_nth_unstable_by(self.size - 1, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             ranked.truncate(self.size);
         }
-        let mut mask = vec![0u64; members.len().div_ceil(64)].into_boxed_slice();
-        for &(_, p) in ranked.iter() {
-            mask[p as usize / 64] |= 1 << (p % 64);
-        }
-        mask
+        let mut positions: Box<[u32]> = ranked.into_iter().map(|(_, p)| p).collect();
+        positions.sort_unstable();
+        positions
     }
 
     /// The invoker's rendezvous score for this consumer.
-    pub fn score(&self, address: &str) -> u64 {
+    fn score(&self, address: &str) -> u64 {
         mix64(hash64(address.as_bytes(), ADDRESS_SEED) ^ self.key_hash)
     }
 }

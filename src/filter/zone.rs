@@ -13,12 +13,7 @@ impl Filter {
     pub fn local_zone(&self, members: &[Member]) -> Option<LocalZone> {
         let positions: Box<[u32]> = match &self.subset {
             // Taken among weighted invokers while there are any: never drained when built.
-            Some(subsetting) => {
-                let mask = subsetting.choose(members, self.zone.as_deref());
-                (0..members.len() as u32)
-                    .filter(|&p| super::subset::contains(&mask, p))
-                    .collect()
-            }
+            Some(subsetting) => subsetting.choose(members, self.zone.as_deref()),
             None => {
                 self.zone.as_ref()?;
                 let local = |p: u32| self.in_zone(&members[p as usize]);
