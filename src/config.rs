@@ -41,7 +41,8 @@ pub struct Config {
     pub zone: Option<String>,
     /// Stay entirely in the local zone while at least this percentage of it is healthy.
     pub zone_min_healthy_percent: u32,
-    /// `subset.*`: deterministic subsetting (every strategy but the key-hashing ones).
+    /// `subset.*`: subsetting (the strategies that pick by load or latency:
+    /// `StrategyKind::takes_subset`).
     pub subset: SubsetConfig,
     /// `outlier.*`: outlier ejection (every strategy).
     pub outlier: OutlierConfig,

@@ -1,7 +1,7 @@
-//! Candidate filters every strategy can use: outlier ejection, zone preference and subsetting. The balancer
-//! applies them to a call's candidates before the strategy runs, so a strategy sees a smaller
-//! candidate set and nothing else changes. With neither option configured none of this runs,
-//! and Dubbo's strategies behave exactly as Dubbo's.
+//! Candidate filters: outlier ejection and zone preference (every strategy), and subsetting
+//! (the strategies that take it). The balancer applies them to a call's candidates before the
+//! strategy runs, so a strategy sees a smaller candidate set and nothing else changes. With
+//! none configured none of this runs, and Dubbo's strategies behave exactly as Dubbo's.
 //!
 //! - **Outlier ejection**: after `outlier.consecutiveFailures` failures in a row, or a failure
 //!   rate of `outlier.failureRate` % over a window, an invoker is skipped for a back-off that
