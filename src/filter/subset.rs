@@ -76,13 +76,6 @@ impl Subsetting {
     }
 }
 
-/// Whether set position `p` is in a membership mask.
-#[inline]
-pub(crate) fn contains(mask: &[u64], p: u32) -> bool {
-    mask.get(p as usize / 64)
-        .is_some_and(|w| w & (1 << (p % 64)) != 0)
-}
-
 /// SplitMix64's finaliser: the address hash is fixed per invoker, so the key must be mixed
 /// in by a full avalanche for two keys' rankings to be independent.
 fn mix64(mut z: u64) -> u64 {

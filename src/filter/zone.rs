@@ -1,5 +1,5 @@
-//! Zone preference (and subsets, which take its place): which invokers are local, when a zone is drained, and how much of the
-//! traffic stays local as its invokers are ejected.
+//! Zone preference (and subsets, which take its place): which invokers are local, when a zone
+//! is drained, and how much of the traffic stays local as its invokers are ejected.
 
 use super::Filter;
 use crate::balancer::{Member, Snapshot};
@@ -45,7 +45,7 @@ impl Filter {
             Some(_) => snapshot
                 .local
                 .as_ref()
-                .is_none_or(|l| super::subset::contains(&l.mask, p)),
+                .is_none_or(|l| l.contains(p as usize)),
             None => self.in_zone(&snapshot.members[p as usize]),
         }
     }
@@ -104,4 +104,12 @@ pub(crate) struct LocalZone {
     /// Membership bitset over positions.
     pub mask: Box<[u64]>,
     pub weights: SubsetWeights,
+}
+
+impl LocalZone {
+    /// Whether set position `pos` is local.
+    #[inline]
+    pub fn contains(&self, pos: usize) -> bool {
+        self.mask[pos / 64] & (1 << (pos % 64)) != 0
+    }
 }

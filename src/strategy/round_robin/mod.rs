@@ -143,8 +143,7 @@ impl<'a> PickSet<'a> {
         let Some(pos) = self.snapshot.position(id) else {
             return false;
         };
-        self.local
-            .is_none_or(|l| l.mask[pos / 64] & (1 << (pos % 64)) != 0)
+        self.local.is_none_or(|l| l.contains(pos))
     }
 }
 
