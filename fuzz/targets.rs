@@ -406,7 +406,10 @@ fn read_spec(r: &mut Reader, now_ms: i64) -> Spec {
 /// The status `plb_balancer_update` must return for `specs` (checks in the documented order:
 /// text fields invoker by invoker, then ids, weights and duplicates invoker by invoker).
 fn expected_update(specs: &[Spec], strategy: &str, config: &str) -> i32 {
-    let hashing = matches!(strategy, "consistenthash" | "boundedhash" | "maglev");
+    let hashing = matches!(
+        strategy,
+        "consistenthash" | "boundedhash" | "maglev" | "rendezvous"
+    );
     for s in specs {
         if s.null_address {
             return PLB_ERR_NULL_POINTER;
@@ -574,7 +577,9 @@ const EDGE_VALUES: &[&str] = &[
     "16777214",
 ];
 
-/// How many strategies and config keys there were when the corpus was first gathered.
+/// How many strategies and config keys there were when the corpus was first gathered (the
+/// strategies added since, `maglev` and `rendezvous`, take turns over the top bytes: 236 is
+/// `maglev`, 237 `rendezvous`, and so on).
 const STRATEGIES_BEFORE_MAGLEV: usize = 9;
 const KEYS_BEFORE_MAGLEV: usize = 24;
 

@@ -109,8 +109,8 @@
 /**
  * An argument out of its domain: a negative elapsed time; for provider metrics a NaN, infinite
  * or negative CPU load, or a negative response time or provider clock; an empty address in an
- * update of a hashing strategy (`consistenthash`, `boundedhash`, `maglev`); or a length whose
- * size in bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
+ * update of a hashing strategy (`consistenthash`, `boundedhash`, `maglev`, `rendezvous`); or a
+ * length whose size in bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
  */
 #define PLB_ERR_INVALID_ARGUMENT 14
 
@@ -244,8 +244,8 @@ int32_t plb_balancer_stats(const struct plb_balancer *b, int64_t now_us, char *b
 
 /**
  * Picks an invoker for one call of `method` and counts the call as in flight until
- * plb_report. `key` is the hash key of `consistenthash`, `boundedhash` and `maglev` (ignored by
- * other strategies; may be NULL with length 0). Returns the invoker id (>= 0) or a negated status.
+ * plb_report. `key` is the hash key of `consistenthash`, `boundedhash`, `maglev` and
+ * `rendezvous` (ignored by other strategies; may be NULL with length 0). Returns the invoker id (>= 0) or a negated status.
  * Never allocates in steady state.
  */
 int64_t plb_select(const struct plb_balancer *b, uint32_t method, const uint8_t *key, size_t key_len, int64_t now_us);

@@ -712,7 +712,7 @@ impl Config {
                 return fail(
                     key,
                     "applies to p2c, peakewma and boundedhash only (Dubbo's strategies keep \
-                     Dubbo's warm-up, set per invoker; maglev's table follows configured \
+                     Dubbo's warm-up, set per invoker; maglev and rendezvous follow configured \
                      weights only, so that keys do not move while a weight ramps)",
                 );
             }

@@ -42,8 +42,8 @@ pub enum Status {
     Panic = 13,
     /// An argument out of its domain: a negative elapsed time; for provider metrics a NaN,
     /// infinite or negative CPU load, or a negative response time or provider clock; an empty
-    /// address in an update of `consistenthash`, `boundedhash` or `maglev`; in the C ABI, a
-    /// length no array can have.
+    /// address in an update of `consistenthash`, `boundedhash`, `maglev` or `rendezvous`; in the
+    /// C ABI, a length no array can have.
     InvalidArgument = 14,
     /// A limit was exceeded: at most [`MAX_METHODS`](crate::MAX_METHODS) (2^20) method names
     /// per balancer; at most 2^32 − 1 points (`hash.nodes` × invokers) on a hash ring; at most

@@ -43,8 +43,8 @@ pub const PLB_ERR_BUFFER_TOO_SMALL: i32 = 12;
 pub const PLB_ERR_PANIC: i32 = 13;
 /// An argument out of its domain: a negative elapsed time; for provider metrics a NaN, infinite
 /// or negative CPU load, or a negative response time or provider clock; an empty address in an
-/// update of a hashing strategy (`consistenthash`, `boundedhash`, `maglev`); or a length whose
-/// size in bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
+/// update of a hashing strategy (`consistenthash`, `boundedhash`, `maglev`, `rendezvous`); or a
+/// length whose size in bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
 pub const PLB_ERR_INVALID_ARGUMENT: i32 = 14;
 /// A limit was exceeded (at most 2^20 method names per balancer, the empty name included; at
 /// most 2^32 - 1 points, `hash.nodes` times the invokers, on a hashing strategy's ring; at most
@@ -341,8 +341,8 @@ pub unsafe extern "C" fn plb_balancer_stats(
 }
 
 /// Picks an invoker for one call of `method` and counts the call as in flight until
-/// plb_report. `key` is the hash key of `consistenthash`, `boundedhash` and `maglev` (ignored by
-/// other strategies; may be NULL with length 0). Returns the invoker id (>= 0) or a negated status.
+/// plb_report. `key` is the hash key of `consistenthash`, `boundedhash`, `maglev` and
+/// `rendezvous` (ignored by other strategies; may be NULL with length 0). Returns the invoker id (>= 0) or a negated status.
 /// Never allocates in steady state.
 #[no_mangle]
 pub unsafe extern "C" fn plb_select(

@@ -7,9 +7,9 @@ pub struct Invoker {
     /// The caller's stable identity: unique in the set, at most `i64::MAX` (else an update is
     /// `IdOutOfRange`); `select` returns it.
     pub id: u64,
-    /// `host:port`: places the invoker on the hash ring or in maglev's table (must not be
-    /// empty for `consistenthash`, `boundedhash` and `maglev`, else an update is
-    /// `InvalidArgument`).
+    /// `host:port`: places the invoker on the hash ring, in maglev's table or among
+    /// rendezvous' scores (must not be empty for `consistenthash`, `boundedhash`, `maglev` and
+    /// `rendezvous`, else an update is `InvalidArgument`).
     pub address: String,
     /// Configured weight, at least 0 (Dubbo's default is 100).
     pub weight: i32,

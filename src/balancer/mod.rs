@@ -75,6 +75,8 @@ struct Inner {
     whole_ring: bool,
     /// `select_by_key` over the table applies: `maglev`, no filter narrowing the set.
     whole_table: bool,
+    /// `select_by_key` over the scores applies: `rendezvous`, no filter narrowing the set.
+    whole_scores: bool,
     /// `select_adaptive` applies: `adaptive`, no filter narrowing the set.
     adaptive_pair: bool,
     /// `adaptive`: picks among a single candidate are counted under the method's `BYPASS` key,
@@ -192,6 +194,7 @@ impl Balancer {
                 live_period: short && strategy.kind() == StrategyKind::RoundRobin,
                 whole_ring: short && strategy.kind() == StrategyKind::ConsistentHash,
                 whole_table: short && strategy.kind() == StrategyKind::Maglev,
+                whole_scores: short && strategy.kind() == StrategyKind::Rendezvous,
                 adaptive_pair: short && strategy.kind() == StrategyKind::Adaptive,
                 counts_bypass: strategy.kind() == StrategyKind::Adaptive,
                 end_path: AtomicU8::new(if spread_counters {

@@ -57,6 +57,12 @@ impl Inner {
                 return Some(result);
             }
         }
+        if self.whole_scores {
+            let (whole, among) = (strategy::score_pick, strategy::score_pick_among);
+            if let Some(result) = self.select_by_key(method, key, whole, among) {
+                return Some(result);
+            }
+        }
         if self.adaptive_pair {
             if let Some(result) = self.select_adaptive(method, now_us) {
                 return Some(result);
@@ -101,7 +107,7 @@ impl Inner {
     }
 
     /// The common call of the key-placing strategies (`consistenthash`'s ring, `maglev`'s
-    /// table, which ignore load): `whole` places the key over the thread's cached snapshot,
+    /// table, `rendezvous`' scores, which ignore load): `whole` places the key over the thread's cached snapshot,
     /// `among` over its local zone (nothing ejected), without building the strategy's context.
     /// None when any of that does not hold, or with fewer than two invokers (the general path
     /// answers those, for `consistenthash` as Dubbo does).

@@ -115,13 +115,10 @@ fn total_weight_fits(weights: impl Iterator<Item = i32>) -> Result<(), Error> {
 
 fn validate(invokers: &[Invoker], kind: StrategyKind, config: &Config) -> Result<(), Error> {
     let hash_nodes = config.hash_nodes;
-    // The hashing strategies place each invoker on the ring (or in maglev's table) by its
-    // address: with no address (a C caller that left `address_len` at 0) every invoker's
-    // points are the same, and the last one takes every key.
-    let hashing = matches!(
-        kind,
-        StrategyKind::ConsistentHash | StrategyKind::BoundedHash | StrategyKind::Maglev
-    );
+    // The hashing strategies place each invoker on the ring (in maglev's table, among
+    // rendezvous' scores) by its address: with no address (a C caller that left `address_len`
+    // at 0) every invoker's points are the same, and one of them takes every key.
+    let hashing = kind.hashes_keys();
     // Each invoker of maglev's table owns slots of it (see `strategy::maglev`).
     let table = config.maglev_table_size;
     if kind == StrategyKind::Maglev && invokers.len() as u64 > u64::from(table) {
@@ -178,7 +175,7 @@ fn validate(invokers: &[Invoker], kind: StrategyKind, config: &Config) -> Result
                 Status::InvalidArgument,
                 format!(
                     "invoker #{i} (id {}): the address is empty, and a hashing strategy places \
-                     each invoker on its ring (or in its table) by its address",
+                     each invoker by its address (on its ring, in its table, among its scores)",
                     inv.id
                 ),
             ));

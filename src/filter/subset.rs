@@ -19,7 +19,7 @@
 
 use crate::balancer::Member;
 use crate::config::SubsetConfig;
-use crate::strategy::maglev::hash64;
+use crate::strategy::stable_hash::{hash64, mix64};
 
 /// Seeds the key's hash ("subsetky") and the addresses' ("subsetad"): part of the contract,
 /// as they decide which invokers each key takes.
@@ -74,12 +74,4 @@ impl Subsetting {
     fn score(&self, address: &str) -> u64 {
         mix64(hash64(address.as_bytes(), ADDRESS_SEED) ^ self.key_hash)
     }
-}
-
-/// SplitMix64's finaliser: the address hash is fixed per invoker, so the key must be mixed
-/// in by a full avalanche for two keys' rankings to be independent.
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }

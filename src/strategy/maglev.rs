@@ -23,6 +23,7 @@
 //! candidate owns, looking at most [`SCAN_LIMIT`] slots ahead, and failing that (candidates
 //! owning almost none of the table) the candidate at `hash64(key) mod candidates`.
 
+use super::stable_hash::hash64;
 use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
 use crate::balancer::{Member, Snapshot};
 use crate::config::Config;
@@ -51,31 +52,6 @@ pub(crate) const SCAN_LIMIT: usize = 4096;
 const KEY_SEED: u64 = 0x6d61_676c_6576_6b65; // "maglevke"
 const OFFSET_SEED: u64 = 0x6d61_676c_6576_6f66; // "maglevof"
 const SKIP_SEED: u64 = 0x6d61_676c_6576_736b; // "maglevsk"
-
-/// A 64-bit hash of `bytes`, stable across versions and platforms (it decides which invoker a
-/// key maps to): 8-byte little-endian words, the last one zero-padded, each folded in by a
-/// multiply and rotate, the length in the seed, then murmur3's 64-bit finalizer for avalanche.
-pub(crate) fn hash64(bytes: &[u8], seed: u64) -> u64 {
-    const K1: u64 = 0x9e37_79b9_7f4a_7c15;
-    const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
-    let mut h = seed ^ (bytes.len() as u64).wrapping_mul(K1);
-    let mut words = bytes.chunks_exact(8);
-    let fold = |h: u64, word: u64| (h ^ word.wrapping_mul(K2)).rotate_left(27).wrapping_mul(K1);
-    for word in &mut words {
-        h = fold(h, u64::from_le_bytes(word.try_into().expect("8 bytes")));
-    }
-    let tail = words.remainder();
-    if !tail.is_empty() {
-        let mut last = [0u8; 8];
-        last[..tail.len()].copy_from_slice(tail);
-        h = fold(h, u64::from_le_bytes(last));
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
-}
 
 /// `hash` scaled to `0..size` (the high half of the 128-bit product: no division).
 #[inline]
@@ -324,24 +300,6 @@ mod tests {
 
     fn maglev(size: u32) -> Maglev {
         Maglev { table_size: size }
-    }
-
-    #[test]
-    fn hash64_depends_on_every_byte_and_the_length() {
-        let base = hash64(b"user-1234567890", 0);
-        assert_ne!(base, hash64(b"user-1234567891", 0));
-        assert_ne!(base, hash64(b"user-123456789", 0));
-        assert_ne!(hash64(b"a", 0), hash64(b"a\0", 0));
-        assert_ne!(hash64(b"", 0), hash64(b"", 1));
-        // Flipping one input bit flips about half the output bits.
-        let mut flips = 0;
-        for bit in 0..64 {
-            let a = hash64(&(1u64 << 40).to_le_bytes(), 0);
-            let b = hash64(&((1u64 << 40) ^ (1 << bit)).to_le_bytes(), 0);
-            flips += (a ^ b).count_ones();
-        }
-        let mean = flips as f64 / 64.0;
-        assert!((28.0..36.0).contains(&mean), "mean flipped bits {mean}");
     }
 
     #[test]

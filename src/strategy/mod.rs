@@ -10,13 +10,15 @@ mod bounded_hash;
 mod consistent_hash;
 mod key_digest;
 mod least_active;
-pub(crate) mod maglev;
+mod maglev;
 mod p2c;
 mod peak_ewma;
 mod random;
+mod rendezvous;
 mod round_robin;
 mod shortest_response;
 mod slow_start;
+pub(crate) mod stable_hash;
 mod ties;
 mod warming;
 pub(crate) mod weighted;
@@ -28,6 +30,7 @@ pub(crate) use consistent_hash::{ring_pick, ring_pick_among};
 pub(crate) use maglev::{table_pick, table_pick_among};
 pub(crate) use p2c::{best_of_pair, best_of_pair_excluding, best_of_subset_pair};
 pub(crate) use random::WholeSet;
+pub(crate) use rendezvous::{score_pick, score_pick_among};
 pub(crate) use round_robin::serve_live;
 #[cfg(test)]
 pub(crate) use weighted::{Sampler, MAX_DRAWS};
@@ -230,6 +233,9 @@ pub enum StrategyKind {
     /// Maglev hashing (Eisenbud et al.) with weights: a prime-sized lookup table
     /// (`maglev.tableSize` slots), one slot read per pick.
     Maglev,
+    /// Weighted rendezvous (highest-random-weight) hashing: every candidate scored per pick,
+    /// exact weight shares, a failover's next choice shared by every consumer.
+    Rendezvous,
 }
 
 impl StrategyKind {
@@ -245,9 +251,10 @@ impl StrategyKind {
         StrategyKind::PeakEwma,
         StrategyKind::BoundedHash,
         StrategyKind::Maglev,
+        StrategyKind::Rendezvous,
     ];
 
-    /// The strategy's config name, as in `loadbalance=` (`random`, …, `maglev`).
+    /// The strategy's config name, as in `loadbalance=` (`random`, …, `rendezvous`).
     pub fn name(self) -> &'static str {
         match self {
             StrategyKind::Random => "random",
@@ -260,6 +267,7 @@ impl StrategyKind {
             StrategyKind::PeakEwma => "peakewma",
             StrategyKind::BoundedHash => "boundedhash",
             StrategyKind::Maglev => "maglev",
+            StrategyKind::Rendezvous => "rendezvous",
         }
     }
 
@@ -271,11 +279,12 @@ impl StrategyKind {
                 | StrategyKind::PeakEwma
                 | StrategyKind::BoundedHash
                 | StrategyKind::Maglev
+                | StrategyKind::Rendezvous
         )
     }
 
-    /// True for the strategies that take `slowstart.*` (not `maglev`: a weight that changes
-    /// over time would move keys while it ramps).
+    /// True for the strategies that take `slowstart.*` (not `maglev` or `rendezvous`: a weight
+    /// that changes over time would move keys while it ramps).
     pub fn has_slow_start(self) -> bool {
         matches!(
             self,
@@ -288,7 +297,10 @@ impl StrategyKind {
     pub fn hashes_keys(self) -> bool {
         matches!(
             self,
-            StrategyKind::ConsistentHash | StrategyKind::BoundedHash | StrategyKind::Maglev
+            StrategyKind::ConsistentHash
+                | StrategyKind::BoundedHash
+                | StrategyKind::Maglev
+                | StrategyKind::Rendezvous
         )
     }
 
@@ -319,6 +331,7 @@ impl StrategyKind {
             StrategyKind::PeakEwma => Box::new(peak_ewma::PeakEwma::new(config)),
             StrategyKind::BoundedHash => Box::new(bounded_hash::BoundedHash::new(config)),
             StrategyKind::Maglev => Box::new(maglev::Maglev::new(config)),
+            StrategyKind::Rendezvous => Box::new(rendezvous::Rendezvous),
         }
     }
 }

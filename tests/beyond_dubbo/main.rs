@@ -1,7 +1,8 @@
-//! The strategies beyond Dubbo (`p2c`, `peakewma`, `boundedhash`, `maglev`) and the options every strategy
-//! takes (zone preference, outlier ejection) plus slow start: weighted distributions, churn,
-//! concurrency, per-method isolation, warm-up, missing/zero/stale/equal metrics, failure and
-//! timeout feedback, and no allocation on the hot path.
+//! The strategies beyond Dubbo (`p2c`, `peakewma`, `boundedhash`, `maglev`, `rendezvous`) and
+//! the options every strategy takes (zone preference, outlier ejection) plus slow start:
+//! weighted distributions, churn, concurrency, per-method isolation, warm-up,
+//! missing/zero/stale/equal metrics, failure and timeout feedback, and no allocation on the hot
+//! path.
 //!
 //! Statistical checks allow 5 binomial standard deviations; the virtual-time scenarios (a small
 //! event loop in helpers.rs) check bounds with wide margins, and their seeds are fixed.
@@ -19,6 +20,7 @@ mod helpers;
 mod latency;
 mod maglev;
 mod outlier;
+mod rendezvous;
 mod subset;
 mod warmup;
 mod zone;

@@ -20,8 +20,8 @@
 //!   ring built from the call's candidates; `boundedhash` equals its bounded walk on that ring
 //!   (and so never exceeds ⌈factor × average⌉ while a candidate below it exists); `maglev`
 //!   equals a plain build of its table from the whole set and its scan for a candidate;
-//!   `leastactive`
-//!   picks a least-active candidate, `shortestresponse` a lowest-estimate one (its windows,
+//!   `rendezvous` the candidate of the best score, written from its doc; `leastactive` picks a
+//!   least-active candidate, `shortestresponse` a lowest-estimate one (its windows,
 //!   as the stats show them, equal a model of Dubbo's tumbling window), `p2c` with every
 //!   candidate compared one no other candidate beats after taking the call; where ties allow
 //!   it, none of those (nor `random`, nor `adaptive` between two candidates before any
@@ -32,8 +32,8 @@
 //! * a rejected update changes nothing: a twin balancer that never got it answers every
 //!   later call alike (also the determinism of a seeded balancer);
 //! * per-method isolation: a twin that sees only one method's calls picks alike for it
-//!   (`roundrobin`, `consistenthash`, `boundedhash`, `maglev`: the strategies whose picks are a function
-//!   of the method's own state);
+//!   (`roundrobin`, `consistenthash`, `boundedhash`, `maglev`, `rendezvous`: the strategies
+//!   whose picks are a function of the method's own state);
 //! * after every outstanding call is reported, nothing is in flight.
 //!
 //! `POLYLB_MODEL_SEQUENCES=<n>` runs n sequences per configuration (default 3).

@@ -147,7 +147,8 @@ pub fn bounded_pick(
     best.0
 }
 
-/// `maglev`'s 64-bit hash (src/strategy/maglev.rs's module doc and `hash64`'s doc): the
+/// `maglev`'s 64-bit hash (src/strategy/maglev.rs's module doc and `hash64`'s doc in
+/// src/strategy/stable_hash.rs): the
 /// length times 0x9e3779b97f4a7c15 xored into the seed, then each 8-byte little-endian word
 /// (the last zero-padded) multiplied by 0xc2b2ae3d27d4eb4f, xored in, the sum rotated left 27
 /// and multiplied by 0x9e3779b97f4a7c15; then murmur3's 64-bit finalizer.
@@ -245,6 +246,39 @@ impl MaglevTables {
     }
 }
 
+/// `rendezvous`' pick among `candidates` (id, address, configured weight), as its module doc
+/// (src/strategy/rendezvous.rs) states it: h = SplitMix64's finaliser of (the address's hash,
+/// seed "rendezad") xor (the key's hash, seed "rendezky"), u = (h >> 12 + 0.5) / 2^52; the
+/// smallest -ln(u) / weight wins, ties to the higher h, then the earlier candidate. Weight 0
+/// only when no candidate weighs more, and then every candidate counts as weight 1.
+pub fn rendezvous_pick(candidates: &[(u64, String, i32)], key: &[u8]) -> u64 {
+    let key_hash = maglev_hash(key, u64::from_be_bytes(*b"rendezky"));
+    let any_weighted = candidates.iter().any(|c| c.2 > 0);
+    let scored = candidates
+        .iter()
+        .filter(|c| !any_weighted || c.2 > 0)
+        .map(|c| {
+            let a = maglev_hash(c.1.as_bytes(), u64::from_be_bytes(*b"rendezad"));
+            let h = splitmix_finaliser(a ^ key_hash);
+            let u = ((h >> 12) as f64 + 0.5) / 4_503_599_627_370_496.0;
+            let weight = if any_weighted { c.2 as f64 } else { 1.0 };
+            (-u.ln() / weight, h, c.0)
+        });
+    let mut best: Option<(f64, u64, u64)> = None;
+    for s in scored {
+        if best.is_none_or(|b| s.0 < b.0 || (s.0 == b.0 && s.1 > b.1)) {
+            best = Some(s);
+        }
+    }
+    best.expect("a candidate").2
+}
+
+fn splitmix_finaliser(z: u64) -> u64 {
+    let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// Subsetting's choice (src/filter/subset.rs's module doc): each invoker scores SplitMix64's
 /// finaliser of (the address's hash, seed "subsetad") xor (the key's hash, seed "subsetky");
 /// the `size` highest scores are the subset, ties to the earlier in set order. Eligible: the
@@ -256,11 +290,6 @@ pub fn subset_members(
     size: usize,
     zone: Option<&str>,
 ) -> Vec<u64> {
-    let splitmix = |z: u64| {
-        let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
     let key_hash = maglev_hash(key.as_bytes(), u64::from_be_bytes(*b"subsetky"));
     let local = |z: &str| zone.is_some_and(|own| !z.is_empty() && z == own);
     let weighted_local = set.iter().any(|i| i.2 > 0 && local(i.3));
@@ -278,7 +307,7 @@ pub fn subset_members(
         .filter(|(_, i)| eligible(i))
         .map(|(p, i)| {
             let a = maglev_hash(i.1.as_bytes(), u64::from_be_bytes(*b"subsetad"));
-            (splitmix(a ^ key_hash), p, i.0)
+            (splitmix_finaliser(a ^ key_hash), p, i.0)
         })
         .collect();
     scored.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));

@@ -350,15 +350,15 @@ pub fn run_sequence(config: &str, seed: u64, clocks: Clocks, steps: usize) -> To
     let strategy = c.strategy.name();
     let time_free = matches!(
         strategy,
-        "random" | "roundrobin" | "leastactive" | "consistenthash" | "maglev"
+        "random" | "roundrobin" | "leastactive" | "consistenthash" | "maglev" | "rendezvous"
     );
     // Near the library's clock, twins read it at other moments than A: only picks that never
     // read time (no weights, which warm up) can be compared.
     let near = clocks == Clocks::LibraryNear;
     let isolated = matches!(
         strategy,
-        "roundrobin" | "consistenthash" | "boundedhash" | "maglev"
-    ) && (!near || matches!(strategy, "consistenthash" | "maglev"))
+        "roundrobin" | "consistenthash" | "boundedhash" | "maglev" | "rendezvous"
+    ) && (!near || matches!(strategy, "consistenthash" | "maglev" | "rendezvous"))
         && !c.outlier.enabled()
         && c.slow_start.window_ms == 0;
     let mut s = Seq {
@@ -389,7 +389,7 @@ pub fn run_sequence(config: &str, seed: u64, clocks: Clocks, steps: usize) -> To
         twin: match clocks {
             Clocks::Caller => true,
             Clocks::LibraryFar => time_free,
-            Clocks::LibraryNear => matches!(strategy, "consistenthash" | "maglev"),
+            Clocks::LibraryNear => matches!(strategy, "consistenthash" | "maglev" | "rendezvous"),
         },
         at_library: false,
         t: Totals::default(),
@@ -596,7 +596,10 @@ impl Seq<'_> {
     fn update(&mut self) {
         let set = self.draw_set();
         let mut invokers: Vec<Invoker> = set.iter().map(Inv::invoker).collect();
-        let hashing = matches!(self.strategy, "consistenthash" | "boundedhash" | "maglev");
+        let hashing = matches!(
+            self.strategy,
+            "consistenthash" | "boundedhash" | "maglev" | "rendezvous"
+        );
         let mut expected = Ok(());
         if !invokers.is_empty() && self.rng.chance(300) {
             let k = self.rng.below(invokers.len() as u64) as usize;
@@ -1017,6 +1020,17 @@ impl Seq<'_> {
                 let size = u64::from(model.config.maglev_table_size);
                 let want = maglev_pick(model.maglev.of(set, size), key, &in_set_order);
                 assert_eq!(id, want, "maglev: the table's pick among {in_set_order:?}");
+            }
+            "rendezvous" => {
+                // Configured weights, candidates in set order (no warm-up, no slow start).
+                let cands: Vec<(u64, String, i32)> = model
+                    .set
+                    .iter()
+                    .filter(|i| may.contains(&i.id))
+                    .map(|i| (i.id, i.address.clone(), i.weight))
+                    .collect();
+                let want = rendezvous_pick(&cands, key);
+                assert_eq!(id, want, "rendezvous: the best score among {cands:?}");
             }
             _ => return,
         }
