@@ -1,7 +1,7 @@
 //! Runs select+report in a loop for one strategy, for profiling:
-//! `cargo run --release --example hotpath -- leastactive 100 10000000 [select|report|both] [flat|ramp] [threads] [balancers]`.
-//! Weights are 100/150/200 in turn, or with `ramp` 100 + 7i (the Java benchmark's set: gcd 1,
-//! so roundrobin's period is too long to precompute at large n). With several threads, each runs
+//! `cargo run --release --example hotpath -- leastactive 100 10000000 [select|report|both] [flat|ramp|equal] [threads] [balancers]`.
+//! Weights are 100/150/200 in turn, with `ramp` 100 + 7i (the Java benchmark's set: gcd 1,
+//! so roundrobin's period is too long to precompute at large n), with `equal` all 100. With several threads, each runs
 //! the loop on the shared balancer and the time is wall time per operation over all of them.
 //! With several balancers (each over the same set), consecutive calls go to them in turn, as a
 //! program calling many services does. Calls pass a fixed `now_us`; with `LIBCLOCK=1` in the
@@ -24,6 +24,7 @@ fn main() {
         .unwrap_or(10_000_000);
     let mode = args.get(4).map_or("both", |s| s.as_str());
     let ramp = args.get(5).is_some_and(|s| s == "ramp");
+    let equal = args.get(5).is_some_and(|s| s == "equal");
     let threads: u64 = args.get(6).and_then(|s| s.parse().ok()).unwrap_or(1);
     let count: usize = args.get(7).and_then(|s| s.parse().ok()).unwrap_or(1).max(1);
     let started_ago: Option<i64> = std::env::var("STARTED").ok().and_then(|s| s.parse().ok());
@@ -34,6 +35,8 @@ fn main() {
         .map(|i| {
             let invoker = Invoker::new(i, format!("10.0.0.{i}:20880")).weight(if ramp {
                 100 + 7 * i as i32
+            } else if equal {
+                100
             } else {
                 100 + (i % 3) as i32 * 50
             });

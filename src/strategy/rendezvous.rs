@@ -41,6 +41,8 @@ pub(crate) struct Scores {
     /// Every weighted invoker has the same weight: the highest `h` among them wins (`-ln(u)`
     /// falls as `h` rises), with no logarithm.
     equal_weights: bool,
+    /// Some invoker has weight 0 (a pick must then tell weighted from unweighted candidates).
+    any_unweighted: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -48,17 +50,14 @@ struct Entry {
     address_hash: u64,
     /// The configured weight (0 for a weight of 0 or less).
     weight: f64,
+    /// `1 / weight` (for the bound that spares most logarithms; infinite for weight 0).
+    inverse_weight: f64,
 }
 
-/// The best candidate so far: weighted ones beat unweighted ones; among each, lower cost,
-/// then higher `h`, then the earlier position (the scan goes in set order, so a later
-/// candidate must be strictly better).
-struct Best {
-    pos: usize,
-    weighted: bool,
-    cost: f64,
-    h: u64,
-}
+/// A candidate whose lower bound `(1 - u) / weight` exceeds the best cost by this factor cannot
+/// win: `-ln(u) ≥ 1 - u`, and the computed logarithm and quotients are within a few units in
+/// the last place (2^-52 each) of the exact ones, far inside this margin.
+const BOUND_MARGIN: f64 = 1.0 + 1e-9;
 
 impl Scores {
     fn build(members: &[Member]) -> Scores {
@@ -67,14 +66,17 @@ impl Scores {
             .map(|m| Entry {
                 address_hash: hash64(m.address.as_bytes(), ADDRESS_SEED),
                 weight: f64::from(m.weight.max(0)),
+                inverse_weight: 1.0 / f64::from(m.weight.max(0)),
             })
             .collect();
         let mut weights = entries.iter().map(|e| e.weight).filter(|&w| w > 0.0);
         let first = weights.next();
         let equal_weights = weights.all(|w| Some(w) == first);
+        let any_unweighted = entries.iter().any(|e| e.weight == 0.0);
         Scores {
             entries,
             equal_weights,
+            any_unweighted,
         }
     }
 
@@ -82,32 +84,77 @@ impl Scores {
     #[inline]
     fn pick(&self, key: &[u8], positions: impl Iterator<Item = usize>) -> Option<usize> {
         let key_hash = hash64(key, KEY_SEED);
-        let mut best: Option<Best> = None;
+        if self.equal_weights && !self.any_unweighted {
+            self.highest_h::<false>(key_hash, positions)
+        } else if self.equal_weights {
+            self.highest_h::<true>(key_hash, positions)
+        } else {
+            self.lowest_cost(key_hash, positions)
+        }
+    }
+
+    /// Equal weights: `-ln(u)` falls as `h` rises, so the highest `h` wins, a weighted
+    /// candidate over any unweighted one, the earlier on a tie. Without `MIXED` (no invoker of
+    /// weight 0, the usual set) every candidate counts as weighted, and the loop is a plain
+    /// maximum.
+    #[inline]
+    fn highest_h<const MIXED: bool>(
+        &self,
+        key_hash: u64,
+        positions: impl Iterator<Item = usize>,
+    ) -> Option<usize> {
+        let mut positions = positions;
+        let look = |pos: usize| {
+            let entry = &self.entries[pos];
+            (
+                mix64(entry.address_hash ^ key_hash),
+                !MIXED || entry.weight > 0.0,
+            )
+        };
+        let mut best = positions.next()?;
+        let (mut best_h, mut best_weighted) = look(best);
         for pos in positions {
-            let entry = self.entries[pos];
-            let h = mix64(entry.address_hash ^ key_hash);
-            let weighted = entry.weight > 0.0;
-            // Equal weights (and unweighted candidates, all equal at 1): `h` orders them alone.
-            let cost = if weighted && !self.equal_weights {
-                -unit_interval(h).ln() / entry.weight
-            } else {
-                0.0
-            };
-            let better = match &best {
-                None => true,
-                Some(b) if b.weighted != weighted => weighted,
-                Some(b) => cost < b.cost || (cost == b.cost && h > b.h),
-            };
-            if better {
-                best = Some(Best {
-                    pos,
-                    weighted,
-                    cost,
-                    h,
-                });
+            let (h, weighted) = look(pos);
+            // Nearly always `weighted == best_weighted` and `h` lower: one branch taken.
+            if weighted == best_weighted {
+                if h > best_h {
+                    (best, best_h) = (pos, h);
+                }
+            } else if weighted {
+                (best, best_h, best_weighted) = (pos, h, true);
             }
         }
-        best.map(|b| b.pos)
+        Some(best)
+    }
+
+    /// Unequal weights: the lowest cost among weighted candidates, the higher `h` on a tie;
+    /// when no candidate is weighted, the highest `h`.
+    #[inline]
+    fn lowest_cost(&self, key_hash: u64, positions: impl Iterator<Item = usize>) -> Option<usize> {
+        let (mut cost, mut cost_h, mut cost_pos) = (f64::INFINITY, 0u64, None);
+        // No candidate whose lower bound exceeds this can win.
+        let mut bound = f64::INFINITY;
+        let mut unweighted: Option<(u64, usize)> = None;
+        for pos in positions {
+            let entry = &self.entries[pos];
+            let h = mix64(entry.address_hash ^ key_hash);
+            if entry.weight > 0.0 {
+                let u = unit_interval(h);
+                // The k-th candidate passes the bound with probability about 1/k, so a pick
+                // takes about ln n logarithms, not n.
+                if (1.0 - u) * entry.inverse_weight > bound {
+                    continue;
+                }
+                let c = -u.ln() / entry.weight;
+                if c < cost || (c == cost && h > cost_h) {
+                    (cost, cost_h, cost_pos) = (c, h, Some(pos));
+                    bound = c * BOUND_MARGIN;
+                }
+            } else if cost_pos.is_none() && unweighted.is_none_or(|(best_h, _)| h > best_h) {
+                unweighted = Some((h, pos));
+            }
+        }
+        cost_pos.or(unweighted.map(|(_, pos)| pos))
     }
 }
 
@@ -210,9 +257,37 @@ mod tests {
         let formula = Scores {
             entries: equal.entries.clone(),
             equal_weights: false,
+            any_unweighted: false,
         };
         for key in 0..20_000u32 {
             assert_eq!(owner(&equal, key), owner(&formula, key), "key {key}");
+        }
+    }
+
+    #[test]
+    fn the_bound_skips_only_candidates_that_cannot_win() {
+        // Unequal weights take the bound; the same scores without it (every logarithm taken)
+        // must pick alike, ties included.
+        let set: Vec<(String, i32)> = (0..40)
+            .map(|i| (format!("10.1.0.{i}:20880"), 1 + i % 7))
+            .collect();
+        let refs: Vec<(&str, i32)> = set.iter().map(|(a, w)| (a.as_str(), *w)).collect();
+        let s = scores(&refs);
+        assert!(!s.equal_weights);
+        let unbounded = |key: &[u8]| {
+            let key_hash = hash64(key, KEY_SEED);
+            let mut best = (f64::INFINITY, 0u64, usize::MAX);
+            for (pos, e) in s.entries.iter().enumerate() {
+                let h = mix64(e.address_hash ^ key_hash);
+                let cost = -unit_interval(h).ln() / e.weight;
+                if cost < best.0 || (cost == best.0 && h > best.1) {
+                    best = (cost, h, pos);
+                }
+            }
+            best.2
+        };
+        for key in 0..20_000u32 {
+            assert_eq!(owner(&s, key), unbounded(&key.to_le_bytes()), "key {key}");
         }
     }
 
