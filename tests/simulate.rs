@@ -168,6 +168,21 @@ fn boundedhash_keeps_max_mean_load_within_c() {
 }
 
 #[test]
+fn rendezvous_moves_only_the_removed_providers_keys_with_many_consumers_too() {
+    assert_known("rendezvous");
+    for consumers in [1, 50] {
+        let h = run("7", 4.0, "rendezvous", 0.7, consumers, 1)
+            .hash
+            .expect("scenario 7 measures hashing");
+        // The removed provider held about an eighth of the keys; those, and no other, move.
+        assert!(
+            h.ideal_moved > 0.05 && h.moved == h.ideal_moved,
+            "{consumers} consumers: {h:?}"
+        );
+    }
+}
+
+#[test]
 fn deterministic_for_a_seed() {
     for policy in ["leastactive", "adaptive", "oracle-sed"] {
         let a = run("6", 3.0, policy, 0.85, 5, 7);

@@ -34,6 +34,7 @@ pub const DEFAULT_STRATEGIES: &[&str] = &[
     "peakewma",
     "boundedhash",
     "maglev",
+    "rendezvous",
     "recommended",
 ];
 
@@ -57,9 +58,10 @@ OPTIONS (lists are comma-separated):
                                      (docs/simulator.md#stress-scenarios-run-only-when-named)
   --strategies LIST   strategy names, optionally with options: 'p2c&p2c.choices=4' (default:
                       random,roundrobin,leastactive,shortestresponse,consistenthash,adaptive,
-                      p2c,peakewma,boundedhash,maglev,recommended; unknown names are skipped
-                      with a notice; recommended is polylb's configuration for latency-sensitive
-                      services: peakewma&peakewma.choices=0&peakewma.preferenceMs=1000)
+                      p2c,peakewma,boundedhash,maglev,rendezvous,recommended; unknown names are
+                      skipped with a notice; recommended is polylb's configuration for
+                      latency-sensitive services:
+                      peakewma&peakewma.choices=0&peakewma.preferenceMs=1000)
   --no-oracles        do not run the oracle bounds (oracle-jsq, oracle-sed)
   --loads LIST        offered load, fraction or percent of capacity (default: 0.7,0.85)
   --consumers LIST    consumers, each with its own balancer (default: 1,50)

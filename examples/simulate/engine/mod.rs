@@ -43,7 +43,7 @@ pub fn library_config(spec: &str) -> &str {
 /// its hashing quality is probed and reported.
 pub fn hashes_keys(spec: &str) -> bool {
     let name = library_config(spec).split('&').next().unwrap_or("");
-    name.contains("hash") || name == "maglev"
+    name.contains("hash") || name == "maglev" || name == "rendezvous"
 }
 
 impl PolicySpec {
