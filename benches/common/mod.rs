@@ -89,6 +89,44 @@ pub fn bench_hash_table(
     });
 }
 
+/// The rendezvous floor: the same key hash as `hash_table`'s, then for each of n fixed 64-bit
+/// address hashes a xor and a 64-bit finaliser (two multiply-xorshift rounds), keeping the
+/// highest: unweighted highest-random-weight hashing with nothing else (a weighted pick can only
+/// cost more). Written here, not taken from polylb.
+pub fn bench_hrw_scan(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    n: usize,
+    keys: &[[u8; 16]],
+    wy: &mut Wy,
+) {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let addresses: Vec<u64> = (0..n).map(|_| wy.next()).collect();
+    let mut k = 0;
+    g.bench_with_input(criterion::BenchmarkId::new("hrw_scan", n), &n, |b, _| {
+        b.iter(|| {
+            k = (k + 1) & 4095;
+            let key = &keys[k];
+            let lo = u64::from_le_bytes(key[..8].try_into().unwrap());
+            let hi = u64::from_le_bytes(key[8..].try_into().unwrap());
+            let mut h = (lo ^ 16).wrapping_mul(K);
+            h ^= h >> 32;
+            h = (h ^ hi).wrapping_mul(K);
+            h ^= h >> 29;
+            let mut best = (0u64, 0usize);
+            for (i, &a) in addresses.iter().enumerate() {
+                let mut z = a ^ h;
+                z = (z ^ (z >> 31)).wrapping_mul(K);
+                z = (z ^ (z >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z ^= z >> 32;
+                if z > best.0 {
+                    best = (z, i);
+                }
+            }
+            criterion::black_box(best.1)
+        })
+    });
+}
+
 /// The P2C floor of research/floors.md: two distinct random indices, two relaxed loads,
 /// `fetch_add` and `fetch_sub` on the winner — a pick with in-flight accounting and nothing else.
 pub fn bench_p2c(
