@@ -16,7 +16,7 @@ import (
 // the churn explains, and once everything is reported no call is left in
 // flight.
 func TestConcurrentSelectReportDuringUpdates(t *testing.T) {
-	for _, strategy := range []string{"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive", "maglev"} {
+	for _, strategy := range []string{"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive", "maglev", "rendezvous"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			lb := newBalancer(t, "loadbalance="+strategy, weighted(1, 2, 3, 4, 5, 6, 7, 8))

@@ -121,8 +121,8 @@ type Invoker struct {
 	// set and at most math.MaxInt64 (Select returns it through an int64).
 	ID uint64
 	// Address is Dubbo's host:port, e.g. "10.0.0.1:20880"; it places the
-	// invoker on the consistent-hash ring (maglev: in its lookup table), so
-	// the hashing strategies need a non-empty one.
+	// invoker on the consistent-hash ring (maglev: in its lookup table;
+	// rendezvous: in its scores), so the hashing strategies need a non-empty one.
 	Address string
 	// Weight must be >= 0. The zero value means "never picked while another
 	// invoker has weight", so use NewInvoker for Dubbo's default of 100.
@@ -387,8 +387,9 @@ func (b *Balancer) Method(name string) (Method, error) {
 }
 
 // Select picks an invoker for one call and returns its id. The call counts as
-// in flight until Report. key is the hash key of consistenthash, boundedhash
-// and maglev (other strategies ignore it; nil is fine). The library's clock is used.
+// in flight until Report. key is the hash key of consistenthash, boundedhash,
+// maglev and rendezvous (other strategies ignore it; nil is fine). The library's
+// clock is used.
 func (b *Balancer) Select(method Method, key []byte) (uint64, error) {
 	return b.selectAt(method, key, 0)
 }

@@ -165,6 +165,7 @@ func TestSubsetFailoverStaysInTheSubsetUntilItsMembersAreExcluded(t *testing.T) 
 func TestSubsetConfigErrorsNameTheKey(t *testing.T) {
 	for _, c := range []struct{ config, key string }{
 		{"loadbalance=maglev&subset.size=3&subset.key=a", "subset.size"},
+		{"loadbalance=rendezvous&subset.size=3&subset.key=a", "subset.size"},
 		{"loadbalance=consistenthash&subset.size=3&subset.key=a", "subset.size"},
 		{"loadbalance=random&subset.size=3&subset.key=a", "subset.size"},
 		{"loadbalance=roundrobin&subset.size=3&subset.key=a", "subset.size"},

@@ -71,7 +71,7 @@ func TestMethodsHaveTheirOwnState(t *testing.T) {
 // where a polylb balancer of the same strategy over the same addresses sends
 // that argument's text (so the adapter passes the key itself, nothing else).
 func TestHashArgumentsSelectTheKey(t *testing.T) {
-	for _, strategy := range []string{"consistenthash", "boundedhash", "maglev"} {
+	for _, strategy := range []string{"consistenthash", "boundedhash", "maglev", "rendezvous"} {
 		t.Run(strategy, func(t *testing.T) {
 			svc := serviceName(t)
 			lbName := "polylb-" + strategy
@@ -122,8 +122,9 @@ func TestHashArgumentsSelectTheKey(t *testing.T) {
 }
 
 // hash.nodes is the ring's (consistenthash, boundedhash); maglev has a
-// table instead, so it takes the key's arguments but not hash.nodes, and a
-// hash.nodes on its URLs (say a ring's value left behind) is not its error.
+// table instead and rendezvous neither, so they take the key's arguments but
+// not hash.nodes, and a hash.nodes on their URLs (say a ring's value left
+// behind) is not their error.
 func TestMethodConfigOfTheHashingStrategies(t *testing.T) {
 	for _, tc := range []struct {
 		strategy, want string
@@ -132,6 +133,7 @@ func TestMethodConfigOfTheHashingStrategies(t *testing.T) {
 		{"consistenthash", "loadbalance=consistenthash&hash.nodes=3", []int{2, 0}},
 		{"boundedhash", "loadbalance=boundedhash&hash.nodes=3", []int{2, 0}},
 		{"maglev", "loadbalance=maglev", []int{2, 0}},
+		{"rendezvous", "loadbalance=rendezvous", []int{2, 0}},
 		{"p2c", "loadbalance=p2c", nil},
 	} {
 		u, err := common.NewURL("tri://10.0.0.1:20000/svc?hash.nodes=3&hash.arguments=2,0")

@@ -99,6 +99,7 @@ func TestBadConfigurationFailsTheCallNamingIt(t *testing.T) {
 		{"polylb.strategy=consistenthash&hash.arguments=0,x", "hash.arguments"},
 		{"polylb.strategy=maglev&hash.arguments=0,x", "argument index"}, // (a second "hash.arguments" would name the subtest hash.arguments#01, and '#' cut the URL)
 		{"polylb.strategy=maglev&polylb.config=maglev.tableSize%3D65536", "maglev.tableSize"},
+		{"polylb.strategy=rendezvous&polylb.config=slowstart.windowMs%3D1000", "slowstart.windowMs"},
 		{"polylb.config=seed%3Dabc", "seed"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {

@@ -37,7 +37,7 @@ const (
 // "polylb-<strategy>" (and "polylb" reads polylb.strategy).
 var Strategies = []string{
 	"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash",
-	"adaptive", "p2c", "peakewma", "boundedhash", "maglev",
+	"adaptive", "p2c", "peakewma", "boundedhash", "maglev", "rendezvous",
 }
 
 // dubbo-go splits hash.arguments with this pattern (constant.CommaSplitPattern).
@@ -179,12 +179,13 @@ type methodConfig struct {
 
 // isHashing: the strategy picks by a key (hash.arguments).
 func isHashing(strategy string) bool {
-	return hasRing(strategy) || strategy == "maglev"
+	return hasRing(strategy) || strategy == "maglev" || strategy == "rendezvous"
 }
 
 // hasRing: the strategy places its invokers on Dubbo's ring, hash.nodes
 // points each. maglev's lookup table (maglev.tableSize, set through
-// polylb.config) does not read hash.nodes, so it is not passed for maglev.
+// polylb.config) does not read hash.nodes, nor does rendezvous, which has
+// neither ring nor table, so it is passed to neither.
 func hasRing(strategy string) bool {
 	return strategy == "consistenthash" || strategy == "boundedhash"
 }

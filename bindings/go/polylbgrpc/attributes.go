@@ -58,7 +58,7 @@ func invokerOf(id uint64, endpoint resolver.Endpoint) polylb.Invoker {
 type keyKey struct{}
 
 // WithKey returns a context whose RPCs carry key for the hash strategies
-// (consistenthash, boundedhash, maglev): the same key goes to the same endpoint
+// (consistenthash, boundedhash, maglev, rendezvous): the same key goes to the same endpoint
 // while the set allows. Dubbo hashes the call's first argument; with gRPC
 // the caller says what the key is. Without a key an RPC hashes the empty key.
 func WithKey(ctx context.Context, key []byte) context.Context {

@@ -404,30 +404,7 @@ func TestConsistentHashKeyFromContext(t *testing.T) {
 func TestMaglevKeyFromContext(t *testing.T) {
 	ps, eps, cl, route := keyedCluster(t, "loadbalance=maglev")
 
-	// reference is what the library maps each key to over these addresses
-	// (the table depends on addresses and weights only, not on ids).
-	reference := func(addrs ...string) func(key string) string {
-		lb, err := polylb.New("loadbalance=maglev")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { lb.Close() })
-		var set []polylb.Invoker
-		for i, addr := range addrs {
-			set = append(set, polylb.NewInvoker(uint64(i+1), addr))
-		}
-		if err := lb.Update(set); err != nil {
-			t.Fatal(err)
-		}
-		return func(key string) string {
-			id, err := lb.Select(polylb.ServiceLevel, []byte(key))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return addrs[id-1]
-		}
-	}
-	want := reference(ps[0].addr, ps[1].addr, ps[2].addr)
+	want := libraryKeyMap(t, "loadbalance=maglev", ps[0].addr, ps[1].addr, ps[2].addr)
 	before := routeKeys(t, route, func(key, host string) {
 		if w := want(key); host != w {
 			t.Fatalf("key %s went to %s; maglev over the same addresses maps it to %s", key, host, w)
@@ -437,7 +414,7 @@ func TestMaglevKeyFromContext(t *testing.T) {
 	gone := ps[2].addr
 	cl.resolver.UpdateState(resolver.State{Endpoints: eps[:2]})
 	cl.waitReady(t, ps[0].addr, ps[1].addr)
-	want = reference(ps[0].addr, ps[1].addr)
+	want = libraryKeyMap(t, "loadbalance=maglev", ps[0].addr, ps[1].addr)
 	stayed, moved := 0, 0
 	for key, was := range before {
 		now := route(key)
@@ -666,4 +643,70 @@ func TestUnknownEntryKeyIsRejected(t *testing.T) {
 		t.Fatalf("both keys as spelt: %v", err)
 	}
 	conn.Close()
+}
+
+// libraryKeyMap is what a polylb balancer of config over addrs maps each key
+// to (the hashing strategies' picks depend on addresses and weights only,
+// not on ids).
+func libraryKeyMap(t *testing.T, config string, addrs ...string) func(key string) string {
+	t.Helper()
+	lb, err := polylb.New(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lb.Close() })
+	var set []polylb.Invoker
+	for i, addr := range addrs {
+		set = append(set, polylb.NewInvoker(uint64(i+1), addr))
+	}
+	if err := lb.Update(set); err != nil {
+		t.Fatal(err)
+	}
+	return func(key string) string {
+		id, err := lb.Select(polylb.ServiceLevel, []byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lb.Report(polylb.ServiceLevel, id, 0, polylb.Cancelled); err != nil {
+			t.Fatal(err)
+		}
+		return addrs[id-1]
+	}
+}
+
+// rendezvous takes its key from the RPC's context as well: every key goes
+// where a polylb rendezvous balancer over the same addresses sends it, and
+// when an endpoint leaves, exactly its keys move (each to the key's next
+// choice, the pick of a balancer over the two that stay) and no other key.
+func TestRendezvousKeyFromContext(t *testing.T) {
+	ps, eps, cl, route := keyedCluster(t, "loadbalance=rendezvous")
+	want := libraryKeyMap(t, "loadbalance=rendezvous", ps[0].addr, ps[1].addr, ps[2].addr)
+	before := routeKeys(t, route, func(key, host string) {
+		if w := want(key); host != w {
+			t.Fatalf("key %s went to %s; rendezvous over the same addresses sends it to %s", key, host, w)
+		}
+	})
+
+	gone := ps[2].addr
+	cl.resolver.UpdateState(resolver.State{Endpoints: eps[:2]})
+	cl.waitReady(t, ps[0].addr, ps[1].addr)
+	want = libraryKeyMap(t, "loadbalance=rendezvous", ps[0].addr, ps[1].addr)
+	moved := 0
+	for key, was := range before {
+		now := route(key)
+		if w := want(key); now != w {
+			t.Errorf("key %s went to %s after the removal; rendezvous over the two addresses sends it to %s", key, now, w)
+		}
+		switch {
+		case now == gone:
+			t.Errorf("key %s still routed to the removed endpoint", key)
+		case was != gone && now != was:
+			t.Errorf("key %s moved from %s to %s though its endpoint stayed", key, was, now)
+		case was == gone:
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Error("no key was on the removed endpoint: the test proves nothing")
+	}
 }

@@ -111,7 +111,8 @@ class Invoker:
 
     ``id`` is the caller's stable identity (unique in a set, 0 <= id <= 2**63 - 1) and is what
     :meth:`Balancer.select` returns. ``address`` (e.g. ``"10.0.0.1:20880"``) places the invoker on
-    the consistent-hash ring (in maglev's table); the hashing strategies refuse an empty one.
+    the consistent-hash ring (in maglev's table, in rendezvous' scores); the hashing strategies
+    refuse an empty one.
     ``start_time_ms`` is the provider's start (Unix ms; 0 = unknown, no
     warm-up); ``warmup_ms`` < 0 means the balancer's default (Dubbo's 600000).
     """
@@ -663,10 +664,10 @@ class Balancer:
     ) -> int:
         """Pick an invoker and count the call as in flight; returns its id.
 
-        ``key`` is the hash key of ``consistenthash``, ``boundedhash`` and ``maglev`` (str is
-        hashed as UTF-8). ``among`` restricts the pick to those ids (``None`` or empty: all, as in
-        the C ABI); ``exclude`` removes ids already tried by a failover (ids not in the set are
-        ignored; if nothing is left, :class:`NoCandidateError`). Every select must be followed by one
+        ``key`` is the hash key of ``consistenthash``, ``boundedhash``, ``maglev`` and
+        ``rendezvous`` (str is hashed as UTF-8). ``among`` restricts the pick to those ids
+        (``None`` or empty: all, as in the C ABI); ``exclude`` removes ids already tried by a
+        failover (ids not in the set are ignored; if nothing is left, :class:`NoCandidateError`). Every select must be followed by one
         :meth:`report` for the returned id (or use :meth:`call`).
         """
         if key is None:

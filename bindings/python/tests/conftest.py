@@ -7,10 +7,11 @@ import bisect
 import hashlib
 import heapq
 import json
+import math
 import os
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple, Union
 
 import pytest
 
@@ -103,9 +104,9 @@ def dubbo_ring(addresses: Dict[int, str], nodes: int = 160) -> Any:
 _M64 = (1 << 64) - 1
 
 
-def maglev_hash64(data: bytes, seed: int) -> int:
-    """maglev's 64-bit hash as src/strategy/maglev.rs documents it (written out here, not taken
-    from the library): 8-byte little-endian words, the last zero-padded, each folded in by a
+def stable_hash64(data: bytes, seed: int) -> int:
+    """The stable 64-bit hash of maglev and rendezvous as src/strategy/stable_hash.rs documents it
+    (written out here, not taken from the library): 8-byte little-endian words, the last zero-padded, each folded in by a
     multiply and a rotate, the length in the seed, then murmur3's 64-bit finalizer."""
     k1, k2 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F
     h = seed ^ ((len(data) * k1) & _M64)
@@ -137,8 +138,8 @@ def maglev_reference(invokers: List[polylb.Invoker], size: int = 65537) -> Any:
         key=lambda position: (invokers[position].address.encode(), position),
     )
     weights = [1 if all_zero else invokers[position].weight for position in order]
-    following = [maglev_hash64(invokers[p].address.encode(), offset_seed) % size for p in order]
-    skips = [maglev_hash64(invokers[p].address.encode(), skip_seed) % (size - 1) + 1 for p in order]
+    following = [stable_hash64(invokers[p].address.encode(), offset_seed) % size for p in order]
+    skips = [stable_hash64(invokers[p].address.encode(), skip_seed) % (size - 1) + 1 for p in order]
     slots: List[int] = [-1] * size
     turns = [(Fraction(1, weight), rank, 1) for rank, weight in enumerate(weights)]
     heapq.heapify(turns)
@@ -151,7 +152,7 @@ def maglev_reference(invokers: List[polylb.Invoker], size: int = 65537) -> Any:
         heapq.heappush(turns, (Fraction(k + 1, weights[rank]), rank, k + 1))
 
     def owner(key: str, candidates: Any = None) -> int:
-        slot = (maglev_hash64(key.encode(), key_seed) * size) >> 64
+        slot = (stable_hash64(key.encode(), key_seed) * size) >> 64
         for step in range(size):
             owned = slots[(slot + step) % size]
             if candidates is None or owned in candidates:
@@ -159,4 +160,42 @@ def maglev_reference(invokers: List[polylb.Invoker], size: int = 65537) -> Any:
         raise AssertionError("no candidate owns a slot")
 
     owner.slots = slots  # type: ignore[attr-defined]
+    return owner
+
+
+def mix64(z: int) -> int:
+    """SplitMix64's finaliser, as src/strategy/stable_hash.rs documents it."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def rendezvous_reference(invokers: List[polylb.Invoker]) -> Any:
+    """Weighted rendezvous as the rendezvous strategy's module doc specifies it: for a key, each
+    candidate scores ``h = mix64(hash64(address, "rendezad") ^ hash64(key, "rendezky"))`` (seeds
+    as big-endian ASCII), ``u = ((h >> 12) + 0.5) / 2**52``; the lowest ``-ln(u) / weight`` wins,
+    equal ones going to the higher ``h``, then to the earlier position. Weight 0 (or less) wins
+    only when no candidate weighs more, and then all count as weight 1. Returns
+    ``owner(key, candidates=None) -> id`` (``candidates``: ids, default all)."""
+    key_seed = int.from_bytes(b"rendezky", "big")
+    address_seed = int.from_bytes(b"rendezad", "big")
+    address_hashes = [
+        stable_hash64(
+            invoker.address.encode() if isinstance(invoker.address, str) else invoker.address, address_seed
+        )
+        for invoker in invokers
+    ]
+
+    def owner(key: Union[str, bytes], candidates: Any = None) -> int:
+        key_hash = stable_hash64(key.encode() if isinstance(key, str) else key, key_seed)
+        chosen = [p for p, invoker in enumerate(invokers) if candidates is None or invoker.id in candidates]
+        weighed = [p for p in chosen if invokers[p].weight > 0] or chosen
+
+        def rank(position: int) -> Tuple[float, int, int]:
+            h = mix64(address_hashes[position] ^ key_hash)
+            u = ((h >> 12) + 0.5) / 2**52
+            return (-math.log(u) / max(invokers[position].weight, 1), -h, position)
+
+        return invokers[min(weighed, key=rank)].id
+
     return owner

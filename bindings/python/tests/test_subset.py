@@ -107,6 +107,7 @@ def test_a_failover_stays_in_the_subset_until_its_members_are_excluded(balancer_
     "config, names",
     [
         ("loadbalance=maglev&subset.size=3&subset.key=a", "subset.size"),
+        ("loadbalance=rendezvous&subset.size=3&subset.key=a", "subset.size"),
         ("loadbalance=consistenthash&subset.size=3&subset.key=a", "subset.size"),
         ("loadbalance=random&subset.size=3&subset.key=a", "subset.size"),
         ("loadbalance=roundrobin&subset.size=3&subset.key=a", "subset.size"),

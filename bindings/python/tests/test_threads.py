@@ -19,7 +19,9 @@ import polylb
 from conftest import invokers
 from polylb import Invoker, Outcome
 
-STRATEGIES = ["random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive", "maglev"]
+STRATEGIES = [
+    "random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive", "maglev", "rendezvous"
+]
 WORKERS = 16
 CALLS_PER_WORKER = 400
 

@@ -115,7 +115,7 @@ public final class Balancer implements AutoCloseable {
      * @throws PolylbException e.g. {@link Status#DUPLICATE_ID}, {@link Status#NEGATIVE_WEIGHT},
      *     {@link Status#ID_OUT_OF_RANGE} (negative id), {@link Status#INVALID_UTF8} (an address or
      *     zone with a lone surrogate), {@link Status#INVALID_ARGUMENT} (an empty address under
-     *     {@code consistenthash}, {@code boundedhash} or {@code maglev}),
+     *     {@code consistenthash}, {@code boundedhash}, {@code maglev} or {@code rendezvous}),
      *     {@link Status#LIMIT_EXCEEDED} (e.g. more invokers than {@code maglev}'s table has
      *     slots, {@code maglev.tableSize})
      * @throws IllegalStateException if the balancer is closed

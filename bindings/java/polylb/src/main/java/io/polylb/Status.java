@@ -32,7 +32,7 @@ public enum Status {
     PANIC(13),
     /**
      * An argument out of its range, e.g. a negative elapsed time, or an empty address in an update of
-     * {@code consistenthash}, {@code boundedhash} or {@code maglev}.
+     * {@code consistenthash}, {@code boundedhash}, {@code maglev} or {@code rendezvous}.
      */
     INVALID_ARGUMENT(14),
     /**

@@ -151,6 +151,7 @@ class SubsetTest {
     void rejectedConfigsAreInvalidConfigNamingTheKey() {
         Map<String, String> cases = Map.of(
                 "loadbalance=maglev&subset.size=3&subset.key=a", "subset.size",
+                "loadbalance=rendezvous&subset.size=3&subset.key=a", "subset.size",
                 "loadbalance=consistenthash&subset.size=3&subset.key=a", "subset.size",
                 "loadbalance=random&subset.size=3&subset.key=a", "subset.size",
                 "loadbalance=roundrobin&subset.size=3&subset.key=a", "subset.size",

@@ -41,7 +41,7 @@ import org.apache.dubbo.rpc.support.RpcUtils;
  *
  * <p>URL parameters read (method level first, from the first provider, as Dubbo does):
  * {@value #STRATEGY_KEY}, {@code hash.arguments} (hashing strategies: {@code consistenthash},
- * {@code boundedhash}, {@code maglev}), {@code hash.nodes} (those on Dubbo's ring:
+ * {@code boundedhash}, {@code maglev}, {@code rendezvous}), {@code hash.nodes} (those on Dubbo's ring:
  * {@code consistenthash}, {@code boundedhash}),
  * {@code timeout} (adaptive; unlike Dubbo, which reads it per candidate and lets a call's
  * {@code timeout} attachment override it, polylb has one timeout per balancer: see the README),
@@ -78,10 +78,11 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     public static final String SWEEP_PERIOD_KEY = "polylb.sweepPeriodMs";
     static final int DEFAULT_SWEEP_PERIOD_MS = 60_000;
     /** Strategies that place a call by a key built from its arguments ({@code hash.arguments}). */
-    private static final Set<String> HASHING = Set.of("consistenthash", "boundedhash", "maglev");
+    private static final Set<String> HASHING = Set.of("consistenthash", "boundedhash", "maglev", "rendezvous");
     /**
      * The hashing strategies on Dubbo's ring, which takes {@code hash.nodes}; {@code maglev}'s
-     * lookup table has no virtual nodes (its size is {@code maglev.tableSize}, a polylb key).
+     * lookup table has no virtual nodes (its size is {@code maglev.tableSize}, a polylb key), and
+     * {@code rendezvous} has neither ring nor table.
      */
     private static final Set<String> RING = Set.of("consistenthash", "boundedhash");
     /** Dubbo's strategies whose pick weighs each element of the list (a repeated one more). */
@@ -734,6 +735,18 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         /** The extension, as Dubbo's extension loader creates it. */
         public Maglev() {
             super("maglev");
+        }
+    }
+
+    /**
+     * {@code loadbalance="polylb-rendezvous"}: weighted rendezvous (highest random weight) hashing
+     * (a polylb strategy; {@code hash.arguments} as for {@code consistenthash}; a failover's retry
+     * takes the key's next choice, the same on every consumer).
+     */
+    public static class Rendezvous extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
+        public Rendezvous() {
+            super("rendezvous");
         }
     }
 }

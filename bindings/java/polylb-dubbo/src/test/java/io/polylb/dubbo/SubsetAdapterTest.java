@@ -90,8 +90,10 @@ class SubsetAdapterTest extends AdapterTest {
     @Test
     void aHashingStrategyRejectsSubsetting() {
         List<Invoker<Object>> list = providers(4, "subset.size=2&subset.key=c1");
-        PolylbLoadBalance polylb = track(new PolylbLoadBalance.Maglev());
-        RpcException e = assertThrows(RpcException.class, () -> pick(polylb, list, call("sayHello", "k")));
-        assertTrue(e.getMessage().contains("subset.size"), e.getMessage());
+        for (PolylbLoadBalance polylb : List.of(
+                track(new PolylbLoadBalance.Maglev()), track(new PolylbLoadBalance.Rendezvous()))) {
+            RpcException e = assertThrows(RpcException.class, () -> pick(polylb, list, call("sayHello", "k")));
+            assertTrue(e.getMessage().contains("subset.size"), e.getMessage());
+        }
     }
 }

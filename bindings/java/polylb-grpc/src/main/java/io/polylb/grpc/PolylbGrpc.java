@@ -13,7 +13,7 @@ import io.polylb.Invoker;
  *       zone (its id and address are the policy's; an endpoint without it has Dubbo's defaults:
  *       weight 100, no warm-up, no zone).
  *   <li>{@link #HASH_KEY} on a call's {@link CallOptions}: the key {@code consistenthash},
- *       {@code boundedhash} and {@code maglev} place the call by (Dubbo hashes the first
+ *       {@code boundedhash}, {@code maglev} and {@code rendezvous} place the call by (Dubbo hashes the first
  *       argument; with gRPC the caller names the key), e.g.
  *       {@code stub.withOption(PolylbGrpc.HASH_KEY, userId)}.
  * </ul>
@@ -29,7 +29,10 @@ public final class PolylbGrpc {
      */
     public static final Attributes.Key<Invoker> INVOKER = Attributes.Key.create("io.polylb.grpc.invoker");
 
-    /** The hash key of a call, for {@code consistenthash}, {@code boundedhash} and {@code maglev}. */
+    /**
+     * The hash key of a call, for {@code consistenthash}, {@code boundedhash}, {@code maglev} and
+     * {@code rendezvous}.
+     */
     public static final CallOptions.Key<byte[]> HASH_KEY = CallOptions.Key.create("io.polylb.grpc.hashKey");
 
     private PolylbGrpc() {}

@@ -194,6 +194,73 @@ class PolicyStateTest {
         }
     }
 
+    /** The port of a pick's endpoint (this test's endpoints are 127.0.0.1:&lt;port&gt;). */
+    private static int portOf(Subchannel subchannel) {
+        return ((InetSocketAddress) ((FakeSubchannel) subchannel).args.getAddresses().get(0).getAddresses().get(0))
+                .getPort();
+    }
+
+    /** The port a polylb rendezvous balancer over 127.0.0.1:&lt;ports&gt; sends {@code key} to. */
+    private static int rendezvousPort(String key, int... ports) {
+        try (Balancer reference = new Balancer("loadbalance=rendezvous")) {
+            List<io.polylb.Invoker> set = new ArrayList<>();
+            for (int port : ports) {
+                set.add(io.polylb.Invoker.of(port, "127.0.0.1:" + port));
+            }
+            reference.update(set);
+            long id = reference.selectByKey(0, key);
+            reference.report(0, id, 1, io.polylb.Outcome.CANCELLED);
+            return (int) id;
+        }
+    }
+
+    /**
+     * {@code rendezvous} places a call by its {@link PolylbGrpc#HASH_KEY}, where the library sends
+     * the key over the endpoints' addresses; an endpoint that is not READY is excluded from the
+     * pick, so exactly its keys move, each to its next choice (where a client without that
+     * endpoint sends it), and they come back when it is READY again.
+     */
+    @Test
+    void rendezvousPlacesCallsByTheirHashKey() {
+        List<EquivalentAddressGroup> groups = new ArrayList<>();
+        for (int port = 1; port <= 5; port++) {
+            groups.add(new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", port)));
+        }
+        resolve("loadbalance=rendezvous", groups);
+        subchannels.forEach(s -> s.set(ConnectivityState.READY));
+        assertEquals(ConnectivityState.READY, state);
+        assertEquals("rendezvous", balancer.strategy());
+
+        Map<String, Subchannel> owner = new HashMap<>();
+        for (int k = 0; k < 300; k++) {
+            String key = "user-" + k;
+            owner.put(key, pickByKey(key));
+            assertEquals(owner.get(key), pickByKey(key), key);
+            assertEquals(rendezvousPort(key, 1, 2, 3, 4, 5), portOf(owner.get(key)), key);
+        }
+        assertEquals(5, new HashSet<>(owner.values()).size(), "300 keys over 5 endpoints");
+
+        FakeSubchannel down = subchannels.get(2);
+        down.set(ConnectivityState.TRANSIENT_FAILURE);
+        assertEquals(ConnectivityState.READY, state);
+        int moved = 0;
+        for (Map.Entry<String, Subchannel> e : owner.entrySet()) {
+            Subchannel now = pickByKey(e.getKey());
+            assertEquals(rendezvousPort(e.getKey(), 1, 2, 4, 5), portOf(now), e.getKey());
+            if (e.getValue() == down) {
+                moved++;
+            } else {
+                assertEquals(e.getValue(), now, e.getKey() + " moved though its endpoint is READY");
+            }
+        }
+        assertTrue(moved > 0, "no key on the endpoint that went down");
+
+        down.set(ConnectivityState.READY);
+        for (Map.Entry<String, Subchannel> e : owner.entrySet()) {
+            assertEquals(e.getValue(), pickByKey(e.getKey()), e.getKey() + " after its endpoint came back");
+        }
+    }
+
     private int setSize() {
         return com.google.gson.JsonParser.parseString(balancer.statsJson()).getAsJsonObject()
                 .getAsJsonArray("invokers").size();

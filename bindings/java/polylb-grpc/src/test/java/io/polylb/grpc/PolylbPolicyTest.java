@@ -312,6 +312,37 @@ class PolylbPolicyTest {
         assertTrue(othersMoved * 10 <= others, othersMoved + " of " + others + " keys moved though their provider stayed");
     }
 
+    /**
+     * rendezvous over real connections: each key's calls reach one provider, keys spread; when a
+     * provider leaves, exactly its keys move and every other key stays on its provider.
+     */
+    @Test
+    void rendezvousHashKeysMoveOnlyTheLeavingProvidersKeys() throws Exception {
+        List<Provider> p = providers(3);
+        Client client = client("loadbalance=rendezvous", false, endpoints(p));
+        client.waitForSet(3);
+        Map<String, String> before = new HashMap<>();
+        for (int k = 0; k < 100; k++) {
+            before.put("user-" + k, callWithKey(client, "user-" + k));
+            assertEquals(before.get("user-" + k), callWithKey(client, "user-" + k), "a key moved with no change");
+        }
+        assertEquals(3, new java.util.HashSet<>(before.values()).size(), "100 keys over 3 providers: " + before);
+        client.resolver.setEndpoints(endpoints(p.subList(0, 2))); // p2 leaves
+        eventually(() -> client.setSize() == 2, "p2 out of the set");
+        int moved = 0;
+        for (Map.Entry<String, String> key : before.entrySet()) {
+            String now = callWithKey(client, key.getKey());
+            assertTrue(now.equals("p0") || now.equals("p1"), key.getKey() + " went to " + now);
+            assertEquals(now, callWithKey(client, key.getKey()), "a key moved with no change");
+            if (key.getValue().equals("p2")) {
+                moved++;
+            } else {
+                assertEquals(key.getValue(), now, key.getKey() + " moved though its provider stayed");
+            }
+        }
+        assertTrue(moved > 0, "no key was on p2");
+    }
+
     private static String callWithKey(Client client, String key) {
         return client.call(EchoService.CALL,
                 CallOptions.DEFAULT.withOption(PolylbGrpc.HASH_KEY, key.getBytes(StandardCharsets.UTF_8)), "");
