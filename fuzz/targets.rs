@@ -656,7 +656,7 @@ fn in_documented_range(key: &str, value: &str) -> Option<bool> {
         "zone.minHealthyPercent" | "slowstart.minWeightPercent" | "subset.minHealthyPercent" => {
             int(1, 100)
         }
-        "subset.size" => int(0, u32::MAX as i128),
+        "subset.size" | "subset.index" => int(0, u32::MAX as i128),
         "outlier.failureRate" | "outlier.maxEjectionPercent" => int(0, 100),
         "outlier.consecutiveFailures" => int(0, u32::MAX as i128),
         "outlier.minRequests" => int(1, u32::MAX as i128),

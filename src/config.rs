@@ -51,14 +51,19 @@ pub struct Config {
 }
 
 /// `subset.*`: each consumer prefers its own subset of the invokers, chosen by rendezvous
-/// hashing of its key with their addresses.
+/// hashing of its key with their addresses, or by its index among the consumers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SubsetConfig {
     /// Invokers in the subset; 0 = off (every invoker).
     pub size: u32,
-    /// This consumer's identity (required with `size`): different keys take different subsets,
-    /// the same key the same subset of the same set, in every process and language.
+    /// This consumer's identity (this or `index` is required with `size`): different keys take
+    /// different subsets, the same key the same subset of the same set, in every process and
+    /// language.
     pub key: Option<String>,
+    /// This consumer's index among the consumers, 0, 1, 2, …: consumers 0..C take subsets that
+    /// hold every invoker equally often (within one), so that load-blind strategies may use
+    /// them too; instead of `key`.
+    pub index: Option<u32>,
     /// Stay entirely in the subset while at least this percentage of it is healthy.
     pub min_healthy_percent: u32,
 }
@@ -139,6 +144,7 @@ impl Default for Config {
             subset: SubsetConfig {
                 size: 0,
                 key: None,
+                index: None,
                 min_healthy_percent: 70,
             },
             outlier: OutlierConfig {
@@ -396,9 +402,10 @@ const KEYS: &[(&str, &str, Setter)] = &[
     ),
     (
         "subset.size",
-        "subsetting (leastactive, shortestresponse, adaptive, p2c, peakewma): this consumer \
-         prefers this many invokers, chosen by rendezvous hashing of subset.key with their \
-         addresses (within its zone when zone is set); 0 = off (default 0)",
+        "subsetting: this consumer prefers this many invokers (within its zone when zone is \
+         set), chosen by rendezvous hashing of subset.key with their addresses \
+         (leastactive, shortestresponse, adaptive, p2c, peakewma) or by subset.index (also \
+         random and roundrobin); 0 = off (default 0)",
         |c, k, v| {
             c.subset.size = int(k, v)?;
             Ok(())
@@ -407,8 +414,8 @@ const KEYS: &[(&str, &str, Setter)] = &[
     (
         "subset.key",
         "subsetting: this consumer's identity, e.g. its host name and service; different keys \
-         take different subsets, the same key the same subset of the same set (required with \
-         subset.size)",
+         take different subsets, the same key the same subset of the same set (subset.size needs \
+         this or subset.index)",
         |c, _, v| {
             c.subset.key = Some(v.to_string());
             Ok(())
@@ -421,6 +428,16 @@ const KEYS: &[(&str, &str, Setter)] = &[
          spills over to every healthy invoker; 1..=100 (default 70)",
         |c, k, v| {
             c.subset.min_healthy_percent = int(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "subset.index",
+        "subsetting: this consumer's index among the consumers of the service, 0, 1, 2, … (a \
+         pod's ordinal, say), instead of subset.key: consumers 0 to C-1 take subsets that hold \
+         every invoker equally often, within one; 0..=4294967295",
+        |c, k, v| {
+            c.subset.index = Some(int(k, v)?);
             Ok(())
         },
     ),
@@ -654,19 +671,33 @@ impl Config {
                 );
             }
         } else {
-            if self.subset.key.is_none() {
+            let indexed = self.subset.index.is_some();
+            if self.subset.key.is_none() && !indexed {
                 return fail(
                     "subset.size",
-                    "needs subset.key=<this consumer's identity>: consumers that share a key \
-                     share a subset",
+                    "needs subset.key=<this consumer's identity> (consumers that share a key \
+                     share a subset) or subset.index=<this consumer's index among the consumers>",
                 );
             }
-            if !self.strategy.takes_subset() {
+            if self.subset.key.is_some() && indexed {
+                return fail(
+                    "subset.index",
+                    "and subset.key are two ways to choose the subset: give one",
+                );
+            }
+            // Dealt subsets are balanced, so load-blind strategies may take them too.
+            let takes = if indexed {
+                !self.strategy.hashes_keys()
+            } else {
+                self.strategy.takes_subset()
+            };
+            if !takes {
                 let why = if self.strategy.hashes_keys() {
                     "consumers with different subsets would send one key to different invokers"
                 } else {
-                    "some invokers are in more consumers' subsets than others (they spread \
-                     binomially) and a load-blind pick cannot move calls off them; use \
+                    "with subset.key some invokers are in more consumers' subsets than others \
+                     (they spread binomially) and a load-blind pick cannot move calls off them; \
+                     give subset.index (subsets balanced over the consumers) or use \
                      leastactive, shortestresponse, adaptive, p2c or peakewma"
                 };
                 return fail(

@@ -225,9 +225,12 @@ fn no_heap_allocation_over_the_local_zone() {
     // And a subset of the zone, which takes the zone's place, for the strategies that take one.
     let configs = StrategyKind::ALL.iter().flat_map(|kind| {
         let zoned = format!("loadbalance={}&zone=b", kind.name());
-        let subset = kind
-            .takes_subset()
-            .then(|| format!("{zoned}&subset.size=40&subset.key=consumer-1"));
+        // random and roundrobin take subsets dealt by index only.
+        let subset = if kind.takes_subset() {
+            Some(format!("{zoned}&subset.size=40&subset.key=consumer-1"))
+        } else {
+            (!kind.hashes_keys()).then(|| format!("{zoned}&subset.size=40&subset.index=3"))
+        };
         std::iter::once(zoned).chain(subset)
     });
     for config in configs {

@@ -120,7 +120,8 @@ fn every_config_string_in_the_docs_parses() {
         // The simulator gives each consumer its own subset.key when a spec has none.
         let simulated = file.ends_with("simulator.md")
             && config.contains("subset.size=")
-            && !config.contains("subset.key=");
+            && !config.contains("subset.key=")
+            && !config.contains("subset.index=");
         let result = if simulated {
             Config::parse(&format!("{config}&subset.key=consumer-0"))
         } else {
@@ -286,6 +287,8 @@ fn accepting(key: &str) -> String {
         "zone" => &["zone=a", "outlier.consecutiveFailures=3"],
         // subset.size's default, 0, is subsetting off: alone, it is accepted.
         "subset" if key == "subset.size" => &[],
+        // subset.index is the other way to choose than subset.key: never both.
+        "subset" if key == "subset.index" => &["loadbalance=random", "subset.size=3"],
         "subset" => &[
             "loadbalance=p2c",
             "subset.size=3",
@@ -328,6 +331,7 @@ fn the_key_tables_give_the_librarys_defaults() {
                 "zone" => defaults.zone.is_none(),
                 "seed" => defaults.seed.is_none(),
                 "subset.key" => defaults.subset.key.is_none(),
+                "subset.index" => defaults.subset.index.is_none(),
                 _ => false,
             };
             if !unset {

@@ -306,8 +306,8 @@ fn main() {
         let p = PolicySpec::parse(s);
         if let PolicySpec::Library(name) = &p {
             let config = engine::library_config(name);
-            let key = policy::consumer_key(config, 0);
-            if let Err(e) = polylb::Balancer::new(&format!("loadbalance={config}{key}")) {
+            let config = policy::consumer_spec(config, 0);
+            if let Err(e) = polylb::Balancer::new(&format!("loadbalance={config}")) {
                 eprintln!("notice: skipping strategy '{name}': {e}");
                 continue;
             }

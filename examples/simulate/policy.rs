@@ -76,8 +76,7 @@ pub trait Policy {
 pub const EPOCH_US: i64 = 1_700_000_000_000_000;
 
 /// The library under test: one `Balancer` per consumer, configured with
-/// `loadbalance=<spec>&seed=<derived>` (and `&subset.key=consumer-<c>` for a spec with
-/// `subset.size` and no key).
+/// `loadbalance=<spec>&seed=<derived>`, the spec made each consumer's own by [`consumer_spec`].
 pub struct LibraryPolicy {
     balancers: Vec<Balancer>,
     methods: Vec<u32>,
@@ -86,14 +85,28 @@ pub struct LibraryPolicy {
     provider_metrics: bool,
 }
 
-/// `&subset.key=consumer-<c>` for a spec with `subset.size` and no key of its own (else
-/// nothing): subsets need each consumer's own identity, as a deployment gives its hosts.
-pub fn consumer_key(spec: &str, consumer: usize) -> String {
-    if spec.contains("subset.size=") && !spec.contains("subset.key=") {
-        format!("&subset.key=consumer-{consumer}")
-    } else {
-        String::new()
+/// The spec as consumer `c` runs it: subsets need each consumer's own identity, as a deployment
+/// gives its hosts. A spec with `subset.index=<i>` gives consumer c the index i + c; one with
+/// `subset.size` and neither a key nor an index gets `&subset.key=consumer-<c>`.
+pub fn consumer_spec(spec: &str, consumer: usize) -> String {
+    let pairs: Vec<String> = spec
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some(("subset.index", first)) => match first.trim().parse::<u64>() {
+                Ok(i) => format!("subset.index={}", i + consumer as u64),
+                Err(_) => pair.to_string(),
+            },
+            _ => pair.to_string(),
+        })
+        .collect();
+    let mut spec = pairs.join("&");
+    if spec.contains("subset.size=")
+        && !spec.contains("subset.key=")
+        && !spec.contains("subset.index=")
+    {
+        spec.push_str(&format!("&subset.key=consumer-{consumer}"));
     }
+    spec
 }
 
 impl LibraryPolicy {
@@ -110,13 +123,13 @@ impl LibraryPolicy {
         let name = spec.split('&').next().unwrap_or("");
         for c in 0..consumers {
             let mut config = format!(
-                "loadbalance={spec}&seed={}",
+                "loadbalance={}&seed={}",
+                consumer_spec(spec, c),
                 crate::rng::derive(seed, 0xB41 + c as u64)
             );
             if name == "adaptive" && !spec.contains("timeout=") {
                 config.push_str(&format!("&timeout={timeout_ms}"));
             }
-            config.push_str(&consumer_key(spec, c));
             let lb = Balancer::new(&config).map_err(|e| e.to_string())?;
             methods.push(lb.method("call").map_err(|e| e.to_string())?);
             balancers.push(lb);

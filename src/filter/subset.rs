@@ -11,6 +11,22 @@
 //!   score, one joining the set displaces only the member it outscores, and invokers outside
 //!   a subset come and go without changing it.
 //!
+//! With `subset.index` instead of a key (consumer i of the consumers 0, 1, 2, …), the subsets
+//! are dealt out rather than drawn, as Google's deterministic subsetting deals them: lay out
+//! the n eligible invokers in round 0's order, then round 1's, and so on (round r orders them
+//! by score with r's hash in the key's place, so every round is a new shuffle), and give
+//! consumer i the places `i·size .. (i+1)·size` of that sequence. A subset may run from one
+//! round into the next, so round r + 1 first moves the invokers of round r's last `size − 1`
+//! places out of its own first `size − 1` (each just behind them, in order): no subset holds
+//! an invoker twice. Consumers 0 to C−1 then hold every invoker ⌊C·size/n⌋ or ⌈C·size/n⌉
+//! times, for any C. (That needs n ≥ 3·size − 3, so that the moves never reach a round's last
+//! places; with larger subsets a subset skips an invoker it holds already and takes one more
+//! place, and counts may be off by a few.) Load-blind strategies can use these subsets. Rounds reshuffle so that consumers sharing one
+//! subset are few (a fixed order would give consumers i and i + n/size the same one, sharing
+//! every failure). The price is churn: an invoker joining or leaving changes every round's
+//! places after it and n, so most consumers' subsets change (with keys, only those that held
+//! it).
+//!
 //! An invoker of weight 0 is not taken while any invoker weighs more (it would hold a place
 //! and serve nothing), and with `zone` the subset is taken among the local zone's invokers
 //! while it has a weighted one. The subset is then what the zone would be: calls go there
@@ -25,20 +41,36 @@ use crate::strategy::stable_hash::{hash64, mix64};
 /// as they decide which invokers each key takes.
 const KEY_SEED: u64 = 0x7375_6273_6574_6b79;
 const ADDRESS_SEED: u64 = 0x7375_6273_6574_6164;
+/// Seeds a round's hash ("subsetrd"), which stands for the key in `subset.index`'s orders.
+const ROUND_SEED: u64 = u64::from_be_bytes(*b"subsetrd");
 
 /// `subset.*`, resolved for picking subsets.
 pub(crate) struct Subsetting {
     size: usize,
-    key_hash: u64,
+    choice: Choice,
+}
+
+enum Choice {
+    /// `subset.key`'s hash: the best scores.
+    Key(u64),
+    /// `subset.index`: consecutive places in the rounds' orders.
+    Index(u32),
 }
 
 impl Subsetting {
     /// None when subsetting is off.
     pub fn new(config: &SubsetConfig) -> Option<Subsetting> {
-        let key = config.key.as_deref().filter(|_| config.size > 0)?;
+        if config.size == 0 {
+            return None;
+        }
+        let choice = match (&config.key, config.index) {
+            (Some(key), _) => Choice::Key(hash64(key.as_bytes(), KEY_SEED)),
+            (None, Some(index)) => Choice::Index(index),
+            (None, None) => return None,
+        };
         Some(Subsetting {
             size: config.size as usize,
-            key_hash: hash64(key.as_bytes(), KEY_SEED),
+            choice,
         })
     }
 
@@ -53,25 +85,94 @@ impl Subsetting {
             (members.iter().any(weighted), false)
         };
         let eligible = |m: &Member| (!by_weight || weighted(m)) && (!by_zone || local(m));
-        let mut ranked: Vec<(u64, u32)> = members
+        let eligible: Vec<(u64, u32)> = members
             .iter()
             .enumerate()
             .filter(|(_, m)| eligible(m))
-            .map(|(p, m)| (self.score(&m.address), p as u32))
+            .map(|(p, m)| (hash64(m.address.as_bytes(), ADDRESS_SEED), p as u32))
             .collect();
-        // The `size` best, in no order (a selection, not a sort: updates of large sets); the
-        // same address twice ties, and the earlier position wins.
-        if ranked.len() > self.size {
-            ranked.select_nth_unstable_by(self.size - 1, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            ranked.truncate(self.size);
-        }
-        let mut positions: Box<[u32]> = ranked.into_iter().map(|(_, p)| p).collect();
+        let mut positions: Box<[u32]> = if eligible.len() <= self.size {
+            eligible.into_iter().map(|(_, p)| p).collect()
+        } else {
+            match self.choice {
+                Choice::Key(key_hash) => self.best_scores(eligible, key_hash),
+                Choice::Index(index) => self.dealt(&eligible, index, members.len()),
+            }
+        };
         positions.sort_unstable();
         positions
     }
 
-    /// The invoker's rendezvous score for this consumer.
-    fn score(&self, address: &str) -> u64 {
-        mix64(hash64(address.as_bytes(), ADDRESS_SEED) ^ self.key_hash)
+    /// The `size` best scores with `key_hash`, in no order (a selection, not a sort: updates of
+    /// large sets); the same address twice ties, and the earlier position wins.
+    fn best_scores(&self, eligible: Vec<(u64, u32)>, key_hash: u64) -> Box<[u32]> {
+        let mut ranked: Vec<(u64, u32)> = eligible
+            .into_iter()
+            .map(|(address_hash, p)| (mix64(address_hash ^ key_hash), p))
+            .collect();
+        ranked.select_nth_unstable_by(self.size - 1, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        ranked.truncate(self.size);
+        ranked.into_iter().map(|(_, p)| p).collect()
     }
+
+    /// Consumer `index`'s places in the rounds' orders (see the module doc), as positions.
+    fn dealt(&self, eligible: &[(u64, u32)], index: u32, set_len: usize) -> Box<[u32]> {
+        let n = eligible.len() as u64;
+        // size < n: a subset ends in the round it starts in, or in the next.
+        let start = u64::from(index) * self.size as u64;
+        let (mut round, mut place) = (start / n, (start % n) as usize);
+        let mut order = round_order(eligible, round, self.size);
+        let mut taken = vec![false; set_len];
+        let mut chosen = Vec::with_capacity(self.size);
+        while chosen.len() < self.size {
+            if place == order.len() {
+                round += 1;
+                place = 0;
+                order = round_order(eligible, round, self.size);
+            }
+            let p = order[place];
+            place += 1;
+            if !std::mem::replace(&mut taken[p as usize], true) {
+                chosen.push(p);
+            }
+        }
+        chosen.into()
+    }
+}
+
+/// Round `round`'s order of the eligible invokers (address hash, position) for subsets of
+/// `size`: their shuffle (see [`shuffled`]), then the invokers of the previous round's last
+/// `size − 1` places moved out of its first `size − 1`.
+fn round_order(eligible: &[(u64, u32)], round: u64, size: usize) -> Vec<u32> {
+    let order = shuffled(eligible, round);
+    let n = order.len();
+    if round == 0 || size < 2 || n < 3 * size - 3 {
+        return order;
+    }
+    // The previous round's last places are its shuffle's: its own moves stop short of them.
+    let previous = shuffled(eligible, round - 1);
+    let tail = &previous[n - (size - 1)..];
+    let mut head: Vec<u32> = Vec::with_capacity(n);
+    let mut behind: Vec<u32> = Vec::with_capacity(n);
+    for p in order {
+        if head.len() < size - 1 && !tail.contains(&p) {
+            head.push(p);
+        } else {
+            behind.push(p);
+        }
+    }
+    head.extend(behind);
+    head
+}
+
+/// The eligible invokers (address hash, position) by score with the round's hash, best first,
+/// the earlier position on a tie.
+fn shuffled(eligible: &[(u64, u32)], round: u64) -> Vec<u32> {
+    let round_hash = hash64(&round.to_le_bytes(), ROUND_SEED);
+    let mut ranked: Vec<(u64, u32)> = eligible
+        .iter()
+        .map(|&(address_hash, p)| (mix64(address_hash ^ round_hash), p))
+        .collect();
+    ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.into_iter().map(|(_, p)| p).collect()
 }

@@ -304,10 +304,12 @@ impl StrategyKind {
         )
     }
 
-    /// True for the strategies that take `subset.*`: those that pick by load or latency. Not
-    /// the key-hashing ones (see [`StrategyKind::hashes_keys`]), nor `random` and `roundrobin`:
-    /// subsets spread binomially, so some invokers are in more consumers' subsets than others,
-    /// and a load-blind pick cannot move calls off them.
+    /// True for the strategies that take subsets chosen by `subset.key`: those that pick by load
+    /// or latency. Not the key-hashing ones (see [`StrategyKind::hashes_keys`]), nor `random`
+    /// and `roundrobin`: keyed subsets spread binomially, so some invokers are in more
+    /// consumers' subsets than others, and a load-blind pick cannot move calls off them. Those
+    /// two take subsets dealt by `subset.index` (balanced over the consumers); the key-hashing
+    /// strategies take none.
     pub fn takes_subset(self) -> bool {
         !self.hashes_keys() && !matches!(self, StrategyKind::Random | StrategyKind::RoundRobin)
     }

@@ -1,5 +1,6 @@
-//! Subsetting (`subset.size`, `subset.key`): which invokers each consumer prefers, how evenly
-//! consumers spread over a fleet, how little churn moves, and how calls leave a subset.
+//! Subsetting (`subset.size`, `subset.key` or `subset.index`): which invokers each consumer
+//! prefers, how evenly consumers spread over a fleet, how little churn moves, and how calls
+//! leave a subset.
 
 use crate::common::*;
 use crate::helpers::*;
@@ -251,7 +252,12 @@ fn subset_options_are_checked() {
             "subset.minHealthyPercent",
         ),
         ("loadbalance=maglev&subset.size=3&subset.key=a", "maglev"),
-        ("loadbalance=random&subset.size=3&subset.key=a", "load-blind"),
+        ("loadbalance=maglev&subset.size=3&subset.index=0", "maglev"),
+        ("loadbalance=p2c&subset.size=3&subset.key=a&subset.index=0", "give one"),
+        ("loadbalance=p2c&subset.index=2", "subset.size"),
+        ("loadbalance=p2c&subset.size=3&subset.index=-1", "subset.index"),
+        ("loadbalance=p2c&subset.size=3&subset.index=4294967296", "subset.index"),
+        ("loadbalance=random&subset.size=3&subset.key=a", "subset.index"),
         (
             "loadbalance=roundrobin&subset.size=3&subset.key=a",
             "leastactive, shortestresponse",
@@ -267,4 +273,116 @@ fn subset_options_are_checked() {
     let b = lb("loadbalance=p2c&subset.size=0", &fleet(3));
     let v: serde_json::Value = serde_json::from_str(&b.stats_json(NOW)).unwrap();
     assert_eq!(v["invokers"][0].get("in_subset"), None);
+}
+
+/// The ids consumer `index` prefers among `set` with subsets of `size` dealt by index.
+fn dealt(index: u32, size: u32, set: &[Invoker]) -> BTreeSet<u64> {
+    subset(&lb(
+        &format!("loadbalance=random&subset.size={size}&subset.index={index}"),
+        set,
+    ))
+}
+
+#[test]
+fn subsets_dealt_by_index_hold_every_invoker_equally_often() {
+    // Subsets of up to (10 + 3) / 3 of 10, or sizes that divide it: the counts are exact.
+    let set = fleet(10);
+    for (size, consumers) in [
+        (2u32, 7u32),
+        (3, 10),
+        (4, 25),
+        (4, 3),
+        (5, 9),
+        (2, 33),
+        (5, 50),
+    ] {
+        let mut held = [0u32; 11];
+        for i in 0..consumers {
+            let s = dealt(i, size, &set);
+            assert_eq!(s.len(), size as usize, "consumer {i}");
+            for id in s {
+                held[id as usize] += 1;
+            }
+        }
+        // consumers × size places dealt in rounds of 10: each invoker ⌊·/10⌋ or ⌈·/10⌉.
+        let places = consumers * size;
+        let (low, high) = (places / 10, places.div_ceil(10));
+        for id in 1..=10 {
+            assert!(
+                (low..=high).contains(&held[id]),
+                "size {size}, {consumers} consumers: invoker {id} in {} subsets ({low}..={high})",
+                held[id]
+            );
+        }
+    }
+    // Larger ones: a subset that runs into the next round and meets an invoker again takes one
+    // more place, so counts may be a few off (keys: a binomial spread, about 8 for 6 of 10 over
+    // 31 consumers).
+    for (size, consumers) in [(6u32, 31u32), (7, 13), (5, 40)] {
+        let mut held = [0u32; 11];
+        for i in 0..consumers {
+            let s = dealt(i, size, &set);
+            assert_eq!(s.len(), size as usize, "consumer {i}");
+            for id in s {
+                held[id as usize] += 1;
+            }
+        }
+        let spread = held[1..].iter().max().unwrap() - held[1..].iter().min().unwrap();
+        assert!(spread <= 4, "size {size}, {consumers} consumers: {held:?}");
+    }
+    // Keys spread binomially instead: with the same 25 consumers of 4, the most and least
+    // held invokers differ by far more than the one or two above.
+    let mut held = [0u32; 11];
+    for i in 0..25 {
+        for id in subset_of(&format!("consumer-{i}"), 4, &set) {
+            held[id as usize] += 1;
+        }
+    }
+    let spread = held[1..].iter().max().unwrap() - held[1..].iter().min().unwrap();
+    assert!(spread >= 3, "keys: {held:?}");
+}
+
+#[test]
+fn subsets_by_index_follow_the_addresses_and_serve_load_blind_strategies() {
+    let set = fleet(12);
+    // Consecutive consumers take consecutive places on the ring: disjoint until it wraps.
+    let (a, b) = (dealt(0, 4, &set), dealt(1, 4, &set));
+    assert!(a.is_disjoint(&b), "{a:?} {b:?}");
+    assert_eq!(a, dealt(0, 4, &set), "deterministic");
+    // The same addresses under other ids and in another order: the same addresses.
+    let renamed: Vec<Invoker> = (1..=12u64)
+        .rev()
+        .map(|n| Invoker::new(1000 + n, format!("10.0.0.{n}:20880")))
+        .collect();
+    let again: BTreeSet<u64> = dealt(5, 4, &renamed)
+        .into_iter()
+        .map(|id| id - 1000)
+        .collect();
+    assert_eq!(again, dealt(5, 4, &set));
+    // random and roundrobin take these subsets, and every call stays in them.
+    for strategy in ["random", "roundrobin", "p2c"] {
+        let config = format!("loadbalance={strategy}&subset.size=4&subset.index=5&seed=1");
+        let b = lb(&config, &set);
+        let members = subset(&b);
+        assert_eq!(members, dealt(5, 4, &set), "{strategy}");
+        let mut seen = BTreeSet::new();
+        for k in 0..2000u32 {
+            let id = b.select(0, &k.to_le_bytes(), NOW).unwrap();
+            b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+            assert!(members.contains(&id), "{strategy}: picked {id}");
+            seen.insert(id);
+        }
+        assert_eq!(seen, members, "{strategy}: the whole subset serves");
+    }
+    // Within a zone, among its weighted invokers, as with keys.
+    let zoned: Vec<Invoker> = (1..=12u64)
+        .map(|n| provider(n).zone(if n % 2 == 0 { "a" } else { "b" }))
+        .collect();
+    let b = lb(
+        "loadbalance=random&subset.size=3&subset.index=2&zone=a",
+        &zoned,
+    );
+    let members = subset(&b);
+    assert_eq!(members.len(), 3);
+    assert!(members.iter().all(|id| id % 2 == 0), "{members:?}");
 }

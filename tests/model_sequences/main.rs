@@ -103,6 +103,19 @@ fn scenarios() -> Vec<(&'static str, String, Clocks)> {
                 Clocks::Caller,
             ));
         }
+        if !kind.hashes_keys() {
+            // Subsets dealt by index (load-blind strategies take these too), within a zone.
+            out.push((
+                s,
+                "subset.size=2&subset.index=3".to_string(),
+                Clocks::Caller,
+            ));
+            out.push((
+                s,
+                "subset.size=3&subset.index=1&zone=z0&outlier.consecutiveFailures=1".to_string(),
+                Clocks::Caller,
+            ));
+        }
         if s == "p2c" || s == "roundrobin" {
             let opts = "zone=z0&outlier.consecutiveFailures=1".to_string();
             out.push((s, opts.clone(), Clocks::LibraryFar));

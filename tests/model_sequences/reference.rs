@@ -313,3 +313,66 @@ pub fn subset_members(
     scored.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
     scored.into_iter().take(size).map(|(_, _, id)| id).collect()
 }
+
+/// `subset.index`'s choice (src/filter/subset.rs's module doc): the eligible invokers (as for
+/// keys) in round 0's order, then round 1's, …, round r ordering them by score with the hash
+/// of r's 8 little-endian bytes (seed "subsetrd") in the key's place, best first, the earlier in
+/// set order on a tie, and from round 1 on (when n ≥ 3 × size − 3) the invokers of the previous
+/// round's last size − 1 places moved behind the first size − 1 others; consumer `index` takes
+/// the places from index × size on, skipping an invoker it holds already, until it holds
+/// `size` (all of them when there are no more).
+pub fn dealt_members(
+    set: &[(u64, &str, i32, &str)],
+    index: u32,
+    size: usize,
+    zone: Option<&str>,
+) -> Vec<u64> {
+    // The eligible invokers, by subset_members' rule: a size that takes them all.
+    let eligible = subset_members(set, "any", usize::MAX, zone);
+    if eligible.len() <= size {
+        return eligible;
+    }
+    let shuffled = |round: usize| {
+        let round_hash = maglev_hash(
+            &(round as u64).to_le_bytes(),
+            u64::from_be_bytes(*b"subsetrd"),
+        );
+        let mut ranked: Vec<(u64, usize, u64)> = set
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| eligible.contains(&i.0))
+            .map(|(p, i)| {
+                let a = maglev_hash(i.1.as_bytes(), u64::from_be_bytes(*b"subsetad"));
+                (splitmix_finaliser(a ^ round_hash), p, i.0)
+            })
+            .collect();
+        ranked.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        ranked.into_iter().map(|r| r.2).collect::<Vec<u64>>()
+    };
+    let n = eligible.len();
+    let order = |round: usize| {
+        let plain = shuffled(round);
+        if round == 0 || size < 2 || n < 3 * size - 3 {
+            return plain;
+        }
+        let tail = shuffled(round - 1)[n - (size - 1)..].to_vec();
+        let head: Vec<u64> = plain
+            .iter()
+            .copied()
+            .filter(|id| !tail.contains(id))
+            .take(size - 1)
+            .collect();
+        let rest = plain.iter().copied().filter(|id| !head.contains(id));
+        head.iter().copied().chain(rest).collect::<Vec<u64>>()
+    };
+    let mut chosen: Vec<u64> = Vec::new();
+    let mut place = index as usize * size;
+    while chosen.len() < size {
+        let id = order(place / n)[place % n];
+        if !chosen.contains(&id) {
+            chosen.push(id);
+        }
+        place += 1;
+    }
+    chosen
+}

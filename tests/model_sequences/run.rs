@@ -230,15 +230,20 @@ impl Model {
     /// Whether calls prefer the invoker: in the subset with subsetting, else in the zone.
     fn is_local(&self, id: u64) -> bool {
         let subset = &self.config.subset;
-        if let (true, Some(key)) = (subset.size > 0, subset.key.as_deref()) {
+        if subset.size > 0 {
             let set: Vec<(u64, &str, i32, &str)> = self
                 .set
                 .iter()
                 .map(|i| (i.id, i.address.as_str(), i.weight, i.zone))
                 .collect();
             let zone = self.config.zone.as_deref();
-            return crate::reference::subset_members(&set, key, subset.size as usize, zone)
-                .contains(&id);
+            let size = subset.size as usize;
+            let members = match (subset.key.as_deref(), subset.index) {
+                (Some(key), _) => crate::reference::subset_members(&set, key, size, zone),
+                (None, Some(index)) => crate::reference::dealt_members(&set, index, size, zone),
+                (None, None) => unreachable!("subset.size needs a key or an index"),
+            };
+            return members.contains(&id);
         }
         let zone = self.inv(id).zone;
         !zone.is_empty() && Some(zone) == self.config.zone.as_deref()
