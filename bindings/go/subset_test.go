@@ -1,11 +1,14 @@
 package polylb_test
 
-// Subsetting (subset.size / subset.key) through the Go binding: picks stay in
-// the subset the stats mark in_subset, the subset depends on the key and the
-// addresses only, a failover leaves it only once its members are all excluded,
-// bad configs are ErrInvalidConfig naming the key, and the subset of one fixed
-// scenario is the one every language must agree on. The choice itself is
-// tested in Rust (tests/beyond_dubbo/subset.rs).
+// Subsetting (subset.size / subset.key / subset.index) through the Go binding:
+// picks stay in the subset the stats mark in_subset, the subset depends on the
+// key and the addresses only, a failover leaves it only once its members are
+// all excluded, bad configs are ErrInvalidConfig naming the key, and the subset
+// of one fixed scenario is the one every language must agree on. Subsets dealt
+// by subset.index hold every invoker equally often over consumers 0..C-1, so
+// random and roundrobin take them (not subset.key); their fixed scenario is
+// shared with the other languages too. The choice itself is tested in Rust
+// (tests/beyond_dubbo/subset.rs).
 
 import (
 	"errors"
@@ -194,5 +197,112 @@ func TestSubsetAcrossLanguages(t *testing.T) {
 	lb := newBalancer(t, "loadbalance=leastactive&subset.size=4&subset.key=consumer-42", set)
 	if got := inSubset(t, lb); !reflect.DeepEqual(got, crossLanguageSubset) {
 		t.Errorf("in_subset %v, want %v (the subset every language must agree on)", got, crossLanguageSubset)
+	}
+}
+
+// crossLanguageIndexedSubsets are the subsets dealt by index every language
+// must agree on: invokers 1..20 at 10.0.0.<id>:20880 (default weight) with
+// loadbalance=random&subset.size=4&subset.index=<i>. Computed once from the
+// Rust library; the Java (SubsetTest) and Python (test_subset.py) tests
+// assert the same literal, and they must agree.
+var crossLanguageIndexedSubsets = map[uint32][]uint64{
+	0: {5, 7, 11, 14},
+	1: {4, 10, 12, 17},
+	7: {2, 4, 7, 11},
+}
+
+// indexedSubset is what a fresh balancer with strategy and
+// subset.size=size&subset.index=index marks in_subset over ids 1..n at
+// 10.0.0.<id>:20880.
+func indexedSubset(t *testing.T, strategy string, size, index uint32, n uint64) []uint64 {
+	t.Helper()
+	var set []polylb.Invoker
+	for i := uint64(1); i <= n; i++ {
+		set = append(set, polylb.NewInvoker(i, fmt.Sprintf("10.0.0.%d:20880", i)))
+	}
+	config := fmt.Sprintf("loadbalance=%s&subset.size=%d&subset.index=%d", strategy, size, index)
+	lb, err := polylb.New(config)
+	if err != nil {
+		t.Fatalf("New(%q): %v", config, err)
+	}
+	defer lb.Close()
+	if err := lb.Update(set); err != nil {
+		t.Fatal(err)
+	}
+	return inSubset(t, lb)
+}
+
+func TestSubsetByIndexAcrossLanguages(t *testing.T) {
+	for index, want := range crossLanguageIndexedSubsets {
+		if got := indexedSubset(t, "random", 4, index, 20); !reflect.DeepEqual(got, want) {
+			t.Errorf("subset.index=%d: in_subset %v, want %v (the subset every language must agree on)", index, got, want)
+		}
+	}
+}
+
+func TestSubsetsByIndexHoldEveryInvokerEquallyOften(t *testing.T) {
+	// 25 consumers x 4 places = 100 places over 20 invokers: each in exactly 5 subsets.
+	held := map[uint64]int{}
+	for index := uint32(0); index < 25; index++ {
+		members := indexedSubset(t, "random", 4, index, 20)
+		if len(members) != 4 {
+			t.Fatalf("consumer %d: in_subset %v, want 4 ids", index, members)
+		}
+		for _, id := range members {
+			held[id]++
+		}
+	}
+	for id := uint64(1); id <= 20; id++ {
+		if held[id] != 5 {
+			t.Errorf("invoker %d in %d subsets, want 5 (%v)", id, held[id], held)
+		}
+	}
+}
+
+func TestSubsetByIndexServesLoadBlindStrategies(t *testing.T) {
+	want := indexedSubset(t, "leastactive", 4, 5, 12)
+	for _, strategy := range []string{"random", "roundrobin"} {
+		t.Run(strategy, func(t *testing.T) {
+			lb := newBalancer(t, "loadbalance="+strategy+"&subset.size=4&subset.index=5&seed=1", fleet(12))
+			members := inSubset(t, lb)
+			if len(members) != 4 || !reflect.DeepEqual(members, want) {
+				t.Fatalf("in_subset %v, want the 4 of index 5: %v", members, want)
+			}
+			counts := countPicks(t, lb, polylb.ServiceLevel, 2000)
+			for id := range counts {
+				if !contains(members, id) {
+					t.Fatalf("picked %d outside the subset %v (%v)", id, members, counts)
+				}
+			}
+			if len(counts) != len(members) {
+				t.Fatalf("picks %v do not use the whole subset %v", counts, members)
+			}
+		})
+	}
+}
+
+func TestSubsetByIndexConfigErrorsNameTheKey(t *testing.T) {
+	for _, c := range []struct{ config, key string }{
+		{"loadbalance=random&subset.size=3&subset.key=a", "subset.size"},
+		{"loadbalance=leastactive&subset.size=3&subset.key=a&subset.index=1", "subset.index"},
+		{"loadbalance=random&subset.size=3&subset.key=a&subset.index=1", "subset.index"},
+		{"loadbalance=maglev&subset.size=3&subset.index=1", "subset.size"},
+		{"loadbalance=random&subset.index=1", "subset.index"},
+		{"loadbalance=random&subset.size=3&subset.index=-1", "subset.index"},
+		{"loadbalance=random&subset.size=3&subset.index=4294967296", "subset.index"},
+	} {
+		lb, err := polylb.New(c.config)
+		if err == nil {
+			lb.Close()
+			t.Errorf("New(%q) accepted", c.config)
+			continue
+		}
+		var e *polylb.Error
+		if !errors.Is(err, polylb.ErrInvalidConfig) || !errors.As(err, &e) || !strings.Contains(e.Message, c.key) {
+			t.Errorf("New(%q): %v, want ErrInvalidConfig naming %s", c.config, err, c.key)
+		}
+	}
+	if got := indexedSubset(t, "random", 4, 4294967295, 20); len(got) != 4 {
+		t.Errorf("subset.index=4294967295: in_subset %v, want 4 ids", got)
 	}
 }

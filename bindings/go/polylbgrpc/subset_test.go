@@ -50,3 +50,44 @@ func TestSubsetFromTheConfigString(t *testing.T) {
 		t.Errorf("RPCs went to %v, stats mark %v in_subset: want the same 2", got, marked)
 	}
 }
+
+// Subsets dealt by index through the config string: random takes them
+// (subset.size=2&subset.index=3), and every RPC over 6 ready servers goes to
+// the 2 the balancer marks in_subset, both serving.
+func TestSubsetByIndexFromTheConfigString(t *testing.T) {
+	var endpoints []resolver.Endpoint
+	var addrs []string
+	for i := 0; i < 6; i++ {
+		p := startProvider(t)
+		addrs = append(addrs, p.addr)
+		endpoints = append(endpoints, endpointOf(p.addr))
+	}
+	cl := dial(t, "loadbalance=random&seed=3&subset.size=2&subset.index=3", endpoints)
+	cl.waitReady(t, addrs...)
+	got := map[string]int{}
+	for i := 0; i < 600; i++ {
+		host, err := unary(context.Background(), cl, codes.OK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[host]++
+	}
+	var marked, called []string
+	for _, inv := range cl.stats(t).Invokers {
+		raw, ok := inv.Extra["in_subset"]
+		if !ok {
+			t.Fatalf("%s: no in_subset in its stats row", inv.Address)
+		}
+		if string(raw) == "true" {
+			marked = append(marked, inv.Address)
+		}
+	}
+	for host := range got {
+		called = append(called, host)
+	}
+	sort.Strings(marked)
+	sort.Strings(called)
+	if len(marked) != 2 || fmt.Sprint(marked) != fmt.Sprint(called) {
+		t.Errorf("RPCs went to %v, stats mark %v in_subset: want the same 2", got, marked)
+	}
+}

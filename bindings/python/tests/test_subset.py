@@ -1,7 +1,10 @@
-"""Subsetting (``subset.size`` / ``subset.key``) through the Python binding: picks stay in the
-subset the stats mark ``in_subset``, the subset depends on the key and the addresses only, a
-failover leaves it only once its members are all excluded, bad configs raise ``ConfigError``,
-and the subset of one fixed scenario is the one every language must agree on.
+"""Subsetting (``subset.size`` / ``subset.key`` / ``subset.index``) through the Python binding:
+picks stay in the subset the stats mark ``in_subset``, the subset depends on the key and the
+addresses only, a failover leaves it only once its members are all excluded, bad configs raise
+``ConfigError``, and the subset of one fixed scenario is the one every language must agree on.
+Subsets dealt by ``subset.index`` hold every invoker equally often over consumers 0..C-1, so
+``random`` and ``roundrobin`` take them (not ``subset.key``), and their fixed scenario is shared
+with the other languages too.
 
 The choice itself (rendezvous hashing, spill-over, churn) is tested in Rust
 (tests/beyond_dubbo/subset.rs); these check that the binding carries it unchanged.
@@ -140,3 +143,81 @@ def test_the_cross_language_subset() -> None:
     with polylb.Balancer(config="loadbalance=leastactive&subset.size=4&subset.key=consumer-42") as lb:
         lb.update([Invoker(i, f"10.0.0.{i}:20880") for i in range(1, 21)])
         assert in_subset(lb) == CROSS_LANGUAGE_SUBSET
+
+
+# The subsets dealt by index every language must agree on: invokers 1..20 at 10.0.0.<id>:20880
+# (default weight) with loadbalance=random&subset.size=4&subset.index=<i>. Computed once from the
+# Rust library; the Java (SubsetTest) and Go (subset_test.go) tests assert the same literal, and
+# they must agree.
+CROSS_LANGUAGE_INDEXED_SUBSETS = {0: {5, 7, 11, 14}, 1: {4, 10, 12, 17}, 7: {2, 4, 7, 11}}
+
+
+def indexed_subset(index: int, size: int = 4, n: int = 20, strategy: str = "random") -> Set[int]:
+    # Keywords: subset_index=7 is subset.index=7.
+    with polylb.Balancer(strategy, subset_size=size, subset_index=index) as lb:
+        assert f"subset.size={size}" in lb.config and f"subset.index={index}" in lb.config
+        lb.update([Invoker(i, f"10.0.0.{i}:20880") for i in range(1, n + 1)])
+        return in_subset(lb)
+
+
+def test_the_cross_language_subsets_by_index() -> None:
+    got = {index: indexed_subset(index) for index in CROSS_LANGUAGE_INDEXED_SUBSETS}
+    assert got == CROSS_LANGUAGE_INDEXED_SUBSETS
+
+
+def test_subsets_by_index_hold_every_invoker_equally_often() -> None:
+    # 25 consumers x 4 places = 100 places over 20 invokers: each invoker in exactly 5 subsets.
+    held: Counter[int] = Counter()
+    for index in range(25):
+        members = indexed_subset(index)
+        assert len(members) == 4, f"consumer {index}: {members}"
+        held.update(members)
+    assert held == Counter({i: 5 for i in range(1, 21)}), dict(held)
+
+
+@pytest.mark.parametrize("strategy", ["random", "roundrobin"])
+def test_load_blind_strategies_take_subsets_by_index(strategy: str, balancer_factory: Any) -> None:
+    lb = balancer_factory(strategy, subset_size=4, subset_index=5, seed=1)
+    lb.update(invokers(12))
+    members = in_subset(lb)
+    assert len(members) == 4
+    assert members == indexed_subset(5, n=12, strategy="leastactive"), "the index, not the strategy"
+    seen: Counter[int] = Counter()
+    for _ in range(2000):
+        picked = lb.select()
+        lb.report(picked, 1_000, Outcome.SUCCESS)
+        assert picked in members, f"{strategy}: picked {picked} outside the subset {members}"
+        seen[picked] += 1
+    assert set(seen) == members, f"{strategy}: picks {dict(seen)} short of the subset {members}"
+
+
+@pytest.mark.parametrize(
+    "config, names",
+    [
+        ("loadbalance=random&subset.size=3&subset.key=a", "subset.size"),
+        ("loadbalance=leastactive&subset.size=3&subset.key=a&subset.index=1", "subset.index"),
+        ("loadbalance=random&subset.size=3&subset.key=a&subset.index=1", "subset.index"),
+        ("loadbalance=maglev&subset.size=3&subset.index=1", "subset.size"),
+        ("loadbalance=random&subset.index=1", "subset.index"),
+        ("loadbalance=random&subset.size=3&subset.index=-1", "subset.index"),
+        ("loadbalance=random&subset.size=3&subset.index=4294967296", "subset.index"),
+    ],
+)
+def test_rejected_index_configs_raise_config_error_naming_the_key(config: str, names: str) -> None:
+    with pytest.raises(polylb.ConfigError) as info:
+        polylb.Balancer(config=config)
+    assert info.value.status == polylb.Status.INVALID_CONFIG
+    assert names in info.value.message, info.value.message
+
+
+def test_the_largest_index_is_accepted() -> None:
+    assert len(indexed_subset(4294967295)) == 4
+
+
+def test_rejected_index_keywords_raise_config_error() -> None:
+    with pytest.raises(polylb.ConfigError) as info:
+        polylb.Balancer("random", subset_size=3, subset_key="a", subset_index=1)
+    assert "subset.index" in info.value.message
+    with pytest.raises(polylb.ConfigError) as info:
+        polylb.Balancer("maglev", subset_size=3, subset_index=1)
+    assert "subset.size" in info.value.message

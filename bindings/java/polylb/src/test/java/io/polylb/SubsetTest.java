@@ -11,17 +11,21 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
 /**
- * Subsetting ({@code subset.size} / {@code subset.key}) through the Java API: picks stay in the
- * subset the stats mark {@code in_subset}, the subset depends on the key and the addresses only,
- * a failover leaves it only once its members are all excluded, bad configs are {@code
- * INVALID_CONFIG} naming the key, and the subset of one fixed scenario is the one every language
- * must agree on. The choice itself is tested in Rust (tests/beyond_dubbo/subset.rs).
+ * Subsetting ({@code subset.size} / {@code subset.key} / {@code subset.index}) through the Java API:
+ * picks stay in the subset the stats mark {@code in_subset}, the subset depends on the key and the
+ * addresses only, a failover leaves it only once its members are all excluded, bad configs are
+ * {@code INVALID_CONFIG} naming the key, and the subset of one fixed scenario is the one every
+ * language must agree on. Subsets dealt by {@code subset.index} hold every invoker equally often
+ * over consumers 0..C-1, so {@code random} and {@code roundrobin} take them (not {@code
+ * subset.key}); their fixed scenario is shared with the other languages too. The choice itself is
+ * tested in Rust (tests/beyond_dubbo/subset.rs).
  */
 class SubsetTest {
     /**
@@ -31,6 +35,18 @@ class SubsetTest {
      * Python tests assert the same literal.
      */
     static final Set<Long> CROSS_LANGUAGE_SUBSET = Set.of(6L, 11L, 15L, 18L);
+
+    /**
+     * The subsets dealt by index every language must agree on: invokers 1..20 at {@code
+     * 10.0.0.<id>:20880} (default weight) with {@code
+     * loadbalance=random&subset.size=4&subset.index=<i>}. Computed once from the Rust library; the
+     * Go (subset_test.go) and Python (test_subset.py) tests assert the same literal, and they must
+     * agree.
+     */
+    static final Map<Long, Set<Long>> CROSS_LANGUAGE_INDEXED_SUBSETS = Map.of(
+            0L, Set.of(5L, 7L, 11L, 14L),
+            1L, Set.of(4L, 10L, 12L, 17L),
+            7L, Set.of(2L, 4L, 7L, 11L));
 
     private static final Pattern ROW =
             Pattern.compile("\\{\"id\":(\\d+),\"address\":\"([^\"]*)\"[^\\[]*?\"in_subset\":(true|false)");
@@ -172,5 +188,77 @@ class SubsetTest {
             assertEquals(new TreeSet<>(CROSS_LANGUAGE_SUBSET), inSubset(lb),
                     "the subset every language must agree on");
         }
+    }
+
+    /** What a fresh balancer with {@code strategy} and subset.size/subset.index marks over ids 1..n. */
+    private static Set<Long> indexedSubset(String strategy, int size, long index, int n) {
+        try (Balancer lb = new Balancer(
+                "loadbalance=" + strategy + "&subset.size=" + size + "&subset.index=" + index)) {
+            lb.update(fleet(n));
+            assertEquals(n, marks(lb.statsJson()).size(), "every row carries in_subset: " + lb.statsJson());
+            return inSubset(lb);
+        }
+    }
+
+    @Test
+    void theCrossLanguageSubsetsByIndex() {
+        CROSS_LANGUAGE_INDEXED_SUBSETS.forEach((index, want) -> assertEquals(new TreeSet<>(want),
+                indexedSubset("random", 4, index, 20),
+                "subset.index=" + index + ": the subset every language must agree on"));
+    }
+
+    @Test
+    void subsetsByIndexHoldEveryInvokerEquallyOften() {
+        // 25 consumers x 4 places = 100 places over 20 invokers: each in exactly 5 subsets.
+        Map<Long, Integer> held = new TreeMap<>();
+        for (long index = 0; index < 25; index++) {
+            Set<Long> members = indexedSubset("random", 4, index, 20);
+            assertEquals(4, members.size(), "consumer " + index + ": " + members);
+            members.forEach(id -> held.merge(id, 1, Integer::sum));
+        }
+        Map<Long, Integer> want = new TreeMap<>();
+        for (long id = 1; id <= 20; id++) {
+            want.put(id, 5);
+        }
+        assertEquals(want, held, "subsets holding each invoker");
+    }
+
+    @Test
+    void randomAndRoundRobinTakeSubsetsByIndex() {
+        Set<Long> expected = indexedSubset("leastactive", 4, 5, 12);
+        assertEquals(4, expected.size(), expected.toString());
+        for (String strategy : List.of("random", "roundrobin")) {
+            try (Balancer lb = new Balancer("loadbalance=" + strategy + "&subset.size=4&subset.index=5&seed=1")) {
+                lb.update(fleet(12));
+                Set<Long> members = inSubset(lb);
+                assertEquals(expected, members, strategy + ": the index's subset, whatever the strategy");
+                Set<Long> seen = new TreeSet<>();
+                for (int i = 0; i < 2000; i++) {
+                    long id = lb.select(Balancer.SERVICE_METHOD);
+                    lb.report(Balancer.SERVICE_METHOD, id, 1000, Outcome.SUCCESS);
+                    assertTrue(members.contains(id), strategy + ": picked " + id + " outside " + members);
+                    seen.add(id);
+                }
+                assertEquals(members, seen, strategy + ": the whole subset serves");
+            }
+        }
+    }
+
+    @Test
+    void rejectedIndexConfigsAreInvalidConfigNamingTheKey() {
+        Map<String, String> cases = Map.of(
+                "loadbalance=random&subset.size=3&subset.key=a", "subset.size",
+                "loadbalance=leastactive&subset.size=3&subset.key=a&subset.index=1", "subset.index",
+                "loadbalance=random&subset.size=3&subset.key=a&subset.index=1", "subset.index",
+                "loadbalance=maglev&subset.size=3&subset.index=1", "subset.size",
+                "loadbalance=random&subset.index=1", "subset.index",
+                "loadbalance=random&subset.size=3&subset.index=-1", "subset.index",
+                "loadbalance=random&subset.size=3&subset.index=4294967296", "subset.index");
+        cases.forEach((config, key) -> {
+            PolylbException e = assertThrows(PolylbException.class, () -> new Balancer(config).close(), config);
+            assertEquals(Status.INVALID_CONFIG, e.status(), config);
+            assertTrue(e.getMessage().contains(key), config + ": " + e.getMessage());
+        });
+        assertEquals(4, indexedSubset("random", 4, 4294967295L, 20).size(), "the largest index");
     }
 }

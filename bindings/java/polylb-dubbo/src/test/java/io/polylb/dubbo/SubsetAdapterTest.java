@@ -21,7 +21,8 @@ import org.junit.jupiter.api.Test;
  * Subsetting through the adapter: {@code polylb.config=subset.size=2&subset.key=c1} on the
  * consumer's (merged) URL keeps every pick on 2 of 8 providers, the 2 its balancer marks {@code
  * in_subset}, and they are the addresses a plain {@link Balancer} with that key chooses over the
- * same addresses (the adapter passes the config and the addresses unchanged).
+ * same addresses (the adapter passes the config and the addresses unchanged). The same holds for
+ * {@code subset.size=2&subset.index=1} with {@code polylb-random}, which takes subsets dealt by index.
  */
 class SubsetAdapterTest extends AdapterTest {
     private static final Pattern MEMBER =
@@ -86,6 +87,35 @@ class SubsetAdapterTest extends AdapterTest {
         assertTrue(!otherPicked.equals(picked), "keys c1 and c2 both give " + picked);
     }
 
+    /**
+     * {@code polylb-random} takes subsets by index (they hold every provider equally often over
+     * the consumers): picks stay on the 2 providers the stats mark in_subset, and a plain {@link
+     * Balancer} with the same index marks the same addresses.
+     */
+    @Test
+    void randomPicksStayWithinTheSubsetDealtByIndex() {
+        List<Invoker<Object>> list = providers(8, "seed=9&subset.size=2&subset.index=1");
+        PolylbLoadBalance polylb = track(new PolylbLoadBalance.Random());
+        Set<String> picked = new TreeSet<>();
+        for (int i = 0; i < 2000; i++) {
+            picked.add(pick(polylb, list, call("sayHello")).getUrl().getAddress());
+        }
+        Set<String> marked = marked(polylb.statsJson(TestInvokers.SERVICE));
+        assertEquals(2, picked.size(), "picks " + picked);
+        assertEquals(marked, picked, "picks and the stats' in_subset rows");
+
+        Set<String> plain = new TreeSet<>();
+        try (Balancer lb = new Balancer("loadbalance=random&subset.size=2&subset.index=1")) {
+            List<io.polylb.Invoker> set = new ArrayList<>();
+            for (int i = 1; i <= 8; i++) {
+                set.add(io.polylb.Invoker.of(100 + i, "10.0.0." + i + ":20880"));
+            }
+            lb.update(set);
+            plain.addAll(marked(List.of(lb.statsJson())));
+        }
+        assertEquals(plain, picked, "a plain balancer with the same index over the same addresses");
+    }
+
     /** A hashing strategy rejects subsetting: the call fails with the library's message. */
     @Test
     void aHashingStrategyRejectsSubsetting() {
@@ -95,5 +125,16 @@ class SubsetAdapterTest extends AdapterTest {
             RpcException e = assertThrows(RpcException.class, () -> pick(polylb, list, call("sayHello", "k")));
             assertTrue(e.getMessage().contains("subset.size"), e.getMessage());
         }
+    }
+
+    /** Random refuses subset.key (its subsets spread binomially) and maglev subset.index. */
+    @Test
+    void randomRefusesAKeyAndMaglevAnIndex() {
+        RpcException e = assertThrows(RpcException.class, () -> pick(track(new PolylbLoadBalance.Random()),
+                providers(4, "subset.size=2&subset.key=c1"), call("sayHello")));
+        assertTrue(e.getMessage().contains("subset.size"), e.getMessage());
+        e = assertThrows(RpcException.class, () -> pick(track(new PolylbLoadBalance.Maglev()),
+                providers(4, "subset.size=2&subset.index=1"), call("sayHello", "k")));
+        assertTrue(e.getMessage().contains("subset.size"), e.getMessage());
     }
 }
