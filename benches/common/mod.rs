@@ -60,9 +60,20 @@ pub fn bench_md5_ring(
     });
 }
 
-/// The table-pick floor (maglev's): a simple 64-bit multiply-xorshift hash of the key's two
-/// 8-byte words, scaled to a 65537-entry table by a multiply-high, one u32 read. Written here,
-/// not taken from polylb.
+/// A simple 64-bit multiply-xorshift hash of a key's two 8-byte words (the hashing floors').
+/// Written here, not taken from polylb.
+fn key_hash(key: &[u8; 16]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let lo = u64::from_le_bytes(key[..8].try_into().unwrap());
+    let hi = u64::from_le_bytes(key[8..].try_into().unwrap());
+    let mut h = (lo ^ 16).wrapping_mul(K);
+    h ^= h >> 32;
+    h = (h ^ hi).wrapping_mul(K);
+    h ^ (h >> 29)
+}
+
+/// The table-pick floor (maglev's): the key's hash (`key_hash`), scaled to a 65537-entry table
+/// by a multiply-high, one u32 read. Written here, not taken from polylb.
 pub fn bench_hash_table(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     n: usize,
@@ -70,19 +81,12 @@ pub fn bench_hash_table(
     wy: &mut Wy,
 ) {
     const SIZE: usize = 65537;
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let table: Vec<u32> = (0..SIZE).map(|_| wy.below(n as u64) as u32).collect();
     let mut k = 0;
     g.bench_with_input(criterion::BenchmarkId::new("hash_table", n), &n, |b, _| {
         b.iter(|| {
             k = (k + 1) & 4095;
-            let key = &keys[k];
-            let lo = u64::from_le_bytes(key[..8].try_into().unwrap());
-            let hi = u64::from_le_bytes(key[8..].try_into().unwrap());
-            let mut h = (lo ^ 16).wrapping_mul(K);
-            h ^= h >> 32;
-            h = (h ^ hi).wrapping_mul(K);
-            h ^= h >> 29;
+            let h = key_hash(&keys[k]);
             let slot = ((h as u128 * SIZE as u128) >> 64) as usize;
             criterion::black_box(table[slot])
         })
@@ -105,13 +109,7 @@ pub fn bench_hrw_scan(
     g.bench_with_input(criterion::BenchmarkId::new("hrw_scan", n), &n, |b, _| {
         b.iter(|| {
             k = (k + 1) & 4095;
-            let key = &keys[k];
-            let lo = u64::from_le_bytes(key[..8].try_into().unwrap());
-            let hi = u64::from_le_bytes(key[8..].try_into().unwrap());
-            let mut h = (lo ^ 16).wrapping_mul(K);
-            h ^= h >> 32;
-            h = (h ^ hi).wrapping_mul(K);
-            h ^= h >> 29;
+            let h = key_hash(&keys[k]);
             let mut best = (0u64, 0usize);
             for (i, &a) in addresses.iter().enumerate() {
                 let mut z = a ^ h;

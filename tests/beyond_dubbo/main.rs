@@ -17,6 +17,7 @@ mod concurrency;
 mod config;
 mod distribution;
 mod helpers;
+mod keyed;
 mod latency;
 mod maglev;
 mod outlier;

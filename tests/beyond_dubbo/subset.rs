@@ -19,6 +19,19 @@ fn subset(b: &Balancer) -> BTreeSet<u64> {
         .collect()
 }
 
+/// Picks `draws` keys on `b`: every one stays in its subset, and every member serves.
+fn assert_calls_stay_in_the_subset(b: &Balancer, draws: u32, what: &str) {
+    let members = subset(b);
+    let mut seen = BTreeSet::new();
+    for k in 0..draws {
+        let id = b.select(0, &k.to_le_bytes(), NOW).unwrap();
+        b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+        assert!(members.contains(&id), "{what}: picked {id}");
+        seen.insert(id);
+    }
+    assert_eq!(seen, members, "{what}: the whole subset serves");
+}
+
 fn fleet(n: u64) -> Vec<Invoker> {
     (1..=n).map(provider).collect()
 }
@@ -45,16 +58,8 @@ fn calls_stay_in_the_subset_for_every_strategy_that_takes_one() {
             continue;
         }
         let b = lb(&config, &set);
-        let members = subset(&b);
-        assert_eq!(members.len(), 3, "{}", kind.name());
-        let mut seen = BTreeSet::new();
-        for k in 0..3000u32 {
-            let id = b.select(0, &k.to_le_bytes(), NOW).unwrap();
-            b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
-            assert!(members.contains(&id), "{}: picked {id}", kind.name());
-            seen.insert(id);
-        }
-        assert_eq!(seen, members, "{}: the whole subset serves", kind.name());
+        assert_eq!(subset(&b).len(), 3, "{}", kind.name());
+        assert_calls_stay_in_the_subset(&b, 3000, kind.name());
     }
 }
 
@@ -362,16 +367,8 @@ fn subsets_by_index_follow_the_addresses_and_serve_load_blind_strategies() {
     for strategy in ["random", "roundrobin", "p2c"] {
         let config = format!("loadbalance={strategy}&subset.size=4&subset.index=5&seed=1");
         let b = lb(&config, &set);
-        let members = subset(&b);
-        assert_eq!(members, dealt(5, 4, &set), "{strategy}");
-        let mut seen = BTreeSet::new();
-        for k in 0..2000u32 {
-            let id = b.select(0, &k.to_le_bytes(), NOW).unwrap();
-            b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
-            assert!(members.contains(&id), "{strategy}: picked {id}");
-            seen.insert(id);
-        }
-        assert_eq!(seen, members, "{strategy}: the whole subset serves");
+        assert_eq!(subset(&b), dealt(5, 4, &set), "{strategy}");
+        assert_calls_stay_in_the_subset(&b, 2000, strategy);
     }
     // Within a zone, among its weighted invokers, as with keys.
     let zoned: Vec<Invoker> = (1..=12u64)
