@@ -165,17 +165,15 @@ func TestSubsetFailoverStaysInTheSubsetUntilItsMembersAreExcluded(t *testing.T) 
 	}
 }
 
-func TestSubsetConfigErrorsNameTheKey(t *testing.T) {
-	for _, c := range []struct{ config, key string }{
-		{"loadbalance=maglev&subset.size=3&subset.key=a", "subset.size"},
-		{"loadbalance=rendezvous&subset.size=3&subset.key=a", "subset.size"},
-		{"loadbalance=consistenthash&subset.size=3&subset.key=a", "subset.size"},
-		{"loadbalance=random&subset.size=3&subset.key=a", "subset.size"},
-		{"loadbalance=roundrobin&subset.size=3&subset.key=a", "subset.size"},
-		{"loadbalance=leastactive&subset.size=3", "subset.key"},
-		{"loadbalance=leastactive&subset.key=a", "subset.key"},
-		{"loadbalance=leastactive&subset.size=3&subset.key=a&subset.minHealthyPercent=50", "subset.minHealthyPercent"},
-	} {
+// configError is a config New must refuse with ErrInvalidConfig, and the
+// key its message must name.
+type configError struct{ config, key string }
+
+// assertConfigErrorsNameTheKey asserts that New refuses each case's config
+// with ErrInvalidConfig and a message naming the case's key.
+func assertConfigErrorsNameTheKey(t *testing.T, cases []configError) {
+	t.Helper()
+	for _, c := range cases {
 		lb, err := polylb.New(c.config)
 		if err == nil {
 			lb.Close()
@@ -187,6 +185,19 @@ func TestSubsetConfigErrorsNameTheKey(t *testing.T) {
 			t.Errorf("New(%q): %v, want ErrInvalidConfig naming %s", c.config, err, c.key)
 		}
 	}
+}
+
+func TestSubsetConfigErrorsNameTheKey(t *testing.T) {
+	assertConfigErrorsNameTheKey(t, []configError{
+		{"loadbalance=maglev&subset.size=3&subset.key=a", "subset.size"},
+		{"loadbalance=rendezvous&subset.size=3&subset.key=a", "subset.size"},
+		{"loadbalance=consistenthash&subset.size=3&subset.key=a", "subset.size"},
+		{"loadbalance=random&subset.size=3&subset.key=a", "subset.size"},
+		{"loadbalance=roundrobin&subset.size=3&subset.key=a", "subset.size"},
+		{"loadbalance=leastactive&subset.size=3", "subset.key"},
+		{"loadbalance=leastactive&subset.key=a", "subset.key"},
+		{"loadbalance=leastactive&subset.size=3&subset.key=a&subset.minHealthyPercent=50", "subset.minHealthyPercent"},
+	})
 }
 
 func TestSubsetAcrossLanguages(t *testing.T) {
@@ -282,7 +293,7 @@ func TestSubsetByIndexServesLoadBlindStrategies(t *testing.T) {
 }
 
 func TestSubsetByIndexConfigErrorsNameTheKey(t *testing.T) {
-	for _, c := range []struct{ config, key string }{
+	assertConfigErrorsNameTheKey(t, []configError{
 		{"loadbalance=random&subset.size=3&subset.key=a", "subset.size"},
 		{"loadbalance=leastactive&subset.size=3&subset.key=a&subset.index=1", "subset.index"},
 		{"loadbalance=random&subset.size=3&subset.key=a&subset.index=1", "subset.index"},
@@ -290,18 +301,7 @@ func TestSubsetByIndexConfigErrorsNameTheKey(t *testing.T) {
 		{"loadbalance=random&subset.index=1", "subset.index"},
 		{"loadbalance=random&subset.size=3&subset.index=-1", "subset.index"},
 		{"loadbalance=random&subset.size=3&subset.index=4294967296", "subset.index"},
-	} {
-		lb, err := polylb.New(c.config)
-		if err == nil {
-			lb.Close()
-			t.Errorf("New(%q) accepted", c.config)
-			continue
-		}
-		var e *polylb.Error
-		if !errors.Is(err, polylb.ErrInvalidConfig) || !errors.As(err, &e) || !strings.Contains(e.Message, c.key) {
-			t.Errorf("New(%q): %v, want ErrInvalidConfig naming %s", c.config, err, c.key)
-		}
-	}
+	})
 	if got := indexedSubset(t, "random", 4, 4294967295, 20); len(got) != 4 {
 		t.Errorf("subset.index=4294967295: in_subset %v, want 4 ids", got)
 	}

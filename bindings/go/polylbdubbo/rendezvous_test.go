@@ -43,6 +43,20 @@ func rendezvousReference(t *testing.T, addrs []string, keys []string) map[string
 	return out
 }
 
+// rendezvousProviders starts 4 providers of svc at 10.0.0.1..4:20000 with
+// URL params, and names 64 keys user-0..user-63 to route over them.
+func rendezvousProviders(t *testing.T, svc, params string) (addrs []string, ps []*provider, keys []string) {
+	t.Helper()
+	addrs = []string{"10.0.0.1:20000", "10.0.0.2:20000", "10.0.0.3:20000", "10.0.0.4:20000"}
+	for _, addr := range addrs {
+		ps = append(ps, newProvider(t, svc, addr, params))
+	}
+	for k := 0; k < 64; k++ {
+		keys = append(keys, fmt.Sprintf("user-%d", k))
+	}
+	return addrs, ps, keys
+}
+
 // A failing provider's keys are retried (failover) on their next choice: the
 // provider a consumer that never knew the failing one picks, so retries of a
 // key from every consumer land together. Keys of the other providers never
@@ -50,19 +64,10 @@ func rendezvousReference(t *testing.T, addrs []string, keys []string) map[string
 func TestRendezvousFailoverRetriesOnTheKeysNextChoice(t *testing.T) {
 	svc := serviceName(t)
 	const lbName = "polylb-rendezvous"
-	params := "loadbalance=" + lbName + "&retries=2"
-	addrs := []string{"10.0.0.1:20000", "10.0.0.2:20000", "10.0.0.3:20000", "10.0.0.4:20000"}
-	var ps []*provider
-	for _, addr := range addrs {
-		ps = append(ps, newProvider(t, svc, addr, params))
-	}
+	addrs, ps, keys := rendezvousProviders(t, svc, "loadbalance="+lbName+"&retries=2")
 	bad := ps[1]
 	bad.fn = func(ctx context.Context, inv base.Invocation) result.Result {
 		return &result.RPCResult{Err: errors.New("connection refused")}
-	}
-	var keys []string
-	for k := 0; k < 64; k++ {
-		keys = append(keys, fmt.Sprintf("user-%d", k))
 	}
 	first := rendezvousReference(t, addrs, keys)
 	without := rendezvousReference(t, []string{addrs[0], addrs[2], addrs[3]}, keys)
@@ -95,17 +100,8 @@ func TestRendezvousFailoverRetriesOnTheKeysNextChoice(t *testing.T) {
 func TestRendezvousRoutedAwayProviderMovesOnlyItsKeys(t *testing.T) {
 	svc := serviceName(t)
 	const lbName = "polylb-rendezvous"
-	params := "loadbalance=" + lbName + "&hash.arguments=1"
-	addrs := []string{"10.0.0.1:20000", "10.0.0.2:20000", "10.0.0.3:20000", "10.0.0.4:20000"}
-	var ps []*provider
-	for _, addr := range addrs {
-		ps = append(ps, newProvider(t, svc, addr, params))
-	}
+	addrs, ps, keys := rendezvousProviders(t, svc, "loadbalance="+lbName+"&hash.arguments=1")
 	invokers := wrapAll(ps...)
-	var keys []string
-	for k := 0; k < 64; k++ {
-		keys = append(keys, fmt.Sprintf("user-%d", k))
-	}
 	all := rendezvousReference(t, addrs, keys)
 	routed := rendezvousReference(t, []string{addrs[0], addrs[1], addrs[3]}, keys)
 	full := clusterOf(t, "failover", invokers)

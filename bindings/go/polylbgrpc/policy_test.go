@@ -402,37 +402,63 @@ func TestConsistentHashKeyFromContext(t *testing.T) {
 // minimal as the ring is, at most a few per cent of the others), and WithKey
 // is what decides it (keys reach all three endpoints).
 func TestMaglevKeyFromContext(t *testing.T) {
-	ps, eps, cl, route := keyedCluster(t, "loadbalance=maglev")
+	m := keysAsTheLibraryRoutesThem(t, "maglev", "maps it to")
+	moved := len(m.moved)
+	if moved*10 > m.stayed+moved {
+		t.Errorf("%d of %d keys of the remaining endpoints moved: want under 10 %%", moved, m.stayed+moved)
+	}
+}
 
-	want := libraryKeyMap(t, "loadbalance=maglev", ps[0].addr, ps[1].addr, ps[2].addr)
+// keyMoves is how the keys of keysAsTheLibraryRoutesThem moved when an
+// endpoint left: stayed counts the keys of the remaining endpoints that kept
+// theirs, moved describes each that did not ("key k moved from a to b"), and
+// fromGone counts the keys the removed endpoint held.
+type keyMoves struct {
+	stayed   int
+	moved    []string
+	fromGone int
+}
+
+// keysAsTheLibraryRoutesThem routes keys over a keyedCluster balancing with
+// loadbalance=strategy, asserting (see routeKeys) that each goes where a
+// polylb balancer of that strategy over the same three addresses sends it;
+// then takes the third endpoint away and routes each key once more,
+// asserting it goes where a balancer over the two that stay sends it
+// (verb, as "maps it to", words the failure) and not to the removed
+// endpoint. Returns how the keys moved.
+func keysAsTheLibraryRoutesThem(t *testing.T, strategy, verb string) keyMoves {
+	t.Helper()
+	config := "loadbalance=" + strategy
+	ps, eps, cl, route := keyedCluster(t, config)
+	want := libraryKeyMap(t, config, ps[0].addr, ps[1].addr, ps[2].addr)
 	before := routeKeys(t, route, func(key, host string) {
 		if w := want(key); host != w {
-			t.Fatalf("key %s went to %s; maglev over the same addresses maps it to %s", key, host, w)
+			t.Fatalf("key %s went to %s; %s over the same addresses %s %s", key, host, strategy, verb, w)
 		}
 	})
 
 	gone := ps[2].addr
 	cl.resolver.UpdateState(resolver.State{Endpoints: eps[:2]})
 	cl.waitReady(t, ps[0].addr, ps[1].addr)
-	want = libraryKeyMap(t, "loadbalance=maglev", ps[0].addr, ps[1].addr)
-	stayed, moved := 0, 0
+	want = libraryKeyMap(t, config, ps[0].addr, ps[1].addr)
+	var m keyMoves
 	for key, was := range before {
 		now := route(key)
 		if w := want(key); now != w {
-			t.Errorf("key %s went to %s after the removal; maglev over the two addresses maps it to %s", key, now, w)
+			t.Errorf("key %s went to %s after the removal; %s over the two addresses %s %s", key, now, strategy, verb, w)
 		}
 		switch {
 		case now == gone:
 			t.Errorf("key %s still routed to the removed endpoint", key)
 		case was != gone && now != was:
-			moved++
+			m.moved = append(m.moved, fmt.Sprintf("key %s moved from %s to %s", key, was, now))
 		case was != gone:
-			stayed++
+			m.stayed++
+		default:
+			m.fromGone++
 		}
 	}
-	if moved*10 > stayed+moved {
-		t.Errorf("%d of %d keys of the remaining endpoints moved: want under 10 %%", moved, stayed+moved)
-	}
+	return m
 }
 
 // keyedCluster starts three providers and a client balancing over them with
@@ -679,34 +705,11 @@ func libraryKeyMap(t *testing.T, config string, addrs ...string) func(key string
 // when an endpoint leaves, exactly its keys move (each to the key's next
 // choice, the pick of a balancer over the two that stay) and no other key.
 func TestRendezvousKeyFromContext(t *testing.T) {
-	ps, eps, cl, route := keyedCluster(t, "loadbalance=rendezvous")
-	want := libraryKeyMap(t, "loadbalance=rendezvous", ps[0].addr, ps[1].addr, ps[2].addr)
-	before := routeKeys(t, route, func(key, host string) {
-		if w := want(key); host != w {
-			t.Fatalf("key %s went to %s; rendezvous over the same addresses sends it to %s", key, host, w)
-		}
-	})
-
-	gone := ps[2].addr
-	cl.resolver.UpdateState(resolver.State{Endpoints: eps[:2]})
-	cl.waitReady(t, ps[0].addr, ps[1].addr)
-	want = libraryKeyMap(t, "loadbalance=rendezvous", ps[0].addr, ps[1].addr)
-	moved := 0
-	for key, was := range before {
-		now := route(key)
-		if w := want(key); now != w {
-			t.Errorf("key %s went to %s after the removal; rendezvous over the two addresses sends it to %s", key, now, w)
-		}
-		switch {
-		case now == gone:
-			t.Errorf("key %s still routed to the removed endpoint", key)
-		case was != gone && now != was:
-			t.Errorf("key %s moved from %s to %s though its endpoint stayed", key, was, now)
-		case was == gone:
-			moved++
-		}
+	m := keysAsTheLibraryRoutesThem(t, "rendezvous", "sends it to")
+	for _, move := range m.moved {
+		t.Errorf("%s though its endpoint stayed", move)
 	}
-	if moved == 0 {
+	if m.fromGone == 0 {
 		t.Error("no key was on the removed endpoint: the test proves nothing")
 	}
 }

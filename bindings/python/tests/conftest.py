@@ -51,6 +51,14 @@ def invokers(n: int, weights: List[int] | None = None) -> List[polylb.Invoker]:
     ]
 
 
+def assert_config_error_naming(config: str, names: str) -> None:
+    """Balancer(config=config) raises ConfigError (INVALID_CONFIG) whose message contains names."""
+    with pytest.raises(polylb.ConfigError) as info:
+        polylb.Balancer(config=config)
+    assert info.value.status == polylb.Status.INVALID_CONFIG
+    assert names in info.value.message, info.value.message
+
+
 @pytest.fixture
 def balancer_factory() -> Iterator[Any]:
     """Creates balancers and closes them all at the end of the test."""

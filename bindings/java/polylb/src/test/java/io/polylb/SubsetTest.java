@@ -163,9 +163,18 @@ class SubsetTest {
         }
     }
 
+    /** Each config of {@code cases} is refused with INVALID_CONFIG, the message naming the key it maps to. */
+    private static void assertRejectedNamingTheKey(Map<String, String> cases) {
+        cases.forEach((config, key) -> {
+            PolylbException e = assertThrows(PolylbException.class, () -> new Balancer(config).close(), config);
+            assertEquals(Status.INVALID_CONFIG, e.status(), config);
+            assertTrue(e.getMessage().contains(key), config + ": " + e.getMessage());
+        });
+    }
+
     @Test
     void rejectedConfigsAreInvalidConfigNamingTheKey() {
-        Map<String, String> cases = Map.of(
+        assertRejectedNamingTheKey(Map.of(
                 "loadbalance=maglev&subset.size=3&subset.key=a", "subset.size",
                 "loadbalance=rendezvous&subset.size=3&subset.key=a", "subset.size",
                 "loadbalance=consistenthash&subset.size=3&subset.key=a", "subset.size",
@@ -173,12 +182,7 @@ class SubsetTest {
                 "loadbalance=roundrobin&subset.size=3&subset.key=a", "subset.size",
                 "loadbalance=leastactive&subset.size=3", "subset.key",
                 "loadbalance=leastactive&subset.key=a", "subset.key",
-                "loadbalance=leastactive&subset.size=3&subset.key=a&subset.minHealthyPercent=50", "subset.minHealthyPercent");
-        cases.forEach((config, key) -> {
-            PolylbException e = assertThrows(PolylbException.class, () -> new Balancer(config).close(), config);
-            assertEquals(Status.INVALID_CONFIG, e.status(), config);
-            assertTrue(e.getMessage().contains(key), config + ": " + e.getMessage());
-        });
+                "loadbalance=leastactive&subset.size=3&subset.key=a&subset.minHealthyPercent=50", "subset.minHealthyPercent"));
     }
 
     @Test
@@ -246,19 +250,14 @@ class SubsetTest {
 
     @Test
     void rejectedIndexConfigsAreInvalidConfigNamingTheKey() {
-        Map<String, String> cases = Map.of(
+        assertRejectedNamingTheKey(Map.of(
                 "loadbalance=random&subset.size=3&subset.key=a", "subset.size",
                 "loadbalance=leastactive&subset.size=3&subset.key=a&subset.index=1", "subset.index",
                 "loadbalance=random&subset.size=3&subset.key=a&subset.index=1", "subset.index",
                 "loadbalance=maglev&subset.size=3&subset.index=1", "subset.size",
                 "loadbalance=random&subset.index=1", "subset.index",
                 "loadbalance=random&subset.size=3&subset.index=-1", "subset.index",
-                "loadbalance=random&subset.size=3&subset.index=4294967296", "subset.index");
-        cases.forEach((config, key) -> {
-            PolylbException e = assertThrows(PolylbException.class, () -> new Balancer(config).close(), config);
-            assertEquals(Status.INVALID_CONFIG, e.status(), config);
-            assertTrue(e.getMessage().contains(key), config + ": " + e.getMessage());
-        });
+                "loadbalance=random&subset.size=3&subset.index=4294967296", "subset.index"));
         assertEquals(4, indexedSubset("random", 4, 4294967295L, 20).size(), "the largest index");
     }
 }

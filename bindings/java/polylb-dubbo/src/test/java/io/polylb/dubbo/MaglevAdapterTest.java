@@ -1,18 +1,14 @@
 package io.polylb.dubbo;
 
 import static io.polylb.dubbo.TestInvokers.call;
-import static io.polylb.dubbo.TestInvokers.genericCall;
-import static io.polylb.dubbo.TestInvokers.invokers;
 import static io.polylb.dubbo.TestInvokers.weighted;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.polylb.PolylbException;
 import io.polylb.Status;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -28,13 +24,7 @@ import org.junit.jupiter.api.Test;
  * is Dubbo's consistent-hash key ({@code hash.arguments}, default the first argument), placed by
  * the core's weighted Maglev table.
  */
-class MaglevAdapterTest extends AdapterTest {
-    private static List<Invoker<Object>> providers(int n, String params) {
-        String[] p = new String[n];
-        java.util.Arrays.fill(p, params);
-        return invokers(p);
-    }
-
+class MaglevAdapterTest extends HashingAdapterTest {
     @Test
     void theSameFirstArgumentGoesToTheSameProvider() {
         List<Invoker<Object>> list = providers(10, "weight=100");
@@ -63,77 +53,29 @@ class MaglevAdapterTest extends AdapterTest {
     /** The generic name with the strategy as a parameter builds the same table: the same picks. */
     @Test
     void polylbWithStrategyMaglevPicksAsPolylbMaglev() {
-        List<Invoker<Object>> named = providers(8, "weight=100");
-        List<Invoker<Object>> generic = providers(8, "weight=100&polylb.strategy=maglev");
-        PolylbLoadBalance maglev = track(new PolylbLoadBalance.Maglev());
-        PolylbLoadBalance polylb = track(new PolylbLoadBalance());
-        for (int k = 0; k < 300; k++) {
-            assertEquals(pick(maglev, named, call("get", "k" + k)).getUrl().getAddress(),
-                    pick(polylb, generic, call("get", "k" + k)).getUrl().getAddress(), "k" + k);
-        }
-        String stats = polylb.statsJson(TestInvokers.SERVICE).get(0);
-        assertTrue(stats.contains("\"strategy\":\"maglev\""), stats);
+        assertGenericNamePicksAsTheNamedAdapter(track(new PolylbLoadBalance.Maglev()), "maglev");
     }
 
     @Test
     void keysFollowHashArgumentsAndGenericCalls() {
-        List<Invoker<Object>> list = providers(10, "hash.arguments=1");
-        PolylbLoadBalance polylb = track(new PolylbLoadBalance.Maglev());
-        Set<Invoker<Object>> seen = new HashSet<>();
-        for (int k = 0; k < 300; k++) {
-            // The first argument changes, the second (the key) does not: one provider.
-            Invoker<Object> byKey = pick(polylb, list, call("findUser", "first-" + k, "key"));
-            assertSame(pick(polylb, list, call("findUser", "first-0", "key")), byKey);
-            // A generic $invoke hashes its inner arguments, as Dubbo's ring does.
-            Invoker<Object> direct = pick(polylb, list, call("findUser", "a", "key-" + k));
-            assertSame(direct, pick(polylb, list, genericCall("findUser", "a", "key-" + k)), "key-" + k);
-            seen.add(direct);
-        }
-        assertTrue(seen.size() > 5, "300 second arguments over 10 providers: " + seen);
+        assertKeysFollowHashArgumentsAndGenericCalls(track(new PolylbLoadBalance.Maglev()), "hash.arguments=1", null);
     }
 
     /** A routed subset is passed as candidates: keys whose provider is routed away move, others stay. */
     @Test
     void aRoutedAwayProvidersKeysMoveAndOthersStay() {
-        List<Invoker<Object>> all = providers(6, "weight=100");
         PolylbLoadBalance polylb = track(new PolylbLoadBalance.Maglev());
-        Map<String, Invoker<Object>> owner = new HashMap<>();
-        for (int k = 0; k < 600; k++) {
-            owner.put("user-" + k, pick(polylb, all, call("get", "user-" + k)));
-        }
-        for (Invoker<Object> away : all) {
-            List<Invoker<Object>> subset = new ArrayList<>(all);
-            subset.remove(away);
-            int moved = 0;
-            for (Map.Entry<String, Invoker<Object>> e : owner.entrySet()) {
-                Invoker<Object> now = pick(polylb, subset, call("get", e.getKey()));
-                if (e.getValue() == away) {
-                    assertNotSame(away, now);
-                    assertSame(now, pick(polylb, subset, call("get", e.getKey())), e.getKey());
-                    moved++;
-                } else {
-                    assertSame(e.getValue(), now, e.getKey() + " moved though its provider was routed");
-                }
+        assertOnlyTheRoutedAwayProvidersKeysMove(polylb, providers(6, "weight=100"), subset -> (key, now, moved) -> {
+            if (moved) {
+                assertSame(now, pick(polylb, subset, call("get", key)), key);
             }
-            assertTrue(moved > 0, "no key on " + away);
-        }
-        // The routed subsets were candidates, not updates: one registration of the set.
-        assertEquals(1, polylb.serviceState(TestInvokers.SERVICE).nativeUpdates());
+        });
     }
 
     /** Maglev honours weights (Dubbo's ring does not): keys are shared out as the weights say. */
     @Test
     void keysFollowProviderWeights() {
-        List<Invoker<Object>> list = weighted(100, 100, 200);
-        PolylbLoadBalance polylb = track(new PolylbLoadBalance.Maglev());
-        Map<Invoker<Object>, Integer> counts = new HashMap<>();
-        for (int k = 0; k < 4000; k++) {
-            counts.merge(pick(polylb, list, call("get", "user-" + k)), 1, Integer::sum);
-        }
-        // Expected 1000, 1000, 2000; within 5 binomial standard deviations (27, 27, 32).
-        assertTrue(Math.abs(counts.get(list.get(0)) - 1000) < 140, counts.toString());
-        assertTrue(Math.abs(counts.get(list.get(1)) - 1000) < 140, counts.toString());
-        assertTrue(Math.abs(counts.get(list.get(2)) - 2000) < 160, counts.toString());
+        assertKeysFollowWeights100100200(track(new PolylbLoadBalance.Maglev()), weighted(100, 100, 200));
     }
 
     @Test

@@ -53,10 +53,15 @@ class SubsetAdapterTest extends AdapterTest {
         return list;
     }
 
-    @Test
-    void picksStayWithinTheTwoProvidersOfTheSubset() {
-        List<Invoker<Object>> list = providers(8, "seed=9&subset.size=2&subset.key=c1");
-        PolylbLoadBalance polylb = track(new PolylbLoadBalance.LeastActive());
+    /**
+     * Picks 2000 times with {@code polylb} over 8 providers carrying polylb.config = {@code extra}
+     * and asserts they stay on 2 providers, the 2 the stats mark in_subset, which are those a plain
+     * {@link Balancer} of {@code plainConfig} marks over the same addresses ({@code chosenBy}, "key"
+     * or "index", words the failure). Returns the 2 addresses.
+     */
+    private Set<String> assertPicksStayWithinTheSubset(
+            PolylbLoadBalance polylb, String extra, String plainConfig, String chosenBy) {
+        List<Invoker<Object>> list = providers(8, extra);
         Set<String> picked = new TreeSet<>();
         for (int i = 0; i < 2000; i++) {
             picked.add(pick(polylb, list, call("sayHello")).getUrl().getAddress());
@@ -66,7 +71,7 @@ class SubsetAdapterTest extends AdapterTest {
         assertEquals(marked, picked, "picks and the stats' in_subset rows");
 
         Set<String> plain = new TreeSet<>();
-        try (Balancer lb = new Balancer("loadbalance=leastactive&subset.size=2&subset.key=c1")) {
+        try (Balancer lb = new Balancer(plainConfig)) {
             List<io.polylb.Invoker> set = new ArrayList<>();
             for (int i = 1; i <= 8; i++) {
                 set.add(io.polylb.Invoker.of(100 + i, "10.0.0." + i + ":20880"));
@@ -74,7 +79,14 @@ class SubsetAdapterTest extends AdapterTest {
             lb.update(set);
             plain.addAll(marked(List.of(lb.statsJson())));
         }
-        assertEquals(plain, picked, "a plain balancer with the same key over the same addresses");
+        assertEquals(plain, picked, "a plain balancer with the same " + chosenBy + " over the same addresses");
+        return picked;
+    }
+
+    @Test
+    void picksStayWithinTheTwoProvidersOfTheSubset() {
+        Set<String> picked = assertPicksStayWithinTheSubset(track(new PolylbLoadBalance.LeastActive()),
+                "seed=9&subset.size=2&subset.key=c1", "loadbalance=leastactive&subset.size=2&subset.key=c1", "key");
 
         // Another consumer key: another pair (c2 is fixed, known to differ from c1 here).
         List<Invoker<Object>> other = providers(8, "subset.size=2&subset.key=c2");
@@ -94,26 +106,8 @@ class SubsetAdapterTest extends AdapterTest {
      */
     @Test
     void randomPicksStayWithinTheSubsetDealtByIndex() {
-        List<Invoker<Object>> list = providers(8, "seed=9&subset.size=2&subset.index=1");
-        PolylbLoadBalance polylb = track(new PolylbLoadBalance.Random());
-        Set<String> picked = new TreeSet<>();
-        for (int i = 0; i < 2000; i++) {
-            picked.add(pick(polylb, list, call("sayHello")).getUrl().getAddress());
-        }
-        Set<String> marked = marked(polylb.statsJson(TestInvokers.SERVICE));
-        assertEquals(2, picked.size(), "picks " + picked);
-        assertEquals(marked, picked, "picks and the stats' in_subset rows");
-
-        Set<String> plain = new TreeSet<>();
-        try (Balancer lb = new Balancer("loadbalance=random&subset.size=2&subset.index=1")) {
-            List<io.polylb.Invoker> set = new ArrayList<>();
-            for (int i = 1; i <= 8; i++) {
-                set.add(io.polylb.Invoker.of(100 + i, "10.0.0." + i + ":20880"));
-            }
-            lb.update(set);
-            plain.addAll(marked(List.of(lb.statsJson())));
-        }
-        assertEquals(plain, picked, "a plain balancer with the same index over the same addresses");
+        assertPicksStayWithinTheSubset(track(new PolylbLoadBalance.Random()),
+                "seed=9&subset.size=2&subset.index=1", "loadbalance=random&subset.size=2&subset.index=1", "index");
     }
 
     /** A hashing strategy rejects subsetting: the call fails with the library's message. */

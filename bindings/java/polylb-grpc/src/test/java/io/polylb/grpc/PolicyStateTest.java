@@ -147,31 +147,37 @@ class PolicyStateTest {
         return result.getSubchannel();
     }
 
+    /** A check of the endpoint a key's call was picked for. */
+    private interface KeyCheck {
+        void check(String key, Subchannel picked);
+    }
+
     /**
-     * {@code maglev} places a call by its {@link PolylbGrpc#HASH_KEY}: a key goes to one endpoint
-     * every time, keys spread; an endpoint that is not READY is excluded from the pick (the set
-     * keeps it), so its keys go elsewhere and every other key stays where it was, and its keys
-     * come back when it is READY again.
+     * Resolves 5 READY endpoints at 127.0.0.1:1..5 with {@code loadbalance=strategy} and asserts
+     * that a call's {@link PolylbGrpc#HASH_KEY} places it: 300 keys each go to one endpoint every
+     * time, and reach all 5; with the third endpoint not READY (the state stays READY) its keys go
+     * elsewhere and every other key stays where it was (some key moves); back READY, every key is
+     * where it was. {@code whileAllUp} and {@code whileOneDown}, run for each key's pick in those
+     * phases, add the strategy's own checks.
      */
-    @Test
-    void maglevPlacesCallsByTheirHashKey() {
+    private void assertCallsArePlacedByTheirHashKey(String strategy, KeyCheck whileAllUp, KeyCheck whileOneDown) {
         List<EquivalentAddressGroup> groups = new ArrayList<>();
         for (int port = 1; port <= 5; port++) {
             groups.add(new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", port)));
         }
-        resolve("loadbalance=maglev", groups);
+        resolve("loadbalance=" + strategy, groups);
         subchannels.forEach(s -> s.set(ConnectivityState.READY));
         assertEquals(ConnectivityState.READY, state);
-        assertEquals("maglev", balancer.strategy());
+        assertEquals(strategy, balancer.strategy());
 
         Map<String, Subchannel> owner = new HashMap<>();
         for (int k = 0; k < 300; k++) {
             String key = "user-" + k;
             owner.put(key, pickByKey(key));
             assertEquals(owner.get(key), pickByKey(key), key);
+            whileAllUp.check(key, owner.get(key));
         }
         assertEquals(5, new HashSet<>(owner.values()).size(), "300 keys over 5 endpoints");
-        assertEquals(pickByKey(""), pickByKey(null), "no key hashes as the empty key");
 
         FakeSubchannel down = subchannels.get(2);
         down.set(ConnectivityState.TRANSIENT_FAILURE);
@@ -179,6 +185,7 @@ class PolicyStateTest {
         int moved = 0;
         for (Map.Entry<String, Subchannel> e : owner.entrySet()) {
             Subchannel now = pickByKey(e.getKey());
+            whileOneDown.check(e.getKey(), now);
             if (e.getValue() == down) {
                 assertNotEquals(down, now, e.getKey());
                 moved++;
@@ -192,6 +199,18 @@ class PolicyStateTest {
         for (Map.Entry<String, Subchannel> e : owner.entrySet()) {
             assertEquals(e.getValue(), pickByKey(e.getKey()), e.getKey() + " after its endpoint came back");
         }
+    }
+
+    /**
+     * {@code maglev} places a call by its {@link PolylbGrpc#HASH_KEY}: a key goes to one endpoint
+     * every time, keys spread; an endpoint that is not READY is excluded from the pick (the set
+     * keeps it), so its keys go elsewhere and every other key stays where it was, and its keys
+     * come back when it is READY again. No key hashes as the empty key.
+     */
+    @Test
+    void maglevPlacesCallsByTheirHashKey() {
+        assertCallsArePlacedByTheirHashKey("maglev", (key, picked) -> { }, (key, picked) -> { });
+        assertEquals(pickByKey(""), pickByKey(null), "no key hashes as the empty key");
     }
 
     /** The port of a pick's endpoint (this test's endpoints are 127.0.0.1:&lt;port&gt;). */
@@ -222,43 +241,9 @@ class PolicyStateTest {
      */
     @Test
     void rendezvousPlacesCallsByTheirHashKey() {
-        List<EquivalentAddressGroup> groups = new ArrayList<>();
-        for (int port = 1; port <= 5; port++) {
-            groups.add(new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", port)));
-        }
-        resolve("loadbalance=rendezvous", groups);
-        subchannels.forEach(s -> s.set(ConnectivityState.READY));
-        assertEquals(ConnectivityState.READY, state);
-        assertEquals("rendezvous", balancer.strategy());
-
-        Map<String, Subchannel> owner = new HashMap<>();
-        for (int k = 0; k < 300; k++) {
-            String key = "user-" + k;
-            owner.put(key, pickByKey(key));
-            assertEquals(owner.get(key), pickByKey(key), key);
-            assertEquals(rendezvousPort(key, 1, 2, 3, 4, 5), portOf(owner.get(key)), key);
-        }
-        assertEquals(5, new HashSet<>(owner.values()).size(), "300 keys over 5 endpoints");
-
-        FakeSubchannel down = subchannels.get(2);
-        down.set(ConnectivityState.TRANSIENT_FAILURE);
-        assertEquals(ConnectivityState.READY, state);
-        int moved = 0;
-        for (Map.Entry<String, Subchannel> e : owner.entrySet()) {
-            Subchannel now = pickByKey(e.getKey());
-            assertEquals(rendezvousPort(e.getKey(), 1, 2, 4, 5), portOf(now), e.getKey());
-            if (e.getValue() == down) {
-                moved++;
-            } else {
-                assertEquals(e.getValue(), now, e.getKey() + " moved though its endpoint is READY");
-            }
-        }
-        assertTrue(moved > 0, "no key on the endpoint that went down");
-
-        down.set(ConnectivityState.READY);
-        for (Map.Entry<String, Subchannel> e : owner.entrySet()) {
-            assertEquals(e.getValue(), pickByKey(e.getKey()), e.getKey() + " after its endpoint came back");
-        }
+        assertCallsArePlacedByTheirHashKey("rendezvous",
+                (key, picked) -> assertEquals(rendezvousPort(key, 1, 2, 3, 4, 5), portOf(picked), key),
+                (key, picked) -> assertEquals(rendezvousPort(key, 1, 2, 4, 5), portOf(picked), key));
     }
 
     private int setSize() {
