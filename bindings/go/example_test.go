@@ -194,3 +194,49 @@ func Example_subsetting() {
 	// 10.0.0.18:20880 in the subset, picked: true
 	// providers picked: 4
 }
+
+// Rendezvous hashing gives each key its own order of providers: a failover
+// retry takes the key's next choice, and another consumer, which lists the
+// same providers in another order under other ids, retries on the same
+// addresses in the same order.
+func Example_rendezvous() {
+	// The addresses a consumer tries for the key when every attempt fails.
+	tries := func(providers []polylb.Invoker) []string {
+		lb, err := polylb.New("loadbalance=rendezvous")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer lb.Close()
+		if err := lb.Update(providers); err != nil {
+			log.Fatal(err)
+		}
+		address := map[uint64]string{}
+		for _, p := range providers {
+			address[p.ID] = p.Address
+		}
+		var tried []uint64
+		var addresses []string
+		for {
+			id, err := lb.SelectAmong(polylb.ServiceLevel, []byte("user-3"), nil, tried)
+			if errors.Is(err, polylb.ErrNoCandidate) {
+				return addresses
+			}
+			if err != nil {
+				log.Fatal(err)
+			}
+			lb.Report(polylb.ServiceLevel, id, time.Millisecond, polylb.Failure) // pretend it failed
+			tried = append(tried, id)
+			addresses = append(addresses, address[id])
+		}
+	}
+	var a, b []polylb.Invoker
+	for n := uint64(1); n <= 4; n++ {
+		a = append(a, polylb.NewInvoker(n, fmt.Sprintf("10.0.0.%d:20880", n)))
+		b = append([]polylb.Invoker{polylb.NewInvoker(100+n, fmt.Sprintf("10.0.0.%d:20880", n))}, b...)
+	}
+	fmt.Println("consumer A:", tries(a))
+	fmt.Println("consumer B:", tries(b))
+	// Output:
+	// consumer A: [10.0.0.2:20880 10.0.0.1:20880 10.0.0.3:20880 10.0.0.4:20880]
+	// consumer B: [10.0.0.2:20880 10.0.0.1:20880 10.0.0.3:20880 10.0.0.4:20880]
+}
