@@ -47,6 +47,20 @@ pub(crate) fn the_same_key_goes_to_the_same_address(config: &str, set: &[Invoker
     }
 }
 
+/// Excluding an invoker other than the key's own `owner` (a failover that tried another) leaves
+/// the key on `owner`.
+pub(crate) fn assert_excluding_another_keeps_the_key(
+    b: &Balancer,
+    k: u64,
+    set: &[Invoker],
+    owner: u64,
+) {
+    let other = set.iter().map(|i| i.id).find(|&id| id != owner).unwrap();
+    let kept = b.select_among(0, &key(k), &[], &[other], NOW).unwrap();
+    assert_eq!(kept, owner, "key {k}: excluding {other} moved it");
+    b.report(0, kept, 1000, Outcome::Success, NOW).unwrap();
+}
+
 /// Two seconds after a one-second ejection (of `b`'s keys' owners in `before`), every key is
 /// back where it was.
 pub(crate) fn assert_keys_back_after_the_ejection(b: &Balancer, before: &[u64]) {

@@ -77,11 +77,7 @@ fn a_failover_moves_only_the_failed_invokers_keys() {
             "key {k}: a failover's pick is a function of the key"
         );
         b.report(0, again, 1000, Outcome::Success, NOW).unwrap();
-        // Excluding another invoker leaves the key where it was.
-        let other = set.iter().map(|i| i.id).find(|&id| id != first).unwrap();
-        let kept = b.select_among(0, &key(k), &[], &[other], NOW).unwrap();
-        assert_eq!(kept, first, "key {k}: excluding {other} moved it");
-        b.report(0, kept, 1000, Outcome::Success, NOW).unwrap();
+        keyed::assert_excluding_another_keeps_the_key(&b, k, &set, first);
     }
 }
 

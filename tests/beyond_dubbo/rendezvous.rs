@@ -124,10 +124,7 @@ fn a_failover_takes_the_keys_next_choice_the_same_on_every_consumer() {
             .unwrap();
         assert_eq!(among, first);
         b.report(0, among, 1000, Outcome::Success, NOW).unwrap();
-        let bystander = set.iter().map(|i| i.id).find(|&id| id != first).unwrap();
-        let kept = b.select_among(0, &key(k), &[], &[bystander], NOW).unwrap();
-        assert_eq!(kept, first, "key {k}: excluding {bystander} moved it");
-        b.report(0, kept, 1000, Outcome::Success, NOW).unwrap();
+        keyed::assert_excluding_another_keeps_the_key(&b, k, &set, first);
     }
 }
 
