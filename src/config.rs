@@ -41,8 +41,8 @@ pub struct Config {
     pub zone: Option<String>,
     /// Stay entirely in the local zone while at least this percentage of it is healthy.
     pub zone_min_healthy_percent: u32,
-    /// `subset.*`: subsetting (the strategies that pick by load or latency:
-    /// `StrategyKind::takes_subset`).
+    /// `subset.*`: subsetting (by key: the strategies that pick by load or latency,
+    /// `StrategyKind::takes_subset`; by index: also `random` and `roundrobin`).
     pub subset: SubsetConfig,
     /// `outlier.*`: outlier ejection (every strategy).
     pub outlier: OutlierConfig,

@@ -107,8 +107,9 @@ impl Inner {
     }
 
     /// The common call of the key-placing strategies (`consistenthash`'s ring, `maglev`'s
-    /// table, `rendezvous`' scores, which ignore load): `whole` places the key over the thread's cached snapshot,
-    /// `among` over its local zone (nothing ejected), without building the strategy's context.
+    /// table, `rendezvous`' scores, which ignore load): `whole` places the key over the thread's
+    /// cached snapshot, `among` over its local zone (nothing ejected), without building the
+    /// strategy's context.
     /// None when any of that does not hold, or with fewer than two invokers (the general path
     /// answers those, for `consistenthash` as Dubbo does).
     #[inline(always)]

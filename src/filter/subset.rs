@@ -21,11 +21,11 @@
 //! an invoker twice. Consumers 0 to C−1 then hold every invoker ⌊C·size/n⌋ or ⌈C·size/n⌉
 //! times, for any C. (That needs n ≥ 3·size − 3, so that the moves never reach a round's last
 //! places; with larger subsets a subset skips an invoker it holds already and takes one more
-//! place, and counts may be off by a few.) Load-blind strategies can use these subsets. Rounds reshuffle so that consumers sharing one
-//! subset are few (a fixed order would give consumers i and i + n/size the same one, sharing
-//! every failure). The price is churn: an invoker joining or leaving changes every round's
-//! places after it and n, so most consumers' subsets change (with keys, only those that held
-//! it).
+//! place, and counts may be off by a few.) Load-blind strategies can use these subsets.
+//! Rounds reshuffle so that consumers sharing one subset are few (a fixed order would give
+//! consumers i and i + n/size the same one, sharing every failure). The price is churn: an
+//! invoker joining or leaving changes every round's places after it and n, so most consumers'
+//! subsets change (with keys, only those that held it).
 //!
 //! An invoker of weight 0 is not taken while any invoker weighs more (it would hold a place
 //! and serve nothing), and with `zone` the subset is taken among the local zone's invokers
