@@ -287,6 +287,16 @@ int32_t plb_report32(const struct plb_balancer *b, uint32_t method, uint32_t id_
 int32_t plb_report_provider_metrics(const struct plb_balancer *b, uint32_t method, uint64_t id, int64_t provider_time_ms, double cpu_load, int64_t rt_us, int64_t now_us);
 
 /**
+ * A provider's load report for `orca` (ORCA's numbers, from a call's trailers or out of band)
+ * for invoker `id`: queries per second it served (`qps`), of them failed (`eps`, at most
+ * `qps`), and its utilization (CPU or the application's own, 1.0 = full); each finite and
+ * >= 0, else PLB_ERR_INVALID_ARGUMENT. `now_us` = 0 reads the library's clock.
+ * Kept per invoker, not per method. Other strategies, and ids not in the set, accept and
+ * ignore reports.
+ */
+int32_t plb_report_load(const struct plb_balancer *b, uint64_t id, double qps, double eps, double utilization, int64_t now_us);
+
+/**
  * Static text for any status value, positive or negated (as plb_select returns it). Never NULL.
  */
 const char *plb_status_str(int32_t status);

@@ -37,6 +37,8 @@ pub struct Config {
     /// maglev: slots of the lookup table, a prime in 7..=16777213 (default 65537; at least
     /// the number of invokers, and for an even spread about 100 times it).
     pub maglev_table_size: u32,
+    /// `orca.*`: orca's options.
+    pub orca: OrcaConfig,
     /// Zone preference (every strategy): the consumer's own zone; None = off.
     pub zone: Option<String>,
     /// Stay entirely in the local zone while at least this percentage of it is healthy.
@@ -80,6 +82,19 @@ pub struct PeakEwmaConfig {
     /// Between otherwise equal invokers, this balancer's own preference order, renewed every
     /// this many ms (0 = off: the first candidate drawn).
     pub preference_ms: i64,
+}
+
+/// `orca`'s options (gRFC A58's, in ms).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OrcaConfig {
+    /// A provider's weight counts only this long after the first report of a run of reports.
+    pub blackout_ms: i64,
+    /// A weight not renewed for this long lapses (the next report starts a new blackout).
+    pub expiration_ms: i64,
+    /// The weights are recomputed every this many ms.
+    pub update_ms: i64,
+    /// How much errors weigh: weight = qps / (utilization + eps / qps × error_penalty).
+    pub error_penalty: f64,
 }
 
 /// Outlier ejection (every strategy). Off unless a rule is set.
@@ -139,6 +154,12 @@ impl Default for Config {
             },
             boundedhash_factor: 1.25,
             maglev_table_size: 65537,
+            orca: OrcaConfig {
+                blackout_ms: 10_000,
+                expiration_ms: 180_000,
+                update_ms: 1000,
+                error_penalty: 1.0,
+            },
             zone: None,
             zone_min_healthy_percent: 70,
             subset: SubsetConfig {
@@ -441,6 +462,42 @@ const KEYS: &[(&str, &str, Setter)] = &[
             Ok(())
         },
     ),
+    (
+        "orca.blackoutMs",
+        "orca: a provider's reported weight counts only this many ms after the first report \
+         of a run of reports (until then it takes the mean weight), >= 0 (default 10000)",
+        |c, k, v| {
+            c.orca.blackout_ms = int(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "orca.expirationMs",
+        "orca: a reported weight not renewed for this many ms lapses, and the next report \
+         starts a new blackout, > 0 (default 180000)",
+        |c, k, v| {
+            c.orca.expiration_ms = int(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "orca.updateMs",
+        "orca: the weights are recomputed from the reports every this many ms, > 0 (default \
+         1000)",
+        |c, k, v| {
+            c.orca.update_ms = int(k, v)?;
+            Ok(())
+        },
+    ),
+    (
+        "orca.errorPenalty",
+        "orca: how much errors weigh, weight = qps / (utilization + eps / qps x errorPenalty); \
+         0..=100 (default 1.0)",
+        |c, k, v| {
+            c.orca.error_penalty = float(k, v)?;
+            Ok(())
+        },
+    ),
 ];
 
 impl Config {
@@ -558,6 +615,10 @@ impl Config {
         non_negative("peakewma.failurePenalty", pe.failure_penalty_ms)?;
         non_negative("peakewma.preferenceMs", pe.preference_ms)?;
         within("boundedhash.factor", self.boundedhash_factor, 1.0..=100.0)?;
+        non_negative("orca.blackoutMs", self.orca.blackout_ms)?;
+        positive("orca.expirationMs", self.orca.expiration_ms)?;
+        positive("orca.updateMs", self.orca.update_ms)?;
+        within("orca.errorPenalty", self.orca.error_penalty, 0.0..=100.0)?;
         if !(MIN_MAGLEV_TABLE..=MAX_MAGLEV_TABLE).contains(&self.maglev_table_size) {
             return out(
                 "maglev.tableSize",
@@ -730,6 +791,7 @@ impl Config {
             StrategyKind::PeakEwma,
             StrategyKind::BoundedHash,
             StrategyKind::Maglev,
+            StrategyKind::Orca,
         ] {
             let prefix = format!("{}.", kind.name());
             if let Some(key) = given(&prefix) {
@@ -744,7 +806,8 @@ impl Config {
                     key,
                     "applies to p2c, peakewma and boundedhash only (Dubbo's strategies keep \
                      Dubbo's warm-up, set per invoker; maglev and rendezvous follow configured \
-                     weights only, so that keys do not move while a weight ramps)",
+                     weights only, so that keys do not move while a weight ramps; orca keeps a \
+                     new provider at the mean weight through orca.blackoutMs)",
                 );
             }
         }

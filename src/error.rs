@@ -41,7 +41,8 @@ pub enum Status {
     /// usable.
     Panic = 13,
     /// An argument out of its domain: a negative elapsed time; for provider metrics a NaN,
-    /// infinite or negative CPU load, or a negative response time or provider clock; an empty
+    /// infinite or negative CPU load, or a negative response time or provider clock; for a
+    /// load report a NaN, infinite or negative number, or more errors than queries; an empty
     /// address in an update of `consistenthash`, `boundedhash`, `maglev` or `rendezvous`; in the
     /// C ABI, a length no array can have.
     InvalidArgument = 14,

@@ -42,7 +42,8 @@ pub const PLB_ERR_BUFFER_TOO_SMALL: i32 = 12;
 /// A bug inside polylb was caught at the boundary; the balancer remains usable.
 pub const PLB_ERR_PANIC: i32 = 13;
 /// An argument out of its domain: a negative elapsed time; for provider metrics a NaN, infinite
-/// or negative CPU load, or a negative response time or provider clock; an empty address in an
+/// or negative CPU load, or a negative response time or provider clock; for a load report a NaN,
+/// infinite or negative number, or more errors than queries; an empty address in an
 /// update of a hashing strategy (`consistenthash`, `boundedhash`, `maglev`, `rendezvous`); or a
 /// length whose size in bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
 pub const PLB_ERR_INVALID_ARGUMENT: i32 = 14;
@@ -465,6 +466,35 @@ pub unsafe extern "C" fn plb_report_provider_metrics(
         let result = (|| {
             let b = balancer(b)?;
             b.report_provider_metrics(method, id, provider_time_ms, cpu_load, rt_us, now_us)
+        })();
+        result.map_or_else(|s| s.code(), |()| PLB_OK)
+    })
+}
+
+/// A provider's load report for `orca` (ORCA's numbers, from a call's trailers or out of band)
+/// for invoker `id`: queries per second it served (`qps`), of them failed (`eps`, at most
+/// `qps`), and its utilization (CPU or the application's own, 1.0 = full); each finite and
+/// >= 0, else PLB_ERR_INVALID_ARGUMENT. `now_us` = 0 reads the library's clock.
+/// Kept per invoker, not per method. Other strategies, and ids not in the set, accept and
+/// ignore reports.
+#[no_mangle]
+pub unsafe extern "C" fn plb_report_load(
+    b: *const plb_balancer,
+    id: u64,
+    qps: f64,
+    eps: f64,
+    utilization: f64,
+    now_us: i64,
+) -> i32 {
+    guard(PLB_ERR_PANIC, || {
+        let result = (|| {
+            let b = balancer(b)?;
+            let report = crate::LoadReport {
+                qps,
+                eps,
+                utilization,
+            };
+            b.report_load(id, report, now_us)
         })();
         result.map_or_else(|s| s.code(), |()| PLB_OK)
     })

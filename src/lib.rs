@@ -48,8 +48,10 @@ mod weight;
 pub use balancer::{Balancer, MAX_METHODS};
 pub use call::Call;
 pub use clock::wall_clock_us;
-pub use config::{Config, OutlierConfig, PeakEwmaConfig, SlowStartConfig, SubsetConfig};
+pub use config::{
+    Config, OrcaConfig, OutlierConfig, PeakEwmaConfig, SlowStartConfig, SubsetConfig,
+};
 pub use error::{Error, Status};
 pub use invoker::{Invoker, Outcome};
-pub use strategy::StrategyKind;
+pub use strategy::{LoadReport, StrategyKind};
 pub use weight::{effective_weight, warmup_weight};

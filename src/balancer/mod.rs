@@ -418,4 +418,34 @@ impl Balancer {
         words.has_provider_metrics.store(true, Release);
         Ok(())
     }
+
+    /// Feeds a provider's load report (ORCA's qps, eps and utilization, per call or out of
+    /// band) for invoker `id`; used by `orca`, ignored by other strategies and for an id not in
+    /// the set. The provider's load is the provider's: reports are kept per invoker, whatever
+    /// method's call carried them. Errors: `InvalidArgument` for a NaN, infinite or negative
+    /// number, or more errors than queries.
+    pub fn report_load(
+        &self,
+        id: u64,
+        report: crate::strategy::LoadReport,
+        now_us: i64,
+    ) -> Result<(), Status> {
+        let crate::strategy::LoadReport {
+            qps,
+            eps,
+            utilization,
+        } = report;
+        let valid = |x: f64| x.is_finite() && x >= 0.0;
+        if !(valid(qps) && valid(eps) && valid(utilization)) || eps > qps {
+            return Err(Status::InvalidArgument);
+        }
+        let inner = &*self.inner;
+        if inner.strategy.kind() != StrategyKind::Orca {
+            return Ok(());
+        }
+        let snapshot = inner.snapshot.load();
+        let now_ms = Clock::new(now_us).now_ms();
+        crate::strategy::record_load(&snapshot, id, &report, now_ms);
+        Ok(())
+    }
 }

@@ -22,6 +22,7 @@ impl Balancer {
             now_us,
             now_ms,
             method: &method,
+            snapshot: &snapshot,
         };
         let mut out = String::with_capacity(256 + snapshot.members.len() * 256);
         out.push_str("{\"strategy\":");

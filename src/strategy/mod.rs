@@ -11,6 +11,7 @@ mod consistent_hash;
 mod key_digest;
 mod least_active;
 mod maglev;
+mod orca;
 mod p2c;
 mod peak_ewma;
 mod random;
@@ -28,6 +29,8 @@ pub(crate) use adaptive::{pick_among as adaptive_pick, touch_pick_time};
 pub(crate) use bounded_hash::whole_set_in_flight;
 pub(crate) use consistent_hash::{ring_pick, ring_pick_among};
 pub(crate) use maglev::{table_pick, table_pick_among};
+pub(crate) use orca::record_load;
+pub use orca::LoadReport;
 pub(crate) use p2c::{best_of_pair, best_of_pair_excluding, best_of_subset_pair};
 pub(crate) use random::WholeSet;
 pub(crate) use rendezvous::{score_pick, score_pick_among};
@@ -204,6 +207,8 @@ pub(crate) struct StatsAt<'a> {
     pub now_ms: i64,
     /// The balancer's state of a method id (`BYPASS` cleared), as picks of it read it.
     pub method: &'a dyn Fn(u32) -> Option<&'a MethodState>,
+    /// The set the row's invoker belongs to (what the strategy prepared for it included).
+    pub snapshot: &'a Snapshot,
 }
 
 /// Every strategy name polylb knows. Dubbo's six keep Dubbo's meaning forever.
@@ -236,6 +241,9 @@ pub enum StrategyKind {
     /// Weighted rendezvous (highest-random-weight) hashing: every candidate scored per pick,
     /// exact weight shares, a failover's next choice shared by every consumer.
     Rendezvous,
+    /// Weighted round robin by the load providers report (gRPC's `weighted_round_robin`, ORCA):
+    /// weight = qps / (utilization + eps / qps × penalty), after a blackout, until it lapses.
+    Orca,
 }
 
 impl StrategyKind {
@@ -252,6 +260,7 @@ impl StrategyKind {
         StrategyKind::BoundedHash,
         StrategyKind::Maglev,
         StrategyKind::Rendezvous,
+        StrategyKind::Orca,
     ];
 
     /// The strategy's config name, as in `loadbalance=` (`random`, …, `rendezvous`).
@@ -268,6 +277,7 @@ impl StrategyKind {
             StrategyKind::BoundedHash => "boundedhash",
             StrategyKind::Maglev => "maglev",
             StrategyKind::Rendezvous => "rendezvous",
+            StrategyKind::Orca => "orca",
         }
     }
 
@@ -280,6 +290,7 @@ impl StrategyKind {
                 | StrategyKind::BoundedHash
                 | StrategyKind::Maglev
                 | StrategyKind::Rendezvous
+                | StrategyKind::Orca
         )
     }
 
@@ -305,13 +316,18 @@ impl StrategyKind {
     }
 
     /// True for the strategies that take subsets chosen by `subset.key`: those that pick by load
-    /// or latency. Not the key-hashing ones (see [`StrategyKind::hashes_keys`]), nor `random`
-    /// and `roundrobin`: keyed subsets spread binomially, so some invokers are in more
-    /// consumers' subsets than others, and a load-blind pick cannot move calls off them. Those
-    /// two take subsets dealt by `subset.index` (balanced over the consumers); the key-hashing
+    /// or latency. Not the key-hashing ones (see [`StrategyKind::hashes_keys`]), nor `random`,
+    /// `roundrobin` and `orca`: keyed subsets spread binomially, so some invokers are in more
+    /// consumers' subsets than others, and a load-blind pick cannot move calls off them (`orca`'s
+    /// weights measure capacity, which does not change with the calls a provider gets). Those
+    /// three take subsets dealt by `subset.index` (balanced over the consumers); the key-hashing
     /// strategies take none.
     pub fn takes_subset(self) -> bool {
-        !self.hashes_keys() && !matches!(self, StrategyKind::Random | StrategyKind::RoundRobin)
+        !self.hashes_keys()
+            && !matches!(
+                self,
+                StrategyKind::Random | StrategyKind::RoundRobin | StrategyKind::Orca
+            )
     }
 
     /// The strategy of a config name (exact, lowercase); `None` for an unknown name.
@@ -334,6 +350,7 @@ impl StrategyKind {
             StrategyKind::BoundedHash => Box::new(bounded_hash::BoundedHash::new(config)),
             StrategyKind::Maglev => Box::new(maglev::Maglev::new(config)),
             StrategyKind::Rendezvous => Box::new(rendezvous::Rendezvous),
+            StrategyKind::Orca => Box::new(orca::Orca::new(config)),
         }
     }
 }

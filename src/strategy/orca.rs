@@ -1,0 +1,401 @@
+//! `orca`: weighted round robin by the load the providers report (gRPC's `weighted_round_robin`,
+//! gRFC A58). Each provider reports what it serves and how busy it is — queries and errors per
+//! second, and a utilization (CPU, or the application's own measure), as ORCA load reports
+//! carry them — through [`crate::Balancer::report_load`]. An invoker's weight is its estimated
+//! capacity:
+//!
+//! `weight = qps / (utilization + eps / qps × orca.errorPenalty)`
+//!
+//! so a provider that serves more per unit of utilization takes more calls, and one that
+//! answers with errors looks busier than it is. Calls are dealt in proportion to the weights,
+//! interleaved (a stride schedule), as gRPC's round robin deals them.
+//!
+//! The rules around the formula, as A58 gives them:
+//! - a report with no qps or no utilization says nothing of capacity and is ignored (an idle
+//!   provider's);
+//! - a weight counts only after a blackout (`orca.blackoutMs`, 10 s) from the first report of a
+//!   run of reports, so that a provider just started, whose first reports measure a cold
+//!   process, does not take a burst;
+//! - a weight not renewed for `orca.expirationMs` (3 min) lapses, and the next report starts a
+//!   new blackout;
+//! - an invoker without a weight that counts takes the mean weight of those with one; with fewer
+//!   than two of them, the configured weights deal the calls (weighted round robin);
+//! - weights are recomputed every `orca.updateMs` (1 s), by the first pick after the period ends,
+//!   never by more than one pick at a time, and without allocating.
+//!
+//! polylb's own rules: the provider's load is the provider's, so reports are kept per invoker,
+//! not per method, and follow the invoker through updates; an invoker that leaves and returns
+//! starts again without a weight. A configured weight of 0 takes no calls while a candidate has
+//! a weight; Dubbo's warm-up scales the weight while it ramps. No weight exceeds 10 × the mean,
+//! so one report of a near-zero utilization cannot draw every call. A pick among some of the
+//! invokers (a failover retry, a zone, outlier ejection, a subset) draws among them at random,
+//! in proportion to the same weights.
+
+use super::{Ctx, Prepared, PreparedData, StatsAt, Strategy, StrategyKind};
+use crate::balancer::{Member, Snapshot};
+use crate::clock::{Clock, STEP_BACK_MS};
+use crate::config::{Config, OrcaConfig};
+use crate::error::Status;
+use crate::weight::effective_weight;
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
+};
+use std::sync::Arc;
+
+pub(crate) struct Orca {
+    config: OrcaConfig,
+}
+
+impl Orca {
+    pub fn new(config: &Config) -> Orca {
+        Orca {
+            config: config.orca.clone(),
+        }
+    }
+}
+
+/// The heaviest invoker's share of the stride: it is taken at every turn, a lighter one at
+/// `scaled / STRIDE` of its turns.
+const STRIDE: u64 = 1 << 16;
+
+/// No weight exceeds this many times the mean (a bound on a pick's turns too: the expected
+/// turns per pick are the heaviest weight over the mean).
+const MAX_RATIO: f64 = 10.0;
+
+/// One provider's last load report, shared by the snapshots that hold its invoker.
+#[derive(Default)]
+pub(crate) struct LoadCell {
+    /// The capacity weight of the last report (f64 bits; 0 = none yet).
+    weight: AtomicU64,
+    /// When the current run of reports began (Unix ms; 0 = no run).
+    since_ms: AtomicI64,
+    /// When the last report came (Unix ms).
+    last_ms: AtomicI64,
+}
+
+/// A report's numbers, already checked (finite, not negative).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LoadReport {
+    /// Requests the provider served per second (failed ones included).
+    pub qps: f64,
+    /// Requests per second that failed.
+    pub eps: f64,
+    /// How busy the provider is: CPU or application utilization (1.0 = one full core or the
+    /// whole capacity; only the ratio between providers matters).
+    pub utilization: f64,
+}
+
+impl LoadReport {
+    /// The capacity weight of the report; 0 when it says nothing of capacity.
+    fn weight(&self, error_penalty: f64) -> f64 {
+        if self.qps <= 0.0 || self.utilization <= 0.0 {
+            return 0.0;
+        }
+        let w = self.qps / (self.utilization + self.eps / self.qps * error_penalty);
+        if w.is_finite() {
+            w
+        } else {
+            0.0
+        }
+    }
+}
+
+impl LoadCell {
+    fn record(&self, report: &LoadReport, now_ms: i64, config: &OrcaConfig) {
+        let weight = report.weight(config.error_penalty);
+        if weight <= 0.0 {
+            return;
+        }
+        let since = self.since_ms.load(Relaxed);
+        let last = self.last_ms.load(Relaxed);
+        let lapsed = now_ms.saturating_sub(last) >= config.expiration_ms;
+        // A clock that stepped back far behind the run's start restarts the run too.
+        let stepped_back = since.saturating_sub(now_ms) > STEP_BACK_MS;
+        if since == 0 || lapsed || stepped_back {
+            self.since_ms.store(now_ms.max(1), Relaxed);
+        }
+        self.weight.store(weight.to_bits(), Relaxed);
+        self.last_ms.store(now_ms, Relaxed);
+    }
+
+    /// The report's weight if it counts at `now_ms` (past its blackout, not lapsed).
+    fn counted(&self, now_ms: i64, config: &OrcaConfig) -> Option<f64> {
+        let weight = f64::from_bits(self.weight.load(Relaxed));
+        let since = self.since_ms.load(Relaxed);
+        let last = self.last_ms.load(Relaxed);
+        let ok = weight > 0.0
+            && since != 0
+            && now_ms.saturating_sub(since) >= config.blackout_ms
+            && now_ms.saturating_sub(last) < config.expiration_ms;
+        ok.then_some(weight)
+    }
+}
+
+/// What picks read of a set: the load cells and the current schedule, in set order.
+pub(crate) struct LoadTable {
+    config: OrcaConfig,
+    cells: Box<[Arc<LoadCell>]>,
+    /// Each position's share of the stride, 0..=STRIDE (0 = takes no calls).
+    scaled: Box<[AtomicU32]>,
+    /// A position with the full stride (taken at every turn).
+    heaviest: AtomicU32,
+    /// The stride's turn counter, shared by every pick of every method.
+    turn: AtomicU64,
+    /// When the weights are next recomputed (Unix ms; `i64::MIN` = at the next pick).
+    next_update_ms: AtomicI64,
+    /// At least two weights counted at the last recomputation (the reports deal the calls).
+    reported: AtomicBool,
+}
+
+impl LoadTable {
+    fn build(members: &[Member], previous: &Snapshot, config: &OrcaConfig) -> LoadTable {
+        let old = previous
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<LoadTable>());
+        let cells = members
+            .iter()
+            .map(|m| {
+                // The same invoker (its state carried over by the update) keeps its reports.
+                old.and_then(|t| {
+                    let (pos, before) = previous.find(m.id)?;
+                    Arc::ptr_eq(&before.state, &m.state).then(|| t.cells[pos].clone())
+                })
+                .unwrap_or_default()
+            })
+            .collect();
+        // Until the first pick recomputes them, the configured weights deal the calls.
+        let configured: Vec<f64> = members.iter().map(|m| f64::from(m.weight.max(0))).collect();
+        let table = LoadTable {
+            config: config.clone(),
+            cells,
+            scaled: members.iter().map(|_| AtomicU32::new(0)).collect(),
+            heaviest: AtomicU32::new(0),
+            turn: AtomicU64::new(0),
+            next_update_ms: AtomicI64::new(i64::MIN),
+            reported: AtomicBool::new(false),
+        };
+        table.store(configured.iter().copied());
+        table
+    }
+
+    /// Recomputes the weights when the period has ended (one pick at a time; the others go on
+    /// with the current ones).
+    #[inline]
+    fn update_if_due(&self, snapshot: &Snapshot, clock: &Clock) {
+        let now = clock.now_ms();
+        let due = self.next_update_ms.load(Acquire);
+        let stepped_back = due.saturating_sub(now) > self.config.update_ms + STEP_BACK_MS;
+        if (now >= due || stepped_back)
+            && self
+                .next_update_ms
+                .compare_exchange(
+                    due,
+                    now.saturating_add(self.config.update_ms),
+                    AcqRel,
+                    Relaxed,
+                )
+                .is_ok()
+        {
+            self.recompute(snapshot, now);
+        }
+    }
+
+    #[inline(never)]
+    fn recompute(&self, snapshot: &Snapshot, now_ms: i64) {
+        let counted = self
+            .cells
+            .iter()
+            .filter_map(|c| c.counted(now_ms, &self.config));
+        let (count, sum) = counted.fold((0u32, 0.0), |(n, s), w| (n + 1, s + w));
+        let reported = count >= 2;
+        self.reported.store(reported, Relaxed);
+        let mean = if reported {
+            sum / f64::from(count)
+        } else {
+            0.0
+        };
+        let weights = snapshot
+            .members
+            .iter()
+            .zip(self.cells.iter())
+            .map(|(m, cell)| {
+                if m.weight <= 0 {
+                    return 0.0;
+                }
+                let warm = effective_weight(m.weight, m.start_time_ms, m.warmup_ms, now_ms);
+                if !reported {
+                    return f64::from(warm);
+                }
+                let base = cell.counted(now_ms, &self.config).unwrap_or(mean);
+                base * f64::from(warm) / f64::from(m.weight)
+            });
+        self.store(weights);
+    }
+
+    /// Caps the weights so that none exceeds `MAX_RATIO` × the mean of the capped weights, and
+    /// scales them to the stride. With no positive weight, every invoker counts as equal (a set
+    /// of weight-0 invokers still serves).
+    fn store(&self, weights: impl Iterator<Item = f64> + Clone) {
+        let positive = weights.clone().filter(|&w| w > 0.0);
+        let count = positive.clone().count() as f64;
+        let mut cap = f64::INFINITY;
+        if count > 0.0 {
+            // The cap c solves c = MAX_RATIO × mean(min(w, c)); iterating from the uncapped
+            // mean only lowers it, to the fixed point.
+            for _ in 0..32 {
+                let next = MAX_RATIO * positive.clone().map(|w| w.min(cap)).sum::<f64>() / count;
+                if next >= cap * (1.0 - 1e-9) {
+                    break;
+                }
+                cap = next;
+            }
+        }
+        let capped = || {
+            weights
+                .clone()
+                .map(move |w| if count == 0.0 { 1.0 } else { w.min(cap) })
+        };
+        let max = capped().fold(0.0, f64::max);
+        let mut heaviest = 0;
+        for (pos, w) in capped().enumerate() {
+            let share = if w <= 0.0 {
+                0
+            } else {
+                ((w / max * STRIDE as f64).round() as u32).clamp(1, STRIDE as u32)
+            };
+            if share == STRIDE as u32 {
+                heaviest = pos;
+            }
+            self.scaled[pos].store(share, Relaxed);
+        }
+        self.heaviest.store(heaviest as u32, Release);
+    }
+
+    /// The next turn of the stride schedule that lands on a position taken at that turn.
+    /// Position `p` is offered every n-th turn and taken at `scaled[p] / STRIDE` of its offers,
+    /// evenly spaced (its accumulator crosses a multiple of the stride), its phase offset by a
+    /// hash of the position so that light invokers are not all taken at the same generation.
+    #[inline]
+    fn stride_pick(&self) -> usize {
+        let n = self.scaled.len() as u64;
+        // The heaviest position is taken whenever it is offered, so n turns of one thread
+        // suffice; other threads' picks can take turns between, hence the margin.
+        for _ in 0..2 * n + 8 {
+            let turn = self.turn.fetch_add(1, Relaxed);
+            let pos = turn % n;
+            let generation = turn / n;
+            let share = u64::from(self.scaled[pos as usize].load(Relaxed));
+            let phase = pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48;
+            let accumulated = generation.wrapping_mul(share).wrapping_add(phase) & (STRIDE - 1);
+            if share > 0 && accumulated + share >= STRIDE {
+                return pos as usize;
+            }
+        }
+        self.heaviest.load(Acquire) as usize
+    }
+
+    /// A draw among some candidates in proportion to their shares (uniform when none has one).
+    fn draw_among(&self, ctx: &Ctx<'_>) -> usize {
+        let shares = || {
+            ctx.candidates
+                .iter()
+                .map(|&p| (p as usize, u64::from(self.scaled[p as usize].load(Relaxed))))
+        };
+        let total: u64 = shares().map(|(_, s)| s).sum();
+        if total == 0 {
+            return ctx.candidates[ctx.rng.below(ctx.candidates.len() as u64) as usize] as usize;
+        }
+        let mut point = ctx.rng.below(total);
+        for (pos, share) in shares() {
+            if point < share {
+                return pos;
+            }
+            point -= share;
+        }
+        unreachable!("a point below the total falls on a share")
+    }
+}
+
+impl Strategy for Orca {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::Orca
+    }
+
+    fn tracks_reports(&self) -> bool {
+        false
+    }
+
+    fn reads_in_flight(&self) -> bool {
+        false
+    }
+
+    fn prepare(&self, members: &[Member], previous: &Snapshot) -> Prepared {
+        Some(PreparedData::new(LoadTable::build(
+            members,
+            previous,
+            &self.config,
+        )))
+    }
+
+    fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
+        let table = ctx.prepared::<LoadTable>().ok_or(Status::NoProvider)?;
+        table.update_if_due(ctx.snapshot, ctx.clock);
+        if ctx.is_all {
+            Ok(table.stride_pick())
+        } else {
+            Ok(table.draw_among(ctx))
+        }
+    }
+
+    /// The last report's weight (`null` before one), whether it counts now, and the share of
+    /// the calls the current schedule deals the invoker.
+    fn stats_fields(&self, member: &Member, at: &StatsAt<'_>, out: &mut String) {
+        use std::fmt::Write;
+        let Some(table) = at
+            .snapshot
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<LoadTable>())
+        else {
+            return;
+        };
+        let Some(pos) = at.snapshot.position(member.id) else {
+            return;
+        };
+        let cell = &table.cells[pos];
+        let weight = f64::from_bits(cell.weight.load(Relaxed));
+        let total: u64 = table
+            .scaled
+            .iter()
+            .map(|s| u64::from(s.load(Relaxed)))
+            .sum();
+        let share = u64::from(table.scaled[pos].load(Relaxed)) as f64 / total.max(1) as f64;
+        if weight > 0.0 {
+            let _ = write!(out, ",\"orca_weight\":{weight}");
+        } else {
+            out.push_str(",\"orca_weight\":null");
+        }
+        let counts = cell.counted(at.now_ms, &self.config).is_some();
+        let _ = write!(
+            out,
+            ",\"orca_counted\":{counts},\"orca_reported\":{},\"orca_share\":{share}",
+            table.reported.load(Relaxed)
+        );
+    }
+}
+
+/// Records a provider's load report for invoker `id` of the set (nothing when it is not in it).
+pub(crate) fn record_load(snapshot: &Snapshot, id: u64, report: &LoadReport, now_ms: i64) {
+    let Some(table) = snapshot
+        .prepared
+        .as_ref()
+        .and_then(|p| p.downcast_ref::<LoadTable>())
+    else {
+        return;
+    };
+    if let Some(pos) = snapshot.position(id) {
+        table.cells[pos].record(report, now_ms, &table.config);
+    }
+}
