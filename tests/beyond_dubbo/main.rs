@@ -20,6 +20,7 @@ mod helpers;
 mod keyed;
 mod latency;
 mod maglev;
+mod orca;
 mod outlier;
 mod rendezvous;
 mod subset;
