@@ -35,6 +35,10 @@ impl<'a> Reader<'a> {
         self.pos += 1;
         b
     }
+    /// The next byte, left to be read.
+    fn peek(&self) -> u8 {
+        self.data.get(self.pos).copied().unwrap_or(0)
+    }
     fn u64(&mut self) -> u64 {
         (0..8).fold(0u64, |v, _| (v << 8) | self.u8() as u64)
     }
@@ -477,6 +481,13 @@ fn read_options(r: &mut Reader, strategy: &str) -> (String, String) {
                 options +=
                     &format!("&peakewma.choices={choices}&peakewma.preferenceMs={preference}");
             }
+            "orca" => {
+                // Weights that count at once or after a while, recomputed at nearly every pick
+                // or once a second.
+                let blackout = [0, 1000, 10_000][r.u8() as usize % 3];
+                let update = [1, 1000][r.u8() as usize % 2];
+                options += &format!("&orca.blackoutMs={blackout}&orca.updateMs={update}");
+            }
             _ => {}
         }
     }
@@ -578,10 +589,14 @@ const EDGE_VALUES: &[&str] = &[
 ];
 
 /// How many strategies and config keys there were when the corpus was first gathered (the
-/// strategies added since, `maglev` and `rendezvous`, take turns over the top bytes: 236 is
-/// `maglev`, 237 `rendezvous`, and so on).
+/// strategies added since, `maglev`, `rendezvous` and `orca`, take turns over the top bytes:
+/// 236 is `maglev`, 237 `rendezvous`, 238 `orca`, and so on).
 const STRATEGIES_BEFORE_MAGLEV: usize = 9;
 const KEYS_BEFORE_MAGLEV: usize = 24;
+
+/// Op 6 is a load report (`plb_report_load`) when its id byte is at least this (ids 0..26 as
+/// for provider metrics, which the bytes below keep); added after the corpus was gathered.
+const LOAD_REPORT: u8 = 208;
 
 /// A byte's index into a list that has grown from `old` entries to `len` (new ones appended):
 /// bytes below the last 8 % of the range keep the index `byte % old` they had before, so the
@@ -661,6 +676,9 @@ fn in_documented_range(key: &str, value: &str) -> Option<bool> {
         "outlier.consecutiveFailures" => int(0, u32::MAX as i128),
         "outlier.minRequests" => int(1, u32::MAX as i128),
         "slowstart.aggression" => float(0.1, 10.0),
+        "orca.blackoutMs" => int(0, i64_max),
+        "orca.expirationMs" | "orca.updateMs" => int(1, i64_max),
+        "orca.errorPenalty" => float(0.0, 100.0),
         _ => return None,
     })
 }
@@ -1064,6 +1082,27 @@ pub fn abi_sequence(data: &[u8]) {
                         .expect("present");
                     outstanding.swap_remove(i);
                 }
+            }
+            6 if r.peek() >= LOAD_REPORT => {
+                // a load report (orca uses them, others ignore them; per invoker, no method)
+                let id = (r.u8() % 26) as u64;
+                let mut number = || match r.u8() {
+                    0 => f64::NAN,
+                    1 => -1.0,
+                    2 => f64::INFINITY,
+                    3 => f64::from_bits(r.u64()),
+                    4 => 0.0,
+                    x => x as f64 / 10.0,
+                };
+                let (qps, eps, utilization) = (number(), number(), number());
+                let status = unsafe { plb_report_load(b, id, qps, eps, utilization, now) };
+                let valid = |x: f64| x.is_finite() && x >= 0.0;
+                let expected = if valid(qps) && valid(eps) && valid(utilization) && eps <= qps {
+                    PLB_OK
+                } else {
+                    PLB_ERR_INVALID_ARGUMENT
+                };
+                assert_eq!(status, expected, "load report status");
             }
             6 => {
                 // provider metrics (adaptive uses them, others ignore them)

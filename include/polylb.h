@@ -108,7 +108,8 @@
 
 /**
  * An argument out of its domain: a negative elapsed time; for provider metrics a NaN, infinite
- * or negative CPU load, or a negative response time or provider clock; an empty address in an
+ * or negative CPU load, or a negative response time or provider clock; for a load report a NaN,
+ * infinite or negative number, or more errors than queries; an empty address in an
  * update of a hashing strategy (`consistenthash`, `boundedhash`, `maglev`, `rendezvous`); or a
  * length whose size in bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
  */
@@ -289,10 +290,9 @@ int32_t plb_report_provider_metrics(const struct plb_balancer *b, uint32_t metho
 /**
  * A provider's load report for `orca` (ORCA's numbers, from a call's trailers or out of band)
  * for invoker `id`: queries per second it served (`qps`), of them failed (`eps`, at most
- * `qps`), and its utilization (CPU or the application's own, 1.0 = full); each finite and
- * >= 0, else PLB_ERR_INVALID_ARGUMENT. `now_us` = 0 reads the library's clock.
- * Kept per invoker, not per method. Other strategies, and ids not in the set, accept and
- * ignore reports.
+ * `qps`), and its utilization (CPU or the application's own, 1.0 = full); each finite and not
+ * negative, else PLB_ERR_INVALID_ARGUMENT. `now_us` = 0 reads the library's clock. Kept per
+ * invoker, not per method. Other strategies, and ids not in the set, accept and ignore them.
  */
 int32_t plb_report_load(const struct plb_balancer *b, uint64_t id, double qps, double eps, double utilization, int64_t now_us);
 

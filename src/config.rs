@@ -44,7 +44,7 @@ pub struct Config {
     /// Stay entirely in the local zone while at least this percentage of it is healthy.
     pub zone_min_healthy_percent: u32,
     /// `subset.*`: subsetting (by key: the strategies that pick by load or latency,
-    /// `StrategyKind::takes_subset`; by index: also `random` and `roundrobin`).
+    /// `StrategyKind::takes_subset`; by index: also `random`, `roundrobin` and `orca`).
     pub subset: SubsetConfig,
     /// `outlier.*`: outlier ejection (every strategy).
     pub outlier: OutlierConfig,
@@ -426,7 +426,7 @@ const KEYS: &[(&str, &str, Setter)] = &[
         "subsetting: this consumer prefers this many invokers (within its zone when zone is \
          set), chosen by rendezvous hashing of subset.key with their addresses \
          (leastactive, shortestresponse, adaptive, p2c, peakewma) or by subset.index (also \
-         random and roundrobin); 0 = off (default 0)",
+         random, roundrobin and orca); 0 = off (default 0)",
         |c, k, v| {
             c.subset.size = int(k, v)?;
             Ok(())

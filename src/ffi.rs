@@ -473,10 +473,9 @@ pub unsafe extern "C" fn plb_report_provider_metrics(
 
 /// A provider's load report for `orca` (ORCA's numbers, from a call's trailers or out of band)
 /// for invoker `id`: queries per second it served (`qps`), of them failed (`eps`, at most
-/// `qps`), and its utilization (CPU or the application's own, 1.0 = full); each finite and
-/// >= 0, else PLB_ERR_INVALID_ARGUMENT. `now_us` = 0 reads the library's clock.
-/// Kept per invoker, not per method. Other strategies, and ids not in the set, accept and
-/// ignore reports.
+/// `qps`), and its utilization (CPU or the application's own, 1.0 = full); each finite and not
+/// negative, else PLB_ERR_INVALID_ARGUMENT. `now_us` = 0 reads the library's clock. Kept per
+/// invoker, not per method. Other strategies, and ids not in the set, accept and ignore them.
 #[no_mangle]
 pub unsafe extern "C" fn plb_report_load(
     b: *const plb_balancer,

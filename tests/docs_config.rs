@@ -181,7 +181,9 @@ fn every_config_key_named_in_the_docs_exists() {
             let Some((family, rest)) = key.split_once('.') else {
                 continue;
             };
-            let key_like = !rest.is_empty() && rest.chars().all(|c| c.is_ascii_alphanumeric());
+            // Keys are lower camel case after the dot (`orca.CallMetricsServerOption` is grpc-go's).
+            let key_like = rest.starts_with(|c: char| c.is_ascii_lowercase())
+                && rest.chars().all(|c| c.is_ascii_alphanumeric());
             if !families.contains(family) || !key_like || NOT_POLYLB_KEYS.contains(&key) {
                 continue; // `outlier.*`, file names, Dubbo's own parameters
             }
@@ -284,6 +286,7 @@ fn accepting(key: &str) -> String {
         "peakewma" => &["loadbalance=peakewma"],
         "boundedhash" => &["loadbalance=boundedhash"],
         "maglev" => &["loadbalance=maglev"],
+        "orca" => &["loadbalance=orca"],
         "zone" => &["zone=a", "outlier.consecutiveFailures=3"],
         // subset.size's default, 0, is subsetting off: alone, it is accepted.
         "subset" if key == "subset.size" => &[],

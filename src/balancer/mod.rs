@@ -34,7 +34,7 @@ use crate::error::{Error, Status};
 use crate::filter::Filter;
 use crate::invoker::Outcome;
 use crate::rng::RngSource;
-use crate::strategy::{Strategy, StrategyKind, WholeSetDraw};
+use crate::strategy::{LoadReport, Strategy, StrategyKind, WholeSetDraw};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::cell::Cell;
@@ -424,13 +424,8 @@ impl Balancer {
     /// the set. The provider's load is the provider's: reports are kept per invoker, whatever
     /// method's call carried them. Errors: `InvalidArgument` for a NaN, infinite or negative
     /// number, or more errors than queries.
-    pub fn report_load(
-        &self,
-        id: u64,
-        report: crate::strategy::LoadReport,
-        now_us: i64,
-    ) -> Result<(), Status> {
-        let crate::strategy::LoadReport {
+    pub fn report_load(&self, id: u64, report: LoadReport, now_us: i64) -> Result<(), Status> {
+        let LoadReport {
             qps,
             eps,
             utilization,
