@@ -349,6 +349,15 @@ public:
                                                   cpu_load, rt.count(), now_us));
     }
 
+    /**
+     * A provider's load report for `orca` (ORCA's queries and errors per second and its
+     * utilization), kept per invoker.
+     */
+    Status report_load(std::uint64_t id, double qps, double eps, double utilization,
+                       std::int64_t now_us = 0) const noexcept {
+        return Status(plb_report_load(handle_, id, qps, eps, utilization, now_us));
+    }
+
     /** A JSON snapshot of the set and its counters (effective weights at `now_us`). */
     Status stats(std::string &out, std::int64_t now_us = 0) const {
         // A first guess, so that a small set is written once; when it does not fit, the library

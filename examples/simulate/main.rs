@@ -35,6 +35,7 @@ pub const DEFAULT_STRATEGIES: &[&str] = &[
     "boundedhash",
     "maglev",
     "rendezvous",
+    "orca",
     "recommended",
 ];
 
@@ -58,7 +59,7 @@ OPTIONS (lists are comma-separated):
                                      (docs/simulator.md#stress-scenarios-run-only-when-named)
   --strategies LIST   strategy names, optionally with options: 'p2c&p2c.choices=4' (default:
                       random,roundrobin,leastactive,shortestresponse,consistenthash,adaptive,
-                      p2c,peakewma,boundedhash,maglev,rendezvous,recommended; unknown names are
+                      p2c,peakewma,boundedhash,maglev,rendezvous,orca,recommended; unknown names are
                       skipped with a notice; recommended is polylb's configuration for
                       latency-sensitive services:
                       peakewma&peakewma.choices=0&peakewma.preferenceMs=1000)

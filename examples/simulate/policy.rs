@@ -26,11 +26,13 @@ pub fn provider_address(index: usize) -> String {
     format!("10.0.{}.{}:20880", index / 250, index % 250 + 1)
 }
 
-/// What a Dubbo provider attaches to a response for `adaptive`.
+/// What a provider attaches to a response: for `adaptive` a Dubbo provider's clock and load,
+/// for `orca` an ORCA load report.
 #[derive(Clone, Copy, Debug)]
 pub struct ProviderMetrics {
     pub time_ms: i64,
     pub load: f64,
+    pub numbers: crate::provider::LoadNumbers,
 }
 
 pub trait Policy {
@@ -83,6 +85,8 @@ pub struct LibraryPolicy {
     scratch: Vec<u64>,
     /// Dubbo providers attach their load only for `adaptive` (its filter asks for it).
     provider_metrics: bool,
+    /// The strategy reads ORCA load reports (`orca`).
+    load_reports: bool,
 }
 
 /// The spec as consumer `c` runs it: subsets need each consumer's own identity, as a deployment
@@ -139,6 +143,7 @@ impl LibraryPolicy {
             methods,
             scratch: Vec::new(),
             provider_metrics: name == "adaptive",
+            load_reports: name == "orca",
         })
     }
 }
@@ -234,6 +239,15 @@ impl Policy for LibraryPolicy {
                 EPOCH_US + now_us,
             )
             .expect("valid provider metrics");
+        }
+        if let (Some(m), true) = (metrics, self.load_reports) {
+            let report = polylb::LoadReport {
+                qps: m.numbers.qps,
+                eps: m.numbers.eps,
+                utilization: m.numbers.utilization,
+            };
+            lb.report_load(id, report, EPOCH_US + now_us)
+                .expect("valid load report");
         }
         lb.report(method, id, elapsed_us, outcome, EPOCH_US + now_us)
             .expect("valid report");

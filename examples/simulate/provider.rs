@@ -125,6 +125,38 @@ pub struct Provider {
     last_change_us: i64,
     /// Exponentially smoothed utilisation (tau = 1 s), what a provider reports as its load.
     util_ewma: f64,
+    /// Answers per second and failed answers per second, smoothed alike (ORCA's qps and eps).
+    answered: RateEwma,
+    failed: RateEwma,
+}
+
+/// An event rate smoothed with time constant `UTIL_TAU_US`: each event adds 1 / tau, and the
+/// sum decays as exp(-t / tau), so a steady rate reads as itself.
+#[derive(Clone, Copy, Debug, Default)]
+struct RateEwma {
+    per_second: f64,
+    last_us: i64,
+}
+
+impl RateEwma {
+    fn decayed(&self, now_us: i64) -> f64 {
+        let dt = (now_us - self.last_us).max(0) as f64;
+        self.per_second * (-dt / UTIL_TAU_US).exp()
+    }
+
+    fn add(&mut self, now_us: i64) {
+        self.per_second = self.decayed(now_us) + 1e6 / UTIL_TAU_US;
+        self.last_us = now_us;
+    }
+}
+
+/// What a provider reports for `orca` (an ORCA load report): smoothed answers and failures per
+/// second, and its utilisation (0–1).
+#[derive(Clone, Copy, Debug)]
+pub struct LoadNumbers {
+    pub qps: f64,
+    pub eps: f64,
+    pub utilization: f64,
 }
 
 const UTIL_TAU_US: f64 = 1_000_000.0;
@@ -143,6 +175,8 @@ impl Provider {
             busy_integral_us: 0.0,
             last_change_us: 0,
             util_ewma: 0.0,
+            answered: RateEwma::default(),
+            failed: RateEwma::default(),
         }
     }
 
@@ -191,6 +225,26 @@ impl Provider {
     pub fn reported_load(&mut self, now_us: i64) -> f64 {
         self.account(now_us);
         (self.util_ewma * 100.0).clamp(0.0, 100.0)
+    }
+
+    /// The provider answered a call (a failure too: an error is an answer).
+    pub fn record_answer(&mut self, now_us: i64, ok: bool) {
+        self.answered.add(now_us);
+        if !ok {
+            self.failed.add(now_us);
+        }
+    }
+
+    /// The load report a provider would attach to its response (ORCA's per-call report).
+    pub fn load_numbers(&mut self, now_us: i64) -> LoadNumbers {
+        self.account(now_us);
+        let qps = self.answered.decayed(now_us);
+        LoadNumbers {
+            qps,
+            // Failures are answers too: never more of them (rounding aside).
+            eps: self.failed.decayed(now_us).min(qps),
+            utilization: self.util_ewma.clamp(0.0, 1.0),
+        }
     }
 
     pub fn cold_multiplier(&self, now_us: i64) -> f64 {

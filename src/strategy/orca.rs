@@ -23,6 +23,10 @@
 //! - weights are recomputed every `orca.updateMs` (1 s), by the first pick after the period ends,
 //!   never by more than one pick at a time, and without allocating.
 //!
+//! Unlike A58, a weight that starts to count (its blackout over) or lapses changes the schedule
+//! at once, not at the end of the period in progress: with a 1 s period, a new provider's weight
+//! or a lapse would otherwise wait up to a second, dealing calls by stale weights meanwhile.
+//!
 //! polylb's own rules: the provider's load is the provider's, so reports are kept per invoker,
 //! not per method, and follow the invoker through updates; an invoker that leaves and returns
 //! starts again without a weight. A configured weight of 0 takes no calls while a candidate has
@@ -102,21 +106,45 @@ impl LoadReport {
 }
 
 impl LoadCell {
-    fn record(&self, report: &LoadReport, now_ms: i64, config: &OrcaConfig) {
+    /// Keeps the report; when it starts a run of reports, returns when the run's weight will
+    /// count (the end of its blackout).
+    fn record(&self, report: &LoadReport, now_ms: i64, config: &OrcaConfig) -> Option<i64> {
         let weight = report.weight(config.error_penalty);
         if weight <= 0.0 {
-            return;
+            return None;
         }
         let since = self.since_ms.load(Relaxed);
         let last = self.last_ms.load(Relaxed);
         let lapsed = now_ms.saturating_sub(last) >= config.expiration_ms;
         // A clock that stepped back far behind the run's start restarts the run too.
         let stepped_back = since.saturating_sub(now_ms) > STEP_BACK_MS;
-        if since == 0 || lapsed || stepped_back {
+        let starts = since == 0 || lapsed || stepped_back;
+        if starts {
             self.since_ms.store(now_ms.max(1), Relaxed);
         }
         self.weight.store(weight.to_bits(), Relaxed);
         self.last_ms.store(now_ms, Relaxed);
+        starts.then(|| now_ms.max(1).saturating_add(config.blackout_ms))
+    }
+
+    /// When the cell's weight next starts or stops counting (`i64::MAX`: not before another
+    /// report).
+    fn next_change(&self, now_ms: i64, config: &OrcaConfig) -> i64 {
+        let weight = f64::from_bits(self.weight.load(Relaxed));
+        let since = self.since_ms.load(Relaxed);
+        let lapses = self
+            .last_ms
+            .load(Relaxed)
+            .saturating_add(config.expiration_ms);
+        if weight <= 0.0 || since == 0 || lapses <= now_ms {
+            return i64::MAX;
+        }
+        let counts = since.saturating_add(config.blackout_ms);
+        if counts > now_ms {
+            counts
+        } else {
+            lapses
+        }
     }
 
     /// The report's weight if it counts at `now_ms` (past its blackout, not lapsed).
@@ -211,6 +239,15 @@ impl LoadTable {
         let (count, sum) = counted.fold((0u32, 0.0), |(n, s), w| (n + 1, s + w));
         let reported = count >= 2;
         self.reported.store(reported, Relaxed);
+        // A weight that starts or stops counting before the period ends changes the schedule
+        // then, not up to a period late.
+        let next_change = self
+            .cells
+            .iter()
+            .map(|c| c.next_change(now_ms, &self.config))
+            .min()
+            .unwrap_or(i64::MAX);
+        self.next_update_ms.fetch_min(next_change, AcqRel);
         let mean = if reported {
             sum / f64::from(count)
         } else {
@@ -224,7 +261,16 @@ impl LoadTable {
                 if m.weight <= 0 {
                     return 0.0;
                 }
-                let warm = effective_weight(m.weight, m.start_time_ms, m.warmup_ms, now_ms);
+                // Read from the invoker's first millisecond on: Dubbo's getWeight gives the full
+                // weight at an uptime of exactly 0, an instant other strategies pass at once, but a
+                // schedule computed then would keep it for a whole period.
+                let uptime_from = m.start_time_ms.saturating_add(1);
+                let at = if m.start_time_ms > 0 {
+                    now_ms.max(uptime_from)
+                } else {
+                    now_ms
+                };
+                let warm = effective_weight(m.weight, m.start_time_ms, m.warmup_ms, at);
                 if !reported {
                     return f64::from(warm);
                 }
@@ -396,6 +442,9 @@ pub(crate) fn record_load(snapshot: &Snapshot, id: u64, report: &LoadReport, now
         return;
     };
     if let Some(pos) = snapshot.position(id) {
-        table.cells[pos].record(report, now_ms, &table.config);
+        if let Some(counts_at) = table.cells[pos].record(report, now_ms, &table.config) {
+            // The schedule changes when the new weight counts, not up to a period later.
+            table.next_update_ms.fetch_min(counts_at, AcqRel);
+        }
     }
 }

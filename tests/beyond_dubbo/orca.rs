@@ -442,3 +442,75 @@ fn the_cross_language_sequence() {
         1200,
     );
 }
+
+#[test]
+fn a_weight_that_starts_or_stops_counting_changes_the_schedule_at_once() {
+    let set: Vec<Invoker> = (1..=2).map(provider).collect();
+    // A period of a minute: only the start and the lapse of weights can change the schedule.
+    let b = lb(
+        &format!("{CONFIG}&orca.blackoutMs=2000&orca.expirationMs=5000&orca.updateMs=60000"),
+        &set,
+    );
+    b.report_load(1, load(100.0, 0.0, 1.0), NOW).unwrap();
+    b.report_load(2, load(300.0, 0.0, 1.0), NOW).unwrap();
+    assert_dealt(&deal(&b, 1000, NOW), &[(1, 1.0), (2, 1.0)], 1000);
+    // The blackout ends 2 s in: the weights deal from then on, 58 s before the period ends.
+    assert_dealt(
+        &deal(&b, 1000, NOW + 1_999_000),
+        &[(1, 1.0), (2, 1.0)],
+        1000,
+    );
+    assert_dealt(
+        &deal(&b, 4000, NOW + 2 * SECOND),
+        &[(1, 1.0), (2, 3.0)],
+        4000,
+    );
+    // No report for 5 s: both lapse, and the configured weights deal again at once.
+    assert_dealt(
+        &deal(&b, 4000, NOW + 4 * SECOND),
+        &[(1, 1.0), (2, 3.0)],
+        4000,
+    );
+    assert_dealt(
+        &deal(&b, 1000, NOW + 5 * SECOND),
+        &[(1, 1.0), (2, 1.0)],
+        1000,
+    );
+    // A weight that changes within a run waits for the period, as in gRPC.
+    let later = NOW + 10 * SECOND;
+    report_every_second(
+        &b,
+        &[(1, load(100.0, 0.0, 1.0)), (2, load(300.0, 0.0, 1.0))],
+        later,
+        later + 2 * SECOND,
+    );
+    assert_dealt(
+        &deal(&b, 4000, later + 2 * SECOND),
+        &[(1, 1.0), (2, 3.0)],
+        4000,
+    );
+    b.report_load(2, load(100.0, 0.0, 1.0), later + 3 * SECOND)
+        .unwrap();
+    assert_dealt(
+        &deal(&b, 4000, later + 3 * SECOND),
+        &[(1, 1.0), (2, 3.0)],
+        4000,
+    );
+}
+
+#[test]
+fn an_invoker_that_joins_at_a_recomputation_starts_its_warm_up_ramp() {
+    let set: Vec<Invoker> = (1..=2).map(provider).collect();
+    let b = lb(&format!("{CONFIG}&orca.blackoutMs=0"), &set);
+    b.report_load(1, load(100.0, 0.0, 1.0), NOW).unwrap();
+    b.report_load(2, load(100.0, 0.0, 1.0), NOW).unwrap();
+    deal(&b, 10, NOW);
+    // Invoker 3 starts now with a 600 s warm-up; its first millisecond gives weight 1 of 100
+    // (Dubbo's getWeight gives the full weight at an uptime of exactly 0, which a schedule
+    // computed at that instant would keep for a whole period).
+    let mut bigger = set.clone();
+    bigger.push(provider(3).start_time_ms(NOW / 1000).warmup_ms(600_000));
+    b.update(&bigger).unwrap();
+    let c = deal(&b, 20_100, NOW);
+    assert_dealt(&c, &[(1, 100.0), (2, 100.0), (3, 1.0)], 20_100);
+}

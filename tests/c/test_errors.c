@@ -185,6 +185,7 @@ static void null_handle(void)
     EXPECT_STATUS(plb_report32(NULL, 0, 0, 1, 0, PLB_OUTCOME_SUCCESS), PLB_ERR_NULL_POINTER);
     EXPECT_STATUS(plb_report_provider_metrics(NULL, 0, 1, 1000, 0.5, 10, 0),
                   PLB_ERR_NULL_POINTER);
+    EXPECT_STATUS(plb_report_load(NULL, 1, 100, 0, 0.5, 0), PLB_ERR_NULL_POINTER);
     plb_balancer_free(NULL); /* a no-op */
 }
 
@@ -407,6 +408,16 @@ static void report_errors(void)
     EXPECT_STATUS(plb_report_provider_metrics(b, m, 7, 1000, 0.5, 10, PLBT_T0_US), PLB_OK);
     EXPECT_STATUS(plb_report_provider_metrics(b, m, 999, 1000, 0.5, 10, PLBT_T0_US), PLB_OK);
     plbt_expect_set(b, ids, 2, "after provider metrics");
+
+    /* Load reports (orca's; others check and ignore them): domain errors, unknown ids. */
+    EXPECT_STATUS(plb_report_load(b, 7, NAN, 0, 0.5, PLBT_T0_US), PLB_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(plb_report_load(b, 7, 100, INFINITY, 0.5, PLBT_T0_US),
+                  PLB_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(plb_report_load(b, 7, 100, 0, -0.5, PLBT_T0_US), PLB_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(plb_report_load(b, 7, 100, 101, 0.5, PLBT_T0_US), PLB_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(plb_report_load(b, 7, 100, 1, 0.5, PLBT_T0_US), PLB_OK);
+    EXPECT_STATUS(plb_report_load(b, 999, 100, 1, 0.5, PLBT_T0_US), PLB_OK);
+    plbt_expect_set(b, ids, 2, "after load reports");
     plb_balancer_free(b);
 }
 

@@ -328,6 +328,36 @@ static void roundrobin_sequence(void)
     plb_balancer_free(b);
 }
 
+/* orca deals in turn by the reported capacities (200, 400, 100; the unreported 4 takes their
+   mean): the sequence every binding checks too. */
+static void orca_sequence(void)
+{
+    const uint64_t ids[] = {1, 2, 3, 4};
+    const int32_t w[] = {100, 100, 100, 100};
+    const int64_t expected[] = {2, 4, 1, 2, 4, 2, 1, 2, 3, 4, 2, 1};
+    plb_balancer *b = with_set("loadbalance=orca&orca.blackoutMs=0", ids, w, 4);
+    EXPECT_STATUS(plb_report_load(b, 1, 100, 0, 0.5, PLBT_T0_US), PLB_OK);
+    EXPECT_STATUS(plb_report_load(b, 2, 100, 0, 0.25, PLBT_T0_US), PLB_OK);
+    EXPECT_STATUS(plb_report_load(b, 3, 100, 50, 0.5, PLBT_T0_US), PLB_OK);
+    int counts[5] = {0};
+    for (int i = 0; i < 1200; i++) {
+        int64_t id = plb_select(b, 0, NULL, 0, PLBT_T0_US);
+        if (i < 12)
+            EXPECT_EQ(id, expected[i]);
+        if (id < 1 || id > 4) {
+            plbt_fail(__FILE__, __LINE__, "orca picked %lld", (long long)id);
+            break;
+        }
+        counts[id]++;
+        plb_report(b, 0, (uint64_t)id, 1000, PLB_OUTCOME_SUCCESS, PLBT_T0_US);
+    }
+    EXPECT_EQ(counts[1], 257);
+    EXPECT_EQ(counts[2], 515);
+    EXPECT_EQ(counts[3], 128);
+    EXPECT_EQ(counts[4], 300);
+    plb_balancer_free(b);
+}
+
 /* The invoker without calls in flight wins while the others have one each. */
 static void leastactive_avoids_busy(void)
 {
@@ -570,6 +600,7 @@ int main(void)
         printf("  %-18s %s\n", names[i], plbt_failures == before ? "ok" : "FAILED");
     }
     roundrobin_sequence();
+    orca_sequence();
     leastactive_avoids_busy();
     consistenthash_stable();
     random_weights();

@@ -168,6 +168,7 @@ impl Engine<'_> {
             Some(ProviderMetrics {
                 time_ms: (EPOCH_US + self.now) / 1000,
                 load,
+                numbers: self.providers[p].load_numbers(self.now),
             })
         } else {
             None

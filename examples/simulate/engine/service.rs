@@ -37,6 +37,7 @@ impl Engine<'_> {
                     (((draw >> 11) as f64 / (1u64 << 53) as f64) < prob).then_some(after)
                 });
                 if let Some(ff) = prov.spec.fast_fail_us.or(partial) {
+                    self.providers[p].record_answer(self.now, false);
                     self.reqs[r as usize].provider_done = true;
                     self.schedule(
                         self.now + ff,
@@ -52,6 +53,7 @@ impl Engine<'_> {
                 } else if prov.queue.len() < prov.spec.queue_limit {
                     self.providers[p].queue.push_back(r);
                 } else {
+                    self.providers[p].record_answer(self.now, false);
                     self.reqs[r as usize].provider_done = true;
                     self.schedule(
                         self.now + 100,
@@ -100,6 +102,7 @@ impl Engine<'_> {
         if let Some(i) = prov.in_service.iter().position(|&x| x == r) {
             prov.in_service.swap_remove(i);
         }
+        prov.record_answer(now, true);
         let extra = prov.spec.extra_delay_us;
         self.reqs[r as usize].provider_done = true;
         if self.reqs[r as usize].client_done {
