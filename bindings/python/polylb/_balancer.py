@@ -311,6 +311,7 @@ _SELECT_AMONG_PARAMS = (
 _REPORT_PARAMS = ("balancer", "method", "id", "elapsed_us", "outcome", "now_us")
 _STATS_PARAMS = ("balancer", "now_us", "buf", "cap", "len")
 _METRICS_PARAMS = ("balancer", "method", "id", "provider_time_ms", "cpu_load", "rt_us", "now_us")
+_LOAD_PARAMS = ("balancer", "id", "qps", "eps", "utilization", "now_us")
 
 
 def _message(buffer: "ctypes.Array[ctypes.c_char]", length: c_size_t) -> str:
@@ -833,6 +834,62 @@ class Balancer:
             raise _type_error(error, _METRICS_PARAMS) from None
         if status:
             raise self._hot_error(status, **named)
+
+    def report_load(
+        self,
+        id: int,
+        qps: float,
+        eps: float,
+        utilization: float,
+        now_us: int = 0,
+    ) -> None:
+        """For ``orca``: a provider's load report (ORCA's numbers, from a call's trailers or out
+        of band) for invoker ``id``.
+
+        ``qps`` is the queries per second the provider served, ``eps`` how many of them failed
+        (at most ``qps``) and ``utilization`` how busy it is (CPU or the application's own
+        measure, 1.0 = full); each finite and >= 0, else :class:`InvalidArgumentError`, and
+        nothing changes. The invoker's weight becomes ``qps / (utilization + eps / qps ×
+        orca.errorPenalty)`` once ``orca.blackoutMs`` has passed since its first report; a report
+        with ``qps`` or ``utilization`` 0 is ignored. Reports are kept per invoker, not per
+        method. An id not in the set, and other strategies, accept and ignore it (it is checked
+        all the same).
+        """
+        named = {"qps": qps, "eps": eps, "utilization": utilization, "now_us": now_us}
+        if _range_status(0, now_us):
+            raise self._load_error(Status.INVALID_ARGUMENT, named)
+        if id.__class__ is int and not 0 <= id < _UINT64_END:
+            # As in _report_wide: an id outside 64 bits names no invoker (ctypes would wrap it
+            # onto one); the library still checks the numbers and the handle.
+            id = _NO_INVOKER
+        try:
+            status: int = _ffi.lib.plb_report_load(self._handle, id, qps, eps, utilization, now_us)
+        except ctypes.ArgumentError as error:
+            raise _type_error(error, _LOAD_PARAMS) from None
+        if status:
+            raise self._load_error(status, named)
+
+    def _load_error(self, status: int, named: Dict[str, Any]) -> PolylbError:
+        """The error of a refused load report, naming the number it is about (the library
+        returns a bare code)."""
+        if self._handle is None or status != Status.INVALID_ARGUMENT:
+            return self._hot_error(status)
+        numbers: Dict[str, float] = {}
+        for name in ("qps", "eps", "utilization"):
+            try:
+                value = float(named[name])
+            except (TypeError, ValueError, OverflowError):
+                return self._hot_error(status)
+            if not 0 <= value < float("inf"):  # NaN too
+                return error_for(status, f"invalid argument: {name} = {named[name]!r} (want finite and >= 0)")
+            numbers[name] = value
+        if numbers["eps"] > numbers["qps"]:
+            return error_for(
+                status,
+                f"invalid argument: eps = {named['eps']!r} is above qps = {named['qps']!r} "
+                "(want eps <= qps)",
+            )
+        return self._hot_error(status, now_us=named["now_us"])
 
     def call(
         self,

@@ -328,6 +328,7 @@ def test_close_is_idempotent_and_final() -> None:
         lambda lb: lb.select(key="k", among=[1], exclude=[2]),
         lambda lb: lb.report(1, 10, Outcome.SUCCESS),
         lambda lb: lb.report_provider_metrics(1, 1, 0.5, 10),
+        lambda lb: lb.report_load(1, 100.0, 0.0, 0.5),
         lambda lb: lb.update(invokers(1)),
         lambda lb: lb.method("sayHello"),
         lambda lb: lb.stats(),

@@ -1,4 +1,4 @@
-"""The README's quick start runs as written, and its error table covers every exception."""
+"""The README's examples run as written, and its error table covers every exception."""
 
 from __future__ import annotations
 
@@ -69,3 +69,10 @@ def test_subsetting_example_runs() -> None:
     subsetting = [block for block in blocks if "subset_size" in block]
     assert len(subsetting) == 1, "the Configuration section has one subsetting example"
     exec(compile(subsetting[0], "README.md:subsetting", "exec"), {"__name__": "readme"})
+
+
+def test_load_report_example_runs() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", section("Load reports (`orca`)"), flags=re.S)
+    assert len(blocks) == 1, "the Load reports section has one example"
+    assert "report_load(" in blocks[0]
+    exec(compile(blocks[0], "README.md:load-reports", "exec"), {"__name__": "readme"})

@@ -3,8 +3,8 @@ picks stay in the subset the stats mark ``in_subset``, the subset depends on the
 addresses only, a failover leaves it only once its members are all excluded, bad configs raise
 ``ConfigError``, and the subset of one fixed scenario is the one every language must agree on.
 Subsets dealt by ``subset.index`` hold every invoker equally often over consumers 0..C-1, so
-``random`` and ``roundrobin`` take them (not ``subset.key``), and their fixed scenario is shared
-with the other languages too.
+``random``, ``roundrobin`` and ``orca`` take them (not ``subset.key``), and their fixed scenario
+is shared with the other languages too.
 
 The choice itself (rendezvous hashing, spill-over, churn) is tested in Rust
 (tests/beyond_dubbo/subset.rs); these check that the binding carries it unchanged.
@@ -114,6 +114,7 @@ def test_a_failover_stays_in_the_subset_until_its_members_are_excluded(balancer_
         ("loadbalance=consistenthash&subset.size=3&subset.key=a", "subset.size"),
         ("loadbalance=random&subset.size=3&subset.key=a", "subset.size"),
         ("loadbalance=roundrobin&subset.size=3&subset.key=a", "subset.size"),
+        ("loadbalance=orca&subset.size=3&subset.key=a", "subset.size"),
         ("loadbalance=leastactive&subset.size=3", "subset.key"),
         ("loadbalance=leastactive&subset.key=a", "subset.key"),
         ("loadbalance=leastactive&subset.size=3&subset.key=a&subset.minHealthyPercent=50", "subset.minHealthyPercent"),
@@ -172,7 +173,7 @@ def test_subsets_by_index_hold_every_invoker_equally_often() -> None:
     assert held == Counter({i: 5 for i in range(1, 21)}), dict(held)
 
 
-@pytest.mark.parametrize("strategy", ["random", "roundrobin"])
+@pytest.mark.parametrize("strategy", ["random", "roundrobin", "orca"])
 def test_load_blind_strategies_take_subsets_by_index(strategy: str, balancer_factory: Any) -> None:
     lb = balancer_factory(strategy, subset_size=4, subset_index=5, seed=1)
     lb.update(invokers(12))

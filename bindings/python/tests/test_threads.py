@@ -20,7 +20,8 @@ from conftest import invokers
 from polylb import Invoker, Outcome
 
 STRATEGIES = [
-    "random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive", "maglev", "rendezvous"
+    "random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive", "maglev", "rendezvous",
+    "orca",
 ]
 WORKERS = 16
 CALLS_PER_WORKER = 400
