@@ -22,9 +22,9 @@ var orcaNow = time.UnixMicro(1_700_000_000_000_000)
 // (3: 100, 50, 0.5) and none for 4, every call at orcaNow: the first 12
 // selects, and the picks per id over those 12 and 1188 more. Capacities 200,
 // 400 and 100 (half of 3's calls fail), 4 the mean, 233.3. Computed once from
-// the Rust library (tests/beyond_dubbo/orca.rs, the_cross_language_sequence);
-// the Java and Python tests assert the same literals, and all must agree: the
-// stride schedule draws no random number.
+// the Rust library (tests/beyond_dubbo/orca.rs, the_cross_language_sequence),
+// the contract every binding asserts: the stride schedule draws no random
+// number, so the sequence is the same in every language.
 var (
 	orcaCrossLanguagePicks  = []uint64{2, 4, 1, 2, 4, 2, 1, 2, 3, 4, 2, 1}
 	orcaCrossLanguageCounts = map[uint64]int{1: 257, 2: 515, 3: 128, 4: 300}

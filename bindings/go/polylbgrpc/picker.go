@@ -92,7 +92,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	// as a Duration: the Done closure is 64 B instead of 80.
 	start := time.Since(clockBase)
 	ctx := info.Ctx
-	st := p.lb // not st.lb and st.orca apart: the closure stays at 64 B
+	st := p.lb // one word for the balancer and its orca flag: the closure stays at 64 B
 	childDone := result.Done
 	// gRPC calls Done once, when the RPC ends: a unary call's answer, a
 	// stream's last status (a stream is one call, its latency its life).
