@@ -18,6 +18,7 @@ func TestHotCallsDoNotAllocate(t *testing.T) {
 	userID := "user-4242"
 	candidates, excluded := []uint64{1, 2, 3}, []uint64{2}
 	now := time.Unix(1_700_000_000, 0)
+	orca := newBalancer(t, "loadbalance=orca&orca.blackoutMs=0&orca.updateMs=1", weighted(1, 2, 3))
 	for name, run := range map[string]func(){
 		"Select+Report": func() {
 			id, err := lb.Select(m, key)
@@ -58,14 +59,37 @@ func TestHotCallsDoNotAllocate(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		"orca SelectAt+ReportLoadAt+ReportAt": func() {
+			// A later time each run, so that picks recompute the weights too.
+			now = now.Add(time.Millisecond)
+			id, err := orca.SelectAt(polylb.ServiceLevel, nil, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := orca.ReportLoadAt(id, 100*float64(id), 1, 0.5, now); err != nil {
+				t.Fatal(err)
+			}
+			if err := orca.ReportAt(polylb.ServiceLevel, id, time.Millisecond, polylb.Success, now); err != nil {
+				t.Fatal(err)
+			}
+		},
 	} {
 		if allocs := testing.AllocsPerRun(1000, run); allocs != 0 {
 			t.Errorf("%s: %v allocations per run, want 0", name, allocs)
 		}
 	}
-	for _, inv := range stats(t, lb).Invokers {
-		if inv.Active != 0 {
-			t.Errorf("id %d: %d calls in flight", inv.ID, inv.Active)
+	for _, b := range []*polylb.Balancer{lb, orca} {
+		for _, inv := range stats(t, b).Invokers {
+			if inv.Active != 0 {
+				t.Errorf("id %d: %d calls in flight", inv.ID, inv.Active)
+			}
 		}
+	}
+	s, err := orca.StatsAt(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv, _ := s.Invoker(3); string(inv.Extra["orca_counted"]) != "true" {
+		t.Errorf("orca: the reports did not count: %v", rawFields(inv.Extra))
 	}
 }

@@ -16,7 +16,7 @@ import (
 // the churn explains, and once everything is reported no call is left in
 // flight.
 func TestConcurrentSelectReportDuringUpdates(t *testing.T) {
-	for _, strategy := range []string{"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive", "maglev", "rendezvous"} {
+	for _, strategy := range []string{"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive", "maglev", "rendezvous", "orca"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			lb := newBalancer(t, "loadbalance="+strategy, weighted(1, 2, 3, 4, 5, 6, 7, 8))
@@ -67,6 +67,12 @@ func TestConcurrentSelectReportDuringUpdates(t *testing.T) {
 							return
 						}
 						selected.Add(1)
+						// Load reports for orca (the others ignore them), racing the
+						// updates that move the invoker in and out of the set.
+						if err := lb.ReportLoad(id, float64(100*id), float64(i%3), 0.5); err != nil {
+							t.Errorf("report load: %v", err)
+							return
+						}
 						if err := lb.Report(m, id, time.Duration(i%7)*time.Millisecond, polylb.Outcome(i%4)); err != nil {
 							t.Errorf("report: %v", err)
 							return
@@ -100,7 +106,7 @@ func TestConcurrentSelectReportDuringUpdates(t *testing.T) {
 // freed only by the cleanup once the balancer is unreachable; see
 // Balancer.Close). Afterwards every method returns ErrClosed.
 func TestCloseDuringCalls(t *testing.T) {
-	for _, strategy := range []string{"leastactive", "roundrobin", "consistenthash", "adaptive"} {
+	for _, strategy := range []string{"leastactive", "roundrobin", "consistenthash", "adaptive", "orca"} {
 		t.Run(strategy, func(t *testing.T) {
 			for round := 0; round < 10; round++ {
 				closeDuringCalls(t, "loadbalance="+strategy, round)
@@ -174,6 +180,9 @@ func closeDuringCalls(t *testing.T, config string, round int) {
 				if fail("provider metrics", lb.ReportProviderMetrics(m, 1, time.Now(), 0.5, time.Millisecond)) {
 					return
 				}
+				if fail("report load", lb.ReportLoad(id, 100, 1, 0.5)) {
+					return
+				}
 				switch i % 8 {
 				case 0:
 					_, err = lb.Stats()
@@ -206,6 +215,7 @@ func closeDuringCalls(t *testing.T, config string, round int) {
 	_, checks["SelectAmong"] = lb.SelectAmong(m, nil, []uint64{1}, nil)
 	checks["Report"] = lb.Report(m, 1, 0, polylb.Success)
 	checks["ReportProviderMetrics"] = lb.ReportProviderMetrics(m, 1, time.Now(), 1, 0)
+	checks["ReportLoad"] = lb.ReportLoad(1, 100, 0, 0.5)
 	checks["Update"] = lb.Update(set)
 	_, checks["Method"] = lb.Method("sayHello")
 	_, checks["Stats"] = lb.Stats()

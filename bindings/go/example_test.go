@@ -240,3 +240,58 @@ func Example_rendezvous() {
 	// consumer A: [10.0.0.2:20880 10.0.0.1:20880 10.0.0.3:20880 10.0.0.4:20880]
 	// consumer B: [10.0.0.2:20880 10.0.0.1:20880 10.0.0.3:20880 10.0.0.4:20880]
 }
+
+// orca deals calls by the capacity the providers report (ORCA load reports:
+// queries and errors per second, utilization), as gRPC's weighted round robin
+// does: weight = qps / (utilization + eps/qps). Here provider 2 serves as
+// much as 1 at half the utilization, so it has twice the capacity; 3 reports
+// nothing and takes the mean. A report counts after orca.blackoutMs
+// (default 10 s; 0 here), and the example runs at a fixed time.
+func Example_orca() {
+	lb, err := polylb.New("loadbalance=orca&orca.blackoutMs=0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lb.Close()
+	var providers []polylb.Invoker
+	for n := uint64(1); n <= 3; n++ {
+		providers = append(providers, polylb.NewInvoker(n, fmt.Sprintf("10.0.0.%d:20880", n)))
+	}
+	if err := lb.Update(providers); err != nil {
+		log.Fatal(err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	// What providers 1 and 2 last reported (e.g. in a response's trailers).
+	if err := lb.ReportLoadAt(1, 100, 0, 0.5, now); err != nil {
+		log.Fatal(err)
+	}
+	if err := lb.ReportLoadAt(2, 100, 0, 0.25, now); err != nil {
+		log.Fatal(err)
+	}
+
+	picks := map[uint64]int{}
+	for i := 0; i < 900; i++ {
+		id, err := lb.SelectAt(polylb.ServiceLevel, nil, now)
+		if err != nil {
+			log.Fatal(err)
+		}
+		lb.ReportAt(polylb.ServiceLevel, id, time.Millisecond, polylb.Success, now)
+		picks[id]++
+	}
+	stats, err := lb.StatsAt(now)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, inv := range stats.Invokers {
+		orca, _ := inv.Orca()
+		weight := "none (the mean)"
+		if orca.Weight != nil {
+			weight = fmt.Sprint(*orca.Weight)
+		}
+		fmt.Printf("%s: weight %s, share %.2f, picked %d of 900\n", inv.Address, weight, orca.Share, picks[inv.ID])
+	}
+	// Output:
+	// 10.0.0.1:20880: weight 200, share 0.22, picked 200 of 900
+	// 10.0.0.2:20880: weight 400, share 0.44, picked 400 of 900
+	// 10.0.0.3:20880: weight none (the mean), share 0.33, picked 300 of 900
+}

@@ -39,6 +39,8 @@ func TestUseAfterCloseIsErrClosedAndCloseIsIdempotent(t *testing.T) {
 	checks["Report"] = lb.Report(ServiceLevel, 1, 0, Success)
 	checks["ReportAt"] = lb.ReportAt(ServiceLevel, 1, 0, Success, time.Now())
 	checks["ReportProviderMetrics"] = lb.ReportProviderMetrics(ServiceLevel, 1, time.Now(), 1, 0)
+	checks["ReportLoad"] = lb.ReportLoad(1, 100, 0, 0.5)
+	checks["ReportLoadAt"] = lb.ReportLoadAt(1, 100, 0, 0.5, time.Now())
 	checks["Update"] = lb.Update(nil)
 	_, checks["Method"] = lb.Method("sayHello")
 	_, checks["Stats"] = lb.Stats()

@@ -76,6 +76,10 @@ static inline int32_t plbgo_report_provider_metrics(uintptr_t b, uint32_t method
 	return plb_report_provider_metrics((const plb_balancer *)b, method, id, provider_time_ms, cpu_load,
 	                                   rt_us, now_us);
 }
+static inline int32_t plbgo_report_load(uintptr_t b, uint64_t id, double qps, double eps, double utilization,
+                                        int64_t now_us) {
+	return plb_report_load((const plb_balancer *)b, id, qps, eps, utilization, now_us);
+}
 */
 import "C"
 
@@ -505,6 +509,51 @@ func (b *Balancer) reportProviderMetricsAt(method Method, id uint64, providerTim
 				return invalidArgument("rt", rt)
 			case unixMillis(providerTime) < 0:
 				return invalidArgument("providerTime", providerTime)
+			}
+		}
+		return hotError(b, rc)
+	}
+	return nil
+}
+
+// ReportLoad feeds the orca strategy with a provider's load report, as ORCA
+// carries one (per call in a response's trailers, or out of band): the
+// queries per second the provider served (qps), the failed ones among them
+// (eps, at most qps) and its utilization (CPU or the application's own, 1.0 =
+// full). orca weighs the provider by qps / (utilization + eps/qps ×
+// orca.errorPenalty). The report is the provider's, not a method's: it counts
+// for every method. A NaN, infinite or negative number, or eps above qps, is
+// ErrInvalidArgument; other strategies, and ids not in the set, accept and
+// ignore reports.
+func (b *Balancer) ReportLoad(id uint64, qps, eps, utilization float64) error {
+	return b.reportLoadAt(id, qps, eps, utilization, 0)
+}
+
+// ReportLoadAt is ReportLoad at a caller-supplied time (zero = library clock).
+func (b *Balancer) ReportLoadAt(id uint64, qps, eps, utilization float64, now time.Time) error {
+	return b.reportLoadAt(id, qps, eps, utilization, unixMicros(now))
+}
+
+func (b *Balancer) reportLoadAt(id uint64, qps, eps, utilization float64, nowUs int64) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	rc := C.plbgo_report_load(b.hotHandle(), C.uint64_t(id), C.double(qps), C.double(eps),
+		C.double(utilization), C.int64_t(nowUs))
+	runtime.KeepAlive(b)
+	if rc != C.PLB_OK {
+		if rc == C.PLB_ERR_INVALID_ARGUMENT && !b.closed.Load() {
+			bad := func(x float64) bool { return !(x >= 0) || math.IsInf(x, 1) } // NaN too
+			switch {
+			case bad(qps):
+				return invalidArgument("qps", qps)
+			case bad(eps):
+				return invalidArgument("eps", eps)
+			case bad(utilization):
+				return invalidArgument("utilization", utilization)
+			case eps > qps:
+				return &Error{Status: StatusInvalidArgument,
+					Message: fmt.Sprintf("invalid argument: eps = %v (want <= qps = %v)", eps, qps)}
 			}
 		}
 		return hotError(b, rc)

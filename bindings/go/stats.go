@@ -61,6 +61,45 @@ func (s Stats) Invoker(id uint64) (InvokerStats, bool) {
 	return InvokerStats{}, false
 }
 
+// OrcaStats is the orca strategy's state of one invoker, as the stats
+// document gives it (orca_weight, orca_counted, orca_reported, orca_share).
+type OrcaStats struct {
+	// Weight is the capacity weight of the invoker's last load report,
+	// qps / (utilization + eps/qps × orca.errorPenalty); nil before a report
+	// that says something of capacity (non-zero qps and utilization).
+	Weight *float64 `json:"orca_weight"`
+	// Counted: the weight counts now (past orca.blackoutMs, not lapsed).
+	Counted bool `json:"orca_counted"`
+	// Reported: at least two weights counted at the last recomputation, so
+	// the reports deal the calls (else the configured weights do).
+	Reported bool `json:"orca_reported"`
+	// Share is the invoker's share (0..1) of the calls the current schedule
+	// deals.
+	Share float64 `json:"orca_share"`
+}
+
+// Orca returns the invoker's orca state, read from Extra; false when the
+// document has none (another strategy) or it does not parse.
+func (s InvokerStats) Orca() (OrcaStats, bool) {
+	var o OrcaStats
+	fields := []struct {
+		name string
+		into any
+	}{
+		{"orca_weight", &o.Weight},
+		{"orca_counted", &o.Counted},
+		{"orca_reported", &o.Reported},
+		{"orca_share", &o.Share},
+	}
+	for _, f := range fields {
+		raw, ok := s.Extra[f.name]
+		if !ok || json.Unmarshal(raw, f.into) != nil {
+			return OrcaStats{}, false
+		}
+	}
+	return o, true
+}
+
 // The document may gain fields (the ABI allows strategy-specific ones), so
 // every level keeps whatever it does not name in Extra instead of dropping it.
 // The three levels are read in one pass over the document (stats_decode.go):

@@ -21,7 +21,7 @@ import (
 func TestStatsDecodeKeepsEveryField(t *testing.T) {
 	var docs [][]byte
 	for _, strategy := range []string{"random", "roundrobin", "leastactive", "shortestresponse",
-		"consistenthash", "adaptive", "p2c", "peakewma", "boundedhash", "maglev", "rendezvous"} {
+		"consistenthash", "adaptive", "p2c", "peakewma", "boundedhash", "maglev", "rendezvous", "orca"} {
 		for _, options := range []string{"", "&zone=a&outlier.consecutiveFailures=2&outlier.failureRate=50",
 			"&slowstart.windowMs=60000"} {
 			if options == "&slowstart.windowMs=60000" && !strings.Contains("p2c peakewma boundedhash", strategy) {

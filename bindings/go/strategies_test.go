@@ -255,7 +255,7 @@ func TestAdaptiveWeightedCoinThenLowLoad(t *testing.T) {
 }
 
 func TestEveryStrategyRunsAndNamesItself(t *testing.T) {
-	for _, name := range []string{"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive", "maglev", "rendezvous"} {
+	for _, name := range []string{"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive", "maglev", "rendezvous", "orca"} {
 		t.Run(name, func(t *testing.T) {
 			lb := newBalancer(t, "loadbalance="+name+"&seed=42", weighted(1, 2, 3, 4, 5))
 			m := method(t, lb, "sayHello")

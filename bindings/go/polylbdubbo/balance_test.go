@@ -135,6 +135,7 @@ func TestMethodConfigOfTheHashingStrategies(t *testing.T) {
 		{"maglev", "loadbalance=maglev", []int{2, 0}},
 		{"rendezvous", "loadbalance=rendezvous", []int{2, 0}},
 		{"p2c", "loadbalance=p2c", nil},
+		{"orca", "loadbalance=orca", nil},
 	} {
 		u, err := common.NewURL("tri://10.0.0.1:20000/svc?hash.nodes=3&hash.arguments=2,0")
 		if err != nil {

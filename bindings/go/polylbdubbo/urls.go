@@ -37,7 +37,7 @@ const (
 // "polylb-<strategy>" (and "polylb" reads polylb.strategy).
 var Strategies = []string{
 	"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash",
-	"adaptive", "p2c", "peakewma", "boundedhash", "maglev", "rendezvous",
+	"adaptive", "p2c", "peakewma", "boundedhash", "maglev", "rendezvous", "orca",
 }
 
 // dubbo-go splits hash.arguments with this pattern (constant.CommaSplitPattern).

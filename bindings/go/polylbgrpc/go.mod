@@ -3,13 +3,13 @@ module github.com/polylb/polylb/bindings/go/polylbgrpc
 go 1.26.0
 
 require (
+	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2
 	github.com/polylb/polylb/bindings/go v0.0.0
 	golang.org/x/net v0.60.0
 	google.golang.org/grpc v1.85.0
 )
 
 require (
-	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

@@ -34,8 +34,9 @@ type provider struct {
 	server  *grpc.Server
 	calls   atomic.Int64
 	release chan struct{}
-	slow    atomic.Int64  // extra hold of every UnaryCall, in ns
-	cpu     atomic.Uint64 // math.Float64bits of the CPU utilization each call reports (ORCA), 0 = none
+	slow    atomic.Int64               // extra hold of every UnaryCall, in ns
+	cpu     atomic.Uint64              // math.Float64bits of the CPU utilization each call reports (ORCA), 0 = none
+	load    atomic.Pointer[serverLoad] // what else each call reports (ORCA), nil = nothing
 	lis     *trackingListener
 }
 
@@ -63,6 +64,11 @@ func startProviderWith(t *testing.T, register func(*grpc.Server), opts ...grpc.S
 	t.Cleanup(p.server.Stop)
 	return p
 }
+
+// serverLoad is what a provider's calls report in their ORCA trailers besides
+// the CPU utilization: queries and errors per second and the application's
+// utilization (0 = not set).
+type serverLoad struct{ qps, eps, application float64 }
 
 // trackingListener counts the connections a provider accepted and can cut
 // them (a connection lost under the client, the server still up).
@@ -98,6 +104,14 @@ func (p *provider) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*t
 	p.calls.Add(1)
 	if cpu := math.Float64frombits(p.cpu.Load()); cpu > 0 {
 		orca.CallMetricsRecorderFromContext(ctx).SetCPUUtilization(cpu)
+	}
+	if load := p.load.Load(); load != nil {
+		rec := orca.CallMetricsRecorderFromContext(ctx)
+		rec.SetQPS(load.qps)
+		rec.SetEPS(load.eps)
+		if load.application > 0 {
+			rec.SetApplicationUtilization(load.application)
+		}
 	}
 	if hold := time.Duration(req.ResponseSize)*time.Millisecond + time.Duration(p.slow.Load()); hold > 0 {
 		select {

@@ -16,11 +16,17 @@ import (
 type lbState struct {
 	lb           *polylb.Balancer
 	serviceLevel bool
-	methods      sync.Map // full method name → polylb.Method
+	// orca: the strategy is orca, which weighs endpoints by the ORCA load
+	// reports of their calls (ReportLoad); the other strategies skip them.
+	orca    bool
+	methods sync.Map // full method name → polylb.Method
 }
 
 func newLBState(lb *polylb.Balancer, serviceLevel bool) *lbState {
-	return &lbState{lb: lb, serviceLevel: serviceLevel}
+	// The strategy as the library names it (not read from the config
+	// string, which the library parses): one stats call, once per balancer.
+	s, err := lb.Stats()
+	return &lbState{lb: lb, serviceLevel: serviceLevel, orca: err == nil && s.Strategy == "orca"}
 }
 
 // method interns the RPC's method once per balancer; past the library's
@@ -86,7 +92,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	// as a Duration: the Done closure is 64 B instead of 80.
 	start := time.Since(clockBase)
 	ctx := info.Ctx
-	lb := p.lb.lb
+	st := p.lb // one word for the balancer and its orca flag: the closure stays at 64 B
 	childDone := result.Done
 	// gRPC calls Done once, when the RPC ends: a unary call's answer, a
 	// stream's last status (a stream is one call, its latency its life).
@@ -94,15 +100,32 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		// A report after the balancer was replaced or closed is an error
 		// with nothing to do about it.
 		elapsed := time.Since(clockBase) - start
-		if load, ok := done.ServerLoad.(cpuReport); ok && done.BytesSent {
-			// A server's ORCA load report (parsed when the program imports
-			// google.golang.org/grpc/orca) feeds the adaptive strategy as
-			// Dubbo's provider metrics do: CPU in percent, the consumer's
-			// own clock standing for the provider's (reports arrive in
-			// order), the round trip measured here. Other strategies
-			// ignore it. A report without CPU utilization says nothing.
-			if cpu := load.GetCpuUtilization(); cpu > 0 {
-				_ = lb.ReportProviderMetrics(method, id, time.Now(), 100*cpu, elapsed)
+		lb := st.lb
+		if done.ServerLoad != nil && done.BytesSent {
+			// A server's ORCA load report, parsed when the program imports
+			// google.golang.org/grpc/orca (a server sends one per call
+			// through orca.CallMetricsServerOption).
+			if st.orca {
+				// orca: the provider's capacity, as gRPC's
+				// weighted_round_robin reads the report (gRFC A58).
+				if load, ok := done.ServerLoad.(loadReport); ok {
+					util := load.GetApplicationUtilization()
+					if util <= 0 {
+						util = load.GetCpuUtilization()
+					}
+					// A report the library refuses (eps above qps, say) is
+					// the server's mistake; the call's report below stands.
+					_ = lb.ReportLoad(id, load.GetRpsFractional(), load.GetEps(), util)
+				}
+			} else if load, ok := done.ServerLoad.(cpuReport); ok {
+				// adaptive, as Dubbo's provider metrics: CPU in percent,
+				// the consumer's own clock standing for the provider's
+				// (reports arrive in order), the round trip measured here.
+				// Other strategies ignore it. A report without CPU
+				// utilization says nothing.
+				if cpu := load.GetCpuUtilization(); cpu > 0 {
+					_ = lb.ReportProviderMetrics(method, id, time.Now(), 100*cpu, elapsed)
+				}
 			}
 		}
 		_ = lb.Report(method, id, elapsed, doneOutcome(ctx, done))
@@ -120,6 +143,15 @@ var clockBase = time.Now()
 // cpuReport is the part of an ORCA load report (xds's OrcaLoadReport, the
 // type gRPC parses trailers into) the policy reads, without importing it.
 type cpuReport interface{ GetCpuUtilization() float64 }
+
+// loadReport is the part of an ORCA load report orca reads: queries and
+// errors per second, and the utilizations (the application's own first).
+type loadReport interface {
+	GetRpsFractional() float64
+	GetEps() float64
+	GetApplicationUtilization() float64
+	GetCpuUtilization() float64
+}
 
 // doneOutcome reads a pick's end. No stream was opened (BytesSent false) when
 // the picked connection was no longer ready as gRPC came to use it — gRPC
