@@ -25,7 +25,7 @@ use jni::JNIEnv;
 use polylb::{Balancer, Invoker, Outcome, Status};
 
 /// Must match `Native.ABI_VERSION`; bumped whenever a native signature or convention changes.
-const JNI_ABI_VERSION: jint = 2;
+const JNI_ABI_VERSION: jint = 3;
 
 /// Keys and id lists up to these sizes are copied to the stack; longer ones go to the heap.
 const STACK_KEY_BYTES: usize = 512;
@@ -653,6 +653,36 @@ pub extern "system" fn Java_io_polylb_Native_reportProviderMetrics(
             rt_us,
             now_us,
         ) {
+            Ok(()) => status_code(Status::Ok),
+            Err(status) => status_code(status),
+        }
+    })
+}
+
+/// `reportLoad(handle, id, qps, eps, utilization, nowUs)`: a provider's load report for `orca`
+/// (ORCA's numbers, per invoker rather than per method); 0 or a status code.
+#[no_mangle]
+pub extern "system" fn Java_io_polylb_Native_reportLoad(
+    _env: *mut jni::sys::JNIEnv,
+    _class: jclass,
+    handle: jlong,
+    id: jlong,
+    qps: jdouble,
+    eps: jdouble,
+    utilization: jdouble,
+    now_us: jlong,
+) -> jint {
+    guarded(status_code(Status::Panic), || {
+        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
+        let Some(balancer) = (unsafe { balancer(handle) }) else {
+            return status_code(Status::NullPointer);
+        };
+        let report = polylb::LoadReport {
+            qps,
+            eps,
+            utilization,
+        };
+        match balancer.report_load(id as u64, report, now_us) {
             Ok(()) => status_code(Status::Ok),
             Err(status) => status_code(status),
         }

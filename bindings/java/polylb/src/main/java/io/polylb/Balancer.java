@@ -807,6 +807,68 @@ public final class Balancer implements AutoCloseable {
     }
 
     /**
+     * Feeds a provider's load report to {@code orca}, now; throws as {@link #reportLoad(long,
+     * double, double, double, long)} does.
+     *
+     * @param id the invoker id the report is about
+     * @param qps the queries per second the provider served (failed ones included), finite and
+     *     {@code >= 0}
+     * @param eps the queries per second of them that failed, finite, {@code >= 0} and at most
+     *     {@code qps}
+     * @param utilization how busy the provider is (CPU or its own measure, 1.0 = full), finite
+     *     and {@code >= 0}
+     */
+    public void reportLoad(long id, double qps, double eps, double utilization) {
+        reportLoad(id, qps, eps, utilization, 0);
+    }
+
+    /**
+     * Feeds a provider's load report (ORCA's numbers: from a call's trailers, an attachment or
+     * out of band) to {@code orca}, which weighs the invoker by {@code qps / (utilization + eps /
+     * qps × orca.errorPenalty)}. Reports are kept per invoker, not per method; one with no
+     * {@code qps} or no {@code utilization} says nothing of capacity and is ignored. Accepted
+     * and ignored by the other strategies and for an id not in the set.
+     *
+     * @param id the invoker id the report is about
+     * @param qps the queries per second the provider served (failed ones included), finite and
+     *     {@code >= 0}
+     * @param eps the queries per second of them that failed, finite, {@code >= 0} and at most
+     *     {@code qps}
+     * @param utilization how busy the provider is (CPU or its own measure, 1.0 = full), finite
+     *     and {@code >= 0}
+     * @param nowUs the time in Unix µs; 0: the library's clock
+     * @throws PolylbException {@link Status#INVALID_ARGUMENT} for a number out of its range (the
+     *     report changes nothing)
+     * @throws IllegalStateException if the balancer is closed
+     */
+    public void reportLoad(long id, double qps, double eps, double utilization, long nowUs) {
+        try {
+            int status = Native.reportLoad(live(), id, qps, eps, utilization, nowUs);
+            if (status != 0) {
+                // The native call returns a bare code; name the argument it is about.
+                throw status == Status.INVALID_ARGUMENT.code() && !closed
+                        ? PolylbException.of(status, loadArgumentProblem(qps, eps, utilization))
+                        : orClosed(status);
+            }
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    private static String loadArgumentProblem(double qps, double eps, double utilization) {
+        if (!(qps >= 0) || Double.isInfinite(qps)) { // NaN too
+            return "invalid argument: qps = " + qps + " (want finite and >= 0)";
+        }
+        if (!(eps >= 0) || Double.isInfinite(eps)) {
+            return "invalid argument: eps = " + eps + " (want finite and >= 0)";
+        }
+        if (!(utilization >= 0) || Double.isInfinite(utilization)) {
+            return "invalid argument: utilization = " + utilization + " (want finite and >= 0)";
+        }
+        return eps > qps ? "invalid argument: eps = " + eps + " is above qps = " + qps : null;
+    }
+
+    /**
      * The set and its counters as JSON, effective weights evaluated now (fields: docs/abi-contract.md).
      *
      * @return one JSON object, {@code {"strategy": ..., "invokers": [...]}}

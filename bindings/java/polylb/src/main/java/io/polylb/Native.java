@@ -11,7 +11,7 @@ package io.polylb;
  */
 final class Native {
     /** Must equal {@code JNI_ABI_VERSION} in the crate; checked when the library loads. */
-    static final int ABI_VERSION = 2;
+    static final int ABI_VERSION = 3;
 
     static {
         NativeLoader.load();
@@ -54,6 +54,8 @@ final class Native {
 
     static native int reportProviderMetrics(long handle, int method, long id, long providerTimeMs, double cpuLoad,
             long rtUs, long nowUs);
+
+    static native int reportLoad(long handle, long id, double qps, double eps, double utilization, long nowUs);
 
     static native String stats(long handle, long nowUs);
 

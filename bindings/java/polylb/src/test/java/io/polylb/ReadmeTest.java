@@ -1,6 +1,7 @@
 package io.polylb;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -97,6 +98,16 @@ class ReadmeTest {
                 "100 leastactive picks use exactly the subset the comment names");
         assertEquals(SubsetTest.CROSS_LANGUAGE_SUBSET.size(),
                 SubsetTest.marks((String) result.get(1)).values().stream().filter(b -> b).count(), result.get(1).toString());
+    }
+
+    /** The orca block: the reports' capacities in the stats, not counted yet (the blackout). */
+    @Test
+    void loadReportsSectionCompilesAndRuns(@TempDir Path dir) throws Exception {
+        String block = javaBlock("### Load reports (`orca`)");
+        String stats = (String) compileAndRun(dir, "ReadmeOrca", block, "    static String stats;\n", "stats");
+        assertTrue(stats.contains("\"orca_weight\":200,"), stats);
+        assertTrue(stats.contains("\"orca_weight\":333.333"), stats);
+        assertFalse(stats.contains("\"orca_counted\":true"), stats);
     }
 
     /**

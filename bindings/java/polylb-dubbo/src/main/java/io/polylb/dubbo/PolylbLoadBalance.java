@@ -5,9 +5,11 @@ import static org.apache.dubbo.common.constants.CommonConstants.DEFAULT_LOADBALA
 import static org.apache.dubbo.common.constants.CommonConstants.LOADBALANCE_KEY;
 
 import io.polylb.PolylbException;
+import io.polylb.Status;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledExecutorService;
@@ -641,6 +643,38 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     }
 
     /**
+     * Feeds a provider's load report (ORCA's numbers) to the balancers of its service, for
+     * {@code orca}: queries per second it served, of them failed, and its utilization (see
+     * {@link io.polylb.Balancer#reportLoad(long, double, double, double)}). Dubbo providers send
+     * no such report; a consumer that gets one (an attachment its providers add, a metrics
+     * endpoint) hands it over here, e.g. from its own {@code Filter} with the call's
+     * {@code invoker}. Balancers of other strategies ignore it.
+     *
+     * @param provider the provider the report is about (its URL names the service and the
+     *     provider: {@code protocol://host:port/path})
+     * @param qps queries per second, finite and {@code >= 0}
+     * @param eps failed queries per second, finite, {@code >= 0} and at most {@code qps}
+     * @param utilization how busy the provider is (CPU or its own measure, 1.0 = full), finite
+     *     and {@code >= 0}
+     * @return whether a balancer of this instance took it: false when this instance has not
+     *     balanced the provider's service, or does not know the provider (yet)
+     * @throws NullPointerException if {@code provider} is null
+     * @throws PolylbException {@link io.polylb.Status#INVALID_ARGUMENT} for a number out of its
+     *     range, whether or not a balancer would take the report
+     */
+    public boolean reportLoad(Invoker<?> provider, double qps, double eps, double utilization) {
+        URL url = Objects.requireNonNull(provider, "provider").getUrl();
+        String problem = DubboUrls.loadReportProblem(qps, eps, utilization);
+        if (problem != null) {
+            throw new PolylbException(Status.INVALID_ARGUMENT, Status.INVALID_ARGUMENT.code(),
+                    Status.INVALID_ARGUMENT + ": " + problem);
+        }
+        String serviceKey = url.getServiceKey();
+        ServiceState state = services.get(serviceKey == null ? "" : serviceKey);
+        return state != null && state.reportLoad(url, qps, eps, utilization);
+    }
+
+    /**
      * Forgets every service (Dubbo calls this when the application shuts down). The balancers are
      * not closed here: calls still running on other threads would then fail instead of finishing.
      * Each is freed by its Cleaner once the last of those calls has dropped it.
@@ -747,6 +781,20 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         /** The extension, as Dubbo's extension loader creates it. */
         public Rendezvous() {
             super("rendezvous");
+        }
+    }
+
+    /**
+     * {@code loadbalance="polylb-orca"}: weighted round robin by the providers' load reports
+     * (gRPC's {@code weighted_round_robin}, a polylb strategy; {@code orca.*} through
+     * {@value #EXTRA_CONFIG_KEY}). Dubbo providers send no such reports: feed them with
+     * {@link #reportLoad}; until two providers' reports count, the configured weights deal the
+     * calls in turn.
+     */
+    public static class Orca extends PolylbLoadBalance {
+        /** The extension, as Dubbo's extension loader creates it. */
+        public Orca() {
+            super("orca");
         }
     }
 }

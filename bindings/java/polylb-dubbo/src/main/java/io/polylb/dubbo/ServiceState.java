@@ -655,6 +655,28 @@ final class ServiceState {
     }
 
     /** Stats JSON of each native balancer of this service (diagnostics and tests). */
+    /**
+     * A load report for the provider at {@code url}, to each balancer (reports are per provider,
+     * and every balancer of the service weighs the same providers); false when the provider has
+     * no id here.
+     */
+    boolean reportLoad(URL url, double qps, double eps, double utilization) {
+        long id = idOf(url);
+        if (id < 0) {
+            return false;
+        }
+        boolean taken = false;
+        for (NativeBalancer nb : balancersByConfig.values()) {
+            try {
+                nb.balancer.reportLoad(id, qps, eps, utilization);
+                taken = true;
+            } catch (IllegalStateException closed) {
+                // Retired by a sweep meanwhile: its successor starts without reports.
+            }
+        }
+        return taken;
+    }
+
     List<String> statsJson() {
         List<String> out = new ArrayList<>();
         for (NativeBalancer nb : balancersByConfig.values()) {

@@ -19,9 +19,9 @@ import org.junit.jupiter.api.Test;
 class SpiRegistrationTest {
     static final List<String> NAMES = List.of("polylb", "polylb-random", "polylb-roundrobin", "polylb-leastactive",
             "polylb-shortestresponse", "polylb-consistenthash", "polylb-adaptive", "polylb-p2c", "polylb-peakewma",
-            "polylb-boundedhash", "polylb-maglev", "polylb-rendezvous");
+            "polylb-boundedhash", "polylb-maglev", "polylb-rendezvous", "polylb-orca");
 
-    /** False when the core rejects the strategy name (p2c, peakewma, boundedhash, maglev, rendezvous came later). */
+    /** False when the core rejects the strategy name (p2c, peakewma, boundedhash, maglev, rendezvous, orca came later). */
     private static boolean coreKnows(LoadBalance lb, List<Invoker<Object>> list) {
         RpcInvocation probe = TestInvokers.call("sayHello", "probe");
         try {

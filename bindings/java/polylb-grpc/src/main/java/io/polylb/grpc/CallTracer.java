@@ -22,8 +22,8 @@ final class CallTracer extends ClientStreamTracer {
     private volatile boolean sent;
     /** Whether the provider ended the stream with a status of its own. */
     private volatile boolean trailersReceived;
-    /** The CPU utilization in the provider's ORCA load report for the call, or 0. */
-    private volatile double cpuUtilization;
+    /** The provider's ORCA load report for the call, or {@link OrcaReport.Load#NONE}. */
+    private volatile OrcaReport.Load load = OrcaReport.Load.NONE;
 
     CallTracer(PickTracerFactory factory, Pick pick, Context context, StreamInfo info) {
         this.factory = factory;
@@ -50,7 +50,7 @@ final class CallTracer extends ClientStreamTracer {
     public void inboundTrailers(Metadata trailers) {
         sent = true;
         trailersReceived = true;
-        cpuUtilization = OrcaReport.cpuUtilization(trailers);
+        load = OrcaReport.load(trailers);
     }
 
     @Override
@@ -64,11 +64,11 @@ final class CallTracer extends ClientStreamTracer {
         } else if (status.getCode() == Status.Code.CANCELLED && deadline != null && deadline.isExpired()) {
             // With retries on (gRPC's default) the call's deadline ends the attempt's stream with
             // CANCELLED ("thrown away because RetriableStream committed"), not DEADLINE_EXCEEDED.
-            pick.finish(Outcome.TIMEOUT, cpuUtilization);
+            pick.finish(Outcome.TIMEOUT, load);
         } else {
             boolean ownCancel = context.isCancelled()
                     || (status.getCode() == Status.Code.CANCELLED && !endedByProvider(status));
-            pick.finish(Outcomes.of(status, ownCancel), cpuUtilization);
+            pick.finish(Outcomes.of(status, ownCancel), load);
         }
     }
 

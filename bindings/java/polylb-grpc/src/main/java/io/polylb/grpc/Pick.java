@@ -63,7 +63,7 @@ final class Pick {
     /** Cancels the pick if gRPC never took it up (no stream tracer): the endpoint's sweep. */
     boolean cancelIfUnused() {
         if (PHASE.compareAndSet(this, PICKED, REPORTED)) {
-            send(Outcome.CANCELLED, 0, 0);
+            send(Outcome.CANCELLED, 0, OrcaReport.Load.NONE);
             return true;
         }
         return false;
@@ -71,29 +71,38 @@ final class Pick {
 
     /** Reports the call's end with its latency since the pick, unless already reported. */
     void finish(Outcome outcome) {
-        finish(outcome, 0);
+        finish(outcome, OrcaReport.Load.NONE);
     }
 
     /**
-     * As {@link #finish(Outcome)}, with the CPU utilization the provider reported for the call
-     * (ORCA; 0 for none), which feeds {@code adaptive} as Dubbo's provider metrics do: CPU in
-     * percent, the consumer's clock standing for the provider's (reports arrive in order), the
-     * round trip measured here. Other strategies ignore it.
+     * As {@link #finish(Outcome)}, with the provider's ORCA load report for the call
+     * ({@link OrcaReport.Load#NONE} for none). Its CPU utilization feeds {@code adaptive} as
+     * Dubbo's provider metrics do: CPU in percent, the consumer's clock standing for the
+     * provider's (reports arrive in order), the round trip measured here. Its qps, eps and
+     * utilization feed {@code orca} (gRFC A58's per-call reports). Other strategies ignore both.
      */
-    void finish(Outcome outcome, double cpuUtilization) {
+    void finish(Outcome outcome, OrcaReport.Load load) {
         if ((int) PHASE.getAndSet(this, REPORTED) != REPORTED) {
-            send(outcome, (System.nanoTime() - startNanos) / 1000, cpuUtilization);
+            send(outcome, (System.nanoTime() - startNanos) / 1000, load);
         }
     }
 
-    private void send(Outcome outcome, long elapsedUs, double cpuUtilization) {
-        if (cpuUtilization > 0) {
+    private void send(Outcome outcome, long elapsedUs, OrcaReport.Load load) {
+        if (load.cpuUtilization() > 0) {
             try {
                 state.balancer.reportProviderMetrics(method, id, System.currentTimeMillis(),
-                        100 * cpuUtilization, elapsedUs, 0);
+                        100 * load.cpuUtilization(), elapsedUs, 0);
             } catch (RuntimeException refusedOrGone) {
                 // A load the library refuses (beyond a double as a percentage) or a balancer
                 // gone: the call's own report below must still end its in-flight count.
+            }
+        }
+        if (load.hasCapacity()) {
+            try {
+                state.balancer.reportLoad(id, load.qps(), load.eps(), load.utilization());
+            } catch (RuntimeException refusedOrGone) {
+                // eps above qps (the library refuses the report, as gRPC's weight would be
+                // meaningless), or a balancer gone: as above.
             }
         }
         try {

@@ -1,6 +1,9 @@
 package io.polylb.grpc;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.protobuf.CodedOutputStream;
 import java.io.ByteArrayOutputStream;
@@ -8,7 +11,7 @@ import java.io.IOException;
 import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
-/** The CPU utilization read from ORCA reports written by protobuf's own encoder. */
+/** The numbers read from ORCA reports written by protobuf's own encoder. */
 class OrcaReportTest {
     /** An OrcaLoadReport's wire form (field numbers of xds.data.orca.v3.OrcaLoadReport). */
     private interface Fields {
@@ -45,6 +48,47 @@ class OrcaReportTest {
         });
         assertEquals(0.42, OrcaReport.cpuUtilization(full));
         assertEquals(1.5, OrcaReport.cpuUtilization(report(out -> out.writeDouble(1, 1.5))), "over one CPU");
+    }
+
+    @Test
+    void readsWhatOrcaWeighsBy() throws IOException {
+        OrcaReport.Load load = OrcaReport.load(report(out -> {
+            out.writeDouble(1, 0.42); // cpu_utilization
+            mapEntry(out, 5, "gpu", 0.3); // utilization
+            out.writeDouble(6, 1234.5); // rps_fractional
+            out.writeDouble(7, 12.5); // eps
+            mapEntry(out, 8, "queue", 7); // named_metrics
+            out.writeDouble(9, 0.6); // application_utilization
+        }));
+        assertEquals(new OrcaReport.Load(0.42, 0.6, 1234.5, 12.5), load);
+        assertEquals(0.6, load.utilization(), "the application's utilization first (gRFC A58)");
+        assertTrue(load.hasCapacity());
+
+        OrcaReport.Load cpuOnly = OrcaReport.load(report(out -> {
+            out.writeDouble(1, 0.42);
+            out.writeDouble(6, 100);
+        }));
+        assertEquals(0.42, cpuOnly.utilization(), "else the CPU's");
+        assertTrue(cpuOnly.hasCapacity());
+        assertFalse(OrcaReport.load(report(out -> out.writeDouble(6, 100))).hasCapacity(), "no utilization");
+        assertFalse(OrcaReport.load(report(out -> out.writeDouble(9, 0.5))).hasCapacity(), "no qps");
+        OrcaReport.Load bad = OrcaReport.load(report(out -> {
+            out.writeDouble(6, Double.NaN);
+            out.writeDouble(7, -3);
+            out.writeDouble(9, Double.POSITIVE_INFINITY);
+            out.writeDouble(1, 0.5);
+        }));
+        assertEquals(new OrcaReport.Load(0.5, 0, 0, 0), bad, "NaN, negative and infinite read as absent");
+        assertSame(OrcaReport.Load.NONE, OrcaReport.load(new byte[0]));
+        assertSame(OrcaReport.Load.NONE, OrcaReport.load(report(out -> out.writeDouble(2, 0.7))));
+        byte[] good = report(out -> {
+            out.writeDouble(6, 100);
+            out.writeDouble(9, 0.5);
+        });
+        for (int cut = 1; cut < good.length; cut++) {
+            assertFalse(OrcaReport.load(Arrays.copyOf(good, cut)).hasCapacity(), "cut at " + cut);
+        }
+        assertSame(OrcaReport.Load.NONE, OrcaReport.load(Arrays.copyOf(good, 4)), "cut inside a field");
     }
 
     @Test

@@ -476,6 +476,43 @@ class PolylbPolicyTest {
     }
 
     @Test
+    void orcaLoadReportsWeighTheEndpointsForOrca() throws Exception {
+        List<Provider> p = providers(3);
+        // rps_fractional, eps, application_utilization: capacities 200, 400 and 100 (half of the
+        // third one's calls fail), as in the cross-language test of the library's orca.
+        p.get(0).load.set(new double[] {100, 0, 0.5});
+        p.get(1).load.set(new double[] {100, 0, 0.25});
+        p.get(2).load.set(new double[] {100, 50, 0.5});
+        p.get(2).cpuUtilization.set(Double.doubleToLongBits(0.9)); // application_utilization wins
+        Client client = client("loadbalance=orca&orca.blackoutMs=0", false, endpoints(p));
+        client.waitForSet(3);
+        // The weights are taken up at most orca.updateMs (1 s) after the reports, at a pick.
+        eventually(() -> {
+            client.call("");
+            return client.stats().getAsJsonArray("invokers").get(0).getAsJsonObject()
+                    .get("orca_reported").getAsBoolean();
+        }, "the reports weigh the endpoints: " + client.stats());
+        List<Double> weights = new ArrayList<>();
+        for (JsonElement row : client.stats().getAsJsonArray("invokers")) {
+            weights.add(row.getAsJsonObject().get("orca_weight").getAsDouble());
+        }
+        weights.sort(null);
+        assertEquals(List.of(100.0, 200.0, 400.0), weights, client.stats().toString());
+        int[] before = {p.get(0).calls.get(), p.get(1).calls.get(), p.get(2).calls.get()};
+        for (int i = 0; i < 700; i++) {
+            client.call("");
+        }
+        int[] expected = {200, 400, 100};
+        for (int n = 0; n < 3; n++) {
+            int got = p.get(n).calls.get() - before[n];
+            // Dealt in turn, not drawn: each share within a few calls (the schedule is rebuilt
+            // each second, from the same weights).
+            assertTrue(Math.abs(got - expected[n]) <= 10, "provider " + n + " got " + got + " of 700, expected "
+                    + expected[n]);
+        }
+    }
+
+    @Test
     void aLoadReportTheLibraryRefusesStillLetsTheCallReport() throws Exception {
         List<Provider> p = providers(1);
         // 1e307 CPUs: finite, but as a percentage (× 100) beyond a double, which the library refuses.

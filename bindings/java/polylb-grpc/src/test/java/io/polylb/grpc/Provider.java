@@ -14,6 +14,7 @@ import io.grpc.Status;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
@@ -21,6 +22,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * A test provider: a real gRPC server on a loopback port serving {@link EchoService}. A request
@@ -36,6 +38,11 @@ final class Provider implements AutoCloseable {
     volatile CountDownLatch started = new CountDownLatch(1);
     /** The CPU utilization each call's ORCA load report gives (a double's bits); 0: no report. */
     final AtomicLong cpuUtilization = new AtomicLong();
+    /**
+     * The {@code rps_fractional}, {@code eps} and {@code application_utilization} each call's ORCA
+     * load report gives (for {@code orca}); null: none of them.
+     */
+    final AtomicReference<double[]> load = new AtomicReference<>();
     /** Ends the open streams. */
     final CountDownLatch endStreams = new CountDownLatch(1);
     private final Server server;
@@ -93,8 +100,9 @@ final class Provider implements AutoCloseable {
                 @Override
                 public void close(Status status, Metadata trailers) {
                     double cpu = Double.longBitsToDouble(cpuUtilization.get());
-                    if (cpu > 0) {
-                        trailers.put(OrcaReport.TRAILER, report(cpu));
+                    double[] qpsEpsUtilization = load.get();
+                    if (cpu > 0 || qpsEpsUtilization != null) {
+                        trailers.put(OrcaReport.TRAILER, report(cpu, qpsEpsUtilization));
                     }
                     super.close(status, trailers);
                 }
@@ -102,17 +110,27 @@ final class Provider implements AutoCloseable {
         }
     }
 
-    /** An OrcaLoadReport with its cpu_utilization (field 1), by protobuf's encoder. */
-    private static byte[] report(double cpu) {
-        byte[] bytes = new byte[CodedOutputStream.computeDoubleSize(1, cpu)];
+    /**
+     * An OrcaLoadReport with its cpu_utilization (field 1, when {@code cpu > 0}) and, when given,
+     * rps_fractional (6), eps (7) and application_utilization (9), by protobuf's encoder.
+     */
+    private static byte[] report(double cpu, double[] qpsEpsUtilization) {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         try {
             CodedOutputStream out = CodedOutputStream.newInstance(bytes);
-            out.writeDouble(1, cpu);
-            out.checkNoSpaceLeft();
+            if (cpu > 0) {
+                out.writeDouble(1, cpu);
+            }
+            if (qpsEpsUtilization != null) {
+                out.writeDouble(6, qpsEpsUtilization[0]);
+                out.writeDouble(7, qpsEpsUtilization[1]);
+                out.writeDouble(9, qpsEpsUtilization[2]);
+            }
+            out.flush();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        return bytes;
+        return bytes.toByteArray();
     }
 
     /** Sends its name, then holds the stream open until {@link #endStreams}. */
