@@ -8,11 +8,14 @@
 //!   one u32 read (maglev);
 //! - `floor/hrw_scan`: the same key hash, then a 64-bit mix of it with each of n address hashes,
 //!   keeping the highest (rendezvous: its unweighted scan, bare);
+//! - `floor/stride`: a bare stride round robin over the same weights, one shared `fetch_add`
+//!   per turn (orca's schedule, without reports or in-flight accounting);
 //! - `beyond/random`: Dubbo's `random` through the same `Balancer` plumbing (snapshot load,
 //!   method lookup, in-flight and outcome counters), the cost every strategy pays before its own.
 //!
 //! `p2c` and `peakewma` are judged against `floor/p2c`, `maglev` against `floor/hash_table`,
-//! `rendezvous` (on these weights 100/150/200, its weighted pick) against `floor/hrw_scan`;
+//! `rendezvous` (on these weights 100/150/200, its weighted pick) against `floor/hrw_scan`,
+//! `orca` (no reports: the configured weights in turn) against `floor/stride`;
 //! the ratio to `beyond/random` shows what the strategy itself adds to the plumbing. Filtered
 //! rows (`p2c+zone+outlier`) run with zone preference and outlier ejection configured (one
 //! invoker ejected for the whole run).
@@ -35,6 +38,7 @@ fn floors(c: &mut Criterion) {
         common::bench_md5_ring(&mut g, n, &keys, &mut wy);
         common::bench_hash_table(&mut g, n, &keys, &mut wy);
         common::bench_hrw_scan(&mut g, n, &keys, &mut wy);
+        common::bench_stride(&mut g, n);
     }
     g.finish();
 }
@@ -42,13 +46,14 @@ fn floors(c: &mut Criterion) {
 fn select_report(c: &mut Criterion) {
     let keys = keys();
     let mut g = c.benchmark_group("beyond");
-    let configs: [(&str, &str); 8] = [
+    let configs: [(&str, &str); 9] = [
         ("random", "loadbalance=random"),
         ("p2c", "loadbalance=p2c"),
         ("peakewma", "loadbalance=peakewma"),
         ("boundedhash", "loadbalance=boundedhash"),
         ("maglev", "loadbalance=maglev"),
         ("rendezvous", "loadbalance=rendezvous"),
+        ("orca", "loadbalance=orca"),
         (
             "p2c+zone+outlier",
             "loadbalance=p2c&zone=a&outlier.consecutiveFailures=5&outlier.maxEjectionPercent=50\

@@ -15,7 +15,7 @@ def ns(group, name, n):
 # kind of pick plus the in-flight accounting every select+report must do (two atomic RMWs).
 FLOOR = {"random": "weighted", "leastactive": "uniform", "adaptive": "uniform", "p2c": "p2c",
          "peakewma": "p2c", "shortestresponse": "uniform", "consistenthash": "md5_ring",
-         "boundedhash": "md5_ring", "maglev": "hash_table", "rendezvous": "hrw_scan",
+         "boundedhash": "md5_ring", "maglev": "hash_table", "rendezvous": "hrw_scan", "orca": "stride",
          "roundrobin": "swrr_loop"}
 print(f"{'strategy':<18}{'n':>6}{'ns/op':>10}{'floor':>12}{'floor ns':>10}{'ratio':>8}{'/p2c':>8}")
 for group in ["select_report", "select_report_2threads", "beyond"]:

@@ -152,3 +152,29 @@ pub fn bench_p2c(
         })
     });
 }
+
+/// The orca floor: a bare stride round robin over the weights of [`invokers`] (100/150/200 in
+/// turn) scaled so that the heaviest has the full stride — one shared `fetch_add` per turn, a
+/// turn taken when the position's accumulator crosses the stride — with no in-flight
+/// accounting.
+pub fn bench_stride(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    n: usize,
+) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const STRIDE: u64 = 1 << 16;
+    let shares: Vec<u64> = (0..n)
+        .map(|i| ((100 + (i % 3) as u64 * 50) * STRIDE).div_ceil(if n > 2 { 200 } else { 150 }))
+        .collect();
+    let turn = AtomicU64::new(0);
+    g.bench_with_input(criterion::BenchmarkId::new("stride", n), &n, |b, &n| {
+        b.iter(|| loop {
+            let t = turn.fetch_add(1, Ordering::Relaxed);
+            let pos = t % n as u64;
+            let share = shares[pos as usize];
+            if ((t / n as u64).wrapping_mul(share) & (STRIDE - 1)) + share >= STRIDE {
+                break criterion::black_box(pos);
+            }
+        })
+    });
+}
