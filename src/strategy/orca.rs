@@ -18,8 +18,11 @@
 //!   process, does not take a burst;
 //! - a weight not renewed for `orca.expirationMs` (3 min) lapses, and the next report starts a
 //!   new blackout;
-//! - an invoker without a weight that counts takes the mean weight of those with one; with fewer
-//!   than two of them, the configured weights deal the calls (weighted round robin);
+//! - an invoker without a weight that counts takes the mean weight of those with one — where
+//!   configured weights differ, the mean per unit of configured weight times its own (polylb's
+//!   refinement: a canary configured at 1 beside 99s keeps its 1 % until its own reports count,
+//!   rather than a full share); with fewer than two of them, the configured weights deal the
+//!   calls (weighted round robin);
 //! - weights are recomputed every `orca.updateMs` (1 s), by the first pick after the period ends,
 //!   never by more than one pick at a time, and without allocating.
 //!
@@ -232,11 +235,16 @@ impl LoadTable {
 
     #[inline(never)]
     fn recompute(&self, snapshot: &Snapshot, now_ms: i64) {
-        let counted = self
-            .cells
+        // The counted weights of the invokers that take calls, and their configured weights.
+        let (count, sum, configured) = snapshot
+            .members
             .iter()
-            .filter_map(|c| c.counted(now_ms, &self.config));
-        let (count, sum) = counted.fold((0u32, 0.0), |(n, s), w| (n + 1, s + w));
+            .zip(self.cells.iter())
+            .filter(|(m, _)| m.weight > 0)
+            .filter_map(|(m, c)| Some((m.weight, c.counted(now_ms, &self.config)?)))
+            .fold((0u32, 0.0, 0.0), |(n, s, w), (weight, counted)| {
+                (n + 1, s + counted, w + f64::from(weight))
+            });
         let reported = count >= 2;
         self.reported.store(reported, Relaxed);
         // A weight that starts or stops counting before the period ends changes the schedule
@@ -248,11 +256,11 @@ impl LoadTable {
             .min()
             .unwrap_or(i64::MAX);
         self.next_update_ms.fetch_min(next_change, AcqRel);
-        let mean = if reported {
-            sum / f64::from(count)
-        } else {
-            0.0
-        };
+        // Reported capacity per unit of configured weight, over the invokers with a weight: what
+        // an invoker without one is given, in proportion to its configured weight (the mean
+        // weight when the configured weights are equal, as in A58; a canary configured at 1
+        // beside 99s keeps its 1 % until its own reports count).
+        let per_configured = if reported { sum / configured } else { 0.0 };
         let weights = snapshot
             .members
             .iter()
@@ -270,12 +278,14 @@ impl LoadTable {
                 } else {
                     now_ms
                 };
-                let warm = effective_weight(m.weight, m.start_time_ms, m.warmup_ms, at);
+                let warm = f64::from(effective_weight(m.weight, m.start_time_ms, m.warmup_ms, at));
                 if !reported {
-                    return f64::from(warm);
+                    return warm;
                 }
-                let base = cell.counted(now_ms, &self.config).unwrap_or(mean);
-                base * f64::from(warm) / f64::from(m.weight)
+                match cell.counted(now_ms, &self.config) {
+                    Some(capacity) => capacity * warm / f64::from(m.weight),
+                    None => per_configured * warm,
+                }
             });
         self.store(weights);
     }

@@ -514,3 +514,38 @@ fn an_invoker_that_joins_at_a_recomputation_starts_its_warm_up_ramp() {
     let c = deal(&b, 20_100, NOW);
     assert_dealt(&c, &[(1, 100.0), (2, 100.0), (3, 1.0)], 20_100);
 }
+
+#[test]
+fn an_invoker_without_a_weight_takes_the_mean_in_proportion_to_its_configured_weight() {
+    // A canary configured at 1 beside three at 99, its reports not counted yet (it joined
+    // later): it keeps its 1 % of the reported capacity per unit of weight, not a full share.
+    let set = [
+        provider(1).weight(99),
+        provider(2).weight(99),
+        provider(3).weight(99),
+        provider(4).weight(1),
+    ];
+    let b = lb(&format!("{CONFIG}&orca.blackoutMs=10000"), &set);
+    let reports = [
+        (1, load(100.0, 0.0, 0.5)),
+        (2, load(100.0, 0.0, 0.5)),
+        (3, load(100.0, 0.0, 0.25)),
+    ];
+    report_every_second(&b, &reports, NOW, NOW + 10 * SECOND);
+    b.report_load(4, load(10.0, 0.0, 0.1), NOW + 10 * SECOND)
+        .unwrap();
+    // Counted: 200, 200, 400 over 297 units of configured weight; the canary's 1 unit: 800/297.
+    let c = deal(&b, 30_000, NOW + 10 * SECOND);
+    let canary = 800.0 / 297.0;
+    assert_dealt(
+        &c,
+        &[(1, 200.0), (2, 200.0), (3, 400.0), (4, canary)],
+        30_000,
+    );
+    // Ten seconds on, its own report counts: 100, in full.
+    report_every_second(&b, &reports, NOW + 11 * SECOND, NOW + 20 * SECOND);
+    b.report_load(4, load(10.0, 0.0, 0.1), NOW + 20 * SECOND)
+        .unwrap();
+    let c = deal(&b, 9000, NOW + 20 * SECOND);
+    assert_dealt(&c, &[(1, 200.0), (2, 200.0), (3, 400.0), (4, 100.0)], 9000);
+}
