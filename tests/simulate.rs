@@ -378,3 +378,39 @@ fn a_copied_fleet_keeps_each_fault_and_its_share() {
         r.error_rate() * 100.0
     );
 }
+
+#[test]
+fn orca_weighs_providers_by_the_capacity_they_report() {
+    assert_known("orca");
+    // Providers of 1, 2, 4, 4, 4, 4, 8 and 8 workers, equal configured weights, 50 consumers:
+    // each consumer's own in-flight counts cannot tell them apart, the providers' reports can.
+    let orca = run("x1", 4.0, "orca&orca.blackoutMs=0", 0.7, 50, 1);
+    let la = run("x1", 4.0, "leastactive", 0.7, 50, 1);
+    assert!(
+        orca.p99_us < 0.5 * la.p99_us,
+        "orca p99 {} vs leastactive {}",
+        orca.p99_us,
+        la.p99_us
+    );
+    // The shares follow the workers (1/35 of the capacity per worker), within 15 %.
+    for (p, workers) in orca
+        .providers
+        .iter()
+        .zip([1.0, 2.0, 4.0, 4.0, 4.0, 4.0, 8.0, 8.0])
+    {
+        let expected = workers / 35.0;
+        assert!(
+            (p.share - expected).abs() < 0.15 * expected,
+            "share {} for {workers} workers (expected {expected:.3})",
+            p.share
+        );
+    }
+    // Without reports (another strategy's balancer never reads them) the shares stay even:
+    // roundrobin deals an eighth to each.
+    let rr = run("x1", 4.0, "roundrobin", 0.7, 50, 1);
+    assert!(
+        (rr.providers[0].share - 0.125).abs() < 0.01,
+        "{:?}",
+        rr.providers[0]
+    );
+}
