@@ -15,7 +15,8 @@
 //!
 //! `p2c` and `peakewma` are judged against `floor/p2c`, `maglev` against `floor/hash_table`,
 //! `rendezvous` (on these weights 100/150/200, its weighted pick) against `floor/hrw_scan`,
-//! `orca` (no reports: the configured weights in turn) against `floor/stride`;
+//! `orca` (no reports: the configured weights in turn) and `orca+load` (a load report per call
+//! as well, the weights then dealt by reports) against `floor/stride`;
 //! the ratio to `beyond/random` shows what the strategy itself adds to the plumbing. Filtered
 //! rows (`p2c+zone+outlier`) run with zone preference and outlier ejection configured (one
 //! invoker ejected for the whole run).
@@ -46,7 +47,7 @@ fn floors(c: &mut Criterion) {
 fn select_report(c: &mut Criterion) {
     let keys = keys();
     let mut g = c.benchmark_group("beyond");
-    let configs: [(&str, &str); 9] = [
+    let configs: [(&str, &str); 10] = [
         ("random", "loadbalance=random"),
         ("p2c", "loadbalance=p2c"),
         ("peakewma", "loadbalance=peakewma"),
@@ -54,6 +55,9 @@ fn select_report(c: &mut Criterion) {
         ("maglev", "loadbalance=maglev"),
         ("rendezvous", "loadbalance=rendezvous"),
         ("orca", "loadbalance=orca"),
+        // With a per-call load report (ORCA in the response's trailers) between select and
+        // report, as the gRPC policies make it.
+        ("orca+load", "loadbalance=orca"),
         (
             "p2c+zone+outlier",
             "loadbalance=p2c&zone=a&outlier.consecutiveFailures=5&outlier.maxEjectionPercent=50\
@@ -79,10 +83,19 @@ fn select_report(c: &mut Criterion) {
                 }
             }
             let mut k = 0;
+            let with_load = name.ends_with("+load");
             g.bench_with_input(BenchmarkId::new(name, n), &n, |bench, _| {
                 bench.iter(|| {
                     k = (k + 1) & 4095;
                     let id = b.select(0, &keys[k], now).unwrap();
+                    if with_load {
+                        let load = polylb::LoadReport {
+                            qps: 100.0 + k as f64,
+                            eps: 0.0,
+                            utilization: 0.5,
+                        };
+                        b.report_load(id, load, now).unwrap();
+                    }
                     b.report(0, id, 1000 + k as i64, Outcome::Success, now)
                         .unwrap();
                     black_box(id)

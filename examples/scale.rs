@@ -2,6 +2,7 @@
 //! `cargo run --release --example scale -- '<config>' <n> <op> <iters> [arg]`.
 //! Ops: `build` (new + update), `update` (the same set again), `update-weight` (one weight
 //! changed), `update-churn` (one invoker replaced), `select`, `report` (select+report),
+//! `report-ticking` (select+report, the clock 1 ms further at each call),
 //! `among <c>` (select_among with c candidates spread over the set), `among-dup <c>` (c copies
 //! of one id plus one other), `excl <e>` (excluding e ids), `excl-all`, `methods <m>` (interns
 //! m names, one call each, then times updates), `late-method <m>` (every invoker serves m
@@ -117,10 +118,17 @@ fn main() {
             );
             return;
         }
-        "select" | "report" => {
+        "select" | "report" | "report-ticking" => {
             for i in 0..iters {
+                // `report-ticking`: the clock moves 1 ms per call, so that periodic work
+                // (`orca`'s recomputation with `orca.updateMs=1`) runs on every pick.
+                let now = if op == "report-ticking" {
+                    now + i as i64 * 1000
+                } else {
+                    now
+                };
                 let id = b.select(0, &i.to_le_bytes(), now).unwrap();
-                if op == "report" {
+                if op != "select" {
                     b.report(0, id, 1000, Outcome::Success, now).unwrap();
                 }
                 sum = sum.wrapping_add(id);

@@ -177,6 +177,9 @@ pub(crate) struct LoadTable {
     next_update_ms: AtomicI64,
     /// At least two weights counted at the last recomputation (the reports deal the calls).
     reported: AtomicBool,
+    /// Each position's weight as the recomputation plans it (f64 bits): room allocated with the
+    /// table, so that a pick that recomputes allocates nothing and reads each cell once.
+    planned: Box<[AtomicU64]>,
 }
 
 impl LoadTable {
@@ -197,7 +200,6 @@ impl LoadTable {
             })
             .collect();
         // Until the first pick recomputes them, the configured weights deal the calls.
-        let configured: Vec<f64> = members.iter().map(|m| f64::from(m.weight.max(0))).collect();
         let table = LoadTable {
             config: config.clone(),
             cells,
@@ -206,8 +208,12 @@ impl LoadTable {
             turn: AtomicU64::new(0),
             next_update_ms: AtomicI64::new(i64::MIN),
             reported: AtomicBool::new(false),
+            planned: members
+                .iter()
+                .map(|m| AtomicU64::new(f64::from(m.weight.max(0)).to_bits()))
+                .collect(),
         };
-        table.store(configured.iter().copied());
+        table.store();
         table
     }
 
@@ -235,91 +241,92 @@ impl LoadTable {
 
     #[inline(never)]
     fn recompute(&self, snapshot: &Snapshot, now_ms: i64) {
-        // The counted weights of the invokers that take calls, and their configured weights.
-        let (count, sum, configured) = snapshot
+        // One pass over the cells: each invoker's counted weight (NaN: none) into the plan, the
+        // sums over the invokers that take calls, and when a weight next starts or stops
+        // counting.
+        let (mut count, mut sum, mut configured) = (0u32, 0.0, 0.0);
+        let mut next_change = i64::MAX;
+        for ((m, cell), plan) in snapshot
             .members
             .iter()
-            .zip(self.cells.iter())
-            .filter(|(m, _)| m.weight > 0)
-            .filter_map(|(m, c)| Some((m.weight, c.counted(now_ms, &self.config)?)))
-            .fold((0u32, 0.0, 0.0), |(n, s, w), (weight, counted)| {
-                (n + 1, s + counted, w + f64::from(weight))
-            });
+            .zip(&*self.cells)
+            .zip(&*self.planned)
+        {
+            let counted = cell.counted(now_ms, &self.config);
+            next_change = next_change.min(cell.next_change(now_ms, &self.config));
+            if let (Some(w), true) = (counted, m.weight > 0) {
+                (count, sum, configured) = (count + 1, sum + w, configured + f64::from(m.weight));
+            }
+            plan.store(counted.unwrap_or(f64::NAN).to_bits(), Relaxed);
+        }
         let reported = count >= 2;
         self.reported.store(reported, Relaxed);
         // A weight that starts or stops counting before the period ends changes the schedule
         // then, not up to a period late.
-        let next_change = self
-            .cells
-            .iter()
-            .map(|c| c.next_change(now_ms, &self.config))
-            .min()
-            .unwrap_or(i64::MAX);
         self.next_update_ms.fetch_min(next_change, AcqRel);
         // Reported capacity per unit of configured weight, over the invokers with a weight: what
         // an invoker without one is given, in proportion to its configured weight (the mean
         // weight when the configured weights are equal, as in A58; a canary configured at 1
         // beside 99s keeps its 1 % until its own reports count).
         let per_configured = if reported { sum / configured } else { 0.0 };
-        let weights = snapshot
-            .members
-            .iter()
-            .zip(self.cells.iter())
-            .map(|(m, cell)| {
-                if m.weight <= 0 {
-                    return 0.0;
-                }
+        for (m, plan) in snapshot.members.iter().zip(&*self.planned) {
+            let weight = if m.weight <= 0 {
+                0.0
+            } else {
                 // Read from the invoker's first millisecond on: Dubbo's getWeight gives the full
-                // weight at an uptime of exactly 0, an instant other strategies pass at once, but a
-                // schedule computed then would keep it for a whole period.
-                let uptime_from = m.start_time_ms.saturating_add(1);
+                // weight at an uptime of exactly 0, an instant other strategies pass at once,
+                // but a schedule computed then would keep it for a whole period.
                 let at = if m.start_time_ms > 0 {
-                    now_ms.max(uptime_from)
+                    now_ms.max(m.start_time_ms.saturating_add(1))
                 } else {
                     now_ms
                 };
                 let warm = f64::from(effective_weight(m.weight, m.start_time_ms, m.warmup_ms, at));
-                if !reported {
-                    return warm;
+                let counted = f64::from_bits(plan.load(Relaxed));
+                match (reported, counted.is_nan()) {
+                    (false, _) => warm,
+                    (true, false) => counted * warm / f64::from(m.weight),
+                    (true, true) => per_configured * warm,
                 }
-                match cell.counted(now_ms, &self.config) {
-                    Some(capacity) => capacity * warm / f64::from(m.weight),
-                    None => per_configured * warm,
-                }
-            });
-        self.store(weights);
+            };
+            plan.store(weight.to_bits(), Relaxed);
+        }
+        self.store();
     }
 
-    /// Caps the weights so that none exceeds `MAX_RATIO` × the mean of the capped weights, and
-    /// scales them to the stride. With no positive weight, every invoker counts as equal (a set
-    /// of weight-0 invokers still serves).
-    fn store(&self, weights: impl Iterator<Item = f64> + Clone) {
-        let positive = weights.clone().filter(|&w| w > 0.0);
-        let count = positive.clone().count() as f64;
+    /// Caps the planned weights so that none exceeds `MAX_RATIO` × the mean of the capped
+    /// weights, and scales them to the stride. With no positive weight, every invoker counts as
+    /// equal (a set of weight-0 invokers still serves). (Two recomputations overlap only when
+    /// one takes longer than `orca.updateMs`; each position's weight is then either's.)
+    fn store(&self) {
+        let weights = || self.planned.iter().map(|w| f64::from_bits(w.load(Relaxed)));
+        let (count, sum, max) = weights()
+            .filter(|&w| w > 0.0)
+            .fold((0u32, 0.0, 0.0f64), |(n, s, m), w| (n + 1, s + w, m.max(w)));
         let mut cap = f64::INFINITY;
-        if count > 0.0 {
+        if count > 0 && max > MAX_RATIO * sum / f64::from(count) {
             // The cap c solves c = MAX_RATIO × mean(min(w, c)); iterating from the uncapped
             // mean only lowers it, to the fixed point.
+            cap = MAX_RATIO * sum / f64::from(count);
             for _ in 0..32 {
-                let next = MAX_RATIO * positive.clone().map(|w| w.min(cap)).sum::<f64>() / count;
+                let capped_sum: f64 = weights().filter(|&w| w > 0.0).map(|w| w.min(cap)).sum();
+                let next = MAX_RATIO * capped_sum / f64::from(count);
                 if next >= cap * (1.0 - 1e-9) {
                     break;
                 }
                 cap = next;
             }
         }
-        let capped = || {
-            weights
-                .clone()
-                .map(move |w| if count == 0.0 { 1.0 } else { w.min(cap) })
-        };
-        let max = capped().fold(0.0, f64::max);
+        let top = if count == 0 { 1.0 } else { max.min(cap) };
+        let scale = STRIDE as f64 / top;
         let mut heaviest = 0;
-        for (pos, w) in capped().enumerate() {
-            let share = if w <= 0.0 {
-                0
+        for (pos, w) in weights().enumerate() {
+            let w = if count == 0 { 1.0 } else { w.min(cap) };
+            let share = if w > 0.0 {
+                // Rounded to the nearest (w × scale is positive and at most STRIDE).
+                ((w * scale + 0.5) as u32).clamp(1, STRIDE as u32)
             } else {
-                ((w / max * STRIDE as f64).round() as u32).clamp(1, STRIDE as u32)
+                0
             };
             if share == STRIDE as u32 {
                 heaviest = pos;
