@@ -11,7 +11,8 @@
 //! candidate excluded, unknown candidates and methods, keys; bursts of them reported at once;
 //! through `Call` guards, finished or dropped, where the library's clock is mixed in), reports
 //! (every outcome, departed and unknown ids, calls ended twice, bad methods and elapsed times),
-//! provider metrics, time jumps (forward, past 60 s, backward) and stats. After every step:
+//! provider metrics, load reports (valid and refused), time jumps (forward, past 60 s,
+//! backward) and stats. After every step:
 //!
 //! * a select returns a member of the current set, among its candidates less its exclusions,
 //!   and within what the filters leave; or exactly the documented error;
@@ -28,7 +29,8 @@
 //!   provider metrics) picks a zero weight over a positive one;
 //! * the stats are JSON whose counters (summed and per method) equal the model's, whose
 //!   effective weights follow Dubbo's formula and slow-start shares a model of the ramp (who
-//!   is exempt, which pick stamps it, a clock stepping back), with ejections within the budget;
+//!   is exempt, which pick stamps it, a clock stepping back), with ejections within the budget,
+//!   and `orca`'s weights are the last accepted load report's (none for a newcomer);
 //! * a rejected update changes nothing: a twin balancer that never got it answers every
 //!   later call alike (also the determinism of a seeded balancer);
 //! * per-method isolation: a twin that sees only one method's calls picks alike for it
