@@ -50,14 +50,7 @@ fn assert_dealt(c: &BTreeMap<u64, usize>, weights: &[(u64, f64)], draws: usize) 
 }
 
 fn field(b: &Balancer, now: i64, id: u64, name: &str) -> serde_json::Value {
-    let v: serde_json::Value = serde_json::from_str(&b.stats_json(now)).unwrap();
-    v["invokers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["id"].as_u64() == Some(id))
-        .unwrap()[name]
-        .clone()
+    stat_value(b, now, id, name)
 }
 
 #[test]

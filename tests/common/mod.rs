@@ -37,6 +37,11 @@ pub fn balancer(config: &str, invokers: &[Invoker]) -> Balancer {
 }
 
 pub fn stat(b: &Balancer, now_us: i64, id: u64, field: &str) -> i64 {
+    stat_value(b, now_us, id, field).as_i64().unwrap()
+}
+
+/// A field of one invoker's row in the stats, as JSON (`null` when absent).
+pub fn stat_value(b: &Balancer, now_us: i64, id: u64, field: &str) -> serde_json::Value {
     let v: serde_json::Value = serde_json::from_str(&b.stats_json(now_us)).unwrap();
     v["invokers"]
         .as_array()
@@ -44,8 +49,7 @@ pub fn stat(b: &Balancer, now_us: i64, id: u64, field: &str) -> i64 {
         .iter()
         .find(|i| i["id"].as_u64() == Some(id))
         .unwrap_or_else(|| panic!("id {id} not in stats"))[field]
-        .as_i64()
-        .unwrap()
+        .clone()
 }
 
 /// A field of one invoker's row for one method (by name; method 0 is "") in the stats.

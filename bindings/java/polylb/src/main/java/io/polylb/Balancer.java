@@ -847,7 +847,7 @@ public final class Balancer implements AutoCloseable {
             if (status != 0) {
                 // The native call returns a bare code; name the argument it is about.
                 throw status == Status.INVALID_ARGUMENT.code() && !closed
-                        ? PolylbException.of(status, loadArgumentProblem(qps, eps, utilization))
+                        ? PolylbException.of(status, loadReportProblem(qps, eps, utilization))
                         : orClosed(status);
             }
         } finally {
@@ -855,7 +855,12 @@ public final class Balancer implements AutoCloseable {
         }
     }
 
-    private static String loadArgumentProblem(double qps, double eps, double utilization) {
+    /**
+     * Why {@link #reportLoad} refuses these numbers (each must be finite and {@code >= 0}, and
+     * {@code eps} at most {@code qps}), or null when it accepts them: for callers that check a
+     * report before they know which balancer it is for.
+     */
+    public static String loadReportProblem(double qps, double eps, double utilization) {
         if (!(qps >= 0) || Double.isInfinite(qps)) { // NaN too
             return "invalid argument: qps = " + qps + " (want finite and >= 0)";
         }

@@ -197,23 +197,6 @@ final class DubboUrls {
 
     record ProviderMetrics(long providerTimeMs, double load) {}
 
-    /**
-     * What is wrong with a load report for {@code orca} (the core's rules: each number finite
-     * and {@code >= 0}, {@code eps} at most {@code qps}), or null when nothing is.
-     */
-    static String loadReportProblem(double qps, double eps, double utilization) {
-        if (!(qps >= 0) || Double.isInfinite(qps)) { // NaN too
-            return "invalid argument: qps = " + qps + " (want finite and >= 0)";
-        }
-        if (!(eps >= 0) || Double.isInfinite(eps)) {
-            return "invalid argument: eps = " + eps + " (want finite and >= 0)";
-        }
-        if (!(utilization >= 0) || Double.isInfinite(utilization)) {
-            return "invalid argument: utilization = " + utilization + " (want finite and >= 0)";
-        }
-        return eps > qps ? "invalid argument: eps = " + eps + " is above qps = " + qps : null;
-    }
-
     /** Dubbo's StringUtils.isNumeric(str, allowDot). */
     static boolean isNumeric(String str, boolean allowDot) {
         if (str == null || str.isEmpty()) {

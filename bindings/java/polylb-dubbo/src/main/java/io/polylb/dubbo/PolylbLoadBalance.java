@@ -4,6 +4,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.apache.dubbo.common.constants.CommonConstants.DEFAULT_LOADBALANCE;
 import static org.apache.dubbo.common.constants.CommonConstants.LOADBALANCE_KEY;
 
+import io.polylb.Balancer;
 import io.polylb.PolylbException;
 import io.polylb.Status;
 import java.util.List;
@@ -664,7 +665,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
      */
     public boolean reportLoad(Invoker<?> provider, double qps, double eps, double utilization) {
         URL url = Objects.requireNonNull(provider, "provider").getUrl();
-        String problem = DubboUrls.loadReportProblem(qps, eps, utilization);
+        String problem = Balancer.loadReportProblem(qps, eps, utilization);
         if (problem != null) {
             throw new PolylbException(Status.INVALID_ARGUMENT, Status.INVALID_ARGUMENT.code(),
                     Status.INVALID_ARGUMENT + ": " + problem);
