@@ -81,7 +81,8 @@ pub(crate) struct LoadCell {
     last_ms: AtomicI64,
 }
 
-/// A report's numbers, already checked (finite, not negative).
+/// A provider's load report, ORCA's numbers: each finite and not negative, and `eps` at most
+/// `qps` ([`crate::Balancer::report_load`] refuses others).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LoadReport {
     /// Requests the provider served per second (failed ones included).
@@ -178,7 +179,7 @@ pub(crate) struct LoadTable {
     /// At least two weights counted at the last recomputation (the reports deal the calls).
     reported: AtomicBool,
     /// Each position's weight as the recomputation plans it (f64 bits): room allocated with the
-    /// table, so that a pick that recomputes allocates nothing and reads each cell once.
+    /// table, so that a pick that recomputes allocates nothing and reads the cells in one pass.
     planned: Box<[AtomicU64]>,
 }
 
