@@ -349,8 +349,9 @@ def test_stats_carry_the_orca_fields(balancer_factory: Any) -> None:
     lb.select(now_us=NOW_US + 6 * SECOND_US)  # past the blackout: the pick recomputes
     fields = orca_fields(lb, NOW_US + 6 * SECOND_US)
     assert [fields[i][:3] for i in (1, 2, 3)] == [(200, True, True), (400, True, True), (None, False, True)]
-    # Invoker 3 takes the mean, 300 (configured weights only scale a warm-up): 200 : 400 : 300.
-    assert [fields[i][3] for i in (1, 2, 3)] == pytest.approx([2 / 9, 4 / 9, 3 / 9], abs=1e-4)
+    # Invoker 3 takes the mean per unit of configured weight, 600 / 200 = 3, times its own
+    # weight 200: 600, so 200 : 400 : 600.
+    assert [fields[i][3] for i in (1, 2, 3)] == pytest.approx([2 / 12, 4 / 12, 6 / 12], abs=1e-4)
     assert sum(fields[i][3] for i in (1, 2, 3)) == pytest.approx(1.0, abs=1e-4)
 
 
