@@ -158,4 +158,10 @@ def test_build_bundles_the_named_library_even_if_older(tmp_path: Path) -> None:
         (wheel,) = wheels.glob("*.whl")
         with zipfile.ZipFile(wheel) as archive:
             bundled = archive.read(f"polylb/{current.name}")
+            # Apache-2.0 asks that a copy of the license go with every redistribution.
+            licenses = [n for n in archive.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+            assert len(licenses) == 1, archive.namelist()
+            assert archive.read(licenses[0]) == (PYTHON_DIR / "LICENSE").read_bytes()
         assert bundled == library.read_bytes(), f"{library} was not bundled"
+    # The package's copy is the repository's license, word for word.
+    assert (PYTHON_DIR / "LICENSE").read_bytes() == (PYTHON_DIR.parent.parent / "LICENSE").read_bytes()
