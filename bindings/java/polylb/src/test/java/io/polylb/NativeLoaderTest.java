@@ -28,6 +28,27 @@ class NativeLoaderTest {
     }
 
     @Test
+    void theJarCarriesTheLicense() throws Exception {
+        // Apache-2.0 asks for a copy with every redistribution: the build puts the repository's
+        // LICENSE in META-INF of every module's jar.
+        // Other jars on the test class path (surefire's) carry one too: take the one beside the
+        // library's classes.
+        String classes = NativeLoader.class.getProtectionDomain().getCodeSource().getLocation().toString();
+        java.net.URL license = null;
+        for (java.net.URL url : java.util.Collections.list(
+                NativeLoader.class.getClassLoader().getResources("META-INF/LICENSE"))) {
+            if (url.toString().startsWith(classes) || url.toString().startsWith("jar:" + classes)) {
+                license = url;
+            }
+        }
+        assertNotNull(license, "no META-INF/LICENSE beside " + classes);
+        byte[] repository = java.nio.file.Files.readAllBytes(java.nio.file.Path.of("../../../LICENSE"));
+        try (java.io.InputStream in = license.openStream()) {
+            assertTrue(java.util.Arrays.equals(repository, in.readAllBytes()), "not the repository's LICENSE");
+        }
+    }
+
+    @Test
     void testsRunUnderCheckJniWhenBuiltByMaven() {
         if (Boolean.getBoolean("polylb.test.expectCheckJni")) {
             assertTrue(ManagementFactory.getRuntimeMXBean().getInputArguments().contains("-Xcheck:jni"),
