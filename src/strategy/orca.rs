@@ -372,13 +372,19 @@ impl LoadTable {
             return ctx.candidates[ctx.rng.below(ctx.candidates.len() as u64) as usize] as usize;
         }
         let mut point = ctx.rng.below(total);
+        let mut last_weighted = ctx.candidates[ctx.candidates.len() - 1] as usize;
         for (pos, share) in shares() {
             if point < share {
                 return pos;
             }
             point -= share;
+            if share > 0 {
+                last_weighted = pos;
+            }
         }
-        unreachable!("a point below the total falls on a share")
+        // A recomputation in another thread lowered some shares between the two reads: the
+        // point fell past the new total, and the last weighted candidate takes it.
+        last_weighted
     }
 }
 

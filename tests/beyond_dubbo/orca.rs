@@ -381,9 +381,17 @@ fn concurrent_picks_and_reports_while_the_set_changes() {
                     let mut picks = 0u64;
                     for i in 0..30_000i64 {
                         let now = NOW + i * 1000;
-                        let id = b.select(0, b"", now).unwrap();
+                        // Whole-set picks and failover draws, while other threads' reports
+                        // swing the weights and their picks recompute the schedule.
+                        let id = if i % 2 == 0 {
+                            b.select(0, b"", now).unwrap()
+                        } else {
+                            let tried = 1 + (i as u64 / 2) % 7;
+                            b.select_among(0, b"", &[], &[tried], now).unwrap()
+                        };
                         assert!((1..=7).contains(&id), "picked {id}");
-                        b.report_load(id, load(100.0 + id as f64, 0.0, 0.1 * (t + 1) as f64), now)
+                        let utilization = if (i + t) % 3 == 0 { 0.01 } else { 1.0 };
+                        b.report_load(id, load(100.0 + id as f64, 0.0, utilization), now)
                             .unwrap();
                         b.report(0, id, 1000, Outcome::Success, now).unwrap();
                         picks += 1;
@@ -406,8 +414,13 @@ fn concurrent_picks_and_reports_while_the_set_changes() {
                 round += 1;
             }
         });
-        let total: u64 = pickers.into_iter().map(|h| h.join().unwrap()).sum();
+        // The updater stops even when a picker failed, so that the failure is reported.
+        let results: Vec<_> = pickers.into_iter().map(|h| h.join()).collect();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let total: u64 = results
+            .into_iter()
+            .map(|r| r.expect("a picker panicked"))
+            .sum();
         assert_eq!(total, 90_000);
     });
 }
