@@ -244,8 +244,10 @@ impl LoadTable {
     fn recompute(&self, snapshot: &Snapshot, now_ms: i64) {
         // One pass over the cells: each invoker's counted weight (NaN: none) into the plan, the
         // sums over the invokers that take calls, and when a weight next starts or stops
-        // counting.
-        let (mut count, mut sum, mut configured) = (0u32, 0.0, 0.0);
+        // counting. The sum is kept in units of the heaviest counted weight (rescaled when a
+        // heavier one comes): reports are any finite numbers, and a sum of a few weights near
+        // f64::MAX would be infinite, every share then alike.
+        let (mut count, mut sum, mut configured, mut top) = (0u32, 0.0, 0.0, 0.0f64);
         let mut next_change = i64::MAX;
         for ((m, cell), plan) in snapshot
             .members
@@ -256,7 +258,12 @@ impl LoadTable {
             let counted = cell.counted(now_ms, &self.config);
             next_change = next_change.min(cell.next_change(now_ms, &self.config));
             if let (Some(w), true) = (counted, m.weight > 0) {
-                (count, sum, configured) = (count + 1, sum + w, configured + f64::from(m.weight));
+                if w > top {
+                    sum *= top / w;
+                    top = w;
+                }
+                (count, sum, configured) =
+                    (count + 1, sum + w / top, configured + f64::from(m.weight));
             }
             plan.store(counted.unwrap_or(f64::NAN).to_bits(), Relaxed);
         }
@@ -286,7 +293,7 @@ impl LoadTable {
                 let counted = f64::from_bits(plan.load(Relaxed));
                 match (reported, counted.is_nan()) {
                     (false, _) => warm,
-                    (true, false) => counted * warm / f64::from(m.weight),
+                    (true, false) => counted / top * warm / f64::from(m.weight),
                     (true, true) => per_configured * warm,
                 }
             };

@@ -272,6 +272,24 @@ fn no_weight_exceeds_ten_times_the_mean() {
 }
 
 #[test]
+fn weights_near_the_largest_float_keep_their_proportions() {
+    // Any finite report is accepted: weights of 5e307 and 1e308, whose sum (with the mean the
+    // unreported invokers take) is beyond f64::MAX, still deal 1 : 2 : 1.5 : 1.5.
+    let set: Vec<Invoker> = (1..=4).map(provider).collect();
+    let b = lb(&format!("{CONFIG}&orca.blackoutMs=0"), &set);
+    b.report_load(1, load(1e300, 0.0, 2e-8), NOW).unwrap();
+    b.report_load(2, load(1e300, 0.0, 1e-8), NOW).unwrap();
+    let c = deal(&b, 6000, NOW);
+    assert_dealt(&c, &[(1, 1.0), (2, 2.0), (3, 1.5), (4, 1.5)], 6000);
+    // And the smallest: 1e-300 beside 2e-300.
+    let b = lb(&format!("{CONFIG}&orca.blackoutMs=0"), &set);
+    b.report_load(1, load(1e-150, 0.0, 1e150), NOW).unwrap();
+    b.report_load(2, load(1e-150, 0.0, 0.5e150), NOW).unwrap();
+    let c = deal(&b, 6000, NOW);
+    assert_dealt(&c, &[(1, 1.0), (2, 2.0), (3, 1.5), (4, 1.5)], 6000);
+}
+
+#[test]
 fn configured_weight_zero_takes_no_calls_while_others_weigh() {
     let set = [provider(1), provider(2), provider(3).weight(0)];
     let b = lb(&format!("{CONFIG}&orca.blackoutMs=0"), &set);
