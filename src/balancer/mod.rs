@@ -79,6 +79,8 @@ struct Inner {
     whole_scores: bool,
     /// `select_adaptive` applies: `adaptive`, no filter narrowing the set.
     adaptive_pair: bool,
+    /// `select_stride` applies: `orca`, no filter narrowing the set.
+    whole_stride: bool,
     /// `adaptive`: picks among a single candidate are counted under the method's `BYPASS` key,
     /// out of sight of the load formula (see `stats::BYPASS`).
     counts_bypass: bool,
@@ -196,6 +198,7 @@ impl Balancer {
                 whole_table: short && strategy.kind() == StrategyKind::Maglev,
                 whole_scores: short && strategy.kind() == StrategyKind::Rendezvous,
                 adaptive_pair: short && strategy.kind() == StrategyKind::Adaptive,
+                whole_stride: short && strategy.kind() == StrategyKind::Orca,
                 counts_bypass: strategy.kind() == StrategyKind::Adaptive,
                 end_path: AtomicU8::new(if spread_counters {
                     END_SPREAD

@@ -68,7 +68,26 @@ impl Inner {
                 return Some(result);
             }
         }
+        if self.whole_stride {
+            if let Some(result) = self.select_stride(method, now_us) {
+                return Some(result);
+            }
+        }
         None
+    }
+
+    /// The common call of `orca`: the next turn of the stride schedule over the thread's
+    /// cached snapshot, nothing ejected, without building the strategy's context. None with a
+    /// local zone or subset (whose picks are draws among it) or fewer than two invokers.
+    #[inline(always)]
+    fn select_stride(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
+        let pin = self.short_pin(method)?;
+        let snapshot = pin.snapshot;
+        if snapshot.members.len() < 2 || snapshot.local.is_some() {
+            return None;
+        }
+        let pos = strategy::stride_pick(snapshot, &Clock::new(now_us))?;
+        Some(Ok(self.count_select(&pin, pos, method)))
     }
 
     /// The common call of `adaptive`: Dubbo's pair and load comparison over the whole set (or

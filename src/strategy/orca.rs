@@ -463,6 +463,15 @@ impl Strategy for Orca {
     }
 }
 
+/// The next turn of the stride schedule over the whole set, as `select` picks it (the
+/// balancer's short path, without the strategy's context). None when `snapshot` has no table.
+#[inline(always)]
+pub(crate) fn stride_pick(snapshot: &Snapshot, clock: &Clock) -> Option<usize> {
+    let table = snapshot.prepared.as_ref()?.downcast_ref::<LoadTable>()?;
+    table.update_if_due(snapshot, clock);
+    Some(table.stride_pick())
+}
+
 /// Records a provider's load report for invoker `id` of the set (nothing when it is not in it).
 pub(crate) fn record_load(snapshot: &Snapshot, id: u64, report: &LoadReport, now_ms: i64) {
     let Some(table) = snapshot

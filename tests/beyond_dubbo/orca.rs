@@ -443,6 +443,37 @@ fn concurrent_picks_and_reports_while_the_set_changes() {
     });
 }
 
+/// A plain select takes the balancer's short path; a select that excludes an id not in the set
+/// goes through the strategy's own `select`. Both deal the same schedule, including across a
+/// recomputation (a report that starts counting mid-sequence) and a warm-up ramp.
+#[test]
+fn the_short_path_and_the_strategy_deal_the_same_sequence() {
+    let mut set: Vec<Invoker> = (1..=4).map(provider).collect();
+    // Invoker 4 started a second ago with a 10 s warm-up: its weight ramps during the run.
+    set[3] = provider(4)
+        .start_time_ms(NOW / 1000 - 1000)
+        .warmup_ms(10_000);
+    let config = format!("{CONFIG}&orca.blackoutMs=2000&orca.updateMs=500");
+    let (short, general) = (lb(&config, &set), lb(&config, &set));
+    for b in [&short, &general] {
+        b.report_load(1, load(100.0, 0.0, 0.5), NOW).unwrap();
+        b.report_load(2, load(100.0, 0.0, 0.25), NOW).unwrap();
+        b.report_load(3, load(100.0, 20.0, 0.5), NOW + SECOND)
+            .unwrap();
+    }
+    let mut seen = BTreeMap::new();
+    for step in 0..4000i64 {
+        let now = NOW + step * 1000;
+        let a = short.select(0, b"", now).unwrap();
+        let b = general.select_among(0, b"", &[], &[999], now).unwrap();
+        assert_eq!(a, b, "pick {step} at {now}");
+        short.report(0, a, 1000, Outcome::Success, now).unwrap();
+        general.report(0, b, 1000, Outcome::Success, now).unwrap();
+        *seen.entry(a).or_insert(0) += 1;
+    }
+    assert_eq!(seen.len(), 4, "every invoker dealt some calls: {seen:?}");
+}
+
 /// The contract every binding asserts too: the stride schedule is deterministic (no random
 /// draw), so one balancer's sequence is the same in every language.
 #[test]
