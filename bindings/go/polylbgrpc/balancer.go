@@ -20,7 +20,9 @@
 // experimental weight attribute (weight.Set; xDS sets it) or, with warm-up and
 // zone, from SetInvoker. Per-method state is keyed by the RPC's full method
 // name ("/pkg.Service/Method"), as Dubbo keys it by method. The hash
-// strategies read their key from the RPC's context (WithKey).
+// strategies read their key from the RPC's context (WithKey). Server load
+// comes from ORCA reports: each call's, and with
+// Options.OOBLoadReportInterval the out-of-band stream's, for orca.
 //
 // The package is thin: it maps gRPC's endpoints, picks and statuses onto the
 // polylb Go binding, and every balancing decision is the library's.
@@ -32,6 +34,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	polylb "github.com/polylb/polylb/bindings/go"
 	"google.golang.org/grpc/balancer"
@@ -39,6 +42,7 @@ import (
 	"google.golang.org/grpc/balancer/pickfirst"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/grpclog"
+	"google.golang.org/grpc/orca"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 )
@@ -75,6 +79,22 @@ type Options struct {
 	// on the next RPC). Keep the latest; the earlier ones are closed. The
 	// balancer is the policy's: do not Update or Close it.
 	Observe func(*polylb.Balancer)
+
+	// OOBLoadReportInterval, when positive, has the orca strategy read ORCA's
+	// out-of-band load reports, as gRPC's weighted_round_robin does with
+	// enableOobLoadReport: each READY connection opens the server's ORCA
+	// stream (orca.RegisterOOBListener), asking for a report every interval,
+	// and each report goes to the endpoint's invoker through ReportLoad, read
+	// as a call's report is (rps_fractional as qps, eps, and
+	// application_utilization, or cpu_utilization when it is unset). The
+	// server sends a report as the stream opens, then at this interval or
+	// its own minimum (orca.ServiceOptions.MinReportingInterval; 30 s unless
+	// it allows less), whichever is longer. The stream stops when its
+	// connection leaves READY or its endpoint leaves the resolver's list,
+	// under a config whose strategy is not orca, and when the policy closes.
+	// Zero (the default) or negative: no stream; other strategies open none
+	// either. Per-call reports are read as before, with or without it.
+	OOBLoadReportInterval time.Duration
 }
 
 // NewBuilder returns a builder of the policy under another name, with
@@ -87,6 +107,9 @@ func NewBuilder(name string, opts Options) balancer.Builder {
 type builder struct {
 	name string
 	opts Options
+	// registerOOB is orca.RegisterOOBListener; tests wrap it to count the
+	// listeners registered and stopped.
+	registerOOB func(balancer.SubConn, orca.OOBListener, orca.OOBListenerOptions) (stop func())
 }
 
 func (b builder) Name() string { return b.name }
@@ -138,20 +161,28 @@ func checkKeys(raw json.RawMessage) error {
 
 func (b builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	p := &policy{
-		ClientConn: cc,
-		opts:       b.opts,
-		ids:        resolver.NewEndpointMap[uint64](),
+		ClientConn:  cc,
+		opts:        b.opts,
+		registerOOB: b.registerOOB,
+		ids:         resolver.NewEndpointMap[uint64](),
+		addrIDs:     map[string]uint64{},
+		subConns:    map[balancer.SubConn]*oobSubConn{},
+	}
+	if p.registerOOB == nil {
+		p.registerOOB = orca.RegisterOOBListener
 	}
 	p.child = endpointsharding.NewBalancer(p, opts, balancer.Get(pickfirst.Name).Build, endpointsharding.Options{})
 	return p
 }
 
 // policy is one ClientConn's balancer. It embeds the ClientConn to see the
-// states its endpointsharding child sends up.
+// states its endpointsharding child sends up (and, with OOB load reports on,
+// the SubConns its children create: oob.go).
 type policy struct {
 	balancer.ClientConn
-	child balancer.Balancer
-	opts  Options
+	child       balancer.Balancer
+	opts        Options
+	registerOOB func(balancer.SubConn, orca.OOBListener, orca.OOBListenerOptions) func()
 
 	mu       sync.Mutex
 	cfg      Config
@@ -161,6 +192,10 @@ type policy struct {
 	set      []polylb.Invoker // the set the library holds, in id order
 	closed   bool
 	children []endpointsharding.ChildState
+	// addrIDs: each listed endpoint's addresses → its invoker id, for the
+	// SubConns the children create (OOB load reports only).
+	addrIDs  map[string]uint64
+	subConns map[balancer.SubConn]*oobSubConn // the children's SubConns (OOB load reports only)
 }
 
 func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
@@ -187,6 +222,7 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 		if p.opts.Observe != nil {
 			p.opts.Observe(lb)
 		}
+		p.syncListenersLocked() // stops the old balancer's OOB listeners
 	}
 	// Ids live while the resolver lists the endpoint, not while it is
 	// connected: a reconnect keeps the invoker's state.
@@ -201,6 +237,16 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 	for _, ep := range p.ids.Keys() {
 		if _, ok := listed.Get(ep); !ok {
 			p.ids.Delete(ep)
+		}
+	}
+	if p.oobOn() {
+		// An address listed in two endpoints goes to the later one.
+		clear(p.addrIDs)
+		for _, ep := range ccs.ResolverState.Endpoints {
+			id, _ := p.ids.Get(ep)
+			for _, a := range ep.Addresses {
+				p.addrIDs[a.Addr] = id
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -220,10 +266,15 @@ func (p *policy) UpdateSubConnState(sc balancer.SubConn, state balancer.SubConnS
 func (p *policy) ExitIdle() { p.child.ExitIdle() }
 
 func (p *policy) Close() {
+	p.mu.Lock()
+	// Before the child's Close: the listeners' streams end with the policy,
+	// not with their connections' teardown.
+	p.stopListenersLocked()
+	p.closed = true
+	p.mu.Unlock()
 	p.child.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.closed = true
 	if p.lb != nil {
 		p.lb.lb.Close()
 	}
@@ -264,7 +315,11 @@ func (p *policy) UpdateState(state balancer.State) {
 			logger.Errorf("polylb: update of %d endpoints rejected, previous set kept: %v", len(set), err)
 			return
 		}
+		first := p.set == nil
 		p.set = set
+		if first {
+			p.syncListenersLocked() // a new balancer's OOB listeners
+		}
 	}
 	if len(pickers) == 0 {
 		// Nothing to balance over: the child's own picker queues the RPCs

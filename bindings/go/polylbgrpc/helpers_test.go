@@ -158,6 +158,8 @@ type client struct {
 	mu        sync.Mutex
 	balancers []*polylb.Balancer
 	state     balancer.State // the last state the policy sent up
+
+	oob *oobCounts // the policy's OOB listeners, counted
 }
 
 // recordingBuilder builds the policy with a ClientConn that records the
@@ -212,13 +214,21 @@ func dialWith(t *testing.T, serviceConfig string, endpoints []resolver.Endpoint,
 // newClient registers a builder of the policy under a name of the client's
 // own, which records the balancers and states of the policies it builds.
 func newClient() *client {
-	c := &client{}
+	return newClientWith(Options{})
+}
+
+// newClientWith is newClient with the builder's options (Observe is the
+// client's own), counting the OOB listeners the policy registers.
+func newClientWith(opts Options) *client {
+	c := &client{oob: newOOBCounts()}
 	c.name = "polylb_test_" + strconv.FormatInt(builderSeq.Add(1), 10)
-	b := NewBuilder(c.name, Options{Observe: func(lb *polylb.Balancer) {
+	opts.Observe = func(lb *polylb.Balancer) {
 		c.mu.Lock()
 		c.balancers = append(c.balancers, lb)
 		c.mu.Unlock()
-	}}).(builder)
+	}
+	b := NewBuilder(c.name, opts).(builder)
+	b.registerOOB = c.oob.register
 	balancer.Register(recordingBuilder{builder: b, c: c})
 	return c
 }

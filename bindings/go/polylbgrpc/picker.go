@@ -102,20 +102,14 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		elapsed := time.Since(clockBase) - start
 		lb := st.lb
 		if done.ServerLoad != nil && done.BytesSent {
-			// A server's ORCA load report, parsed when the program imports
-			// google.golang.org/grpc/orca (a server sends one per call
-			// through orca.CallMetricsServerOption).
+			// A server's ORCA load report, parsed because this package
+			// imports google.golang.org/grpc/orca (a server sends one per
+			// call through orca.CallMetricsServerOption).
 			if st.orca {
-				// orca: the provider's capacity, as gRPC's
-				// weighted_round_robin reads the report (gRFC A58).
 				if load, ok := done.ServerLoad.(loadReport); ok {
-					util := load.GetApplicationUtilization()
-					if util <= 0 {
-						util = load.GetCpuUtilization()
-					}
 					// A report the library refuses (eps above qps, say) is
 					// the server's mistake; the call's report below stands.
-					_ = lb.ReportLoad(id, load.GetRpsFractional(), load.GetEps(), util)
+					_ = reportLoad(lb, id, load)
 				}
 			} else if load, ok := done.ServerLoad.(cpuReport); ok {
 				// adaptive, as Dubbo's provider metrics: CPU in percent,
@@ -141,7 +135,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 var clockBase = time.Now()
 
 // cpuReport is the part of an ORCA load report (xds's OrcaLoadReport, the
-// type gRPC parses trailers into) the policy reads, without importing it.
+// type gRPC parses trailers into) the policy reads for adaptive.
 type cpuReport interface{ GetCpuUtilization() float64 }
 
 // loadReport is the part of an ORCA load report orca reads: queries and
@@ -151,6 +145,18 @@ type loadReport interface {
 	GetEps() float64
 	GetApplicationUtilization() float64
 	GetCpuUtilization() float64
+}
+
+// reportLoad hands an ORCA load report, a call's or an out-of-band one, to
+// orca: the provider's capacity, read as gRPC's weighted_round_robin reads it
+// (gRFC A58): rps_fractional as qps, eps, and application_utilization, or
+// cpu_utilization when the application sets none.
+func reportLoad(lb *polylb.Balancer, id uint64, load loadReport) error {
+	util := load.GetApplicationUtilization()
+	if util <= 0 {
+		util = load.GetCpuUtilization()
+	}
+	return lb.ReportLoad(id, load.GetRpsFractional(), load.GetEps(), util)
 }
 
 // doneOutcome reads a pick's end. No stream was opened (BytesSent false) when
