@@ -67,10 +67,10 @@ final class OrcaOobServer implements AutoCloseable {
     }
 
     private void stream(byte[] request, StreamObserver<byte[]> response) {
-        opened.incrementAndGet();
-        lastOpenedNanos.set(System.nanoTime());
         long interval = interval(request);
         requestedNanos.set(interval);
+        lastOpenedNanos.set(System.nanoTime());
+        opened.incrementAndGet(); // last: a test that sees the count sees the rest
         if (failNext.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
             response.onError(Status.UNAVAILABLE.withDescription("failing as asked").asRuntimeException());
             return;

@@ -117,7 +117,9 @@ class OrcaOobTest {
             eventually(() -> server.opened.get() == 1, "a stream per endpoint");
             assertEquals(TimeUnit.MILLISECONDS.toNanos(50), server.requestedNanos.get(), "the interval asked for");
         }
+        long start = System.nanoTime();
         untilWeighted(client);
+        long weighted = System.nanoTime();
         double[] expected = {200, 400, 100};
         for (int n = 0; n < 3; n++) {
             assertEquals(expected[n], row(client, p.get(n)).get("orca_weight").getAsDouble(), client.stats().toString());
@@ -133,6 +135,9 @@ class OrcaOobTest {
             assertTrue(Math.abs(got - expected[n]) <= 10, "provider " + n + " got " + got
                     + " of 700, expected " + expected[n]);
         }
+        System.out.println("outOfBandReportsWeighTheEndpoints: weighted after "
+                + TimeUnit.NANOSECONDS.toMillis(weighted - start) + " ms, 700 calls in "
+                + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - weighted) + " ms");
         for (OrcaOobServer server : oob) {
             assertTrue(server.reports.get() >= 2, "reports kept coming: " + server.reports.get());
             assertEquals(1, server.opened.get(), "one stream per endpoint, kept open");
@@ -268,9 +273,10 @@ class OrcaOobTest {
         client.waitForSet(2);
         eventually(() -> oob.opened.get() == 1, "the first stream");
         long first = oob.lastOpenedNanos.get();
-        within(3000, () -> oob.opened.get() == 2, "the second stream");
+        within(5000, () -> oob.opened.get() == 2, "the second stream");
         long gapMs = TimeUnit.NANOSECONDS.toMillis(oob.lastOpenedNanos.get() - first);
-        assertTrue(gapMs >= 750 && gapMs <= 2000, "opened again after " + gapMs + " ms, the backoff is 1 s ± 20 %");
+        // 1 s ± 20 %; the next backoff would be 1.6 s ± 20 %, and a timer late under load no less.
+        assertTrue(gapMs >= 750 && gapMs <= 2500, "opened again after " + gapMs + " ms, the backoff is 1 s ± 20 %");
         untilWeighted(client);
         assertEquals(200, row(client, p0).get("orca_weight").getAsDouble(), client.stats().toString());
     }
