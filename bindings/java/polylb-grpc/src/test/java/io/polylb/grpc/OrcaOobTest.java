@@ -197,6 +197,36 @@ class OrcaOobTest {
     }
 
     @Test
+    void aConfigChangeKeepsTheStreamsUnlessThePeriodChanges() throws Exception {
+        OrcaOobServer oob0 = new OrcaOobServer();
+        OrcaOobServer oob1 = new OrcaOobServer();
+        oob0.load.set(new double[] {100, 0, 0.5});
+        oob1.load.set(new double[] {100, 0, 0.25});
+        Provider p0 = withOob("p0", oob0);
+        Provider p1 = withOob("p1", oob1);
+        Client client = client(entry(ORCA, true, "0.05s"), List.of(p0.endpoint(), p1.endpoint()));
+        client.waitForSet(2);
+        eventually(() -> oob0.opened.get() == 1 && oob1.opened.get() == 1, "a stream per endpoint");
+        untilWeighted(client);
+
+        // Another config string, the same out-of-band settings: a new balancer, fed by the same streams.
+        var first = client.balancer.get();
+        client.resolver.setServiceConfig(client.serviceConfig(entry(ORCA + "&orca.updateMs=500", true, "0.05s")));
+        eventually(() -> client.balancer.get() != first && client.setSize() == 2, "the new balancer");
+        untilWeighted(client);
+        assertEquals(400, row(client, p1).get("orca_weight").getAsDouble(), client.stats().toString());
+        assertEquals(1, oob0.opened.get() + oob0.cancelled.get(), "the stream was kept");
+        assertEquals(1, oob1.opened.get() + oob1.cancelled.get(), "the stream was kept");
+
+        // Another period: the streams open again asking for it (a server stream's request is final).
+        client.resolver.setServiceConfig(client.serviceConfig(entry(ORCA + "&orca.updateMs=500", true, "0.1s")));
+        eventually(() -> oob0.opened.get() == 2 && oob1.opened.get() == 2, "the streams opened again");
+        within(3000, () -> oob0.cancelled.get() == 1 && oob1.cancelled.get() == 1, "the old streams cancelled");
+        assertEquals(TimeUnit.MILLISECONDS.toNanos(100), oob0.requestedNanos.get());
+        assertEquals(TimeUnit.MILLISECONDS.toNanos(100), oob1.requestedNanos.get());
+    }
+
+    @Test
     void otherStrategiesOpenNoStream() throws Exception {
         OrcaOobServer oob0 = new OrcaOobServer();
         OrcaOobServer oob1 = new OrcaOobServer();
