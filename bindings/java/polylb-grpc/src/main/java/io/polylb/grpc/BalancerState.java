@@ -7,12 +7,22 @@ import java.util.concurrent.ConcurrentHashMap;
 /** One library balancer of the policy, with the method ids it interned. */
 final class BalancerState {
     final Balancer balancer;
+    /**
+     * Whether the calls' ORCA trailers feed {@code orca} ({@code reportLoad}); false while the
+     * out-of-band stream does, as gRPC's weighted_round_robin then ignores the trailers.
+     */
+    final boolean callLoadReports;
     private final boolean serviceLevel;
     private final ConcurrentHashMap<String, Integer> methods = new ConcurrentHashMap<>();
 
     BalancerState(Balancer balancer, boolean serviceLevel) {
+        this(balancer, serviceLevel, true);
+    }
+
+    BalancerState(Balancer balancer, boolean serviceLevel, boolean callLoadReports) {
         this.balancer = balancer;
         this.serviceLevel = serviceLevel;
+        this.callLoadReports = callLoadReports;
     }
 
     /**

@@ -79,7 +79,8 @@ final class Pick {
      * ({@link OrcaReport.Load#NONE} for none). Its CPU utilization feeds {@code adaptive} as
      * Dubbo's provider metrics do: CPU in percent, the consumer's clock standing for the
      * provider's (reports arrive in order), the round trip measured here. Its qps, eps and
-     * utilization feed {@code orca} (gRFC A58's per-call reports). Other strategies ignore both.
+     * utilization feed {@code orca} (gRFC A58's per-call reports), unless its out-of-band reports
+     * do ({@link OrcaOob}). Other strategies ignore both.
      */
     void finish(Outcome outcome, OrcaReport.Load load) {
         if ((int) PHASE.getAndSet(this, REPORTED) != REPORTED) {
@@ -97,7 +98,7 @@ final class Pick {
                 // gone: the call's own report below must still end its in-flight count.
             }
         }
-        if (load.hasCapacity()) {
+        if (load.hasCapacity() && state.callLoadReports) {
             try {
                 state.balancer.reportLoad(id, load.qps(), load.eps(), load.utilization());
             } catch (RuntimeException refusedOrGone) {

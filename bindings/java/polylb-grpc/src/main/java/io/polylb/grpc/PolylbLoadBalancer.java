@@ -29,7 +29,8 @@ final class PolylbLoadBalancer extends LoadBalancer {
     private final Helper helper;
     private final Consumer<Balancer> observer;
     private PolylbConfig config;
-    private BalancerState state; // null until the first config
+    /** Null until the first config; volatile for the out-of-band reports, read on gRPC's threads. */
+    private volatile BalancerState state;
     /** Endpoints by their addresses (attributes may change without making a new endpoint). */
     private final Map<List<SocketAddress>, Endpoint> endpoints = new HashMap<>();
     private long lastId;
@@ -37,10 +38,13 @@ final class PolylbLoadBalancer extends LoadBalancer {
     /** The ids of the READY endpoints of the picker last sent up, or null for another picker. */
     private Set<Long> publishedReady;
     private boolean shutdown;
+    /** ORCA's out-of-band streams, for orca with enableOobLoadReport. */
+    private final OrcaOob oob;
 
     PolylbLoadBalancer(Helper helper, Consumer<Balancer> observer) {
         this.helper = helper;
         this.observer = observer;
+        this.oob = new OrcaOob(helper, () -> state);
     }
 
     @Override
@@ -62,7 +66,9 @@ final class PolylbLoadBalancer extends LoadBalancer {
                 return Status.INVALID_ARGUMENT.withDescription("polylb: " + e.getMessage());
             }
             BalancerState old = state;
-            state = new BalancerState(balancer, newConfig.serviceLevel());
+            // Only orca weighs by ORCA's numbers; the other strategies open no streams.
+            boolean outOfBand = newConfig.enableOobLoadReport() && "orca".equals(balancer.strategy());
+            state = new BalancerState(balancer, newConfig.serviceLevel(), !outOfBand);
             config = newConfig;
             set = List.of(); // the new balancer holds no set yet
             publishedReady = null;
@@ -72,6 +78,8 @@ final class PolylbLoadBalancer extends LoadBalancer {
                 old.balancer.close();
             }
             observer.accept(balancer);
+            // The same settings keep the open streams, which report to the new balancer.
+            oob.configure(outOfBand, newConfig.oobReportingPeriodNanos(), endpoints.values());
         }
         updateEndpoints(resolved.getAddresses());
         updatePicker();
@@ -102,6 +110,7 @@ final class PolylbLoadBalancer extends LoadBalancer {
             if (listed.contains(entry.getKey())) {
                 return false;
             }
+            oob.remove(entry.getValue());
             entry.getValue().retire();
             return true;
         });
@@ -122,6 +131,7 @@ final class PolylbLoadBalancer extends LoadBalancer {
             endpoint.subchannel.requestConnection();
         }
         endpoint.setState(newState);
+        oob.update(endpoint);
         updatePicker();
     }
 
@@ -216,6 +226,7 @@ final class PolylbLoadBalancer extends LoadBalancer {
     @Override
     public void shutdown() {
         shutdown = true;
+        oob.shutdown();
         for (Endpoint endpoint : endpoints.values()) {
             endpoint.retire();
         }

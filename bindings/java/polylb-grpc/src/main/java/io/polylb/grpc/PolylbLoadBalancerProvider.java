@@ -10,12 +10,15 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.function.Consumer;
 import java.util.function.UnaryOperator;
 
 /**
  * The "polylb" load-balancing policy, registered through {@code META-INF/services}. Its
- * service-config entry is {@code {"config": "<polylb config string>", "serviceLevel": false}}.
+ * service-config entry is {@code {"config": "<polylb config string>", "serviceLevel": false,
+ * "enableOobLoadReport": false, "oobReportingPeriod": "10s"}}, every key optional.
  *
  * <p>To read the policy's {@link Balancer} (e.g. its {@link Balancer#statsJson() stats}), register
  * a provider of your own under another name, with an observer, and name that policy in the
@@ -27,7 +30,10 @@ import java.util.function.UnaryOperator;
  * }</pre>
  */
 public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
-    private static final Set<String> ENTRY_KEYS = Set.of("config", "serviceLevel");
+    private static final Set<String> ENTRY_KEYS =
+            Set.of("config", "serviceLevel", "enableOobLoadReport", "oobReportingPeriod");
+    /** A google.protobuf.Duration in JSON, as gRPC's service configs write durations: "10s", "0.5s". */
+    private static final Pattern DURATION = Pattern.compile("(\\d{1,9})(?:\\.(\\d{1,9}))?s");
 
     private final String policyName;
     private final Consumer<Balancer> observer;
@@ -97,15 +103,21 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
             if (!ENTRY_KEYS.contains(key)) {
                 return ConfigOrError.fromError(Status.INVALID_ARGUMENT.withDescription(
                         "polylb: unknown key \"" + key + "\" in loadBalancingConfig " + raw
-                                + " (its keys are \"config\" and \"serviceLevel\", as spelt)"));
+                                + " (its keys are \"config\", \"serviceLevel\", \"enableOobLoadReport\" and"
+                                + " \"oobReportingPeriod\", as spelt)"));
             }
         }
         Object config = raw.containsKey("config") ? raw.get("config") : "";
         Object serviceLevel = raw.containsKey("serviceLevel") ? raw.get("serviceLevel") : Boolean.FALSE;
-        if (!(config instanceof String) || !(serviceLevel instanceof Boolean)) {
+        Object oob = raw.containsKey("enableOobLoadReport") ? raw.get("enableOobLoadReport") : Boolean.FALSE;
+        Object period = raw.containsKey("oobReportingPeriod") ? raw.get("oobReportingPeriod") : "10s";
+        long periodNanos = period instanceof String text ? durationNanos(text) : -1;
+        if (!(config instanceof String) || !(serviceLevel instanceof Boolean) || !(oob instanceof Boolean)
+                || periodNanos < 0) {
             return ConfigOrError.fromError(Status.INVALID_ARGUMENT.withDescription(
                     "polylb: bad loadBalancingConfig " + raw
-                            + ": want {\"config\": string, \"serviceLevel\": boolean}"));
+                            + ": want {\"config\": string, \"serviceLevel\": boolean, \"enableOobLoadReport\": boolean,"
+                            + " \"oobReportingPeriod\": a duration such as \"10s\" or \"0.5s\"}"));
         }
         try {
             new Balancer((String) config).close();
@@ -114,6 +126,20 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
                     .withDescription("polylb: config \"" + config + "\": " + e.getMessage())
                     .withCause(e));
         }
-        return ConfigOrError.fromConfig(new PolylbConfig((String) config, (Boolean) serviceLevel));
+        return ConfigOrError.fromConfig(
+                new PolylbConfig((String) config, (Boolean) serviceLevel, (Boolean) oob, periodNanos));
+    }
+
+    /** A duration as JSON writes a google.protobuf.Duration ("10s", "0.050s"), or -1 for another text. */
+    static long durationNanos(String text) {
+        Matcher m = DURATION.matcher(text);
+        if (!m.matches()) {
+            return -1;
+        }
+        long nanos = 0;
+        if (m.group(2) != null) {
+            nanos = Long.parseLong((m.group(2) + "00000000").substring(0, 9));
+        }
+        return Long.parseLong(m.group(1)) * 1_000_000_000L + nanos;
     }
 }

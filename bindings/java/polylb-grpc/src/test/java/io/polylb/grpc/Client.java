@@ -96,12 +96,22 @@ final class Client implements AutoCloseable {
     }
 
     /** {@code moreConfig}: service config entries beside the policy's, e.g. a methodConfig. */
-    @SuppressWarnings("deprecation") // nameResolverFactory: the simplest way to a test resolver
     Client(String config, boolean serviceLevel, List<EquivalentAddressGroup> endpoints, boolean retries,
+            Map<String, ?> moreConfig) {
+        this(entry(config, serviceLevel), endpoints, retries, moreConfig);
+    }
+
+    /** {@code entry}: the policy's whole service-config entry, e.g. with "enableOobLoadReport". */
+    Client(Map<String, ?> entry, List<EquivalentAddressGroup> endpoints) {
+        this(entry, endpoints, true, Map.of());
+    }
+
+    @SuppressWarnings("deprecation") // nameResolverFactory: the simplest way to a test resolver
+    private Client(Map<String, ?> entry, List<EquivalentAddressGroup> endpoints, boolean retries,
             Map<String, ?> moreConfig) {
         LoadBalancerRegistry.getDefaultRegistry().register(provider);
         resolver = new ManualResolver(endpoints);
-        Map<String, Object> serviceConfig = new HashMap<>(serviceConfig(config, serviceLevel));
+        Map<String, Object> serviceConfig = new HashMap<>(serviceConfig(entry));
         serviceConfig.putAll(moreConfig);
         NettyChannelBuilder builder = NettyChannelBuilder.forTarget(ManualResolver.SCHEME + ":///providers")
                 .nameResolverFactory(resolver)
@@ -112,10 +122,19 @@ final class Client implements AutoCloseable {
 
     /** {@code {"loadBalancingConfig": [{"<policy>": {"config": ..., "serviceLevel": ...}}]}} */
     Map<String, ?> serviceConfig(String config, boolean serviceLevel) {
+        return serviceConfig(entry(config, serviceLevel));
+    }
+
+    /** {@code {"loadBalancingConfig": [{"<policy>": entry}]}} */
+    Map<String, ?> serviceConfig(Map<String, ?> entry) {
+        return Map.of("loadBalancingConfig", List.of(Map.of(policyName, entry)));
+    }
+
+    private static Map<String, ?> entry(String config, boolean serviceLevel) {
         Map<String, Object> entry = new HashMap<>();
         entry.put("config", config);
         entry.put("serviceLevel", serviceLevel);
-        return Map.of("loadBalancingConfig", List.of(Map.of(policyName, entry)));
+        return entry;
     }
 
     String call(String request) {

@@ -5,7 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.google.protobuf.CodedInputStream;
 import com.google.protobuf.CodedOutputStream;
+import com.google.protobuf.Duration;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.util.Arrays;
@@ -89,6 +91,22 @@ class OrcaReportTest {
             assertFalse(OrcaReport.load(Arrays.copyOf(good, cut)).hasCapacity(), "cut at " + cut);
         }
         assertSame(OrcaReport.Load.NONE, OrcaReport.load(Arrays.copyOf(good, 4)), "cut inside a field");
+    }
+
+    @Test
+    void theOutOfBandRequestIsAnOrcaLoadReportRequest() throws IOException {
+        long[][] cases = {{50_000_000L, 0, 50_000_000}, {10_000_000_000L, 10, 0}, {1_500_000_001L, 1, 500_000_001},
+                {300_000_000_000L, 300, 0}};
+        for (long[] c : cases) {
+            byte[] request = OrcaOob.request(c[0]);
+            CodedInputStream in = CodedInputStream.newInstance(request);
+            assertEquals(1 << 3 | 2, in.readTag(), "report_interval, a message");
+            Duration interval = Duration.parseFrom(in.readBytes());
+            assertEquals(c[1], interval.getSeconds());
+            assertEquals(c[2], interval.getNanos());
+            assertTrue(in.isAtEnd(), "no request_cost_names");
+        }
+        assertEquals(0, OrcaOob.request(0).length, "no interval: the server's minimum");
     }
 
     @Test

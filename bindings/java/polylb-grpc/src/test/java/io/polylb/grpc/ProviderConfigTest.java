@@ -32,6 +32,34 @@ class ProviderConfigTest {
     }
 
     @Test
+    void theOutOfBandOptionsParse() {
+        assertEquals(new PolylbConfig("loadbalance=orca", false, true, 50_000_000L),
+                provider.parseLoadBalancingPolicyConfig(Map.of("config", "loadbalance=orca",
+                        "enableOobLoadReport", true, "oobReportingPeriod", "0.05s")).getConfig());
+        assertEquals(new PolylbConfig("loadbalance=orca", false, true, 10_000_000_000L),
+                provider.parseLoadBalancingPolicyConfig(Map.of("config", "loadbalance=orca",
+                        "enableOobLoadReport", true)).getConfig(), "gRFC A58's default period, 10 s");
+        assertEquals(new PolylbConfig("loadbalance=orca", false),
+                provider.parseLoadBalancingPolicyConfig(Map.of("config", "loadbalance=orca")).getConfig(), "off by default");
+        assertEquals(1_500_000_000L, PolylbLoadBalancerProvider.durationNanos("1.5s"));
+        assertEquals(30_000_000_000L, PolylbLoadBalancerProvider.durationNanos("30s"));
+        assertEquals(1L, PolylbLoadBalancerProvider.durationNanos("0.000000001s"));
+        assertEquals(0L, PolylbLoadBalancerProvider.durationNanos("0s"));
+        for (Object bad : List.of("10", "-1s", "1.5 s", "1.0000000001s", "10ms", "", 10.0, true)) {
+            Status error = provider.parseLoadBalancingPolicyConfig(
+                    Map.of("config", "loadbalance=orca", "enableOobLoadReport", true, "oobReportingPeriod", bad)).getError();
+            assertNotNull(error, "oobReportingPeriod " + bad);
+            assertEquals(Status.Code.INVALID_ARGUMENT, error.getCode());
+            assertTrue(error.getDescription().contains("oobReportingPeriod"), error.getDescription());
+        }
+        assertEquals(Status.Code.INVALID_ARGUMENT, provider.parseLoadBalancingPolicyConfig(
+                Map.of("enableOobLoadReport", "true")).getError().getCode());
+        Status misspelt = provider.parseLoadBalancingPolicyConfig(Map.of("enable_oob_load_report", true)).getError();
+        assertTrue(misspelt.getDescription().contains("unknown key") && misspelt.getDescription().contains("\"enableOobLoadReport\""),
+                misspelt.getDescription());
+    }
+
+    @Test
     void aBadKeyIsNamedWithTheNearestValidOne() {
         ConfigOrError parsed = provider.parseLoadBalancingPolicyConfig(Map.of("config", "loadbalance=consistenthash&hash.node=160"));
         Status error = parsed.getError();
