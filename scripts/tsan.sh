@@ -50,7 +50,7 @@ targets=(
   "call:"
   "round_robin:"
   "strategies:"
-  "beyond_dubbo:concurrency::"
+  "beyond_dubbo:concurrency:: orca::concurrent"
 )
 cargo_args=(+nightly test -Zbuild-std --release --target "$host")
 for t in "${targets[@]}"; do
