@@ -90,7 +90,7 @@ const DefaultOOBReportingPeriod = 10 * time.Second
 type Options struct {
 	// Observe, when set, is called with each polylb balancer the policy
 	// creates, e.g. to read its Stats for metrics: one when the ClientConn
-	// connects, a new one when its config string changes, and a new one each
+	// connects, a new one when its entry (any key) changes, and a new one each
 	// time it leaves idle mode (gRPC closes the policy of an idle ClientConn,
 	// after grpc.WithIdleTimeout, 30 minutes by default, and builds another
 	// on the next RPC). Keep the latest; the earlier ones are closed. The

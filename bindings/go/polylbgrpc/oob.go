@@ -28,11 +28,11 @@ import (
 // the field out: orca.OOBListenerOptions{ReportInterval: 0} sends
 // report_interval 0s (the producer writes durationpb.New(interval) whatever
 // the interval; gRPC's weighted_round_robin passes its own period the same
-// way). A server reads an interval below its minimum as its minimum (grpc-go's
-// orca service, which logs a warning for it on each stream; grpc-java's takes
-// the larger of the two), so 0 is passed through as it is: the server's
-// minimum applies. TestOOBReportingPeriodDefaultAndZero shows the
-// request.
+// way). grpc-go's orca service reads an interval below its minimum as its
+// minimum (logging a warning for it on each stream), so 0 is passed through
+// as it is: the server's minimum applies. A server that took 0 literally
+// would report as often as it could. TestOOBReportingPeriodDefaultAndZero
+// shows the request and the first report.
 //
 // Locking: p.mu guards p.subConns and each entry. A listener's OnLoadReport
 // runs on grpc's ORCA producer goroutine, holding the producer's lock, and
