@@ -21,8 +21,8 @@
 // zone, from SetInvoker. Per-method state is keyed by the RPC's full method
 // name ("/pkg.Service/Method"), as Dubbo keys it by method. The hash
 // strategies read their key from the RPC's context (WithKey). Server load
-// comes from ORCA reports: each call's, and with
-// Options.OOBLoadReportInterval the out-of-band stream's, for orca.
+// comes from ORCA reports: each call's, or, for orca with
+// "enableOobLoadReport": true in the entry, the out-of-band stream's (oob.go).
 //
 // The package is thin: it maps gRPC's endpoints, picks and statuses onto the
 // polylb Go binding, and every balancing decision is the library's.
@@ -32,8 +32,11 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	polylb "github.com/polylb/polylb/bindings/go"
@@ -67,34 +70,32 @@ type Config struct {
 	// ServiceLevel keeps one state for all the ClientConn's methods instead
 	// of one per method (one in-flight count per endpoint, say).
 	ServiceLevel bool `json:"serviceLevel,omitempty"`
+	// EnableOOBLoadReport, with "loadbalance=orca", reads the endpoints' load
+	// from ORCA's out-of-band stream instead of the calls' trailers, as
+	// gRPC's weighted_round_robin does with its enableOobLoadReport (oob.go);
+	// the other strategies ignore it.
+	EnableOOBLoadReport bool `json:"enableOobLoadReport,omitempty"`
+	// OOBReportingPeriod is the report interval the out-of-band stream asks
+	// the server for: JSON "oobReportingPeriod", a duration as gRPC's service
+	// configs write them ("10s", "0.5s"), DefaultOOBReportingPeriod when
+	// absent. Zero asks for none: the server's own minimum.
+	OOBReportingPeriod time.Duration `json:"-"`
 }
+
+// DefaultOOBReportingPeriod is the entry's "oobReportingPeriod" when absent,
+// gRFC A58's default.
+const DefaultOOBReportingPeriod = 10 * time.Second
 
 // Options are a builder's own settings, for NewBuilder.
 type Options struct {
 	// Observe, when set, is called with each polylb balancer the policy
 	// creates, e.g. to read its Stats for metrics: one when the ClientConn
-	// connects, a new one when its config string changes, and a new one each
+	// connects, a new one when its entry (any key) changes, and a new one each
 	// time it leaves idle mode (gRPC closes the policy of an idle ClientConn,
 	// after grpc.WithIdleTimeout, 30 minutes by default, and builds another
 	// on the next RPC). Keep the latest; the earlier ones are closed. The
 	// balancer is the policy's: do not Update or Close it.
 	Observe func(*polylb.Balancer)
-
-	// OOBLoadReportInterval, when positive, has the orca strategy read ORCA's
-	// out-of-band load reports, as gRPC's weighted_round_robin does with
-	// enableOobLoadReport: each READY connection opens the server's ORCA
-	// stream (orca.RegisterOOBListener), asking for a report every interval,
-	// and each report goes to the endpoint's invoker through ReportLoad, read
-	// as a call's report is (rps_fractional as qps, eps, and
-	// application_utilization, or cpu_utilization when it is unset). The
-	// server sends a report as the stream opens, then at this interval or
-	// its own minimum (orca.ServiceOptions.MinReportingInterval; 30 s unless
-	// it allows less), whichever is longer. The stream stops when its
-	// connection leaves READY or its endpoint leaves the resolver's list,
-	// under a config whose strategy is not orca, and when the policy closes.
-	// Zero (the default) or negative: no stream; other strategies open none
-	// either. Per-call reports are read as before, with or without it.
-	OOBLoadReportInterval time.Duration
 }
 
 // NewBuilder returns a builder of the policy under another name, with
@@ -114,16 +115,30 @@ type builder struct {
 
 func (b builder) Name() string { return b.name }
 
-// ParseConfig checks the config string by building a balancer from it, so a
-// bad string is the service config's error, naming the key (and a likely
-// fix), before any RPC.
+// ParseConfig checks the entry: its keys as spelt, their types, the
+// out-of-band period's form, and the config string by building a balancer
+// from it, so a bad string is the service config's error, naming the key
+// (and a likely fix), before any RPC.
 func (b builder) ParseConfig(raw json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
-	if err := checkKeys(raw); err != nil {
+	fields, err := checkKeys(raw)
+	if err != nil {
 		return nil, err
 	}
-	cfg := &Config{}
+	cfg := &Config{OOBReportingPeriod: DefaultOOBReportingPeriod}
 	if err := json.Unmarshal(raw, cfg); err != nil {
 		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
+	}
+	// encoding/json leaves a field alone for null; the Java policy refuses
+	// null for these, as for any value of another type.
+	if v, ok := fields["enableOobLoadReport"]; ok && string(v) == "null" {
+		return nil, fmt.Errorf(`polylb: bad loadBalancingConfig %s: "enableOobLoadReport" is a boolean, not null`, raw)
+	}
+	if v, ok := fields["oobReportingPeriod"]; ok {
+		period, err := parseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
+		}
+		cfg.OOBReportingPeriod = period
 	}
 	lb, err := polylb.New(cfg.Config)
 	if err != nil {
@@ -133,16 +148,41 @@ func (b builder) ParseConfig(raw json.RawMessage) (serviceconfig.LoadBalancingCo
 	return cfg, nil
 }
 
+// durationForm is a google.protobuf.Duration as JSON writes it, the form of
+// gRPC's durations in service configs ("10s", "0.050s"): whole seconds (up
+// to 9 digits) and up to 9 decimals, never negative here.
+var durationForm = regexp.MustCompile(`^([0-9]{1,9})(?:\.([0-9]{1,9}))?s$`)
+
+// parseDuration reads "oobReportingPeriod" as the Java policy does.
+func parseDuration(v json.RawMessage) (time.Duration, error) {
+	var text string
+	if string(v) == "null" || json.Unmarshal(v, &text) != nil {
+		return 0, fmt.Errorf(`"oobReportingPeriod" is %s, want a duration such as "10s" or "0.5s"`, v)
+	}
+	m := durationForm.FindStringSubmatch(text)
+	if m == nil {
+		return 0, fmt.Errorf(`"oobReportingPeriod" is %q, want a duration such as "10s" or "0.5s" (seconds, up to 9 decimals, not negative)`, text)
+	}
+	seconds, _ := strconv.ParseInt(m[1], 10, 64)
+	var nanos int64
+	if m[2] != "" {
+		nanos, _ = strconv.ParseInt((m[2] + "00000000")[:9], 10, 64)
+	}
+	return time.Duration(seconds)*time.Second + time.Duration(nanos), nil
+}
+
 // entryKeys are the entry's keys as spelt. encoding/json alone would match a
 // key in any case and skip an unknown one, so {"confg": ...} would silently
 // mean the default strategy, and {"Config": ...} would work here but not in
 // the Java policy, which reads the exact key.
-var entryKeys = []string{"config", "serviceLevel"}
+var entryKeys = []string{"config", "serviceLevel", "enableOobLoadReport", "oobReportingPeriod"}
 
-func checkKeys(raw json.RawMessage) error {
+// checkKeys returns the entry's fields, or an error for a key not in
+// entryKeys.
+func checkKeys(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
+		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
 	}
 	keys := make([]string, 0, len(fields))
 	for key := range fields {
@@ -153,10 +193,10 @@ func checkKeys(raw json.RawMessage) error {
 		if slices.Contains(entryKeys, key) {
 			continue
 		}
-		return fmt.Errorf("polylb: unknown key %q in loadBalancingConfig %s (its keys are %q and %q, as spelt)",
-			key, raw, entryKeys[0], entryKeys[1])
+		return nil, fmt.Errorf("polylb: unknown key %q in loadBalancingConfig %s (its keys are %q, %q, %q and %q, as spelt)",
+			key, raw, entryKeys[0], entryKeys[1], entryKeys[2], entryKeys[3])
 	}
-	return nil
+	return fields, nil
 }
 
 func (b builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
@@ -176,13 +216,15 @@ func (b builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balan
 }
 
 // policy is one ClientConn's balancer. It embeds the ClientConn to see the
-// states its endpointsharding child sends up (and, with OOB load reports on,
-// the SubConns its children create: oob.go).
+// states its endpointsharding child sends up (and the SubConns its children
+// create, for OOB load reports: oob.go).
 type policy struct {
 	balancer.ClientConn
 	child       balancer.Balancer
 	opts        Options
 	registerOOB func(balancer.SubConn, orca.OOBListener, orca.OOBListenerOptions) func()
+	// current is lb, for the OOB listeners' reports (read without p.mu).
+	current atomic.Pointer[lbState]
 
 	mu       sync.Mutex
 	cfg      Config
@@ -193,9 +235,12 @@ type policy struct {
 	closed   bool
 	children []endpointsharding.ChildState
 	// addrIDs: each listed endpoint's addresses → its invoker id, for the
-	// SubConns the children create (OOB load reports only).
+	// SubConns the children create.
 	addrIDs  map[string]uint64
-	subConns map[balancer.SubConn]*oobSubConn // the children's SubConns (OOB load reports only)
+	subConns map[balancer.SubConn]*oobSubConn // the children's SubConns
+	// oobOn and oobPeriod: the listeners' settings (oob.go).
+	oobOn     bool
+	oobPeriod time.Duration
 }
 
 func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
@@ -204,7 +249,9 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 		return fmt.Errorf("polylb: config of type %T, want *polylbgrpc.Config: %w", ccs.BalancerConfig, balancer.ErrBadResolverState)
 	}
 	p.mu.Lock()
-	if p.lb == nil || cfg.Config != p.cfg.Config || cfg.ServiceLevel != p.cfg.ServiceLevel {
+	if p.lb == nil || *cfg != p.cfg {
+		// Any change of the entry, as in the Java policy: a new balancer
+		// (whether the calls' trailers feed orca is the balancer's).
 		lb, err := polylb.New(cfg.Config)
 		if err != nil { // ParseConfig checked it; kept as a guard
 			p.mu.Unlock()
@@ -212,6 +259,10 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 		}
 		old := p.lb
 		p.lb = newLBState(lb, cfg.ServiceLevel)
+		// Out-of-band reports under orca only; their trailers then feed it
+		// no more (the picker reads the flag).
+		p.lb.oob = cfg.EnableOOBLoadReport && p.lb.orca
+		p.current.Store(p.lb)
 		p.cfg = *cfg
 		p.set = nil // the new balancer holds no set yet
 		if old != nil {
@@ -222,7 +273,10 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 		if p.opts.Observe != nil {
 			p.opts.Observe(lb)
 		}
-		p.syncListenersLocked() // stops the old balancer's OOB listeners
+		// The same out-of-band settings keep the listeners, which report to
+		// the new balancer; others stop them (new ones start once the
+		// balancer holds its set).
+		p.configureOOBLocked(p.lb.oob, cfg.OOBReportingPeriod)
 	}
 	// Ids live while the resolver lists the endpoint, not while it is
 	// connected: a reconnect keeps the invoker's state.
@@ -239,14 +293,13 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 			p.ids.Delete(ep)
 		}
 	}
-	if p.oobOn() {
-		// An address listed in two endpoints goes to the later one.
-		clear(p.addrIDs)
-		for _, ep := range ccs.ResolverState.Endpoints {
-			id, _ := p.ids.Get(ep)
-			for _, a := range ep.Addresses {
-				p.addrIDs[a.Addr] = id
-			}
+	// For the SubConns the children create (oob.go); an address listed in
+	// two endpoints goes to the later one.
+	clear(p.addrIDs)
+	for _, ep := range ccs.ResolverState.Endpoints {
+		id, _ := p.ids.Get(ep)
+		for _, a := range ep.Addresses {
+			p.addrIDs[a.Addr] = id
 		}
 	}
 	p.mu.Unlock()

@@ -212,22 +212,16 @@ func dialWith(t *testing.T, serviceConfig string, endpoints []resolver.Endpoint,
 }
 
 // newClient registers a builder of the policy under a name of the client's
-// own, which records the balancers and states of the policies it builds.
+// own, which records the balancers and states of the policies it builds and
+// counts the OOB listeners they register.
 func newClient() *client {
-	return newClientWith(Options{})
-}
-
-// newClientWith is newClient with the builder's options (Observe is the
-// client's own), counting the OOB listeners the policy registers.
-func newClientWith(opts Options) *client {
 	c := &client{oob: newOOBCounts()}
 	c.name = "polylb_test_" + strconv.FormatInt(builderSeq.Add(1), 10)
-	opts.Observe = func(lb *polylb.Balancer) {
+	b := NewBuilder(c.name, Options{Observe: func(lb *polylb.Balancer) {
 		c.mu.Lock()
 		c.balancers = append(c.balancers, lb)
 		c.mu.Unlock()
-	}
-	b := NewBuilder(c.name, opts).(builder)
+	}}).(builder)
 	b.registerOOB = c.oob.register
 	balancer.Register(recordingBuilder{builder: b, c: c})
 	return c

@@ -1,28 +1,44 @@
 package polylbgrpc
 
 import (
+	"time"
+
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
-	polylb "github.com/polylb/polylb/bindings/go"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/orca"
 	"google.golang.org/grpc/resolver"
 )
 
-// ORCA's out-of-band load reports (Options.OOBLoadReportInterval): under
-// orca, each READY connection of the policy's pick_first children carries an
-// ORCA stream (orca.RegisterOOBListener), and each report it brings goes to
-// the endpoint's invoker through ReportLoad, read as a per-call report is.
+// ORCA's out-of-band load reports ("enableOobLoadReport" in the entry, with
+// "loadbalance=orca"): each READY connection of the policy's pick_first
+// children carries an ORCA stream (orca.RegisterOOBListener) asking for a
+// report every "oobReportingPeriod", and each report it brings goes to the
+// endpoint's invoker through ReportLoad, read as a per-call report is; the
+// calls' trailers then feed orca no more (picker.go), as in gRPC's
+// weighted_round_robin.
 //
 // The policy sees the connections by standing as the ClientConn of its
 // endpointsharding child: NewSubConn below wraps each SubConn's state
 // listener. A SubConn belongs to the endpoint whose address it connects to
 // (pick_first gives each SubConn one address of its endpoint).
 //
+// A period of 0 ("0s") asks for no interval, as in the Java policy, which then
+// sends its request without report_interval. grpc-go's listener cannot leave
+// the field out: orca.OOBListenerOptions{ReportInterval: 0} sends
+// report_interval 0s (the producer writes durationpb.New(interval) whatever
+// the interval; gRPC's weighted_round_robin passes its own period the same
+// way). grpc-go's orca service reads an interval below its minimum as its
+// minimum (logging a warning for it on each stream), so 0 is passed through
+// as it is: the server's minimum applies. A server that took 0 literally
+// would report as often as it could. TestOOBReportingPeriodDefaultAndZero
+// shows the request and the first report.
+//
 // Locking: p.mu guards p.subConns and each entry. A listener's OnLoadReport
 // runs on grpc's ORCA producer goroutine, holding the producer's lock, and
-// touches nothing of the policy but the balancer it reports to; stopping a
-// listener waits for that goroutine, so it may be done under p.mu.
+// touches nothing of the policy but p.current (atomic) and the balancer it
+// reports to; stopping a listener waits for that lock, so it may be done
+// under p.mu.
 
 // oobSubConn is one SubConn the policy's children created.
 type oobSubConn struct {
@@ -31,28 +47,48 @@ type oobSubConn struct {
 	stop  func() // stops its OOB listener; nil when none runs
 }
 
-// oobListener hands a SubConn's out-of-band reports to the balancer it was
-// registered for (a new balancer gets new listeners once it holds its set,
-// and so new streams, whose first report the server sends at once).
+// oobListener hands a SubConn's out-of-band reports to the policy's balancer
+// of the moment: a config change with the same out-of-band settings keeps
+// the listeners (and their streams), which then report to the new balancer.
 type oobListener struct {
-	lb *polylb.Balancer
+	p  *policy
 	id uint64
 }
 
 func (l *oobListener) OnLoadReport(r *v3orcapb.OrcaLoadReport) {
-	// A report the library refuses (eps above qps) is the server's mistake,
-	// and one after the balancer was replaced or closed has nowhere to go:
-	// both dropped, as in the per-call path.
-	_ = reportLoad(l.lb, l.id, r)
+	st := l.p.current.Load()
+	if st == nil || !st.oob {
+		return // a report crossing a change to settings without the stream
+	}
+	// A report the library refuses (eps above qps, or an invoker a new
+	// balancer does not hold yet) and one after the balancer was replaced or
+	// closed have nowhere to go: dropped, as in the per-call path.
+	_ = reportLoad(st.lb, l.id, r)
 }
 
-// oobOn: the policy registers OOB listeners at all (the option set).
-func (p *policy) oobOn() bool { return p.opts.OOBLoadReportInterval > 0 }
+// configureOOBLocked sets the listeners' settings for a new balancer: on
+// (out-of-band reports under orca) and the period. The same settings keep
+// the listeners running; other settings stop them all, and syncListener
+// starts the new ones once the new balancer holds its set (a stream's
+// request is final: a new period needs a new stream). Called with p.mu held.
+func (p *policy) configureOOBLocked(on bool, period time.Duration) {
+	if on == p.oobOn && (!on || period == p.oobPeriod) {
+		return
+	}
+	p.oobOn, p.oobPeriod = on, period
+	for _, e := range p.subConns {
+		if e.stop != nil {
+			e.stop()
+			e.stop = nil
+		}
+	}
+}
 
-// NewSubConn creates the SubConn for the child and, with the option on,
-// follows its states to run an OOB listener while it is READY.
+// NewSubConn creates the SubConn for the child and follows its states, to
+// run an OOB listener while it is READY and the settings want one (a later
+// config may turn them on).
 func (p *policy) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
-	if !p.oobOn() || len(addrs) == 0 {
+	if len(addrs) == 0 {
 		return p.ClientConn.NewSubConn(addrs, opts)
 	}
 	p.mu.Lock()
@@ -101,27 +137,29 @@ func (p *policy) subConnState(sc balancer.SubConn, e *oobSubConn, s connectivity
 }
 
 // syncListener makes the SubConn's listener run exactly when the SubConn is
-// READY and the balancer is orca's and holds its set (p.set is nil from a new
-// balancer's creation to its first set: the server sends a report as the
-// stream opens, and the balancer would refuse it for an invoker it does not
-// hold yet, leaving the endpoint without a weight until the next report).
-// Called with p.mu held.
+// READY and the settings want listeners (out-of-band reports under orca). A
+// new listener starts only once the balancer holds its set (p.set is nil
+// from a new balancer's creation to its first set: the server sends a report
+// as the stream opens, and the balancer would refuse it for an invoker it
+// does not hold yet, leaving the endpoint without a weight until the next
+// report); a running one is kept through a new balancer with the same
+// settings. Called with p.mu held.
 func (p *policy) syncListener(sc balancer.SubConn, e *oobSubConn) {
-	want := e.ready && p.lb != nil && p.lb.orca && p.set != nil
+	want := e.ready && p.oobOn
 	if e.stop != nil && !want {
 		e.stop()
 		e.stop = nil
 	}
-	if want && e.stop == nil {
-		e.stop = p.registerOOB(sc, &oobListener{lb: p.lb.lb, id: e.id},
-			orca.OOBListenerOptions{ReportInterval: p.opts.OOBLoadReportInterval})
+	if want && e.stop == nil && p.set != nil {
+		e.stop = p.registerOOB(sc, &oobListener{p: p, id: e.id},
+			orca.OOBListenerOptions{ReportInterval: p.oobPeriod})
 	}
 }
 
-// syncListenersLocked runs syncListener over every SubConn: with a new
-// balancer (no set yet) it stops every listener, the old balancer's; once the
-// balancer takes a set, it starts them for it (new streams, so a first report
-// at once). Called with p.mu held.
+// syncListenersLocked runs syncListener over every SubConn, once a new
+// balancer takes its set: it starts the listeners the settings want and
+// configureOOBLocked stopped or none ran (new streams, so a first report at
+// once). Called with p.mu held.
 func (p *policy) syncListenersLocked() {
 	for sc, e := range p.subConns {
 		p.syncListener(sc, e)

@@ -84,7 +84,8 @@ func TestOrcaLoadReportsDealTheCalls(t *testing.T) {
 }
 
 // The ORCA report reaches orca through the pick's Done, with the
-// application's utilization first, the CPU's without it; other strategies
+// application's utilization first, the CPU's without it, unless orca reads
+// out-of-band reports (then the trailer gives no weight); other strategies
 // leave it to adaptive's reading (CPU only). Both paths keep the pick and
 // its Done at one allocation (a report the library refuses costs the error
 // the binding builds for it).
@@ -96,16 +97,19 @@ func TestOrcaReportInDone(t *testing.T) {
 	for _, tc := range []struct {
 		config string
 		report *v3orcapb.OrcaLoadReport
-		want   any // the picked invoker's orca_weight: nil, or a weight
+		want   any  // the picked invoker's orca_weight: nil, or a weight
+		oob    bool // out-of-band reports on
 	}{
-		{"loadbalance=orca&orca.blackoutMs=0", &v3orcapb.OrcaLoadReport{RpsFractional: 100, Eps: 10, ApplicationUtilization: 0.4, CpuUtilization: 0.9}, 200.0},
-		{"loadbalance=orca&orca.blackoutMs=0", &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.25}, 400.0},
-		{"loadbalance=orca&orca.blackoutMs=0", &v3orcapb.OrcaLoadReport{RpsFractional: 100}, nil},                              // no utilization: nothing said
-		{"loadbalance=orca&orca.blackoutMs=0", &v3orcapb.OrcaLoadReport{RpsFractional: 10, Eps: 20, CpuUtilization: 0.5}, nil}, // refused
-		{"loadbalance=adaptive", &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.25}, nil},
+		{"loadbalance=orca&orca.blackoutMs=0", &v3orcapb.OrcaLoadReport{RpsFractional: 100, Eps: 10, ApplicationUtilization: 0.4, CpuUtilization: 0.9}, 200.0, false},
+		{"loadbalance=orca&orca.blackoutMs=0", &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.25}, 400.0, false},
+		{"loadbalance=orca&orca.blackoutMs=0", &v3orcapb.OrcaLoadReport{RpsFractional: 100}, nil, false},                              // no utilization: nothing said
+		{"loadbalance=orca&orca.blackoutMs=0", &v3orcapb.OrcaLoadReport{RpsFractional: 10, Eps: 20, CpuUtilization: 0.5}, nil, false}, // refused
+		{"loadbalance=orca&orca.blackoutMs=0", &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.25}, nil, true},         // read out of band only
+		{"loadbalance=adaptive", &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.25}, nil, false},
 	} {
 		lb := tenInvokers(t, tc.config)
 		p := &picker{lb: newLBState(lb, false), pickers: pickers}
+		p.lb.oob = tc.oob
 		if p.lb.orca != (tc.config != "loadbalance=adaptive") {
 			t.Fatalf("%s: orca %v", tc.config, p.lb.orca)
 		}

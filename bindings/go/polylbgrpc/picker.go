@@ -18,7 +18,10 @@ type lbState struct {
 	serviceLevel bool
 	// orca: the strategy is orca, which weighs endpoints by the ORCA load
 	// reports of their calls (ReportLoad); the other strategies skip them.
-	orca    bool
+	orca bool
+	// oob: orca reads ORCA's out-of-band reports (oob.go), and the calls'
+	// reports no more, as in gRPC's weighted_round_robin.
+	oob     bool
 	methods sync.Map // full method name → polylb.Method
 }
 
@@ -92,7 +95,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	// as a Duration: the Done closure is 64 B instead of 80.
 	start := time.Since(clockBase)
 	ctx := info.Ctx
-	st := p.lb // one word for the balancer and its orca flag: the closure stays at 64 B
+	st := p.lb // one word for the balancer and its flags: the closure stays at 64 B
 	childDone := result.Done
 	// gRPC calls Done once, when the RPC ends: a unary call's answer, a
 	// stream's last status (a stream is one call, its latency its life).
@@ -106,7 +109,8 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			// imports google.golang.org/grpc/orca (a server sends one per
 			// call through orca.CallMetricsServerOption).
 			if st.orca {
-				if load, ok := done.ServerLoad.(loadReport); ok {
+				// With out-of-band reports on, orca reads those alone.
+				if load, ok := done.ServerLoad.(loadReport); ok && !st.oob {
 					// A report the library refuses (eps above qps, say) is
 					// the server's mistake; the call's report below stands.
 					_ = reportLoad(lb, id, load)
