@@ -128,11 +128,6 @@ func (b builder) ParseConfig(raw json.RawMessage) (serviceconfig.LoadBalancingCo
 	if err := json.Unmarshal(raw, cfg); err != nil {
 		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
 	}
-	// encoding/json leaves a field alone for null; the Java policy refuses
-	// null for these, as for any value of another type.
-	if v, ok := fields["enableOobLoadReport"]; ok && string(v) == "null" {
-		return nil, fmt.Errorf(`polylb: bad loadBalancingConfig %s: "enableOobLoadReport" is a boolean, not null`, raw)
-	}
 	if v, ok := fields["oobReportingPeriod"]; ok {
 		period, err := parseDuration(v)
 		if err != nil {
@@ -195,6 +190,13 @@ func checkKeys(raw json.RawMessage) (map[string]json.RawMessage, error) {
 		}
 		return nil, fmt.Errorf("polylb: unknown key %q in loadBalancingConfig %s (its keys are %q, %q, %q and %q, as spelt)",
 			key, raw, entryKeys[0], entryKeys[1], entryKeys[2], entryKeys[3])
+	}
+	// encoding/json leaves a field at its default for null; the Java policy
+	// refuses null for every key, as a value of another type.
+	for _, key := range keys {
+		if string(fields[key]) == "null" {
+			return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %q is null (give it a value, or leave the key out)", raw, key)
+		}
 	}
 	return fields, nil
 }

@@ -765,6 +765,14 @@ func TestOOBConfigKeys(t *testing.T) {
 		}
 	}
 
+	// null is refused for every key, as in the Java policy.
+	for _, key := range []string{"config", "serviceLevel", "enableOobLoadReport", "oobReportingPeriod"} {
+		entry := `{"` + key + `": null}`
+		if _, err := parse(entry); err == nil || !strings.Contains(err.Error(), `"`+key+`" is null`) {
+			t.Errorf("%s: want an error naming %s as null, got %v", entry, key, err)
+		}
+	}
+
 	// An unknown key's error names the four keys; through grpc.NewClient it
 	// is the service config's error.
 	for _, entry := range []string{
