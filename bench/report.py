@@ -139,6 +139,7 @@ COMPARE = {
         ("roundrobin", "swrr_loop", None, "pingora", "RoundRobin", "pingora: not smooth (w consecutive picks)"),
         ("consistenthash", "md5_ring", None, "pingora", "Ketama", "pingora: CRC32, polylb: Dubbo's MD5"),
         ("maglev", "hash_table", None, "pingora", "Ketama", "pingora: CRC32 ring, polylb: Maglev table"),
+        ("orca", "stride", None, "pingora", "RoundRobin", "polylb: A58 weighted round robin, by the configured weights here (no load reports); pingora: not smooth"),
         ("peakewma", "p2c", None, "tower", "PeakEwma", "tower: private endpoints per thread"),
         ("p2c", "p2c", None, "tower", "PeakEwma", ""),
         ("leastactive", "leastactive_scan", None, "tower", "PeakEwma", "Dubbo least active is O(n)"),

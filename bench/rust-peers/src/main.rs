@@ -12,7 +12,8 @@
 //! Floors of the hashing picks: `md5_ring` (Dubbo's `consistenthash`: MD5 of the key, a binary
 //! search over 160·n points) and `hash_table` (a table pick as polylb's `maglev`: a simple
 //! 64-bit multiply-xorshift hash of the same key bytes, scaled to a 65537-entry table, one u32
-//! read). Both are written here, not taken from polylb.
+//! read). Both are written here, not taken from polylb. `orca`'s floor, `stride`: a bare stride
+//! round robin over the same weights, one shared `fetch_add` a turn (as benches/common's).
 //!
 //! Timing: a hand-written loop, `black_box` on the input, the result accumulated. Each sample is
 //! calibrated to `SAMPLE_MS`; 1 warm-up sample, then `SAMPLES` samples, the median reported.
@@ -420,6 +421,26 @@ fn main() {
                     }
                 });
                 emit("select", "floor", "hash_table", n, threads, r, "ns");
+                // orca's floor: turns of one shared counter until a position's share of the
+                // stride takes it (the heaviest position takes every turn it is offered)
+                const STRIDE: u64 = 1 << 16;
+                let heaviest = (0..n).map(weight).max().unwrap() as u64;
+                let shares: Vec<u64> = (0..n)
+                    .map(|i| (weight(i) as u64 * STRIDE).div_ceil(heaviest))
+                    .collect();
+                let turn = AtomicU64::new(0);
+                let r = measure(&cfg, threads, &|| {
+                    let (sh, t) = (&shares, &turn);
+                    move |_| loop {
+                        let k = t.fetch_add(1, Ordering::Relaxed);
+                        let pos = k % n as u64;
+                        let share = sh[pos as usize];
+                        if ((k / n as u64).wrapping_mul(share) & (STRIDE - 1)) + share >= STRIDE {
+                            break pos;
+                        }
+                    }
+                });
+                emit("select", "floor", "stride", n, threads, r, "ns");
                 if threads == 1 {
                     let weights: Vec<i64> = (0..n).map(|i| weight(i) as i64).collect();
                     let r = measure(&cfg, 1, &|| {
@@ -450,6 +471,7 @@ fn main() {
                     "maglev",
                     "p2c",
                     "peakewma",
+                    "orca",
                 ] {
                     let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
                     b.update(&invokers(n)).unwrap();
