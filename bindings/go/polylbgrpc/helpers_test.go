@@ -358,3 +358,31 @@ func unary(ctx context.Context, c *client, code codes.Code, holdMs int32) (strin
 	}
 	return resp.Hostname, nil
 }
+
+// dealt makes n calls and returns how many each provider got.
+func dealt(t *testing.T, cl *client, providers []*provider, n int) []int64 {
+	t.Helper()
+	before := make([]int64, len(providers))
+	for i, p := range providers {
+		before[i] = p.calls.Load()
+	}
+	for i := 0; i < n; i++ {
+		if _, err := unary(context.Background(), cl, codes.OK, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]int64, len(providers))
+	for i, p := range providers {
+		got[i] = p.calls.Load() - before[i]
+	}
+	return got
+}
+
+// basics are the providers under their ORCA services.
+func basics(ps []*oobProvider) []*provider {
+	out := make([]*provider, len(ps))
+	for i, p := range ps {
+		out[i] = p.provider
+	}
+	return out
+}

@@ -1,7 +1,6 @@
 package polylbgrpc
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -17,7 +16,6 @@ import (
 	v3orcaservicegrpc "github.com/cncf/xds/go/xds/service/orca/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/orca"
 	"google.golang.org/grpc/resolver"
@@ -228,25 +226,6 @@ func (c *client) balancerCount() int {
 	return len(c.balancers)
 }
 
-// dealt makes n calls and returns how many each provider got.
-func dealt(t *testing.T, cl *client, providers []*oobProvider, n int) []int64 {
-	t.Helper()
-	before := make([]int64, len(providers))
-	for i, p := range providers {
-		before[i] = p.calls.Load()
-	}
-	for i := 0; i < n; i++ {
-		if _, err := unary(context.Background(), cl, codes.OK, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := make([]int64, len(providers))
-	for i, p := range providers {
-		got[i] = p.calls.Load() - before[i]
-	}
-	return got
-}
-
 // orcaWeight is the invoker's orca weight at addr, and whether the schedule
 // counts it.
 func orcaWeight(t *testing.T, cl *client, addr string) (weight *float64, counted bool) {
@@ -304,7 +283,7 @@ func TestOOBLoadReportsDealTheCalls(t *testing.T) {
 	want := []float64{125, 250, 500}
 	waitFor(t, "the out-of-band weights counted", func() bool {
 		// The schedule is recomputed on a pick, at most every orca.updateMs.
-		dealt(t, cl, providers, 1)
+		dealt(t, cl, basics(providers), 1)
 		for i, p := range providers {
 			w, counted := orcaWeight(t, cl, p.addr)
 			if w == nil || math.Abs(*w-want[i]) > 1e-9 || !counted {
@@ -313,7 +292,7 @@ func TestOOBLoadReportsDealTheCalls(t *testing.T) {
 		}
 		return true
 	})
-	got := dealt(t, cl, providers, 700)
+	got := dealt(t, cl, basics(providers), 700)
 	t.Logf("%v of 700 calls", got)
 	for i, w := range []float64{100, 200, 400} {
 		if math.Abs(float64(got[i])-w) > 15 {
@@ -358,9 +337,9 @@ func TestOOBLoadReportsOffByDefault(t *testing.T) {
 	eps, addrs := endpointsOf(providers)
 	cl := dial(t, "loadbalance=orca&orca.blackoutMs=0&orca.updateMs=20", eps)
 	cl.waitReady(t, addrs...)
-	dealt(t, cl, providers, 30)
+	dealt(t, cl, basics(providers), 30)
 	time.Sleep(300 * time.Millisecond)
-	got := dealt(t, cl, providers, 60)
+	got := dealt(t, cl, basics(providers), 60)
 	for i, p := range providers {
 		if w, _ := orcaWeight(t, cl, p.addr); w != nil {
 			t.Errorf("provider %d: orca weight %v without out-of-band reports", i, *w)
@@ -387,7 +366,7 @@ func TestOOBLoadReportsOnlyUnderOrca(t *testing.T) {
 	eps, addrs := endpointsOf(providers)
 	cl := dialOOB(t, "loadbalance=roundrobin", true, oobPeriod, eps)
 	cl.waitReady(t, addrs...)
-	dealt(t, cl, providers, 20)
+	dealt(t, cl, basics(providers), 20)
 	time.Sleep(300 * time.Millisecond)
 	for i, p := range providers {
 		if n := p.streams.Load(); n != 0 {
@@ -424,12 +403,8 @@ func TestOOBLoadReportsOnlyUnderOrca(t *testing.T) {
 	if _, live, _ := cl.oob.counts(0); live != 0 {
 		t.Errorf("roundrobin again: %d listeners still registered", live)
 	}
-	dealt(t, cl, providers, 10)
-	for i, p := range providers {
-		if n := p.lis.accepted.Load(); n != accepted[i] {
-			t.Errorf("provider %d accepted %d connections, had %d: the connection was replaced", i, n, accepted[i])
-		}
-	}
+	dealt(t, cl, basics(providers), 10)
+	sameConnections(t, providers, accepted)
 }
 
 // A config change follows the Java policy's rules, against servers that
@@ -515,12 +490,8 @@ func TestOOBConfigChangesKeepOrReopenTheStreams(t *testing.T) {
 	if _, live, _ := cl.oob.counts(0); live != 0 {
 		t.Errorf("off: %d listeners still registered", live)
 	}
-	dealt(t, cl, providers, 10)
-	for i, p := range providers {
-		if n := p.lis.accepted.Load(); n != accepted[i] {
-			t.Errorf("provider %d accepted %d connections, had %d: the connection was replaced", i, n, accepted[i])
-		}
-	}
+	dealt(t, cl, basics(providers), 10)
+	sameConnections(t, providers, accepted)
 }
 
 // With out-of-band reports on, the calls' trailers no longer feed orca (as
@@ -552,10 +523,10 @@ func TestOOBReportsOverrideTheTrailers(t *testing.T) {
 	}
 	oob, trailers := []float64{125, 250, 500}, []float64{500, 250, 125}
 	waitFor(t, "the out-of-band weights", func() bool {
-		dealt(t, cl, providers, 1)
+		dealt(t, cl, basics(providers), 1)
 		return weights(oob)()
 	})
-	dealt(t, cl, providers, 300) // each with a trailer
+	dealt(t, cl, basics(providers), 300) // each with a trailer
 	if !weights(oob)() {
 		var got []string
 		for _, p := range providers {
@@ -568,7 +539,7 @@ func TestOOBReportsOverrideTheTrailers(t *testing.T) {
 		}
 		t.Errorf("after 300 calls with trailers: weights %v, want the out-of-band %v", got, oob)
 	}
-	got := dealt(t, cl, providers, 700)
+	got := dealt(t, cl, basics(providers), 700)
 	t.Logf("out of band: %v of 700 calls", got)
 	for i, w := range []float64{100, 200, 400} {
 		if math.Abs(float64(got[i])-w) > 15 {
@@ -578,10 +549,10 @@ func TestOOBReportsOverrideTheTrailers(t *testing.T) {
 
 	cl.setConfig(t, oobEntry(cl.name, config, false, oobPeriod), eps)
 	waitFor(t, "the trailers' weights", func() bool {
-		dealt(t, cl, providers, 1)
+		dealt(t, cl, basics(providers), 1)
 		return cl.balancerCount() == 2 && weights(trailers)()
 	})
-	got = dealt(t, cl, providers, 700)
+	got = dealt(t, cl, basics(providers), 700)
 	t.Logf("trailers: %v of 700 calls", got)
 	for i, w := range []float64{400, 200, 100} {
 		if math.Abs(float64(got[i])-w) > 15 {
@@ -684,7 +655,7 @@ func TestOOBRefusedReportIsDropped(t *testing.T) {
 	if w, _ := orcaWeight(t, cl, bad.addr); w != nil {
 		t.Errorf("refused report gave weight %v", *w)
 	}
-	if got := dealt(t, cl, providers, 20); got[0]+got[1] != 20 {
+	if got := dealt(t, cl, basics(providers), 20); got[0]+got[1] != 20 {
 		t.Errorf("calls dealt %v", got)
 	}
 }
@@ -795,4 +766,16 @@ func TestOOBConfigKeys(t *testing.T) {
 		t.Fatalf("the four keys as spelt: %v", err)
 	}
 	conn.Close()
+}
+
+// sameConnections checks that each provider has accepted no connection since
+// its count was accepted[i]: the streams ended by the policy's stop, not by a
+// connection's teardown.
+func sameConnections(t *testing.T, providers []*oobProvider, accepted []int64) {
+	t.Helper()
+	for i, p := range providers {
+		if n := p.lis.accepted.Load(); n != accepted[i] {
+			t.Errorf("provider %d accepted %d connections, had %d: the connection was replaced", i, n, accepted[i])
+		}
+	}
 }

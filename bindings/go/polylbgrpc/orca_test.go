@@ -9,7 +9,6 @@ import (
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	polylb "github.com/polylb/polylb/bindings/go"
 	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/resolver"
 )
 
@@ -34,22 +33,7 @@ func TestOrcaLoadReportsDealTheCalls(t *testing.T) {
 		[]resolver.Endpoint{endpointOf(small.addr), endpointOf(medium.addr), endpointOf(large.addr)})
 	cl.waitReady(t, small.addr, medium.addr, large.addr)
 
-	calls := func(n int) []int64 {
-		before := make([]int64, len(providers))
-		for i, p := range providers {
-			before[i] = p.calls.Load()
-		}
-		for i := 0; i < n; i++ {
-			if _, err := unary(context.Background(), cl, codes.OK, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got := make([]int64, len(providers))
-		for i, p := range providers {
-			got[i] = p.calls.Load() - before[i]
-		}
-		return got
-	}
+	calls := func(n int) []int64 { return dealt(t, cl, providers, n) }
 	start := time.Now()
 	during := calls(60)
 	if time.Since(start) < blackout {

@@ -39,6 +39,13 @@ class OrcaOobTest {
     }
 
     /** A provider serving the echo service and ORCA's out-of-band service. */
+    /** An ORCA service reporting 100 qps, no errors, at this utilization (capacity 100 / it). */
+    private static OrcaOobServer reporting(double utilization) {
+        OrcaOobServer oob = new OrcaOobServer();
+        oob.load.set(new double[] {100, 0, utilization});
+        return oob;
+    }
+
     private Provider withOob(String name, OrcaOobServer oob) throws Exception {
         toClose.add(oob);
         Provider provider = new Provider(name, NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
@@ -147,10 +154,8 @@ class OrcaOobTest {
 
     @Test
     void theCallsTrailersAreIgnoredWhileOutOfBandReportsFeedOrca() throws Exception {
-        OrcaOobServer oob0 = new OrcaOobServer();
-        OrcaOobServer oob1 = new OrcaOobServer();
-        oob0.load.set(new double[] {100, 0, 0.5}); // out of band: 200 and 400
-        oob1.load.set(new double[] {100, 0, 0.25});
+        OrcaOobServer oob0 = reporting(0.5); // out of band: 200 and 400
+        OrcaOobServer oob1 = reporting(0.25);
         Provider p0 = withOob("p0", oob0);
         Provider p1 = withOob("p1", oob1);
         p0.load.set(new double[] {100, 0, 0.25}); // the trailers say the opposite: 400 and 200
@@ -167,10 +172,8 @@ class OrcaOobTest {
 
     @Test
     void offByDefaultNoStreamOpens() throws Exception {
-        OrcaOobServer oob0 = new OrcaOobServer();
-        OrcaOobServer oob1 = new OrcaOobServer();
-        oob0.load.set(new double[] {100, 0, 0.5});
-        oob1.load.set(new double[] {100, 0, 0.25});
+        OrcaOobServer oob0 = reporting(0.5);
+        OrcaOobServer oob1 = reporting(0.25);
         Provider p0 = withOob("p0", oob0);
         Provider p1 = withOob("p1", oob1);
         Map<String, Object> off = new HashMap<>();
@@ -198,10 +201,8 @@ class OrcaOobTest {
 
     @Test
     void aConfigChangeKeepsTheStreamsUnlessThePeriodChanges() throws Exception {
-        OrcaOobServer oob0 = new OrcaOobServer();
-        OrcaOobServer oob1 = new OrcaOobServer();
-        oob0.load.set(new double[] {100, 0, 0.5});
-        oob1.load.set(new double[] {100, 0, 0.25});
+        OrcaOobServer oob0 = reporting(0.5);
+        OrcaOobServer oob1 = reporting(0.25);
         Provider p0 = withOob("p0", oob0);
         Provider p1 = withOob("p1", oob1);
         Client client = client(entry(ORCA, true, "0.05s"), List.of(p0.endpoint(), p1.endpoint()));
