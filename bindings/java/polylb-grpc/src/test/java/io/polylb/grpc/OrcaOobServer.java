@@ -1,7 +1,6 @@
 package io.polylb.grpc;
 
 import com.google.protobuf.CodedInputStream;
-import com.google.protobuf.CodedOutputStream;
 import com.google.protobuf.Duration;
 import io.grpc.MethodDescriptor;
 import io.grpc.ServerServiceDefinition;
@@ -10,7 +9,6 @@ import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
 import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -91,7 +89,7 @@ final class OrcaOobServer implements AutoCloseable {
                 return;
             }
             try {
-                stream.onNext(report(load.get()));
+                stream.onNext(Provider.report(0, load.get()));
                 reports.incrementAndGet();
                 int ends = endAfter;
                 if (ends > 0 && sent.incrementAndGet() >= ends) {
@@ -121,24 +119,6 @@ final class OrcaOobServer implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-    }
-
-    /** An OrcaLoadReport with rps_fractional (6), eps (7) and application_utilization (9). */
-    static byte[] report(double[] qpsEpsUtilization) {
-        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-        try {
-            CodedOutputStream out = CodedOutputStream.newInstance(bytes);
-            out.writeDouble(2, 0.3); // mem_utilization: read by no one here
-            if (qpsEpsUtilization != null) {
-                out.writeDouble(6, qpsEpsUtilization[0]);
-                out.writeDouble(7, qpsEpsUtilization[1]);
-                out.writeDouble(9, qpsEpsUtilization[2]);
-            }
-            out.flush();
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-        return bytes.toByteArray();
     }
 
     @Override

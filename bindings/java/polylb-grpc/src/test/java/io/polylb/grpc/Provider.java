@@ -114,7 +114,7 @@ final class Provider implements AutoCloseable {
      * An OrcaLoadReport with its cpu_utilization (field 1, when {@code cpu > 0}) and, when given,
      * rps_fractional (6), eps (7) and application_utilization (9), by protobuf's encoder.
      */
-    private static byte[] report(double cpu, double[] qpsEpsUtilization) {
+    static byte[] report(double cpu, double[] qpsEpsUtilization) {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         try {
             CodedOutputStream out = CodedOutputStream.newInstance(bytes);
