@@ -175,6 +175,23 @@ final class Client implements AutoCloseable {
         eventually(() -> setSize() == n && readyEndpoints() == n, n + " READY endpoints");
     }
 
+    /**
+     * Calls until every endpoint's {@code orca} weight counts, then once more: with no blackout a
+     * weight counts from its first report, and the schedule takes it up at the next pick.
+     */
+    void untilOrcaWeighted() {
+        eventually(() -> {
+            call("");
+            for (JsonElement row : stats().getAsJsonArray("invokers")) {
+                if (!row.getAsJsonObject().get("orca_counted").getAsBoolean()) {
+                    return false;
+                }
+            }
+            return true;
+        }, "every endpoint's orca weight to count");
+        call("");
+    }
+
     static void eventually(BooleanSupplier condition, String what) {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (!condition.getAsBoolean()) {

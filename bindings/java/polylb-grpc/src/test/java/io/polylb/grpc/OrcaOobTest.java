@@ -92,19 +92,6 @@ class OrcaOobTest {
         throw new AssertionError("no row for " + address + " in " + client.stats());
     }
 
-    /** Calls until every endpoint's orca weight counts, then once more (the pick that takes it up). */
-    private static void untilWeighted(Client client) {
-        eventually(() -> {
-            client.call("");
-            for (JsonElement row : client.stats().getAsJsonArray("invokers")) {
-                if (!row.getAsJsonObject().get("orca_counted").getAsBoolean()) {
-                    return false;
-                }
-            }
-            return true;
-        }, "the out-of-band reports weigh the endpoints: " + client.stats());
-        client.call("");
-    }
 
     @Test
     void outOfBandReportsWeighTheEndpoints() throws Exception {
@@ -125,7 +112,7 @@ class OrcaOobTest {
             assertEquals(TimeUnit.MILLISECONDS.toNanos(50), server.requestedNanos.get(), "the interval asked for");
         }
         long start = System.nanoTime();
-        untilWeighted(client);
+        client.untilOrcaWeighted();
         long weighted = System.nanoTime();
         double[] expected = {200, 400, 100};
         for (int n = 0; n < 3; n++) {
@@ -162,7 +149,7 @@ class OrcaOobTest {
         p1.load.set(new double[] {100, 0, 0.5});
         Client client = client(entry(ORCA, true, "0.05s"), List.of(p0.endpoint(), p1.endpoint()));
         client.waitForSet(2);
-        untilWeighted(client);
+        client.untilOrcaWeighted();
         for (int i = 0; i < 100; i++) {
             client.call(""); // 100 trailers, against a report each 50 ms
         }
@@ -190,7 +177,7 @@ class OrcaOobTest {
         // The same channel with the option turned on by the resolver's config: one stream each.
         client.resolver.setServiceConfig(client.serviceConfig(entry(ORCA, true, "0.05s")));
         eventually(() -> oob0.opened.get() == 1 && oob1.opened.get() == 1, "a stream per endpoint");
-        untilWeighted(client);
+        client.untilOrcaWeighted();
         assertEquals(400, row(client, p1).get("orca_weight").getAsDouble(), client.stats().toString());
 
         // And off again: the streams are cancelled.
@@ -208,13 +195,13 @@ class OrcaOobTest {
         Client client = client(entry(ORCA, true, "0.05s"), List.of(p0.endpoint(), p1.endpoint()));
         client.waitForSet(2);
         eventually(() -> oob0.opened.get() == 1 && oob1.opened.get() == 1, "a stream per endpoint");
-        untilWeighted(client);
+        client.untilOrcaWeighted();
 
         // Another config string, the same out-of-band settings: a new balancer, fed by the same streams.
         var first = client.balancer.get();
         client.resolver.setServiceConfig(client.serviceConfig(entry(ORCA + "&orca.updateMs=500", true, "0.05s")));
         eventually(() -> client.balancer.get() != first && client.setSize() == 2, "the new balancer");
-        untilWeighted(client);
+        client.untilOrcaWeighted();
         assertEquals(400, row(client, p1).get("orca_weight").getAsDouble(), client.stats().toString());
         assertEquals(1, oob0.opened.get() + oob0.cancelled.get(), "the stream was kept");
         assertEquals(1, oob1.opened.get() + oob1.cancelled.get(), "the stream was kept");
@@ -308,7 +295,7 @@ class OrcaOobTest {
         long gapMs = TimeUnit.NANOSECONDS.toMillis(oob.lastOpenedNanos.get() - first);
         // 1 s ± 20 %; the next backoff would be 1.6 s ± 20 %, and a timer late under load no less.
         assertTrue(gapMs >= 750 && gapMs <= 2500, "opened again after " + gapMs + " ms, the backoff is 1 s ± 20 %");
-        untilWeighted(client);
+        client.untilOrcaWeighted();
         assertEquals(200, row(client, p0).get("orca_weight").getAsDouble(), client.stats().toString());
     }
 

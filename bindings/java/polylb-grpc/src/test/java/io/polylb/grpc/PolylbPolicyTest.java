@@ -486,18 +486,7 @@ class PolylbPolicyTest {
         p.get(2).cpuUtilization.set(Double.doubleToLongBits(0.9)); // application_utilization wins
         Client client = client("loadbalance=orca&orca.blackoutMs=0", false, endpoints(p));
         client.waitForSet(3);
-        // With no blackout a weight counts from its first report, and the schedule takes it up
-        // at the next pick: wait until every endpoint has answered a call with its report.
-        eventually(() -> {
-            client.call("");
-            for (JsonElement row : client.stats().getAsJsonArray("invokers")) {
-                if (!row.getAsJsonObject().get("orca_counted").getAsBoolean()) {
-                    return false;
-                }
-            }
-            return true;
-        }, "the reports weigh the endpoints: " + client.stats());
-        client.call(""); // the pick that takes up the last weight
+        client.untilOrcaWeighted(); // every endpoint has answered a call with its report
         List<Double> weights = new ArrayList<>();
         for (JsonElement row : client.stats().getAsJsonArray("invokers")) {
             weights.add(row.getAsJsonObject().get("orca_weight").getAsDouble());
