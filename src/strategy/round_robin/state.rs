@@ -37,8 +37,6 @@ pub(super) struct State {
     /// weight zero), and after how many to try again (0 while building succeeds: at once).
     pub(super) slow_picks: u64,
     pub(super) rebuild_at: u64,
-    /// Reused for the counters a fast path starts from.
-    pub(super) scratch: Vec<i64>,
     /// The live period published for lock-free picks, while one is (see [`LiveSlots`]).
     ///
     /// [`LiveSlots`]: super::live::LiveSlots
