@@ -12,6 +12,8 @@ mod methods;
 mod pin;
 mod select;
 mod short;
+#[cfg(test)]
+mod short_tests;
 mod snapshot;
 mod stats_json;
 #[cfg(test)]
@@ -34,7 +36,7 @@ use crate::error::{Error, Status};
 use crate::filter::Filter;
 use crate::invoker::Outcome;
 use crate::rng::RngSource;
-use crate::strategy::{LoadReport, Strategy, StrategyKind, WholeSetDraw};
+use crate::strategy::{LoadReport, PeakEwma, Strategy, StrategyKind, WholeSetDraw};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::cell::Cell;
@@ -81,6 +83,8 @@ struct Inner {
     adaptive_pair: bool,
     /// `select_stride` applies: `orca`, no filter narrowing the set.
     whole_stride: bool,
+    /// `select_peak_pair` applies: `peakewma` (its copy is `peak_ewma`).
+    peak_pair: bool,
     /// `adaptive`: picks among a single candidate are counted under the method's `BYPASS` key,
     /// out of sight of the load formula (see `stats::BYPASS`).
     counts_bypass: bool,
@@ -100,6 +104,9 @@ struct Inner {
     methods: Methods,
     config: Config,
     strategy: Box<dyn Strategy>,
+    /// `peakewma`: a copy of the strategy (configuration only, so it picks as `strategy`
+    /// does) for `select_peak_pair`, called without the virtual calls; None for the others.
+    peak_ewma: Option<PeakEwma>,
     snapshot: ArcSwap<Snapshot>,
     /// Held by an update. Its sets that threads may still cache (pruned on each update), so
     /// that the balancer's drop can free what they hold.
@@ -169,9 +176,14 @@ impl Balancer {
 
     fn build(config: Config) -> Balancer {
         crate::fork::install_handlers();
-        let strategy = config.strategy.build(&config);
+        let peak_ewma = (config.strategy == StrategyKind::PeakEwma).then(|| PeakEwma::new(&config));
+        let strategy: Box<dyn Strategy> = match &peak_ewma {
+            Some(peak_ewma) => Box::new(peak_ewma.clone()),
+            None => config.strategy.build(&config),
+        };
         let filter = Filter::new(&config).map(Box::new);
-        // A short path of `select_short` may serve a call when no `on_select` follows the pick.
+        // A short path of `select_short` may serve a call when no `on_select` follows the pick
+        // (`peakewma`'s, which runs it, aside).
         // Filters narrow the set only while an invoker is ejected (checked by `short_pin`) or
         // to the set's local zone (`Snapshot::local`), which every short path serves.
         let short = !strategy.tracks_selects();
@@ -199,6 +211,7 @@ impl Balancer {
                 whole_scores: short && strategy.kind() == StrategyKind::Rendezvous,
                 adaptive_pair: short && strategy.kind() == StrategyKind::Adaptive,
                 whole_stride: short && strategy.kind() == StrategyKind::Orca,
+                peak_pair: peak_ewma.is_some(),
                 counts_bypass: strategy.kind() == StrategyKind::Adaptive,
                 end_path: AtomicU8::new(if spread_counters {
                     END_SPREAD
@@ -207,6 +220,7 @@ impl Balancer {
                 }),
                 spread_counters,
                 strategy,
+                peak_ewma,
                 config,
                 snapshot: ArcSwap::from_pointee(Snapshot::empty()),
                 methods: Methods::new(),
