@@ -190,6 +190,13 @@ impl PeakEwma {
         }
     }
 
+    /// `base(k) == 2` (for k ≥ 2), said without the minimum: a pick among `k` candidates
+    /// looks at a pair, with two choices or among two candidates (but for one choice).
+    #[inline(always)]
+    fn looks_at_pairs(&self, k: usize) -> bool {
+        self.choices == 2 || (k == 2 && self.choices != 1)
+    }
+
     /// The looks a pick among `k` candidates takes before it may escalate.
     #[inline(always)]
     fn base(&self, k: usize) -> usize {

@@ -63,7 +63,8 @@ impl PeakEwma {
     ) -> Option<usize> {
         let weights = snapshot.pair_weights.as_deref()?;
         let n = snapshot.members.len();
-        if self.base(n) != 2
+        debug_assert_eq!(self.looks_at_pairs(n), self.base(n) == 2);
+        if !self.looks_at_pairs(n)
             || !Sampler::configured_at(snapshot, weights, self.slow.as_ref(), clock)
         {
             return None;
