@@ -3,7 +3,7 @@
 
 use super::pin::CachedPin;
 use super::select::{active_in, Call};
-use super::{Inner, Packed, Snapshot};
+use super::{Inner, Packed, ShortPath, Snapshot};
 use crate::clock::Clock;
 use crate::error::Status;
 use crate::filter::LocalZone;
@@ -40,45 +40,25 @@ impl Inner {
                 return Some(result);
             }
         }
-        if self.live_period {
-            if let Some(result) = self.select_live(method, now_us) {
-                return Some(result);
+        match self.short_path {
+            ShortPath::None => None,
+            ShortPath::LivePeriod => self.select_live(method, now_us),
+            ShortPath::Ring => {
+                let (whole, among) = (strategy::ring_pick, strategy::ring_pick_among);
+                self.select_by_key(method, key, whole, among)
             }
-        }
-        if self.whole_ring {
-            let (whole, among) = (strategy::ring_pick, strategy::ring_pick_among);
-            if let Some(result) = self.select_by_key(method, key, whole, among) {
-                return Some(result);
+            ShortPath::Table => {
+                let (whole, among) = (strategy::table_pick, strategy::table_pick_among);
+                self.select_by_key(method, key, whole, among)
             }
-        }
-        if self.whole_table {
-            let (whole, among) = (strategy::table_pick, strategy::table_pick_among);
-            if let Some(result) = self.select_by_key(method, key, whole, among) {
-                return Some(result);
+            ShortPath::Scores => {
+                let (whole, among) = (strategy::score_pick, strategy::score_pick_among);
+                self.select_by_key(method, key, whole, among)
             }
+            ShortPath::Adaptive => self.select_adaptive(method, now_us),
+            ShortPath::Stride => self.select_stride(method, now_us),
+            ShortPath::PeakPair => self.select_peak_pair(method, now_us),
         }
-        if self.whole_scores {
-            let (whole, among) = (strategy::score_pick, strategy::score_pick_among);
-            if let Some(result) = self.select_by_key(method, key, whole, among) {
-                return Some(result);
-            }
-        }
-        if self.adaptive_pair {
-            if let Some(result) = self.select_adaptive(method, now_us) {
-                return Some(result);
-            }
-        }
-        if self.whole_stride {
-            if let Some(result) = self.select_stride(method, now_us) {
-                return Some(result);
-            }
-        }
-        if self.peak_pair {
-            if let Some(result) = self.select_peak_pair(method, now_us) {
-                return Some(result);
-            }
-        }
-        None
     }
 
     /// The common call of `peakewma`: its pick of a weighted pair over the whole set of the
