@@ -222,7 +222,11 @@ impl Balancer {
                     StrategyKind::Rendezvous if short => ShortPath::Scores,
                     StrategyKind::Adaptive if short => ShortPath::Adaptive,
                     StrategyKind::Orca if short => ShortPath::Stride,
-                    StrategyKind::PeakEwma => ShortPath::PeakPair,
+                    // Not with a zone or subset preference, whose picks (from a local zone) it
+                    // leaves to the general path: trying first cost them 10 instructions.
+                    StrategyKind::PeakEwma if !filter.as_ref().is_some_and(|f| f.prefers()) => {
+                        ShortPath::PeakPair
+                    }
                     _ => ShortPath::None,
                 },
                 counts_bypass: strategy.kind() == StrategyKind::Adaptive,
