@@ -12,6 +12,8 @@ mod methods;
 mod pin;
 mod select;
 mod short;
+#[cfg(test)]
+mod short_tests;
 mod snapshot;
 mod stats_json;
 #[cfg(test)]
@@ -34,7 +36,7 @@ use crate::error::{Error, Status};
 use crate::filter::Filter;
 use crate::invoker::Outcome;
 use crate::rng::RngSource;
-use crate::strategy::{LoadReport, Strategy, StrategyKind, WholeSetDraw};
+use crate::strategy::{LoadReport, PeakEwma, Strategy, StrategyKind, WholeSetDraw};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::cell::Cell;
@@ -69,18 +71,8 @@ struct Inner {
     drawn_fast: bool,
     /// As `drawn_fast`, for [`WholeSetDraw::BestOfPair`] (`select_drawn::<true>`).
     drawn_pair: bool,
-    /// `select_live` applies: `roundrobin`, no filter narrowing the set.
-    live_period: bool,
-    /// `select_by_key` over the ring applies: `consistenthash`, no filter narrowing the set.
-    whole_ring: bool,
-    /// `select_by_key` over the table applies: `maglev`, no filter narrowing the set.
-    whole_table: bool,
-    /// `select_by_key` over the scores applies: `rendezvous`, no filter narrowing the set.
-    whole_scores: bool,
-    /// `select_adaptive` applies: `adaptive`, no filter narrowing the set.
-    adaptive_pair: bool,
-    /// `select_stride` applies: `orca`, no filter narrowing the set.
-    whole_stride: bool,
+    /// Which other short path `select_short` tries (at most one applies to a strategy).
+    short_path: ShortPath,
     /// `adaptive`: picks among a single candidate are counted under the method's `BYPASS` key,
     /// out of sight of the load formula (see `stats::BYPASS`).
     counts_bypass: bool,
@@ -100,10 +92,35 @@ struct Inner {
     methods: Methods,
     config: Config,
     strategy: Box<dyn Strategy>,
+    /// `peakewma`: a copy of the strategy (configuration only, so it picks as `strategy`
+    /// does) for `select_peak_pair`, called without the virtual calls; None for the others.
+    peak_ewma: Option<PeakEwma>,
     snapshot: ArcSwap<Snapshot>,
     /// Held by an update. Its sets that threads may still cache (pruned on each update), so
     /// that the balancer's drop can free what they hold.
     update_lock: Mutex<Vec<Weak<Snapshot>>>,
+}
+
+/// The short path of `select_short` past the drawn ones (`drawn_fast`, `drawn_pair`): one
+/// byte and one `match`, where a flag each cost the last of them (`peakewma`'s) eight tests
+/// first, 16 instructions a select.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ShortPath {
+    None,
+    /// `select_live`: `roundrobin`.
+    LivePeriod,
+    /// `select_by_key` over the ring: `consistenthash`.
+    Ring,
+    /// `select_by_key` over the table: `maglev`.
+    Table,
+    /// `select_by_key` over the scores: `rendezvous`.
+    Scores,
+    /// `select_adaptive`: `adaptive`.
+    Adaptive,
+    /// `select_stride`: `orca`.
+    Stride,
+    /// `select_peak_pair`: `peakewma` (its copy is `peak_ewma`).
+    PeakPair,
 }
 
 // What every call reads lies in the first cache line, `methods.count` included.
@@ -169,9 +186,14 @@ impl Balancer {
 
     fn build(config: Config) -> Balancer {
         crate::fork::install_handlers();
-        let strategy = config.strategy.build(&config);
+        let peak_ewma = (config.strategy == StrategyKind::PeakEwma).then(|| PeakEwma::new(&config));
+        let strategy: Box<dyn Strategy> = match &peak_ewma {
+            Some(peak_ewma) => Box::new(peak_ewma.clone()),
+            None => config.strategy.build(&config),
+        };
         let filter = Filter::new(&config).map(Box::new);
-        // A short path of `select_short` may serve a call when no `on_select` follows the pick.
+        // A short path of `select_short` may serve a call when no `on_select` follows the pick
+        // (`peakewma`'s, which runs it, aside).
         // Filters narrow the set only while an invoker is ejected (checked by `short_pin`) or
         // to the set's local zone (`Snapshot::local`), which every short path serves.
         let short = !strategy.tracks_selects();
@@ -193,12 +215,20 @@ impl Balancer {
                         WholeSetDraw::No | WholeSetDraw::BestOfPair
                     ),
                 drawn_pair: short && strategy.whole_set_draw() == WholeSetDraw::BestOfPair,
-                live_period: short && strategy.kind() == StrategyKind::RoundRobin,
-                whole_ring: short && strategy.kind() == StrategyKind::ConsistentHash,
-                whole_table: short && strategy.kind() == StrategyKind::Maglev,
-                whole_scores: short && strategy.kind() == StrategyKind::Rendezvous,
-                adaptive_pair: short && strategy.kind() == StrategyKind::Adaptive,
-                whole_stride: short && strategy.kind() == StrategyKind::Orca,
+                short_path: match strategy.kind() {
+                    StrategyKind::RoundRobin if short => ShortPath::LivePeriod,
+                    StrategyKind::ConsistentHash if short => ShortPath::Ring,
+                    StrategyKind::Maglev if short => ShortPath::Table,
+                    StrategyKind::Rendezvous if short => ShortPath::Scores,
+                    StrategyKind::Adaptive if short => ShortPath::Adaptive,
+                    StrategyKind::Orca if short => ShortPath::Stride,
+                    // Not with a zone or subset preference, whose picks (from a local zone) it
+                    // leaves to the general path: trying first cost them 10 instructions.
+                    StrategyKind::PeakEwma if !filter.as_ref().is_some_and(|f| f.prefers()) => {
+                        ShortPath::PeakPair
+                    }
+                    _ => ShortPath::None,
+                },
                 counts_bypass: strategy.kind() == StrategyKind::Adaptive,
                 end_path: AtomicU8::new(if spread_counters {
                     END_SPREAD
@@ -207,6 +237,7 @@ impl Balancer {
                 }),
                 spread_counters,
                 strategy,
+                peak_ewma,
                 config,
                 snapshot: ArcSwap::from_pointee(Snapshot::empty()),
                 methods: Methods::new(),

@@ -130,7 +130,7 @@ impl Filter {
     }
 
     /// Whether calls prefer some invokers: a zone's, or a subset.
-    fn prefers(&self) -> bool {
+    pub fn prefers(&self) -> bool {
         self.zone.is_some() || self.subset.is_some()
     }
 

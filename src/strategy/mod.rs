@@ -32,6 +32,7 @@ pub(crate) use maglev::{table_pick, table_pick_among};
 pub use orca::LoadReport;
 pub(crate) use orca::{record_load, stride_pick};
 pub(crate) use p2c::{best_of_pair, best_of_pair_excluding, best_of_subset_pair};
+pub(crate) use peak_ewma::PeakEwma;
 pub(crate) use random::WholeSet;
 pub(crate) use rendezvous::{score_pick, score_pick_among};
 pub(crate) use round_robin::serve_live;
@@ -346,7 +347,7 @@ impl StrategyKind {
             StrategyKind::ConsistentHash => Box::new(consistent_hash::ConsistentHash::new(config)),
             StrategyKind::Adaptive => Box::new(adaptive::Adaptive::new(config)),
             StrategyKind::P2c => Box::new(p2c::P2c::new(config)),
-            StrategyKind::PeakEwma => Box::new(peak_ewma::PeakEwma::new(config)),
+            StrategyKind::PeakEwma => Box::new(PeakEwma::new(config)),
             StrategyKind::BoundedHash => Box::new(bounded_hash::BoundedHash::new(config)),
             StrategyKind::Maglev => Box::new(maglev::Maglev::new(config)),
             StrategyKind::Rendezvous => Box::new(rendezvous::Rendezvous),
@@ -426,6 +427,7 @@ impl<'a> Ctx<'a> {
     /// True when no invoker's weight depends on time at this call (no warm-up in progress), so
     /// configured weights and data prepared from them are exact. Reads the clock only while some
     /// invoker is still warming up.
+    #[inline]
     pub fn weights_static(&self) -> bool {
         self.snapshot.weights_static(self.clock)
     }

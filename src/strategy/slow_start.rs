@@ -18,6 +18,7 @@ use crate::config::Config;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
+#[derive(Clone)]
 pub(crate) struct SlowStart {
     window_ms: i64,
     min_fraction: f64,

@@ -17,6 +17,7 @@ use super::alias::Alias;
 use super::slow_start::{Ramp, SlowStart};
 use super::Ctx;
 use crate::balancer::{Member, Snapshot};
+use crate::clock::Clock;
 use crate::error::Status;
 
 /// Fixed-point scale of effective weights while they ramp (slow start multiplies them).
@@ -328,9 +329,20 @@ impl<'c, 'a> Sampler<'c, 'a> {
     /// that configured weights decide, over the whole set or a filter's subset.
     #[inline(always)]
     pub fn configured_for(ctx: &Ctx<'_>, weights: &Weights, slow: Option<&SlowStart>) -> bool {
-        ctx.weights_static()
+        Self::configured_at(ctx.snapshot, weights, slow, ctx.clock)
+    }
+
+    /// [`Sampler::configured_for`] of `snapshot` at `clock`'s instant, without a context.
+    #[inline(always)]
+    pub fn configured_at(
+        snapshot: &Snapshot,
+        weights: &Weights,
+        slow: Option<&SlowStart>,
+        clock: &Clock,
+    ) -> bool {
+        snapshot.weights_static(clock)
             && match (slow, &weights.ramp) {
-                (Some(s), Some(r)) => !r.active(s, ctx.snapshot, ctx.clock),
+                (Some(s), Some(r)) => !r.active(s, snapshot, clock),
                 _ => true,
             }
     }

@@ -54,15 +54,16 @@ impl Look {
 impl PeakEwma {
     #[inline(always)]
     pub(super) fn look(&self, ctx: &Ctx<'_>, pos: usize, weight: u64, at: &Moment) -> Look {
-        self.look_at(ctx, ctx.member(pos), pos, weight, at)
+        self.look_at(ctx.member(pos), ctx.method_id, pos, weight, at)
     }
 
-    /// [`PeakEwma::look`] at a member the caller already holds (`member` is at `pos`).
+    /// [`PeakEwma::look`] at a member the caller already holds (`member` is at `pos`), for
+    /// method `method_id`: no context to read them through (the short path has none).
     #[inline(always)]
     pub(super) fn look_at(
         &self,
-        ctx: &Ctx<'_>,
         member: &Member,
+        method_id: u32,
         pos: usize,
         weight: u64,
         at: &Moment,
@@ -83,7 +84,7 @@ impl PeakEwma {
             // when preferences are off.
             rank: preference.map_or(0, |salt| mix(member.id ^ salt)),
         };
-        let Some(stats) = member.state.methods.get(ctx.method_id) else {
+        let Some(stats) = member.state.methods.get(method_id) else {
             return look;
         };
         let cell = stats.ewma();

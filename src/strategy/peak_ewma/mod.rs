@@ -84,6 +84,7 @@ mod field;
 mod look;
 mod probe;
 mod search;
+mod whole;
 
 use super::slow_start::{Ramp, SlowStart};
 use super::weighted::{Sampler, Weights};
@@ -128,6 +129,10 @@ fn stamp_since_step(stamp: &AtomicI64, now_us: i64, restamp: i64) -> i64 {
     restamp
 }
 
+/// Configuration only: the state its picks read and write lives in the invokers' cells and the
+/// method's [`Typical`], so a copy picks exactly as the original (the balancer keeps one for its
+/// short path, see [`PeakEwma::whole_set_pick`]).
+#[derive(Clone)]
 pub(crate) struct PeakEwma {
     /// 0 = every candidate.
     choices: usize,
@@ -172,6 +177,35 @@ impl PeakEwma {
         (self.preference_us > 0)
             .then(|| mix(self.salt ^ now_us.div_euclid(self.preference_us) as u64))
     }
+
+    /// What a pick knows of its moment: the time (read once), the method's typical estimate
+    /// and this period's preference salt.
+    #[inline(always)]
+    fn moment(&self, clock: &Clock, method: &MethodState) -> Moment {
+        let now_us = clock.now_us();
+        Moment {
+            now_us,
+            typical: Typical::get(method),
+            preference: self.preference(now_us),
+        }
+    }
+
+    /// `base(k) == 2` (for k ≥ 2), said without the minimum: a pick among `k` candidates
+    /// looks at a pair, with two choices or among two candidates (but for one choice).
+    #[inline(always)]
+    fn looks_at_pairs(&self, k: usize) -> bool {
+        self.choices == 2 || (k == 2 && self.choices != 1)
+    }
+
+    /// The looks a pick among `k` candidates takes before it may escalate.
+    #[inline(always)]
+    fn base(&self, k: usize) -> usize {
+        if self.choices == 0 {
+            k
+        } else {
+            self.choices.min(k)
+        }
+    }
 }
 
 impl Strategy for PeakEwma {
@@ -189,28 +223,15 @@ impl Strategy for PeakEwma {
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
         let weights = Weights::of(ctx.snapshot)?;
-        let now = ctx.clock.now_us();
-        let typical = Typical::get(ctx.method);
-        let at = Moment {
-            now_us: now,
-            typical,
-            preference: self.preference(now),
-        };
+        let at = self.moment(ctx.clock, ctx.method);
+        let (now, typical) = (at.now_us, at.typical);
         let k = ctx.candidates.len();
-        let base = if self.choices == 0 {
-            k
-        } else {
-            self.choices.min(k)
-        };
+        let base = self.base(k);
         let slow = self.slow.as_ref();
         if base == 2 {
             if Sampler::exact_for(ctx, weights, slow) {
-                // The common pick: the whole set at its configured weights, a pair.
-                let w = |p: usize| match weights.total() {
-                    0 => 1,
-                    _ => ctx.member(p).weight.max(0) as u64,
-                };
-                return Ok(self.pick_of_pair(ctx, weights, weights.pair(&ctx.rng), w, &at));
+                // The common pick (also the balancer's short path: `whole_set_pick`).
+                return Ok(self.pick_of_whole_pair(ctx, weights, &at));
             }
             if let Some(subset) = ctx.subset {
                 if subset.total() > 0 && Sampler::configured_for(ctx, weights, slow) {
@@ -257,6 +278,9 @@ impl Strategy for PeakEwma {
         }
     }
 
+    // Inline: the balancer's short path calls it directly (a call cost about 10 instructions
+    // a pick).
+    #[inline]
     fn on_select(
         &self,
         _method: &MethodState,

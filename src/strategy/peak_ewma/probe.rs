@@ -4,6 +4,7 @@
 
 use super::look::Look;
 use super::{stamp_since_step, PeakEwma};
+use crate::balancer::Member;
 use crate::stats::EwmaCell;
 use crate::strategy::Ctx;
 use std::sync::atomic::Ordering::Relaxed;
@@ -38,23 +39,39 @@ impl PeakEwma {
         now_us: i64,
         typical: f64,
     ) -> bool {
+        self.claim_probe_in(&ctx.snapshot.members, ctx.method_id, look, now_us, typical)
+    }
+
+    /// [`PeakEwma::claim_probe`] of a look at one of `members`, for method `method_id`.
+    #[inline(always)]
+    pub(super) fn claim_probe_in(
+        &self,
+        members: &[Member],
+        method_id: u32,
+        look: &Look,
+        now_us: i64,
+        typical: f64,
+    ) -> bool {
         // Almost every look has no probe due: decide that without a call.
         match look.probe {
             None => false,
-            Some(probed) => self.claim_due_probe(ctx, look.pos, probed, now_us, typical),
+            Some(probed) => {
+                self.claim_due_probe(members, method_id, look.pos, probed, now_us, typical)
+            }
         }
     }
 
     #[inline(never)]
     fn claim_due_probe(
         &self,
-        ctx: &Ctx<'_>,
+        members: &[Member],
+        method_id: u32,
         pos: usize,
         probed: i64,
         now_us: i64,
         typical: f64,
     ) -> bool {
-        let Some(stats) = ctx.stats(pos) else {
+        let Some(stats) = members[pos].state.methods.get(method_id) else {
             return false;
         };
         let cell = stats.ewma();

@@ -4,10 +4,21 @@
 use super::field::{better, Entry, Field, Inline, Store, FIELD, SCAN_FIELD};
 use super::look::{neutral_latency, Look, Moment};
 use super::{PeakEwma, ESCALATION, SLOW, TIE};
+use crate::balancer::Member;
 use crate::scratch::with_scratch;
 use crate::strategy::weighted::{Sampler, SubsetWeights, Weights, SCALE};
 use crate::strategy::Ctx;
 use std::cell::RefCell;
+
+/// What the looks at a pair drawn by weight came to ([`PeakEwma::look_at_pair`]).
+pub(super) enum PairLooks {
+    /// The pick: a probe it claimed, or the better of the two, which does not look slow (or
+    /// no other candidate is left).
+    Pick(usize),
+    /// The better of the two looks slow and other candidates are left: the search goes on
+    /// from both looks (`escalate_pair`).
+    Slow(Look, Look),
+}
 
 thread_local! {
     /// The looks of full scans wider than `SCAN_FIELD`, reused across picks.
@@ -55,7 +66,7 @@ impl PeakEwma {
             if weight == 0 {
                 continue;
             }
-            let look = self.look_at(ctx, member, p, weight, at);
+            let look = self.look_at(member, ctx.method_id, p, weight, at);
             if self.claim_probe(ctx, &look, at.now_us, at.typical) {
                 return Some(p);
             }
@@ -152,34 +163,72 @@ impl PeakEwma {
         &self,
         ctx: &Ctx<'_>,
         weights: &Weights,
-        (i, j): (usize, Option<usize>),
-        w: impl Fn(usize) -> u64,
+        pair: (usize, Option<usize>),
+        w: impl Fn(&Member) -> u64,
         at: &Moment,
     ) -> usize {
+        let (members, k) = (&ctx.snapshot.members, ctx.candidates.len());
+        match self.look_at_pair(members, ctx.method_id, k, pair, w, at) {
+            PairLooks::Pick(pos) => pos,
+            PairLooks::Slow(first, second) => self.escalate_pair(ctx, weights, first, second, at),
+        }
+    }
+
+    /// The looks at a pair drawn by weight among `k` candidates of `members` (`w` weighs as
+    /// the sampler would), for method `method_id`: what [`PeakEwma::pick_of_pair`] decides
+    /// before it escalates, without a context (the balancer's short path has none).
+    #[inline(always)]
+    pub(super) fn look_at_pair(
+        &self,
+        members: &[Member],
+        method_id: u32,
+        k: usize,
+        (i, j): (usize, Option<usize>),
+        w: impl Fn(&Member) -> u64,
+        at: &Moment,
+    ) -> PairLooks {
         let (now, typical) = (at.now_us, at.typical);
-        let first = self.look(ctx, i, w(i), at);
-        if self.claim_probe(ctx, &first, now, typical) {
-            return i;
+        let member = &members[i];
+        let first = self.look_at(member, method_id, i, w(member), at);
+        if self.claim_probe_in(members, method_id, &first, now, typical) {
+            return PairLooks::Pick(i);
         }
         // Only the first weighs anything: it is the pick.
-        let Some(j) = j else { return i };
-        let second = self.look(ctx, j, w(j), at);
-        if self.claim_probe(ctx, &second, now, typical) {
-            return j;
+        let Some(j) = j else {
+            return PairLooks::Pick(i);
+        };
+        let member = &members[j];
+        let second = self.look_at(member, method_id, j, w(member), at);
+        if self.claim_probe_in(members, method_id, &second, now, typical) {
+            return PairLooks::Pick(j);
         }
         // A pair needs no field: its fastest is one of the two.
         let neutral = neutral_latency(typical);
         let (a, b) = (first.entry(neutral), second.entry(neutral));
         let band = a.latency.min(b.latency) * TIE;
         let best = if better(&b, &a, band) { b } else { a };
-        if !(typical > 0.0 && best.latency > SLOW * typical) || ctx.candidates.len() == 2 {
-            return best.pos;
+        if !(typical > 0.0 && best.latency > SLOW * typical) || k == 2 {
+            return PairLooks::Pick(best.pos);
         }
+        PairLooks::Slow(first, second)
+    }
+
+    /// The better of a pair (`first`, `second`) looks slow: the escalation, with both drawn.
+    /// Out of line: rare, and a pick that does not escalate pays nothing for it.
+    #[inline(never)]
+    pub(super) fn escalate_pair(
+        &self,
+        ctx: &Ctx<'_>,
+        weights: &Weights,
+        first: Look,
+        second: Look,
+        at: &Moment,
+    ) -> usize {
         let mut sampler = Sampler::new(ctx, weights, self.slow.as_ref());
-        sampler.mark(i);
-        sampler.mark(j);
-        let mut field = Field::new(first, typical, Inline::new());
-        field.push(b);
+        sampler.mark(first.pos);
+        sampler.mark(second.pos);
+        let mut field = Field::new(first, at.typical, Inline::new());
+        field.push(second.entry(field.neutral));
         self.escalate(ctx, &mut sampler, 2, at, field)
     }
 
@@ -194,7 +243,7 @@ impl PeakEwma {
         at: &Moment,
     ) -> usize {
         let pair = subset.pair(ctx.candidates, &ctx.rng);
-        let w = |p: usize| ctx.member(p).weight.max(0) as u64 * SCALE;
+        let w = |m: &Member| m.weight.max(0) as u64 * SCALE;
         self.pick_of_pair(ctx, weights, pair, w, at)
     }
 
