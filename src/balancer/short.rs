@@ -3,7 +3,7 @@
 
 use super::pin::CachedPin;
 use super::select::{active_in, Call};
-use super::{Inner, Packed, ShortPath, Snapshot};
+use super::{Inner, Packed, Snapshot};
 use crate::clock::Clock;
 use crate::error::Status;
 use crate::filter::LocalZone;
@@ -40,34 +40,50 @@ impl Inner {
                 return Some(result);
             }
         }
-        match self.short_path {
-            ShortPath::None => None,
-            ShortPath::LivePeriod => self.select_live(method, now_us),
-            ShortPath::Ring => {
-                let (whole, among) = (strategy::ring_pick, strategy::ring_pick_among);
-                self.select_by_key(method, key, whole, among)
+        if self.live_period {
+            if let Some(result) = self.select_live(method, now_us) {
+                return Some(result);
             }
-            ShortPath::Table => {
-                let (whole, among) = (strategy::table_pick, strategy::table_pick_among);
-                self.select_by_key(method, key, whole, among)
-            }
-            ShortPath::Scores => {
-                let (whole, among) = (strategy::score_pick, strategy::score_pick_among);
-                self.select_by_key(method, key, whole, among)
-            }
-            ShortPath::Adaptive => self.select_adaptive(method, now_us),
-            ShortPath::Stride => self.select_stride(method, now_us),
-            ShortPath::PeakPair => self.select_peak_pair(method, now_us),
         }
+        if self.whole_ring {
+            let (whole, among) = (strategy::ring_pick, strategy::ring_pick_among);
+            if let Some(result) = self.select_by_key(method, key, whole, among) {
+                return Some(result);
+            }
+        }
+        if self.whole_table {
+            let (whole, among) = (strategy::table_pick, strategy::table_pick_among);
+            if let Some(result) = self.select_by_key(method, key, whole, among) {
+                return Some(result);
+            }
+        }
+        if self.whole_scores {
+            let (whole, among) = (strategy::score_pick, strategy::score_pick_among);
+            if let Some(result) = self.select_by_key(method, key, whole, among) {
+                return Some(result);
+            }
+        }
+        if self.adaptive_pair {
+            if let Some(result) = self.select_adaptive(method, now_us) {
+                return Some(result);
+            }
+        }
+        if self.whole_stride {
+            if let Some(result) = self.select_stride(method, now_us) {
+                return Some(result);
+            }
+        }
+        None
     }
 
     /// The common call of `peakewma`: its pick of a weighted pair over the whole set of the
     /// thread's cached snapshot (two looks, static weights, nothing ejected, no local zone),
     /// then the count and `on_select`, as the general path makes them but without its context
     /// or virtual calls. None when any of that does not hold (before anything is drawn), or
-    /// with fewer than two invokers.
+    /// with fewer than two invokers. Tried at the start of the general path, not by
+    /// `select_short` (see `select_general_in`).
     #[inline(always)]
-    fn select_peak_pair(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
+    pub(super) fn select_peak_pair(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
         let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
         if snapshot.members.len() < 2 || snapshot.local.is_some() {

@@ -47,10 +47,14 @@ fn the_peakewma_short_path_and_the_strategy_deal_the_same_sequence() {
                 }
             })
             .collect();
-        let (short, general) = (
+        let (short, mut general) = (
             Balancer::new(config).unwrap(),
             Balancer::new(config).unwrap(),
         );
+        // Every select of `general` through the strategy's own `select`.
+        std::sync::Arc::get_mut(&mut general.inner)
+            .expect("a new balancer's only reference")
+            .peak_pair = false;
         for b in [&short, &general] {
             b.update(&set).unwrap();
         }
@@ -75,7 +79,7 @@ fn the_peakewma_short_path_and_the_strategy_deal_the_same_sequence() {
                         .unwrap();
                 }
             }
-            let a = match short.inner.select_short(0, b"", now) {
+            let a = match short.inner.select_peak_pair(0, now) {
                 Some(result) => {
                     served_short += 1;
                     result
