@@ -184,7 +184,7 @@ impl Balancer {
         };
         let filter = Filter::new(&config).map(Box::new);
         // A short path of `select_short` may serve a call when no `on_select` follows the pick
-        // (`peakewma`'s, which runs it, aside).
+        // (`peakewma`'s own, at the start of the general path, runs it).
         // Filters narrow the set only while an invoker is ejected (checked by `short_pin`) or
         // to the set's local zone (`Snapshot::local`), which every short path serves.
         let short = !strategy.tracks_selects();
