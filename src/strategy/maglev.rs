@@ -156,6 +156,8 @@ fn take_turns(
         .map(|(rank, &p)| (weight(p), rank))
         .collect();
     by_weight.sort_unstable();
+    // One stream per weight, in weight order; the gathering stops one past the limit (the
+    // heap then takes every invoker). `order` is never empty here.
     let mut streams: Vec<Stream> = Vec::new();
     let mut start = 0;
     while start < by_weight.len() && streams.len() <= SCANNED_WEIGHTS {
