@@ -83,8 +83,8 @@ struct Inner {
     adaptive_pair: bool,
     /// `select_stride` applies: `orca`, no filter narrowing the set.
     whole_stride: bool,
-    /// `select_peak_pair` applies, at the start of the general path: `peakewma` (its copy is
-    /// `peak_ewma`).
+    /// `select_peak_pair` applies, at the start of the general path: `peakewma` that looks at
+    /// pairs (its copy is `peak_ewma`).
     peak_pair: bool,
     /// `adaptive`: picks among a single candidate are counted under the method's `BYPASS` key,
     /// out of sight of the load formula (see `stats::BYPASS`).
@@ -105,6 +105,10 @@ struct Inner {
     methods: Methods,
     config: Config,
     strategy: Box<dyn Strategy>,
+    /// `select_peak_scan` applies where `select_peak_pair` does not: `peakewma` that may look
+    /// at every invoker (`PeakEwma::scans_whole_sets`). Beyond the first line: only the
+    /// general path, which reads the lines below anyway, asks.
+    peak_scan: bool,
     /// `peakewma`: a copy of the strategy (configuration only, so it picks as `strategy`
     /// does) for `select_peak_pair`, called without the virtual calls; None for the others.
     peak_ewma: Option<PeakEwma>,
@@ -214,7 +218,10 @@ impl Balancer {
                 whole_stride: short && strategy.kind() == StrategyKind::Orca,
                 // Not with a zone or subset preference, whose picks (from a local zone) it leaves
                 // to the general path: trying first cost them 10 instructions.
-                peak_pair: peak_ewma.is_some() && !filter.as_ref().is_some_and(|f| f.prefers()),
+                peak_pair: peak_ewma.as_ref().is_some_and(|p| !p.scans_whole_sets())
+                    && !filter.as_ref().is_some_and(|f| f.prefers()),
+                peak_scan: peak_ewma.as_ref().is_some_and(PeakEwma::scans_whole_sets)
+                    && !filter.as_ref().is_some_and(|f| f.prefers()),
                 counts_bypass: strategy.kind() == StrategyKind::Adaptive,
                 end_path: AtomicU8::new(if spread_counters {
                     END_SPREAD
@@ -324,6 +331,10 @@ impl Balancer {
         // `leastactive`'s select 4-12 instructions longer (register saves), 50 when inlined.
         if inner.peak_pair && candidates.is_empty() && excluded.is_empty() {
             if let Some(result) = inner.select_peak_pair(method, now_us) {
+                return result;
+            }
+        } else if candidates.is_empty() && excluded.is_empty() && inner.peak_scan {
+            if let Some(result) = inner.select_peak_scan(method, now_us) {
                 return result;
             }
         }

@@ -84,6 +84,25 @@ impl Inner {
     /// `select_short` (see `select_general_in`).
     #[inline(always)]
     pub(super) fn select_peak_pair(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
+        self.select_peak::<false>(method, now_us)
+    }
+
+    /// [`Inner::select_peak_pair`] for `peakewma` configurations that look at every invoker
+    /// (`peakewma.choices=0`): the full scan's pick, or the pair's over two invokers. Out of
+    /// line: inlined beside the pair's, it made that one longer.
+    #[inline(never)]
+    pub(super) fn select_peak_scan(&self, method: u32, now_us: i64) -> Option<Result<u64, Status>> {
+        self.select_peak::<true>(method, now_us)
+    }
+
+    /// `peakewma`'s short path around its pick over the whole set: the full scan's
+    /// (`SCAN`) or the pair's. (A pick passed as a function was not inlined in libpolylb.so.)
+    #[inline(always)]
+    fn select_peak<const SCAN: bool>(
+        &self,
+        method: u32,
+        now_us: i64,
+    ) -> Option<Result<u64, Status>> {
         let pin = self.short_pin(method)?;
         let snapshot = pin.snapshot;
         if snapshot.members.len() < 2 || snapshot.local.is_some() {
@@ -96,7 +115,11 @@ impl Inner {
         let method_state = self.methods.get(method)?;
         let clock = Clock::new(now_us);
         let rng = self.rng.on(Some(pin.rng));
-        let pos = strategy.whole_set_pick(snapshot, method_state, method, &clock, rng)?;
+        let pos = if SCAN {
+            strategy.whole_set_scan(snapshot, method_state, method, &clock, rng)?
+        } else {
+            strategy.whole_set_pick(snapshot, method_state, method, &clock, rng)?
+        };
         let (member, stats, selected_before) =
             self.begin_call(snapshot, pin.counter, Some(pin.hint), pos, method);
         strategy.on_select(method_state, method, stats, selected_before, &clock);

@@ -22,25 +22,58 @@ struct Open {
 /// oldest call's age, dated by `on_select`, makes it look slow before any call returns), calls
 /// fail, time out and are cancelled, and with warm-up or slow start the weights depend on
 /// time for the first part of the run (the short path leaves those picks to the general path,
-/// then takes over). The estimates each side reads back must agree too.
+/// then takes over). The full scans (every candidate compared) take the short path too, over
+/// sets that fit each of the scan's fields (5 and 20 invokers on the stack, 150 in the
+/// thread's buffer). The estimates each side reads back must agree too.
 #[test]
 fn the_peakewma_short_path_and_the_strategy_deal_the_same_sequence() {
     let t_ms = NOW / 1000;
-    for (options, started_ms, joins) in [
-        ("seed=5", None, false),
-        ("seed=6&peakewma.preferenceMs=40", None, false),
+    for (options, size, started_ms, joins) in [
+        ("seed=5", 5, None, false),
+        ("seed=6&peakewma.preferenceMs=40", 5, None, false),
         // Warming up until 300 ms into the run.
-        ("seed=7&warmup=400", Some(t_ms - 100), false),
+        ("seed=7&warmup=400", 5, Some(t_ms - 100), false),
         // A sixth invoker joins 200 ms into the run and ramps for 300 ms.
-        ("seed=8&slowstart.windowMs=300", None, true),
-        // Every candidate compared: the short path never applies past two invokers.
-        ("seed=9&peakewma.choices=0", None, false),
+        ("seed=8&slowstart.windowMs=300", 5, None, true),
+        ("seed=9&peakewma.choices=0", 5, None, false),
+        // The recommended configuration.
+        (
+            "seed=10&peakewma.choices=0&peakewma.preferenceMs=40",
+            20,
+            None,
+            false,
+        ),
+        ("seed=11&peakewma.choices=0", 150, None, false),
+        // More choices than invokers: a full scan as well.
+        ("seed=12&peakewma.choices=8", 5, None, false),
+        (
+            "seed=13&peakewma.choices=0&warmup=400",
+            20,
+            Some(t_ms - 100),
+            false,
+        ),
+        (
+            "seed=14&peakewma.choices=0&slowstart.windowMs=300",
+            5,
+            None,
+            true,
+        ),
+        // Weights all 0 (every invoker weighs 1) and all equal: the first look drawn
+        // uniformly.
+        ("seed=15&peakewma.choices=0", 0, None, false),
+        ("seed=16&peakewma.choices=0", 1, None, false),
     ] {
         let config = &format!("loadbalance=peakewma&{options}");
-        let set: Vec<Invoker> = (1..=5u64)
+        // Sizes 0 and 1 stand for five invokers of weight 0, and of weight 100.
+        let (size, weights) = match size {
+            0 => (5, [0; 5]),
+            1 => (5, [100; 5]),
+            n => (n, [100, 150, 200, 100, 50]),
+        };
+        let set: Vec<Invoker> = (1..=size as u64)
             .map(|id| {
-                let invoker = Invoker::new(id, format!("10.0.0.{id}:20880"))
-                    .weight([100, 150, 200, 100, 50][id as usize - 1]);
+                let invoker = Invoker::new(id, format!("10.0.{}.{}:20880", id / 250, id % 250))
+                    .weight(weights[(id as usize - 1) % 5]);
                 match started_ms {
                     Some(ms) => invoker.start_time_ms(ms),
                     None => invoker,
@@ -52,9 +85,10 @@ fn the_peakewma_short_path_and_the_strategy_deal_the_same_sequence() {
             Balancer::new(config).unwrap(),
         );
         // Every select of `general` through the strategy's own `select`.
-        std::sync::Arc::get_mut(&mut general.inner)
-            .expect("a new balancer's only reference")
-            .peak_pair = false;
+        let inner =
+            std::sync::Arc::get_mut(&mut general.inner).expect("a new balancer's only reference");
+        inner.peak_pair = false;
+        inner.peak_scan = false;
         for b in [&short, &general] {
             b.update(&set).unwrap();
         }
@@ -64,7 +98,8 @@ fn the_peakewma_short_path_and_the_strategy_deal_the_same_sequence() {
             let now = NOW + i * 250;
             if joins && i == 800 {
                 let mut more = set.clone();
-                more.push(Invoker::new(6, "10.0.0.6:20880").weight(120));
+                let id = size as u64 + 1;
+                more.push(Invoker::new(id, format!("10.0.9.{id}:20880")).weight(120));
                 for b in [&short, &general] {
                     b.update(&more).unwrap();
                 }
@@ -79,7 +114,12 @@ fn the_peakewma_short_path_and_the_strategy_deal_the_same_sequence() {
                         .unwrap();
                 }
             }
-            let a = match short.inner.select_peak_pair(0, now) {
+            let short_path = if short.inner.peak_pair {
+                short.inner.select_peak_pair(0, now)
+            } else {
+                short.inner.select_peak_scan(0, now)
+            };
+            let a = match short_path {
                 Some(result) => {
                     served_short += 1;
                     result
@@ -118,14 +158,11 @@ fn the_peakewma_short_path_and_the_strategy_deal_the_same_sequence() {
         }
         let end = NOW + 6_000 * 250;
         assert_eq!(short.stats_json(end), general.stats_json(end), "{config}");
-        // The short path served the picks it can (not those of every candidate, nor those
-        // while weights depend on time, nor the first, which caches the snapshot on this
-        // thread), and the general path the others.
-        let choices_all = config.contains("choices=0");
+        // The short path served the picks it can (not those while weights depend on time,
+        // nor the first, which caches the snapshot on this thread), and the general path the
+        // others.
         let time_dependent = started_ms.is_some() || joins;
-        if choices_all {
-            assert_eq!(served_short, 0, "{config}");
-        } else if time_dependent {
+        if time_dependent {
             assert!(served_short > picks / 2 && served_short < picks, "{config}");
         } else {
             assert_eq!(served_short, picks - 1, "{config}");

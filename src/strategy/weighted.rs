@@ -156,6 +156,17 @@ impl Weights {
         }
     }
 
+    /// The first position a [`Sampler`] over the whole set at configured weights draws: uniform
+    /// when the weights are equal or all 0, else by the alias table.
+    #[inline(always)]
+    pub fn first_draw(&self, rng: &crate::rng::Rng) -> usize {
+        if self.equal || self.total == 0 {
+            rng.below(self.prefix.len() as u64) as usize
+        } else {
+            self.alias_draw(rng)
+        }
+    }
+
     /// Sum of the configured weights of the whole set.
     pub fn total(&self) -> u64 {
         self.total

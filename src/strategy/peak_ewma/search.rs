@@ -5,6 +5,7 @@ use super::field::{better, Entry, Field, Inline, Store, FIELD, SCAN_FIELD};
 use super::look::{neutral_latency, Look, Moment};
 use super::{PeakEwma, ESCALATION, SLOW, TIE};
 use crate::balancer::Member;
+use crate::rng::Rng;
 use crate::scratch::with_scratch;
 use crate::strategy::weighted::{Sampler, SubsetWeights, Weights, SCALE};
 use crate::strategy::Ctx;
@@ -23,6 +24,66 @@ pub(super) enum PairLooks {
 thread_local! {
     /// The looks of full scans wider than `SCAN_FIELD`, reused across picks.
     static WIDE_SCAN: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The candidates a full scan looks at after its first draw.
+trait Rest {
+    /// How many candidates the scan covers, the first included.
+    fn len(&self) -> usize;
+    /// Looks at each of them: Some(pos) when one takes a probe, else all join `field`.
+    fn scan<S: Store>(
+        &self,
+        strategy: &PeakEwma,
+        at: &Moment,
+        field: &mut Field<S>,
+    ) -> Option<usize>;
+}
+
+/// The rest of the whole set at configured weights, in set order.
+struct SetRest<'m, W: Fn(&Member) -> u64> {
+    members: &'m [Member],
+    method_id: u32,
+    /// The position drawn first.
+    first: usize,
+    w: W,
+}
+
+impl<W: Fn(&Member) -> u64> Rest for SetRest<'_, W> {
+    fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    #[inline(always)]
+    fn scan<S: Store>(
+        &self,
+        strategy: &PeakEwma,
+        at: &Moment,
+        field: &mut Field<S>,
+    ) -> Option<usize> {
+        strategy.scan_rest_of_set(self, at, field)
+    }
+}
+
+/// The candidates of a context not drawn yet, in set order.
+struct CandidateRest<'c, 's, 'a> {
+    ctx: &'c Ctx<'a>,
+    sampler: &'c Sampler<'s, 'a>,
+}
+
+impl Rest for CandidateRest<'_, '_, '_> {
+    fn len(&self) -> usize {
+        self.ctx.candidates.len()
+    }
+
+    #[inline(always)]
+    fn scan<S: Store>(
+        &self,
+        strategy: &PeakEwma,
+        at: &Moment,
+        field: &mut Field<S>,
+    ) -> Option<usize> {
+        strategy.scan_rest(self.ctx, self.sampler, at, field)
+    }
 }
 
 impl PeakEwma {
@@ -46,28 +107,27 @@ impl PeakEwma {
 
     /// [`PeakEwma::scan_rest`] of a full scan over the whole set at configured weights, with
     /// one candidate (`first`) drawn: the members in order, without the candidate list, the
-    /// sampler's bookkeeping or a second lookup of each member. (Folded into `scan_rest` behind
-    /// `is_exact`, skipping with `was_drawn` instead of `first`, it cost 2–6 % more instructions
-    /// per scan.)
+    /// sampler's bookkeeping or a second lookup of each member, and without a context (the
+    /// balancer's short path has none). `w` weighs as the sampler would. (Folded into
+    /// `scan_rest` behind `is_exact`, skipping with `was_drawn` instead of `first`, it cost
+    /// 2–6 % more instructions per scan.)
     #[inline(always)]
     fn scan_rest_of_set<S: Store>(
         &self,
-        ctx: &Ctx<'_>,
-        sampler: &Sampler<'_, '_>,
-        first: usize,
+        set: &SetRest<'_, impl Fn(&Member) -> u64>,
         at: &Moment,
         field: &mut Field<S>,
     ) -> Option<usize> {
-        for (p, member) in ctx.snapshot.members.iter().enumerate() {
-            if p == first {
+        for (p, member) in set.members.iter().enumerate() {
+            if p == set.first {
                 continue;
             }
-            let weight = sampler.configured_weight(member);
+            let weight = (set.w)(member);
             if weight == 0 {
                 continue;
             }
-            let look = self.look_at(member, ctx.method_id, p, weight, at);
-            if self.claim_probe(ctx, &look, at.now_us, at.typical) {
+            let look = self.look_at(member, set.method_id, p, weight, at);
+            if self.claim_probe_in(set.members, set.method_id, &look, at.now_us, at.typical) {
                 return Some(p);
             }
             field.push(look.entry(field.neutral));
@@ -110,49 +170,77 @@ impl PeakEwma {
         at: &Moment,
         first: Look,
     ) -> usize {
-        let n = ctx.candidates.len();
+        if sampler.is_exact() {
+            let set = SetRest {
+                members: &ctx.snapshot.members,
+                method_id: ctx.method_id,
+                first: first.pos,
+                w: |m: &Member| sampler.configured_weight(m),
+            };
+            return self.scan_with(&set, at, first, &ctx.rng);
+        }
+        self.scan_with(&CandidateRest { ctx, sampler }, at, first, &ctx.rng)
+    }
+
+    /// The full scan of the whole set at configured weights from its first draw (what
+    /// `select` makes of it, through `scan_all`), without a context: the balancer's short
+    /// path. `w` weighs as the sampler would. Out of line: inlined into the short path, in
+    /// libpolylb.so, its looks called what they inline here.
+    #[inline(never)]
+    pub(super) fn scan_whole_set(
+        &self,
+        members: &[Member],
+        method_id: u32,
+        first: Look,
+        w: impl Fn(&Member) -> u64,
+        at: &Moment,
+        rng: &Rng<'_>,
+    ) -> usize {
+        let set = SetRest {
+            members,
+            method_id,
+            first: first.pos,
+            w,
+        };
+        self.scan_with(&set, at, first, rng)
+    }
+
+    /// A full scan from `first`, the others as `rest` looks at them, into the field that fits
+    /// their number.
+    #[inline(always)]
+    fn scan_with<R: Rest>(&self, rest: &R, at: &Moment, first: Look, rng: &Rng<'_>) -> usize {
+        let n = rest.len();
         if n <= FIELD {
-            self.scan_into(ctx, sampler, at, first, Inline::<FIELD>::new())
+            self.scan_into(rest, at, first, Inline::<FIELD>::new(), rng)
         } else if n <= SCAN_FIELD {
-            self.scan_into(ctx, sampler, at, first, Inline::<SCAN_FIELD>::new())
+            self.scan_into(rest, at, first, Inline::<SCAN_FIELD>::new(), rng)
         } else {
-            self.scan_wide(ctx, sampler, at, first)
+            self.scan_wide(rest, at, first, rng)
         }
     }
 
-    /// `scan_all` into a field kept in `store`.
+    /// A full scan into a field kept in `store`.
     #[inline(always)]
-    fn scan_into<S: Store>(
+    fn scan_into<R: Rest, S: Store>(
         &self,
-        ctx: &Ctx<'_>,
-        sampler: &Sampler<'_, '_>,
+        rest: &R,
         at: &Moment,
         first: Look,
         store: S,
+        rng: &Rng<'_>,
     ) -> usize {
-        let first_pos = first.pos;
         let mut field = Field::new(first, at.typical, store);
-        let probe = if sampler.is_exact() {
-            self.scan_rest_of_set(ctx, sampler, first_pos, at, &mut field)
-        } else {
-            self.scan_rest(ctx, sampler, at, &mut field)
-        };
-        probe.unwrap_or_else(|| field.choose(&ctx.rng).pos)
+        rest.scan(self, at, &mut field)
+            .unwrap_or_else(|| field.choose(rng).pos)
     }
 
-    /// `scan_all` of a set wider than `SCAN_FIELD`, into this thread's buffer (it grows to the
-    /// widest set scanned, then is reused: no allocation in steady state).
+    /// A full scan of a set wider than `SCAN_FIELD`, into this thread's buffer (it grows to
+    /// the widest set scanned, then is reused: no allocation in steady state).
     #[inline(never)]
-    fn scan_wide(
-        &self,
-        ctx: &Ctx<'_>,
-        sampler: &Sampler<'_, '_>,
-        at: &Moment,
-        first: Look,
-    ) -> usize {
+    fn scan_wide<R: Rest>(&self, rest: &R, at: &Moment, first: Look, rng: &Rng<'_>) -> usize {
         with_scratch(&WIDE_SCAN, |buffer| {
             buffer.clear();
-            self.scan_into(ctx, sampler, at, first, buffer)
+            self.scan_into(rest, at, first, buffer, rng)
         })
     }
 
