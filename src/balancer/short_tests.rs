@@ -23,7 +23,7 @@ struct Open {
 /// fail, time out and are cancelled, and with warm-up or slow start the weights depend on
 /// time for the first part of the run (the short path leaves those picks to the general path,
 /// then takes over). The full scans (every candidate compared) take the short path too, over
-/// sets that fit each of the scan's fields (5 and 20 invokers on the stack, 150 in the
+/// sets that fit each of the scan's fields (5 and 40 invokers on the stack, 150 in the
 /// thread's buffer). The estimates each side reads back must agree too.
 #[test]
 fn the_peakewma_short_path_and_the_strategy_deal_the_same_sequence() {
@@ -39,7 +39,7 @@ fn the_peakewma_short_path_and_the_strategy_deal_the_same_sequence() {
         // The recommended configuration.
         (
             "seed=10&peakewma.choices=0&peakewma.preferenceMs=40",
-            20,
+            40,
             None,
             false,
         ),
@@ -48,7 +48,7 @@ fn the_peakewma_short_path_and_the_strategy_deal_the_same_sequence() {
         ("seed=12&peakewma.choices=8", 5, None, false),
         (
             "seed=13&peakewma.choices=0&warmup=400",
-            20,
+            40,
             Some(t_ms - 100),
             false,
         ),
