@@ -169,7 +169,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             }
             int retirements = state.balancersRetired;
             try {
-                return doSelect(invokers, invocation, state);
+                return doSelect(invokers, first, invocation, state);
             } catch (IllegalStateException e) {
                 // A sweep retired the state between our lookup and the native calls (it had gone
                 // a whole period unused): the next lookup makes a fresh one. No bound on the
@@ -184,10 +184,15 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         }
     }
 
-    private <T> Invoker<T> doSelect(List<Invoker<T>> invokers, Invocation invocation, ServiceState state) {
-        URL firstUrl = invokers.get(0).getUrl();
+    /**
+     * @param first {@code invokers.get(0)}, read once: on the BitList that Dubbo's routers hand
+     *     out, every get takes the list's lock and counts its bitmap
+     */
+    private <T> Invoker<T> doSelect(List<Invoker<T>> invokers, Invoker<T> first, Invocation invocation,
+            ServiceState state) {
+        URL firstUrl = first.getUrl();
         String methodName = RpcUtils.getMethodName(invocation);
-        ServiceState.MethodBinding binding = binding(state, methodName, invokers);
+        ServiceState.MethodBinding binding = binding(state, methodName, first);
         String key = binding.hashArguments == null ? null : DubboUrls.hashKey(invocation, binding.hashArguments);
 
         // Retries only happen when another thread changed the set between our steps. After three,
@@ -197,10 +202,10 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         for (int attempt = 0; attempt < 6; attempt++) {
             Invoker<T> chosen;
             if (attempt < 3) {
-                chosen = attempt(invokers, invocation, state, binding, key, attempt);
+                chosen = attempt(invokers, firstUrl, invocation, state, binding, key, attempt);
             } else {
                 synchronized (state) {
-                    chosen = attempt(invokers, invocation, state, binding, key, attempt);
+                    chosen = attempt(invokers, firstUrl, invocation, state, binding, key, attempt);
                 }
             }
             if (chosen != null) {
@@ -212,9 +217,8 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     }
 
     /** One try of {@link #doSelect}: the pick, or null when the set changed meanwhile. */
-    private <T> Invoker<T> attempt(List<Invoker<T>> invokers, Invocation invocation, ServiceState state,
+    private <T> Invoker<T> attempt(List<Invoker<T>> invokers, URL firstUrl, Invocation invocation, ServiceState state,
             ServiceState.MethodBinding binding, String key, int attempt) {
-        URL firstUrl = invokers.get(0).getUrl();
         String methodName = binding.methodName;
         InvokerSet set = state.set;
         long[] candidates = null;
@@ -503,8 +507,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
      * from it. Method-level weights depend on every provider, so the binding's balancer for them
      * is resolved per provider set ({@link ServiceState.MethodBinding#target}).
      */
-    private ServiceState.MethodBinding binding(ServiceState state, String methodName, List<? extends Invoker<?>> invokers) {
-        Invoker<?> first = invokers.get(0);
+    private ServiceState.MethodBinding binding(ServiceState state, String methodName, Invoker<?> first) {
         URL url = first.getUrl();
         ServiceState.MethodBinding binding = state.bindingsByMethod.get(methodName);
         if (binding != null && binding.configUrl == url) {
