@@ -99,6 +99,19 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         };
     }
 
+    /**
+     * {@code invoker instanceof ClusterInvoker}, by the invoker's class. Before JDK 23, HotSpot
+     * caches only the instanceof checks against an interface that succeed; one that fails, as it
+     * does for every provider of a single-registry reference, scans the class's supertypes on
+     * every call: 17 ns of a 130-ns select + release on a 2-core AMD host, against 3 ns here.
+     */
+    private static final ClassValue<Boolean> IS_CLUSTER_INVOKER = new ClassValue<>() {
+        @Override
+        protected Boolean computeValue(Class<?> type) {
+            return ClusterInvoker.class.isAssignableFrom(type);
+        }
+    };
+
     private static final ThreadLocal<long[]> CANDIDATES = ThreadLocal.withInitial(() -> new long[64]);
 
     private final String fixedStrategy;
@@ -142,7 +155,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     protected <T> Invoker<T> doSelect(List<Invoker<T>> invokers, URL url, Invocation invocation) {
         Invoker<T> first = invokers.get(0);
         String serviceKey = first.getUrl().getServiceKey();
-        if (first instanceof ClusterInvoker) {
+        if (IS_CLUSTER_INVOKER.get(first.getClass())) {
             // Multi-registry: one cluster invoker per registry, each with the consumer's URL, so
             // the same serviceKey as the providers. Sharing their state would make every
             // provider list a subset of a mixed set (candidates on every call, bindings redone
@@ -156,7 +169,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             }
             int retirements = state.balancersRetired;
             try {
-                return doSelect(invokers, invocation, state);
+                return doSelect(invokers, first, invocation, state);
             } catch (IllegalStateException e) {
                 // A sweep retired the state between our lookup and the native calls (it had gone
                 // a whole period unused): the next lookup makes a fresh one. No bound on the
@@ -171,10 +184,15 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         }
     }
 
-    private <T> Invoker<T> doSelect(List<Invoker<T>> invokers, Invocation invocation, ServiceState state) {
-        URL firstUrl = invokers.get(0).getUrl();
+    /**
+     * @param first {@code invokers.get(0)}, read once: on the BitList that Dubbo's routers hand
+     *     out, every get takes the list's lock and counts its bitmap
+     */
+    private <T> Invoker<T> doSelect(List<Invoker<T>> invokers, Invoker<T> first, Invocation invocation,
+            ServiceState state) {
+        URL firstUrl = first.getUrl();
         String methodName = RpcUtils.getMethodName(invocation);
-        ServiceState.MethodBinding binding = binding(state, methodName, invokers);
+        ServiceState.MethodBinding binding = binding(state, methodName, first);
         String key = binding.hashArguments == null ? null : DubboUrls.hashKey(invocation, binding.hashArguments);
 
         // Retries only happen when another thread changed the set between our steps. After three,
@@ -184,10 +202,10 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         for (int attempt = 0; attempt < 6; attempt++) {
             Invoker<T> chosen;
             if (attempt < 3) {
-                chosen = attempt(invokers, invocation, state, binding, key, attempt);
+                chosen = attempt(invokers, firstUrl, invocation, state, binding, key, attempt);
             } else {
                 synchronized (state) {
-                    chosen = attempt(invokers, invocation, state, binding, key, attempt);
+                    chosen = attempt(invokers, firstUrl, invocation, state, binding, key, attempt);
                 }
             }
             if (chosen != null) {
@@ -199,9 +217,8 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     }
 
     /** One try of {@link #doSelect}: the pick, or null when the set changed meanwhile. */
-    private <T> Invoker<T> attempt(List<Invoker<T>> invokers, Invocation invocation, ServiceState state,
+    private <T> Invoker<T> attempt(List<Invoker<T>> invokers, URL firstUrl, Invocation invocation, ServiceState state,
             ServiceState.MethodBinding binding, String key, int attempt) {
-        URL firstUrl = invokers.get(0).getUrl();
         String methodName = binding.methodName;
         InvokerSet set = state.set;
         long[] candidates = null;
@@ -490,8 +507,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
      * from it. Method-level weights depend on every provider, so the binding's balancer for them
      * is resolved per provider set ({@link ServiceState.MethodBinding#target}).
      */
-    private ServiceState.MethodBinding binding(ServiceState state, String methodName, List<? extends Invoker<?>> invokers) {
-        Invoker<?> first = invokers.get(0);
+    private ServiceState.MethodBinding binding(ServiceState state, String methodName, Invoker<?> first) {
         URL url = first.getUrl();
         ServiceState.MethodBinding binding = state.bindingsByMethod.get(methodName);
         if (binding != null && binding.configUrl == url) {
