@@ -115,11 +115,7 @@ impl Inner {
         let method_state = self.methods.get(method)?;
         let clock = Clock::new(now_us);
         let rng = self.rng.on(Some(pin.rng));
-        let pos = if SCAN {
-            strategy.whole_set_scan(snapshot, method_state, method, &clock, rng)?
-        } else {
-            strategy.whole_set_pick(snapshot, method_state, method, &clock, rng)?
-        };
+        let pos = strategy.whole_set_pick::<SCAN>(snapshot, method_state, method, &clock, rng)?;
         let (member, stats, selected_before) =
             self.begin_call(snapshot, pin.counter, Some(pin.hint), pos, method);
         strategy.on_select(method_state, method, stats, selected_before, &clock);

@@ -30,13 +30,9 @@ thread_local! {
 trait Rest {
     /// How many candidates the scan covers, the first included.
     fn len(&self) -> usize;
-    /// Looks at each of them: Some(pos) when one takes a probe, else all join `field`.
-    fn scan<S: Store>(
-        &self,
-        strategy: &PeakEwma,
-        at: &Moment,
-        field: &mut Field<S>,
-    ) -> Option<usize>;
+    /// Looks at each of them (as `by` prices them): Some(pos) when one takes a probe, else all
+    /// join `field`.
+    fn scan<S: Store>(&self, by: &PeakEwma, at: &Moment, field: &mut Field<S>) -> Option<usize>;
 }
 
 /// The rest of the whole set at configured weights, in set order.
@@ -54,13 +50,8 @@ impl<W: Fn(&Member) -> u64> Rest for SetRest<'_, W> {
     }
 
     #[inline(always)]
-    fn scan<S: Store>(
-        &self,
-        strategy: &PeakEwma,
-        at: &Moment,
-        field: &mut Field<S>,
-    ) -> Option<usize> {
-        strategy.scan_rest_of_set(self, at, field)
+    fn scan<S: Store>(&self, by: &PeakEwma, at: &Moment, field: &mut Field<S>) -> Option<usize> {
+        by.scan_rest_of_set(self, at, field)
     }
 }
 
@@ -76,13 +67,8 @@ impl Rest for CandidateRest<'_, '_, '_> {
     }
 
     #[inline(always)]
-    fn scan<S: Store>(
-        &self,
-        strategy: &PeakEwma,
-        at: &Moment,
-        field: &mut Field<S>,
-    ) -> Option<usize> {
-        strategy.scan_rest(self.ctx, self.sampler, at, field)
+    fn scan<S: Store>(&self, by: &PeakEwma, at: &Moment, field: &mut Field<S>) -> Option<usize> {
+        by.scan_rest(self.ctx, self.sampler, at, field)
     }
 }
 

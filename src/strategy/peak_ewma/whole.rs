@@ -1,8 +1,8 @@
 //! The common picks over the whole set at configured weights: a pair drawn by weight (two
 //! looks, unless a probe is due or the better of the two looks slow), and the full scan of
 //! `peakewma.choices=0`. The strategy's `select` makes them, and so does the balancer's short
-//! path ([`PeakEwma::whole_set_pick`], [`PeakEwma::whole_set_scan`]) without the general path
-//! or a context: the same functions, so that both make the same draws and the same decisions.
+//! path ([`PeakEwma::whole_set_pick`]) without the general path or a context: the same
+//! functions, so that both make the same draws and the same decisions.
 
 use super::look::Moment;
 use super::search::PairLooks;
@@ -47,14 +47,16 @@ impl PeakEwma {
     }
 
     /// The balancer's short path: `select`'s pick over the whole of `snapshot` (at least two
-    /// invokers, no filter narrowing it) when it is the common pick — two looks, weights that
-    /// do not depend on time (no warm-up, no slow-start ramp) — and None otherwise, before any
-    /// draw, so that the general path then makes the same pick. The caller counts the call
-    /// and runs `on_select`, as the general path does. The looks read the snapshot directly:
-    /// a context (`Ctx`), built and read through memory, cost about 40 instructions a pick;
-    /// only the rare escalation builds one.
+    /// invokers, no filter narrowing it) when it is a common pick — two looks, or with `SCAN`
+    /// a look at every invoker ([`PeakEwma::scans_whole_sets`]), at weights that do not depend
+    /// on time (no warm-up, no slow-start ramp) — and None otherwise, before any draw, so that
+    /// the general path then makes the same pick. The caller counts the call and runs
+    /// `on_select`, as the general path does. The looks read the snapshot directly: a context
+    /// (`Ctx`), built and read through memory, cost about 40 instructions a pick; only the
+    /// rare escalation builds one. (`SCAN` is a parameter of its own so that the pair's path,
+    /// without it, stays as short as it was.)
     #[inline(always)]
-    pub(crate) fn whole_set_pick(
+    pub(crate) fn whole_set_pick<const SCAN: bool>(
         &self,
         snapshot: &Snapshot,
         method: &MethodState,
@@ -65,6 +67,9 @@ impl PeakEwma {
         let weights = snapshot.pair_weights.as_deref()?;
         let n = snapshot.members.len();
         debug_assert_eq!(self.looks_at_pairs(n), self.base(n) == 2);
+        if SCAN && !self.looks_at_pairs(n) {
+            return self.whole_set_scan(snapshot, method, method_id, weights, clock, rng);
+        }
         if !self.looks_at_pairs(n)
             || !Sampler::configured_at(snapshot, weights, self.slow.as_ref(), clock)
         {
@@ -93,33 +98,29 @@ impl PeakEwma {
 
     /// True when some pick of this configuration looks at every invoker of the whole set
     /// (`peakewma.choices=0`, or more choices than two, over a set no larger): the balancer
-    /// then tries [`PeakEwma::whole_set_scan`] instead of the pair's short path.
+    /// then tries `whole_set_pick::<true>` instead of the pair's short path.
     pub(crate) fn scans_whole_sets(&self) -> bool {
         self.choices != 1 && self.choices != 2
     }
 
-    /// [`PeakEwma::whole_set_pick`] for configurations that scan: `select`'s full scan of the
-    /// whole set at configured weights when that is the pick (every invoker looked at,
-    /// weights that do not depend on time), its pair over two invokers, else None. The
-    /// first look is drawn by weight (as the sampler's first draw: uniform when the weights
-    /// are equal or all 0), then a probe it may claim, then every other invoker in set order;
-    /// without the general path, its sampler and its dispatch: about 200 instructions less a
-    /// pick.
+    /// `select`'s full scan of the whole set at configured weights (of more than two invokers)
+    /// when that is the pick (every invoker looked at, weights that do not depend on time),
+    /// else None: the first look drawn by weight (as the sampler's first draw: uniform when the
+    /// weights are equal or all 0), then a probe it may claim, then every other invoker in set
+    /// order; without the general path, its sampler and its dispatch: about 200 instructions
+    /// less a pick.
     #[inline(always)]
-    pub(crate) fn whole_set_scan(
+    fn whole_set_scan(
         &self,
         snapshot: &Snapshot,
         method: &MethodState,
         method_id: u32,
+        weights: &Weights,
         clock: &Clock,
         rng: Rng<'_>,
     ) -> Option<usize> {
-        let weights = snapshot.pair_weights.as_deref()?;
         let members = &snapshot.members;
         let n = members.len();
-        if self.looks_at_pairs(n) {
-            return self.whole_set_pick(snapshot, method, method_id, clock, rng);
-        }
         if self.base(n) < n || !Sampler::configured_at(snapshot, weights, self.slow.as_ref(), clock)
         {
             return None;
