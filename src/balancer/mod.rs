@@ -110,7 +110,8 @@ struct Inner {
     /// general path, which reads the lines below anyway, asks.
     peak_scan: bool,
     /// `peakewma`: a copy of the strategy (configuration only, so it picks as `strategy`
-    /// does) for `select_peak_pair`, called without the virtual calls; None for the others.
+    /// does) for `select_peak_pair` and `select_peak_scan`, called without the virtual calls;
+    /// None for the others.
     peak_ewma: Option<PeakEwma>,
     snapshot: ArcSwap<Snapshot>,
     /// Held by an update. Its sets that threads may still cache (pruned on each update), so
