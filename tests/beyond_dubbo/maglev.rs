@@ -161,3 +161,51 @@ fn table_size_is_checked() {
         .unwrap_err();
     assert_eq!(e.status, Status::InvalidArgument);
 }
+
+/// The table is a function of the set's addresses and weights, and the same in every polylb
+/// version: consumers of one service on different versions must agree on each key's invoker.
+/// Placements pinned from the tables built before the turns of many distinct weights were
+/// ordered by a calendar instead of a heap (2026-12-05), for equal weights, three weights
+/// (turns merged by weight) and twelve distinct ones (the calendar): the first 24 keys'
+/// invokers, and an FNV-1a digest of 20,000 keys' invokers.
+#[test]
+fn placements_are_the_same_in_every_version() {
+    let cases: [(&str, Vec<i32>, [u64; 24], u64); 3] = [
+        (
+            "equal",
+            vec![100; 7],
+            [
+                2, 6, 4, 6, 2, 4, 1, 7, 2, 5, 2, 2, 2, 1, 5, 2, 4, 6, 4, 6, 6, 1, 1, 4,
+            ],
+            0x8509_c9dc_5915_15e9,
+        ),
+        (
+            "three weights",
+            (0..9).map(|i| 100 + 50 * (i % 3)).collect(),
+            [
+                2, 8, 6, 6, 2, 4, 1, 7, 2, 5, 2, 2, 2, 1, 5, 9, 4, 6, 6, 6, 6, 1, 8, 8,
+            ],
+            0x6d54_40ee_a7d3_6ef5,
+        ),
+        (
+            "distinct",
+            (0..12).map(|i| 37 * (i + 1) + i * i).collect(),
+            [
+                10, 8, 6, 6, 11, 4, 8, 7, 9, 5, 11, 8, 2, 12, 8, 9, 10, 6, 12, 8, 6, 4, 8, 8,
+            ],
+            0xcff1_d49d_cc9a_f06f,
+        ),
+    ];
+    for (name, weights, first, digest) in cases {
+        let set: Vec<Invoker> = (1..)
+            .zip(&weights)
+            .map(|(id, &w)| provider(id).weight(w))
+            .collect();
+        let placed = owners(&lb("loadbalance=maglev", &set), 0, 20_000);
+        let fnv = placed.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &id| {
+            (h ^ id).wrapping_mul(0x0100_0000_01b3)
+        });
+        assert_eq!(placed[..24], first, "{name}");
+        assert_eq!(fnv, digest, "{name}");
+    }
+}
