@@ -195,6 +195,11 @@ impl Balancer {
         let short = !strategy.tracks_selects();
         let spread_counters =
             !strategy.reads_in_flight() && !strategy.tracks_reports() && !strategy.tracks_selects();
+        // `peakewma`'s short paths: not with a zone or subset preference, whose picks (from a
+        // local zone) they leave to the general path (trying first cost those 10 instructions).
+        let peak_short = peak_ewma
+            .as_ref()
+            .filter(|_| !filter.as_ref().is_some_and(|f| f.prefers()));
         Balancer {
             inner: Arc::new(Inner {
                 rng: RngSource::new(config.seed),
@@ -217,12 +222,8 @@ impl Balancer {
                 whole_scores: short && strategy.kind() == StrategyKind::Rendezvous,
                 adaptive_pair: short && strategy.kind() == StrategyKind::Adaptive,
                 whole_stride: short && strategy.kind() == StrategyKind::Orca,
-                // Not with a zone or subset preference, whose picks (from a local zone) it leaves
-                // to the general path: trying first cost them 10 instructions.
-                peak_pair: peak_ewma.as_ref().is_some_and(|p| !p.scans_whole_sets())
-                    && !filter.as_ref().is_some_and(|f| f.prefers()),
-                peak_scan: peak_ewma.as_ref().is_some_and(PeakEwma::scans_whole_sets)
-                    && !filter.as_ref().is_some_and(|f| f.prefers()),
+                peak_pair: peak_short.is_some_and(|p| !p.scans_whole_sets()),
+                peak_scan: peak_short.is_some_and(PeakEwma::scans_whole_sets),
                 counts_bypass: strategy.kind() == StrategyKind::Adaptive,
                 end_path: AtomicU8::new(if spread_counters {
                     END_SPREAD
