@@ -10,8 +10,8 @@ Each pure-Python peer does the same work per call as polylb's select+report:
   - consistenthash: Dubbo's MD5 ring (hashlib.md5 of the key, bisect over 160·n points).
 The floor is the ctypes cost of the same two C calls the binding makes (plb_select32 and
 plb_report32, undeclared) with a NULL handle (see bindings/python/bench.py). Rows are timed in interleaved rounds with time.thread_time (1 thread) or wall time
-over both threads (2 threads; the GIL serialises Python bytecode, ctypes releases it during the
-C call). Prints JSON lines.
+over both threads (2 threads; the GIL serialises Python bytecode, and the binding's two hot
+calls keep it during the C call, as the floor's do). Prints JSON lines.
 
     python3 bench/python_peers.py [--smoke]
 """

@@ -103,3 +103,18 @@ def test_a_closed_balancer_fails_the_narrow_calls_cleanly(balancer_factory: Any)
         lb.select()
     with pytest.raises(polylb.BalancerClosedError):
         lb.report(1, 10, Outcome.SUCCESS)
+
+
+def test_the_narrow_calls_keep_the_gil_and_the_others_release_it() -> None:
+    # The narrow select and report take tens of nanoseconds: releasing the GIL around them cost
+    # more than the call and handed the GIL to another thread at every call (README, "Thread
+    # safety"). Calls that can take long (update, stats, subsets, the wide calls) release it.
+    import ctypes
+
+    from polylb import _ffi
+
+    keeps_gil = ctypes._FUNCFLAG_PYTHONAPI  # type: ignore[attr-defined]
+    for narrow in (_ffi.select32, _ffi.report32):
+        assert narrow._flags_ & keeps_gil, narrow
+    for name in ("plb_balancer_update", "plb_balancer_stats", "plb_select", "plb_select_among", "plb_report"):
+        assert not getattr(lib, name)._flags_ & keeps_gil, name
