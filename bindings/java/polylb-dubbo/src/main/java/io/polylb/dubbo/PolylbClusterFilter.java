@@ -25,17 +25,18 @@ public class PolylbClusterFilter implements ClusterFilter {
 
     @Override
     public Result invoke(Invoker<?> invoker, Invocation invocation) throws RpcException {
-        Selections.releasedAtEnd(invocation);
+        Selections selections = Selections.releasedAtEnd(invocation);
         Result result;
         try {
             result = invoker.invoke(invocation);
         } catch (RuntimeException | Error e) {
-            Selections.releaseUnsent(invocation);
+            selections.releaseUnsent();
             throw e;
         }
+        // The end drains the object found here: no second lookup in the invocation's attributes.
         return result.whenCompleteWithContext((r, t) -> {
             try {
-                Selections.releaseUnsent(invocation);
+                selections.releaseUnsent();
             } catch (RuntimeException ignored) {
                 // Accounting must never fail the call it accounts for.
             }
