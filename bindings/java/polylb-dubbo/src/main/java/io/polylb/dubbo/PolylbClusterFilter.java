@@ -30,10 +30,13 @@ public class PolylbClusterFilter implements ClusterFilter {
         try {
             result = invoker.invoke(invocation);
         } catch (RuntimeException | Error e) {
+            Selections.leave(invocation);
             selections.releaseUnsent();
             throw e;
         }
-        // The end drains the object found here: no second lookup in the invocation's attributes.
+        // This thread is done with the invocation (its selects are made); the end, perhaps on
+        // another thread, drains the object found here.
+        Selections.leave(invocation);
         return result.whenCompleteWithContext((r, t) -> {
             try {
                 selections.releaseUnsent();

@@ -113,6 +113,32 @@ class SelectionsTest {
     }
 
     @Test
+    void anInvocationBegunElsewhereIsFoundThroughItsAttributes() throws Exception {
+        // inv was begun on this thread (its current invocation): a pick for an invocation
+        // never begun is still undone at once, not kept with inv's.
+        RpcInvocation neverBegun = TestInvokers.call("m");
+        assertEquals(1, lb.selectAmong(m, null, new long[] {1}, null));
+        Selections.record(neverBegun, new Selections.Selection(lb, m, 1, A, false));
+        assertEquals(0, inFlight());
+        // Another invocation begun and ended on this thread since (a nested call) leaves inv's
+        // picks to be found through its attributes, still marked.
+        RpcInvocation nested = TestInvokers.call("m");
+        Selections.releasedAtEnd(nested);
+        Selections.releaseUnsent(nested);
+        pick(1, A);
+        // A thread that never began inv records a pick for it, kept for inv's end as well.
+        Thread other = new Thread(() -> pick(2, B));
+        other.start();
+        other.join();
+        assertEquals(2, inFlight(), "both picks kept for the end");
+        Selections.releaseUnsent(inv);
+        assertEquals(0, inFlight());
+        // Ended: a later pick (failback's timer) is undone at once, on this thread or not.
+        pick(1, A);
+        assertEquals(0, inFlight());
+    }
+
+    @Test
     void threadsSharingAnInvocationLoseNoPick() throws Exception {
         // Forks record, send and finish picks of one invocation on several threads at once;
         // every pick must be reported once: sent ones by their finish, the others by eviction
