@@ -49,7 +49,9 @@ public class PolylbClusterFilter implements ClusterFilter {
     /**
      * For callers driving PolylbLoadBalance without Dubbo's cluster layer (benchmarks, tests):
      * what this filter does when an invocation starts. Without it, picks are undone at once (no
-     * one would release them); with it, end the invocation with {@link #releaseUnsent}.
+     * one would release them); with it, end the invocation with {@link #releaseUnsent}. The
+     * calling thread holds the invocation as its current one until it ends it there, or begins
+     * another.
      *
      * @param invocation the invocation about to be balanced
      */
