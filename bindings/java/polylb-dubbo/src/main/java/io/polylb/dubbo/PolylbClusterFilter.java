@@ -25,17 +25,21 @@ public class PolylbClusterFilter implements ClusterFilter {
 
     @Override
     public Result invoke(Invoker<?> invoker, Invocation invocation) throws RpcException {
-        Selections.releasedAtEnd(invocation);
+        Selections selections = Selections.releasedAtEnd(invocation);
         Result result;
         try {
             result = invoker.invoke(invocation);
         } catch (RuntimeException | Error e) {
-            Selections.releaseUnsent(invocation);
+            Selections.leave(invocation);
+            selections.releaseUnsent();
             throw e;
         }
+        // This thread is done with the invocation (its selects are made); the end, perhaps on
+        // another thread, drains the object found here.
+        Selections.leave(invocation);
         return result.whenCompleteWithContext((r, t) -> {
             try {
-                Selections.releaseUnsent(invocation);
+                selections.releaseUnsent();
             } catch (RuntimeException ignored) {
                 // Accounting must never fail the call it accounts for.
             }
@@ -45,7 +49,9 @@ public class PolylbClusterFilter implements ClusterFilter {
     /**
      * For callers driving PolylbLoadBalance without Dubbo's cluster layer (benchmarks, tests):
      * what this filter does when an invocation starts. Without it, picks are undone at once (no
-     * one would release them); with it, end the invocation with {@link #releaseUnsent}.
+     * one would release them); with it, end the invocation with {@link #releaseUnsent}. The
+     * calling thread holds the invocation as its current one until it ends it there, or begins
+     * another.
      *
      * @param invocation the invocation about to be balanced
      */

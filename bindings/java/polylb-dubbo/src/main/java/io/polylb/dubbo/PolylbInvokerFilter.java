@@ -82,7 +82,7 @@ public class PolylbInvokerFilter implements Filter {
 
     @Override
     public Result invoke(Invoker<?> invoker, Invocation invocation) throws RpcException {
-        Selections selections = Selections.of(invocation);
+        Selections selections = Selections.current(invocation);
         if (selections == null || selections.start(invoker.getUrl()) == null) {
             // Sent without a pick of polylb's for this provider (a cluster returns a lone
             // candidate without asking the LoadBalance, forking may send to all): Dubbo's
@@ -271,7 +271,7 @@ public class PolylbInvokerFilter implements Filter {
     }
 
     private static Selections.Selection finish(Invoker<?> invoker, Invocation invocation) {
-        Selections selections = Selections.of(invocation);
+        Selections selections = Selections.current(invocation);
         return selections == null ? null : selections.finish(invoker.getUrl());
     }
 

@@ -3,13 +3,16 @@ package io.polylb.dubbo;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonParser;
 import io.polylb.Balancer;
 import io.polylb.Invoker;
 import io.polylb.Outcome;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CyclicBarrier;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.RpcInvocation;
 import org.junit.jupiter.api.AfterEach;
@@ -107,5 +110,76 @@ class SelectionsTest {
         Selections.releaseUnsent(inv);
         assertEquals(1, inFlight());
         assertSame(sent, Selections.of(inv).finish(B));
+    }
+
+    @Test
+    void anInvocationBegunElsewhereIsFoundThroughItsAttributes() throws Exception {
+        // inv was begun on this thread (its current invocation): a pick for an invocation
+        // never begun is still undone at once, not kept with inv's.
+        RpcInvocation neverBegun = TestInvokers.call("m");
+        assertEquals(1, lb.selectAmong(m, null, new long[] {1}, null));
+        Selections.record(neverBegun, new Selections.Selection(lb, m, 1, A, false));
+        assertEquals(0, inFlight());
+        // Another invocation begun and ended on this thread since (a nested call) leaves inv's
+        // picks to be found through its attributes, still marked.
+        RpcInvocation nested = TestInvokers.call("m");
+        Selections.releasedAtEnd(nested);
+        Selections.releaseUnsent(nested);
+        pick(1, A);
+        // A thread that never began inv records a pick for it, kept for inv's end as well.
+        Thread other = new Thread(() -> pick(2, B));
+        other.start();
+        other.join();
+        assertEquals(2, inFlight(), "both picks kept for the end");
+        Selections.releaseUnsent(inv);
+        assertEquals(0, inFlight());
+        // Ended: a later pick (failback's timer) is undone at once, on this thread or not.
+        pick(1, A);
+        assertEquals(0, inFlight());
+    }
+
+    @Test
+    void threadsSharingAnInvocationLoseNoPick() throws Exception {
+        // Forks record, send and finish picks of one invocation on several threads at once;
+        // every pick must be reported once: sent ones by their finish, the others by eviction
+        // or the end.
+        int threads = 4;
+        int picksEach = 5_000;
+        CyclicBarrier start = new CyclicBarrier(threads);
+        List<Thread> forks = new ArrayList<>();
+        List<Throwable> failures = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            long id = 1 + (t & 1);
+            URL url = id == 1 ? A : B;
+            Thread fork = new Thread(() -> {
+                try {
+                    start.await();
+                    for (int i = 0; i < picksEach; i++) {
+                        pick(id, url);
+                        if (i % 3 != 0) {
+                            Selections selections = Selections.of(inv);
+                            Selections.Selection sent = selections.start(url);
+                            if (sent != null) {
+                                Selections.Selection done = selections.finish(url);
+                                assertTrue(done != null, "a started pick is there to finish");
+                                lb.report(m, done.id, 1, Outcome.SUCCESS);
+                            }
+                        }
+                    }
+                } catch (Throwable e) {
+                    synchronized (failures) {
+                        failures.add(e);
+                    }
+                }
+            });
+            forks.add(fork);
+            fork.start();
+        }
+        for (Thread fork : forks) {
+            fork.join();
+        }
+        assertEquals(List.of(), failures);
+        Selections.releaseUnsent(inv);
+        assertEquals(0, inFlight(), "every pick reported");
     }
 }
