@@ -95,23 +95,76 @@ impl ConsistentHash {
             }
         }
         fresh.sort_unstable();
-        let survivors = |pairs: &mut dyn Iterator<Item = (u32, u32)>| -> Vec<(u32, u32)> {
-            pairs
-                .filter_map(|(point, owner)| remap[owner as usize].map(|p| (point, p)))
-                .collect()
-        };
-        let kept = survivors(&mut old.points.iter().copied());
-        let mut shadowed = survivors(&mut old.shadowed.iter().copied());
+        let mut shadowed: Vec<(u32, u32)> = old
+            .shadowed
+            .iter()
+            .filter_map(|&(point, owner)| remap[owner as usize].map(|p| (point, p)))
+            .collect();
         // Positions may have moved: equal points must be ordered by new position again.
         shadowed.sort_unstable();
-        // `kept` stays sorted: its points are distinct and filtering keeps their order.
         let extra = merge(&shadowed, &fresh);
-        let placed = merge(&kept, &extra);
-        Some(Ring::from_placements(
-            members,
-            &placed,
-            self.digests_per_invoker,
-        ))
+        // The old ring's winners that stay, merged with the few others: one pass over the
+        // ring, run by run between the others' points, without a list of all placements (the
+        // winners stay sorted, as their points are distinct and filtering keeps their order).
+        let mut split = Split::with_capacity(old.points.len() + extra.len());
+        let keep = |run: &[(u32, u32)], split: &mut Split| {
+            for &(point, owner) in run {
+                if let Some(pos) = remap[owner as usize] {
+                    split.push((point, pos));
+                }
+            }
+        };
+        let mut rest = &old.points[..];
+        for e in extra {
+            let before = rest.partition_point(|&(point, _)| point < e.0);
+            keep(&rest[..before], &mut split);
+            rest = &rest[before..];
+            // A winner at the same point goes first if it stays, at a lower position.
+            if let Some(&(point, owner)) = rest.first().filter(|&&(point, _)| point == e.0) {
+                if let Some(pos) = remap[owner as usize].filter(|&pos| pos < e.1) {
+                    split.push((point, pos));
+                    rest = &rest[1..];
+                }
+            }
+            split.push(e);
+        }
+        keep(rest, &mut split);
+        Some(split.into_ring(members, self.digests_per_invoker))
+    }
+}
+
+/// Placements in (point, position) order, parted into the ring's points and the shadowed ones:
+/// of equal points the last (the later invoker's) wins, as Dubbo's later put does.
+struct Split {
+    points: Vec<(u32, u32)>,
+    shadowed: Vec<(u32, u32)>,
+    /// The latest placement, not yet known to win.
+    last: Option<(u32, u32)>,
+}
+
+impl Split {
+    fn with_capacity(placements: usize) -> Split {
+        Split {
+            points: Vec::with_capacity(placements),
+            shadowed: Vec::new(),
+            last: None,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, placement: (u32, u32)) {
+        if let Some(last) = self.last.replace(placement) {
+            if last.0 == placement.0 {
+                self.shadowed.push(last);
+            } else {
+                self.points.push(last);
+            }
+        }
+    }
+
+    fn into_ring(mut self, members: &[Member], digests: u32) -> Ring {
+        self.points.extend(self.last);
+        Ring::from_parts(members, self.points, self.shadowed, digests)
     }
 }
 
@@ -181,16 +234,22 @@ pub(crate) fn key_point(key: &[u8]) -> u32 {
 impl Ring {
     /// The ring of placements sorted by (point, position): among equal points the highest
     /// position wins, as a later put() overwrites an earlier one in Dubbo's TreeMap.
+    /// The ring of every placement, sorted by (point, position).
     fn from_placements(members: &[Member], placed: &[(u32, u32)], digests: u32) -> Ring {
-        let mut points = Vec::with_capacity(placed.len());
-        let mut shadowed = Vec::new();
-        for (i, &(point, owner)) in placed.iter().enumerate() {
-            if placed.get(i + 1).is_some_and(|next| next.0 == point) {
-                shadowed.push((point, owner));
-                continue;
-            }
-            points.push((point, owner));
+        let mut split = Split::with_capacity(placed.len());
+        for &placement in placed {
+            split.push(placement);
         }
+        split.into_ring(members, digests)
+    }
+
+    /// The ring of `points` (distinct, sorted) and `shadowed` (sorted).
+    fn from_parts(
+        members: &[Member],
+        points: Vec<(u32, u32)>,
+        shadowed: Vec<(u32, u32)>,
+        digests: u32,
+    ) -> Ring {
         let count = (points.len() / POINTS_PER_BUCKET).next_power_of_two();
         let shift = 32 - count.trailing_zeros();
         let mut buckets = Vec::with_capacity(count + 1);
