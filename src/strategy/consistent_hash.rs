@@ -234,7 +234,6 @@ pub(crate) fn key_point(key: &[u8]) -> u32 {
 impl Ring {
     /// The ring of placements sorted by (point, position): among equal points the highest
     /// position wins, as a later put() overwrites an earlier one in Dubbo's TreeMap.
-    /// The ring of every placement, sorted by (point, position).
     fn from_placements(members: &[Member], placed: &[(u32, u32)], digests: u32) -> Ring {
         let mut split = Split::with_capacity(placed.len());
         for &placement in placed {
