@@ -55,12 +55,20 @@ impl ConsistentHash {
         if let Some(ring) = previous.and_then(|old| self.build_from(old, members)) {
             return ring;
         }
-        let mut placed: Vec<(u32, u32)> = Vec::new();
+        // (point, position) as one integer: sorting those took half the instructions of
+        // sorting the pairs (a pair's comparison is two).
+        let mut placed: Vec<u64> = Vec::new();
         for (pos, m) in members.iter().enumerate() {
-            self.place(&m.address, pos as u32, &mut placed);
+            points_of(&m.address, self.digests_per_invoker, |point| {
+                placed.push(u64::from(point) << 32 | pos as u64)
+            });
         }
         placed.sort_unstable();
-        Ring::from_placements(members, &placed, self.digests_per_invoker)
+        let mut split = Split::with_capacity(placed.len());
+        for placement in placed {
+            split.push(((placement >> 32) as u32, placement as u32));
+        }
+        split.into_ring(members, self.digests_per_invoker)
     }
 
     /// The points of one address, for the invoker at `pos`.
@@ -234,6 +242,7 @@ pub(crate) fn key_point(key: &[u8]) -> u32 {
 impl Ring {
     /// The ring of placements sorted by (point, position): among equal points the highest
     /// position wins, as a later put() overwrites an earlier one in Dubbo's TreeMap.
+    #[cfg(test)]
     fn from_placements(members: &[Member], placed: &[(u32, u32)], digests: u32) -> Ring {
         let mut split = Split::with_capacity(placed.len());
         for &placement in placed {
