@@ -304,23 +304,20 @@ fn calendar_turns(by_weight: &[(u64, usize)], turns: usize, mut take: impl FnMut
             let item = i as usize;
             i = link[item];
             let (weight, rank) = by_weight[item];
-            // Every turn of this invoker that falls in this bucket.
-            loop {
+            // Every turn of this invoker that falls in this bucket, then its next bucket.
+            let mut next = Some(b);
+            while next == Some(b) {
                 due.push(Turn {
                     k: k[item],
                     weight,
                     rank,
                 });
                 k[item] += 1;
-                match bucket_of(k[item], weight) {
-                    Some(next) if next == b => continue,
-                    Some(next) => {
-                        link[item] = head[next];
-                        head[next] = item as u32;
-                    }
-                    None => {}
-                }
-                break;
+                next = bucket_of(k[item], weight);
+            }
+            if let Some(next) = next {
+                link[item] = head[next];
+                head[next] = item as u32;
             }
         }
         due.sort_unstable();
