@@ -18,7 +18,8 @@
 //! by invoker id; an invoker that leaves keeps its counter until a select finds it unused for
 //! more than 60 s (Dubbo's recycling), so one re-added within that period resumes where it was.
 //!
-//! The code: [`period`] computes periods, [`live`] publishes and serves a live period
+//! The code: [`period`] computes periods ([`by_weight`] the one from all-zero counters over few
+//! distinct weights), [`live`] publishes and serves a live period
 //! lock-free, [`state`] holds the per-method counters, [`fast_path`] sets up and serves the
 //! period or tournament under the lock, [`tournaments`] serves subsets and warm-up;
 //! [`smooth_wrr`] and [`warming_wrr`] are the tournaments themselves.
@@ -27,6 +28,7 @@
 //! [`WarmingWrr`]: warming_wrr::WarmingWrr
 //! [`Subset`]: tournaments::Subset
 
+mod by_weight;
 mod fast_path;
 mod live;
 mod period;

@@ -1,8 +1,9 @@
 //! Periods of picks: the sequence from a known state repeats every Σw/gcd(w) picks, so one
-//! period is computed ahead, by simulating it (the snapshot's shared period from all-zero
-//! counters, [`fresh_period`]) or by recording the picks of a kinetic tournament until its
+//! period is computed ahead, by merging each weight's rotation or simulating it (the
+//! snapshot's shared period from all-zero counters, [`fresh_period`]) or by recording the picks of a kinetic tournament until its
 //! counters come back to where they started ([`Kinetic`]).
 
+use super::by_weight;
 use super::smooth_wrr::SmoothWrr;
 use super::{PickSet, SnapshotData};
 use crate::balancer::Member;
@@ -200,16 +201,24 @@ fn affordable(length: u64, n: usize) -> bool {
 /// The period from all-zero counters over `members`, when one fits.
 pub(super) fn fresh_period(members: &[Member]) -> Option<FreshPeriod> {
     let (length, total) = period_length(members.iter().map(|m| m.weight))?;
-    if !affordable(length, members.len()) {
+    let weights: Vec<i32> = members.iter().map(|m| m.weight).collect();
+    // A merge over k weights costs about k steps of the walk a pick.
+    let cost_per_pick = by_weight::distinct_weights(&weights).unwrap_or(members.len());
+    if !affordable(length, cost_per_pick) {
         return None;
     }
-    let weights: Vec<i32> = members.iter().map(|m| m.weight).collect();
-    let mut current = vec![0i64; members.len()];
-    let order = simulate(&mut current, &weights, total, length);
-    debug_assert!(
-        current.iter().all(|&c| c == 0),
-        "smooth WRR returns to zero after Σw/g picks"
-    );
+    let order = match by_weight::fresh_order(&weights, total, length) {
+        Some(order) => order,
+        None => {
+            let mut current = vec![0i64; members.len()];
+            let order = simulate(&mut current, &weights, total, length);
+            debug_assert!(
+                current.iter().all(|&c| c == 0),
+                "smooth WRR returns to zero after Σw/g picks"
+            );
+            order
+        }
+    };
     Some(FreshPeriod {
         ids: members.iter().map(|m| m.id).collect(),
         weights: weights.into(),
