@@ -12,7 +12,7 @@
 //! (their counters stay at 0 while the counters sum to 0 and the step's highest is above 0).
 
 /// Above this many distinct positive weights the merge is no cheaper than the tournament.
-pub(super) const MAX_WEIGHTS: usize = 8;
+const MAX_WEIGHTS: usize = 8;
 
 /// One weight's invokers: positions in set order and where the rotation stands.
 struct Rotation {
@@ -22,71 +22,64 @@ struct Rotation {
     rounds: i64,
 }
 
-/// The rotations of `weights`' distinct positive weights, or None for more than
-/// [`MAX_WEIGHTS`] of them (or none).
-fn rotations(weights: &[i32]) -> Option<Vec<Rotation>> {
-    let mut rotations: Vec<Rotation> = Vec::new();
-    for (pos, &w) in weights.iter().enumerate() {
-        if w <= 0 {
-            continue;
-        }
-        if let Some(r) = rotations.iter_mut().find(|r| r.weight == w as i64) {
-            r.positions.push(pos as u32);
-        } else if rotations.len() == MAX_WEIGHTS {
-            return None;
-        } else {
-            rotations.push(Rotation {
-                weight: w as i64,
-                positions: vec![pos as u32],
-                next: 0,
-                rounds: 0,
-            });
-        }
-    }
-    (!rotations.is_empty()).then_some(rotations)
+/// The rotations of a set's distinct positive weights, from all-zero counters.
+pub(super) struct Merge {
+    rotations: Vec<Rotation>,
 }
 
-/// The number of distinct positive weights when the merge applies (at most [`MAX_WEIGHTS`]).
-pub(super) fn distinct_weights(weights: &[i32]) -> Option<usize> {
-    let mut seen = [0i32; MAX_WEIGHTS];
-    let mut k = 0;
-    for &w in weights.iter().filter(|&&w| w > 0) {
-        if !seen[..k].contains(&w) {
-            if k == MAX_WEIGHTS {
+impl Merge {
+    /// None for more than [`MAX_WEIGHTS`] distinct positive weights (or none).
+    pub(super) fn of(weights: &[i32]) -> Option<Merge> {
+        let mut rotations: Vec<Rotation> = Vec::new();
+        for (pos, &w) in weights.iter().enumerate() {
+            if w <= 0 {
+                continue;
+            }
+            if let Some(r) = rotations.iter_mut().find(|r| r.weight == w as i64) {
+                r.positions.push(pos as u32);
+            } else if rotations.len() == MAX_WEIGHTS {
                 return None;
+            } else {
+                rotations.push(Rotation {
+                    weight: w as i64,
+                    positions: vec![pos as u32],
+                    next: 0,
+                    rounds: 0,
+                });
             }
-            seen[k] = w;
-            k += 1;
         }
+        (!rotations.is_empty()).then_some(Merge { rotations })
     }
-    (k > 0).then_some(k)
-}
 
-/// The first `steps` picks of smooth WRR from all-zero counters over `weights` (which sum to
-/// `total`), or None when more than [`MAX_WEIGHTS`] distinct positive weights (or none) share
-/// the set. Counters stay exact: a leader's is below the total in magnitude, and
-/// `t·w` below 2^49 for `t` within a period.
-pub(super) fn fresh_order(weights: &[i32], total: i64, steps: u64) -> Option<Vec<u32>> {
-    let mut rotations = rotations(weights)?;
-    let mut order = Vec::with_capacity(steps as usize);
-    for t in 1..=steps as i64 {
-        let (mut best, mut best_counter, mut best_pos) = (0, i64::MIN, u32::MAX);
-        for (k, r) in rotations.iter().enumerate() {
-            let counter = t * r.weight - total * r.rounds;
-            let pos = r.positions[r.next];
-            if counter > best_counter || (counter == best_counter && pos < best_pos) {
-                (best, best_counter, best_pos) = (k, counter, pos);
+    /// The number of rotations merged: what a pick compares.
+    pub(super) fn weights(&self) -> usize {
+        self.rotations.len()
+    }
+
+    /// The first `steps` picks of smooth WRR over the weights (which sum to `total`). Counters
+    /// stay exact: a leader's is below the total in magnitude, and `t·w` below 2^49 for `t`
+    /// within a period.
+    pub(super) fn order(mut self, total: i64, steps: u64) -> Vec<u32> {
+        let mut order = Vec::with_capacity(steps as usize);
+        for t in 1..=steps as i64 {
+            let (mut best, mut best_counter, mut best_pos) = (0, i64::MIN, u32::MAX);
+            for (k, r) in self.rotations.iter().enumerate() {
+                let counter = t * r.weight - total * r.rounds;
+                let pos = r.positions[r.next];
+                if counter > best_counter || (counter == best_counter && pos < best_pos) {
+                    (best, best_counter, best_pos) = (k, counter, pos);
+                }
+            }
+            order.push(best_pos);
+            let r = &mut self.rotations[best];
+            r.next += 1;
+            if r.next == r.positions.len() {
+                r.next = 0;
+                r.rounds += 1;
             }
         }
-        order.push(best_pos);
-        let r = &mut rotations[best];
-        r.next += 1;
-        if r.next == r.positions.len() {
-            r.next = 0;
-            r.rounds += 1;
-        }
+        order
     }
-    Some(order)
 }
 
 #[cfg(test)]
@@ -107,11 +100,8 @@ mod tests {
         // Two periods: the second must repeat the first, as the walk's does (the start of
         // them for weights whose period is too long to keep).
         let steps = (2 * length).min(100_000);
-        assert_eq!(
-            fresh_order(weights, total, steps),
-            Some(walked(weights, steps)),
-            "{weights:?}"
-        );
+        let merged = Merge::of(weights).map(|m| m.order(total, steps));
+        assert_eq!(merged, Some(walked(weights, steps)), "{weights:?}");
     }
 
     #[test]
@@ -145,11 +135,10 @@ mod tests {
     #[test]
     fn more_weights_than_the_merge_takes_are_left_to_the_simulation() {
         let nine: Vec<i32> = (1..=9).collect();
-        assert_eq!(distinct_weights(&nine), None);
-        assert_eq!(fresh_order(&nine, 45, 10), None);
-        assert_eq!(distinct_weights(&[0, 0]), None);
-        assert_eq!(distinct_weights(&[4, 0, 4, 9]), Some(2));
+        assert!(Merge::of(&nine).is_none());
+        assert!(Merge::of(&[0, 0]).is_none());
+        assert_eq!(Merge::of(&[4, 0, 4, 9]).map(|m| m.weights()), Some(2));
         let eight: Vec<i32> = (1..=8).chain(1..=8).collect();
-        assert_eq!(distinct_weights(&eight), Some(8));
+        assert_eq!(Merge::of(&eight).map(|m| m.weights()), Some(8));
     }
 }

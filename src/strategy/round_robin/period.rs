@@ -1,9 +1,10 @@
 //! Periods of picks: the sequence from a known state repeats every Σw/gcd(w) picks, so one
-//! period is computed ahead, by merging each weight's rotation or simulating it (the
-//! snapshot's shared period from all-zero counters, [`fresh_period`]) or by recording the picks of a kinetic tournament until its
-//! counters come back to where they started ([`Kinetic`]).
+//! period is computed ahead: the snapshot's shared period from all-zero counters
+//! ([`fresh_period`]) by merging each weight's rotation or by simulating it, the others by
+//! recording the picks of a kinetic tournament until its counters come back to where they
+//! started ([`Kinetic`]).
 
-use super::by_weight;
+use super::by_weight::Merge;
 use super::smooth_wrr::SmoothWrr;
 use super::{PickSet, SnapshotData};
 use crate::balancer::Member;
@@ -202,13 +203,14 @@ fn affordable(length: u64, n: usize) -> bool {
 pub(super) fn fresh_period(members: &[Member]) -> Option<FreshPeriod> {
     let (length, total) = period_length(members.iter().map(|m| m.weight))?;
     let weights: Vec<i32> = members.iter().map(|m| m.weight).collect();
+    let merge = Merge::of(&weights);
     // A merge over k weights costs about k steps of the walk a pick.
-    let cost_per_pick = by_weight::distinct_weights(&weights).unwrap_or(members.len());
+    let cost_per_pick = merge.as_ref().map_or(members.len(), Merge::weights);
     if !affordable(length, cost_per_pick) {
         return None;
     }
-    let order = match by_weight::fresh_order(&weights, total, length) {
-        Some(order) => order,
+    let order = match merge {
+        Some(merge) => merge.order(total, length),
         None => {
             let mut current = vec![0i64; members.len()];
             let order = simulate(&mut current, &weights, total, length);
