@@ -171,9 +171,10 @@ impl Drop for Cells {
     }
 }
 
-/// Thread cells are numbered below this; a set of cells has a power of two of them, at most
-/// this many, and a thread uses its number modulo that count.
+/// A set of cells has a power of two of them, at most this many; a thread counts in the one of
+/// its group (`group::of`) modulo that count.
 const CELLS: usize = 8;
+
 pub(super) const SPREAD: u32 = u32::MAX;
 
 /// The counter id of a call made without one (a nested call, or one during thread teardown):

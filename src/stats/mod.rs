@@ -9,6 +9,7 @@
 //! counters by method, [`MethodStats`], and [`InvokerState`]).
 
 mod counts;
+mod group;
 mod spread;
 mod table;
 mod words;

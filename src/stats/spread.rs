@@ -5,6 +5,7 @@
 //! select.
 
 use super::counts::{Cell, Counts, NO_COUNTER, SPREAD};
+use super::group;
 use super::CallStats;
 use crate::invoker::Outcome;
 use std::sync::atomic::{
@@ -98,7 +99,7 @@ impl CallStats {
         if home == SPREAD {
             // Marked only once the cells exist (`create_cells`).
             if let Some(cells) = self.cells.get() {
-                return cells[counter as usize & (cells.len() - 1)].counts_of(counter);
+                return cells[group::of(counter) & (cells.len() - 1)].counts_of(counter);
             }
         }
         self.counts_of_slow(counter)
@@ -122,7 +123,7 @@ impl CallStats {
             return (&self.counts, true);
         }
         let cells = self.spread();
-        cells[counter as usize & (cells.len() - 1)].counts_of(counter)
+        cells[group::of(counter) & (cells.len() - 1)].counts_of(counter)
     }
 
     /// The cells, created by the first thread that finds another one's counts here.
@@ -307,16 +308,12 @@ mod tests {
             (0, 1, 1, 1)
         );
         assert_eq!(s.succeeded_elapsed_us(), 3);
-        // In the cells, the first thread of each group owns its cell; the others of the group
-        // count atomically beside it.
+        // In the cells, a thread of another group (another processor, or another id modulo
+        // the cell count) owns a cell of its own; totals include every cell.
         let cells = s.cells.get().unwrap();
-        let cell = &cells[8 & (cells.len() - 1)];
-        assert_eq!(cell.owner.load(Relaxed), 8);
-        let same_group = 8 + cells.len() as u32;
-        s.begin_spread(same_group);
-        assert_eq!(cell.owner.load(Relaxed), 8);
-        assert_eq!(cell.others.0.selected.load(Relaxed), 1);
-        s.end_spread(same_group, Outcome::Success, 4);
+        assert!(cells.iter().any(|c| c.owner.load(Relaxed) == 8));
+        s.begin_spread(9);
+        s.end_spread(9, Outcome::Success, 4);
         assert_eq!(
             (s.in_flight(), s.succeeded(), s.succeeded_elapsed_us()),
             (0, 2, 7)
@@ -328,5 +325,24 @@ mod tests {
         assert_eq!((t.in_flight(), t.selected()), (1, 1));
         let cells = t.cells.get().unwrap();
         assert!(cells.iter().all(|c| c.owner.load(Relaxed) == 0));
+    }
+
+    /// In a cell the first thread to count owns the line; the others of its group count
+    /// atomically beside it, and a call without a thread id never owns it.
+    #[test]
+    fn a_cell_is_owned_by_its_first_thread_and_shared_by_the_others() {
+        let cell = Cell::default();
+        let (owned, is_owner) = cell.counts_of(NO_COUNTER);
+        assert!(!is_owner && std::ptr::eq(owned, &cell.others.0));
+        assert_eq!(cell.owner.load(Relaxed), 0);
+        let (owned, is_owner) = cell.counts_of(8);
+        assert!(is_owner && std::ptr::eq(owned, &cell.owned));
+        let (other, is_owner) = cell.counts_of(16);
+        assert!(!is_owner && std::ptr::eq(other, &cell.others.0));
+        assert_eq!(cell.owner.load(Relaxed), 8);
+        other.begin::<false>();
+        owned.begin::<true>();
+        owned.begin::<true>();
+        assert_eq!(cell.sum(|c| &c.selected), 3);
     }
 }
