@@ -44,7 +44,9 @@ mod processor {
     #[cold]
     fn detect() -> bool {
         // CPUID leaf 7, sub-leaf 0: ECX bit 22 lists RDPID.
-        let features = std::arch::x86_64::__cpuid_count(7, 0);
+        // SAFETY: every x86_64 processor has cpuid (unsafe to call in the oldest Rust supported).
+        #[allow(unused_unsafe)]
+        let features = unsafe { std::arch::x86_64::__cpuid_count(7, 0) };
         let has = features.ecx & (1 << 22) != 0;
         RDPID.store(if has { YES } else { NO }, Relaxed);
         has
