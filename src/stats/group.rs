@@ -3,8 +3,8 @@
 //!
 //! By id, two busy threads whose ids agree modulo the cell count share a cell: one owns its
 //! line and the other adds atomically beside it, reading the owner's line on every call, and
-//! the line passes between the cores on every call of both (a select+report 22 → 35 ns a thread
-//! in process). Threads keep their ids while the host moves its work between them — Go runs a
+//! the line passes between the cores on every call of both (a select+report 15–25 → 27–39 ns a
+//! thread in process). Threads keep their ids while the host moves its work between them — Go runs a
 //! goroutine on whichever thread holds a processor, a pool hands tasks to whichever thread is
 //! free — so which busy threads collide was left to chance. By processor, the threads running at
 //! one moment count in different cells; a thread that moved adds atomically where another owns

@@ -308,8 +308,9 @@ mod tests {
             (0, 1, 1, 1)
         );
         assert_eq!(s.succeeded_elapsed_us(), 3);
-        // In the cells, a thread of another group (another processor, or another id modulo
-        // the cell count) owns a cell of its own; totals include every cell.
+        // In the cells, the former owner owns the one of its group; another thread counts in
+        // its own group's cell (by processor: maybe the same one, beside the owner's line), and
+        // the totals include every cell.
         let cells = s.cells.get().unwrap();
         assert!(cells.iter().any(|c| c.owner.load(Relaxed) == 8));
         s.begin_spread(9);
