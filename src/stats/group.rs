@@ -10,46 +10,47 @@
 //! one moment count in different cells; a thread that moved adds atomically where another owns
 //! the line, correct and uncontended until it moves back.
 
-/// The group (before the modulo) of the calling thread, whose counter id is `counter`.
+/// The group (before the modulo) of the calling thread, whose counter id is `counter`. By
+/// processor once `decide` found the processor's number readable; until then, and elsewhere, by
+/// id. Either is correct: the group only places the thread's counts.
 #[inline(always)]
 pub(super) fn of(counter: u32) -> usize {
     #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
-    if processor::readable() {
+    if processor::READABLE.load(std::sync::atomic::Ordering::Relaxed) {
         return processor::current();
     }
     counter as usize
 }
 
+/// Decides how threads are grouped, once, before a first set of cells is used (called where
+/// cells are created, off the calls' path, so that `of` tests one flag).
+#[cold]
+pub(super) fn decide() {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+    processor::decide();
+}
+
 #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
 mod processor {
-    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
-
-    const UNKNOWN: u8 = 0;
-    const YES: u8 = 1;
-    const NO: u8 = 2;
-    static RDPID: AtomicU8 = AtomicU8::new(UNKNOWN);
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
     /// Whether `rdpid` reads the processor's number: when the processor has the instruction,
     /// which Linux then sets up (`TSC_AUX`) and its own vDSO `getcpu` uses — so a processor
     /// that lists it runs it. (A sub-nanosecond read; `sched_getcpu` costs 2.5 ns here.)
-    #[inline(always)]
-    pub(super) fn readable() -> bool {
-        match RDPID.load(Relaxed) {
-            YES => true,
-            NO => false,
-            _ => detect(),
-        }
-    }
+    pub(super) static READABLE: AtomicBool = AtomicBool::new(false);
 
-    #[cold]
-    fn detect() -> bool {
-        // CPUID leaf 7, sub-leaf 0: ECX bit 22 lists RDPID.
-        // SAFETY: every x86_64 processor has cpuid (unsafe to call in the oldest Rust supported).
-        #[allow(unused_unsafe)]
-        let features = unsafe { std::arch::x86_64::__cpuid_count(7, 0) };
-        let has = features.ecx & (1 << 22) != 0;
-        RDPID.store(if has { YES } else { NO }, Relaxed);
-        has
+    /// Once: in a virtual machine cpuid traps to the hypervisor (microseconds), and cells are
+    /// created once per (invoker, method).
+    pub(super) fn decide() {
+        static DECIDED: std::sync::Once = std::sync::Once::new();
+        DECIDED.call_once(|| {
+            // CPUID leaf 7, sub-leaf 0: ECX bit 22 lists RDPID.
+            // SAFETY: every x86_64 processor has cpuid (unsafe to call in the oldest Rust
+            // supported).
+            #[allow(unused_unsafe)]
+            let features = unsafe { std::arch::x86_64::__cpuid_count(7, 0) };
+            READABLE.store(features.ecx & (1 << 22) != 0, Relaxed);
+        });
     }
 
     /// The number of the processor running this thread (Linux keeps its NUMA node above bit
@@ -57,7 +58,7 @@ mod processor {
     #[inline(always)]
     pub(super) fn current() -> usize {
         let aux: u64;
-        // SAFETY: only called when `readable`: the instruction exists; it reads a register
+        // SAFETY: only called when `READABLE`: the instruction exists; it reads a register
         // and touches no memory.
         unsafe {
             std::arch::asm!("rdpid {}", out(reg) aux, options(nomem, nostack, preserves_flags));
@@ -73,7 +74,8 @@ mod processor {
         /// when the thread did not move between the kernel's two answers around the read).
         #[test]
         fn the_group_is_the_processor_the_kernel_names() {
-            if !readable() {
+            decide();
+            if !READABLE.load(Relaxed) {
                 return;
             }
             let mut compared = 0;
@@ -103,8 +105,9 @@ mod tests {
     /// running on one processor share a group whatever their ids.
     #[test]
     fn the_group_follows_the_processor_where_it_is_readable() {
+        decide();
         #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
-        if processor::readable() {
+        if processor::READABLE.load(std::sync::atomic::Ordering::Relaxed) {
             // Two ids read back to back on one thread: the same processor, bar a move between
             // the reads (retried).
             assert!((0..1000).any(|_| of(1) == of(2)));

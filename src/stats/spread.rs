@@ -99,7 +99,7 @@ impl CallStats {
         if home == SPREAD {
             // Marked only once the cells exist (`create_cells`).
             if let Some(cells) = self.cells.get() {
-                return cells[group::of(counter) & (cells.len() - 1)].counts_of(counter);
+                return in_group(cells, counter).counts_of(counter);
             }
         }
         self.counts_of_slow(counter)
@@ -123,7 +123,7 @@ impl CallStats {
             return (&self.counts, true);
         }
         let cells = self.spread();
-        cells[group::of(counter) & (cells.len() - 1)].counts_of(counter)
+        in_group(cells, counter).counts_of(counter)
     }
 
     /// The cells, created by the first thread that finds another one's counts here.
@@ -138,6 +138,7 @@ impl CallStats {
     #[cold]
     #[inline(never)]
     fn create_cells(&self) -> &[Cell] {
+        group::decide();
         let cells = self.cells.get_or_init();
         self.home.store(SPREAD, Relaxed);
         cells
@@ -199,6 +200,12 @@ impl CallStats {
         }
         active.max(0)
     }
+}
+
+/// The cell of the calling thread's group.
+#[inline(always)]
+fn in_group(cells: &[Cell], counter: u32) -> &Cell {
+    &cells[group::of(counter) & (cells.len() - 1)]
 }
 
 #[cfg(test)]
