@@ -53,9 +53,9 @@ impl Inner {
         }
         match self.pin_cached() {
             Some(pin) => {
-                let rng = self.rng.on(Some(pin.rng));
+                let rng = self.rng.on(Some(pin.rng()));
                 let counted = Counted {
-                    counter: pin.counter,
+                    counter: pin.counter(),
                     hint: Some(pin.hint),
                 };
                 self.drawn_excluding_in(pin.snapshot, counted, rng, method, excluded, now_us)

@@ -346,8 +346,8 @@ impl Balancer {
         let (snapshot, counter, rng, hint) = match inner.pin_cached() {
             Some(pin) => (
                 pin.snapshot,
-                pin.counter,
-                inner.rng.on(Some(pin.rng)),
+                pin.counter(),
+                inner.rng.on(Some(pin.rng())),
                 Some(pin.hint),
             ),
             None => {
@@ -409,7 +409,7 @@ impl Balancer {
                     Some(member) if member.id == id => Some((hinted, member)),
                     _ => pin.snapshot.find(id),
                 };
-                inner.end_call_at(pin.snapshot, found, pin.counter, end);
+                inner.end_call_at(pin.snapshot, found, pin.counter(), end);
             }
             None => inner.end_call_pinned(method, id, elapsed_us, outcome, now_us),
         }

@@ -114,10 +114,10 @@ impl Inner {
         let strategy = self.peak_ewma.as_ref()?;
         let method_state = self.methods.get(method)?;
         let clock = Clock::new(now_us);
-        let rng = self.rng.on(Some(pin.rng));
+        let rng = self.rng.on(Some(pin.rng()));
         let pos = strategy.whole_set_pick::<SCAN>(snapshot, method_state, method, &clock, rng)?;
         let (member, stats, selected_before) =
-            self.begin_call(snapshot, pin.counter, Some(pin.hint), pos, method);
+            self.begin_call(snapshot, pin.counter(), Some(pin.hint), pos, method);
         strategy.on_select(method_state, method, stats, selected_before, &clock);
         Some(Ok(member.id))
     }
@@ -147,7 +147,7 @@ impl Inner {
         if snapshot.members.len() < 2 || !snapshot.weights_settled(now_us) {
             return None;
         }
-        let rng = self.rng.on(Some(pin.rng));
+        let rng = self.rng.on(Some(pin.rng()));
         let pick = |positions: &[u32]| {
             crate::strategy::adaptive_pick(
                 self.config.timeout_ms,
@@ -213,7 +213,8 @@ impl Inner {
 
     #[inline(always)]
     fn count_select(&self, pin: &CachedPin<'_>, pos: usize, method: u32) -> u64 {
-        let (member, ..) = self.begin_call(pin.snapshot, pin.counter, Some(pin.hint), pos, method);
+        let (member, ..) =
+            self.begin_call(pin.snapshot, pin.counter(), Some(pin.hint), pos, method);
         member.id
     }
 
@@ -259,7 +260,7 @@ impl Inner {
         // The thread's generator, built where the compiler sees its variant, so that the draws
         // test none (`RngSource::on` chose it with a conditional move, and the draws tested it
         // again: about 6 instructions a pick).
-        self.drawn_pick::<PAIR>(&pin, method, key, now_us, Rng::Thread(pin.rng))
+        self.drawn_pick::<PAIR>(&pin, method, key, now_us, Rng::Thread(pin.rng()))
     }
 
     /// `select_drawn` for a balancer with a seeded sequence: the same pick, from it. Its
