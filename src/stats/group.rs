@@ -10,8 +10,9 @@
 //! one moment count in different cells; a thread that moved adds atomically where another owns
 //! the line, correct and uncontended until it moves back. The read's latency, twice a call,
 //! costs a thread counting alone on spread counters about 1.5 ns per select+report (from Go,
-//! where counters are always spread, 2–6 ns): kept for the tens of ns a collision costs
-//! (bench/HISTORY.md part 23).
+//! where counters are always spread, 0–6 ns): kept for the tens of ns a collision costs
+//! (bench/HISTORY.md part 23). Reading it once every 64 lookups instead measured no consistent
+//! gain (part 24).
 
 /// The group (before the modulo) of the calling thread, whose counter id is `counter`. By
 /// processor once `decide` found the processor's number readable; until then, and elsewhere, by
