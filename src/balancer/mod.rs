@@ -200,11 +200,12 @@ impl Balancer {
         let peak_short = peak_ewma
             .as_ref()
             .filter(|_| !filter.as_ref().is_some_and(|f| f.prefers()));
+        let empty = Snapshot::empty();
         Balancer {
             inner: Arc::new(Inner {
                 rng: RngSource::new(config.seed),
                 uid: NEXT_UID.fetch_add(1, Relaxed),
-                generation: AtomicU64::new(0),
+                generation: AtomicU64::new(empty.generation),
                 whole_set_draw: strategy.whole_set_draw(),
                 tracks_selects: strategy.tracks_selects(),
                 sees_single_picks: strategy.sees_single_picks(),
@@ -234,7 +235,7 @@ impl Balancer {
                 strategy,
                 peak_ewma,
                 config,
-                snapshot: ArcSwap::from_pointee(Snapshot::empty()),
+                snapshot: ArcSwap::from_pointee(empty),
                 methods: Methods::new(),
                 update_lock: Mutex::new(Vec::new()),
                 filter,

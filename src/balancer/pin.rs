@@ -27,7 +27,8 @@ impl Inner {
                 if !(*cache).in_call {
                     let slot = &(*cache).slots[self.uid as usize % CACHED];
                     if let Some(snap) = &slot.snapshot {
-                        if slot.uid == self.uid && snap.generation == generation {
+                        // The generation alone says it is this balancer's current one.
+                        if snap.generation == generation {
                             (*cache).in_call = true;
                             return Pinned {
                                 snapshot: Arc::as_ptr(snap),
@@ -135,7 +136,8 @@ impl Inner {
             }
             let slot = &(*cache).slots[self.uid as usize % CACHED];
             let snapshot = slot.snapshot.as_deref()?;
-            if slot.uid != self.uid || snapshot.generation != generation {
+            // Generations are unique among balancers: no compare of the slot's uid.
+            if snapshot.generation != generation {
                 return None;
             }
             Some(CachedPin {

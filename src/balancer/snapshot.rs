@@ -7,7 +7,7 @@ use crate::stats::InvokerState;
 use crate::strategy::{Prepared, Weights, WholeSet};
 use std::cell::UnsafeCell;
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// One invoker of a snapshot. Exactly one cache line, aligned to one: a pick reads a member
@@ -28,6 +28,7 @@ const _: () = assert!(std::mem::size_of::<Member>() == 64);
 
 /// An immutable view of the set. Readers load it without blocking; update swaps a new one in.
 pub(crate) struct Snapshot {
+    /// Unique in the process, and increasing over one balancer's updates (see `Snapshot::new`).
     pub generation: u64,
     /// Everything else, read through `Deref`. Only the balancer's drop writes it, to empty it
     /// (see `Inner::drop`): threads keep snapshots in their caches past the balancer's life.
@@ -90,15 +91,19 @@ impl std::ops::Deref for Snapshot {
 }
 
 impl Snapshot {
-    pub(super) fn new(generation: u64, body: SnapshotBody) -> Snapshot {
+    /// A snapshot of a new generation: every snapshot of every balancer gets its own, so that a
+    /// thread's cached snapshot is the current one of a balancer exactly when its generation is
+    /// the balancer's (`Inner::pin_cached`: no compare of which balancer it came from).
+    pub(super) fn new(body: SnapshotBody) -> Snapshot {
+        static GENERATIONS: AtomicU64 = AtomicU64::new(0);
         Snapshot {
-            generation,
+            generation: GENERATIONS.fetch_add(1, Relaxed) + 1,
             body: UnsafeCell::new(body),
         }
     }
 
     pub(super) fn empty() -> Snapshot {
-        Snapshot::new(0, SnapshotBody::empty())
+        Snapshot::new(SnapshotBody::empty())
     }
 
     /// Frees what the snapshot holds, leaving an empty set.

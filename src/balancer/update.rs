@@ -56,20 +56,17 @@ impl Balancer {
             .collect();
         let prepared = inner.strategy.prepare(&members, &old);
         let local = inner.filter.as_ref().and_then(|f| f.local_zone(&members));
-        let snapshot = Arc::new(Snapshot::new(
-            old.generation + 1,
-            SnapshotBody {
-                all: (0..members.len() as u32).collect(),
-                members,
-                by_id: IdIndex::new(&invokers.iter().map(|i| i.id).collect::<Vec<_>>()),
-                time_dependent_until_ms: until,
-                settled: AtomicBool::new(until == i64::MIN || Clock::new(0).now_ms() >= until),
-                whole_set: prepared.as_ref().and_then(|p| p.downcast_arc::<WholeSet>()),
-                pair_weights: prepared.as_ref().and_then(|p| p.downcast_arc::<Weights>()),
-                prepared,
-                local,
-            },
-        ));
+        let snapshot = Arc::new(Snapshot::new(SnapshotBody {
+            all: (0..members.len() as u32).collect(),
+            members,
+            by_id: IdIndex::new(&invokers.iter().map(|i| i.id).collect::<Vec<_>>()),
+            time_dependent_until_ms: until,
+            settled: AtomicBool::new(until == i64::MIN || Clock::new(0).now_ms() >= until),
+            whole_set: prepared.as_ref().and_then(|p| p.downcast_arc::<WholeSet>()),
+            pair_weights: prepared.as_ref().and_then(|p| p.downcast_arc::<Weights>()),
+            prepared,
+            local,
+        }));
         inner.snapshot.store(snapshot.clone());
         // Threads compare this with their cached snapshot's generation (see `Inner::pin`).
         inner.generation.store(snapshot.generation, Release);
