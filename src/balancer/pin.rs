@@ -317,6 +317,55 @@ mod tests {
     use crate::balancer::Balancer;
     use crate::invoker::{Invoker, Outcome};
 
+    /// Two balancers whose snapshots a thread caches in one slot, called in turn with as many
+    /// updates each: each call is served from its own balancer's set. The pin tells them apart
+    /// by generation alone, so this fails if two balancers' snapshots could share one.
+    #[test]
+    fn balancers_sharing_a_cache_slot_never_serve_each_others_set() {
+        // Balancers until two map to one slot (other tests create balancers meanwhile).
+        let mut made: Vec<Balancer> = Vec::new();
+        let (first, second) = loop {
+            let b = Balancer::new("loadbalance=random").unwrap();
+            let slot = b.inner.uid as usize % CACHED;
+            if let Some(i) = made
+                .iter()
+                .position(|m| m.inner.uid as usize % CACHED == slot)
+            {
+                break (made.swap_remove(i), b);
+            }
+            made.push(b);
+        };
+        for (k, b) in [&first, &second].into_iter().enumerate() {
+            let set: Vec<Invoker> = (0..3)
+                .map(|j| {
+                    let id = 100 * (k as u64 + 1) + j;
+                    Invoker::new(id, format!("10.0.{k}.{j}:20880"))
+                })
+                .collect();
+            b.update(&set).unwrap();
+        }
+        for _ in 0..200 {
+            for (k, b) in [&first, &second].into_iter().enumerate() {
+                let owner = 100 * (k as u64 + 1);
+                // The short path (the cached pin) and the general one (a candidate subset).
+                let id = b.select(0, b"", 0).unwrap();
+                assert_eq!(
+                    id / 100 * 100,
+                    owner,
+                    "a pick from the other balancer's set"
+                );
+                b.report(0, id, 10, Outcome::Success, 0).unwrap();
+                let id = b.select_among(0, b"", &[owner + 1, owner + 2], &[], 0);
+                let id = id.unwrap();
+                assert!(
+                    id == owner + 1 || id == owner + 2,
+                    "picked {id} for {owner}"
+                );
+                b.report(0, id, 10, Outcome::Success, 0).unwrap();
+            }
+        }
+    }
+
     #[test]
     fn an_update_frees_the_replaced_set_cached_by_the_updating_thread() {
         let b = Balancer::new("loadbalance=leastactive").unwrap();
