@@ -225,9 +225,10 @@ impl Drop for Inner {
             .chain(Some(current))
         {
             // SAFETY: the balancer is being dropped, so no call on it runs or will run, and a
-            // thread's cache reads a snapshot's body only after finding the balancer's uid in
-            // its slot, which no live balancer has. Holding the snapshot here, no other thread
-            // drops it meanwhile.
+            // thread's cache reads a snapshot's body only after finding its generation (a field
+            // outside the body) to be the current one of the balancer called, which a dropped
+            // balancer's snapshots never are: generations are unique in the process. Holding
+            // the snapshot here, no other thread drops it meanwhile.
             unsafe { snapshot.empty_out() };
         }
     }

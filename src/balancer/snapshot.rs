@@ -111,7 +111,8 @@ impl Snapshot {
     /// # Safety
     /// No reference to its body exists, nor will until it drops: no call runs or will run on
     /// its balancer (which is being dropped), and the thread caches that hold it read a
-    /// snapshot only after they find their balancer's uid in the slot.
+    /// snapshot's body only once its generation is the current one of the balancer called
+    /// (unique in the process, so never a dropped balancer's).
     pub(super) unsafe fn empty_out(&self) {
         *self.body.get() = SnapshotBody::empty();
     }
