@@ -38,6 +38,7 @@ mod error;
 pub mod ffi;
 mod filter;
 mod fork;
+mod hint;
 mod invoker;
 mod rng;
 mod scratch;

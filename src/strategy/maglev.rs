@@ -189,19 +189,8 @@ impl Fill<'_> {
     /// Asks for the line of the invoker's next slot (the one its claim looks at first).
     #[inline]
     fn prefetch(&self, rank: usize) {
-        // (Not under Miri, which has no use for a hint.)
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
-        {
-            let slot = self.next_slot[rank] as usize;
-            // SAFETY: `slot` is within the table (next slots stay below its size), and a
-            // prefetch reads nothing the program sees.
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>(self.slots.as_ptr().add(slot).cast());
-            }
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-        let _ = rank;
+        let slot = self.next_slot[rank] as usize;
+        crate::hint::prefetch(self.slots.as_ptr().wrapping_add(slot));
     }
 }
 
