@@ -92,10 +92,11 @@ inline std::string message(const std::string &buf, std::size_t len) {
     return buf.substr(0, std::min(len, buf.size() - 1));
 }
 
-/** Whether the library filled the message buffer, so that its text may have been cut (up to
- * 1 MiB is asked for). */
+/** Whether the library may have cut its message to fit the buffer, so that a larger one
+ * should be asked for (up to 1 MiB). It cuts at a character boundary, so a cut message can
+ * leave up to 3 bytes of a UTF-8 character unused besides the NUL. */
 inline bool filled(const std::string &buf, std::size_t len) noexcept {
-    return len + 1 >= buf.size() && buf.size() < (std::size_t{1} << 20);
+    return len + 4 >= buf.size() && buf.size() < (std::size_t{1} << 20);
 }
 
 [[noreturn]] inline void fail(std::int32_t code, const std::string &message) {

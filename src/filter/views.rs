@@ -6,7 +6,7 @@ use super::Filter;
 use crate::balancer::Snapshot;
 use crate::rng::Rng;
 use crate::scratch::with_scratch;
-use crate::strategy::SubsetWeights;
+use crate::strategy::{AliasScratch, SubsetWeights};
 use std::cell::RefCell;
 use std::sync::atomic::Ordering::Acquire;
 
@@ -41,10 +41,10 @@ impl Filter {
         pick: impl FnOnce(&[u32], bool, &[u64], Option<&SubsetWeights>) -> R,
     ) -> R {
         let epoch = self.epoch.load(Acquire);
-        let slot = views.slot(self.uid, snapshot.generation, epoch);
-        let view = &mut views.entries[slot];
+        let Views { entries, scratch } = views;
+        let view = &mut entries[self.uid as usize % CACHED];
         if !view.matches(self.uid, snapshot.generation, epoch) {
-            self.build(view, snapshot);
+            self.build(view, snapshot, scratch);
             view.key = Some((self.uid, snapshot.generation, epoch));
         }
         let n = snapshot.members.len();
@@ -60,7 +60,8 @@ impl Filter {
         }
     }
 
-    fn build(&self, view: &mut View, snapshot: &Snapshot) {
+    /// Rebuilds `view` in its own memory: once its buffers have grown, without allocating.
+    fn build(&self, view: &mut View, snapshot: &Snapshot, scratch: &mut AliasScratch) {
         let n = snapshot.members.len();
         let words = n.div_ceil(64);
         view.healthy.clear();
@@ -94,8 +95,21 @@ impl Filter {
             view.healthy_mask.fill(u64::MAX);
         }
         view.local_share = self.local_share(local_total, view.local.len() as u64);
-        view.healthy_weights = Some(SubsetWeights::new(&snapshot.members, &view.healthy));
-        view.local_weights = Some(SubsetWeights::new(&snapshot.members, &view.local));
+        rebuild_weights(&mut view.healthy_weights, snapshot, &view.healthy, scratch);
+        rebuild_weights(&mut view.local_weights, snapshot, &view.local, scratch);
+    }
+}
+
+/// `weights` rebuilt for `positions`, in the memory of the ones they replace.
+fn rebuild_weights(
+    weights: &mut Option<SubsetWeights>,
+    snapshot: &Snapshot,
+    positions: &[u32],
+    scratch: &mut AliasScratch,
+) {
+    match weights {
+        Some(weights) => weights.rebuild(&snapshot.members, positions, scratch),
+        None => *weights = Some(SubsetWeights::new(&snapshot.members, positions)),
     }
 }
 
@@ -119,30 +133,17 @@ impl View {
     }
 }
 
-/// A few balancers' views per thread (a simulator may drive many balancers from one thread).
-const CACHED: usize = 4;
+/// Views kept per thread, direct-mapped by the filter's uid (given out in turn, so the last
+/// `CACHED` filters created never share a slot): a simulator, or a client of several services,
+/// drives many balancers from one thread. Two filters in one slot take turns rebuilding it, in
+/// its memory, so that even then a pick allocates nothing (it costs a pass over the set).
+const CACHED: usize = 16;
 
 #[derive(Default)]
 struct Views {
     entries: [View; CACHED],
-    next: usize,
-}
-
-impl Views {
-    /// The entry of balancer `uid` (current or stale), or the one to reuse for it.
-    fn slot(&mut self, uid: u64, _generation: u64, _epoch: u64) -> usize {
-        if let Some(i) = self
-            .entries
-            .iter()
-            .position(|v| v.key.is_some_and(|k| k.0 == uid))
-        {
-            return i;
-        }
-        let i = self.next;
-        self.next = (self.next + 1) % CACHED;
-        self.entries[i].key = None;
-        i
-    }
+    /// The alias tables' working lists, shared by the thread's rebuilds.
+    scratch: AliasScratch,
 }
 
 thread_local! {

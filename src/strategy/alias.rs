@@ -12,9 +12,19 @@
 use crate::rng::Rng;
 
 pub(crate) struct Alias {
-    /// Per column: `(threshold, alias)`; threshold in `[0, total]`.
-    columns: Box<[(u64, u32)]>,
+    /// Per column: `(threshold, alias)`; threshold in `[0, total]`. A `Vec` so that a table
+    /// rebuilt for another subset reuses its memory (`rebuild`).
+    columns: Vec<(u64, u32)>,
     total: u64,
+}
+
+/// The working lists of an alias table's construction, kept by a caller that rebuilds tables
+/// often (a thread's filtered views) so that rebuilding allocates nothing once they have grown.
+#[derive(Default)]
+pub(crate) struct AliasScratch {
+    left: Vec<u128>,
+    small: Vec<usize>,
+    large: Vec<usize>,
 }
 
 /// `if keep { a } else { b }` without a branch, for a condition that is a coin toss
@@ -28,19 +38,62 @@ impl Alias {
     /// None when the weights do not call for a weighted draw: all equal, or all zero (Dubbo
     /// then picks uniformly).
     pub fn new(weights: impl ExactSizeIterator<Item = u64> + Clone) -> Option<Alias> {
+        let mut table = Alias::empty();
+        table
+            .rebuild(weights, &mut AliasScratch::default())
+            .then_some(table)
+    }
+
+    /// Whether the table has columns to draw from (false for `empty`, and after a `rebuild`
+    /// that returned false).
+    #[inline(always)]
+    pub fn is_weighted(&self) -> bool {
+        self.total != 0
+    }
+
+    /// A table with no columns, to `rebuild`.
+    pub fn empty() -> Alias {
+        Alias {
+            columns: Vec::new(),
+            total: 0,
+        }
+    }
+
+    /// Builds the table of `weights` in place, in its own memory and `scratch`'s; false (the
+    /// table then holds nothing to draw from) when the weights do not call for a weighted draw,
+    /// as for `new`.
+    pub fn rebuild(
+        &mut self,
+        weights: impl ExactSizeIterator<Item = u64> + Clone,
+        scratch: &mut AliasScratch,
+    ) -> bool {
+        self.columns.clear();
+        self.total = 0;
         let n = weights.len();
         let total: u64 = weights.clone().sum();
         let mut it = weights.clone();
-        let first = it.next()?;
+        let Some(first) = it.next() else {
+            return false;
+        };
         if total == 0 || it.all(|w| w == first) {
-            return None;
+            return false;
         }
         // Column i holds weight_i · n in units where every column's capacity is `total`.
-        let mut left: Vec<u128> = weights.map(|w| w as u128 * n as u128).collect();
+        let AliasScratch { left, small, large } = scratch;
+        left.clear();
+        left.extend(weights.map(|w| w as u128 * n as u128));
         let capacity = total as u128;
-        let mut columns = vec![(0u64, 0u32); n];
-        let (mut small, mut large): (Vec<usize>, Vec<usize>) =
-            (0..n).partition(|&i| left[i] < capacity);
+        let columns = &mut self.columns;
+        columns.resize(n, (0, 0));
+        small.clear();
+        large.clear();
+        for (i, &l) in left.iter().enumerate() {
+            if l < capacity {
+                small.push(i);
+            } else {
+                large.push(i);
+            }
+        }
         while let (Some(&s), Some(&l)) = (small.last(), large.last()) {
             small.pop();
             columns[s] = (left[s] as u64, l as u32);
@@ -51,13 +104,11 @@ impl Alias {
             }
         }
         // In exact arithmetic both lists empty together; whatever is left is full.
-        for i in large.into_iter().chain(small) {
+        for &i in large.iter().chain(small.iter()) {
             columns[i] = (total, i as u32);
         }
-        Some(Alias {
-            columns: columns.into(),
-            total,
-        })
+        self.total = total;
+        true
     }
 
     // Always inline, for the reason given at `Rng::next_u64`.

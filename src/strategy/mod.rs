@@ -25,6 +25,7 @@ mod warming;
 pub(crate) mod weighted;
 
 pub(crate) use adaptive::{pick_among as adaptive_pick, touch_pick_time};
+pub(crate) use alias::AliasScratch;
 #[cfg(test)]
 pub(crate) use bounded_hash::whole_set_in_flight;
 pub(crate) use consistent_hash::{ring_pick, ring_pick_among};

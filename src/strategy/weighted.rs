@@ -13,7 +13,7 @@
 //! depend on time) a few rejection rounds over the same table, then an exact O(k) walk over the
 //! candidates' effective weights. Never allocates.
 
-use super::alias::Alias;
+use super::alias::{Alias, AliasScratch};
 use super::slow_start::{Ramp, SlowStart};
 use super::Ctx;
 use crate::balancer::{Member, Snapshot};
@@ -31,27 +31,42 @@ pub(crate) const MAX_DRAWS: usize = 24;
 /// ejected), built when the filter prepares that subset: draws among it in O(1) instead of
 /// rejection rounds over the whole set's table.
 pub(crate) struct SubsetWeights {
-    /// None when the subset's weights are all equal (uniform draws).
-    alias: Option<Alias>,
+    /// The subset's draw table; empty (`is_weighted` false) when its weights are all equal or
+    /// all zero: uniform draws. Kept, empty, for the next `rebuild`.
+    alias: Alias,
     /// Running sums of the subset's weights, in subset order (for distinct pairs).
-    prefix: Box<[u64]>,
+    prefix: Vec<u64>,
 }
 
 impl SubsetWeights {
     pub fn new(members: &[Member], positions: &[u32]) -> SubsetWeights {
+        let mut subset = SubsetWeights {
+            alias: Alias::empty(),
+            prefix: Vec::new(),
+        };
+        subset.rebuild(members, positions, &mut AliasScratch::default());
+        subset
+    }
+
+    /// Rebuilds these weights for another subset in their own memory (and `scratch`'s): a
+    /// thread's filtered view is rebuilt on every ejection, on the calls' path, which must not
+    /// allocate once its buffers have grown.
+    pub fn rebuild(&mut self, members: &[Member], positions: &[u32], scratch: &mut AliasScratch) {
         let weights = positions
             .iter()
             .map(|&p| members[p as usize].weight.max(0) as u64);
-        SubsetWeights {
-            prefix: weights
-                .clone()
-                .scan(0u64, |sum, w| {
-                    *sum += w;
-                    Some(*sum)
-                })
-                .collect(),
-            alias: Alias::new(weights),
-        }
+        self.prefix.clear();
+        self.prefix.extend(weights.clone().scan(0u64, |sum, w| {
+            *sum += w;
+            Some(*sum)
+        }));
+        self.alias.rebuild(weights, scratch);
+    }
+
+    /// The draw table, None when the subset's draws are uniform.
+    #[inline(always)]
+    fn table(&self) -> Option<&Alias> {
+        self.alias.is_weighted().then_some(&self.alias)
     }
 
     /// Sum of the subset's configured weights.
@@ -62,14 +77,14 @@ impl SubsetWeights {
     /// A position of `positions` (those the weights were built from) by configured weight.
     #[inline]
     pub fn draw(&self, positions: &[u32], rng: &crate::rng::Rng) -> usize {
-        positions[Alias::draw_or_uniform(self.alias.as_ref(), positions.len(), rng)] as usize
+        positions[Alias::draw_or_uniform(self.table(), positions.len(), rng)] as usize
     }
 
     /// Two distinct positions of `positions` (at least two), as [`Weights::pair`] draws them
     /// from the whole set.
     #[inline(always)]
     pub fn pair(&self, positions: &[u32], rng: &crate::rng::Rng) -> (usize, Option<usize>) {
-        let (i, j) = distinct_pair(&self.prefix, self.alias.as_ref(), rng);
+        let (i, j) = distinct_pair(&self.prefix, self.table(), rng);
         (positions[i] as usize, j.map(|j| positions[j] as usize))
     }
 }

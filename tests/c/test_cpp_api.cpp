@@ -83,6 +83,14 @@ static void config_errors_carry_the_library_message()
     s = Balancer::create("loadbalance=random&" + long_key + "=1", lb);
     EXPECT_STATUS(s.code(), PLB_ERR_INVALID_CONFIG);
     EXPECT(contains(s.message(), long_key.c_str()));
+    /* Also when the first buffer's cut falls inside a multi-byte character, which leaves a few
+     * bytes of it unused: the whole message ends with the list of valid keys. */
+    std::string accented_key = "x";
+    for (int i = 0; i < 600; i++)
+        accented_key += "\xc3\xa9";
+    s = Balancer::create(accented_key + "=1", lb);
+    EXPECT(contains(s.message(), accented_key.c_str()));
+    EXPECT(contains(s.message(), "orca.errorPenalty"));
     EXPECT(Balancer::create("", lb).ok());
     EXPECT(static_cast<bool>(lb));
 }
