@@ -155,10 +155,11 @@ func (e *Error) Error() string {
 }
 
 // Is reports whether target is an *Error with the same status, so
-// errors.Is(err, polylb.ErrNoProvider) works whatever the message.
+// errors.Is(err, polylb.ErrNoProvider) works whatever the message. A nil
+// *Error target matches nothing.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Status == e.Status
+	return ok && t != nil && t.Status == e.Status
 }
 
 // Sentinels for errors.Is, one per status code. Do not modify them.

@@ -206,6 +206,11 @@ func TestErrorValues(t *testing.T) {
 	if errors.Is(polylb.ErrClosed, polylb.ErrNoProvider) {
 		t.Error("ErrClosed is not a library status")
 	}
+	// A typed nil *Error target matches nothing (and does not panic).
+	var none *polylb.Error
+	if errors.Is(err, none) {
+		t.Error("errors.Is matched a nil *Error")
+	}
 	for s := polylb.StatusOK; s <= polylb.StatusLimitExceeded; s++ {
 		if strings.HasPrefix(s.String(), "PLB_STATUS(") || s.Text() == "" {
 			t.Errorf("status %d: name %q, text %q", s, s.String(), s.Text())

@@ -5,6 +5,7 @@ package polylb
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 )
 
@@ -27,7 +28,10 @@ func OutcomeOf(err error) Outcome {
 	if err == nil {
 		return Success
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	// os.ErrDeadlineExceeded by identity too: under a wrapper whose own Timeout()
+	// looks no deeper (a *url.Error around fmt's %w), the walk below would stop
+	// at that wrapper's false.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 		return Timeout
 	}
 	if errors.Is(err, context.Canceled) {

@@ -38,6 +38,8 @@ func TestOutcomeOfStandardErrors(t *testing.T) {
 		{"context deadline", expired.Err(), polylb.Timeout},
 		{"wrapped context deadline", fmt.Errorf("call: %w", context.DeadlineExceeded), polylb.Timeout},
 		{"os deadline (net.Conn SetDeadline)", fmt.Errorf("read: %w", os.ErrDeadlineExceeded), polylb.Timeout},
+		// url.Error's own Timeout() looks at its direct Err only: false here.
+		{"os deadline under url.Error and a wrap", &url.Error{Op: "Get", URL: "http://p", Err: fmt.Errorf("read body: %w", os.ErrDeadlineExceeded)}, polylb.Timeout},
 		{"net.Error timeout", &net.OpError{Op: "dial", Err: timeoutError(true)}, polylb.Timeout},
 		{"url.Error timeout (http.Client.Timeout)", &url.Error{Op: "Get", URL: "http://p", Err: timeoutError(true)}, polylb.Timeout},
 		{"context cancel", cancelled.Err(), polylb.Cancelled},
@@ -63,7 +65,8 @@ func TestOutcomeOfStandardErrors(t *testing.T) {
 		// Beside errors.As itself, which OutcomeOf walks the chain as.
 		var timeout interface{ Timeout() bool }
 		asSays := errors.As(c.err, &timeout) && timeout.Timeout()
-		if c.want != polylb.Success && c.want != polylb.Cancelled && !errors.Is(c.err, context.DeadlineExceeded) &&
+		deadline := errors.Is(c.err, context.DeadlineExceeded) || errors.Is(c.err, os.ErrDeadlineExceeded)
+		if c.want != polylb.Success && c.want != polylb.Cancelled && !deadline &&
 			asSays != (c.want == polylb.Timeout) {
 			t.Errorf("%s: errors.As says timeout %v, the case wants %v", c.name, asSays, c.want)
 		}
