@@ -210,7 +210,7 @@ int32_t plb_balancer_new(const uint8_t *config, size_t config_len, struct plb_ba
  * Each thread keeps the invoker set it last used of up to 64 balancers (so that a call needs no
  * reference counting). The free releases every set of the balancer at once, those that other
  * threads cached included, with their invokers' state; each such thread keeps only an empty
- * set (at most 256 bytes) in its slot until another balancer takes the slot or it exits.
+ * set (at most 272 bytes) in its slot until another balancer takes the slot or it exits.
  */
 void plb_balancer_free(struct plb_balancer *b);
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import inspect
 import json
+import operator
 import os
 import threading
 import weakref
@@ -49,7 +50,7 @@ Key = Union[bytes, str, bytearray, memoryview]
 Method = Union[int, str]
 #: Invoker ids: any sequence of ints, or a prebuilt array from :func:`id_array` (fastest).
 Ids = Union[Sequence[int], "ctypes.Array[ctypes.c_uint64]", Iterable[int]]
-ConfigValue = Union[str, int, float, bool]
+ConfigValue = Union[str, bytes, int, float, bool]
 
 # The hot calls, bound once: a module global is a cached lookup on CPython, cheaper than an
 # attribute chain (_ffi.lib.plb_select) on every call.
@@ -62,7 +63,6 @@ _plb_select32 = _ffi.select32
 _plb_report32 = _ffi.report32
 # The outcome codes the library knows (an Outcome member hashes and compares as its int).
 _OUTCOME_CODES = frozenset(int(o) for o in Outcome)
-_OUTCOME_TYPES = frozenset((int, Outcome))
 
 # Enum members bound once: on Python 3.11 each `Outcome.SUCCESS` lookup costs ~50-100 ns.
 _SUCCESS, _FAILURE, _TIMEOUT, _CANCELLED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.TIMEOUT, Outcome.CANCELLED
@@ -137,6 +137,14 @@ def _utf8(text: Union[str, bytes], what: str) -> bytes:
     raise TypeError(f"{what} must be str or bytes, not {type(text).__name__}")
 
 
+def _utf8_text(data: bytes, what: str) -> str:
+    """UTF-8 bytes as text, for a string the binding assembles (a config)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidUtf8Error(Status.INVALID_UTF8, f"value of {what!r} is not valid UTF-8: {error}") from None
+
+
 def _key_bytes(key: Key) -> bytes:
     if isinstance(key, str):  # also str subclasses (numpy.str_, ...)
         return _utf8(key, "key")
@@ -154,6 +162,12 @@ def _config_value(key: str, value: ConfigValue) -> str:
         text = float.__repr__(value)
     elif isinstance(value, int):
         text = int.__repr__(value)
+    elif isinstance(value, str):
+        # A str subclass's own form (a `(str, Enum)` member prints as `Zone.US`).
+        text = str.__str__(value)
+    elif isinstance(value, (bytes, bytearray)):
+        # Its text, not its repr (`b'us-east'`), as elsewhere in the binding (UTF-8).
+        text = _utf8_text(bytes(value), key)
     else:
         text = str(value)
     if "&" in text:
@@ -275,16 +289,45 @@ def _update_error(status: int, message: str, invokers: List[Invoker]) -> PolylbE
     return error_for(status, message)
 
 
+def _index(value: Any) -> Any:
+    """``value`` as the int ctypes would pass for it (an int subclass such as an IntEnum
+    member, or any object with ``__index__``, as NumPy's integers have), else as given: ctypes
+    then raises its own TypeError, which the caller names the parameter in."""
+    if value.__class__ is int:
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value
+
+
+def _check_doubles(**numbers: Any) -> None:
+    """Raises :class:`InvalidArgumentError` for an int too large for a double among arguments
+    declared ``double``: ctypes would fail to convert it with a bare "wrong type", although an
+    int is an accepted type there (and a double that large is not finite)."""
+    for name, value in numbers.items():
+        if isinstance(value, int):
+            try:
+                float(value)
+            except OverflowError:
+                raise error_for(
+                    Status.INVALID_ARGUMENT,
+                    f"invalid argument: {name} = {value!r} (want finite and >= 0)",
+                ) from None
+
+
 def _range_status(method: Any, *times: Any) -> int:
     """The status for a method id, or a clock or time (``int64_t``), outside its C type, else 0.
 
     The declared c_uint32 / c_int64 arguments would wrap such an int (2**32 + m into m) onto a
     valid-looking value; no method has an id outside 32 bits, and no time outside 64 bits
-    exists in the other languages.
+    exists in the other languages. Whatever ctypes takes as an int is checked as one.
     """
+    method = _index(method)
     if isinstance(method, int) and not 0 <= method <= 0xFFFF_FFFF:
         return int(Status.UNKNOWN_METHOD)
     for value in times:
+        value = _index(value)
         if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
             return int(Status.INVALID_ARGUMENT)
     return 0
@@ -783,7 +826,8 @@ class Balancer:
             raise self._hot_error(status, elapsed_us=elapsed_us, now_us=now_us)
 
     def _report_wide(self, method: int, id: int, elapsed_us: int, outcome: Union[Outcome, int], now_us: int) -> int:
-        if outcome.__class__ in _OUTCOME_TYPES and outcome not in _OUTCOME_CODES:
+        code = _index(outcome)
+        if isinstance(code, int) and code not in _OUTCOME_CODES:
             # No outcome has this code: let the library reject it (a c_int32 argument would
             # silently keep only the low 32 bits of a larger int).
             outcome = -1
@@ -791,7 +835,8 @@ class Balancer:
         range_status = _range_status(method, now_us, elapsed_us) if outcome != -1 else 0
         if range_status:
             return range_status
-        if id.__class__ is int and not 0 <= id < _UINT64_END:
+        id = _index(id)
+        if isinstance(id, int) and not 0 <= id < _UINT64_END:
             # Likewise an id outside 64 bits names no invoker; do not let it wrap onto one, and
             # let the library check the rest (method, elapsed time, a closed handle) as it does
             # for any id that is not in the set.
@@ -824,7 +869,9 @@ class Balancer:
         status = _range_status(method, provider_time_ms, rt_us, now_us)
         if status:
             raise self._hot_error(status, **named)
-        if id.__class__ is int and not 0 <= id < _UINT64_END:
+        _check_doubles(cpu_load=cpu_load)
+        id = _index(id)
+        if isinstance(id, int) and not 0 <= id < _UINT64_END:
             id = _NO_INVOKER
         try:
             status = _ffi.lib.plb_report_provider_metrics(
@@ -858,7 +905,9 @@ class Balancer:
         named = {"qps": qps, "eps": eps, "utilization": utilization, "now_us": now_us}
         if _range_status(0, now_us):
             raise self._load_error(Status.INVALID_ARGUMENT, named)
-        if id.__class__ is int and not 0 <= id < _UINT64_END:
+        _check_doubles(qps=qps, eps=eps, utilization=utilization)
+        id = _index(id)
+        if isinstance(id, int) and not 0 <= id < _UINT64_END:
             # As in _report_wide: an id outside 64 bits names no invoker (ctypes would wrap it
             # onto one); the library still checks the numbers and the handle.
             id = _NO_INVOKER

@@ -34,6 +34,12 @@ class PolylbError(Exception):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(status={int(self.status)}, message={self.message!r})"
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # Rebuilt from (status, message), not from Exception's args (the message alone), so
+        # that pickle and copy work: an error raised in a multiprocessing worker reaches the
+        # parent as itself.
+        return (_rebuild, (type(self), int(self.status), self.message))
+
 
 class NullPointerError(PolylbError):
     """PLB_ERR_NULL_POINTER: a NULL handle or pointer reached the library (a binding bug)."""
@@ -103,6 +109,14 @@ class BalancerClosedError(PolylbError, ValueError):
 
     def __init__(self, message: str = "the balancer is closed") -> None:
         super().__init__(Status.NULL_POINTER, message)
+
+
+def _rebuild(cls: Type[PolylbError], status: int, message: str) -> PolylbError:
+    """An error as pickled by :meth:`PolylbError.__reduce__` (subclasses with other
+    constructors, such as :class:`BalancerClosedError`, included)."""
+    error = cls.__new__(cls)
+    PolylbError.__init__(error, status, message)
+    return error
 
 
 ERROR_CLASSES: Dict[int, Type[PolylbError]] = {

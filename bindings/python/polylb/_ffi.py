@@ -188,7 +188,9 @@ def _find_library() -> Path:
         path = Path(override)
         if not path.is_file():
             raise ImportError(f"{LIBRARY_ENV}={override!r} does not name a file")
-        return path
+        # Absolute: dlopen looks a name without a '/' up on the system's search path, not in
+        # the current directory, and would load another copy, or none.
+        return path.resolve()
     tried = candidate_paths()
     for path in tried:
         if path.is_file():

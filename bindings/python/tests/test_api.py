@@ -37,6 +37,18 @@ def test_config_string_mapping_and_keywords_combine_in_order() -> None:
     assert polylb.build_config() == b""
 
 
+def test_config_values_given_as_bytes_or_str_subclasses_are_their_text() -> None:
+    import enum
+
+    class Zone(str, enum.Enum):
+        US = "us-east"
+
+    for zone in ("us-east", b"us-east", bytearray(b"us-east"), Zone.US):
+        assert polylb.build_config("random", params={"zone": zone}) == b"loadbalance=random&zone=us-east"
+    with pytest.raises(polylb.InvalidUtf8Error, match="zone"):
+        polylb.build_config("random", params={"zone": b"\xff"})
+
+
 def test_config_values_are_formatted_plainly() -> None:
     assert polylb.build_config(params={"a": True, "b": False, "c": 0.5, "d": None}) == b"a=true&b=false&c=0.5"
 

@@ -527,3 +527,89 @@ def test_call_keeps_the_blocks_exception_when_closed_meanwhile(balancer_factory:
     with pytest.raises(polylb.BalancerClosedError):
         with other.call():
             other.close()
+
+
+class _Index:
+    """An integer that is not an int, as NumPy's are: ctypes takes it through ``__index__``."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+def test_ints_that_are_not_plain_ints_are_range_checked_as_ints(balancer_factory: Any) -> None:
+    # An int subclass (an IntEnum member) or an __index__ object outside its C type would be
+    # wrapped by ctypes onto a valid value (2**64 + 5 onto invoker 5, 2**32 + 1 onto FAILURE):
+    # each is checked as the plain int is.
+    import enum
+
+    class Big(enum.IntEnum):
+        ID = 2**64 + 5
+        OUTCOME = 2**32 + 1
+        TIME = 2**64
+
+    for big_id in (Big.ID, _Index(2**64 + 5)):
+        lb: polylb.Balancer = balancer_factory("random", seed=3)
+        lb.update(invokers(5))
+        lb.report(big_id, 10, Outcome.SUCCESS)  # names no invoker: ignored
+        lb.report(big_id, 10, Outcome.FAILURE)
+        row = by_id(lb.stats())[5]
+        assert (row["succeeded"], row["failures"]) == (0, 0)
+    lb = balancer_factory("random", seed=3)
+    lb.update(invokers(5))
+    picked = lb.select()
+    for outcome in (Big.OUTCOME, _Index(2**32 + 1)):
+        with pytest.raises(polylb.UnknownOutcomeError):
+            lb.report(picked, 10, outcome)  # type: ignore[arg-type]
+    for time in (Big.TIME, _Index(2**64)):
+        with pytest.raises(polylb.InvalidArgumentError):
+            lb.report(picked, time, Outcome.SUCCESS)  # type: ignore[arg-type]
+        with pytest.raises(polylb.InvalidArgumentError):
+            lb.report(picked, 10, Outcome.SUCCESS, now_us=time)  # type: ignore[arg-type]
+        with pytest.raises(polylb.InvalidArgumentError):
+            lb.select(now_us=time)  # type: ignore[arg-type]
+    assert by_id(lb.stats())[picked]["active"] == 1  # none of them ended the call
+    lb.report(picked, _Index(10), Outcome.SUCCESS)  # type: ignore[arg-type]
+    assert by_id(lb.stats())[picked]["succeeded"] == 1
+
+    adaptive: polylb.Balancer = balancer_factory("adaptive")
+    adaptive.update(invokers(5))
+    adaptive.report_provider_metrics(Big.ID, 1, 0.9, 10)  # names no invoker: ignored
+    assert by_id(adaptive.stats())[5]["methods"] == []
+    orca: polylb.Balancer = balancer_factory("orca", orca_blackoutMs=0)
+    orca.update(invokers(5))
+    orca.report_load(Big.ID, 100.0, 0.0, 0.5)
+    assert by_id(orca.stats())[5]["orca_weight"] is None
+    orca.report_load(5, 100.0, 0.0, 0.5)  # the same report for invoker 5 itself weighs it
+    assert by_id(orca.stats())[5]["orca_weight"] == 200
+
+
+def test_an_int_too_large_for_a_double_is_an_invalid_argument(balancer_factory: Any) -> None:
+    orca: polylb.Balancer = balancer_factory("orca")
+    orca.update(invokers(2))
+    for name in ("qps", "eps", "utilization"):
+        numbers = {"qps": 100.0, "eps": 0.0, "utilization": 0.5, name: 10**400}
+        with pytest.raises(polylb.InvalidArgumentError, match=name):
+            orca.report_load(1, **numbers)
+    adaptive: polylb.Balancer = balancer_factory("adaptive")
+    adaptive.update(invokers(2))
+    with pytest.raises(polylb.InvalidArgumentError, match="cpu_load"):
+        adaptive.report_provider_metrics(1, 1, 10**400, 10)  # type: ignore[arg-type]
+    adaptive.report_provider_metrics(1, 1, 1, 10)  # an int that fits is a load like any other
+
+
+def test_errors_survive_pickle_and_copy() -> None:
+    import copy
+    import pickle
+
+    errors = [
+        polylb.NoProviderError(Status.NO_PROVIDER, "no provider: the invoker set is empty"),
+        polylb.BalancerClosedError(),
+        polylb.PolylbError(999, "a code newer than this binding"),
+    ]
+    for error in errors:
+        for clone in (copy.copy(error), pickle.loads(pickle.dumps(error))):
+            assert type(clone) is type(error)
+            assert (clone.status, clone.message, str(clone)) == (error.status, error.message, str(error))

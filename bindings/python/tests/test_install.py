@@ -80,6 +80,20 @@ def test_env_override_is_used(tmp_path: Path) -> None:
     assert result.stdout.strip() == str(copy)
 
 
+def test_env_override_relative_to_the_current_directory(tmp_path: Path) -> None:
+    # A bare file name names the file in the current directory (dlopen alone would search the
+    # system's library path for it instead).
+    name = polylb._ffi.library_filename()
+    shutil.copy(polylb.library_path(), tmp_path / name)
+    result = run_python(
+        "import polylb; print(polylb.library_path())",
+        cwd=tmp_path,
+        env_changes={**importable_env(), "POLYLB_LIBRARY": name},
+    )
+    assert result.returncode == 0, result.stderr
+    assert Path(result.stdout.strip()) == (tmp_path / name).resolve()
+
+
 def test_env_override_that_points_nowhere_fails_fast(tmp_path: Path) -> None:
     result = run_python(
         "import polylb",
