@@ -229,33 +229,53 @@ final class Selections {
 
     /**
      * Unlinks and returns the oldest pick that is sent (or not) and, unless {@code url} is null,
-     * for that provider; null when there is none. Holds the lock.
+     * for that provider (the closest match, see {@link #match}); null when there is none. Holds
+     * the lock.
      */
     private Selection removeFirst(boolean started, URL url) {
+        Selection found = null;
+        Selection foundBefore = null;
+        int best = 0;
         Selection before = null;
         for (Selection s = oldest; s != null; before = s, s = s.next) {
-            if (s.started == started && (url == null || sameProvider(s.url, url))) {
-                if (before == null) {
-                    oldest = s.next;
-                } else {
-                    before.next = s.next;
+            if (s.started != started) {
+                continue;
+            }
+            int level = url == null ? SAME_OBJECT : match(s.url, url);
+            if (level > best) {
+                best = level;
+                found = s;
+                foundBefore = before;
+                if (level == SAME_OBJECT) {
+                    break;
                 }
-                s.next = null;
-                size--;
-                return s;
             }
         }
-        return null;
+        if (found != null) {
+            if (foundBefore == null) {
+                oldest = found.next;
+            } else {
+                foundBefore.next = found.next;
+            }
+            found.next = null;
+            size--;
+        }
+        return found;
     }
 
-    /** Marks the newest unsent pick for the provider at {@code url} as sent now. */
+    /** Marks the newest unsent pick for the provider at {@code url} (the closest match) as sent now. */
     Selection start(URL url) {
         int mark = lock();
         try {
             Selection newest = null;
+            int best = 0;
             for (Selection s = oldest; s != null; s = s.next) {
-                if (!s.started && sameProvider(s.url, url)) {
-                    newest = s;
+                if (!s.started) {
+                    int level = match(s.url, url);
+                    if (level > 0 && level >= best) {
+                        best = level;
+                        newest = s;
+                    }
                 }
             }
             if (newest != null) {
@@ -321,13 +341,28 @@ final class Selections {
         return unsentOldest;
     }
 
+    private static final int SAME_OBJECT = 3;
+    private static final int SAME_SERVICE = 2;
+    private static final int SAME_ADDRESS = 1;
+
     /**
+     * How closely the provider a filter invoked matches one the balancer picked, 0 = not at all.
      * The invoker a filter sees is the protocol's (inside the filter chain), the one the balancer
-     * picked is the directory's wrapper; they share the URL object or at least the address.
+     * picked is the directory's wrapper: they share the URL object, or the protocol, address and
+     * path, or at least the address. Two providers can share an address (Dubbo 3 serves
+     * {@code dubbo://} and {@code tri://} on one port): a call is matched to the closest pick, so
+     * that forked calls to both are each charged to their own.
      */
-    private static boolean sameProvider(URL picked, URL invoked) {
-        return picked == invoked
-                || (picked != null && invoked != null && Objects.equals(picked.getAddress(), invoked.getAddress()));
+    private static int match(URL picked, URL invoked) {
+        if (picked == invoked) {
+            return SAME_OBJECT;
+        }
+        if (picked == null || invoked == null || !Objects.equals(picked.getAddress(), invoked.getAddress())) {
+            return 0;
+        }
+        boolean sameService = Objects.equals(picked.getProtocol(), invoked.getProtocol())
+                && Objects.equals(picked.getPath(), invoked.getPath());
+        return sameService ? SAME_SERVICE : SAME_ADDRESS;
     }
 
     static void cancel(Selection s) {
