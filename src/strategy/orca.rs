@@ -313,16 +313,34 @@ impl LoadTable {
             .fold((0u32, 0.0, 0.0f64), |(n, s, m), w| (n + 1, s + w, m.max(w)));
         let mut cap = f64::INFINITY;
         if count > 0 && max > MAX_RATIO * sum / f64::from(count) {
-            // The cap c solves c = MAX_RATIO × mean(min(w, c)); iterating from the uncapped
-            // mean only lowers it, to the fixed point.
+            // The cap c solves c = MAX_RATIO × mean(min(w, c)): with the k weights at or above
+            // c capped and S the sum of the others, c = MAX_RATIO × S / (count − MAX_RATIO × k).
+            // Solved for the weights capped so far, then again while the new cap reaches more
+            // of them: each pass caps at least one more, and the cap only comes down to the
+            // fixed point (fewer than count / MAX_RATIO weights are capped there). Stepping
+            // by c ← MAX_RATIO × mean(min(w, c)) instead shrank the excess only by
+            // MAX_RATIO × k / count a step, far from the fixed point after any bounded number.
             cap = MAX_RATIO * sum / f64::from(count);
-            for _ in 0..32 {
-                let capped_sum: f64 = weights().filter(|&w| w > 0.0).map(|w| w.min(cap)).sum();
-                let next = MAX_RATIO * capped_sum / f64::from(count);
-                if next >= cap * (1.0 - 1e-9) {
+            let mut capped = 0;
+            for _ in 0..=count {
+                let (k, below) = weights()
+                    .filter(|&w| w > 0.0)
+                    .fold(
+                        (0u32, 0.0),
+                        |(k, s), w| {
+                            if w >= cap {
+                                (k + 1, s)
+                            } else {
+                                (k, s + w)
+                            }
+                        },
+                    );
+                let room = f64::from(count) - MAX_RATIO * f64::from(k);
+                if k == capped || room <= 0.0 {
                     break;
                 }
-                cap = next;
+                capped = k;
+                cap = MAX_RATIO * below / room;
             }
         }
         let top = if count == 0 { 1.0 } else { max.min(cap) };

@@ -272,6 +272,35 @@ fn no_weight_exceeds_ten_times_the_mean() {
 }
 
 #[test]
+fn the_cap_is_exact_however_slowly_stepping_to_it_would_converge() {
+    // 11 invokers: stepping c ← 10 × mean(min(w, c)) from the uncapped mean shrinks the excess
+    // by only 10/11 a step, and after 32 steps had left invoker 11 with 99.98 % of the calls.
+    // Capped exactly, c = 10 × (10 × 200 + c) / 11, so c = 20,000: 10/11 of the calls.
+    let set: Vec<Invoker> = (1..=11).map(provider).collect();
+    let b = lb(&format!("{CONFIG}&orca.blackoutMs=0"), &set);
+    for id in 1..=10 {
+        b.report_load(id, load(100.0, 0.0, 0.5), NOW).unwrap();
+    }
+    b.report_load(11, load(100.0, 0.0, 1e-9), NOW).unwrap();
+    let c = deal(&b, 22_000, NOW);
+    let mut weights: Vec<(u64, f64)> = (1..=10).map(|id| (id, 200.0)).collect();
+    weights.push((11, 20_000.0));
+    assert_dealt(&c, &weights, 22_000);
+    // Two outliers among 22: both capped, at c = 10 × (20 × 100 + 2c) / 22 = 10,000.
+    let set: Vec<Invoker> = (1..=22).map(provider).collect();
+    let b = lb(&format!("{CONFIG}&orca.blackoutMs=0"), &set);
+    for id in 1..=20 {
+        b.report_load(id, load(100.0, 0.0, 1.0), NOW).unwrap();
+    }
+    b.report_load(21, load(100.0, 0.0, 1e-6), NOW).unwrap();
+    b.report_load(22, load(100.0, 0.0, 1e-3), NOW).unwrap();
+    let c = deal(&b, 22_000, NOW);
+    let mut weights: Vec<(u64, f64)> = (1..=20).map(|id| (id, 100.0)).collect();
+    weights.extend([(21, 10_000.0), (22, 10_000.0)]);
+    assert_dealt(&c, &weights, 22_000);
+}
+
+#[test]
 fn weights_near_the_largest_float_keep_their_proportions() {
     // Any finite report is accepted: weights of 5e307 and 1e308, whose sum (with the mean the
     // unreported invokers take) is beyond f64::MAX, still deal 1 : 2 : 1.5 : 1.5.
