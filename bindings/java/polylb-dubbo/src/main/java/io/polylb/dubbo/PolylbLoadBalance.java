@@ -147,8 +147,8 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         } catch (RuntimeException e) {
             ms = DEFAULT_SLIDE_PERIOD_MS; // not a number: Dubbo fails to create its balancer
         }
-        // Dubbo resets its window on nearly every call for 0 or less; polylb wants a positive period.
-        slidePeriodMs = Math.max(ms, 1);
+        // Any int, as Dubbo's (0 or less resets the window at nearly every pick; so does polylb).
+        slidePeriodMs = ms;
     }
 
     @Override

@@ -50,6 +50,16 @@ class SlidePeriodTest {
     }
 
     @Test
+    void zeroAndNegativePeriodsReachPolylbAsDubboReadsThem() {
+        // Dubbo resets its window when now - lastUpdate > slidePeriod, for any int: 0 at the first
+        // pick 1 ms on, a negative period at every pick; the library takes the same rule.
+        for (String period : new String[] {"0", "-1", "-2147483648"}) {
+            String config = configOf(period, null);
+            assertTrue(config.contains("shortestresponse.slidePeriod=" + period), config);
+        }
+    }
+
+    @Test
     void defaultIsDubbosAndPolylbConfigStillWins() {
         String config = configOf(null, null);
         assertTrue(config.contains("shortestresponse.slidePeriod=30000") || !config.contains("slidePeriod"), config);
