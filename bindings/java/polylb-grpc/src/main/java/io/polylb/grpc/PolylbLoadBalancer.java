@@ -35,6 +35,8 @@ final class PolylbLoadBalancer extends LoadBalancer {
     private final Map<List<SocketAddress>, Endpoint> endpoints = new HashMap<>();
     private long lastId;
     private List<Invoker> set = List.of(); // the set the library holds, in id order
+    /** The last set the library rejected (logged once), or null. */
+    private List<Invoker> lastRejected;
     /** The ids of the READY endpoints of the picker last sent up, or null for another picker. */
     private Set<Long> publishedReady;
     private boolean shutdown;
@@ -49,41 +51,90 @@ final class PolylbLoadBalancer extends LoadBalancer {
 
     @Override
     public Status acceptResolvedAddresses(ResolvedAddresses resolved) {
-        if (!(resolved.getLoadBalancingPolicyConfig() instanceof PolylbConfig newConfig)) {
-            return Status.INTERNAL.withDescription(
-                    "polylb: config of type " + resolved.getLoadBalancingPolicyConfig() + ", want PolylbConfig");
+        Object given = resolved.getLoadBalancingPolicyConfig();
+        // gRPC passes no config to a policy named by defaultLoadBalancingPolicy without a service
+        // config: the entry's defaults, as "{}" gives.
+        PolylbConfig newConfig = given == null ? new PolylbConfig("", false) : null;
+        if (given instanceof PolylbConfig parsed) {
+            newConfig = parsed;
+        }
+        if (newConfig == null) {
+            Status error = Status.INTERNAL.withDescription(
+                    "polylb: config of type " + given.getClass().getName() + ", want PolylbConfig");
+            if (state == null) {
+                helper.updateBalancingState(ConnectivityState.TRANSIENT_FAILURE, new FailingPicker(error));
+            }
+            return error;
         }
         if (resolved.getAddresses().isEmpty()) {
             Status error = Status.UNAVAILABLE.withDescription("polylb: the resolver gave no endpoints");
             handleNameResolutionError(error);
             return error;
         }
-        if (state == null || !newConfig.equals(config)) {
-            Balancer balancer;
-            try {
-                balancer = new Balancer(newConfig.config());
-            } catch (PolylbException e) { // parseLoadBalancingPolicyConfig checked it; a guard
-                return Status.INVALID_ARGUMENT.withDescription("polylb: " + e.getMessage());
-            }
-            BalancerState old = state;
-            // Only orca weighs by ORCA's numbers; the other strategies open no streams.
-            boolean outOfBand = newConfig.enableOobLoadReport() && "orca".equals(balancer.strategy());
-            state = new BalancerState(balancer, newConfig.serviceLevel(), !outOfBand);
-            config = newConfig;
-            set = List.of(); // the new balancer holds no set yet
-            publishedReady = null;
-            if (old != null) {
-                // Calls picked by the old balancer report to it after this and are ignored;
-                // pickers over it still in gRPC's hands see it closed and wait for the new one.
-                old.balancer.close();
-            }
-            observer.accept(balancer);
-            // The same settings keep the open streams, which report to the new balancer.
-            oob.configure(outOfBand, newConfig.oobReportingPeriodNanos(), endpoints.values());
-        }
         updateEndpoints(resolved.getAddresses());
-        updatePicker();
-        return Status.OK;
+        Status rejected = null;
+        if (state == null || !newConfig.equals(config)) {
+            rejected = configure(newConfig);
+        }
+        Status setRejected = updatePicker();
+        return rejected != null ? rejected : setRejected == null ? Status.OK : setRejected;
+    }
+
+    /**
+     * Moves to a balancer of {@code newConfig}, unless there is one already and the new one
+     * rejects the listed endpoints (e.g. more than {@code maglev.tableSize}): the channel then goes
+     * on with the balancer it has, and the rejection is returned (null when moved).
+     */
+    private Status configure(PolylbConfig newConfig) {
+        Balancer balancer;
+        try {
+            balancer = new Balancer(newConfig.config());
+        } catch (PolylbException e) { // parseLoadBalancingPolicyConfig checked it; a guard
+            return Status.INVALID_ARGUMENT.withDescription("polylb: " + e.getMessage());
+        }
+        List<Invoker> listed = listedSet();
+        try {
+            balancer.update(listed);
+        } catch (PolylbException e) {
+            if (state != null) {
+                balancer.close();
+                logger.log(Level.WARNING, "polylb: config " + newConfig.config() + " rejected the "
+                        + listed.size() + " endpoints, config " + config.config() + " kept: " + e.getMessage());
+                return rejection(e);
+            }
+            listed = List.of(); // the first config: updatePicker fails the channel with the reason
+        }
+        BalancerState old = state;
+        // Only orca weighs by ORCA's numbers; the other strategies open no streams.
+        boolean outOfBand = newConfig.enableOobLoadReport() && "orca".equals(balancer.strategy());
+        state = new BalancerState(balancer, newConfig.serviceLevel(), !outOfBand);
+        config = newConfig;
+        set = listed;
+        publishedReady = null;
+        if (old != null) {
+            // Calls picked by the old balancer report to it after this and are ignored;
+            // pickers over it still in gRPC's hands see it closed and wait for the new one.
+            old.balancer.close();
+        }
+        observer.accept(balancer);
+        // The same settings keep the open streams, which report to the new balancer.
+        oob.configure(outOfBand, newConfig.oobReportingPeriodNanos(), endpoints.values());
+        return null;
+    }
+
+    private static Status rejection(PolylbException e) {
+        return Status.UNAVAILABLE.withDescription("polylb: the library rejected the endpoints: " + e.getMessage());
+    }
+
+    /** Every listed endpoint's invoker, in id order. */
+    private List<Invoker> listedSet() {
+        List<Endpoint> listed = new ArrayList<>(endpoints.values());
+        listed.sort((a, b) -> Long.compare(a.id, b.id));
+        List<Invoker> invokers = new ArrayList<>(listed.size());
+        for (Endpoint endpoint : listed) {
+            invokers.add(endpoint.invoker());
+        }
+        return invokers;
     }
 
     /** Ids live while the resolver lists the endpoint, not while it is connected. */
@@ -143,45 +194,64 @@ final class PolylbLoadBalancer extends LoadBalancer {
      * outlier ejection's record, the calls still running on its old connection) at every
      * reconnect.
      */
-    private void updatePicker() {
-        List<Endpoint> listed = new ArrayList<>(endpoints.values());
-        listed.sort((a, b) -> Long.compare(a.id, b.id));
-        List<Invoker> newSet = new ArrayList<>(listed.size());
+    private Status updatePicker() {
+        List<Invoker> newSet = listedSet();
+        Status rejected = null;
+        if (!newSet.equals(set)) {
+            try {
+                state.balancer.update(newSet);
+                set = newSet;
+                publishedReady = null; // a picker over the new set
+                lastRejected = null;
+            } catch (PolylbException e) {
+                // The library keeps the previous set (a rejected update changes nothing): the
+                // picker goes on over it, following its endpoints' states; with none kept (a
+                // first set), the channel fails with the reason rather than wait for good.
+                rejected = rejection(e);
+                if (!newSet.equals(lastRejected)) {
+                    lastRejected = newSet;
+                    logger.log(Level.WARNING, "polylb: update of " + newSet.size()
+                            + " endpoints rejected, previous set of " + set.size() + " kept: " + e.getMessage());
+                }
+                if (set.isEmpty()) {
+                    publishedReady = null;
+                    helper.updateBalancingState(ConnectivityState.TRANSIENT_FAILURE, new FailingPicker(rejected));
+                    return rejected;
+                }
+            }
+        }
+        Set<Long> inSet = new HashSet<>();
+        for (Invoker invoker : set) {
+            inSet.add(invoker.id());
+        }
         Map<Long, Endpoint> ready = new HashMap<>();
         List<Long> notReady = new ArrayList<>();
-        for (Endpoint endpoint : listed) {
-            newSet.add(endpoint.invoker());
+        List<Endpoint> members = new ArrayList<>();
+        for (Endpoint endpoint : endpoints.values()) {
+            if (!inSet.contains(endpoint.id)) {
+                continue; // listed, but outside the set the library kept
+            }
+            members.add(endpoint);
             if (endpoint.isReady()) {
                 ready.put(endpoint.id, endpoint);
             } else {
                 notReady.add(endpoint.id);
             }
         }
-        if (!newSet.equals(set)) {
-            try {
-                state.balancer.update(newSet);
-            } catch (PolylbException e) {
-                // The library keeps the previous set (a rejected update changes nothing), so the
-                // picker stays the one over that set.
-                logger.log(Level.WARNING, "polylb: update of " + newSet.size()
-                        + " endpoints rejected, previous set kept: " + e.getMessage());
-                return;
-            }
-            set = newSet;
-            publishedReady = null; // a picker over the new set
-        }
         if (ready.isEmpty()) {
             publishedReady = null;
-            updateWithoutReady();
-            return;
+            updateWithoutReady(members);
+            return rejected;
         }
         if (ready.keySet().equals(publishedReady)) {
-            return; // same set, same READY endpoints: same picker
+            return rejected; // same set, same READY endpoints: same picker
         }
         publishedReady = ready.keySet();
+        notReady.sort(null);
         PolylbPicker picker = new PolylbPicker(state, ready,
                 notReady.stream().mapToLong(Long::longValue).toArray());
         picker.publishing(() -> helper.updateBalancingState(ConnectivityState.READY, picker));
+        return rejected;
     }
 
     /**
@@ -189,9 +259,9 @@ final class PolylbLoadBalancer extends LoadBalancer {
      * while they try again, as pick_first does: calls without wait-for-ready fail at once rather
      * than wait out each attempt).
      */
-    private void updateWithoutReady() {
+    private void updateWithoutReady(List<Endpoint> members) {
         Status failure = null;
-        for (Endpoint endpoint : endpoints.values()) {
+        for (Endpoint endpoint : members) {
             if (endpoint.failure() == null) {
                 helper.updateBalancingState(ConnectivityState.CONNECTING, new SubchannelPicker() {
                     @Override

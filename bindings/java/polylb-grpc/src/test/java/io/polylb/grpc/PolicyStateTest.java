@@ -127,11 +127,24 @@ class PolicyStateTest {
     }
 
     private void resolve(String config, List<EquivalentAddressGroup> groups) {
-        Status accepted = policy.acceptResolvedAddresses(ResolvedAddresses.newBuilder()
+        Status accepted = accept(config, groups);
+        assertEquals(Status.Code.OK, accepted.getCode(), accepted.toString());
+    }
+
+    private Status accept(String config, List<EquivalentAddressGroup> groups) {
+        return policy.acceptResolvedAddresses(ResolvedAddresses.newBuilder()
                 .setAddresses(groups)
                 .setLoadBalancingPolicyConfig(new PolylbConfig(config, false))
                 .build());
-        assertEquals(Status.Code.OK, accepted.getCode());
+    }
+
+    /** 127.0.0.1:&lt;first&gt; to 127.0.0.1:&lt;last&gt;, one endpoint each. */
+    private static List<EquivalentAddressGroup> ports(int first, int last) {
+        List<EquivalentAddressGroup> groups = new ArrayList<>();
+        for (int port = first; port <= last; port++) {
+            groups.add(new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", port)));
+        }
+        return groups;
     }
 
     private PickResult pick() {
@@ -251,22 +264,98 @@ class PolicyStateTest {
                 .getAsJsonArray("invokers").size();
     }
 
-    /** A set maglev's table cannot hold is rejected by the library: the previous set is kept. */
+    /**
+     * A set maglev's table cannot hold is rejected by the library: the previous set is kept, the
+     * resolution answers UNAVAILABLE with the reason, and the picker goes on over the kept set,
+     * following its endpoints' states (an endpoint of it that fails leaves the picker; all of them
+     * failing fails the channel), never picking the endpoint outside it.
+     */
     @Test
     void maglevRejectsMoreEndpointsThanSlotsAndKeepsTheSet() {
-        List<EquivalentAddressGroup> groups = new ArrayList<>();
-        for (int port = 1; port <= 8; port++) {
-            groups.add(new EquivalentAddressGroup(new InetSocketAddress("127.0.0.1", port)));
-        }
-        resolve("loadbalance=maglev&maglev.tableSize=7", groups.subList(0, 7));
+        resolve("loadbalance=maglev&maglev.tableSize=7", ports(1, 7));
         subchannels.forEach(s -> s.set(ConnectivityState.READY));
         assertEquals(7, setSize(), balancer.statsJson());
-        resolve("loadbalance=maglev&maglev.tableSize=7", groups);
+        Status rejected = accept("loadbalance=maglev&maglev.tableSize=7", ports(1, 8));
+        assertEquals(Status.Code.UNAVAILABLE, rejected.getCode(), rejected.toString());
+        assertTrue(rejected.getDescription().contains("rejected"), rejected.toString());
         subchannels.get(7).set(ConnectivityState.READY);
         assertEquals(7, setSize(), balancer.statsJson());
         for (int k = 0; k < 100; k++) {
             assertNotEquals(subchannels.get(7), pickByKey("user-" + k), "an endpoint outside the set was picked");
         }
+
+        FakeSubchannel down = subchannels.get(2);
+        down.set(ConnectivityState.TRANSIENT_FAILURE);
+        for (int k = 0; k < 200; k++) {
+            Subchannel picked = pickByKey("user-" + k);
+            assertTrue(picked != null && picked != down && picked != subchannels.get(7),
+                    "user-" + k + ": " + picked);
+        }
+        subchannels.forEach(s -> s.set(ConnectivityState.TRANSIENT_FAILURE));
+        subchannels.get(7).set(ConnectivityState.READY); // outside the set: no help
+        assertEquals(ConnectivityState.TRANSIENT_FAILURE, state);
+        assertFalse(pick().getStatus().isOk());
+    }
+
+    /**
+     * A first set the library rejects fails the channel with the library's reason (calls without
+     * wait-for-ready fail at once instead of waiting for a picker that never comes), and the
+     * resolution answers UNAVAILABLE; a set it takes afterwards brings the channel up.
+     */
+    @Test
+    void aRejectedFirstSetFailsTheChannelWithTheReason() {
+        Status rejected = accept("loadbalance=maglev&maglev.tableSize=7", ports(1, 8));
+        assertEquals(Status.Code.UNAVAILABLE, rejected.getCode(), rejected.toString());
+        assertEquals(ConnectivityState.TRANSIENT_FAILURE, state);
+        subchannels.forEach(s -> s.set(ConnectivityState.READY));
+        assertEquals(ConnectivityState.TRANSIENT_FAILURE, state);
+        PickResult failed = pick();
+        assertEquals(Status.Code.UNAVAILABLE, failed.getStatus().getCode());
+        assertTrue(failed.getStatus().getDescription().contains("maglev"), failed.getStatus().toString());
+
+        resolve("loadbalance=maglev&maglev.tableSize=7", ports(1, 7));
+        assertEquals(ConnectivityState.READY, state);
+        assertEquals(7, setSize(), balancer.statsJson());
+        assertTrue(pick().getSubchannel() != null);
+    }
+
+    /**
+     * A config change whose balancer rejects the listed endpoints is not taken: the channel goes
+     * on with its balancer (not closed under the picker), and the resolution answers UNAVAILABLE.
+     */
+    @Test
+    void aConfigChangeWhoseBalancerRejectsTheSetKeepsTheBalancer() {
+        resolve("", ports(1, 8));
+        subchannels.forEach(s -> s.set(ConnectivityState.READY));
+        Balancer before = balancer;
+        Status rejected = accept("loadbalance=maglev&maglev.tableSize=7", ports(1, 8));
+        assertEquals(Status.Code.UNAVAILABLE, rejected.getCode(), rejected.toString());
+        assertEquals(before, balancer);
+        assertEquals("random", balancer.strategy());
+        assertEquals(ConnectivityState.READY, state);
+        for (int k = 0; k < 50; k++) {
+            assertTrue(pick().getSubchannel() != null, "pick " + k);
+        }
+        assertEquals(8, setSize(), balancer.statsJson());
+
+        resolve("loadbalance=maglev&maglev.tableSize=11", ports(1, 8));
+        assertEquals("maglev", balancer.strategy());
+        assertTrue(pick().getSubchannel() != null);
+    }
+
+    /**
+     * gRPC gives no config to a policy named by {@code defaultLoadBalancingPolicy("polylb")}
+     * without a service config: the entry's defaults, not a channel that never gets a picker.
+     */
+    @Test
+    void noConfigIsTheDefaults() {
+        Status accepted = policy.acceptResolvedAddresses(ResolvedAddresses.newBuilder()
+                .setAddresses(ports(1, 2)).build());
+        assertEquals(Status.Code.OK, accepted.getCode(), accepted.toString());
+        subchannels.forEach(s -> s.set(ConnectivityState.READY));
+        assertEquals(ConnectivityState.READY, state);
+        assertEquals("random", balancer.strategy());
+        assertTrue(pick().getSubchannel() != null);
     }
 
     /**
