@@ -128,8 +128,11 @@ type Invoker struct {
 	// invoker on the consistent-hash ring (maglev: in its lookup table;
 	// rendezvous: in its scores), so the hashing strategies need a non-empty one.
 	Address string
-	// Weight must be >= 0. The zero value means "never picked while another
-	// invoker has weight", so use NewInvoker for Dubbo's default of 100.
+	// Weight must be >= 0. The zero value is weight 0, which random, roundrobin
+	// and polylb's own strategies never pick while another invoker has weight,
+	// but leastactive and shortestresponse pick when it alone is the least
+	// loaded and consistenthash ignores (as Dubbo's do): use NewInvoker for
+	// Dubbo's default of 100.
 	Weight int32
 	// StartTimeMs is the provider's start time in Unix milliseconds; 0 means
 	// unknown, which disables warm-up (as in Dubbo).

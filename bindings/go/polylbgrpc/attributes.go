@@ -24,7 +24,7 @@ func (a invokerAttr) Equal(o any) bool {
 // polylb reads from it: Weight, StartTimeMs and WarmupMs (Dubbo's warm-up)
 // and Zone. ID and Address are ignored: the policy gives each endpoint its
 // id and takes its first address. Start from polylb.NewInvoker for Dubbo's
-// defaults (a zero Weight is never picked while another invoker has weight).
+// defaults (a zero Weight is weight 0: see polylb.Invoker).
 // A negative Weight is taken as 0: the library rejects a set that holds one,
 // and one endpoint must not keep the ClientConn from ever getting a picker.
 // A resolver sets it, as it would gRPC's weight attribute.
