@@ -259,6 +259,69 @@ fn faults_cost_what_they_should() {
     assert!(retried.attempts > retried.calls);
 }
 
+/// Failover with every provider tried picks again among them, as Dubbo's reselect and the
+/// oracles do: two providers, a timeout the +5 ms one always hits and the other sometimes, two
+/// retries. Before, a third attempt found every provider excluded and the call ended as "no
+/// provider" (about 17 % of the calls), hiding its real outcome.
+#[test]
+fn a_failover_that_tried_every_provider_picks_among_them_again() {
+    for policy in ["random", "leastactive", "peakewma", "oracle-jsq"] {
+        let mut s = spec("x10", 3.0, policy, 0.3, 1, 1);
+        s.timeout_us = 2_000;
+        s.retries = 2;
+        let r = engine::run(&s).unwrap();
+        assert_eq!(r.no_provider, 0, "{policy}: both providers are up");
+        assert!(
+            r.attempts > r.calls + r.calls / 10,
+            "{policy}: retries were made"
+        );
+        assert!(
+            r.timeouts > 0,
+            "{policy}: calls that timed out three times count as timeouts"
+        );
+        assert_eq!(r.calls, r.ok + r.failures + r.timeouts, "{policy}");
+    }
+}
+
+/// Latencies beyond 2^32 µs (71.6 minutes) are kept whole: a provider that hangs, a timeout of
+/// 5000 s and one retry make the slowest successes wait 5000 s and more (they were cut to
+/// 4295 s).
+#[test]
+fn latencies_beyond_32_bits_of_microseconds_are_kept() {
+    let mut s = spec("x5", 2.0, "random", 0.5, 1, 1);
+    s.timeout_us = 5_000_000_000;
+    s.retries = 1;
+    let r = engine::run(&s).unwrap();
+    assert!(r.p999_us >= 5e9, "p999 {} µs", r.p999_us);
+    assert!(r.p999_us < 5.01e9, "p999 {} µs", r.p999_us);
+}
+
+/// Load 1.0 of the stress scenarios whose provider changes speed is the time average of the
+/// providers' speeds over the run (x4's degrading provider averages 0.43 of a normal one, not
+/// the 0.5 it was counted at).
+#[test]
+fn a_changing_speed_counts_at_its_time_average_in_the_capacity() {
+    let d = 20_000_000;
+    for id in ["x2", "x3", "x4"] {
+        let sc = scenario::build(id, Some(d), &scenario::Model::default()).unwrap();
+        let one = sc.providers[1].capacity_rps(1.0);
+        let (mut at, mut factor, mut served) = (0, 1.0, 0.0);
+        for (t, action) in &sc.timeline {
+            if let scenario::Action::Speed(0, f) = action {
+                served += (t - at) as f64 / factor;
+                (at, factor) = (*t, *f);
+            }
+        }
+        served += (d - at) as f64 / factor;
+        let expected = one * (sc.providers.len() as f64 - 1.0 + served / d as f64);
+        assert!(
+            (sc.capacity_rps / expected - 1.0).abs() < 1e-3,
+            "{id}: capacity {} calls/s, the timeline's average {expected}",
+            sc.capacity_rps
+        );
+    }
+}
+
 #[test]
 fn every_scenario_runs_with_one_and_many_consumers() {
     for id in scenario::ALL_IDS {

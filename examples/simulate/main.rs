@@ -261,6 +261,18 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
     if a.loads.iter().any(|&l| l.is_nan() || l <= 0.0 || l >= 2.0) {
         return Err("--loads: each load must be in (0, 2)".into());
     }
+    // Each load labels its columns, sections and plot files: two that read the same would
+    // share them (the second plot overwriting the first).
+    let mut labels = std::collections::HashSet::new();
+    for &l in &a.loads {
+        let label = report::load_pct(l);
+        if !labels.insert(label.clone()) {
+            return Err(format!(
+                "--loads: {l} reads as {label} %, as another of the list does \
+                 (give loads at least 0.01 % apart)"
+            ));
+        }
+    }
     if a.consumers.iter().any(|&c| c == 0 || c > 100_000) {
         return Err("--consumers: each count must be in 1..=100000".into());
     }
@@ -599,6 +611,32 @@ mod tests {
             assert_eq!(parse(args).err().as_deref(), Some(error), "{args}");
         }
     }
+    /// Loads label their columns, report sections and plot files to 0.01 %: two that read the
+    /// same are an error (0.70 and 0.704 once shared a label, and the second plot overwrote the
+    /// first); others read as given.
+    #[test]
+    fn loads_that_would_share_a_label_are_an_error() {
+        let a = parse("--loads 0.7,0.704,85,0.8501").unwrap();
+        let labels: Vec<String> = a
+            .loads
+            .iter()
+            .map(|&l| crate::report::load_pct(l))
+            .collect();
+        assert_eq!(labels, ["70", "70.4", "85", "85.01"]);
+        for (args, error) in [
+            (
+                "--loads 0.7,0.70001",
+                "--loads: 0.70001 reads as 70 %, as another of the list does (give loads at least 0.01 % apart)",
+            ),
+            (
+                "--loads 85,0.85",
+                "--loads: 0.85 reads as 85 %, as another of the list does (give loads at least 0.01 % apart)",
+            ),
+        ] {
+            assert_eq!(parse(args).err().as_deref(), Some(error), "{args}");
+        }
+    }
+
     /// The flags of a text: every `--name` in it.
     fn flags(text: &str) -> std::collections::BTreeSet<&str> {
         text.match_indices("--")

@@ -2,7 +2,7 @@
 //! (oracle.rs) that sees the whole world.
 
 use crate::provider::Provider;
-use polylb::{Balancer, Invoker, Outcome};
+use polylb::{Balancer, Invoker, Outcome, Status};
 
 /// A provider as the registry announces it.
 #[derive(Clone, Debug)]
@@ -206,15 +206,24 @@ impl Policy for LibraryPolicy {
         self.scratch
             .extend(excluded.iter().map(|&i| provider_id(i)));
         let lb = &self.balancers[consumer];
-        lb.select_among(
-            self.methods[consumer],
-            key,
-            &[],
-            &self.scratch,
-            EPOCH_US + now_us,
-        )
-        .ok()
-        .map(provider_index)
+        let pick = |excluded: &[u64]| {
+            lb.select_among(
+                self.methods[consumer],
+                key,
+                &[],
+                excluded,
+                EPOCH_US + now_us,
+            )
+        };
+        match pick(&self.scratch) {
+            Ok(id) => Some(provider_index(id)),
+            // Every provider was tried: Dubbo's failover then picks among the tried ones
+            // (`AbstractClusterInvoker.reselect`), as the oracles do, rather than give up.
+            Err(Status::NoCandidate) if !self.scratch.is_empty() => {
+                pick(&[]).ok().map(provider_index)
+            }
+            Err(_) => None,
+        }
     }
 
     fn on_end(

@@ -188,7 +188,7 @@ impl Engine<'_> {
         );
         if ok {
             self.ok += 1;
-            let lat = (self.now - req.first_us).clamp(0, u32::MAX as i64) as u32;
+            let lat = (self.now - req.first_us).max(0) as u64;
             self.latencies.push(lat);
             self.maybe_free(r);
         } else {

@@ -160,7 +160,9 @@ struct Engine<'a> {
     mean_gap_us: f64,
     excluded: Vec<usize>,
     // Measurements.
-    latencies: Vec<u32>,
+    /// Every successful call's latency (µs; 64 bits: a timeout of up to 2^31 − 1 ms times
+    /// the attempts passes 32).
+    latencies: Vec<u64>,
     calls: u64,
     ok: u64,
     failures: u64,

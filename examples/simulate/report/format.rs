@@ -38,6 +38,13 @@ pub(super) fn fmt_ratio(r: f64) -> String {
     }
 }
 
+/// A load as a percentage, to two decimals at most (70, 70.4): the label of its columns,
+/// sections and files, so `--loads` must hold no two that read the same (main checks).
+pub fn load_pct(load: f64) -> String {
+    let s = format!("{:.2}", (load * 10_000.0).round() / 100.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 pub(super) fn pct(x: f64) -> String {
     format!("{}", (x * 100.0).round())
 }

@@ -1,7 +1,7 @@
 //! report.md: the full tables per scenario, load and consumer count, then the goals.
 
 use super::aggregate::ORACLES;
-use super::format::{fmt_err, fmt_ms, fmt_ratio, pct};
+use super::format::{fmt_err, fmt_ms, fmt_ratio, load_pct, pct};
 use super::goals::GOALS;
 use super::svg::svg_name;
 use super::Report;
@@ -44,14 +44,14 @@ impl Report {
                 "Load 1.0 = {:.0} calls/s ({}). Duration {} s.\n",
                 sc.capacity_rps,
                 sc.capacity_text(),
-                sc.duration_us / 1_000_000
+                sc.duration_us as f64 / 1e6
             );
             for (l, c) in self.combos(sc) {
                 let _ = writeln!(
                     out,
                     "### {}: load {} %, {} consumer(s)\n",
                     sc.label(),
-                    pct(l),
+                    load_pct(l),
                     c
                 );
                 let _ = write!(
@@ -123,7 +123,7 @@ impl Report {
                     out,
                     "\n![{} {} % {}c]({})\n",
                     sc.label(),
-                    pct(l),
+                    load_pct(l),
                     c,
                     svg_name(sc, l, c)
                 );

@@ -10,6 +10,8 @@ mod markdown;
 mod svg;
 mod text;
 
+pub use format::load_pct;
+
 use crate::engine::{PolicySpec, RunResult};
 use crate::scenario::Scenario;
 use std::fmt::Write as _;

@@ -1,6 +1,6 @@
 //! One SVG per (scenario, load, consumers): latency CDFs, then per-provider load over time.
 
-use super::format::{fmt_err, fmt_ms, pct};
+use super::format::{fmt_err, fmt_ms, load_pct};
 use super::Report;
 use crate::engine::RunResult;
 use crate::policy::provider_index;
@@ -36,7 +36,7 @@ impl Report {
              lines: latency CDF of successful calls per strategy, dashed: oracles</text>",
             escape(&sc.label()),
             escape(&sc.heading()),
-            pct(load),
+            load_pct(load),
             sc.capacity_rps,
             escape(&sc.capacity_text()),
             consumers,
@@ -259,7 +259,7 @@ pub fn svg_name(sc: &Scenario, load: f64, consumers: usize) -> String {
         "s{}-{}-load{}-c{}.svg",
         sc.id,
         sc.name,
-        pct(load),
+        load_pct(load),
         consumers
     )
 }

@@ -1,7 +1,7 @@
 //! The text table printed on stdout (and written to table.txt), goals included.
 
 use super::aggregate::ORACLES;
-use super::format::{fmt_err, fmt_ms, fmt_ratio, pct};
+use super::format::{fmt_err, fmt_ms, fmt_ratio, load_pct};
 use super::goals::GOALS;
 use super::Report;
 use std::fmt::Write as _;
@@ -44,7 +44,7 @@ impl Report {
             );
             let _ = write!(out, "{:<nw$}", "strategy");
             for (l, c) in &combos {
-                let _ = write!(out, " | {:<22}", format!("{}% x{}c", pct(*l), c));
+                let _ = write!(out, " | {:<22}", format!("{}% x{}c", load_pct(*l), c));
             }
             out.push('\n');
             for p in &self.policies {
