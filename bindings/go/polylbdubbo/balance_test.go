@@ -3,6 +3,7 @@ package polylbdubbo
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,5 +176,58 @@ func TestHashKeyText(t *testing.T) {
 	generic := newInvocation("$invoke", "get", []string{"java.lang.String"}, []any{"user-1"})
 	if got := string(hashKey(generic, []int{0})); got != "user-1" {
 		t.Errorf("generic call: key %q, want user-1", got)
+	}
+}
+
+type keyAddress struct{ City string }
+
+type keyUser struct {
+	ID   string
+	Home *keyAddress
+	Tags map[int]*string
+	Any  any
+	next *keyUser
+}
+
+type keyName struct{ first, last string }
+
+func (n *keyName) String() string { return n.first + " " + n.last }
+
+// Pointers in an argument are followed to their values: equal values give
+// equal keys however they are allocated (fmt printed a nested pointer as its
+// address, so one user's calls spread over every provider), values without
+// pointers keep fmt's text, and a value that points back into itself ends.
+func TestHashKeyFollowsPointers(t *testing.T) {
+	str := func(s string) *string { return &s }
+	user := func() *keyUser {
+		return &keyUser{ID: "u-1", Home: &keyAddress{"Paris"},
+			Tags: map[int]*string{10: str("b"), 9: str("a")}, Any: str("x")}
+	}
+	key := func(arg any) string { return string(hashKey(newInvocation("m", arg), []int{0})) }
+	for _, tc := range []struct {
+		a, b any
+		want string
+	}{
+		{str("user-1"), str("user-1"), "user-1"},
+		{user(), user(), "{u-1 {Paris} map[9:a 10:b] x <nil>}"},
+		{[]*keyAddress{{"Oslo"}, nil}, []*keyAddress{{"Oslo"}, nil}, "[{Oslo} <nil>]"},
+		{&keyName{"Ada", "Lovelace"}, &keyName{"Ada", "Lovelace"}, "Ada Lovelace"},
+		{keyAddress{"Rome"}, keyAddress{"Rome"}, "{Rome}"},
+		{map[string]int{"b": 2, "a": 1}, map[string]int{"a": 1, "b": 2}, "map[a:1 b:2]"},
+	} {
+		if ka, kb := key(tc.a), key(tc.b); ka != tc.want || kb != tc.want {
+			t.Errorf("%#v: keys %q and %q, want %q", tc.a, ka, kb, tc.want)
+		}
+	}
+	if key(user()) == key(&keyUser{ID: "u-1", Home: &keyAddress{"Lyon"}}) {
+		t.Error("different values behind the pointers, the same key")
+	}
+	loop := &keyUser{ID: "loop"}
+	loop.next = loop
+	if k := key(loop); !strings.HasPrefix(k, "{loop <nil> map[] <nil> {loop") || !strings.Contains(k, "...") {
+		t.Errorf("a cyclic value: key %q", k)
+	}
+	if k := key(make(chan int)); k != "chan int" {
+		t.Errorf("a channel: key %q", k)
 	}
 }

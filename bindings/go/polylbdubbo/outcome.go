@@ -30,7 +30,8 @@ const failure = polylb.Failure
 //   - Triple Canceled: Cancelled when the caller's ctx was cancelled, else a
 //     Failure (the provider or the connection ended the call);
 //   - a call the protocol never sent (a destroyed invoker, a closed client,
-//     no reply object): Cancelled;
+//     no reply object; over Triple a request it could not encode or compress,
+//     or one over its send limit): Cancelled;
 //   - context.Canceled: Cancelled; anything else (connection refused,
 //     Unavailable, Internal, Unknown, …): Failure.
 func OutcomeOf(ctx context.Context, res result.Result) polylb.Outcome {
@@ -50,6 +51,11 @@ func OutcomeOf(ctx context.Context, res result.Result) polylb.Outcome {
 			return polylb.Success
 		case tri.CodeDeadlineExceeded:
 			return polylb.Timeout
+		case tri.CodeInternal, tri.CodeResourceExhausted:
+			if unsent(te) {
+				return polylb.Cancelled
+			}
+			return failure
 		case tri.CodeCanceled:
 			if ctx != nil && errors.Is(ctx.Err(), context.Canceled) {
 				return polylb.Cancelled
@@ -72,4 +78,19 @@ func OutcomeOf(ctx context.Context, res result.Result) polylb.Outcome {
 		return polylb.Timeout
 	}
 	return polylb.OutcomeOf(err)
+}
+
+// unsent: Triple's own refusals to send a message, made before it goes out
+// (its texts are all there is to go by): the provider got nothing to answer
+// (a provider's own such failure, of its answer, is as deterministic: another
+// provider would fail the same way).
+func unsent(te *tri.Error) bool {
+	msg := te.Message()
+	switch te.Code() {
+	case tri.CodeInternal:
+		return strings.HasPrefix(msg, "marshal message") || strings.HasPrefix(msg, "compress:")
+	case tri.CodeResourceExhausted:
+		return strings.Contains(msg, "exceeds sendMaxBytes")
+	}
+	return false
 }

@@ -229,8 +229,9 @@ func readMethodConfig(u *common.URL, method, fixed string) (methodConfig, error)
 // it: the arguments at the configured indexes, each as text, concatenated
 // without separator (indexes out of range skipped), a generic call
 // ($invoke / $invokeAsync) unwrapped to its real arguments. Text is Go's
-// fmt.Sprint except that nil is "null" (Java's String.valueOf): strings,
-// integers and booleans give Java's text, other types may not (see README).
+// fmt.Sprint except that nil is "null" (Java's String.valueOf) and that
+// pointers are followed to their values (appendArgText): strings, integers and
+// booleans give Java's text, other types may not (see README).
 func hashKey(inv base.Invocation, indexes []int) []byte {
 	args := arguments(inv)
 	var key []byte
@@ -250,7 +251,7 @@ func hashKey(inv base.Invocation, indexes []int) []byte {
 		case int64:
 			key = strconv.AppendInt(key, a, 10)
 		default:
-			key = fmt.Append(key, a)
+			key = appendArgText(key, a)
 		}
 	}
 	return key

@@ -41,13 +41,16 @@ import (
 
 	polylb "github.com/polylb/polylb/bindings/go"
 	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/balancer/base"
 	"google.golang.org/grpc/balancer/endpointsharding"
 	"google.golang.org/grpc/balancer/pickfirst"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/orca"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
+	"google.golang.org/grpc/status"
 )
 
 // Name is the policy's name in a service config's loadBalancingConfig.
@@ -228,14 +231,18 @@ type policy struct {
 	// current is lb, for the OOB listeners' reports (read without p.mu).
 	current atomic.Pointer[lbState]
 
-	mu       sync.Mutex
-	cfg      Config
-	lb       *lbState // nil until the first config
-	ids      *resolver.EndpointMap[uint64]
-	nextID   uint64
-	set      []polylb.Invoker // the set the library holds, in id order
-	closed   bool
-	children []endpointsharding.ChildState
+	mu     sync.Mutex
+	cfg    Config
+	lb     *lbState // nil until the first config
+	ids    *resolver.EndpointMap[uint64]
+	nextID uint64
+	set    []polylb.Invoker // the set the library holds, in id order
+	// lastRejected: the last set the library rejected (logged once), and
+	// rejected its error since the last resolver update, for its answer.
+	lastRejected []polylb.Invoker
+	rejected     error
+	closed       bool
+	children     []endpointsharding.ChildState
 	// addrIDs: each listed endpoint's addresses → its invoker id, for the
 	// SubConns the children create.
 	addrIDs  map[string]uint64
@@ -251,35 +258,6 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 		return fmt.Errorf("polylb: config of type %T, want *polylbgrpc.Config: %w", ccs.BalancerConfig, balancer.ErrBadResolverState)
 	}
 	p.mu.Lock()
-	if p.lb == nil || *cfg != p.cfg {
-		// Any change of the entry, as in the Java policy: a new balancer
-		// (whether the calls' trailers feed orca is the balancer's).
-		lb, err := polylb.New(cfg.Config)
-		if err != nil { // ParseConfig checked it; kept as a guard
-			p.mu.Unlock()
-			return fmt.Errorf("config %q: %w", cfg.Config, err)
-		}
-		old := p.lb
-		p.lb = newLBState(lb, cfg.ServiceLevel)
-		// Out-of-band reports under orca only; their trailers then feed it
-		// no more (the picker reads the flag).
-		p.lb.oob = cfg.EnableOOBLoadReport && p.lb.orca
-		p.current.Store(p.lb)
-		p.cfg = *cfg
-		p.set = nil // the new balancer holds no set yet
-		if old != nil {
-			// Calls picked by the old balancer report to it after this:
-			// Report on a closed balancer is an error they ignore.
-			old.lb.Close()
-		}
-		if p.opts.Observe != nil {
-			p.opts.Observe(lb)
-		}
-		// The same out-of-band settings keep the listeners, which report to
-		// the new balancer; others stop them (new ones start once the
-		// balancer holds its set).
-		p.configureOOBLocked(p.lb.oob, cfg.OOBReportingPeriod)
-	}
 	// Ids live while the resolver lists the endpoint, not while it is
 	// connected: a reconnect keeps the invoker's state.
 	listed := resolver.NewEndpointMap[bool]()
@@ -304,12 +282,92 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 			p.addrIDs[a.Addr] = id
 		}
 	}
+	var keptConfig error
+	if p.lb == nil || *cfg != p.cfg {
+		if err := p.configureLocked(cfg, ccs.ResolverState.Endpoints); err != nil {
+			if p.lb == nil {
+				p.mu.Unlock()
+				return err
+			}
+			keptConfig = err
+		}
+	}
+	p.rejected = nil
 	p.mu.Unlock()
 
 	// The child sends its states up through UpdateState, inline.
-	return p.child.UpdateClientConnState(balancer.ClientConnState{
+	err := p.child.UpdateClientConnState(balancer.ClientConnState{
 		ResolverState: pickfirst.EnableHealthListener(ccs.ResolverState),
 	})
+	p.mu.Lock()
+	rejected := p.rejected
+	p.mu.Unlock()
+	if err == nil && keptConfig == nil && rejected != nil {
+		// gRPC resolves again, with backoff: a resolver that lists fewer
+		// endpoints later brings the set in.
+		err = fmt.Errorf("%w: %v", balancer.ErrBadResolverState, rejected)
+	}
+	if err == nil && keptConfig != nil {
+		err = fmt.Errorf("%w: %v", balancer.ErrBadResolverState, keptConfig)
+	}
+	return err
+}
+
+// configureLocked moves to a balancer of cfg, unless there is one already and
+// the new one rejects the listed endpoints (e.g. more than maglev.tableSize):
+// the channel then goes on with the one it has, and the rejection is
+// returned. Called with p.mu held.
+func (p *policy) configureLocked(cfg *Config, endpoints []resolver.Endpoint) error {
+	// Any change of the entry, as in the Java policy: a new balancer
+	// (whether the calls' trailers feed orca is the balancer's).
+	lb, err := polylb.New(cfg.Config)
+	if err != nil { // ParseConfig checked it; kept as a guard
+		return fmt.Errorf("config %q: %w", cfg.Config, err)
+	}
+	if p.lb != nil {
+		if err := lb.Update(p.listedSetLocked(endpoints)); err != nil {
+			lb.Close()
+			logger.Warningf("polylb: config %q rejected the %d listed endpoints, config %q kept: %v",
+				cfg.Config, len(endpoints), p.cfg.Config, err)
+			return fmt.Errorf("config %q: %w", cfg.Config, err)
+		}
+	}
+	old := p.lb
+	p.lb = newLBState(lb, cfg.ServiceLevel)
+	// Out-of-band reports under orca only; their trailers then feed it
+	// no more (the picker reads the flag).
+	p.lb.oob = cfg.EnableOOBLoadReport && p.lb.orca
+	p.current.Store(p.lb)
+	p.cfg = *cfg
+	p.set = nil // the set is taken (again) from the child's first state
+	if old != nil {
+		// Calls picked by the old balancer report to it after this:
+		// Report on a closed balancer is an error they ignore.
+		old.lb.Close()
+	}
+	if p.opts.Observe != nil {
+		p.opts.Observe(lb)
+	}
+	// The same out-of-band settings keep the listeners, which report to
+	// the new balancer; others stop them (new ones start once the
+	// balancer holds its set).
+	p.configureOOBLocked(p.lb.oob, cfg.OOBReportingPeriod)
+	return nil
+}
+
+// listedSetLocked is the set of the listed endpoints, one invoker per id, in
+// id order, as UpdateState builds it from the children.
+func (p *policy) listedSetLocked(endpoints []resolver.Endpoint) []polylb.Invoker {
+	set := make([]polylb.Invoker, 0, len(endpoints))
+	seen := make(map[uint64]bool, len(endpoints))
+	for _, ep := range endpoints {
+		if id, ok := p.ids.Get(ep); ok && !seen[id] {
+			seen[id] = true
+			set = append(set, invokerOf(id, ep))
+		}
+	}
+	slices.SortFunc(set, func(a, b polylb.Invoker) int { return cmp.Compare(a.ID, b.ID) })
+	return set
 }
 
 func (p *policy) ResolverError(err error) { p.child.ResolverError(err) }
@@ -365,13 +423,12 @@ func (p *policy) UpdateState(state balancer.State) {
 	slices.SortFunc(set, func(a, b polylb.Invoker) int { return cmp.Compare(a.ID, b.ID) })
 	if !sameSet(set, p.set) {
 		if err := p.lb.lb.Update(set); err != nil {
-			// The library keeps the previous set (a rejected update changes
-			// nothing), so the picker stays the one over that set.
-			logger.Errorf("polylb: update of %d endpoints rejected, previous set kept: %v", len(set), err)
+			p.keepSetLocked(set, err, children, pickers, &notReady)
 			return
 		}
 		first := p.set == nil
 		p.set = set
+		p.lastRejected = nil
 		if first {
 			p.syncListenersLocked() // a new balancer's OOB listeners
 		}
@@ -382,6 +439,65 @@ func (p *policy) UpdateState(state balancer.State) {
 		p.ClientConn.UpdateState(state)
 		return
 	}
+	p.sendPickerLocked(pickers, notReady)
+}
+
+// keepSetLocked answers a set the library rejected (it keeps the previous
+// one: a rejected update changes nothing). With a set kept, the picker goes
+// on over it, following its endpoints' states; with none (a new balancer's
+// first), the channel fails with the library's reason rather than leave RPCs
+// waiting for a picker that never comes.
+func (p *policy) keepSetLocked(set []polylb.Invoker, err error, children []endpointsharding.ChildState,
+	pickers map[uint64]balancer.Picker, notReady *[]uint64) {
+	p.rejected = err
+	if !sameSet(set, p.lastRejected) {
+		p.lastRejected = set
+		logger.Warningf("polylb: update of %d endpoints rejected, previous set of %d kept: %v", len(set), len(p.set), err)
+	}
+	if p.set == nil {
+		p.ClientConn.UpdateState(balancer.State{
+			ConnectivityState: connectivity.TransientFailure,
+			Picker:            base.NewErrPicker(status.Errorf(codes.Unavailable, "polylb: the library rejected the endpoints: %v", err)),
+		})
+		return
+	}
+	inSet := make(map[uint64]bool, len(p.set))
+	for _, inv := range p.set {
+		inSet[inv.ID] = true
+	}
+	for id := range pickers {
+		if !inSet[id] {
+			delete(pickers, id)
+		}
+	}
+	*notReady = slices.DeleteFunc(*notReady, func(id uint64) bool { return !inSet[id] })
+	if len(pickers) > 0 {
+		p.sendPickerLocked(pickers, *notReady)
+		return
+	}
+	// None of the kept set READY: wait while one connects, fail once all failed.
+	var failure error
+	for _, child := range children {
+		if id, ok := p.ids.Get(child.Endpoint); !ok || !inSet[id] {
+			continue
+		}
+		if child.State.ConnectivityState != connectivity.TransientFailure {
+			p.ClientConn.UpdateState(balancer.State{
+				ConnectivityState: connectivity.Connecting,
+				Picker:            base.NewErrPicker(balancer.ErrNoSubConnAvailable),
+			})
+			return
+		}
+		_, failure = child.State.Picker.Pick(balancer.PickInfo{})
+	}
+	p.ClientConn.UpdateState(balancer.State{
+		ConnectivityState: connectivity.TransientFailure,
+		Picker:            base.NewErrPicker(status.Errorf(codes.Unavailable, "polylb: no endpoint is reachable: %v", failure)),
+	})
+}
+
+// sendPickerLocked sends up a picker over the READY endpoints.
+func (p *policy) sendPickerLocked(pickers map[uint64]balancer.Picker, notReady []uint64) {
 	p.ClientConn.UpdateState(balancer.State{
 		ConnectivityState: connectivity.Ready,
 		Picker:            &picker{lb: p.lb, pickers: pickers, notReady: notReady},

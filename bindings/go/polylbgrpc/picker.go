@@ -3,6 +3,7 @@ package polylbgrpc
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,7 +174,7 @@ func doneOutcome(ctx context.Context, done balancer.DoneInfo) polylb.Outcome {
 	if !done.BytesSent {
 		return polylb.Cancelled
 	}
-	if !done.BytesReceived && (done.Err == nil || refusedByDrain(done.Err)) {
+	if !done.BytesReceived && (done.Err == nil || refusedByDrain(done.Err) || unsentByClient(done.Err)) {
 		// The server answered nothing: refused unprocessed by its GOAWAY,
 		// which gRPC retries elsewhere. The refusal reaches Done as
 		// drainRefusal, or as no error at all when the attempt's send met the
@@ -182,6 +183,34 @@ func doneOutcome(ctx context.Context, done balancer.DoneInfo) polylb.Outcome {
 		return polylb.Cancelled
 	}
 	return OutcomeOf(ctx, done.Err)
+}
+
+// unsentByClient: this side's gRPC could not send the request (it could not
+// encode or compress it, or it passed this side's send limit) after the
+// stream opened: the provider got nothing to answer, so the call says nothing
+// about it. (A provider's own such errors arrive as its status, with bytes
+// received.)
+func unsentByClient(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch msg := st.Message(); st.Code() {
+	case codes.Internal:
+		return strings.HasPrefix(msg, "grpc: error while marshaling") ||
+			strings.HasPrefix(msg, "grpc: error while compressing")
+	case codes.ResourceExhausted:
+		return strings.HasPrefix(msg, "trying to send message larger than max")
+	}
+	return false
+}
+
+// tooLargeToReceive: a message over the receiver's size limit, which grpc-go
+// reports with these words whichever side refused it: this side refusing the
+// provider's answer, or the provider refusing the request. Either way another
+// provider would do the same.
+func tooLargeToReceive(st *status.Status) bool {
+	return st.Code() == codes.ResourceExhausted && strings.HasPrefix(st.Message(), "grpc: received message")
 }
 
 // drainRefusal is grpc-go's message (transport's errStreamDrain, UNAVAILABLE)
@@ -207,7 +236,9 @@ func refusedByDrain(err error) bool {
 //
 //   - nil, and errors the provider answered with (INVALID_ARGUMENT, NOT_FOUND,
 //     ALREADY_EXISTS, PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION,
-//     ABORTED, OUT_OF_RANGE): Success;
+//     ABORTED, OUT_OF_RANGE), and a message over a receiver's size limit
+//     (grpc-go's RESOURCE_EXHAUSTED "grpc: received message larger than
+//     max", this side's or the provider's): Success;
 //   - DEADLINE_EXCEEDED: Timeout;
 //   - UNAVAILABLE, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNKNOWN,
 //     DATA_LOSS and any code gRPC does not define: Failure.
@@ -226,6 +257,10 @@ func OutcomeOf(ctx context.Context, err error) polylb.Outcome {
 		return polylb.Success
 	case codes.DeadlineExceeded:
 		return polylb.Timeout
+	case codes.ResourceExhausted:
+		if tooLargeToReceive(st) {
+			return polylb.Success
+		}
 	case codes.Canceled:
 		if ctx != nil && ctx.Err() != nil {
 			return polylb.Cancelled

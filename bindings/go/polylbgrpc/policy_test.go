@@ -245,6 +245,10 @@ func TestOutcomeOf(t *testing.T) {
 		{live, status.Error(codes.DeadlineExceeded, ""), polylb.Timeout},
 		{live, status.Error(codes.Unavailable, ""), polylb.Failure},
 		{live, status.Error(codes.ResourceExhausted, ""), polylb.Failure},
+		{live, status.Error(codes.ResourceExhausted, "grpc: received message larger than max (9 vs. 1)"), polylb.Success},
+		{live, status.Error(codes.ResourceExhausted, "grpc: received message after decompression larger than max 1"), polylb.Success},
+		{live, status.Error(codes.ResourceExhausted, "trying to send message larger than max (9 vs. 1)"), polylb.Failure},
+		{live, status.Error(codes.Internal, "grpc: error while marshaling: proto: invalid UTF-8"), polylb.Failure},
 		{live, status.Error(codes.Unimplemented, ""), polylb.Failure},
 		{live, status.Error(codes.Unknown, ""), polylb.Failure},
 		{live, status.Error(codes.Code(99), ""), polylb.Failure},
@@ -259,6 +263,68 @@ func TestOutcomeOf(t *testing.T) {
 		if got := OutcomeOf(c.ctx, c.err); got != c.want {
 			t.Errorf("case %d (%v): %v, want %v", i, c.err, got, c.want)
 		}
+	}
+}
+
+// A pick's end: a request this side's gRPC could not send (not encodable,
+// over the send limit) is no verdict on the provider, which got nothing, while
+// the same status received from the provider is its answer.
+func TestDoneOutcomeOfARequestNeverSent(t *testing.T) {
+	ctx := context.Background()
+	marshal := status.Error(codes.Internal, "grpc: error while marshaling: proto: invalid UTF-8")
+	tooLarge := status.Error(codes.ResourceExhausted, "trying to send message larger than max (9 vs. 1)")
+	cases := []struct {
+		done balancer.DoneInfo
+		want polylb.Outcome
+	}{
+		{balancer.DoneInfo{Err: marshal, BytesSent: true}, polylb.Cancelled},
+		{balancer.DoneInfo{Err: tooLarge, BytesSent: true}, polylb.Cancelled},
+		{balancer.DoneInfo{Err: status.Error(codes.Internal, "grpc: error while compressing: x"), BytesSent: true}, polylb.Cancelled},
+		{balancer.DoneInfo{Err: marshal, BytesSent: true, BytesReceived: true}, polylb.Failure},
+		{balancer.DoneInfo{Err: tooLarge, BytesSent: true, BytesReceived: true}, polylb.Failure},
+		{balancer.DoneInfo{Err: status.Error(codes.Internal, "boom"), BytesSent: true}, polylb.Failure},
+	}
+	for i, c := range cases {
+		if got := doneOutcome(ctx, c.done); got != c.want {
+			t.Errorf("case %d (%+v): %v, want %v", i, c.done, got, c.want)
+		}
+	}
+}
+
+// End to end: requests gRPC cannot encode (a string field with invalid UTF-8)
+// reach no provider and count against none, so outlier ejection leaves the
+// providers alone; an answer over this side's receive limit is a success.
+func TestRequestsThatCannotBeSentCountAgainstNoProvider(t *testing.T) {
+	p1, p2 := startProvider(t), startProvider(t)
+	cl := dial(t, "loadbalance=roundrobin&outlier.consecutiveFailures=3", []resolver.Endpoint{endpointOf(p1.addr), endpointOf(p2.addr)})
+	cl.waitReady(t, p1.addr, p2.addr)
+	for i := 0; i < 6; i++ {
+		req := &testpb.SimpleRequest{ResponseStatus: &testpb.EchoStatus{Message: "\xff"}}
+		if _, err := cl.service.UnaryCall(context.Background(), req); status.Code(err) != codes.Internal {
+			t.Fatalf("call %d: %v, want gRPC's marshaling error", i, err)
+		}
+	}
+	if _, err := cl.service.UnaryCall(context.Background(), &testpb.SimpleRequest{ResponseSize: 0,
+		Payload: &testpb.Payload{Body: make([]byte, 64)}}, grpc.MaxCallRecvMsgSize(1)); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a reply over the receive limit: %v", err)
+	}
+	waitFor(t, "every call reported", func() bool {
+		for _, inv := range cl.stats(t).Invokers {
+			if inv.Active != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	var succeeded uint64
+	for _, inv := range cl.stats(t).Invokers {
+		if inv.Failures != 0 || string(inv.Extra["ejected"]) == "true" {
+			t.Errorf("%s: %d failures, ejected %s, from requests it never got", inv.Address, inv.Failures, inv.Extra["ejected"])
+		}
+		succeeded += inv.Succeeded
+	}
+	if succeeded != 1 {
+		t.Errorf("%d successes, want the one answer refused by this side's limit", succeeded)
 	}
 }
 

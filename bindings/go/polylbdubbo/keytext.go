@@ -1,0 +1,164 @@
+package polylbdubbo
+
+import (
+	"cmp"
+	"fmt"
+	"reflect"
+	"slices"
+)
+
+// maxKeyDepth bounds how deep appendArgText follows pointers and fields: a
+// value that points back into itself (a cyclic list) still ends.
+const maxKeyDepth = 32
+
+// appendArgText appends a hash-key argument's text: fmt.Sprint's, except that
+// pointers are followed to what they point to. fmt prints a pointer below the
+// top level as its address, which differs between equal values (a *string, a
+// struct with a pointer field, as nested hessian objects are): keyed by it, one
+// user's calls would spread over every provider. Values without pointers print
+// exactly as fmt prints them.
+func appendArgText(key []byte, a any) []byte {
+	if !mayHoldPointer(reflect.TypeOf(a), map[reflect.Type]bool{}) {
+		return fmt.Append(key, a)
+	}
+	return appendValueText(key, reflect.ValueOf(a), 0)
+}
+
+// mayHoldPointer: whether a value of t can print an address under fmt (an
+// interface may hold anything).
+func mayHoldPointer(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if t == nil || seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Pointer, reflect.UnsafePointer, reflect.Chan, reflect.Func, reflect.Interface:
+		return true
+	case reflect.Array, reflect.Slice:
+		return mayHoldPointer(t.Elem(), seen)
+	case reflect.Map:
+		return mayHoldPointer(t.Key(), seen) || mayHoldPointer(t.Elem(), seen)
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			if mayHoldPointer(t.Field(i).Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// appendValueText prints v as fmt's %v does, pointers followed: a String or
+// Error method where fmt would call one, structs as {a b}, slices and arrays as
+// [a b], maps as map[k:v] in key order, and a channel or function (no value
+// to print) as its type.
+func appendValueText(key []byte, v reflect.Value, depth int) []byte {
+	if depth > maxKeyDepth {
+		return append(key, "..."...)
+	}
+	if !v.IsValid() {
+		return append(key, "<nil>"...)
+	}
+	if text, ok := methodText(v); ok {
+		return append(key, text...)
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return append(key, "<nil>"...)
+		}
+		return appendValueText(key, v.Elem(), depth+1)
+	case reflect.Struct:
+		key = append(key, '{')
+		for i := 0; i < v.NumField(); i++ {
+			if i > 0 {
+				key = append(key, ' ')
+			}
+			key = appendValueText(key, v.Field(i), depth+1)
+		}
+		return append(key, '}')
+	case reflect.Array, reflect.Slice:
+		key = append(key, '[')
+		for i := 0; i < v.Len(); i++ {
+			if i > 0 {
+				key = append(key, ' ')
+			}
+			key = appendValueText(key, v.Index(i), depth+1)
+		}
+		return append(key, ']')
+	case reflect.Map:
+		return appendMapText(key, v, depth)
+	case reflect.Chan, reflect.Func, reflect.UnsafePointer:
+		return append(key, v.Type().String()...)
+	}
+	return fmt.Append(key, v)
+}
+
+// appendMapText prints a map's entries in the order of their keys (numbers by
+// value, anything else by its text), as fmt sorts them.
+func appendMapText(key []byte, v reflect.Value, depth int) []byte {
+	type entry struct {
+		k       reflect.Value
+		kText   []byte
+		numeric bool
+	}
+	entries := make([]entry, 0, v.Len())
+	for it := v.MapRange(); it.Next(); {
+		k := it.Key()
+		numeric := false
+		switch k.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+			reflect.Float32, reflect.Float64:
+			numeric = true
+		}
+		entries = append(entries, entry{k, appendValueText(nil, k, depth+1), numeric})
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if a.numeric && b.numeric {
+			return cmp.Compare(number(a.k), number(b.k))
+		}
+		return cmp.Compare(string(a.kText), string(b.kText))
+	})
+	key = append(key, "map["...)
+	for i, e := range entries {
+		if i > 0 {
+			key = append(key, ' ')
+		}
+		key = append(key, e.kText...)
+		key = append(key, ':')
+		key = appendValueText(key, v.MapIndex(e.k), depth+1)
+	}
+	return append(key, ']')
+}
+
+func number(v reflect.Value) float64 {
+	switch {
+	case v.CanInt():
+		return float64(v.Int())
+	case v.CanUint():
+		return float64(v.Uint())
+	}
+	return v.Float()
+}
+
+// methodText is the text of v's Error or String method, where fmt would use
+// one (an accessible value, not a nil pointer); a method that panics is
+// passed over, as fmt passes it over.
+func methodText(v reflect.Value) (text string, ok bool) {
+	if !v.CanInterface() || (v.Kind() == reflect.Pointer && v.IsNil()) {
+		return "", false
+	}
+	defer func() {
+		if recover() != nil {
+			text, ok = "", false
+		}
+	}()
+	switch m := v.Interface().(type) {
+	case error:
+		return m.Error(), true
+	case fmt.Stringer:
+		return m.String(), true
+	}
+	return "", false
+}

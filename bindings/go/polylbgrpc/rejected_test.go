@@ -1,0 +1,102 @@
+package polylbgrpc
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
+)
+
+// providers starts n providers and lists an endpoint for each.
+func providers(t *testing.T, n int) ([]*provider, []resolver.Endpoint) {
+	t.Helper()
+	var ps []*provider
+	var eps []resolver.Endpoint
+	for i := 0; i < n; i++ {
+		p := startProvider(t)
+		ps = append(ps, p)
+		eps = append(eps, endpointOf(p.addr))
+	}
+	return ps, eps
+}
+
+// A first set the library rejects (maglev: more endpoints than its table has
+// slots) fails RPCs at once with the library's reason; before, no picker was
+// ever sent up and every RPC waited out its deadline.
+func TestARejectedFirstSetFailsRPCsWithTheReason(t *testing.T) {
+	_, eps := providers(t, 8)
+	c := dial(t, "loadbalance=maglev&maglev.tableSize=7", eps)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := unary(ctx, c, codes.OK, 0)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "maglev") {
+		t.Fatalf("err = %v, want Unavailable with the library's reason", err)
+	}
+}
+
+// A set the library rejects keeps the previous one, and the picker goes on
+// over it following its endpoints' states: an endpoint of it whose server goes
+// away leaves the picker (before, the picker froze at the rejection and RPCs
+// hashed to the lost endpoint waited out their deadlines), and the endpoint
+// outside the set gets no call.
+func TestARejectedSetKeepsThePickerFollowingTheKeptSet(t *testing.T) {
+	ps, eps := providers(t, 8)
+	c := dial(t, "loadbalance=maglev&maglev.tableSize=7", eps[:7])
+	c.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr, ps[3].addr, ps[4].addr, ps[5].addr, ps[6].addr)
+	c.resolver.UpdateState(resolver.State{Endpoints: eps}) // 8 > 7 slots: rejected
+	ps[0].server.Stop()
+	stopped := byAddress(c.stats(t), ps[0].addr).ID
+	waitFor(t, "the picker to leave out the stopped endpoint", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		p, ok := c.state.Picker.(*picker)
+		if !ok {
+			return false
+		}
+		_, in := p.pickers[stopped]
+		return !in
+	})
+	for k := 0; k < 40; k++ {
+		ctx, cancel := context.WithTimeout(WithKey(context.Background(), []byte{byte(k)}), 5*time.Second)
+		_, err := unary(ctx, c, codes.OK, 0)
+		cancel()
+		if err != nil {
+			t.Fatalf("key %d: %v", k, err)
+		}
+	}
+	if n := ps[7].calls.Load(); n != 0 {
+		t.Errorf("the endpoint outside the kept set got %d calls", n)
+	}
+	if got := len(c.stats(t).Invokers); got != 7 {
+		t.Errorf("the library holds %d invokers, want the 7 kept", got)
+	}
+}
+
+// A config change whose balancer rejects the listed endpoints is not taken:
+// the channel goes on with the balancer it has, which is not closed.
+func TestAConfigChangeRejectingTheSetKeepsTheBalancer(t *testing.T) {
+	ps, eps := providers(t, 8)
+	c := dial(t, "loadbalance=roundrobin", eps)
+	c.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr, ps[3].addr, ps[4].addr, ps[5].addr, ps[6].addr, ps[7].addr)
+	before := c.lb(t)
+	sc := c.resolver.CC().ParseServiceConfig(serviceConfig(c.name, "loadbalance=maglev&maglev.tableSize=7"))
+	c.resolver.UpdateState(resolver.State{Endpoints: eps, ServiceConfig: sc})
+	for k := 0; k < 16; k++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := unary(ctx, c, codes.OK, 0)
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d: %v", k, err)
+		}
+	}
+	if c.lb(t) != before {
+		t.Fatal("a balancer that rejected the endpoints was taken")
+	}
+	if s := c.stats(t); s.Strategy != "roundrobin" || len(s.Invokers) != 8 {
+		t.Fatalf("strategy %q over %d invokers, want roundrobin over 8", s.Strategy, len(s.Invokers))
+	}
+}
