@@ -205,12 +205,28 @@ func unsentByClient(err error) bool {
 	return false
 }
 
-// tooLargeToReceive: a message over the receiver's size limit, which grpc-go
-// reports with these words whichever side refused it: this side refusing the
-// provider's answer, or the provider refusing the request. Either way another
-// provider would do the same.
+// tooLargeToReceive: a message over the receiver's size limit, which gRPC
+// reports with these words whichever side refused it (this side refusing the
+// provider's answer, or the provider refusing the request), in grpc-go's,
+// grpc-java's and gRPC C-core's wording. Another provider would do the same.
 func tooLargeToReceive(st *status.Status) bool {
-	return st.Code() == codes.ResourceExhausted && strings.HasPrefix(st.Message(), "grpc: received message")
+	if st.Code() != codes.ResourceExhausted {
+		return false
+	}
+	msg := strings.ToLower(st.Message())
+	for _, words := range receiveLimitWords {
+		if strings.Contains(msg, words) {
+			return true
+		}
+	}
+	return false
+}
+
+var receiveLimitWords = []string{
+	"received message larger than max",                     // grpc-go, C-core
+	"received message after decompression larger than max", // grpc-go
+	"decompressed message larger than max",                 // C-core
+	"grpc message exceeds maximum size",                    // grpc-java, also decompressed
 }
 
 // drainRefusal is grpc-go's message (transport's errStreamDrain, UNAVAILABLE)
@@ -237,8 +253,8 @@ func refusedByDrain(err error) bool {
 //   - nil, and errors the provider answered with (INVALID_ARGUMENT, NOT_FOUND,
 //     ALREADY_EXISTS, PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION,
 //     ABORTED, OUT_OF_RANGE), and a message over a receiver's size limit
-//     (grpc-go's RESOURCE_EXHAUSTED "grpc: received message larger than
-//     max", this side's or the provider's): Success;
+//     (RESOURCE_EXHAUSTED worded by gRPC's size check, "received message
+//     larger than max" and the like, this side's or the provider's): Success;
 //   - DEADLINE_EXCEEDED: Timeout;
 //   - UNAVAILABLE, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNKNOWN,
 //     DATA_LOSS and any code gRPC does not define: Failure.

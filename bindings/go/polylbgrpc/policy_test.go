@@ -247,6 +247,8 @@ func TestOutcomeOf(t *testing.T) {
 		{live, status.Error(codes.ResourceExhausted, ""), polylb.Failure},
 		{live, status.Error(codes.ResourceExhausted, "grpc: received message larger than max (9 vs. 1)"), polylb.Success},
 		{live, status.Error(codes.ResourceExhausted, "grpc: received message after decompression larger than max 1"), polylb.Success},
+		{live, status.Error(codes.ResourceExhausted, "gRPC message exceeds maximum size 1: 9"), polylb.Success},
+		{live, status.Error(codes.ResourceExhausted, "CLIENT: Received message larger than max (9 vs. 1)"), polylb.Success},
 		{live, status.Error(codes.ResourceExhausted, "trying to send message larger than max (9 vs. 1)"), polylb.Failure},
 		{live, status.Error(codes.Internal, "grpc: error while marshaling: proto: invalid UTF-8"), polylb.Failure},
 		{live, status.Error(codes.Unimplemented, ""), polylb.Failure},

@@ -419,9 +419,48 @@ def _grpc_outcome(exc: BaseException) -> Optional[Outcome]:
         code = getattr(exc, "code", None)
         if not callable(code):
             return None
-        return _status_outcome(code())
+        status = code()
+        outcome = _status_outcome(status)
+        if outcome is _FAILURE and getattr(status, "name", None) == "RESOURCE_EXHAUSTED":
+            limited = _size_limit_outcome(exc)
+            return outcome if limited is None else limited
+        return outcome
     except Exception:  # a broken code() must not replace the block's own exception
         return None
+
+
+# gRPC's size check's words (gRPC C-core's, which grpcio uses, grpc-go's and grpc-java's, as a
+# provider written with them sends them back), lower-cased.
+_RECEIVE_LIMIT_WORDS = (
+    "received message larger than max",
+    "received message after decompression larger than max",
+    "decompressed message larger than max",
+    "grpc message exceeds maximum size",
+)
+
+
+def _size_limit_outcome(exc: BaseException) -> Optional[Outcome]:
+    """A RESOURCE_EXHAUSTED that gRPC's size check raised, by its details: a message over a
+    receiver's limit (this side's, or the provider's refusing the request) is a success, as
+    another provider would do the same; a request over this side's send limit was never sent, a
+    cancel. None for any other RESOURCE_EXHAUSTED (a server shedding load: a failure)."""
+    details = getattr(exc, "details", None)
+    if not callable(details):
+        return None
+    text = details()
+    if inspect.isawaitable(text):  # not an error's details: nothing to read without awaiting
+        close = getattr(text, "close", None)
+        if callable(close):
+            close()
+        return None
+    if not isinstance(text, str):
+        return None
+    words = text.lower()
+    if any(limit in words for limit in _RECEIVE_LIMIT_WORDS):
+        return _SUCCESS
+    if "sent message larger than max" in words:
+        return _CANCELLED
+    return None
 
 
 def _status_outcome(status: Any, ok: Optional[Outcome] = None) -> Optional[Outcome]:

@@ -50,7 +50,7 @@ def test_unknown_strategy_suggests() -> None:
         {"seed": -1},
         {"seed": 1.5},
         {"warmup": "soon"},
-        {"shortestresponse_slidePeriod": -1},
+        {"shortestresponse_slidePeriod": 0.5},
     ],
 )
 def test_bad_values(params: Any) -> None:

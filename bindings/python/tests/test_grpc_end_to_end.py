@@ -135,6 +135,27 @@ def test_sync_stub_with_no_server_is_a_failure(balancer_factory: Any) -> None:
     assert counted(lb) == COUNTS[Outcome.FAILURE]
 
 
+def test_an_answer_over_this_sides_receive_limit_is_a_success(balancer_factory: Any, address: str) -> None:
+    """The provider answered; grpcio refused the answer (RESOURCE_EXHAUSTED, "Received message
+    larger than max"): another provider would answer the same, so no failure counts against it.
+    A request over this side's send limit never left: a cancel."""
+    lb = _single(balancer_factory)
+    options = [("grpc.max_receive_message_length", 1)]
+    with grpc.insecure_channel(address, options=options) as limited:
+        with pytest.raises(grpc.RpcError) as raised:
+            with lb.call():
+                limited.unary_unary(METHOD)(b"OK", timeout=10)
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert counted(lb) == COUNTS[Outcome.SUCCESS]
+    options = [("grpc.max_send_message_length", 1)]
+    with grpc.insecure_channel(address, options=options) as limited:
+        with pytest.raises(grpc.RpcError) as raised:
+            with lb.call():
+                limited.unary_unary(METHOD)(b"OK", timeout=10)
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert counted(lb) == COUNTS[Outcome.SUCCESS]  # unchanged: the second call was a cancel
+
+
 def test_sync_future_cancelled_by_this_side_is_a_cancel(balancer_factory: Any, channel: Any) -> None:
     lb = _single(balancer_factory)
     with pytest.raises(grpc.FutureCancelledError):

@@ -145,6 +145,67 @@ def test_a_grpc_error_is_judged_by_its_status(balancer_factory: Any, error_class
     assert counted(lb) == COUNTS[EXPECTED[name]], name
 
 
+class DetailedRpcError(InactiveRpcError):
+    """A grpc error with ``details()``, as grpcio's carry."""
+
+    def __init__(self, status: Any, details: Any) -> None:
+        super().__init__(status)
+        self._details = details
+
+    def details(self) -> Any:
+        return self._details
+
+
+@pytest.mark.parametrize(
+    "details, outcome",
+    [
+        # gRPC's size check, whichever side's limit and whichever gRPC worded it: the provider
+        # answered (or refused the request as any would): a success.
+        ("Received message larger than max (29 vs. 1)", Outcome.SUCCESS),
+        ("CLIENT: Received message larger than max (29 vs. 1)", Outcome.SUCCESS),
+        ("grpc: received message larger than max (29 vs. 1)", Outcome.SUCCESS),
+        ("gRPC message exceeds maximum size 1: 29", Outcome.SUCCESS),
+        ("Decompressed message larger than max", Outcome.SUCCESS),
+        # This side's send limit: never sent, no verdict.
+        ("Sent message larger than max (29 vs. 1)", Outcome.CANCELLED),
+        # The server shedding load: a failure.
+        ("too many requests", Outcome.FAILURE),
+        (None, Outcome.FAILURE),
+    ],
+)
+def test_resource_exhausted_is_read_by_its_details(balancer_factory: Any, details: Any, outcome: Outcome) -> None:
+    lb = _single(balancer_factory)
+    raise_in_call(lb, DetailedRpcError(StatusCode.RESOURCE_EXHAUSTED, details))
+    assert counted(lb) == COUNTS[outcome]
+
+
+def test_details_that_must_be_awaited_are_not_read(balancer_factory: Any) -> None:
+    class AwaitedDetails(AioRpcError):
+        async def details(self) -> str:
+            return "Received message larger than max (29 vs. 1)"
+
+    lb = _single(balancer_factory)
+    with _no_warning():  # the unawaited coroutine is closed, not left to warn
+        raise_in_call(lb, AwaitedDetails(StatusCode.RESOURCE_EXHAUSTED))
+    assert counted(lb) == COUNTS[Outcome.FAILURE]
+
+
+def _no_warning() -> Any:
+    import warnings
+
+    manager = warnings.catch_warnings()
+
+    class _Checked:
+        def __enter__(self) -> None:
+            manager.__enter__()
+            warnings.simplefilter("error")
+
+        def __exit__(self, *exc: Any) -> None:
+            manager.__exit__(*exc)
+
+    return _Checked()
+
+
 def test_a_subclass_of_a_grpc_error_is_a_grpc_error(balancer_factory: Any) -> None:
     class MyError(InactiveRpcError):  # defined here: its own module is this test's
         pass

@@ -17,7 +17,8 @@ public final class Outcomes {
      * @param ownCancel whether the call's own side gave it up (its {@code Context} cancelled, a
      *     {@code ClientCall.cancel}): it tells a CANCELLED of this side (no verdict on the
      *     provider) from one the provider sent or reset the stream with (a failure)
-     * @return the outcome to report
+     * @return the outcome to report; a {@code RESOURCE_EXHAUSTED} that gRPC's size check worded
+     *     (a message over a receiver's limit, either side's) is a success
      */
     public static Outcome of(Status status, boolean ownCancel) {
         switch (status.getCode()) {
@@ -36,8 +37,33 @@ public final class Outcomes {
                 return Outcome.TIMEOUT;
             case CANCELLED:
                 return ownCancel ? Outcome.CANCELLED : Outcome.FAILURE;
-            default: // UNAVAILABLE, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNKNOWN, DATA_LOSS
+            case RESOURCE_EXHAUSTED:
+                // A message over a receiver's size limit, this side's or the provider's: another
+                // provider would do the same. Other RESOURCE_EXHAUSTED is the server shedding load.
+                return overReceiveLimit(status.getDescription()) ? Outcome.SUCCESS : Outcome.FAILURE;
+            default: // UNAVAILABLE, UNIMPLEMENTED, INTERNAL, UNKNOWN, DATA_LOSS
                 return Outcome.FAILURE;
         }
+    }
+
+    /** gRPC's size check's words, in grpc-java's, grpc-go's and gRPC C-core's wording. */
+    private static final String[] RECEIVE_LIMIT_WORDS = {
+        "grpc message exceeds maximum size", // grpc-java, also decompressed
+        "received message larger than max", // grpc-go, C-core
+        "received message after decompression larger than max", // grpc-go
+        "decompressed message larger than max", // C-core
+    };
+
+    private static boolean overReceiveLimit(String description) {
+        if (description == null) {
+            return false;
+        }
+        String words = description.toLowerCase(java.util.Locale.ROOT);
+        for (String limit : RECEIVE_LIMIT_WORDS) {
+            if (words.contains(limit)) {
+                return true;
+            }
+        }
+        return false;
     }
 }

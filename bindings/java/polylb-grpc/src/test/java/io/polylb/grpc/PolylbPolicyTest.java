@@ -132,6 +132,24 @@ class PolylbPolicyTest {
         assertEquals(0, client.total("active"));
     }
 
+    /**
+     * An answer over this side's receive limit is the provider's answer, a success: another
+     * provider would send the same (gRPC's RESOURCE_EXHAUSTED for it is no sign of a provider
+     * shedding load, which stays a failure).
+     */
+    @Test
+    void anAnswerOverTheReceiveLimitIsASuccess() throws Exception {
+        List<Provider> p = providers(1);
+        Client client = client("loadbalance=random", false, endpoints(p));
+        client.waitForSet(1);
+        StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> client.call(EchoService.CALL,
+                CallOptions.DEFAULT.withMaxInboundMessageSize(1), ""));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, e.getStatus().getCode());
+        expectCounters(client, 1, 0, 0);
+        callExpecting(client, "status:RESOURCE_EXHAUSTED", Status.Code.RESOURCE_EXHAUSTED);
+        expectCounters(client, 1, 1, 0);
+    }
+
     private static void callExpecting(Client client, String request, Status.Code code) {
         StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> client.call(request));
         assertEquals(code, e.getStatus().getCode());
