@@ -652,8 +652,9 @@ fn in_documented_range(key: &str, value: &str) -> Option<bool> {
         "seed" => int(0, u64::MAX as i128),
         "timeout" => int(1, i32_max),
         "p2c.choices" | "peakewma.choices" => int(0, 0) || int(2, 16),
-        "shortestresponse.slidePeriod"
-        | "peakewma.decay"
+        // Any i64, as Dubbo's `now - lastUpdate > slidePeriod` takes any int.
+        "shortestresponse.slidePeriod" => int(i64::MIN as i128, i64_max),
+        "peakewma.decay"
         | "outlier.windowMs"
         | "outlier.baseEjectionMs"
         | "outlier.maxEjectionMs" => int(1, i64_max),
