@@ -202,7 +202,10 @@ impl Filter {
             let until = state.ejected_until_ms.load(Relaxed);
             if until != 0 && ejection_over(until, now_ms, self.max_ejection_ms()) {
                 state.reset_counts();
-                state.lifted_ms.store(now_ms.max(1), Relaxed);
+                // Lifted when it ended, not when a call happened to notice: the healthy time
+                // since counts towards forgiving the back-off (a step back lifts it now).
+                let lifted_at = if until <= now_ms { until } else { now_ms };
+                state.lifted_ms.store(lifted_at.max(1), Relaxed);
                 state.ejected_until_ms.store(0, Relaxed);
                 lifted = true;
             }

@@ -81,6 +81,37 @@ fn outlier_ejection_backs_off_and_returns() {
     }
 }
 
+/// One step of back-off is forgiven per base period without an ejection, counted from when
+/// the ejection ended, whether or not a call came just then: before, the lift was stamped at
+/// the call that noticed it, so a quiet hour after the ejection forgave nothing and the next
+/// ejection lasted twice as long (with a pick just after the expiry, 1 s as it should).
+#[test]
+fn back_off_is_forgiven_for_the_quiet_time_after_an_ejection() {
+    for pick_at_expiry in [true, false] {
+        let b = lb(
+            "loadbalance=roundrobin&outlier.consecutiveFailures=1&outlier.baseEjectionMs=1000\
+             &outlier.maxEjectionPercent=50",
+            &(1..=2).map(provider).collect::<Vec<_>>(),
+        );
+        b.report(0, 1, 10, Outcome::Failure, NOW).unwrap(); // ejected for 1 s
+        assert_eq!(stat(&b, NOW, 1, "ejected_until_ms"), NOW / 1000 + 1000);
+        if pick_at_expiry {
+            let id = b.select(0, b"", NOW + 1_000_000).unwrap();
+            b.report(0, id, 10, Outcome::Success, NOW + 1_000_000)
+                .unwrap();
+        }
+        let later = NOW + 100_000_000; // 100 s on
+        let id = b.select(0, b"", later).unwrap();
+        b.report(0, id, 10, Outcome::Success, later).unwrap();
+        b.report(0, 1, 10, Outcome::Failure, later).unwrap();
+        assert_eq!(
+            stat(&b, later, 1, "ejected_until_ms"),
+            later / 1000 + 1000,
+            "pick at the expiry: {pick_at_expiry}: the second ejection is a first again"
+        );
+    }
+}
+
 #[test]
 fn outlier_failure_rate_rule() {
     let b = lb(
