@@ -33,8 +33,9 @@
 //! polylb's own rules: the provider's load is the provider's, so reports are kept per invoker,
 //! not per method, and follow the invoker through updates; an invoker that leaves and returns
 //! starts again without a weight. A configured weight of 0 takes no calls while a candidate has
-//! a weight; Dubbo's warm-up scales the weight while it ramps. No weight exceeds 10 × the mean,
-//! so one report of a near-zero utilization cannot draw every call. A pick among some of the
+//! a weight; Dubbo's warm-up scales the weight while it ramps. While reports deal, no weight
+//! exceeds 10 × the mean, so one report of a near-zero utilization cannot draw every call (the
+//! configured weights alone deal exactly, as weighted round robin). A pick among some of the
 //! invokers (a failover retry, a zone, outlier ejection, a subset) draws among them at random,
 //! in proportion to the same weights.
 
@@ -214,7 +215,7 @@ impl LoadTable {
                 .map(|m| AtomicU64::new(f64::from(m.weight.max(0)).to_bits()))
                 .collect(),
         };
-        table.store();
+        table.store(false);
         table
     }
 
@@ -299,20 +300,22 @@ impl LoadTable {
             };
             plan.store(weight.to_bits(), Relaxed);
         }
-        self.store();
+        self.store(reported);
     }
 
-    /// Caps the planned weights so that none exceeds `MAX_RATIO` × the mean of the capped
-    /// weights, and scales them to the stride. With no positive weight, every invoker counts as
-    /// equal (a set of weight-0 invokers still serves). (Two recomputations overlap only when
+    /// Caps the planned weights, while reports are in charge (`reported`), so that none exceeds
+    /// `MAX_RATIO` × the mean of the capped weights (one low-utilization report must not draw
+    /// every call; the configured weights alone deal exactly, as weighted round robin), and
+    /// scales them to the stride. With no positive weight, every invoker counts as equal (a set
+    /// of weight-0 invokers still serves). (Two recomputations overlap only when
     /// one takes longer than `orca.updateMs`; each position's weight is then either's.)
-    fn store(&self) {
+    fn store(&self, reported: bool) {
         let weights = || self.planned.iter().map(|w| f64::from_bits(w.load(Relaxed)));
         let (count, sum, max) = weights()
             .filter(|&w| w > 0.0)
             .fold((0u32, 0.0, 0.0f64), |(n, s, m), w| (n + 1, s + w, m.max(w)));
         let mut cap = f64::INFINITY;
-        if count > 0 && max > MAX_RATIO * sum / f64::from(count) {
+        if reported && count > 0 && max > MAX_RATIO * sum / f64::from(count) {
             // The cap c solves c = MAX_RATIO × mean(min(w, c)): with the k weights at or above
             // c capped and S the sum of the others, c = MAX_RATIO × S / (count − MAX_RATIO × k).
             // Solved for the weights capped so far, then again while the new cap reaches more

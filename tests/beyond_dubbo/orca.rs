@@ -71,6 +71,20 @@ fn without_reports_the_configured_weights_deal_the_calls_in_turn() {
     }
 }
 
+/// The 10 × mean cap is for reports: configured weights alone deal exactly, however unequal
+/// (one of 10,000 beside twenty of 100 takes 10,000 of every 12,000 calls, as under
+/// `roundrobin`; capped, it took 5,715), before and after the first recomputation.
+#[test]
+fn configured_weights_alone_are_not_capped() {
+    let mut set = vec![provider(1).weight(10_000)];
+    set.extend((2..=21).map(|id| provider(id).weight(100)));
+    let b = lb(CONFIG, &set);
+    let mut weights = vec![(1, 10_000.0)];
+    weights.extend((2..=21).map(|id| (id, 100.0)));
+    assert_dealt(&deal(&b, 12_000, NOW), &weights, 12_000);
+    assert_dealt(&deal(&b, 12_000, NOW + 5_000_000), &weights, 12_000);
+}
+
 #[test]
 fn reported_capacity_deals_the_calls_after_the_blackout() {
     let set: Vec<Invoker> = (1..=4).map(provider).collect();
