@@ -8,7 +8,9 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.common.extension.Activate;
+import org.apache.dubbo.remoting.RemotingException;
 import org.apache.dubbo.remoting.TimeoutException;
+import org.apache.dubbo.remoting.transport.ExceedPayloadLimitException;
 import org.apache.dubbo.rpc.Filter;
 import org.apache.dubbo.rpc.Invocation;
 import org.apache.dubbo.rpc.Invoker;
@@ -59,7 +61,8 @@ import org.apache.dubbo.rpc.RpcException;
  * the application stopping) ends the calls on it the same way: failures too. A unary Triple call
  * does not listen to the consumer's {@code RpcContext.getCancellationContext()}. An attempt Dubbo
  * never sent because the deadline propagated from an upstream call was already spent ("No time
- * left", RpcException TIMEOUT_TERMINATE, over dubbo and Triple) is a {@link Outcome#CANCELLED} too.
+ * left", RpcException TIMEOUT_TERMINATE, over dubbo and Triple) is a {@link Outcome#CANCELLED} too,
+ * as is a request Dubbo could not encode, which never reached the provider (see isUnencodable).
  *
  * <p>A Triple streaming call (server, client or bi stream) is in flight while its stream is open,
  * although Triple completes its result as the stream opens (where Dubbo's ActiveLimitFilter ends
@@ -223,7 +226,7 @@ public class PolylbInvokerFilter implements Filter {
     }
 
     /** The outcome of an attempt that ended in error {@code t}. */
-    private static Outcome errorOutcome(Throwable t) {
+    static Outcome errorOutcome(Throwable t) {
         if (isCancellation(t)) {
             return Outcome.CANCELLED;
         }
@@ -246,10 +249,42 @@ public class PolylbInvokerFilter implements Filter {
      * code, {@code FutureContext.getCompatibleCompletableFuture()}): the callback gets the
      * CancellationException, or a CompletionException around it; over Triple, the status
      * CANCELLED, which Dubbo gives the generic code UNKNOWN_EXCEPTION (so only the status tells).
+     * Or the call was never sent ({@link #isNeverSent}, {@link #isUnencodable}).
      */
     static boolean isCancellation(Throwable t) {
         t = unwrap(t);
-        return t instanceof CancellationException || TripleStatuses.isCancelled(t) || isNeverSent(t);
+        return t instanceof CancellationException || TripleStatuses.isCancelled(t) || isNeverSent(t)
+                || isUnencodable(t);
+    }
+
+    /**
+     * Dubbo could not encode the request, so never sent it, and the provider's service code never
+     * saw it: no verdict on the provider (docs/outcomes.md), whose every other call may be fine. As
+     * failures, one caller's bad argument (a class that is not Serializable, or outside Dubbo's
+     * serialization allow list, STRICT from Dubbo 3.3), retried by a failover on every provider,
+     * would eject them all. Over the dubbo protocol the request is encoded in the calling thread
+     * (NettyChannel.send, unless {@code encode.in.io.thread}) and DubboInvoker throws an
+     * RpcException around the RemotingException of that send: SERIALIZATION_EXCEPTION when the
+     * serializer failed (DubboInvoker's own test), or around an ExceedPayloadLimitException for a
+     * request over this side's {@code payload} limit. (An error the provider answered comes in the
+     * call's future instead, wrapped in an ExecutionException: not these.) Over Triple, the status
+     * Triple gives its own refusal to send ({@link TripleStatuses#isUnsentRequest}).
+     *
+     * <p>A provider that could not deserialize the request, or serialize its answer, stays a
+     * failure (over the dubbo protocol a RemotingException with its text, "Fail to decode request"
+     * or "Failed to send response"; over Triple UNKNOWN). Another provider running the same code
+     * would fail the same way, but the consumer cannot tell that from a provider that could not
+     * serve (UNKNOWN is any uncaught server error), and such a failure usually comes from a provider
+     * that differs from the rest (a rollout where its answer's class lost Serializable, or is not on
+     * its allow list): steering away from it is then right, and where every provider fails alike,
+     * {@code outlier.maxEjectionPercent} bounds the ejections.
+     */
+    static boolean isUnencodable(Throwable t) {
+        if (t instanceof RpcException && t.getCause() instanceof RemotingException) {
+            return ((RpcException) t).isSerialization()
+                    || t.getCause().getCause() instanceof ExceedPayloadLimitException;
+        }
+        return TripleStatuses.isUnsentRequest(t);
     }
 
     /**

@@ -58,6 +58,9 @@ final class TripleStatuses {
     private static final Set<String> ANSWERS = Set.of("OK", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS",
             "PERMISSION_DENIED", "UNAUTHENTICATED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE");
 
+    /** Triple's descriptions of a request it did not send (see {@link #isUnsentRequest}). */
+    private static final Set<String> UNSENT = Set.of("Serialize request failed", "Call aborted cause client exception");
+
     private TripleStatuses() {}
 
     /**
@@ -109,6 +112,33 @@ final class TripleStatuses {
         } catch (LinkageError e) {
             return false; // a Dubbo unlike the one the adapter was built for: a cancel, as before
         }
+    }
+
+    /**
+     * {@code t}, or an exception in its causes (a sync call throws the status in an RpcException
+     * around an ExecutionException), is Triple's own refusal to send the request: INTERNAL with a
+     * cause, which only a status made on this side has (one read from the wire has none), and
+     * Triple's text for a request it could not pack ("Serialize request failed",
+     * TripleClientCall.sendMessage) or for a call that threw while this thread started and sent it
+     * ("Call aborted cause client exception", TripleInvoker.doInvoke: also what a request that
+     * could not be packed ends with when the cancel that follows races the stream's creation).
+     * The texts are all Triple gives to go by. Only for an exception of this side's call: a
+     * provider's answer over the dubbo protocol may carry such a status of its own call.
+     */
+    static boolean isUnsentRequest(Throwable t) {
+        for (int depth = 0; t != null && depth < 8; t = t.getCause() == t ? null : t.getCause(), depth++) {
+            if (!isStatusException(t)) {
+                continue;
+            }
+            try {
+                TriRpcStatus status = ((StatusRpcException) t).getStatus();
+                return status != null && status.code != null && "INTERNAL".equals(status.code.name())
+                        && status.cause != null && status.description != null && UNSENT.contains(status.description);
+            } catch (LinkageError | ClassCastException e) {
+                return false; // another class loader's Triple: not ours to read
+            }
+        }
+        return false;
     }
 
     /** The name of the code of Triple's status {@code t}; null for any other exception. */

@@ -2,7 +2,9 @@ package io.polylb.dubbo;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.apache.dubbo.config.ReferenceConfig;
 import org.apache.dubbo.config.RegistryConfig;
@@ -28,6 +30,12 @@ class DirectConsumer<T> implements AutoCloseable {
     /** Started, under the application name {@code application}. */
     DirectConsumer(String application, Class<T> service, String urls, String loadbalance, int retries,
             int timeoutMs, boolean async) {
+        this(application, service, urls, loadbalance, retries, timeoutMs, async, Map.of());
+    }
+
+    /** The same, with the reference's URL {@code parameters} (e.g. Dubbo's {@code payload} limit). */
+    DirectConsumer(String application, Class<T> service, String urls, String loadbalance, int retries,
+            int timeoutMs, boolean async, Map<String, String> parameters) {
         this.service = service;
         this.loadbalance = loadbalance;
         reference.setInterface(service);
@@ -38,6 +46,9 @@ class DirectConsumer<T> implements AutoCloseable {
         reference.setTimeout(timeoutMs);
         reference.setCheck(false);
         reference.setAsync(async);
+        if (!parameters.isEmpty()) {
+            reference.setParameters(new HashMap<>(parameters));
+        }
         bootstrap = DubboBootstrap.newInstance(framework)
                 .application(InJvmProviders.application(application))
                 .registry(new RegistryConfig("N/A"))

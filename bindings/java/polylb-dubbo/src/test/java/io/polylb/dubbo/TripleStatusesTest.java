@@ -18,6 +18,9 @@ import java.util.concurrent.CompletionException;
 import java.util.stream.Collectors;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.common.Version;
+import org.apache.dubbo.common.serialize.SerializationException;
+import org.apache.dubbo.remoting.RemotingException;
+import org.apache.dubbo.remoting.transport.ExceedPayloadLimitException;
 import org.apache.dubbo.rpc.AppResponse;
 import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.StatusRpcException;
@@ -193,6 +196,60 @@ class TripleStatusesTest {
         assertFalse(TripleStatuses.isErrorStatus(new IllegalArgumentException(), TRI));
         assertFalse(TripleStatuses.isErrorStatus(new RpcException(RpcException.TIMEOUT_EXCEPTION, "t"), TRI));
         assertFalse(TripleStatuses.isErrorStatus(null, TRI));
+    }
+
+    @Test
+    void onlyTriplesOwnRefusalToSendIsARequestNeverSent() {
+        IOException packing = new IOException("cannot serialize");
+        StatusRpcException unpacked =
+                TriRpcStatus.INTERNAL.withDescription("Serialize request failed").withCause(packing).asException();
+        StatusRpcException aborted = TriRpcStatus.INTERNAL.withDescription("Call aborted cause client exception")
+                .withCause(new NullPointerException()).asException();
+        assertTrue(TripleStatuses.isUnsentRequest(unpacked));
+        assertTrue(TripleStatuses.isUnsentRequest(aborted));
+        // A sync call throws it in an RpcException around an ExecutionException.
+        assertTrue(TripleStatuses.isUnsentRequest(new RpcException("sync",
+                new java.util.concurrent.ExecutionException(unpacked))));
+        assertEquals(Outcome.CANCELLED, PolylbInvokerFilter.outcomeOf(unpacked, TRI));
+        assertEquals(Outcome.CANCELLED, PolylbInvokerFilter.outcomeOf(new AppResponse(aborted), TRI));
+        // A status read from the wire has no cause, whatever its text: the provider's.
+        assertFalse(TripleStatuses.isUnsentRequest(
+                TriRpcStatus.INTERNAL.withDescription("Serialize request failed").asException()));
+        // Triple's other INTERNALs: the transport, or an answer this side could not read.
+        assertFalse(TripleStatuses.isUnsentRequest(
+                TriRpcStatus.INTERNAL.withDescription("Http2 exception").withCause(packing).asException()));
+        assertFalse(TripleStatuses.isUnsentRequest(
+                TriRpcStatus.INTERNAL.withDescription("Deserialize response failed").withCause(packing).asException()));
+        assertFalse(TripleStatuses.isUnsentRequest(TriRpcStatus.INTERNAL.withCause(packing).asException()));
+        assertFalse(TripleStatuses.isUnsentRequest(
+                TriRpcStatus.UNKNOWN.withDescription("Serialize request failed").withCause(packing).asException()));
+        assertFalse(TripleStatuses.isUnsentRequest(packing));
+        assertFalse(TripleStatuses.isUnsentRequest(null));
+        // Over the dubbo protocol such a status in a response is what the provider threw: its answer.
+        assertEquals(Outcome.SUCCESS, PolylbInvokerFilter.outcomeOf(unpacked, DUBBO));
+    }
+
+    @Test
+    void onlyARequestTheDubboProtocolCouldNotEncodeIsNeverSent() {
+        // DubboInvoker: the RemotingException of NettyChannel.send, around the codec's error.
+        RemotingException unencodable = new RemotingException((java.net.InetSocketAddress) null, null,
+                "Failed to send message", new IOException(new SerializationException("not Serializable")));
+        assertEquals(Outcome.CANCELLED, PolylbInvokerFilter.errorOutcome(
+                new RpcException(RpcException.SERIALIZATION_EXCEPTION, "send", unencodable)));
+        RemotingException overLimit = new RemotingException((java.net.InetSocketAddress) null, null,
+                "Failed to send message", new ExceedPayloadLimitException("Data length too large"));
+        assertEquals(Outcome.CANCELLED, PolylbInvokerFilter.errorOutcome(
+                new RpcException(RpcException.NETWORK_EXCEPTION, "send", overLimit)));
+        // A send that failed on the connection is the provider's failure.
+        RemotingException closed = new RemotingException((java.net.InetSocketAddress) null, null,
+                "Failed to send message", new java.nio.channels.ClosedChannelException());
+        assertEquals(Outcome.FAILURE, PolylbInvokerFilter.errorOutcome(
+                new RpcException(RpcException.NETWORK_EXCEPTION, "send", closed)));
+        // An error answered in the call's future (the provider's BAD_REQUEST, BAD_RESPONSE, its
+        // answer over its payload limit): wrapped in an ExecutionException, the provider's.
+        assertEquals(Outcome.FAILURE, PolylbInvokerFilter.errorOutcome(new RpcException(
+                RpcException.SERIALIZATION_EXCEPTION, "answer", new java.util.concurrent.ExecutionException(
+                        new SerializationException("Data length too large")))));
     }
 
     @Test
