@@ -38,7 +38,8 @@ pub fn keys() -> Vec<[u8; 16]> {
         .collect()
 }
 
-/// The consistent-hash floor: MD5 of a key plus a binary search over 160·n sorted points.
+/// The consistent-hash floor: MD5 of a key plus a binary search over 160·n sorted points, and
+/// the found point's invoker.
 pub fn bench_md5_ring(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     n: usize,
@@ -48,6 +49,10 @@ pub fn bench_md5_ring(
     use md5::{Digest, Md5};
     let mut points: Vec<u32> = (0..n * 160).map(|_| wy.next() as u32).collect();
     points.sort_unstable();
+    // Each point's invoker, beside the points: the lookup ends at it (floors.md).
+    let nodes: Vec<u32> = (0..n * 160)
+        .map(|_| (wy.next() % n as u64) as u32)
+        .collect();
     let mut k = 0;
     g.bench_with_input(criterion::BenchmarkId::new("md5_ring", n), &n, |b, _| {
         b.iter(|| {
@@ -55,7 +60,7 @@ pub fn bench_md5_ring(
             let d = Md5::digest(keys[k]);
             let h = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
             let i = points.partition_point(|&p| p < h);
-            criterion::black_box(if i == points.len() { 0 } else { i })
+            criterion::black_box(nodes[if i == points.len() { 0 } else { i }])
         })
     });
 }

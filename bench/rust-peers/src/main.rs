@@ -341,6 +341,11 @@ fn main() {
                     (0..n * 160).map(|_| w.next() as u32).collect()
                 };
                 points.sort_unstable();
+                // Each point's invoker, struct-of-arrays beside the points (floors.md).
+                let ring_nodes: Vec<u32> = {
+                    let mut w = Wy(5);
+                    (0..n * 160).map(|_| w.below(n as u64) as u32).collect()
+                };
                 let counters: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
                 let r = measure(&cfg, threads, &|| {
                     let mut w = wy();
@@ -378,12 +383,17 @@ fn main() {
                 emit("select", "floor", "p2c", n, threads, r, "ns");
                 // Dubbo's least active is O(n) by definition: scan every in-flight count for
                 // the minimum, then count the call in and out on the winner.
+                // The scan starts at a random invoker, so that ties (every invoker idle) spread
+                // as Dubbo's random tie-break spreads them: from invoker 0 every time, two
+                // threads would count in and out on one line.
                 let r = measure(&cfg, threads, &|| {
                     let c = &counters;
+                    let mut w = wy();
                     move |_| {
+                        let start = w.below(n as u64) as usize;
                         let (mut best, mut min) = (0usize, u64::MAX);
-                        for (j, a) in c.iter().enumerate() {
-                            let v = a.load(Ordering::Relaxed);
+                        for j in (start..n).chain(0..start) {
+                            let v = c[j].load(Ordering::Relaxed);
                             if v < min {
                                 min = v;
                                 best = j;
@@ -396,14 +406,15 @@ fn main() {
                 });
                 emit("select", "floor", "leastactive_scan", n, threads, r, "ns");
                 let r = measure(&cfg, threads, &|| {
-                    let pts = &points;
+                    let (pts, nodes) = (&points, &ring_nodes);
                     let mut k = 0usize;
                     move |_| {
                         k = (k + 1) & 4095;
                         let d = Md5::digest(keys[k]);
                         let h = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
                         let i = pts.partition_point(|&p| p < h);
-                        (if i == pts.len() { 0 } else { i }) as u64
+                        // The lookup ends at the point's invoker (floors.md), wrapping past the end.
+                        u64::from(nodes[if i == pts.len() { 0 } else { i }])
                     }
                 });
                 emit("select", "floor", "md5_ring", n, threads, r, "ns");
@@ -567,7 +578,12 @@ fn main() {
     }
 
     // ----- update (rebuild) cost at n = 1000, membership changing every time -----
+    // Two numbers per strategy: the update alone, and the update with what it leaves to the
+    // calls after it (roundrobin serves them from a slower path until its counters are back on
+    // a period): the time of the update and the next AFTER_UPDATE select+report calls, less
+    // the time of as many calls on a set that did not change, measured in alternation.
     if want("update") {
+        const AFTER_UPDATE: usize = 50_000;
         let n = 1000;
         let med = |mut v: Vec<f64>| {
             v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -590,35 +606,70 @@ fn main() {
             // the state of the methods in use (roundrobin's per-method period), which an update
             // of a balancer that never served a call would skip.
             let m = b.method("sayHello").unwrap();
-            let v: Vec<f64> = (0..cfg.update_reps * 2)
-                .map(|i| {
-                    for key in &keys[..4] {
-                        let id = b.select(m, key, 0).unwrap();
-                        b.report(m, id, 1000, Outcome::Success, 0).unwrap();
-                    }
+            let calls = |count: usize| {
+                for key in keys.iter().cycle().take(count) {
+                    let id = b.select(m, key, 0).unwrap();
+                    b.report(m, id, 1000, Outcome::Success, 0).unwrap();
+                }
+            };
+            let mut next = 1;
+            let mut update = || {
+                b.update(&sets[next]).unwrap();
+                next ^= 1;
+            };
+            let alone: Vec<f64> = (0..cfg.update_reps * 2)
+                .map(|_| {
+                    calls(4);
                     let t = Instant::now();
-                    b.update(&sets[(i + 1) & 1]).unwrap();
+                    update();
                     t.elapsed().as_nanos() as f64 / 1000.0
                 })
                 .collect();
-            emit("update", "polylb", strategy, n, 1, med(v), "us");
+            emit("update", "polylb", strategy, n, 1, med(alone), "us");
+            let (mut changed, mut steady) = (Vec::new(), Vec::new());
+            for _ in 0..cfg.update_reps * 2 {
+                let t = Instant::now();
+                calls(AFTER_UPDATE);
+                steady.push(t.elapsed().as_nanos() as f64 / 1000.0);
+                let t = Instant::now();
+                update();
+                calls(AFTER_UPDATE);
+                changed.push(t.elapsed().as_nanos() as f64 / 1000.0);
+            }
+            let after = med(changed) - med(steady);
+            emit("update_after", "polylb", strategy, n, 1, after, "us");
         }
         macro_rules! pingora_update {
             ($ty:ty, $name:expr, $ketama:expr) => {{
                 let (lb, alt) = pingora_lb::<$ty>(n, $ketama);
-                let v: Vec<f64> = (0..cfg.update_reps * 2)
+                let calls = |count: usize| {
+                    for key in keys.iter().cycle().take(count) {
+                        black_box(lb.select(key, 256));
+                    }
+                };
+                let alone: Vec<f64> = (0..cfg.update_reps * 2)
                     .map(|_| {
-                        // the same calls between updates as polylb's
-                        for key in &keys[..4] {
-                            black_box(lb.select(key, 256));
-                        }
+                        calls(4); // the same calls between updates as polylb's
                         alt.stage(); // untimed: the set discovery hands over
                         let t = Instant::now();
                         block_on(lb.update()).unwrap();
                         t.elapsed().as_nanos() as f64 / 1000.0
                     })
                     .collect();
-                emit("update", "pingora", $name, n, 1, med(v), "us");
+                emit("update", "pingora", $name, n, 1, med(alone), "us");
+                let (mut changed, mut steady) = (Vec::new(), Vec::new());
+                for _ in 0..cfg.update_reps * 2 {
+                    let t = Instant::now();
+                    calls(AFTER_UPDATE);
+                    steady.push(t.elapsed().as_nanos() as f64 / 1000.0);
+                    alt.stage();
+                    let t = Instant::now();
+                    block_on(lb.update()).unwrap();
+                    calls(AFTER_UPDATE);
+                    changed.push(t.elapsed().as_nanos() as f64 / 1000.0);
+                }
+                let after = med(changed) - med(steady);
+                emit("update_after", "pingora", $name, n, 1, after, "us");
             }};
         }
         pingora_update!(KetamaHashing, "Ketama", true);
