@@ -69,29 +69,28 @@ func appendValueText(key []byte, v reflect.Value, depth int) []byte {
 		}
 		return appendValueText(key, v.Elem(), depth+1)
 	case reflect.Struct:
-		key = append(key, '{')
-		for i := 0; i < v.NumField(); i++ {
-			if i > 0 {
-				key = append(key, ' ')
-			}
-			key = appendValueText(key, v.Field(i), depth+1)
-		}
-		return append(key, '}')
+		return appendItemsText(key, '{', '}', v.NumField(), v.Field, depth)
 	case reflect.Array, reflect.Slice:
-		key = append(key, '[')
-		for i := 0; i < v.Len(); i++ {
-			if i > 0 {
-				key = append(key, ' ')
-			}
-			key = appendValueText(key, v.Index(i), depth+1)
-		}
-		return append(key, ']')
+		return appendItemsText(key, '[', ']', v.Len(), v.Index, depth)
 	case reflect.Map:
 		return appendMapText(key, v, depth)
 	case reflect.Chan, reflect.Func, reflect.UnsafePointer:
 		return append(key, v.Type().String()...)
 	}
 	return fmt.Append(key, v)
+}
+
+// appendItemsText prints n items, item(0) … item(n-1), between open and close,
+// separated by spaces (fmt's struct and slice forms).
+func appendItemsText(key []byte, open, close byte, n int, item func(int) reflect.Value, depth int) []byte {
+	key = append(key, open)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			key = append(key, ' ')
+		}
+		key = appendValueText(key, item(i), depth+1)
+	}
+	return append(key, close)
 }
 
 // appendMapText prints a map's entries in the order of their keys (numbers by

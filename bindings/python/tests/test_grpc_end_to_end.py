@@ -140,20 +140,14 @@ def test_an_answer_over_this_sides_receive_limit_is_a_success(balancer_factory: 
     larger than max"): another provider would answer the same, so no failure counts against it.
     A request over this side's send limit never left: a cancel."""
     lb = _single(balancer_factory)
-    options = [("grpc.max_receive_message_length", 1)]
-    with grpc.insecure_channel(address, options=options) as limited:
-        with pytest.raises(grpc.RpcError) as raised:
-            with lb.call():
-                limited.unary_unary(METHOD)(b"OK", timeout=10)
-    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert counted(lb) == COUNTS[Outcome.SUCCESS]
-    options = [("grpc.max_send_message_length", 1)]
-    with grpc.insecure_channel(address, options=options) as limited:
-        with pytest.raises(grpc.RpcError) as raised:
-            with lb.call():
-                limited.unary_unary(METHOD)(b"OK", timeout=10)
-    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert counted(lb) == COUNTS[Outcome.SUCCESS]  # unchanged: the second call was a cancel
+    # The second call, a cancel, leaves the counts as the first left them.
+    for option in ("grpc.max_receive_message_length", "grpc.max_send_message_length"):
+        with grpc.insecure_channel(address, options=[(option, 1)]) as limited:
+            with pytest.raises(grpc.RpcError) as raised:
+                with lb.call():
+                    limited.unary_unary(METHOD)(b"OK", timeout=10)
+        assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, option
+        assert counted(lb) == COUNTS[Outcome.SUCCESS], option
 
 
 def test_sync_future_cancelled_by_this_side_is_a_cancel(balancer_factory: Any, channel: Any) -> None:

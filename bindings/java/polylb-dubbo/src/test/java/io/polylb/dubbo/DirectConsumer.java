@@ -90,4 +90,20 @@ class DirectConsumer<T> implements AutoCloseable {
         bootstrap.stop();
         framework.destroy();
     }
+
+    /**
+     * Closes every consumer of {@code consumers} and empties the list: a stop that fails is
+     * passed over (best effort at the end of a test class), the model destroyed all the same.
+     */
+    static void closeAll(List<? extends DirectConsumer<?>> consumers) {
+        for (DirectConsumer<?> consumer : consumers) {
+            try {
+                consumer.bootstrap.stop();
+            } catch (RuntimeException ignored) {
+                // best effort
+            }
+            consumer.framework.destroy();
+        }
+        consumers.clear();
+    }
 }

@@ -106,15 +106,7 @@ class SerializationOutcomesTest {
      */
     @AfterAll
     static void closeConsumers() {
-        for (DirectConsumer<?> consumer : CONSUMERS) {
-            try {
-                consumer.bootstrap.stop();
-            } catch (RuntimeException ignored) {
-                // best effort
-            }
-            consumer.framework.destroy();
-        }
-        CONSUMERS.clear();
+        DirectConsumer.closeAll(CONSUMERS);
     }
 
     /** A connected consumer of {@code urls} (failover without retries), kept for {@link #closeConsumers}. */

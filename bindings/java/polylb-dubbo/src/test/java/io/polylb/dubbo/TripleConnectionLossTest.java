@@ -83,15 +83,7 @@ class TripleConnectionLossTest {
             relay.close();
         }
         RELAYS.clear();
-        for (DirectConsumer<?> consumer : CONSUMERS) {
-            try {
-                consumer.bootstrap.stop();
-            } catch (RuntimeException ignored) {
-                // best effort
-            }
-            consumer.framework.destroy();
-        }
-        CONSUMERS.clear();
+        DirectConsumer.closeAll(CONSUMERS);
     }
 
     /**

@@ -89,15 +89,7 @@ class TripleStreamsTest {
     /** Consumers stay open until every case ran (see TripleOutcomesTest.closeConsumers: why). */
     @AfterAll
     static void closeConsumers() {
-        for (DirectConsumer<StreamService> consumer : CONSUMERS) {
-            try {
-                consumer.bootstrap.stop();
-            } catch (RuntimeException ignored) {
-                // best effort
-            }
-            consumer.framework.destroy();
-        }
-        CONSUMERS.clear();
+        DirectConsumer.closeAll(CONSUMERS);
     }
 
     /** A connected consumer in its own FrameworkModel (fresh polylb stats). */
