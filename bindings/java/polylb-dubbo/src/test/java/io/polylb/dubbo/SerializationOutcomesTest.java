@@ -124,19 +124,7 @@ class SerializationOutcomesTest {
     }
 
     /** One attempt: what the caller got, what polylb recorded, whether the service code ran. */
-    static final class Attempt {
-        final Throwable error;
-        final Outcome outcome;
-        final boolean reached;
-        final String counters;
-
-        Attempt(Throwable error, Outcome outcome, boolean reached, String counters) {
-            this.error = error;
-            this.outcome = outcome;
-            this.reached = reached;
-            this.counters = counters;
-        }
-
+    record Attempt(Throwable error, Outcome outcome, boolean reached, String counters) {
         @Override
         public String toString() {
             return outcome + (reached ? ", reached the service code" : ", never reached the service code") + " ("
@@ -222,22 +210,22 @@ class SerializationOutcomesTest {
                 String what = mode + ", " + e.getKey() + ": " + a;
                 // DubboInvoker threw an RpcException SERIALIZATION_EXCEPTION around NettyChannel.send's
                 // RemotingException (the request is encoded in the calling thread).
-                RpcException sendError = sendError(a.error);
+                RpcException sendError = sendError(a.error());
                 assertNotNull(sendError, what);
                 assertTrue(sendError.isSerialization(), what);
-                assertFalse(a.reached, what);
-                assertEquals(Outcome.CANCELLED, a.outcome, what);
+                assertFalse(a.reached(), what);
+                assertEquals(Outcome.CANCELLED, a.outcome(), what);
             }
             // Over the consumer's payload limit: refused by the codec before it is sent.
             Attempt big = attempt(mode + " over the payload limit", consumer,
                     id -> service.take(id, "x".repeat(2 * PAYLOAD_LIMIT)));
-            assertNotNull(find(big.error, ExceedPayloadLimitException.class), big.toString());
-            assertEquals(RpcException.NETWORK_EXCEPTION, sendError(big.error).getCode(), big.toString());
-            assertFalse(big.reached, big.toString());
-            assertEquals(Outcome.CANCELLED, big.outcome, big.toString());
+            assertNotNull(find(big.error(), ExceedPayloadLimitException.class), big.toString());
+            assertEquals(RpcException.NETWORK_EXCEPTION, sendError(big.error()).getCode(), big.toString());
+            assertFalse(big.reached(), big.toString());
+            assertEquals(Outcome.CANCELLED, big.outcome(), big.toString());
             // The providers were never asked: a good call still goes out and is a success.
             Attempt ok = attempt(mode + " ok", consumer, id -> service.take(id, "fine"));
-            assertTrue(ok.error == null && ok.reached && ok.outcome == Outcome.SUCCESS, ok.toString());
+            assertTrue(ok.error() == null && ok.reached() && ok.outcome() == Outcome.SUCCESS, ok.toString());
         }
     }
 
@@ -254,7 +242,7 @@ class SerializationOutcomesTest {
                 assertUnsentByTriple(a);
             }
             Attempt ok = attempt(mode + " ok", consumer, id -> service.take(id, "fine"));
-            assertTrue(ok.error == null && ok.reached && ok.outcome == Outcome.SUCCESS, ok.toString());
+            assertTrue(ok.error() == null && ok.reached() && ok.outcome() == Outcome.SUCCESS, ok.toString());
         }
         // Protobuf (unwrapped): a null request cannot be packed.
         DirectConsumer<OutcomeService> protobuf = consumer(OutcomeService.class, TRI_PROTOBUF.directUrls(), false);
@@ -268,13 +256,13 @@ class SerializationOutcomesTest {
      * cancel after the failed packing races the stream's creation; a CANCELLED either way.
      */
     private static void assertUnsentByTriple(Attempt a) {
-        StatusRpcException status = find(a.error, StatusRpcException.class);
+        StatusRpcException status = find(a.error(), StatusRpcException.class);
         assertNotNull(status, a.toString());
         assertEquals(TriRpcStatus.Code.INTERNAL, status.getStatus().code, a.toString());
         assertTrue(Set.of("Serialize request failed", "Call aborted cause client exception")
                 .contains(status.getStatus().description), a.toString());
-        assertFalse(a.reached, a.toString());
-        assertEquals(Outcome.CANCELLED, a.outcome, a.toString());
+        assertFalse(a.reached(), a.toString());
+        assertEquals(Outcome.CANCELLED, a.outcome(), a.toString());
     }
 
     @Test
@@ -284,10 +272,10 @@ class SerializationOutcomesTest {
         DirectConsumer<PayloadService> dubbo = consumer(PayloadService.class, DUBBO.directUrls(), false);
         Attempt a = attempt("dubbo unreadable request", dubbo,
                 id -> dubbo.reference.get().takeUnreadable(id, new PayloadService.Unreadable()));
-        RemotingException decode = find(a.error, RemotingException.class);
+        RemotingException decode = find(a.error(), RemotingException.class);
         assertTrue(decode != null && decode.getMessage().startsWith("Fail to decode request"), a.toString());
-        assertFalse(a.reached, a.toString());
-        assertEquals(Outcome.FAILURE, a.outcome, a.toString());
+        assertFalse(a.reached(), a.toString());
+        assertEquals(Outcome.FAILURE, a.outcome(), a.toString());
 
         // A class the provider lacks (here: refuses, outside its allow list) where the method takes
         // an Object: hessian2 reads it as a map, the service code runs and answers.
@@ -295,9 +283,9 @@ class SerializationOutcomesTest {
         String[] callId = new String[1];
         Attempt lacking = attempt("dubbo class the provider lacks", dubbo,
                 id -> dubbo.reference.get().take(callId[0] = id, new Foreign()));
-        assertTrue(lacking.error == null && lacking.reached, lacking.toString());
+        assertTrue(lacking.error() == null && lacking.reached(), lacking.toString());
         assertEquals("java.util.HashMap", RECEIVED.get(callId[0]), lacking.toString());
-        assertEquals(Outcome.SUCCESS, lacking.outcome, lacking.toString());
+        assertEquals(Outcome.SUCCESS, lacking.outcome(), lacking.toString());
 
         // Over Triple a wrapped call's provider answers with Triple's DecodeException as the
         // call's exception, status OK: read as the provider's answer, a success (as today).
@@ -311,11 +299,11 @@ class SerializationOutcomesTest {
         }
         Attempt t = attempt("tri unreadable request", tri,
                 id -> tri.reference.get().takeUnreadable(id, new PayloadService.Unreadable()));
-        assertNotNull(t.error, t.toString());
-        assertEquals("org.apache.dubbo.remoting.http12.exception.DecodeException", t.error.getClass().getName(),
+        assertNotNull(t.error(), t.toString());
+        assertEquals("org.apache.dubbo.remoting.http12.exception.DecodeException", t.error().getClass().getName(),
                 t.toString());
-        assertFalse(t.reached, t.toString());
-        assertEquals(Outcome.SUCCESS, t.outcome, t.toString());
+        assertFalse(t.reached(), t.toString());
+        assertEquals(Outcome.SUCCESS, t.outcome(), t.toString());
     }
 
     @Test
@@ -325,16 +313,16 @@ class SerializationOutcomesTest {
         // failure, as for any provider that could not serve (PolylbInvokerFilter.isUnencodable).
         DirectConsumer<PayloadService> dubbo = consumer(PayloadService.class, DUBBO.directUrls(), false);
         Attempt a = attempt("dubbo unserializable answer", dubbo, id -> dubbo.reference.get().giveUnserializable(id));
-        RemotingException answer = find(a.error, RemotingException.class);
+        RemotingException answer = find(a.error(), RemotingException.class);
         assertTrue(answer != null && answer.getMessage().startsWith("Failed to send response"), a.toString());
-        assertTrue(a.reached, a.toString());
-        assertEquals(Outcome.FAILURE, a.outcome, a.toString());
+        assertTrue(a.reached(), a.toString());
+        assertEquals(Outcome.FAILURE, a.outcome(), a.toString());
 
         DirectConsumer<PayloadService> tri = consumer(PayloadService.class, TRI.directUrls(), false);
         Attempt t = attempt("tri unserializable answer", tri, id -> tri.reference.get().giveUnserializable(id));
-        StatusRpcException status = find(t.error, StatusRpcException.class);
+        StatusRpcException status = find(t.error(), StatusRpcException.class);
         assertTrue(status != null && status.getStatus().code == TriRpcStatus.Code.UNKNOWN, t.toString());
-        assertTrue(t.reached, t.toString());
-        assertEquals(Outcome.FAILURE, t.outcome, t.toString());
+        assertTrue(t.reached(), t.toString());
+        assertEquals(Outcome.FAILURE, t.outcome(), t.toString());
     }
 }
