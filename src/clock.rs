@@ -51,6 +51,7 @@ impl Clock {
         self.library
     }
 
+    #[inline]
     pub fn now_us(&self) -> i64 {
         let t = self.now_us.get();
         if t != 0 {
@@ -61,6 +62,7 @@ impl Clock {
         t
     }
 
+    #[inline]
     pub fn now_ms(&self) -> i64 {
         self.now_us().div_euclid(1000)
     }
