@@ -204,8 +204,7 @@ impl Filter {
                 state.reset_counts();
                 // Lifted when it ended, not when a call happened to notice: the healthy time
                 // since counts towards forgiving the back-off (a step back lifts it now).
-                let lifted_at = if until <= now_ms { until } else { now_ms };
-                state.lifted_ms.store(lifted_at.max(1), Relaxed);
+                state.lifted_ms.store(until.min(now_ms).max(1), Relaxed);
                 state.ejected_until_ms.store(0, Relaxed);
                 lifted = true;
             }

@@ -75,6 +75,9 @@ final class PolylbLoadBalancer extends LoadBalancer {
         Status rejected = null;
         if (state == null || !newConfig.equals(config)) {
             rejected = configure(newConfig);
+            if (state == null) {
+                return rejected; // no balancer could be made (parsing checked the config: a guard)
+            }
         }
         Status setRejected = updatePicker();
         return rejected != null ? rejected : setRejected == null ? Status.OK : setRejected;
