@@ -5,6 +5,7 @@
 use super::period::{fresh_period_for, period_length, Kinetic, Recording, MAX_PERIOD};
 use super::smooth_wrr::SmoothWrr;
 use super::state::State;
+use super::weight_classes::ClassWrr;
 use super::{PickSet, RECYCLE_MS};
 use crate::balancer::Snapshot;
 use crate::scratch::with_scratch;
@@ -80,7 +81,6 @@ impl State {
                 k.ids.extend(set.members().map(|m| m.id));
                 k.weights.clear();
                 k.weights.extend(set.members().map(|m| m.weight));
-                k.wrr.rebuild(&k.weights, start);
                 k
             }
             None => {
@@ -90,35 +90,24 @@ impl State {
                     generation,
                     positions: set.each_position().collect(),
                     ids: set.members().map(|m| m.id).collect(),
-                    wrr: SmoothWrr::new(&weights, start),
                     weights,
+                    by_class: false,
+                    classes: ClassWrr::new(),
+                    tree: SmoothWrr::new(&[], &[]),
                     total: 0,
                     recording: None,
                 })
             }
         };
+        k.start_lines(start);
         k.live = true;
         k.generation = generation;
         k.total = k.weights.iter().map(|&w| w as i64).sum();
         // Record a multiple of the period at least the set's size, if that fits.
         let n = start.len() as u64;
         let recorded = length * n.div_ceil(length).max(1);
-        match (recorded <= MAX_PERIOD, k.recording.as_mut()) {
-            (false, _) => k.recording = None,
-            (true, Some(r)) => {
-                r.length = recorded as usize;
-                r.start.clear();
-                r.start.extend_from_slice(start);
-                r.order.clear();
-            }
-            (true, None) => {
-                k.recording = Some(Recording {
-                    length: recorded as usize,
-                    start: start.to_vec(),
-                    order: Vec::new(),
-                })
-            }
-        }
+        k.recording = (recorded <= MAX_PERIOD)
+            .then(|| Recording::start(k.recording.take(), recorded as usize, &k.weights, k.total));
     }
 
     /// A pick from the period or the tournament, when one is set up for this snapshot.
@@ -139,9 +128,10 @@ impl State {
                 .as_mut()
                 .filter(|k| k.live && k.generation == generation)
             {
-                let pos = k.positions[k.wrr.next() as usize];
+                let j = k.next_index();
+                let pos = k.positions[j as usize];
                 let walked = k.ids.len() > 1;
-                if let Some(period) = k.record(pos, generation) {
+                if let Some(period) = k.record(j, generation) {
                     // Picks from a period need no lock; the tournament's counters are the
                     // period's start.
                     k.live = false;

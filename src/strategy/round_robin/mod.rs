@@ -1,29 +1,33 @@
 //! `roundrobin`: smooth weighted round robin, exactly Dubbo's sequence (RoundRobinLoadBalance).
 //!
 //! Dubbo walks every invoker on every pick (O(n)). With static weights the sequence from a given
-//! state is periodic with period Σw/gcd(w), so polylb computes one period ahead (on update, or
-//! once enough O(n) picks have paid for it) and then serves picks in O(1) from it, producing the
-//! identical sequence. A live period is published for lock-free picks: each takes a ticket from
-//! one atomic cursor, so threads do not serialise on the method's lock. Where a period is too
-//! long to keep (weights with a large sum and gcd 1) or the state is not yet on its cycle, picks
-//! come from a kinetic tournament over the counters ([`SmoothWrr`]): the same sequence in
-//! O(log n) amortised under the lock. While invokers warm up (weights that change with time),
-//! whole-set picks step the warming invokers' counters one by one and the others in the
-//! tournament ([`WarmingWrr`]): O(k + log n) for k in warm-up. With a zone preference every
-//! whole-set pick narrows to the local zone (while nothing is ejected), so the zone is the set
-//! that periods and the tournament serve ([`PickSet`]); the remote invokers' counters age
-//! towards recycling as Dubbo's walk over the local ones leaves them. A subset that comes twice
-//! in a row (a router's candidates) gets a tournament of its own ([`Subset`]); other subsets,
-//! and subsets while invokers warm up, take Dubbo's O(m) walk. Counters are per method, keyed
-//! by invoker id; an invoker that leaves keeps its counter until a select finds it unused for
-//! more than 60 s (Dubbo's recycling), so one re-added within that period resumes where it was.
+//! state is periodic with period Σw/gcd(w), so polylb computes one period ahead (on update, or once
+//! enough O(n) picks have paid for it) and then serves picks in O(1) from it, producing the
+//! identical sequence. A live period is published for lock-free picks: each takes a ticket from one
+//! atomic cursor, so threads do not serialise on the method's lock. Where a period is too long to
+//! keep (weights with a large sum and gcd 1) or the state is not yet on its cycle, picks come from
+//! a tournament over the counters under the lock, the same sequence: one heap per distinct weight
+//! when there are at most 8 ([`ClassWrr`], O(k + log n) for k weights), else a kinetic tournament
+//! ([`SmoothWrr`], O(log n) amortised). A tournament's picks are counted in a sliding window of a
+//! period, so the first pick that brings the counters back to where they were a period earlier
+//! hands the method over to that period. While invokers warm up (weights that change with time),
+//! whole-set picks step the warming invokers' counters one by one and the others in the tournament
+//! ([`WarmingWrr`]): O(k + log n) for k in warm-up. With a zone preference every whole-set pick
+//! narrows to the local zone (while nothing is ejected), so the zone is the set that periods and
+//! the tournament serve ([`PickSet`]); the remote invokers' counters age towards recycling as
+//! Dubbo's walk over the local ones leaves them. A subset that comes twice in a row (a router's
+//! candidates) gets a tournament of its own ([`Subset`]); other subsets, and subsets while invokers
+//! warm up, take Dubbo's O(m) walk. Counters are per method, keyed by invoker id; an invoker that
+//! leaves keeps its counter until a select finds it unused for more than 60 s (Dubbo's recycling),
+//! so one re-added within that period resumes where it was.
 //!
 //! The code: [`period`] computes periods ([`by_weight`] the one from all-zero counters over few
 //! distinct weights), [`live`] publishes and serves a live period
 //! lock-free, [`state`] holds the per-method counters, [`fast_path`] sets up and serves the
 //! period or tournament under the lock, [`tournaments`] serves subsets and warm-up;
-//! [`smooth_wrr`] and [`warming_wrr`] are the tournaments themselves.
+//! [`weight_classes`], [`smooth_wrr`] and [`warming_wrr`] are the tournaments themselves.
 //!
+//! [`ClassWrr`]: weight_classes::ClassWrr
 //! [`SmoothWrr`]: smooth_wrr::SmoothWrr
 //! [`WarmingWrr`]: warming_wrr::WarmingWrr
 //! [`Subset`]: tournaments::Subset
@@ -36,6 +40,7 @@ mod smooth_wrr;
 mod state;
 mod tournaments;
 mod warming_wrr;
+mod weight_classes;
 
 pub(crate) use live::serve_live;
 

@@ -6,6 +6,7 @@
 
 use super::by_weight::Merge;
 use super::smooth_wrr::SmoothWrr;
+use super::weight_classes::ClassWrr;
 use super::{PickSet, SnapshotData};
 use crate::balancer::Member;
 use std::sync::Arc;
@@ -63,37 +64,145 @@ pub(super) struct Kinetic {
     pub(super) ids: Vec<u64>,
     pub(super) weights: Vec<i32>,
     pub(super) total: i64,
-    pub(super) wrr: SmoothWrr,
-    /// The picks since the counters were last `start`, while a period fits: once as many as a
-    /// period (or a multiple of it covering the set) have brought the counters back to `start`,
-    /// the state is on its cycle and those picks are its period, with no simulation.
+    /// The tournament: by weight class when the weights take few values, else the kinetic
+    /// tree (`tree` may then hold memory only).
+    pub(super) by_class: bool,
+    pub(super) classes: ClassWrr,
+    pub(super) tree: SmoothWrr,
+    /// The latest picks, while a period fits: once as many as a period (or a multiple of it
+    /// covering the set) have brought the counters back to where they were before them, the
+    /// state is on its cycle and those picks are its period, with no simulation.
     pub(super) recording: Option<Recording>,
 }
 
+/// The last `length` picks of a tournament, and how many times each index was picked in
+/// them. After a window of `L` picks an index's counter moved by `L·w − total·picks`, so the
+/// counters are back where they were at the window's start exactly when every index was
+/// picked `L·w / total` times (a whole number: `L` is a multiple of `total / gcd(w)`). Counting
+/// in a sliding window sees that at the first pick it holds, where comparing the counters only
+/// at the end of consecutive windows (O(n) each) saw it up to a window later.
 pub(super) struct Recording {
-    /// Picks that make a period: Σw/gcd(w), times what it takes to be at least the set's size
-    /// (comparing the counters costs O(n) per attempt).
+    /// Picks that make a period: Σw/gcd(w), times what it takes to be at least the set's size.
     pub(super) length: usize,
-    pub(super) start: Vec<i64>,
-    pub(super) order: Vec<u32>,
+    /// The last picks (tournament indexes), oldest at `oldest` once `length` are held.
+    picks: Vec<u32>,
+    oldest: usize,
+    /// Per index: its picks in the window, and the number a period gives it.
+    counts: Vec<u32>,
+    targets: Vec<u32>,
+    /// Indexes whose count is their target.
+    matched: usize,
+}
+
+impl Recording {
+    /// A window of `length` picks over `weights` (summing to `total` > 0), reusing `memory`.
+    pub(super) fn start(
+        memory: Option<Recording>,
+        length: usize,
+        weights: &[i32],
+        total: i64,
+    ) -> Recording {
+        let mut r = memory.unwrap_or(Recording {
+            length,
+            picks: Vec::new(),
+            oldest: 0,
+            counts: Vec::new(),
+            targets: Vec::new(),
+            matched: 0,
+        });
+        r.length = length;
+        r.picks.clear();
+        r.oldest = 0;
+        r.counts.clear();
+        r.counts.resize(weights.len(), 0);
+        r.targets.clear();
+        r.targets.extend(
+            weights
+                .iter()
+                .map(|&w| (length as i64 * w as i64 / total) as u32),
+        );
+        r.matched = r.targets.iter().filter(|&&t| t == 0).count();
+        r
+    }
+
+    /// Counts a pick of index `j` into the window (the oldest leaves it once it is full); true
+    /// when the window is full and the counters are back where they were at its start.
+    fn push(&mut self, j: u32) -> bool {
+        if self.picks.len() < self.length {
+            self.picks.push(j);
+        } else {
+            let gone = std::mem::replace(&mut self.picks[self.oldest], j);
+            self.oldest = (self.oldest + 1) % self.length;
+            self.count(gone, false);
+        }
+        self.count(j, true);
+        self.picks.len() == self.length && self.matched == self.counts.len()
+    }
+
+    fn count(&mut self, j: u32, added: bool) {
+        let (count, target) = (&mut self.counts[j as usize], self.targets[j as usize]);
+        if *count == target {
+            self.matched -= 1;
+        }
+        if added {
+            *count += 1;
+        } else {
+            *count -= 1;
+        }
+        if *count == target {
+            self.matched += 1;
+        }
+    }
 }
 
 impl Kinetic {
-    /// Records a pick (at position `pos`); the period of `generation`'s pick set when the
-    /// recorded picks brought the counters back to where they started.
-    pub(super) fn record(&mut self, pos: u32, generation: u64) -> Option<Period> {
+    /// Starts the tournament over from `start` with the kinetic's weights.
+    pub(super) fn start_lines(&mut self, start: &[i64]) {
+        self.by_class = self.classes.rebuild(&self.weights, start);
+        if !self.by_class {
+            self.tree.rebuild(&self.weights, start);
+        }
+    }
+
+    /// The tournament's next pick (an index into the kinetic's vectors).
+    #[inline]
+    pub(super) fn next_index(&mut self) -> u32 {
+        if self.by_class {
+            self.classes.next()
+        } else {
+            self.tree.next()
+        }
+    }
+
+    /// The counters now, in the kinetic's order.
+    pub(super) fn counters(&self) -> impl Iterator<Item = i64> + '_ {
+        (0..self.weights.len()).map(|j| {
+            if self.by_class {
+                self.classes.counter(j)
+            } else {
+                self.tree.counter(j)
+            }
+        })
+    }
+
+    /// Records a pick (tournament index `j`); the period of `generation`'s pick set when the
+    /// recorded picks brought the counters back to where they were before them.
+    pub(super) fn record(&mut self, j: u32, generation: u64) -> Option<Period> {
         let r = self.recording.as_mut()?;
-        r.order.push(pos);
-        if r.order.len() < r.length {
+        if !r.push(j) {
             return None;
         }
-        if !self.wrr.counters().eq(r.start.iter().copied()) {
-            // Not on its cycle yet (after a failover's pick, or an update): try again from here.
-            r.start.clear();
-            r.start.extend(self.wrr.counters());
-            r.order.clear();
-            return None;
-        }
+        // The picks from now on repeat the window's, oldest first, from the current counters.
+        let (newer, older) = r.picks.split_at(r.oldest);
+        let order: Arc<[u32]> = older
+            .iter()
+            .chain(newer)
+            .map(|&j| self.positions[j as usize])
+            .collect();
+        // The period holds them now; the window's memory goes until a tournament records
+        // again (after a failover's pick), instead of staying beside it for the method's life.
+        r.picks = Vec::new();
+        r.oldest = 0;
         let whole = self
             .positions
             .iter()
@@ -104,8 +213,8 @@ impl Kinetic {
             positions: (!whole).then(|| self.positions.as_slice().into()),
             ids: self.ids.as_slice().into(),
             weights: self.weights.as_slice().into(),
-            order: std::mem::take(&mut r.order).into(),
-            start: Some(r.start.as_slice().into()),
+            order,
+            start: Some(self.counters().collect()),
             total: self.total,
             next: 0,
             paid: false,
@@ -227,4 +336,55 @@ pub(super) fn fresh_period(members: &[Member]) -> Option<FreshPeriod> {
         order: order.into(),
         total,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::smooth_wrr::tests::Lcg;
+    use super::*;
+
+    /// The window says "back where they were" at the first pick whose counters equal those
+    /// of `length` picks before (found here by keeping every state of Dubbo's walk), not
+    /// later, and never before; what it holds then is the sequence from there on.
+    #[test]
+    fn a_recording_sees_the_cycle_at_its_first_repeat() {
+        let mut rng = Lcg(5);
+        for case in 0..200 {
+            let n = 1 + rng.below(12) as usize;
+            let weights: Vec<i32> = (0..n).map(|_| rng.below(5) as i32).collect();
+            let Some((period, total)) = period_length(weights.iter().copied()) else {
+                continue;
+            };
+            let length = (period * (n as u64).div_ceil(period).max(1)) as usize;
+            // Counters off any cycle (an update's survivors), or on one (all zero).
+            let mut current: Vec<i64> = match case % 4 {
+                0 => vec![0; n],
+                _ => (0..n).map(|_| rng.below(41) as i64 - 20).collect(),
+            };
+            let mut states = vec![current.clone()];
+            let mut recording = Recording::start(None, length, &weights, total);
+            let mut seen = None;
+            for t in 1..=20 * length {
+                let j = walk_step(&mut current, &weights, total);
+                states.push(current.clone());
+                let repeats = t >= length && states[t - length] == current;
+                let said = recording.push(j);
+                assert_eq!(said, repeats, "case {case}, pick {t}, weights {weights:?}");
+                if said {
+                    seen = Some(t);
+                    break;
+                }
+            }
+            let t = seen.unwrap_or_else(|| panic!("case {case}: no cycle in 20 periods"));
+            let window: Vec<u32> = recording.picks[recording.oldest..]
+                .iter()
+                .chain(&recording.picks[..recording.oldest])
+                .copied()
+                .collect();
+            let ahead: Vec<u32> = (0..length)
+                .map(|_| walk_step(&mut current, &weights, total))
+                .collect();
+            assert_eq!(window, ahead, "case {case}: the window at pick {t}");
+        }
+    }
 }

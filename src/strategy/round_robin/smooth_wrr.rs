@@ -116,6 +116,13 @@ impl SmoothWrr {
         }
     }
 
+    /// The counter at `pos` now.
+    #[inline]
+    pub fn counter(&self, pos: usize) -> i64 {
+        let leaf = &self.nodes[self.size + pos];
+        leaf.base + self.step * leaf.weight
+    }
+
     /// The counters now (Dubbo's `current` values), in set order.
     pub fn counters(&self) -> impl Iterator<Item = i64> + '_ {
         self.nodes[self.size..2 * self.size]
@@ -210,7 +217,7 @@ fn floor_div(a: i64, b: i64) -> (i64, i64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Dubbo's O(n) walk, as roundrobin runs it where no tournament is used.
@@ -219,9 +226,10 @@ mod tests {
         super::super::period::walk_step(current, weights, total)
     }
 
-    struct Lcg(u64);
+    /// A small deterministic generator for the round-robin tests.
+    pub(in super::super) struct Lcg(pub(in super::super) u64);
     impl Lcg {
-        fn below(&mut self, bound: u64) -> u64 {
+        pub(in super::super) fn below(&mut self, bound: u64) -> u64 {
             self.0 = self
                 .0
                 .wrapping_mul(6364136223846793005)
