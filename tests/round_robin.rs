@@ -596,7 +596,11 @@ fn sequences_equal_dubbo_model_over_repeated_subsets() {
         let m = b.method("m").unwrap();
         let mut model = DubboModel::default();
         let mut now_ms = 1_700_000_000_000i64;
-        let weight = |rng: &mut Lcg| rng.next(5) as i32 * 25;
+        // Few distinct weights (a tournament by weight class) or many (the kinetic tree).
+        let weight = |rng: &mut Lcg| match seed % 3 {
+            0 => 1 + rng.next(1000) as i32,
+            _ => rng.next(5) as i32 * 25,
+        };
         let mut set: Vec<(u64, i32)> = (0..n as u64).map(|id| (id, weight(&mut rng))).collect();
         let publish = |b: &Balancer, set: &[(u64, i32)]| {
             let invokers: Vec<Invoker> = set

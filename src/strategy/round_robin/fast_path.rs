@@ -1,11 +1,10 @@
 //! The locked fast path of whole-set picks at static weights: setting up the period or the
-//! kinetic tournament over the pick set from the current counters, and serving picks from it
+//! tournament over the pick set from the current counters, and serving picks from it
 //! (which publishes the period again for lock-free picks).
 
 use super::period::{fresh_period_for, period_length, Kinetic, Recording, MAX_PERIOD};
-use super::smooth_wrr::SmoothWrr;
 use super::state::State;
-use super::weight_classes::ClassWrr;
+use super::weight_classes::Tournament;
 use super::{PickSet, RECYCLE_MS};
 use crate::balancer::Snapshot;
 use crate::scratch::with_scratch;
@@ -27,9 +26,9 @@ thread_local! {
 impl State {
     /// Sets up picks over the pick set of `snapshot` (the whole set, or its local zone) from
     /// the current counters (which must be materialized): the snapshot's precomputed period
-    /// when they are all zero, else the kinetic tournament, which turns into a period once its
-    /// picks are seen to cycle (O(n), no simulation: after a failover's pick over other
-    /// candidates this runs again). False only when every weight is zero (Dubbo's walk then
+    /// when they are all zero, else a tournament ([`Tournament`]), which turns into a period
+    /// once its picks are seen to cycle (O(n), no simulation: after a failover's pick over
+    /// other candidates this runs again). False only when every weight is zero (Dubbo's walk then
     /// always takes the first invoker). Resets the counter of an invoker whose weight changed,
     /// as a Dubbo select would first do.
     pub(super) fn build_fast_path(&mut self, snapshot: &Snapshot, now_ms: i64) -> bool {
@@ -91,15 +90,13 @@ impl State {
                     positions: set.each_position().collect(),
                     ids: set.members().map(|m| m.id).collect(),
                     weights,
-                    by_class: false,
-                    classes: ClassWrr::new(),
-                    tree: SmoothWrr::new(&[], &[]),
+                    wrr: Tournament::new(&[], &[]),
                     total: 0,
                     recording: None,
                 })
             }
         };
-        k.start_lines(start);
+        k.wrr.rebuild(&k.weights, start);
         k.live = true;
         k.generation = generation;
         k.total = k.weights.iter().map(|&w| w as i64).sum();
@@ -128,7 +125,7 @@ impl State {
                 .as_mut()
                 .filter(|k| k.live && k.generation == generation)
             {
-                let j = k.next_index();
+                let j = k.wrr.next();
                 let pos = k.positions[j as usize];
                 let walked = k.ids.len() > 1;
                 if let Some(period) = k.record(j, generation) {

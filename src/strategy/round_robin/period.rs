@@ -1,12 +1,12 @@
 //! Periods of picks: the sequence from a known state repeats every Σw/gcd(w) picks, so one
 //! period is computed ahead: the snapshot's shared period from all-zero counters
 //! ([`fresh_period`]) by merging each weight's rotation or by simulating it, the others by
-//! recording the picks of a kinetic tournament until its counters come back to where they
+//! recording the picks of a tournament until its counters come back to where they
 //! started ([`Kinetic`]).
 
 use super::by_weight::Merge;
 use super::smooth_wrr::SmoothWrr;
-use super::weight_classes::ClassWrr;
+use super::weight_classes::Tournament;
 use super::{PickSet, SnapshotData};
 use crate::balancer::Member;
 use std::sync::Arc;
@@ -53,7 +53,7 @@ pub(super) struct FreshPeriod {
     total: i64,
 }
 
-/// Picks over the pick set of one generation from a kinetic tournament over its counters.
+/// Picks over the pick set of one generation from a tournament over its counters.
 pub(super) struct Kinetic {
     /// The tournament holds the pick set's counters (else only its memory is kept, for the
     /// next build: no allocation once it has grown).
@@ -64,11 +64,7 @@ pub(super) struct Kinetic {
     pub(super) ids: Vec<u64>,
     pub(super) weights: Vec<i32>,
     pub(super) total: i64,
-    /// The tournament: by weight class when the weights take few values, else the kinetic
-    /// tree (`tree` may then hold memory only).
-    pub(super) by_class: bool,
-    pub(super) classes: ClassWrr,
-    pub(super) tree: SmoothWrr,
+    pub(super) wrr: Tournament,
     /// The latest picks, while a period fits: once as many as a period (or a multiple of it
     /// covering the set) have brought the counters back to where they were before them, the
     /// state is on its cycle and those picks are its period, with no simulation.
@@ -156,35 +152,6 @@ impl Recording {
 }
 
 impl Kinetic {
-    /// Starts the tournament over from `start` with the kinetic's weights.
-    pub(super) fn start_lines(&mut self, start: &[i64]) {
-        self.by_class = self.classes.rebuild(&self.weights, start);
-        if !self.by_class {
-            self.tree.rebuild(&self.weights, start);
-        }
-    }
-
-    /// The tournament's next pick (an index into the kinetic's vectors).
-    #[inline]
-    pub(super) fn next_index(&mut self) -> u32 {
-        if self.by_class {
-            self.classes.next()
-        } else {
-            self.tree.next()
-        }
-    }
-
-    /// The counters now, in the kinetic's order.
-    pub(super) fn counters(&self) -> impl Iterator<Item = i64> + '_ {
-        (0..self.weights.len()).map(|j| {
-            if self.by_class {
-                self.classes.counter(j)
-            } else {
-                self.tree.counter(j)
-            }
-        })
-    }
-
     /// Records a pick (tournament index `j`); the period of `generation`'s pick set when the
     /// recorded picks brought the counters back to where they were before them.
     pub(super) fn record(&mut self, j: u32, generation: u64) -> Option<Period> {
@@ -214,7 +181,7 @@ impl Kinetic {
             ids: self.ids.as_slice().into(),
             weights: self.weights.as_slice().into(),
             order,
-            start: Some(self.counters().collect()),
+            start: Some(self.wrr.counters().collect()),
             total: self.total,
             next: 0,
             paid: false,

@@ -91,7 +91,7 @@ impl State {
         if let Some(mut k) = self.kinetic.take() {
             if k.live {
                 for ((&id, &weight), current) in
-                    k.ids.iter().zip(k.weights.iter()).zip(k.counters())
+                    k.ids.iter().zip(k.weights.iter()).zip(k.wrr.counters())
                 {
                     self.set_counter(id, weight, current);
                 }

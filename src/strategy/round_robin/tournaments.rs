@@ -1,9 +1,9 @@
 //! The tournaments for picks that no period serves: one over a subset that comes twice in a
 //! row ([`Subset`]), and one over the whole set while invokers warm up ([`Warming`]).
 
-use super::smooth_wrr::SmoothWrr;
 use super::state::State;
 use super::warming_wrr::WarmingWrr;
+use super::weight_classes::Tournament;
 use super::{Ctx, RECYCLE_MS};
 use crate::balancer::{Member, Snapshot};
 
@@ -17,8 +17,8 @@ pub(super) struct Warming {
 }
 
 /// Picks over one subset of the set (a router's candidates, a zone's local invokers while some
-/// invoker is ejected) that came on two subset picks in a row, from a kinetic tournament over its
-/// counters: O(log m) instead of the walk's O(m), the invokers outside it untouched as Dubbo's
+/// invoker is ejected) that came on two subset picks in a row, from a tournament over its
+/// counters: O(log m) (O(k + log m) for k distinct weights) instead of the walk's O(m), the invokers outside it untouched as Dubbo's
 /// walk over the subset leaves them. Failover retries, whose exclusions change from call to
 /// call, keep walking (a build costs about two walks); the subset they interrupt is rebuilt
 /// at its next pick.
@@ -32,7 +32,7 @@ pub(super) struct Subset {
     pub(super) weights: Vec<i32>,
     /// The counters a build starts from (kept for its capacity).
     scratch: Vec<i64>,
-    pub(super) wrr: Option<SmoothWrr>,
+    pub(super) wrr: Option<Tournament>,
 }
 
 impl State {
@@ -83,7 +83,7 @@ impl State {
             }
             match sub.wrr.as_mut() {
                 Some(wrr) => wrr.rebuild(&sub.weights, &sub.scratch),
-                None => sub.wrr = Some(SmoothWrr::new(&sub.weights, &sub.scratch)),
+                None => sub.wrr = Some(Tournament::new(&sub.weights, &sub.scratch)),
             }
             sub.live = true;
             self.start_tracking_of(now_ms, picked);

@@ -11,6 +11,7 @@
 //!
 //! [`SmoothWrr`]: super::smooth_wrr::SmoothWrr
 
+use super::smooth_wrr::SmoothWrr;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -171,6 +172,58 @@ impl ClassWrr {
             *base += step * self.classes[class as usize].weight;
         }
         self.step = 0;
+    }
+}
+
+/// A tournament over a pick set's counters: by weight class when the weights take at most
+/// [`MAX_CLASSES`] values, else the kinetic tree (whose memory is kept for the next build).
+pub(super) struct Tournament {
+    by_class: bool,
+    len: usize,
+    classes: ClassWrr,
+    tree: SmoothWrr,
+}
+
+impl Tournament {
+    pub fn new(weights: &[i32], counters: &[i64]) -> Tournament {
+        let mut t = Tournament {
+            by_class: false,
+            len: 0,
+            classes: ClassWrr::new(),
+            tree: SmoothWrr::new(&[], &[]),
+        };
+        t.rebuild(weights, counters);
+        t
+    }
+
+    /// Starts over from `counters` with `weights`, in the memory held.
+    pub fn rebuild(&mut self, weights: &[i32], counters: &[i64]) {
+        self.len = weights.len();
+        self.by_class = self.classes.rebuild(weights, counters);
+        if !self.by_class {
+            self.tree.rebuild(weights, counters);
+        }
+    }
+
+    /// The next pick (an index into the weights it was built with).
+    #[inline]
+    pub fn next(&mut self) -> u32 {
+        if self.by_class {
+            self.classes.next()
+        } else {
+            self.tree.next()
+        }
+    }
+
+    /// The counters now, in the order of the weights.
+    pub fn counters(&self) -> impl Iterator<Item = i64> + '_ {
+        (0..self.len).map(|j| {
+            if self.by_class {
+                self.classes.counter(j)
+            } else {
+                self.tree.counter(j)
+            }
+        })
     }
 }
 
