@@ -3,24 +3,24 @@
 //!
 //! Dubbo's walk adds each invoker's current (warm-up) weight to its counter, takes the first
 //! highest counter and lowers it by the sum of the weights. The invokers past their warm-up
-//! have fixed weights, so their counters are lines in the pick count, served by the kinetic
-//! tournament ([`SmoothWrr`]); the few whose weight still changes with time keep explicit
-//! counters, stepped one by one with their weight at the pick's time (reset to zero when that
-//! weight changed, as Dubbo does). A pick compares the tournament's leader with those k
+//! have fixed weights, so their counters are lines in the pick count, served by a tournament
+//! ([`Tournament`]: by weight class or the kinetic tree); the few whose weight still changes
+//! with time keep explicit counters, stepped one by one with their weight at the pick's time
+//! (reset to zero when that weight changed, as Dubbo does). A pick compares the tournament's leader with those k
 //! counters, ties going to the earlier position as in the walk.
 //!
 //! Which invokers warm up changes only when a warm-up ends (or the caller's time goes back
 //! before one ended): the structure knows the window of times for which its split holds, and
 //! the caller builds a new one outside it.
 
-use super::smooth_wrr::SmoothWrr;
+use super::weight_classes::Tournament;
 use crate::balancer::Member;
 use crate::weight::{effective_weight, time_dependent_until};
 
 pub(crate) struct WarmingWrr {
     /// The lines of the invokers whose weight no longer changes, indexed in set order among
     /// themselves (an empty tree when every invoker warms up).
-    settled: SmoothWrr,
+    settled: Tournament,
     /// Settled index → set position.
     settled_pos: Vec<u32>,
     /// The settled invokers' weights, by settled index.
@@ -51,7 +51,7 @@ impl WarmingWrr {
         prior: impl Fn(&Member) -> Option<(i32, i64)>,
     ) -> WarmingWrr {
         let mut wrr = WarmingWrr {
-            settled: SmoothWrr::new(&[], &[]),
+            settled: Tournament::new(&[], &[]),
             settled_pos: Vec::new(),
             settled_weights: Vec::new(),
             settled_total: 0,
@@ -220,7 +220,13 @@ mod tests {
                         2 => 0,
                         _ => NOW - 10 * WARM_UP_MS as i64,
                     };
-                    member(i as u64, below(120) as i32, start)
+                    // Even cases: four weights (the settled ones picked by weight class);
+                    // odd ones: many (the kinetic tree).
+                    let weight = match case % 2 {
+                        0 => 25 * below(4) as i32 + 10,
+                        _ => below(120) as i32,
+                    };
+                    member(i as u64, weight, start)
                 })
                 .collect();
             let mut counters: Vec<(i32, i64)> = (0..n).map(|_| (0, 0)).collect();

@@ -53,6 +53,8 @@ pub(crate) struct ClassWrr {
     /// Only the first `used` hold this set's classes (the others are memory for a next one).
     classes: Vec<Class>,
     used: usize,
+    /// The class of the line the latest `advance` returned.
+    leader: usize,
     /// Per position: its class, and its line's base (kept beside the heap's copy so that the
     /// counters can be read in set order).
     class_of: Vec<u8>,
@@ -67,6 +69,7 @@ impl ClassWrr {
             step: 0,
             classes: Vec::new(),
             used: 0,
+            leader: 0,
             class_of: Vec::new(),
             bases: Vec::new(),
         }
@@ -121,6 +124,15 @@ impl ClassWrr {
     /// The next pick: every counter grows by its weight, the first highest is picked and drops
     /// by the total. The set must not be empty.
     pub fn next(&mut self) -> u32 {
+        let (pos, _) = self.advance();
+        self.lower(pos, self.total);
+        pos
+    }
+
+    /// One step without a pick: every counter grows by its weight; returns the first highest
+    /// and its counter. The caller then lowers that line (`lower`), or none when the pick went
+    /// to a counter kept outside. The set must not be empty.
+    pub fn advance(&mut self) -> (u32, i64) {
         if self.step == REBASE_EVERY {
             self.rebase();
         }
@@ -140,13 +152,19 @@ impl ClassWrr {
                 best = Some((c, value, head.pos));
             }
         }
-        let (class, _, pos) = best.expect("a pick from an empty set");
-        let total = self.total;
-        if let Some(mut head) = self.classes[class].lines.peek_mut() {
-            head.base -= total;
+        let (class, value, pos) = best.expect("a pick from an empty set");
+        self.leader = class;
+        (pos, value)
+    }
+
+    /// Lowers the counter at `pos`, the line the latest `advance` returned, by `amount` (a
+    /// pick's total weight).
+    pub fn lower(&mut self, pos: u32, amount: i64) {
+        if let Some(mut head) = self.classes[self.leader].lines.peek_mut() {
+            debug_assert_eq!(head.pos, pos, "only the leader is lowered");
+            head.base -= amount;
         }
-        self.bases[pos as usize] -= total;
-        pos
+        self.bases[pos as usize] -= amount;
     }
 
     /// The counter at `pos` now.
@@ -212,6 +230,26 @@ impl Tournament {
             self.classes.next()
         } else {
             self.tree.next()
+        }
+    }
+
+    /// One step without a pick (see [`SmoothWrr::advance`]).
+    #[inline]
+    pub fn advance(&mut self) -> (u32, i64) {
+        if self.by_class {
+            self.classes.advance()
+        } else {
+            self.tree.advance()
+        }
+    }
+
+    /// Lowers the line the latest `advance` returned, at `pos`, by `amount`.
+    #[inline]
+    pub fn lower(&mut self, pos: u32, amount: i64) {
+        if self.by_class {
+            self.classes.lower(pos, amount)
+        } else {
+            self.tree.lower(pos, amount)
         }
     }
 
