@@ -100,11 +100,9 @@ impl State {
         k.live = true;
         k.generation = generation;
         k.total = k.weights.iter().map(|&w| w as i64).sum();
-        // Record a multiple of the period at least the set's size, if that fits.
-        let n = start.len() as u64;
-        let recorded = length * n.div_ceil(length).max(1);
-        k.recording = (recorded <= MAX_PERIOD)
-            .then(|| Recording::start(k.recording.take(), recorded as usize, &k.weights, k.total));
+        // Record a period's picks, if that fits.
+        k.recording = (length <= MAX_PERIOD)
+            .then(|| Recording::start(k.recording.take(), length as usize, &k.weights, k.total));
     }
 
     /// A pick from the period or the tournament, when one is set up for this snapshot.

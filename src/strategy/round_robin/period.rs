@@ -65,20 +65,20 @@ pub(super) struct Kinetic {
     pub(super) weights: Vec<i32>,
     pub(super) total: i64,
     pub(super) wrr: Tournament,
-    /// The latest picks, while a period fits: once as many as a period (or a multiple of it
-    /// covering the set) have brought the counters back to where they were before them, the
-    /// state is on its cycle and those picks are its period, with no simulation.
+    /// The latest picks, while a period fits: once a period's worth have brought the counters
+    /// back to where they were before them, the state is on its cycle and those picks are its
+    /// period, with no simulation.
     pub(super) recording: Option<Recording>,
 }
 
 /// The last `length` picks of a tournament, and how many times each index was picked in
 /// them. After a window of `L` picks an index's counter moved by `L·w − total·picks`, so the
 /// counters are back where they were at the window's start exactly when every index was
-/// picked `L·w / total` times (a whole number: `L` is a multiple of `total / gcd(w)`). Counting
+/// picked `L·w / total` times (a whole number: `L` is `total / gcd(w)`). Counting
 /// in a sliding window sees that at the first pick it holds, where comparing the counters only
 /// at the end of consecutive windows (O(n) each) saw it up to a window later.
 pub(super) struct Recording {
-    /// Picks that make a period: Σw/gcd(w), times what it takes to be at least the set's size.
+    /// Picks that make a period: Σw/gcd(w).
     pub(super) length: usize,
     /// The last picks (tournament indexes), oldest at `oldest` once `length` are held.
     picks: Vec<u32>,
@@ -322,7 +322,7 @@ mod tests {
             let Some((period, total)) = period_length(weights.iter().copied()) else {
                 continue;
             };
-            let length = (period * (n as u64).div_ceil(period).max(1)) as usize;
+            let length = period as usize;
             // Counters off any cycle (an update's survivors), or on one (all zero).
             let mut current: Vec<i64> = match case % 4 {
                 0 => vec![0; n],
