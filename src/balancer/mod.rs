@@ -457,6 +457,7 @@ impl Balancer {
         model.cpu_load = cpu_load;
         model.last_latency_ms = rt_us / 1000;
         model.ewma = 0.5 * model.ewma + 0.5 * model.last_latency_ms as f64;
+        words.store_report(&model);
         words.has_provider_metrics.store(true, Release);
         Ok(())
     }
