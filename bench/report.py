@@ -143,6 +143,7 @@ COMPARE = {
         ("peakewma", "p2c", None, "tower", "PeakEwma", "tower: private endpoints per thread"),
         ("p2c", "p2c", None, "tower", "PeakEwma", ""),
         ("leastactive", "leastactive_scan", None, "tower", "PeakEwma", "Dubbo least active is O(n)"),
+        ("adaptive", "adaptive_pair", None, None, None, "Dubbo's AdaptiveLoadBalance, every provider's metrics in"),
     ],
     "go": [
         (s, "cgo-2calls", 0, "dubbo-go", s, "") for s in

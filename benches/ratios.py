@@ -13,7 +13,7 @@ def ns(group, name, n):
 
 # Each strategy's own floor (the bare pick it is judged against), and the P2C floor: the same
 # kind of pick plus the in-flight accounting every select+report must do (two atomic RMWs).
-FLOOR = {"random": "weighted", "leastactive": "uniform", "adaptive": "uniform", "p2c": "p2c",
+FLOOR = {"random": "weighted", "leastactive": "uniform", "adaptive": "adaptive_pair", "p2c": "p2c",
          "peakewma": "p2c", "shortestresponse": "uniform", "consistenthash": "md5_ring",
          "boundedhash": "md5_ring", "maglev": "hash_table", "rendezvous": "hrw_scan", "orca": "stride",
          "roundrobin": "swrr_loop"}

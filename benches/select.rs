@@ -1,7 +1,7 @@
 //! select + report per strategy at n = 2, 10, 100, 1000, on 1 and 2 threads, each beside a
 //! floor measured in the same run (research/floors.md): a bounded random pick, a weighted pick
-//! by binary search, the P2C pick with in-flight accounting, MD5 of the key + ring lookup, and
-//! the O(n) nginx smooth-WRR loop.
+//! by binary search, the P2C pick with in-flight accounting, MD5 of the key + ring lookup, the
+//! O(n) nginx smooth-WRR loop, and Dubbo's adaptive pick done plainly.
 //! `python3 benches/ratios.py` prints every strategy as a ratio to its floor.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -19,7 +19,25 @@ const STRATEGIES: [&str; 6] = [
 ];
 
 mod common;
+use common::adaptive_floor::{self, DubboMetrics};
 use common::{invokers, keys, Wy};
+
+/// A balancer of `strategy` over [`invokers`]`(n)`; for `adaptive`, with every provider's
+/// metrics in, as its floor has them (without them every load is 0 and a pick is a weighted
+/// coin).
+fn balancer(strategy: &str, n: usize) -> Balancer {
+    let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
+    b.update(&invokers(n)).unwrap();
+    if strategy == "adaptive" {
+        let now_ms = polylb::wall_clock_us() / 1000;
+        for i in 0..n {
+            let (cpu, rt_us) = DubboMetrics::report_of(i);
+            b.report_provider_metrics(0, i as u64, now_ms, cpu, rt_us, 0)
+                .unwrap();
+        }
+    }
+    b
+}
 
 fn floors(c: &mut Criterion) {
     let mut g = c.benchmark_group("floor");
@@ -61,6 +79,18 @@ fn floors(c: &mut Criterion) {
         });
         common::bench_md5_ring(&mut g, n, &keys, &mut wy);
         common::bench_p2c(&mut g, n, &mut wy);
+        let metrics: Vec<DubboMetrics> = (0..n).map(DubboMetrics::reported).collect();
+        let weights: Vec<u64> = weights.iter().map(|&w| w as u64).collect();
+        // At a fixed time, as `select_report` passes one to the balancer.
+        let now_ms = polylb::wall_clock_us() / 1000;
+        g.bench_with_input(BenchmarkId::new("adaptive_pair", n), &n, |b, _| {
+            b.iter(|| {
+                let below = |k| wy.below(k);
+                black_box(adaptive_floor::select_report(
+                    &metrics, &weights, now_ms, below,
+                ))
+            })
+        });
     }
     g.finish();
 }
@@ -70,8 +100,7 @@ fn select_report(c: &mut Criterion) {
     let mut g = c.benchmark_group("select_report");
     for strategy in STRATEGIES {
         for n in SIZES {
-            let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
-            b.update(&invokers(n)).unwrap();
+            let b = balancer(strategy, n);
             let now = polylb::wall_clock_us();
             let mut k = 0;
             g.bench_with_input(BenchmarkId::new(strategy, n), &n, |bench, _| {
@@ -95,8 +124,7 @@ fn two_threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("select_report_2threads");
     for strategy in ["random", "leastactive", "roundrobin", "adaptive"] {
         for n in [10, 1000] {
-            let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
-            b.update(&invokers(n)).unwrap();
+            let b = balancer(strategy, n);
             let now = polylb::wall_clock_us();
             g.bench_with_input(BenchmarkId::new(strategy, n), &n, |bench, _| {
                 bench.iter_custom(|iters| {

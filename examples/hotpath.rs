@@ -12,6 +12,8 @@
 //! `INFLIGHT=<k>` keeps k calls open per thread (each select is reported k selects later), as a
 //! busy client does: with k beyond n, no invoker is idle. `FAILOVER=<k>` fails every k-th call
 //! and retries it as a failover does (`select_among` excluding the invoker that failed).
+//! `METRICS=1` has every provider report its load once before the loop (`adaptive` then weighs
+//! loads by Dubbo's formula instead of tossing a coin between two loads of 0).
 use polylb::{Balancer, Invoker, Outcome};
 
 fn main() {
@@ -56,6 +58,14 @@ fn main() {
         .map(|_| {
             let b = Balancer::new(&format!("loadbalance={strategy}{zone_option}")).unwrap();
             b.update(&set).unwrap();
+            if std::env::var_os("METRICS").is_some() {
+                let method = b.method("").unwrap();
+                for invoker in &set {
+                    let (id, load) = (invoker.id, 0.2 + (invoker.id % 7) as f64 * 0.1);
+                    b.report_provider_metrics(method, id, wall_ms, load, 2000, 0)
+                        .unwrap();
+                }
+            }
             b
         })
         .collect();

@@ -3,6 +3,8 @@
 
 use polylb::Invoker;
 
+pub mod adaptive_floor;
+
 /// wyrand with a multiply-shift bound: the same generator the library uses, so floors and
 /// strategies pay the same for randomness.
 pub struct Wy(pub u64);

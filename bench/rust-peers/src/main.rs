@@ -21,6 +21,10 @@
 //! private set of endpoints per thread, because `Service::call` takes `&mut self`); ns/op is wall
 //! time over both threads' operations.
 
+#[path = "../../../benches/common/adaptive_floor.rs"]
+mod adaptive_floor;
+
+use adaptive_floor::DubboMetrics;
 use md5::{Digest, Md5};
 use pingora_load_balancing::discovery::ServiceDiscovery;
 use pingora_load_balancing::selection::{
@@ -404,6 +408,19 @@ fn main() {
                     }
                 });
                 emit("select", "floor", "leastactive_scan", n, threads, r, "ns");
+                // adaptive's floor (benches/common/adaptive_floor.rs).
+                let metrics: Vec<DubboMetrics> = (0..n).map(DubboMetrics::reported).collect();
+                let weights: Vec<u64> = (0..n).map(|i| weight(i) as u64).collect();
+                let r = measure(&cfg, threads, &|| {
+                    let (m, w8) = (&metrics, &weights);
+                    let mut w = wy();
+                    move |_| {
+                        // The time read each call, as the balancer reads it (`now_us = 0`).
+                        let now = polylb::wall_clock_us() / 1000;
+                        adaptive_floor::select_report(m, w8, now, |k| w.below(k)) as u64
+                    }
+                });
+                emit("select", "floor", "adaptive_pair", n, threads, r, "ns");
                 let r = measure(&cfg, threads, &|| {
                     let (pts, nodes) = (&points, &ring_nodes);
                     let mut k = 0usize;
@@ -482,10 +499,21 @@ fn main() {
                     "p2c",
                     "peakewma",
                     "orca",
+                    "adaptive",
                 ] {
                     let b = Balancer::new(&format!("loadbalance={strategy}")).unwrap();
                     b.update(&invokers(n)).unwrap();
                     let m = b.method("sayHello").unwrap();
+                    if strategy == "adaptive" {
+                        // Every provider's metrics in, as adaptive's floor has them (without
+                        // them every load is 0 and a pick is a weighted coin).
+                        let now_ms = polylb::wall_clock_us() / 1000;
+                        for i in 0..n {
+                            let (cpu, rt_us) = DubboMetrics::report_of(i);
+                            b.report_provider_metrics(m, i as u64, now_ms, cpu, rt_us, 0)
+                                .unwrap();
+                        }
+                    }
                     let r = measure(&cfg, threads, &|| {
                         let b = &b;
                         let mut k = SEED.fetch_add(1, Ordering::Relaxed) as usize;
