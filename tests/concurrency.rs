@@ -280,6 +280,72 @@ fn racing_double_reports_never_hide_a_later_call() {
     }
 }
 
+/// adaptive's latency model is unlocked, as Dubbo's is: four threads pick (each pick decays two
+/// models in place), report their calls and feed provider metrics, all on four invokers, while
+/// the stats are read. A race may lose a decay step, but every number stays one that the rules
+/// make from the inputs: the estimate is a blend of reported latencies (up to 40 ms) and the
+/// penalty (2 × timeout = 100 ms), so within 0..=100 ms; the CPU load one that was reported;
+/// the load finite and not negative. A field written with another's value (the estimate's bits
+/// as a latency, a time as a load) breaks these at once.
+#[test]
+fn adaptive_models_under_racing_picks_and_reports_stay_in_range() {
+    let b = Arc::new(balancer(
+        "loadbalance=adaptive&timeout=50",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    ));
+    let m = b.method("m").unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let check = |b: &Balancer| {
+        let v: serde_json::Value = serde_json::from_str(&b.stats_json(0)).unwrap();
+        for row in v["invokers"].as_array().unwrap() {
+            for method in row["methods"].as_array().unwrap() {
+                let load = method["load"].as_f64().unwrap();
+                assert!(load.is_finite() && load >= 0.0, "{method}");
+                if method["provider_metrics"] == true {
+                    let ewma = method["latency_ewma_ms"].as_f64().unwrap();
+                    assert!((0.0..=100.0).contains(&ewma), "{method}");
+                    let cpu = method["cpu_load"].as_f64().unwrap();
+                    let reported = (1..=9).any(|k| (cpu - k as f64 / 10.0).abs() < 1e-12);
+                    assert!(reported, "{method}");
+                }
+            }
+        }
+    };
+    let workers: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (b, done) = (b.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !done.load(Ordering::Relaxed) || i < 20_000 {
+                    let id = b.select(m, b"", 0).unwrap();
+                    let elapsed_us = ((t * 7 + i) % 40) as i64 * 1000;
+                    if i % 3 == 0 {
+                        // The provider's clock: now, give or take a timeout, so that decays
+                        // count 0, 1 or 2 timeouts and some reports arrive out of order.
+                        let provider_ms = polylb::wall_clock_us() / 1000 - (i / 3 % 3) as i64 * 50;
+                        let cpu = (1 + (t + i) % 9) as f64 / 10.0;
+                        b.report_provider_metrics(m, id, provider_ms, cpu, elapsed_us, 0)
+                            .unwrap();
+                    }
+                    b.report(m, id, elapsed_us, Outcome::Success, 0).unwrap();
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    for _ in 0..200 {
+        check(&b);
+    }
+    done.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    check(&b);
+    for id in 1..=4 {
+        assert_eq!(stat(&b, 0, id, "active"), 0);
+    }
+}
+
 /// The same races, small enough for Miri (scripts/miri.sh), which checks them for data races
 /// and aliasing violations: two threads select (each caching the snapshot per thread and,
 /// counting on the same invokers, spreading their thread-owned counters) and report, half of
