@@ -7,7 +7,10 @@
 //! coarse clock where the balancer reads it (`now_us = 0`), fixed where the balancer is given
 //! a fixed time.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicI64, AtomicU64,
+    Ordering::{AcqRel, Relaxed},
+};
 
 /// Dubbo's default timeout, polylb's too.
 const TIMEOUT_MS: i64 = 1000;
@@ -110,11 +113,7 @@ pub fn select_report(
     };
     let chosen = &metrics[pick];
     chosen.pick_time.store(now, Relaxed);
-    chosen
-        .requests
-        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-    chosen
-        .successes
-        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    chosen.requests.fetch_add(1, AcqRel);
+    chosen.successes.fetch_add(1, AcqRel);
     pick
 }
