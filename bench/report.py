@@ -154,7 +154,7 @@ COMPARE = {
         ("polylbConsistentHashSelectReport", "javaFloorWeightedPick", None, None, None, "io.polylb.Balancer"),
     ] + [
         (s, "javaFloorWeightedPick", None, "dubbo", s, "LoadBalance.select (adapter pays select+report)")
-        for s in ["random", "roundrobin", "leastactive", "shortestresponse", "consistenthash"]
+        for s in ["random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive"]
     ],
     "python": [
         (s, "ctypes-select+report", None, "pure-python", s, "") for s in

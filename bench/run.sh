@@ -127,15 +127,15 @@ PY
             jmh=(-wi 1 -w 100ms -i 1 -r 200ms -f 1)
             # every path of the full run, at the smallest n: each strategy's adapter and Dubbo
             # class, 2 threads, and the merge of repeated rounds
-            dubbo=(-p strategy=random,roundrobin,leastactive,shortestresponse,consistenthash)
+            dubbo=(-p strategy=random,roundrobin,leastactive,shortestresponse,consistenthash,adaptive)
             runs=("1 10" "2 10")
             rounds=2
         else
             # one JVM fork per parameter set (monomorphic call sites); 2 threads at n=100 only,
-            # to keep the suite's ~53 forks within about 5 minutes
+            # to keep the suite's ~61 forks within about 6 minutes
             jvm=()
             jmh=(-wi 2 -w 500ms -i 3 -r 500ms -f 1)
-            dubbo=(-p strategy=random,roundrobin,leastactive,shortestresponse,consistenthash)
+            dubbo=(-p strategy=random,roundrobin,leastactive,shortestresponse,consistenthash,adaptive)
             runs=("1 10,100,1000" "2 100")
             rounds=3
         fi

@@ -17,6 +17,7 @@ import org.apache.dubbo.rpc.RpcException;
 import org.apache.dubbo.rpc.RpcInvocation;
 import org.apache.dubbo.rpc.cluster.LoadBalance;
 import org.apache.dubbo.rpc.cluster.router.state.BitList;
+import org.apache.dubbo.rpc.cluster.loadbalance.AdaptiveLoadBalance;
 import org.apache.dubbo.rpc.cluster.loadbalance.ConsistentHashLoadBalance;
 import org.apache.dubbo.rpc.cluster.loadbalance.LeastActiveLoadBalance;
 import org.apache.dubbo.rpc.cluster.loadbalance.RandomLoadBalance;
@@ -55,6 +56,9 @@ import org.openjdk.jmh.annotations.Warmup;
  * reads fill as in use), then {@link PolylbClusterFilter#releaseUnsent}. The call itself (Dubbo's
  * result objects) is neither side's. So polylb's side pays for select + report while Dubbo's pays
  * for select only (without the RpcStatus counting its leastactive and shortestresponse need).
+ * The answers carry no {@code lb_adaptive} metrics, so {@code adaptive} weighs two loads of 0 on
+ * both sides (a weighted coin), after Dubbo's per-pick bookkeeping (its service keys, the pick
+ * time, the request count, the invocation's attachment) and polylb's.
  */
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)
@@ -63,7 +67,7 @@ import org.openjdk.jmh.annotations.Warmup;
 @Fork(1)
 @State(Scope.Benchmark)
 public class DubboSelectBench {
-    @Param({"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash"})
+    @Param({"random", "roundrobin", "leastactive", "shortestresponse", "consistenthash", "adaptive"})
     public String strategy;
 
     @Param({"dubbo", "polylb"})
@@ -154,6 +158,8 @@ public class DubboSelectBench {
                 return sr;
             case "consistenthash":
                 return new ConsistentHashLoadBalance();
+            case "adaptive":
+                return new AdaptiveLoadBalance(ApplicationModel.defaultModel());
             default:
                 throw new IllegalArgumentException(strategy);
         }
@@ -171,6 +177,8 @@ public class DubboSelectBench {
                 return new PolylbLoadBalance.ShortestResponse();
             case "consistenthash":
                 return new PolylbLoadBalance.ConsistentHash();
+            case "adaptive":
+                return new PolylbLoadBalance.Adaptive();
             default:
                 throw new IllegalArgumentException(strategy);
         }
