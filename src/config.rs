@@ -19,7 +19,9 @@ pub struct Config {
     /// Default warm-up in ms for invokers registered with a negative `warmup_ms`; 0 or less:
     /// none (default 600000).
     pub warmup_ms: i32,
-    /// shortestresponse's tumbling window in ms, > 0 (default 30000).
+    /// shortestresponse's tumbling window in ms (default 30000): the first pick more than this
+    /// after the window began resets it, so any whole number is taken (0: the first pick 1 ms
+    /// or more on; negative: every pick), as in Dubbo.
     pub slide_period_ms: i64,
     /// adaptive's call timeout in ms, > 0 (default 1000): decay unit of its latency estimate,
     /// and force-pick after 2x.
@@ -110,7 +112,8 @@ pub struct OutlierConfig {
     pub min_requests: u32,
     /// First ejection's length; the n-th consecutive ejection lasts n times as long.
     pub base_ejection_ms: i64,
-    /// Longest ejection in ms, at least `base_ejection_ms` (default 300000).
+    /// Longest ejection in ms, at least `base_ejection_ms` (default 300000; left out of a
+    /// config string, 300000 or `base_ejection_ms`, whichever is longer).
     pub max_ejection_ms: i64,
     /// At most this share of the set is ejected at once (at least one invoker, never all; 0 =
     /// never eject).
@@ -232,7 +235,9 @@ const KEYS: &[(&str, &str, Setter)] = &[
     ),
     (
         "shortestresponse.slidePeriod",
-        "window in ms, > 0",
+        "shortestresponse's window in ms: the first pick more than this after the window began \
+         resets it, so any whole number is taken (0: the first pick 1 ms or more on; negative: \
+         every pick) (default 30000)",
         |c, k, v| {
             c.slide_period_ms = int(k, v)?;
             Ok(())
@@ -369,7 +374,8 @@ const KEYS: &[(&str, &str, Setter)] = &[
     ),
     (
         "outlier.maxEjectionMs",
-        "outlier ejection: longest ejection in ms, > 0 (default 300000)",
+        "outlier ejection: longest ejection in ms, at least outlier.baseEjectionMs (default \
+         300000, or outlier.baseEjectionMs when that is longer)",
         |c, k, v| {
             c.outlier.max_ejection_ms = int(k, v)?;
             Ok(())
@@ -549,17 +555,133 @@ impl Config {
                 given.push(key);
             }
         }
+        // As Envoy's max_ejection_time: left out, the longest ejection is the default or the
+        // first one, whichever is longer (a base of 10 minutes is not an error about a key the
+        // user never set).
+        if !given.contains(&"outlier.maxEjectionMs") {
+            let o = &mut config.outlier;
+            o.max_ejection_ms = o.max_ejection_ms.max(o.base_ejection_ms);
+        }
         config.validate()?;
         config.check_options(&given)?;
         Ok(config)
     }
 
+    /// What [`crate::Balancer::with_config`] checks of a hand-built config: [`Config::validate`],
+    /// then the options `parse` rejects as doing nothing or harm (a subset with a key-hashing
+    /// strategy, `slowstart.*` with `random`, …), taking as set the fields that differ from
+    /// [`Config::default`] (a struct cannot say which were set on purpose).
+    pub fn check(&self) -> Result<(), Error> {
+        self.validate()?;
+        self.check_options(&self.changed_keys())
+    }
+
+    /// The keys whose fields differ from the defaults.
+    fn changed_keys(&self) -> Vec<&'static str> {
+        let d = Config::default();
+        let (o, od) = (&self.outlier, &d.outlier);
+        let (pe, ped) = (&self.peakewma, &d.peakewma);
+        let (orca, orcad) = (&self.orca, &d.orca);
+        let (ss, ssd) = (&self.slow_start, &d.slow_start);
+        [
+            ("loadbalance", self.strategy != d.strategy),
+            ("hash.nodes", self.hash_nodes != d.hash_nodes),
+            ("warmup", self.warmup_ms != d.warmup_ms),
+            (
+                "shortestresponse.slidePeriod",
+                self.slide_period_ms != d.slide_period_ms,
+            ),
+            ("timeout", self.timeout_ms != d.timeout_ms),
+            ("seed", self.seed != d.seed),
+            ("p2c.choices", self.p2c_choices != d.p2c_choices),
+            ("peakewma.choices", pe.choices != ped.choices),
+            ("peakewma.decay", pe.decay_ms != ped.decay_ms),
+            (
+                "peakewma.failurePenalty",
+                pe.failure_penalty_ms != ped.failure_penalty_ms,
+            ),
+            (
+                "peakewma.preferenceMs",
+                pe.preference_ms != ped.preference_ms,
+            ),
+            (
+                "boundedhash.factor",
+                self.boundedhash_factor.to_bits() != d.boundedhash_factor.to_bits(),
+            ),
+            (
+                "maglev.tableSize",
+                self.maglev_table_size != d.maglev_table_size,
+            ),
+            ("orca.blackoutMs", orca.blackout_ms != orcad.blackout_ms),
+            (
+                "orca.expirationMs",
+                orca.expiration_ms != orcad.expiration_ms,
+            ),
+            ("orca.updateMs", orca.update_ms != orcad.update_ms),
+            (
+                "orca.errorPenalty",
+                orca.error_penalty.to_bits() != orcad.error_penalty.to_bits(),
+            ),
+            ("zone", self.zone != d.zone),
+            (
+                "zone.minHealthyPercent",
+                self.zone_min_healthy_percent != d.zone_min_healthy_percent,
+            ),
+            ("subset.size", self.subset.size != d.subset.size),
+            ("subset.key", self.subset.key != d.subset.key),
+            ("subset.index", self.subset.index != d.subset.index),
+            (
+                "subset.minHealthyPercent",
+                self.subset.min_healthy_percent != d.subset.min_healthy_percent,
+            ),
+            (
+                "outlier.consecutiveFailures",
+                o.consecutive_failures != od.consecutive_failures,
+            ),
+            (
+                "outlier.failureRate",
+                o.failure_rate_percent != od.failure_rate_percent,
+            ),
+            ("outlier.windowMs", o.window_ms != od.window_ms),
+            ("outlier.minRequests", o.min_requests != od.min_requests),
+            (
+                "outlier.baseEjectionMs",
+                o.base_ejection_ms != od.base_ejection_ms,
+            ),
+            (
+                "outlier.maxEjectionMs",
+                o.max_ejection_ms != od.max_ejection_ms,
+            ),
+            (
+                "outlier.maxEjectionPercent",
+                o.max_ejection_percent != od.max_ejection_percent,
+            ),
+            ("slowstart.windowMs", ss.window_ms != ssd.window_ms),
+            (
+                "slowstart.minWeightPercent",
+                ss.min_weight_percent != ssd.min_weight_percent,
+            ),
+            (
+                "slowstart.aggression",
+                ss.aggression.to_bits() != ssd.aggression.to_bits(),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(key, changed)| changed.then_some(key))
+        .collect()
+    }
+
     /// Every field within the range `parse` accepts (the ranges in the key descriptions):
-    /// [`crate::Balancer::with_config`] checks a hand-built config with this too, so a value
-    /// out of range is the same clear error whichever way it came in.
+    /// [`crate::Balancer::with_config`] checks a hand-built config with this too (in
+    /// [`Config::check`]), so a value out of range is the same clear error whichever way it
+    /// came in.
     pub fn validate(&self) -> Result<(), Error> {
         let out = |key: &str, value: &dyn std::fmt::Display, why: &str| {
-            Err(bad(key, &value.to_string(), why))
+            let why = match accepted(key) {
+                Some(range) => format!("{why} (accepted: {range})"),
+                None => why.to_string(),
+            };
+            Err(bad(key, &value.to_string(), &why))
         };
         let positive = |key: &str, value: i64| {
             if value > 0 {
@@ -579,21 +701,21 @@ impl Config {
             if (min..=100).contains(&value) {
                 Ok(())
             } else {
-                out(key, &value, &format!("outside {min}..=100"))
+                out(key, &value, "out of range")
             }
         };
         let choices = |key: &str, value: u32| {
             if value == 0 || (2..=16).contains(&value) {
                 Ok(())
             } else {
-                out(key, &value, "not 0 (all) or 2..=16")
+                out(key, &value, "out of range")
             }
         };
         let within = |key: &str, value: f64, range: std::ops::RangeInclusive<f64>| {
             if range.contains(&value) {
                 Ok(())
             } else {
-                out(key, &value, &format!("outside {:?}", range))
+                out(key, &value, "out of range")
             }
         };
         if self.hash_nodes < 4 {
@@ -604,7 +726,7 @@ impl Config {
             );
         }
         if self.hash_nodes > 1 << 16 {
-            return out("hash.nodes", &self.hash_nodes, "above 65536");
+            return out("hash.nodes", &self.hash_nodes, "out of range");
         }
         // Any whole number, as Dubbo's `now - lastUpdate > slidePeriod`: 0 ends a window at the
         // first pick 1 ms or more after it began, a negative period at every pick.
@@ -621,11 +743,7 @@ impl Config {
         positive("orca.updateMs", self.orca.update_ms)?;
         within("orca.errorPenalty", self.orca.error_penalty, 0.0..=100.0)?;
         if !(MIN_MAGLEV_TABLE..=MAX_MAGLEV_TABLE).contains(&self.maglev_table_size) {
-            return out(
-                "maglev.tableSize",
-                &self.maglev_table_size,
-                &format!("outside {MIN_MAGLEV_TABLE}..={MAX_MAGLEV_TABLE}"),
-            );
+            return out("maglev.tableSize", &self.maglev_table_size, "out of range");
         }
         if !is_prime(self.maglev_table_size) {
             return out(
@@ -662,9 +780,14 @@ impl Config {
         positive("outlier.baseEjectionMs", o.base_ejection_ms)?;
         positive("outlier.maxEjectionMs", o.max_ejection_ms)?;
         if o.max_ejection_ms < o.base_ejection_ms {
-            return Err(Error::new(
-                Status::InvalidConfig,
-                "config: outlier.maxEjectionMs is below outlier.baseEjectionMs",
+            return Err(bad(
+                "outlier.maxEjectionMs",
+                &o.max_ejection_ms.to_string(),
+                &format!(
+                    "below outlier.baseEjectionMs={} (the longest ejection must be at least \
+                     the first)",
+                    o.base_ejection_ms
+                ),
             ));
         }
         percent("outlier.maxEjectionPercent", o.max_ejection_percent, 0)?;
@@ -829,6 +952,34 @@ impl Config {
     }
 }
 
+/// The values a numeric key accepts where that is narrower than its type's range, as its
+/// errors say it (the descriptions in `KEYS` say it too).
+fn accepted(key: &str) -> Option<&'static str> {
+    const POSITIVE_MS: &str = "1..=9223372036854775807";
+    const NON_NEGATIVE_MS: &str = "0..=9223372036854775807";
+    Some(match key {
+        "hash.nodes" => "4..=65536",
+        "timeout" => "1..=2147483647",
+        "p2c.choices" | "peakewma.choices" => "0 (every candidate) or 2..=16",
+        "peakewma.decay" | "orca.expirationMs" | "orca.updateMs" | "outlier.windowMs" => {
+            POSITIVE_MS
+        }
+        "outlier.baseEjectionMs" | "outlier.maxEjectionMs" => POSITIVE_MS,
+        "peakewma.failurePenalty" | "peakewma.preferenceMs" | "orca.blackoutMs" => NON_NEGATIVE_MS,
+        "slowstart.windowMs" => NON_NEGATIVE_MS,
+        "boundedhash.factor" => "1.0..=100",
+        "orca.errorPenalty" => "0..=100",
+        "slowstart.aggression" => "0.1..=10",
+        "maglev.tableSize" => "a prime in 7..=16777213",
+        "zone.minHealthyPercent" | "subset.minHealthyPercent" | "slowstart.minWeightPercent" => {
+            "1..=100"
+        }
+        "outlier.failureRate" | "outlier.maxEjectionPercent" => "0..=100",
+        "outlier.minRequests" => "1..=4294967295",
+        _ => return None,
+    })
+}
+
 fn bad(key: &str, value: &str, why: &str) -> Error {
     Error::new(
         Status::InvalidConfig,
@@ -860,13 +1011,10 @@ fn int<T: ConfigInt>(key: &str, value: &str) -> Result<T, Error> {
     zero.unwrap_or(value).parse().map_err(|_| {
         let digits = value.strip_prefix(['-', '+']).unwrap_or(value);
         if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            // The type's range, which a key may narrow further (checked after parsing).
+            // The key's own range where it narrows its type's.
             let (min, max) = T::RANGE;
-            bad(
-                key,
-                value,
-                &format!("out of range (not within {min} to {max})"),
-            )
+            let range = accepted(key).map_or_else(|| format!("{min}..={max}"), str::to_string);
+            bad(key, value, &format!("out of range (accepted: {range})"))
         } else {
             bad(key, value, "not an integer")
         }
@@ -1061,22 +1209,147 @@ mod tests {
         assert_eq!(config.hash_nodes, 4);
         config.validate().unwrap();
         Config::parse("loadbalance=boundedhash&boundedhash.factor=100").unwrap();
-        let config = Config {
+        let p2c = Config {
+            strategy: StrategyKind::P2c,
             hash_nodes: 65536,
             p2c_choices: 0,
-            peakewma: PeakEwmaConfig {
-                choices: 2,
-                failure_penalty_ms: 0,
-                ..Config::default().peakewma
-            },
-            boundedhash_factor: 1.0,
             slow_start: SlowStartConfig {
+                window_ms: 1,
                 aggression: 10.0,
                 ..Config::default().slow_start
             },
             ..Config::default()
         };
-        crate::Balancer::with_config(config).unwrap();
+        let peakewma = Config {
+            strategy: StrategyKind::PeakEwma,
+            peakewma: PeakEwmaConfig {
+                choices: 16,
+                failure_penalty_ms: 0,
+                ..Config::default().peakewma
+            },
+            ..Config::default()
+        };
+        let boundedhash = Config {
+            strategy: StrategyKind::BoundedHash,
+            boundedhash_factor: 1.0,
+            ..Config::default()
+        };
+        for config in [p2c, peakewma, boundedhash] {
+            crate::Balancer::with_config(config).unwrap();
+        }
+    }
+
+    /// A hand-built config is refused what a config string is refused, options that would do
+    /// nothing or harm included (the fields unlike the defaults count as set), and given
+    /// what a string gives.
+    #[test]
+    fn hand_built_configs_are_checked_as_strings_are() {
+        type Set = fn(&mut Config);
+        let refused: &[(&str, Set, &str)] = &[
+            (
+                "subset.size",
+                |c| {
+                    c.strategy = StrategyKind::ConsistentHash;
+                    c.subset.size = 4;
+                    c.subset.key = Some("a".into());
+                },
+                "loadbalance=consistenthash&subset.size=4&subset.key=a",
+            ),
+            (
+                "subset.size",
+                |c| {
+                    c.subset.size = 4;
+                    c.subset.key = Some("a".into());
+                },
+                "subset.size=4&subset.key=a",
+            ),
+            ("subset.size", |c| c.subset.size = 4, "subset.size=4"),
+            (
+                "subset.index",
+                |c| {
+                    c.strategy = StrategyKind::LeastActive;
+                    c.subset.size = 4;
+                    c.subset.key = Some("a".into());
+                    c.subset.index = Some(1);
+                },
+                "loadbalance=leastactive&subset.size=4&subset.key=a&subset.index=1",
+            ),
+            (
+                "slowstart.windowMs",
+                |c| c.slow_start.window_ms = 1000,
+                "slowstart.windowMs=1000",
+            ),
+            (
+                "slowstart.windowMs",
+                |c| {
+                    c.strategy = StrategyKind::Maglev;
+                    c.slow_start.window_ms = 1000;
+                },
+                "loadbalance=maglev&slowstart.windowMs=1000",
+            ),
+            (
+                "p2c.choices",
+                |c| {
+                    c.strategy = StrategyKind::PeakEwma;
+                    c.p2c_choices = 0;
+                },
+                "loadbalance=peakewma&p2c.choices=0",
+            ),
+            (
+                "outlier.windowMs",
+                |c| c.outlier.window_ms = 5,
+                "outlier.windowMs=5",
+            ),
+        ];
+        for (key, set, text) in refused {
+            let mut config = Config::default();
+            set(&mut config);
+            let by_hand = crate::Balancer::with_config(config).err().expect(text);
+            let by_text = Config::parse(text).unwrap_err();
+            assert_eq!(by_hand.status, Status::InvalidConfig, "{text}");
+            assert!(by_hand.message.contains(key), "{text}: {}", by_hand.message);
+            assert_eq!(by_hand.message, by_text.message, "{text}");
+        }
+        let text = "loadbalance=leastactive&subset.size=4&subset.index=3&zone=a\
+                    &outlier.failureRate=20&outlier.windowMs=5&subset.minHealthyPercent=50";
+        let parsed = Config::parse(text).unwrap();
+        crate::Balancer::with_config(parsed.clone()).unwrap();
+        let mut by_hand = Config {
+            strategy: StrategyKind::LeastActive,
+            zone: Some("a".into()),
+            ..Config::default()
+        };
+        by_hand.subset.size = 4;
+        by_hand.subset.index = Some(3);
+        by_hand.subset.min_healthy_percent = 50;
+        by_hand.outlier.failure_rate_percent = 20;
+        by_hand.outlier.window_ms = 5;
+        assert_eq!(by_hand, parsed);
+        crate::Balancer::with_config(by_hand).unwrap();
+    }
+
+    /// Left out, the longest ejection is the default or the first ejection, whichever is
+    /// longer; given below the first, it is an error naming both.
+    #[test]
+    fn the_longest_ejection_follows_a_longer_first_one_unless_given() {
+        let c =
+            Config::parse("outlier.consecutiveFailures=5&outlier.baseEjectionMs=400000").unwrap();
+        assert_eq!(
+            (c.outlier.base_ejection_ms, c.outlier.max_ejection_ms),
+            (400_000, 400_000)
+        );
+        let c = Config::parse("outlier.consecutiveFailures=5&outlier.baseEjectionMs=1000").unwrap();
+        assert_eq!(c.outlier.max_ejection_ms, 300_000);
+        let e = Config::parse(
+            "outlier.consecutiveFailures=5&outlier.baseEjectionMs=400000\
+             &outlier.maxEjectionMs=300000",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            "config: outlier.maxEjectionMs='300000' is below outlier.baseEjectionMs=400000 (the \
+             longest ejection must be at least the first)"
+        );
     }
 
     #[test]
@@ -1101,16 +1374,53 @@ mod tests {
         let e = Config::parse("seed=-1").unwrap_err();
         assert!(
             e.message
-                .contains("out of range (not within 0 to 18446744073709551615)"),
+                .contains("out of range (accepted: 0..=18446744073709551615)"),
             "{}",
             e.message
         );
         let e = Config::parse("warmup=2147483648").unwrap_err();
         assert!(
-            e.message.contains("(not within -2147483648 to 2147483647)"),
+            e.message.contains("(accepted: -2147483648..=2147483647)"),
             "{}",
             e.message
         );
+        // A key narrower than its type gives its own range, whether the value fits the type
+        // or not.
+        for (text, range) in [
+            ("hash.nodes=-1", "4..=65536"),
+            ("hash.nodes=3", "4..=65536"),
+            ("hash.nodes=65537", "4..=65536"),
+            (
+                "loadbalance=p2c&p2c.choices=-3",
+                "0 (every candidate) or 2..=16",
+            ),
+            (
+                "loadbalance=p2c&p2c.choices=1",
+                "0 (every candidate) or 2..=16",
+            ),
+            ("outlier.failureRate=-1", "0..=100"),
+            ("outlier.failureRate=101", "0..=100"),
+            ("timeout=0", "1..=2147483647"),
+            (
+                "loadbalance=peakewma&peakewma.decay=0",
+                "1..=9223372036854775807",
+            ),
+            (
+                "loadbalance=maglev&maglev.tableSize=9",
+                "a prime in 7..=16777213",
+            ),
+            (
+                "loadbalance=boundedhash&boundedhash.factor=0.5",
+                "1.0..=100",
+            ),
+        ] {
+            let e = Config::parse(text).unwrap_err();
+            assert!(
+                e.message.ends_with(&format!("(accepted: {range})")),
+                "{text}: {}",
+                e.message
+            );
+        }
         let e = Config::parse("hash.nodes=abc").unwrap_err();
         assert!(e.message.ends_with("is not an integer"), "{}", e.message);
         let e = Config::parse(&format!("seed={}", "9".repeat(40))).unwrap_err();

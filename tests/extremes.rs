@@ -120,15 +120,18 @@ fn config_numbers_at_their_edges() {
     assert_eq!(nodes("hash.nodes=65536"), Ok(65536));
     assert_eq!(
         nodes("hash.nodes=65537"),
-        Err("config: hash.nodes='65537' is above 65536".into())
+        Err("config: hash.nodes='65537' is out of range (accepted: 4..=65536)".into())
     );
     assert_eq!(
         nodes("hash.nodes=-0"),
-        Err("config: hash.nodes='0' is below 4 (the ring would be empty)".into())
+        Err(
+            "config: hash.nodes='0' is below 4 (the ring would be empty) (accepted: 4..=65536)"
+                .into()
+        )
     );
     assert_eq!(
         nodes("hash.nodes=-4"),
-        Err("config: hash.nodes='-4' is out of range (not within 0 to 4294967295)".into())
+        Err("config: hash.nodes='-4' is out of range (accepted: 4..=65536)".into())
     );
     for text in ["8e1", "0x10", "8.0", "1_000", "--8", "+-8", "-", "+", "８"] {
         assert_eq!(
@@ -143,12 +146,12 @@ fn config_numbers_at_their_edges() {
     assert_eq!(read("warmup=-0").map(|c| c.warmup_ms), Ok(0));
     assert_eq!(
         read("timeout=-0").map(|c| c.timeout_ms),
-        Err("config: timeout='0' is not positive".into())
+        Err("config: timeout='0' is not positive (accepted: 1..=2147483647)".into())
     );
     assert_eq!(
         read("warmup=-2147483649").map(|c| c.warmup_ms),
         Err(
-            "config: warmup='-2147483649' is out of range (not within -2147483648 to 2147483647)"
+            "config: warmup='-2147483649' is out of range (accepted: -2147483648..=2147483647)"
                 .into()
         )
     );
@@ -185,11 +188,14 @@ fn config_numbers_at_their_edges() {
     }
     assert_eq!(
         factor("-0"),
-        Err("config: boundedhash.factor='-0' is outside 1.0..=100.0".into())
+        Err("config: boundedhash.factor='-0' is out of range (accepted: 1.0..=100)".into())
     );
     assert_eq!(
         factor("100.00000000000001"),
-        Err("config: boundedhash.factor='100.00000000000001' is outside 1.0..=100.0".into())
+        Err(
+            "config: boundedhash.factor='100.00000000000001' is out of range (accepted: 1.0..=100)"
+                .into()
+        )
     );
 }
 

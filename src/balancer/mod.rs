@@ -170,13 +170,14 @@ impl Balancer {
         Ok(Self::build(Config::parse(config)?))
     }
 
-    /// A balancer for a hand-built config (say [`Config::default`] with fields changed). Its
-    /// fields must lie within the ranges `parse` accepts ([`Config::validate`]); one outside
-    /// them is `Status::InvalidConfig` naming the config key, as the same value in a config
-    /// string would be. (Options that would do nothing, which `parse` also rejects, are not
-    /// looked for here: a struct cannot say which fields were set on purpose.)
+    /// A balancer for a hand-built config (say [`Config::default`] with fields changed),
+    /// checked as a config string is ([`Config::check`]): a field outside the range `parse`
+    /// accepts, or an option that would do nothing or harm (a subset with a key-hashing
+    /// strategy, `slowstart.*` with `random`, …), is `Status::InvalidConfig` naming the config
+    /// key, as the same setting in a config string would be. The fields that differ from
+    /// [`Config::default`] count as set.
     pub fn with_config(config: Config) -> Result<Balancer, Error> {
-        config.validate()?;
+        config.check()?;
         Ok(Self::build(config))
     }
 

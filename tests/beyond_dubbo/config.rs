@@ -99,7 +99,7 @@ fn options_that_would_do_nothing_are_errors() {
         ),
         ("outlier.failureRate=101", "outlier.failureRate"),
         (
-            "outlier.consecutiveFailures=2&outlier.baseEjectionMs=500000",
+            "outlier.consecutiveFailures=2&outlier.baseEjectionMs=500000&outlier.maxEjectionMs=400000",
             "outlier.maxEjectionMs",
         ),
         (

@@ -119,11 +119,11 @@ fn table_size_is_checked() {
         ("loadbalance=maglev&maglev.tableSize=65535", "not a prime"),
         (
             "loadbalance=maglev&maglev.tableSize=5",
-            "outside 7..=16777213",
+            "(accepted: a prime in 7..=16777213)",
         ),
         (
             "loadbalance=maglev&maglev.tableSize=16777259",
-            "outside 7..=16777213",
+            "(accepted: a prime in 7..=16777213)",
         ),
         (
             "loadbalance=consistenthash&maglev.tableSize=101",

@@ -85,7 +85,7 @@ def test_config_numbers_are_written_as_numbers_whatever_their_class() -> None:
     [
         (float("nan"), "config: boundedhash.factor='nan' is not a finite number"),
         (float("inf"), "config: boundedhash.factor='inf' is not a finite number"),
-        (100.00000000000001, "config: boundedhash.factor='100.00000000000001' is outside 1.0..=100.0"),
+        (100.00000000000001, "config: boundedhash.factor='100.00000000000001' is out of range (accepted: 1.0..=100)"),
     ],
 )
 def test_config_numbers_refused_with_the_librarys_message(value: float, message: str) -> None:

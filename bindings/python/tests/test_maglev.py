@@ -113,8 +113,8 @@ def test_maglev_removal_moves_its_keys_and_few_others(balancer_factory: Any) -> 
     "params, message",
     [
         ({"maglev_tableSize": 65536}, "config: maglev.tableSize='65536' is not a prime"),
-        ({"maglev_tableSize": 5}, "config: maglev.tableSize='5' is outside 7..=16777213"),
-        ({"maglev_tableSize": 16777259}, "config: maglev.tableSize='16777259' is outside 7..=16777213"),
+        ({"maglev_tableSize": 5}, "config: maglev.tableSize='5' is out of range (accepted: a prime in 7..=16777213)"),
+        ({"maglev_tableSize": 16777259}, "config: maglev.tableSize='16777259' is out of range (accepted: a prime in 7..=16777213)"),
         ({"slowstart_windowMs": 60000}, "slowstart.windowMs"),
         ({"maglev_table_size": 257}, "did you mean 'maglev.tableSize'"),  # keywords keep the key's case
     ],
