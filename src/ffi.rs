@@ -48,9 +48,10 @@ pub const PLB_ERR_PANIC: i32 = 13;
 /// length whose size in bytes is above PTRDIFF_MAX (no array is that long, e.g. `(size_t)-1`).
 pub const PLB_ERR_INVALID_ARGUMENT: i32 = 14;
 /// A limit was exceeded (at most 2^20 method names per balancer, the empty name included; at
-/// most 2^32 - 1 points, `hash.nodes` times the invokers, on a hashing strategy's ring; at most
-/// `maglev.tableSize` invokers in a `maglev` set; a set's weights adding up to at most
-/// 2^54 - 1, which only sets of over 2^23 invokers can pass).
+/// most 2^32 - 1 points, `hash.nodes` times the invokers, on a hashing strategy's ring, nor
+/// more than this process can allocate while it is built: about 24 B per point, checked from
+/// 2^24 points on; at most `maglev.tableSize` invokers in a `maglev` set; a set's weights
+/// adding up to at most 2^54 - 1, which only sets of over 2^23 invokers can pass).
 pub const PLB_ERR_LIMIT_EXCEEDED: i32 = 15;
 
 /// The provider answered, also with an error of the service's own (a business exception, a gRPC

@@ -634,3 +634,57 @@ fn hostile_arguments() {
     }
     assert_eq!(rows(&lb.stats(NOW)).len(), 2);
 }
+
+/// A ring whose build the process cannot allocate (here its address space is limited to
+/// 2 GB, as `ulimit -v` does) is refused with `PLB_ERR_LIMIT_EXCEEDED`, the previous set kept,
+/// instead of aborting the host process in the middle of the build. Run in a child process:
+/// the limit is the whole process's.
+#[test]
+fn a_ring_too_large_for_the_address_space_is_refused_not_an_abort() {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "ring_too_large_for_the_address_space_in_this_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("POLYLB_FAULTS_CHILD", "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child: {:?}\n{text}", out.status);
+    assert!(text.contains("refused: "), "{text}");
+}
+
+/// The child of the test above (ignored unless run by it).
+#[test]
+#[ignore]
+fn ring_too_large_for_the_address_space_in_this_process() {
+    if std::env::var_os("POLYLB_FAULTS_CHILD").is_none() {
+        return;
+    }
+    let limit = libc::rlimit {
+        rlim_cur: 2 << 30,
+        rlim_max: 2 << 30,
+    };
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
+    for strategy in ["consistenthash", "boundedhash"] {
+        let lb =
+            polylb::Balancer::new(&format!("loadbalance={strategy}&hash.nodes=65536")).unwrap();
+        let invoker =
+            |i: u64| polylb::Invoker::new(i, format!("10.0.{}.{}:20880", i / 250, i % 250));
+        let few: Vec<_> = (0..3).map(invoker).collect();
+        lb.update(&few).unwrap();
+        // 2,000 invokers at 65,536 nodes: 131 million points, about 3 GB while built.
+        let many: Vec<_> = (0..2000).map(invoker).collect();
+        let e = lb.update(&many).unwrap_err();
+        assert_eq!(e.status, polylb::Status::LimitExceeded, "{}", e.message);
+        assert!(e.message.contains("cannot allocate"), "{}", e.message);
+        let picked = lb.select(0, b"key", 0).unwrap();
+        assert!(picked < 3, "the previous set stays");
+        println!("refused: {}", e.message);
+    }
+}

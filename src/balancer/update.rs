@@ -89,6 +89,37 @@ impl Balancer {
 /// invokers): what 32-bit indexes reach.
 pub(crate) const MAX_RING_POINTS: u64 = u32::MAX as u64;
 
+/// Rings from this many points on (about 400 MB while built) are built only once the memory
+/// their build needs is known to be there.
+const PROBED_RING_POINTS: u64 = 1 << 24;
+/// What a ring's build holds at its peak per point, besides the rings already built: its sorted
+/// placements and its own points (8 B each), its buckets and shadowed points (the first build
+/// of 160 × 100,000 points peaks at about 21 B per point; README).
+const RING_BUILD_BYTES_PER_POINT: u64 = 24;
+
+/// Refuses a ring whose build could not have the memory it needs. A failed allocation aborts a
+/// Rust process (and its C, Go, Java or Python host) in the middle of the build, so where the
+/// address space is limited (`ulimit -v`, a container's `RLIMIT_AS`, or no overcommit) such a
+/// ring is an error of the update instead. The probe reserves the build's peak and releases it
+/// at once (never touching the pages): the build that follows finds the room it left.
+fn ring_memory_available(points: u64) -> Result<(), Error> {
+    let bytes = points.saturating_mul(RING_BUILD_BYTES_PER_POINT);
+    let fits =
+        usize::try_from(bytes).is_ok_and(|bytes| Vec::<u8>::new().try_reserve_exact(bytes).is_ok());
+    if fits {
+        return Ok(());
+    }
+    Err(Error::new(
+        Status::LimitExceeded,
+        format!(
+            "a ring of {points} points needs about {} MB while it is built, which this process \
+             cannot allocate (its address-space limit, or the memory the system grants): use \
+             fewer hash.nodes or invokers",
+            bytes >> 20
+        ),
+    ))
+}
+
 /// Most the weights of one set may add up to: the strategies that scale weights (slow start,
 /// warm-up draws, boundedhash's capacities, p2c's ties) add them up in 1/`SCALE` units in 64
 /// bits. Only sets of more than 2^23 invokers weighing about `i32::MAX` each pass it (past it,
@@ -144,6 +175,9 @@ fn validate(invokers: &[Invoker], kind: StrategyKind, config: &Config) -> Result
                 invokers.len()
             ),
         ));
+    }
+    if ring && points >= PROBED_RING_POINTS {
+        ring_memory_available(points)?;
     }
     total_weight_fits(invokers.iter().map(|i| i.weight))?;
     let mut seen: HashMap<u64, usize, BuildHasherDefault<IdHasher>> =
