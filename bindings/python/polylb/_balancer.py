@@ -177,6 +177,8 @@ def _config_value(key: str, value: ConfigValue) -> str:
 
 
 def _config_pair(key: str, value: ConfigValue) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"config keys must be str, not {type(key).__name__}: {key!r}")
     if not key or "&" in key or "=" in key:
         raise ConfigError(Status.INVALID_CONFIG, f"invalid config key {key!r}")
     return f"{key}={_config_value(key, value)}"
@@ -203,6 +205,10 @@ def build_config(
         if config:
             parts.append(_library_text(config, "config"))
     elif config is not None:
+        if not isinstance(config, Mapping):
+            raise TypeError(
+                f"config must be a str, bytes or a mapping of keys to values, not {type(config).__name__}"
+            )
         for key, value in config.items():
             if value is not None:
                 parts.append(_library_text(_config_pair(key, value), "config"))
@@ -243,16 +249,20 @@ def _to_struct(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
     invoker is reported where the library reports ids and weights (see _update_error)."""
     if not isinstance(invoker, Invoker):
         raise TypeError(f"update() takes Invoker objects, not {type(invoker).__name__}")
-    if not isinstance(invoker.id, int):
+    # Ints as every int argument takes them: an IntEnum member, any object with __index__
+    # (NumPy's integers).
+    id = _index(invoker.id)
+    if not isinstance(id, int):
         raise TypeError(f"invoker id must be an int, not {type(invoker.id).__name__}")
     # ctypes would wrap these around into valid-looking values.
-    id = invoker.id if 0 <= invoker.id < _UINT64_END else _UINT64_END - 1
-    weight = invoker.weight
+    id = id if 0 <= id < _UINT64_END else _UINT64_END - 1
+    weight = _index(invoker.weight)
     if isinstance(weight, int) and weight < _INT32_MIN:
         weight = _INT32_MIN
+    start_time_ms, warmup_ms = _index(invoker.start_time_ms), _index(invoker.warmup_ms)
     _check_range(weight, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: weight")
-    _check_range(invoker.start_time_ms, _INT64_MIN, _INT64_MAX, f"invoker {invoker.id}: start_time_ms")
-    _check_range(invoker.warmup_ms, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: warmup_ms")
+    _check_range(start_time_ms, _INT64_MIN, _INT64_MAX, f"invoker {invoker.id}: start_time_ms")
+    _check_range(warmup_ms, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: warmup_ms")
     address = _library_text(invoker.address, f"invoker {invoker.id}: address")
     zone = None if invoker.zone is None else _library_text(invoker.zone, f"invoker {invoker.id}: zone")
     keep_alive.append(address)
@@ -263,8 +273,8 @@ def _to_struct(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
         address,
         len(address),
         weight,
-        invoker.start_time_ms,
-        invoker.warmup_ms,
+        start_time_ms,
+        warmup_ms,
         zone,
         0 if zone is None else len(zone),
     )
@@ -276,15 +286,17 @@ def _update_error(status: int, message: str, invokers: List[Invoker]) -> PolylbE
     and checks its id, then its weight, so that invoker is the first with a bad id (weight)."""
     if status == Status.ID_OUT_OF_RANGE:
         for i, invoker in enumerate(invokers):
-            if not 0 <= invoker.id <= _INT64_MAX:
-                if not 0 <= invoker.id < _UINT64_END:
-                    message = f"invoker #{i}: id {invoker.id} is outside 0..{_INT64_MAX}"
+            id = _index(invoker.id)
+            if not 0 <= id <= _INT64_MAX:
+                if not 0 <= id < _UINT64_END:
+                    message = f"invoker #{i}: id {id} is outside 0..{_INT64_MAX}"
                 break
     elif status == Status.NEGATIVE_WEIGHT:
         for i, invoker in enumerate(invokers):
-            if invoker.weight < 0:
-                if invoker.weight < _INT32_MIN:
-                    message = f"invoker #{i} (id {invoker.id}): weight {invoker.weight} is negative"
+            weight = _index(invoker.weight)
+            if weight < 0:
+                if weight < _INT32_MIN:
+                    message = f"invoker #{i} (id {_index(invoker.id)}): weight {weight} is negative"
                 break
     return error_for(status, message)
 
@@ -341,8 +353,10 @@ def _type_error(error: ctypes.ArgumentError, parameters: Tuple[str, ...]) -> Typ
         name = parameters[int(head.split()[-1]) - 1]
     except (ValueError, IndexError):
         return TypeError(text)
-    if detail.startswith("TypeError: "):
-        detail = detail[len("TypeError: "):]
+    # "TypeError: wrong type" from Python 3.11 on, "<class 'TypeError'>: wrong type" before.
+    for prefix in ("TypeError: ", "<class 'TypeError'>: "):
+        if detail.startswith(prefix):
+            detail = detail[len(prefix):]
     return TypeError(f"{name}: {detail}")
 
 
@@ -646,6 +660,7 @@ class Balancer:
                 if isinstance(value, float):  # cpu_load: any finite value >= 0
                     bad = not value >= 0 or value == float("inf")  # NaN too
                 else:
+                    value = _index(value)  # NumPy's integers are named as ints are
                     low = _INT64_MIN if name == "now_us" else 0
                     bad = isinstance(value, int) and not low <= value <= _INT64_MAX
                 if bad:
@@ -661,7 +676,12 @@ class Balancer:
         State of ids that stay (active counts, latency windows, round-robin weights) is kept.
         """
         keep_alive: List[bytes] = []
-        invokers = list(invokers)
+        try:
+            invokers = list(invokers)
+        except TypeError:
+            raise TypeError(
+                f"update() takes an iterable of Invoker objects, not {type(invokers).__name__}"
+            ) from None
         structs = [_to_struct(invoker, keep_alive) for invoker in invokers]
         array = (PlbInvoker * len(structs))(*structs)
         message = create_string_buffer(_MESSAGE_CAPACITY)
@@ -698,8 +718,11 @@ class Balancer:
     def _method_id(self, method: Method) -> int:
         if isinstance(method, (str, bytes)):
             return self.method(method)
-        if isinstance(method, int):
-            return int(method)  # an IntEnum or other int subclass
+        # An int subclass (an IntEnum member) or any object with __index__ (NumPy's integers),
+        # as every other int argument takes them; its range is checked where ints are.
+        index = _index(method)
+        if isinstance(index, int):
+            return int(index)
         raise TypeError(f"method must be an id (int) or a name (str), not {type(method).__name__}")
 
     def stats(self, now_us: int = 0) -> Dict[str, Any]:

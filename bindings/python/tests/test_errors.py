@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
 from typing import Any
 
@@ -584,6 +585,71 @@ def test_ints_that_are_not_plain_ints_are_range_checked_as_ints(balancer_factory
     assert by_id(orca.stats())[5]["orca_weight"] is None
     orca.report_load(5, 100.0, 0.0, 0.5)  # the same report for invoker 5 itself weighs it
     assert by_id(orca.stats())[5]["orca_weight"] == 200
+
+
+def test_methods_that_are_not_plain_ints_are_ids(balancer_factory: Any) -> None:
+    # A method id as NumPy's integers give it (__index__) is an id like the int, as every
+    # other int argument takes them; outside 32 bits it names no method.
+    lb: polylb.Balancer = balancer_factory("roundrobin")
+    lb.update(invokers(3))
+    method = lb.method("sayHello")
+    picked = lb.select(method=_Index(method))  # type: ignore[arg-type]
+    lb.report(picked, 10, Outcome.SUCCESS, method=_Index(method))  # type: ignore[arg-type]
+    with lb.call(method=_Index(method)) as call:  # type: ignore[arg-type]
+        assert call.id in (1, 2, 3)
+    assert sum(row["selected"] for row in lb.stats()["invokers"]) == 2
+    assert sum(row["active"] for row in lb.stats()["invokers"]) == 0
+    with pytest.raises(polylb.UnknownMethodError):
+        lb.select(method=_Index(2**32 + method))  # type: ignore[arg-type]
+    with pytest.raises(polylb.UnknownMethodError):
+        lb.report(picked, 10, Outcome.SUCCESS, method=_Index(2**32))  # type: ignore[arg-type]
+
+
+def test_invoker_fields_that_are_not_plain_ints_are_ints(lb: polylb.Balancer) -> None:
+    lb.update([Invoker(_Index(7), "10.0.0.7:20880", weight=_Index(5), start_time_ms=_Index(0), warmup_ms=_Index(-1))])  # type: ignore[arg-type]
+    row = by_id(lb.stats())[7]
+    assert row["weight"] == 5
+    assert lb.select() == 7
+    lb.report(7, 10, Outcome.SUCCESS)
+    with pytest.raises(polylb.NegativeWeightError, match=r"weight -(2\*\*40|1099511627776) is negative"):
+        lb.update([Invoker(_Index(8), "a:1", weight=_Index(-(2**40)))])  # type: ignore[arg-type]
+    with pytest.raises(polylb.IdOutOfRangeError, match="is outside"):
+        lb.update([Invoker(_Index(-1), "a:1")])  # type: ignore[arg-type]
+    with pytest.raises(polylb.InvalidArgumentError, match="warmup_ms"):
+        lb.update([Invoker(9, "a:1", warmup_ms=_Index(2**31))])  # type: ignore[arg-type]
+    assert list(by_id(lb.stats())) == [7], "a rejected update changes nothing"
+
+
+def test_bad_numbers_not_plain_ints_are_named(lb: polylb.Balancer) -> None:
+    picked = lb.select()
+    with pytest.raises(polylb.InvalidArgumentError, match=r"elapsed_us = -1 \(want"):
+        lb.report(picked, _Index(-1), Outcome.SUCCESS)  # type: ignore[arg-type]
+    with pytest.raises(polylb.InvalidArgumentError, match=r"now_us = 9223372036854775808 \(want"):
+        lb.select(now_us=_Index(2**63))  # type: ignore[arg-type]
+    lb.report(picked, 10, Outcome.SUCCESS)
+
+
+def test_configs_and_sets_of_a_wrong_type_are_type_errors_naming_them() -> None:
+    for config in ([("loadbalance", "random")], bytearray(b"loadbalance=random"), 5):
+        with pytest.raises(TypeError, match="config must be"):
+            polylb.Balancer(config=config)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="config keys must be str, not int"):
+        polylb.Balancer(config={1: 2})  # type: ignore[dict-item]
+    with polylb.Balancer("random") as lb:
+        lb.update(invokers(2))
+        with pytest.raises(TypeError, match="update\\(\\) takes an iterable of Invoker objects, not NoneType"):
+            lb.update(None)  # type: ignore[arg-type]
+        assert len(lb.stats()["invokers"]) == 2
+
+
+def test_type_errors_name_the_parameter_in_every_python_versions_wording() -> None:
+    # ctypes words a conversion error "TypeError: wrong type" from Python 3.11 on and
+    # "<class 'TypeError'>: wrong type" before.
+    from polylb._balancer import _REPORT_PARAMS, _type_error
+
+    for text in ("argument 5: TypeError: wrong type", "argument 5: <class 'TypeError'>: wrong type"):
+        error = _type_error(ctypes.ArgumentError(text), _REPORT_PARAMS)
+        assert str(error) == "outcome: wrong type", text
 
 
 def test_an_int_too_large_for_a_double_is_an_invalid_argument(balancer_factory: Any) -> None:
