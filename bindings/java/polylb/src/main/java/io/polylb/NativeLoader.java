@@ -51,8 +51,13 @@ final class NativeLoader {
         try {
             System.loadLibrary(LIBRARY_NAME);
         } catch (UnsatisfiedLinkError e) {
-            UnsatisfiedLinkError error = new UnsatisfiedLinkError("polylb: no native library for "
-                    + String.join(" or ", platforms()) + " in the jar (META-INF/native/...), and "
+            // The jar's copy failing to load (a polylb.tmpdir that does not exist, a temporary
+            // directory mounted noexec) is the cause to name, not a missing copy.
+            String jar = extractionFailure != null
+                    ? "the native library in the jar could not be loaded (" + extractionFailure.getMessage()
+                            + "; set -D" + TMPDIR_PROPERTY + " to a writable directory not mounted noexec)"
+                    : "no native library for " + String.join(" or ", platforms()) + " in the jar (META-INF/native/...)";
+            UnsatisfiedLinkError error = new UnsatisfiedLinkError("polylb: " + jar + ", and "
                     + fileName + " is not on java.library.path; set -D" + PATH_PROPERTY + "=/path/to/" + fileName);
             error.initCause(extractionFailure != null ? extractionFailure : e);
             throw error;

@@ -56,6 +56,15 @@ class LoaderProcessTest {
     }
 
     @Test
+    void aTemporaryDirectoryThatFailsIsNamed(@TempDir Path dir) throws Exception {
+        Result r = run("polylb.tmpdir=" + dir.resolve("missing"));
+        assertNotEquals(0, r.exit(), r.output());
+        assertTrue(r.output().contains("the native library in the jar could not be loaded"), r.output());
+        assertTrue(r.output().contains(dir.resolve("missing").toString()), r.output());
+        assertTrue(r.output().contains("-Dpolylb.tmpdir"), r.output());
+    }
+
+    @Test
     void theLibraryPathPropertyWinsAndFailsLoudly() throws Exception {
         String file = System.mapLibraryName(NativeLoader.LIBRARY_NAME);
         String[] platforms = NativeLoader.platforms();

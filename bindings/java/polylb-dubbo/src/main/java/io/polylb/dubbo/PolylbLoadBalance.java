@@ -653,9 +653,10 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
      * @param serviceKey the service's key
      * @return the JSON of each of its native balancers; empty when this instance holds no state
      *     for the service (never balanced here, or freed)
+     * @throws NullPointerException if {@code serviceKey} is null
      */
     public List<String> statsJson(String serviceKey) {
-        ServiceState state = services.get(serviceKey);
+        ServiceState state = services.get(Objects.requireNonNull(serviceKey, "serviceKey"));
         return state == null ? List.of() : state.statsJson();
     }
 
