@@ -435,7 +435,7 @@ def _grpc_outcome(exc: BaseException) -> Optional[Outcome]:
             return None
         status = code()
         outcome = _status_outcome(status)
-        if outcome is _FAILURE and getattr(status, "name", None) == "RESOURCE_EXHAUSTED":
+        if _is_resource_exhausted(outcome, status):
             limited = _size_limit_outcome(exc)
             return outcome if limited is None else limited
         return outcome
@@ -467,14 +467,23 @@ def _size_limit_outcome(exc: BaseException) -> Optional[Outcome]:
         if callable(close):
             close()
         return None
-    if not isinstance(text, str):
+    return _size_limit_of(text)
+
+
+def _size_limit_of(details: Any) -> Optional[Outcome]:
+    """What gRPC's size check's ``details`` say (see _size_limit_outcome); None for other text."""
+    if not isinstance(details, str):
         return None
-    words = text.lower()
+    words = details.lower()
     if any(limit in words for limit in _RECEIVE_LIMIT_WORDS):
         return _SUCCESS
     if "sent message larger than max" in words:
         return _CANCELLED
     return None
+
+
+def _is_resource_exhausted(outcome: Optional[Outcome], status: Any) -> bool:
+    return outcome is _FAILURE and getattr(status, "name", None) == "RESOURCE_EXHAUSTED"
 
 
 def _status_outcome(status: Any, ok: Optional[Outcome] = None) -> Optional[Outcome]:
@@ -1107,7 +1116,8 @@ class Call:
         exception decides, as without a stream. A stream that has ended, in a block that ended
         normally, is reported by its own status (docs/outcomes.md): ``OK`` a success,
         ``CANCELLED`` after your own ``rpc.cancel()``, an error status you caught inside the
-        block by the table. ``call.outcome`` still wins. A ``grpc.aio`` stream's status is read
+        block by the table (a ``RESOURCE_EXHAUSTED`` by its ``details()`` too, as when it is
+        raised: gRPC's size check is no failure of the provider). ``call.outcome`` still wins. A ``grpc.aio`` stream's status is read
         by awaiting it, so use ``async with`` for one (under a plain ``with`` only whether it
         was cancelled is read). Duck-typed: ``rpc`` needs ``done()``, ``cancel()`` and
         ``code()``, as grpcio's call objects have; grpc is not imported.
@@ -1167,6 +1177,13 @@ class Call:
                 decided = _CANCELLED if self._stream_cancelled() else None
             elif status is not None:
                 decided = _status_outcome(status, _SUCCESS)
+                if _is_resource_exhausted(decided, status):
+                    # As when the stream's error is raised out of the block: gRPC's size check.
+                    try:
+                        limited = _size_limit_outcome(self._stream)
+                    except Exception:
+                        limited = None
+                    decided = decided if limited is None else limited
         self._finish(elapsed_us, decided, exc_type, exc)
 
     def _finish(
@@ -1228,6 +1245,19 @@ class Call:
                 raise
         if status is not None:
             decided = _status_outcome(status, _SUCCESS)
+            if _is_resource_exhausted(decided, status):
+                # As when the stream's error is raised out of the block: gRPC's size check.
+                try:
+                    details = self._stream.details()
+                    if inspect.isawaitable(details):
+                        details = await details
+                except Exception:
+                    details = None
+                except BaseException:  # cancelled while reading them: the call still ends
+                    self._finish(elapsed_us, decided, exc_type, exc)
+                    raise
+                limited = _size_limit_of(details)
+                decided = decided if limited is None else limited
         self._finish(elapsed_us, decided, exc_type, exc)
 
     def __repr__(self) -> str:

@@ -387,9 +387,13 @@ class Stream:
     """The shape of a sync grpcio stream (grpc._channel._MultiThreadedRendezvous) that call.stream()
     reads: done(), cancel(), code() (here only called once done), cancelled()."""
 
-    def __init__(self, status: Any = None) -> None:
+    def __init__(self, status: Any = None, details: Any = None) -> None:
         self.status = status  # None while open
         self.cancels = 0
+        self._details = details
+
+    def details(self) -> Any:
+        return self._details
 
     def done(self) -> bool:
         return self.status is not None
@@ -414,6 +418,46 @@ class AioStream(Stream):
 
     async def code(self) -> Any:  # type: ignore[override]
         return Stream.code(self)
+
+    async def details(self) -> Any:  # type: ignore[override]
+        return self._details
+
+
+#: gRPC's size check's details, as the stream's own status ends it, and the outcome.
+SIZE_LIMITS = [
+    ("Received message larger than max (100000 vs. 1000)", Outcome.SUCCESS),
+    ("CLIENT: Sent message larger than max (100000 vs. 1000)", Outcome.CANCELLED),
+    ("too many requests", Outcome.FAILURE),
+    (None, Outcome.FAILURE),
+]
+
+
+@pytest.mark.parametrize("details, outcome", SIZE_LIMITS)
+def test_a_tracked_stream_over_a_size_limit_is_judged_as_its_raised_error(
+    balancer_factory: Any, details: Any, outcome: Outcome
+) -> None:
+    """A RESOURCE_EXHAUSTED the block caught is read by its details, as one that leaves it."""
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        call.stream(Stream(StatusCode.RESOURCE_EXHAUSTED, details))
+    assert counted(lb) == COUNTS[outcome]
+    raise_in_call(lb, DetailedRpcError(StatusCode.RESOURCE_EXHAUSTED, details))
+    assert counted(lb) == tuple(2 * n for n in COUNTS[outcome])
+
+
+@pytest.mark.parametrize("details, outcome", SIZE_LIMITS)
+def test_an_aio_stream_over_a_size_limit_is_judged_as_its_raised_error(
+    balancer_factory: Any, details: Any, outcome: Outcome
+) -> None:
+    import asyncio
+
+    async def main(lb: Balancer) -> None:
+        async with lb.call() as call:
+            call.stream(AioStream(StatusCode.RESOURCE_EXHAUSTED, details))
+
+    lb = _single(balancer_factory)
+    asyncio.run(main(lb))
+    assert counted(lb) == COUNTS[outcome]
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
