@@ -18,13 +18,32 @@ fn main() {
         .with_config(config)
         .generate()
         .expect("cbindgen generates the header");
-    header.write_to_file(format!("{out}/polylb.h"));
+    let mut text = Vec::new();
+    header.write(&mut text);
+    let text = c89_comments(&String::from_utf8(text).expect("cbindgen writes UTF-8"));
+    std::fs::write(format!("{out}/polylb.h"), &text).expect("OUT_DIR is writable");
     if std::env::var_os("POLYLB_WRITE_HEADER").is_some() {
-        header.write_to_file(format!("{dir}/include/polylb.h"));
+        std::fs::write(format!("{dir}/include/polylb.h"), &text).expect("include/ is writable");
     }
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         name_the_soname(&out);
     }
+}
+
+/// cbindgen's C++ guards end in `//` comments, which C89 has not: a C89 compiler (or C99's
+/// `-std=c89 -pedantic-errors`) refuses the header for them alone.
+fn c89_comments(header: &str) -> String {
+    header
+        .lines()
+        .map(|line| match line.split_once("//") {
+            Some((code, comment)) if line.starts_with('#') || line.starts_with('}') => {
+                format!("{code}/* {} */", comment.trim())
+            }
+            _ => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// Links libpolylb.so with SONAME libpolylb.so.<version>, and puts a link of that name beside

@@ -195,7 +195,7 @@ typedef struct plb_invoker {
 
 #ifdef __cplusplus
 extern "C" {
-#endif // __cplusplus
+#endif /* __cplusplus */
 
 /**
  * Creates a balancer from a config string of Dubbo URL parameters
@@ -313,7 +313,7 @@ const char *plb_version(void);
 uint32_t plb_abi_version(void);
 
 #ifdef __cplusplus
-}  // extern "C"
-#endif  // __cplusplus
+}  /* extern "C" */
+#endif  /* __cplusplus */
 
 #endif  /* POLYLB_H */

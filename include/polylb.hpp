@@ -114,9 +114,9 @@ class [[nodiscard]] Status {
 public:
     Status() noexcept = default;
     /** A code, positive or negated (as hot C calls return it). */
-    explicit Status(std::int32_t code) noexcept : code_(code < 0 ? -code : code) {}
+    explicit Status(std::int32_t code) noexcept : code_(positive(code)) {}
     Status(std::int32_t code, std::string detail)
-        : code_(code < 0 ? -code : code), detail_(std::move(detail)) {}
+        : code_(positive(code)), detail_(std::move(detail)) {}
 
     bool ok() const noexcept { return code_ == PLB_OK; }
     explicit operator bool() const noexcept { return ok(); }
@@ -138,6 +138,12 @@ public:
     }
 
 private:
+    // INT32_MIN has no positive form (negating it is undefined): INT32_MAX, a code no status
+    // has, which plb_status_str names as unknown.
+    static constexpr std::int32_t positive(std::int32_t code) noexcept {
+        return code >= 0 ? code : code == INT32_MIN ? INT32_MAX : -code;
+    }
+
     std::int32_t code_ = PLB_OK;
     std::string detail_;
 };
@@ -153,15 +159,21 @@ public:
      * flight. */
     [[nodiscard]] std::uint64_t id() const noexcept { return static_cast<std::uint64_t>(raw_); }
     /** PLB_OK, or why nothing was chosen (PLB_ERR_NO_PROVIDER, PLB_ERR_NO_CANDIDATE, ...). */
-    Status status() const { return ok() ? Status() : Status(static_cast<std::int32_t>(-raw_)); }
+    Status status() const { return ok() ? Status() : Status(code()); }
     /** The id; throws polylb::Error unless ok() (aborts under -fno-exceptions). */
     [[nodiscard]] std::uint64_t check() const {
         if (!ok())
-            detail::fail(static_cast<std::int32_t>(-raw_), status().message());
+            detail::fail(code(), status().message());
         return id();
     }
 
 private:
+    // The positive code of a negative raw_; one beyond any status (a raw_ the library never
+    // returns, built by hand) is INT32_MAX, which plb_status_str names as unknown, never 0.
+    std::int32_t code() const noexcept {
+        return raw_ >= -INT32_MAX ? static_cast<std::int32_t>(-raw_) : INT32_MAX;
+    }
+
     std::int64_t raw_;
 };
 
@@ -312,8 +324,8 @@ public:
 
     /**
      * Picks an invoker for one call and counts it in flight until its report. `key` is the
-     * hash key of consistenthash, boundedhash and maglev (ignored by the others). `now_us`: Unix
-     * microseconds, 0 = the library's clock.
+     * hash key of consistenthash, boundedhash, maglev and rendezvous (ignored by the others).
+     * `now_us`: Unix microseconds, 0 = the library's clock.
      */
     Selection select(Method method = 0, std::string_view key = {},
                      std::int64_t now_us = 0) const noexcept {

@@ -215,6 +215,19 @@ fn header_compiles_alone_as_c11() {
     compile("gcc", &flags, "only_header.c", "#include \"polylb.h\"\n");
 }
 
+/// C89 too (cbindgen's C++ guards end in `//` comments, which build.rs rewrites): the header
+/// asks nothing of C99 but <stdint.h>.
+#[test]
+fn header_compiles_alone_as_c89() {
+    let flags = [&["-std=c89", "-pedantic-errors"][..], &STRICT].concat();
+    compile(
+        "gcc",
+        &flags,
+        "only_header_c89.c",
+        "#include \"polylb.h\"\n",
+    );
+}
+
 #[test]
 fn header_compiles_alone_as_cpp17() {
     let flags = [&["-std=c++17", "-x", "c++"][..], &STRICT].concat();

@@ -95,6 +95,27 @@ static void config_errors_carry_the_library_message()
     EXPECT(static_cast<bool>(lb));
 }
 
+/* Codes built by hand beyond any status (the library returns none) are never read as PLB_OK,
+ * and negating them is no undefined behaviour (the test runs under -fsanitize=undefined). */
+static void codes_beyond_any_status_stay_errors()
+{
+    EXPECT_EQ(polylb::Status(-PLB_ERR_NO_PROVIDER).code(), PLB_ERR_NO_PROVIDER);
+    EXPECT(!polylb::Status(INT32_MIN).ok());
+    EXPECT_EQ(polylb::Status(INT32_MIN).code(), INT32_MAX);
+    for (std::int64_t raw : {std::int64_t{INT64_MIN}, -(std::int64_t{1} << 32), std::int64_t{INT32_MIN}}) {
+        polylb::Selection selection(raw);
+        EXPECT(!selection.ok());
+        EXPECT(!selection.status().ok());
+        try {
+            (void)selection.check();
+            plbt_fail(__FILE__, __LINE__, "check() of an error returned an id");
+        } catch (const polylb::Error &e) {
+            EXPECT(e.code() != PLB_OK);
+        }
+    }
+    EXPECT_EQ(polylb::Selection(-PLB_ERR_NO_CANDIDATE).status().code(), PLB_ERR_NO_CANDIDATE);
+}
+
 /* Every field of an Invoker and every now_us reaches the library. */
 static void invoker_fields_and_times_reach_the_library()
 {
@@ -399,6 +420,7 @@ int main(void)
     EXPECT(std::string(polylb::version()) == plb_version());
     EXPECT_EQ(polylb::abi_version(), PLB_ABI_VERSION);
     config_errors_carry_the_library_message();
+    codes_beyond_any_status_stay_errors();
     round_robin_follows_weights();
     rejected_updates_change_nothing();
     invoker_fields_and_times_reach_the_library();
