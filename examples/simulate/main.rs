@@ -64,15 +64,17 @@ OPTIONS (lists are comma-separated):
                       latency-sensitive services:
                       peakewma&peakewma.choices=0&peakewma.preferenceMs=1000)
   --no-oracles        do not run the oracle bounds (oracle-jsq, oracle-sed)
-  --loads LIST        offered load, fraction or percent of capacity (default: 0.7,0.85)
+  --loads LIST        offered load: up to 2 a fraction of capacity, above 2 a percentage
+                      (default: 0.7,0.85; 85 is 0.85)
   --consumers LIST    consumers, each with its own balancer (default: 1,50)
   --seed N            first seed (default: 1)
   --seeds K           seeds per run, seed..seed+K-1; tables show the median (default: 1)
   --duration SECS     virtual seconds per run, up to 86400 (default: per scenario, 15-30 s)
-  --workers N         concurrency limit of every provider (default: 4)
+  --workers N         concurrency limit of every provider, 1 to 10000 (default: 4)
   --fleet K           K copies of each scenario's providers, faults and timeline, load
                       scaled with them (default: 1; scenario 7 is skipped)
-  --service KIND      service-time distribution: lognormal (default, cv 1), lognormal:CV, exp
+  --service KIND      service-time distribution: lognormal (default, cv 1), lognormal:CV
+                      (CV in (0, 100]), exp
   --timeout MS        client timeout per attempt, 1 to 2147483647 (default: 1000)
   --retries N         failover retries after a failure or timeout, 0-3 (default: 0)
   --jobs N            worker threads (default: available cores)
@@ -97,6 +99,19 @@ struct Args {
     jobs: usize,
     out: PathBuf,
     quiet: bool,
+}
+
+/// The largest lognormal coefficient of variation `--service` takes.
+const MAX_CV: f64 = 100.0;
+
+/// `arg` as a POSIX shell reads it back: report.md's command can be pasted
+/// (`--strategies 'p2c&p2c.choices=4'`, not a background job and a command `p2c.choices=4`).
+fn shell_word(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_.,:/=+@%".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        return arg.to_string();
+    }
+    format!("'{}'", arg.replace('\'', "'\\''"))
 }
 
 fn list(v: &str) -> Vec<String> {
@@ -177,7 +192,16 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                 a.scenarios = if v.iter().any(|s| s == "all") {
                     scenario::ALL_IDS.iter().map(|s| s.to_string()).collect()
                 } else {
-                    v
+                    // Each once, by id (`2a,slow1` ran scenario 2a twice); an unknown name is
+                    // kept for main's error.
+                    let mut ids: Vec<String> = Vec::new();
+                    for s in v {
+                        let id = scenario::canonical_id(&s).map_or(s, str::to_string);
+                        if !ids.contains(&id) {
+                            ids.push(id);
+                        }
+                    }
+                    ids
                 };
             }
             "--strategies" | "--strategy" => {
@@ -193,6 +217,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                 a.loads = list(&value()?)
                     .into_iter()
                     .map(|s| {
+                        // Up to 2 a fraction (0.85), above it a percentage (85).
                         let x = num(s, "--loads")?;
                         Ok(if x > 2.0 { x / 100.0 } else { x })
                     })
@@ -202,8 +227,9 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                 a.consumers = list(&value()?)
                     .into_iter()
                     .map(|s| {
-                        s.parse::<usize>()
-                            .map_err(|_| format!("--consumers: '{s}'"))
+                        s.parse::<usize>().map_err(|_| {
+                            format!("--consumers: '{s}' is not a whole number in 1..=100000")
+                        })
                     })
                     .collect::<Result<_, String>>()?;
             }
@@ -215,9 +241,9 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                 let secs = amount(&value()?, "--duration", "seconds", 1e-6, 86_400.0)?;
                 a.duration_us = Some((secs * 1e6) as i64);
             }
-            "--workers" => {
-                a.model.workers = whole(&value()?, "--workers", 1..=u32::MAX.into())? as u32
-            }
+            // A provider's thread pool: Dubbo's default is 200. (Every call of a run is made:
+            // 2^32 workers made a millisecond's run billions of calls.)
+            "--workers" => a.model.workers = whole(&value()?, "--workers", 1..=10_000)? as u32,
             "--fleet" => {
                 let k = num(value()?, "--fleet")?;
                 if !(k.fract() == 0.0 && (1.0..=1000.0).contains(&k)) {
@@ -233,8 +259,10 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                     Some(("lognormal", cv)) => {
                         a.model.exponential = false;
                         a.model.cv = num(cv.to_string(), "--service lognormal:CV")?;
-                        if a.model.cv.is_nan() || a.model.cv <= 0.0 {
-                            return Err("--service: the cv must be positive".into());
+                        // Beyond, the lognormal's sigma overflows (an infinite cv made every
+                        // service time 1 us); a cv of 100 already puts p99 below the mean.
+                        if !(a.model.cv > 0.0 && a.model.cv <= MAX_CV) {
+                            return Err(format!("--service: the cv must be in (0, {MAX_CV}]"));
                         }
                     }
                     _ => return Err(format!("--service: '{v}' (exp, lognormal, lognormal:CV)")),
@@ -258,8 +286,21 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             other => return Err(format!("unknown option '{other}' (see --help)")),
         }
     }
+    for (list, flag) in [
+        (a.loads.is_empty(), "--loads"),
+        (a.consumers.is_empty(), "--consumers"),
+        (a.scenarios.is_empty(), "--scenarios"),
+        (a.strategies.is_empty(), "--strategies"),
+    ] {
+        if list {
+            return Err(format!("{flag}: the list is empty"));
+        }
+    }
     if a.loads.iter().any(|&l| l.is_nan() || l <= 0.0 || l >= 2.0) {
-        return Err("--loads: each load must be in (0, 2)".into());
+        return Err(
+            "--loads: each load must be in (0, 2) as a fraction, or in (2, 200) as a percentage"
+                .into(),
+        );
     }
     // Each load labels its columns, sections and plot files: two that read the same would
     // share them (the second plot overwriting the first).
@@ -482,7 +523,11 @@ fn main() {
         retries: args.retries,
         wall_s: wall,
         jobs: args.jobs,
-        command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+        command: std::env::args()
+            .skip(1)
+            .map(|arg| shell_word(&arg))
+            .collect::<Vec<_>>()
+            .join(" "),
     };
     let rep = report::Report::new(&scenarios, &policies, results, settings);
     print!("{}", rep.text_table());
@@ -589,15 +634,40 @@ mod tests {
             ),
             (
                 "--workers 0",
-                "--workers: '0' is not a whole number in 1..=4294967295",
+                "--workers: '0' is not a whole number in 1..=10000",
             ),
             (
                 "--workers 2.5",
-                "--workers: '2.5' is not a whole number in 1..=4294967295",
+                "--workers: '2.5' is not a whole number in 1..=10000",
             ),
             (
-                "--workers 4294967296",
-                "--workers: '4294967296' is not a whole number in 1..=4294967295",
+                "--workers 4294967295",
+                "--workers: '4294967295' is not a whole number in 1..=10000",
+            ),
+            (
+                "--service lognormal:inf",
+                "--service: the cv must be in (0, 100]",
+            ),
+            (
+                "--service lognormal:1e200",
+                "--service: the cv must be in (0, 100]",
+            ),
+            (
+                "--service lognormal:0",
+                "--service: the cv must be in (0, 100]",
+            ),
+            ("--loads ,", "--loads: the list is empty"),
+            ("--consumers ,", "--consumers: the list is empty"),
+            ("--scenarios ,", "--scenarios: the list is empty"),
+            ("--strategies ,", "--strategies: the list is empty"),
+            (
+                "--consumers abc",
+                "--consumers: 'abc' is not a whole number in 1..=100000",
+            ),
+            (
+                "--loads 200",
+                "--loads: each load must be in (0, 2) as a fraction, or in (2, 200) as a \
+                 percentage",
             ),
             (
                 "--jobs -1",
@@ -611,6 +681,43 @@ mod tests {
             assert_eq!(parse(args).err().as_deref(), Some(error), "{args}");
         }
     }
+    #[test]
+    fn a_scenario_named_twice_runs_once() {
+        let a = parse("--scenarios 2a,slow1,incident,1,x1,hetero").unwrap();
+        assert_eq!(a.scenarios, ["2a", "1", "x1"]);
+        let a = parse("--scenarios 3,nosuch").unwrap();
+        assert_eq!(
+            a.scenarios,
+            ["3", "nosuch"],
+            "an unknown one is main's error"
+        );
+    }
+
+    /// report.md's command reads back as the arguments it was given, in a POSIX shell.
+    #[test]
+    fn the_recorded_command_can_be_pasted() {
+        use super::shell_word;
+        assert_eq!(shell_word("--loads"), "--loads");
+        assert_eq!(shell_word("0.7,85"), "0.7,85");
+        assert_eq!(shell_word("p2c&p2c.choices=4"), "'p2c&p2c.choices=4'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "printf '%s\\n' {}",
+                ["a&b", "it's", "", "$HOME", "x y"]
+                    .map(shell_word)
+                    .join(" ")
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "a&b\nit's\n\n$HOME\nx y\n"
+        );
+    }
+
     /// Loads label their columns, report sections and plot files to 0.01 %: two that read the
     /// same are an error (0.70 and 0.704 once shared a label, and the second plot overwrote the
     /// first); others read as given.

@@ -216,11 +216,7 @@ fn secs(s: f64) -> i64 {
 /// Builds a scenario by id (`"1"`, `"2a"`, … or its name) for a run of `duration_us`
 /// (None = the scenario's default). Timelines scale with the duration where they can.
 pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenario> {
-    let id = ALL_IDS
-        .iter()
-        .chain(STRESS_IDS)
-        .copied()
-        .find(|&k| k == id || scenario_name(k) == id)?;
+    let id = canonical_id(id)?;
     let d = duration_us.unwrap_or_else(|| default_duration_us(id));
     let normal = || model.provider();
     let frac = |f: f64| (d as f64 * f) as i64;
@@ -439,6 +435,15 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
         _ => return None,
     };
     Some(s)
+}
+
+/// The id of a scenario given by id or name (`"slow1"` is `"2a"`); None for an unknown one.
+pub fn canonical_id(id: &str) -> Option<&'static str> {
+    ALL_IDS
+        .iter()
+        .chain(STRESS_IDS)
+        .copied()
+        .find(|&k| k == id || scenario_name(k) == id)
 }
 
 pub fn scenario_name(id: &str) -> &'static str {

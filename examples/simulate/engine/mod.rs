@@ -226,8 +226,11 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         next_arrival: 0.0,
         mean_gap_us: 1e6 / (spec.load * sc.capacity_rps).max(1e-9),
         excluded: Vec::with_capacity(MAX_ATTEMPTS),
+        // The calls the run expects, up to 2^22 (32 MB): beyond, the list grows as calls end
+        // (an expectation from a huge load must not be one allocation up front).
         latencies: Vec::with_capacity(
-            (spec.load * sc.capacity_rps * sc.duration_us as f64 / 1e6) as usize + 16,
+            ((spec.load * sc.capacity_rps * sc.duration_us as f64 / 1e6) as usize + 16)
+                .min(1 << 22),
         ),
         calls: 0,
         ok: 0,

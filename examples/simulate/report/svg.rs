@@ -222,10 +222,11 @@ impl Report {
                 );
             }
         }
-        // Provider colour key.
+        // Provider colour key: one row of the palette's colours (they repeat beyond it; each
+        // line's title names its provider).
         let n = cells.first().map_or(0, |(_, r)| r[0].providers.len());
         let ky = height - 12.0;
-        for i in 0..n {
+        for i in 0..n.min(PALETTE.len()) {
             let x = 20.0 + i as f64 * 95.0;
             let _ = write!(
                 s,
@@ -234,6 +235,15 @@ impl Report {
                 PALETTE[i % PALETTE.len()],
                 x + 16.0,
                 i + 1
+            );
+        }
+        if n > PALETTE.len() {
+            let _ = write!(
+                s,
+                "<text x=\"{}\" y=\"{ky}\">… colours repeat every {} providers (a line's \
+                 tooltip names its provider)</text>",
+                20.0 + PALETTE.len() as f64 * 95.0 - 60.0,
+                PALETTE.len()
             );
         }
         s.push_str("</svg>\n");
@@ -250,9 +260,20 @@ fn policy_style(p: &str, k: usize) -> (&'static str, &'static str) {
     match p {
         "oracle-jsq" => ("#000000", " stroke-dasharray=\"6,3\""),
         "oracle-sed" => ("#555555", " stroke-dasharray=\"2,2\""),
-        _ => (PALETTE[k % PALETTE.len()], ""),
+        // Past the palette, the colours come round again with another dash: `recommended`,
+        // the 13th default strategy, is not drawn as `random`, the first, is.
+        _ => (
+            PALETTE[k % PALETTE.len()],
+            CYCLE_DASHES[(k / PALETTE.len()) % CYCLE_DASHES.len()],
+        ),
     }
 }
+
+const CYCLE_DASHES: [&str; 3] = [
+    "",
+    " stroke-dasharray=\"10,3,2,3\"",
+    " stroke-dasharray=\"1,2\"",
+];
 
 pub fn svg_name(sc: &Scenario, load: f64, consumers: usize) -> String {
     format!(
@@ -269,4 +290,20 @@ pub(super) fn escape(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    /// Each of the default run's 13 strategies is drawn its own way (the palette has 12
+    /// colours: `recommended` was drawn as `random`).
+    #[test]
+    fn every_default_strategy_is_drawn_its_own_way() {
+        let styles: Vec<_> = (0..13).map(|k| super::policy_style("x", k)).collect();
+        for (i, a) in styles.iter().enumerate() {
+            assert!(
+                !styles[..i].contains(a),
+                "strategy {i} is drawn as an earlier one"
+            );
+        }
+    }
 }
