@@ -467,6 +467,32 @@ fn shortestresponse_window_resets_strictly_after_the_period_and_after_the_pick()
     assert_eq!(pick(30_002), 2);
 }
 
+/// The window starts at the method's first select of any kind, a single provider's included:
+/// Dubbo's starts when its balancer is made, at the first call. Started at the first pick
+/// among two, a lone provider's samples of long ago still counted for another period.
+#[test]
+fn shortestresponse_window_starts_at_the_first_select_even_of_a_single_provider() {
+    let b = balancer(
+        "loadbalance=shortestresponse&shortestresponse.slidePeriod=30000&seed=7",
+        &[provider(1)],
+    );
+    // t = 0: ten 100-ms calls to provider 1, alone (no strategy runs: Dubbo's rule).
+    for _ in 0..10 {
+        assert_eq!(b.select(0, b"", NOW).unwrap(), 1);
+        b.report(0, 1, 100_000, Outcome::Success, NOW).unwrap();
+    }
+    // t = 60 s: provider 2 joins; having no success, it takes the first pick, after which the
+    // window (started at t = 0, 60 s ago) is reset.
+    b.update(&[provider(1), provider(2)]).unwrap();
+    let at = |ms: i64| NOW + ms * 1000;
+    assert_eq!(b.select(0, b"", at(60_000)).unwrap(), 2);
+    assert_eq!(method_stat(&b, at(60_000), 1, "", "window_successes"), 0);
+    b.report(0, 2, 50_000, Outcome::Success, at(60_050))
+        .unwrap();
+    // Provider 1 has no success in the new window: estimate 0 against 2's 50 ms.
+    assert_eq!(b.select(0, b"", at(60_100)).unwrap(), 1);
+}
+
 /// A slide period of 0 or less is Dubbo's too (`now - lastUpdate > slidePeriod`, any int): with
 /// 0 the first pick 1 ms or more after the window began resets it, a negative period resets it
 /// after every pick, even within the same millisecond. Same certain picks as above.

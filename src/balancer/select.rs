@@ -145,7 +145,8 @@ impl Inner {
         if positions.len() == 1 {
             call.single.set(true);
             if self.sees_single_picks {
-                self.strategy.single_pick(call.snapshot, call.clock);
+                self.strategy
+                    .single_pick(call.snapshot, call.method_state, call.clock);
             }
             return Ok(positions[0] as usize);
         }

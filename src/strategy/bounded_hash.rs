@@ -317,7 +317,7 @@ impl Strategy for BoundedHash {
         self.slow.is_some()
     }
 
-    fn single_pick(&self, snapshot: &Snapshot, clock: &Clock) {
+    fn single_pick(&self, snapshot: &Snapshot, _method: &MethodState, clock: &Clock) {
         let bounded = snapshot
             .prepared
             .as_ref()

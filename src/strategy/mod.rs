@@ -154,8 +154,9 @@ pub(crate) trait Strategy: Send + Sync + 'static {
 
     /// A pick among a single candidate, answered without [`Strategy::select`] (Dubbo's rule):
     /// time-based state that the first pick after an update starts (slow start's ramp) must
-    /// start here too, or an invoker reached only this way would never start it.
-    fn single_pick(&self, _snapshot: &Snapshot, _clock: &Clock) {}
+    /// start here too, or an invoker reached only this way would never start it; so must what
+    /// Dubbo starts at its balancer's first call of any kind (shortestresponse's window).
+    fn single_pick(&self, _snapshot: &Snapshot, _method: &MethodState, _clock: &Clock) {}
 
     /// False when the strategy's picks never read calls in flight (nor other call counters):
     /// its counters are then statistics only, and may be spread over cache lines per thread

@@ -20,7 +20,7 @@ use super::slow_start::{Ramp, SlowStart};
 use super::weighted::{Sampler, SubsetWeights, Weights};
 use super::WholeSetDraw;
 use super::{Ctx, Prepared, PreparedData, StatsAt, Strategy, StrategyKind};
-use crate::balancer::{Member, Snapshot};
+use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::Status;
@@ -175,7 +175,7 @@ impl Strategy for P2c {
         self.slow.is_some()
     }
 
-    fn single_pick(&self, snapshot: &Snapshot, clock: &Clock) {
+    fn single_pick(&self, snapshot: &Snapshot, _method: &MethodState, clock: &Clock) {
         if let Ok(weights) = Weights::of(snapshot) {
             Ramp::stamp(self.slow.as_ref(), weights.ramp.as_ref(), snapshot, clock);
         }

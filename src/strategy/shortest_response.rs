@@ -2,6 +2,8 @@
 //! weighted random among ties (Dubbo's ShortestResponseLoadBalance, 2.7.14+ with the window).
 
 use super::{ties::least_by, Ctx, Report, StatsAt, Strategy, StrategyKind};
+use crate::balancer::{MethodState, Snapshot};
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::Status;
 use crate::invoker::Outcome;
@@ -17,6 +19,17 @@ pub(crate) struct ShortestResponse {
 /// one per method, so a busy method's reset does not wipe a quiet one's only samples.
 struct Window {
     started_ms: AtomicI64,
+}
+
+impl Window {
+    /// The method's window, started by its first select of any kind: Dubbo's starts when its
+    /// balancer is made, at the first call, also one to a single provider (a start at the first
+    /// pick among two let a single provider's old samples count for another period).
+    fn of<'m>(method: &'m MethodState, clock: &Clock) -> &'m Window {
+        method.ext(|| Window {
+            started_ms: AtomicI64::new(clock.now_ms()),
+        })
+    }
 }
 
 impl ShortestResponse {
@@ -58,9 +71,7 @@ impl Strategy for ShortestResponse {
     }
 
     fn select(&self, ctx: &Ctx<'_>) -> Result<usize, Status> {
-        let window = ctx.method.ext(|| Window {
-            started_ms: AtomicI64::new(ctx.clock.now_ms()),
-        });
+        let window = Window::of(ctx.method, ctx.clock);
         let pos = least_by(ctx, |pos| estimate(ctx.stats(pos)));
         // A tumbling window, reset lazily after the pick (the triggering select still saw the
         // old window, as in Dubbo). One thread wins the CAS and moves every window start.
@@ -79,6 +90,14 @@ impl Strategy for ShortestResponse {
             }
         }
         Ok(pos)
+    }
+
+    fn sees_single_picks(&self) -> bool {
+        true
+    }
+
+    fn single_pick(&self, _snapshot: &Snapshot, method: &MethodState, clock: &Clock) {
+        Window::of(method, clock);
     }
 
     fn on_report(&self, r: &Report<'_>) {

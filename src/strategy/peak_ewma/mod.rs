@@ -272,7 +272,7 @@ impl Strategy for PeakEwma {
         self.slow.is_some()
     }
 
-    fn single_pick(&self, snapshot: &Snapshot, clock: &Clock) {
+    fn single_pick(&self, snapshot: &Snapshot, _method: &MethodState, clock: &Clock) {
         if let Ok(weights) = Weights::of(snapshot) {
             Ramp::stamp(self.slow.as_ref(), weights.ramp.as_ref(), snapshot, clock);
         }
