@@ -639,6 +639,28 @@ fn adaptive_steers_to_the_lower_provider_load() {
     );
 }
 
+/// A CPU load reported as -0.0 is a load of 0 (Dubbo reads a load with a minus sign as 0): two
+/// loads of 0 tie, and the tie is a weighted coin. As -0.0, not the bits of 0.0, it was no tie,
+/// and the first candidate of every pair won.
+#[test]
+fn adaptive_reads_a_negative_zero_load_as_zero() {
+    let b = balancer("loadbalance=adaptive&seed=11", &[provider(1), provider(2)]);
+    let mut now = NOW;
+    b.report_provider_metrics(0, 1, now / 1000, 0.0, 5_000, now)
+        .unwrap();
+    b.report_provider_metrics(0, 2, now / 1000, -0.0, 5_000, now)
+        .unwrap();
+    let draws = 2000;
+    let mut first = 0;
+    for _ in 0..draws {
+        now += 1000;
+        let id = b.select(0, b"", now).unwrap();
+        first += usize::from(id == 1);
+        b.report(0, id, 1000, Outcome::Success, now).unwrap();
+    }
+    assert_binomial(first, draws, 0.5, 5.0, "two loads of 0 at equal weights");
+}
+
 #[test]
 fn adaptive_cancelled_calls_say_nothing_about_the_provider() {
     // A cancelled call was never sent: only its in-flight count is undone (the Outcome's

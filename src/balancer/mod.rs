@@ -436,6 +436,10 @@ impl Balancer {
         if !cpu_load.is_finite() || cpu_load < 0.0 || rt_us < 0 || provider_time_ms < 0 {
             return Err(Status::InvalidArgument);
         }
+        // -0.0 as 0.0 (Dubbo reads a load with a minus sign as 0): a -0.0 compares equal to
+        // 0.0 but is not the same bits, and the tie of two loads of 0 is a weighted coin, not
+        // a win of the first candidate.
+        let cpu_load = cpu_load + 0.0;
         if inner.strategy.kind() != StrategyKind::Adaptive {
             // Nothing else reads them (and the words they would go to are another strategy's).
             return Ok(());
