@@ -1235,30 +1235,40 @@ class Call:
             return
         elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
         decided, status = self._end_stream(exc_type)
-        if inspect.isawaitable(status):  # grpc.aio: code() is a coroutine; the stream is done
-            try:
-                status = await status
-            except Exception:
-                status = None
-            except BaseException:  # cancelled while reading it: the call still ends
-                self._finish(elapsed_us, _CANCELLED, exc_type, exc)
-                raise
+        # grpc.aio: code() is a coroutine; the stream is done.
+        status = await self._awaited(status, elapsed_us, _CANCELLED, exc_type, exc)
         if status is not None:
             decided = _status_outcome(status, _SUCCESS)
             if _is_resource_exhausted(decided, status):
                 # As when the stream's error is raised out of the block: gRPC's size check.
                 try:
                     details = self._stream.details()
-                    if inspect.isawaitable(details):
-                        details = await details
                 except Exception:
                     details = None
-                except BaseException:  # cancelled while reading them: the call still ends
-                    self._finish(elapsed_us, decided, exc_type, exc)
-                    raise
+                details = await self._awaited(details, elapsed_us, decided, exc_type, exc)
                 limited = _size_limit_of(details)
                 decided = decided if limited is None else limited
         self._finish(elapsed_us, decided, exc_type, exc)
+
+    async def _awaited(
+        self,
+        value: Any,
+        elapsed_us: int,
+        if_cancelled: Optional[Outcome],
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+    ) -> Any:
+        """``value``, awaited when it is awaitable; None when that raises. Cancelled meanwhile,
+        the call still ends (reported ``if_cancelled``) before the cancel propagates."""
+        if not inspect.isawaitable(value):
+            return value
+        try:
+            return await value
+        except Exception:
+            return None
+        except BaseException:
+            self._finish(elapsed_us, if_cancelled, exc_type, exc)
+            raise
 
     def __repr__(self) -> str:
         return f"<polylb.Call id={self._id} outcome={self.outcome!r}>"
