@@ -151,6 +151,29 @@ fn warm_up_weights_follow_each_calls_own_time() {
     }
 }
 
+/// shortestresponse's ties go by warm-up weight too (Dubbo's scan weighs them by getWeight):
+/// with every estimate 0 (answers of 0 ms), the warming invoker gets its reduced share.
+#[test]
+fn shortestresponse_weighs_ties_by_warm_up_weight() {
+    let b = balancer(
+        "loadbalance=shortestresponse&seed=5",
+        &one_of_four_warming(),
+    );
+    for (phase, now_us, p) in [
+        ("warming", NOW, 10.0 / 310.0),
+        ("warm", NOW + 600_000_000, 0.25),
+    ] {
+        let draws = 20_000;
+        let mut fourth = 0;
+        for _ in 0..draws {
+            let id = b.select(0, b"", now_us).unwrap();
+            fourth += usize::from(id == 4);
+            b.report(0, id, 0, Outcome::Success, now_us).unwrap();
+        }
+        assert_binomial(fourth, draws, p, 5.0, phase);
+    }
+}
+
 /// leastactive while an invoker warms up: ties among the idle invokers go by effective weight
 /// (Dubbo's scan), whether the pick comes from its draws or from the scan. Invokers 1 and 2
 /// each keep a call in flight, so the ties are 3 (weight 100) and 4 (10 of its 100 in warm-up).
@@ -610,6 +633,64 @@ fn adaptive_without_metrics_is_a_weighted_coin() {
     assert_binomial(c[&1], draws, 0.25, 5.0, "weight 100 of 100:300");
 }
 
+/// Without metrics every load is 0: a pick is a uniform distinct pair, then a coin weighted
+/// by the pair's weights, so over three invokers each one's share is the mean, over the pairs
+/// it is in, of its weight over the pair's.
+#[test]
+fn adaptive_ties_over_three_are_a_uniform_pair_then_a_weighted_coin() {
+    let weights = [100.0, 200.0, 300.0];
+    let b = balancer(
+        "loadbalance=adaptive&seed=14",
+        &[
+            provider(1).weight(100),
+            provider(2).weight(200),
+            provider(3).weight(300),
+        ],
+    );
+    let draws = 30_000;
+    let c = counts(&b, 0, draws, NOW);
+    for i in 0..3 {
+        let p: f64 = (0..3)
+            .filter(|&j| j != i)
+            .map(|j| weights[i] / (weights[i] + weights[j]) / 3.0)
+            .sum();
+        let id = i as u64 + 1;
+        assert_binomial(c[&id], draws, p, 5.0, &format!("invoker {id}"));
+    }
+}
+
+/// An invoker that leaves and comes back starts afresh in adaptive: no CPU load, latency model
+/// or pick time carried over (README "Dubbo differences": its metrics are dropped with it).
+#[test]
+fn adaptive_forgets_an_invoker_that_left_and_came_back() {
+    let set = [provider(1), provider(2)];
+    let b = balancer("loadbalance=adaptive&seed=15", &set);
+    let mut now = NOW;
+    let pick_ones = |b: &polylb::Balancer, now: &mut i64, draws: usize| {
+        let mut ones = 0;
+        for _ in 0..draws {
+            *now += 1000;
+            let id = b.select(0, b"", *now).unwrap();
+            ones += usize::from(id == 1);
+            b.report(0, id, 0, Outcome::Success, *now).unwrap();
+        }
+        ones
+    };
+    b.report_provider_metrics(0, 1, now / 1000, 0.9, 200_000, now)
+        .unwrap();
+    b.report_provider_metrics(0, 2, now / 1000, 0.1, 1_000, now)
+        .unwrap();
+    let loaded = pick_ones(&b, &mut now, 1000);
+    assert!(loaded < 100, "the loaded invoker took {loaded} of 1000");
+    b.update(&set[1..]).unwrap();
+    b.update(&set).unwrap();
+    b.report_provider_metrics(0, 2, now / 1000, 0.0, 0, now)
+        .unwrap();
+    let draws = 20_000;
+    let ones = pick_ones(&b, &mut now, draws);
+    assert_binomial(ones, draws, 0.5, 5.0, "invoker 1 back, without its metrics");
+}
+
 #[test]
 fn adaptive_steers_to_the_lower_provider_load() {
     let b = balancer(
@@ -798,6 +879,60 @@ fn methods_are_isolated() {
         b.report(99, 1, 0, Outcome::Success, NOW),
         Err(Status::UnknownMethod)
     );
+}
+
+/// shortestresponse's windows and adaptive's provider metrics and latency models are per
+/// method: what one method learnt (invoker 1 slow, or loaded) leaves another's picks a
+/// weighted coin between two equal invokers.
+#[test]
+fn latency_and_metrics_are_per_method_for_shortestresponse_and_adaptive() {
+    for strategy in ["shortestresponse", "adaptive"] {
+        let b = balancer(
+            &format!("loadbalance={strategy}&seed=13"),
+            &[provider(1), provider(2)],
+        );
+        let (taught, other) = (b.method("taught").unwrap(), b.method("other").unwrap());
+        let mut now = NOW;
+        for _ in 0..200 {
+            now += 1000;
+            for (id, ms, cpu) in [(1, 200, 0.95), (2, 1, 0.05)] {
+                b.select_among(taught, b"", &[id], &[], now).unwrap();
+                b.report(taught, id, ms * 1000, Outcome::Success, now)
+                    .unwrap();
+                b.report_provider_metrics(taught, id, now / 1000, cpu, ms * 1000, now)
+                    .unwrap();
+            }
+        }
+        // The taught method avoids invoker 1 ...
+        let mut ones = 0;
+        for _ in 0..1000 {
+            now += 1000;
+            let id = b.select(taught, b"", now).unwrap();
+            ones += usize::from(id == 1);
+            b.report(
+                taught,
+                id,
+                if id == 1 { 200_000 } else { 1000 },
+                Outcome::Success,
+                now,
+            )
+            .unwrap();
+        }
+        assert!(
+            ones < 100,
+            "{strategy}: the taught method sent {ones} of 1000 to 1"
+        );
+        // ... the other method knows nothing of it: its ties are a coin (answers of 0 ms).
+        let draws = 20_000;
+        let mut ones = 0;
+        for _ in 0..draws {
+            now += 1000;
+            let id = b.select(other, b"", now).unwrap();
+            ones += usize::from(id == 1);
+            b.report(other, id, 0, Outcome::Success, now).unwrap();
+        }
+        assert_binomial(ones, draws, 0.5, 5.0, &format!("{strategy}, other method"));
+    }
 }
 
 #[test]

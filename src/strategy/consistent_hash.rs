@@ -560,6 +560,49 @@ impl Strategy for ConsistentHash {
 mod tests {
     use super::*;
 
+    /// The vectors' `ring_point_sample`: the points Dubbo derives from MD5 inputs "address" + i
+    /// (the digest's little-endian words), for the vectors' provider address: the digest's
+    /// words, and the same points from `points_of` at (i, word).
+    #[test]
+    fn ring_points_equal_dubbos_sample() {
+        const ADDRESS: &str = "10.0.0.1:20880";
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut checked = 0;
+        for dir in [root.join("tests/vectors"), root.join("../shared/vectors")] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+                if path.extension().is_none_or(|x| x != "json") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let Some(sample) = v["consistent_hash"]["ring_point_sample"].as_array() else {
+                    continue;
+                };
+                for p in sample {
+                    let input = p["md5_input"].as_str().unwrap();
+                    let word = p["word"].as_u64().unwrap() as usize;
+                    let point = p["point"].as_u64().unwrap() as u32;
+                    let digest = Md5::new().chain_update(input.as_bytes()).finalize();
+                    assert_eq!(le_word(&digest, word), point, "{input} word {word}");
+                    let Some(i) = input
+                        .strip_prefix(ADDRESS)
+                        .and_then(|i| i.parse::<u32>().ok())
+                    else {
+                        continue;
+                    };
+                    let mut points = Vec::new();
+                    points_of(ADDRESS, i + 1, |p| points.push(p));
+                    assert_eq!(points[4 * i as usize + word], point, "{input} word {word}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 12, "checked {checked} sample points");
+    }
+
     fn members(addresses: &[String]) -> Vec<Member> {
         addresses
             .iter()

@@ -90,13 +90,22 @@ fn boundedhash_never_loops() {
         Invoker::new(3, "10.0.0.3:1").weight(0),
     ];
     let b = lb("loadbalance=boundedhash&boundedhash.factor=1.0", &invokers);
-    for k in 0..2000u32 {
-        b.report(0, 1 + (k % 3) as u64, 10, Outcome::Success, NOW)
-            .unwrap();
-        let id = b
-            .select_among(0, &k.to_le_bytes(), &[1, 2], &[2], NOW)
-            .unwrap();
-        assert_eq!(id, 1);
-        b.select(0, &k.to_le_bytes(), NOW).unwrap();
-    }
+    // On a thread, so that an endless walk fails the test (after a minute) instead of hanging
+    // it: the 4,000 picks take milliseconds.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for k in 0..2000u32 {
+            b.report(0, 1 + (k % 3) as u64, 10, Outcome::Success, NOW)
+                .unwrap();
+            let id = b
+                .select_among(0, &k.to_le_bytes(), &[1, 2], &[2], NOW)
+                .unwrap();
+            assert_eq!(id, 1);
+            b.select(0, &k.to_le_bytes(), NOW).unwrap();
+        }
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the picks ended (no endless walk, no panic)");
 }

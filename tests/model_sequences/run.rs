@@ -125,8 +125,9 @@ enum Joined {
 
 /// `shortestresponse`'s windows (Dubbo's, but one per method: src/strategy/shortest_response.rs):
 /// per (method, id) the successes and the sum of their whole milliseconds since the method's
-/// window started; a pick that runs the strategy (two candidates or more) more than
-/// `shortestresponse.slidePeriod` after the start resets every window of the method after it.
+/// window started (at its first select, a single candidate's included); a pick that runs the
+/// strategy (two candidates or more) more than `shortestresponse.slidePeriod` after the start
+/// resets every window of the method after it.
 #[derive(Default)]
 struct Windows {
     /// Per method: its window's start (None before its first pick; true when at the library's
@@ -159,10 +160,13 @@ impl Windows {
             *slot = None;
             return;
         };
-        if n < 2 {
-            return; // the strategy does not run
-        }
         let (started, fuzzy_start) = started.unwrap_or((now_ms, fuzzy));
+        if n < 2 {
+            // The strategy does not run, but the method's first select of any kind starts its
+            // window (Dubbo's starts with its balancer, at the first call).
+            *slot = Some(Some((started, fuzzy_start)));
+            return;
+        }
         let age = now_ms.wrapping_sub(started);
         if (fuzzy || fuzzy_start) && (age - slide_ms).abs() <= 50 {
             *slot = None;
