@@ -1328,6 +1328,22 @@ mod tests {
         crate::Balancer::with_config(by_hand).unwrap();
     }
 
+    /// `changed_keys` (what `Config::check` takes as set in a hand-built config) knows every
+    /// key: each one set alone is the one changed key.
+    #[test]
+    fn every_key_set_alone_is_the_one_changed() {
+        for (key, _, set) in KEYS {
+            let mut config = Config::default();
+            set(
+                &mut config,
+                key,
+                if *key == "loadbalance" { "p2c" } else { "7" },
+            )
+            .unwrap();
+            assert_eq!(config.changed_keys(), [*key]);
+        }
+    }
+
     /// Left out, the longest ejection is the default or the first ejection, whichever is
     /// longer; given below the first, it is an error naming both.
     #[test]
