@@ -174,6 +174,28 @@ fn shortestresponse_weighs_ties_by_warm_up_weight() {
     }
 }
 
+/// Outlier ejection composes with warm-up: with invoker 1 ejected, the picks among the others
+/// still weigh the warming invoker 4 by its warm-up weight (10 of its 100 against 100 and 100).
+#[test]
+fn warm_up_weights_hold_among_the_invokers_left_by_an_ejection() {
+    for strategy in ["random", "leastactive", "p2c", "roundrobin"] {
+        let b = balancer(
+            &format!(
+                "loadbalance={strategy}&seed=16&outlier.consecutiveFailures=1\
+                 &outlier.maxEjectionPercent=25&outlier.baseEjectionMs=600000"
+            ),
+            &one_of_four_warming(),
+        );
+        b.select_among(0, b"", &[1], &[], NOW).unwrap();
+        b.report(0, 1, 1000, Outcome::Failure, NOW).unwrap();
+        let draws = 20_000;
+        let picks = counts(&b, 0, draws, NOW);
+        assert_eq!(picks.get(&1), None, "{strategy}: invoker 1 is ejected");
+        let fourth = picks.get(&4).copied().unwrap_or(0);
+        assert_binomial(fourth, draws, 10.0 / 210.0, 5.0, strategy);
+    }
+}
+
 /// leastactive while an invoker warms up: ties among the idle invokers go by effective weight
 /// (Dubbo's scan), whether the pick comes from its draws or from the scan. Invokers 1 and 2
 /// each keep a call in flight, so the ties are 3 (weight 100) and 4 (10 of its 100 in warm-up).
