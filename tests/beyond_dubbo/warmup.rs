@@ -84,6 +84,34 @@ fn slow_start_ramps_an_invoker_that_joins() {
     }
 }
 
+/// A joining invoker's ramp is the invoker's, not a method's: started by a pick of one
+/// method, it has run as long for another method's first picks (30 s of 60: 50 %, not the
+/// 10 % of a ramp that would start there).
+#[test]
+fn slow_start_ramp_is_per_invoker_across_methods() {
+    for name in ["p2c", "peakewma"] {
+        let config = format!(
+            "loadbalance={name}&seed=17&slowstart.windowMs=60000&slowstart.minWeightPercent=10"
+        );
+        let mut all: Vec<Invoker> = (1..=3).map(provider).collect();
+        let b = lb(&config, &all);
+        let (first, other) = (b.method("first").unwrap(), b.method("other").unwrap());
+        all.push(provider(4));
+        b.update(&all).unwrap();
+        let id = b.select(first, b"", NOW).unwrap();
+        b.report(first, id, 1000, Outcome::Success, NOW).unwrap();
+        let draws = 40_000;
+        let c = counts(&b, other, draws, NOW + 30_000_000);
+        assert_binomial(
+            c.get(&4).copied().unwrap_or(0),
+            draws,
+            50.0 / 350.0,
+            5.0,
+            &format!("{name}, the other method at +30 s"),
+        );
+    }
+}
+
 #[test]
 fn slow_start_does_not_hold_a_ramp_for_as_long_as_a_clock_step_back() {
     // An invoker joins and its ramp starts; then the wall clock (the library's clock) steps
