@@ -94,13 +94,15 @@ fn outlier_state_is_per_invoker_not_per_method() {
     }
 }
 
-#[test]
-fn slow_start_and_options_compose_with_warmup() {
-    // Invoker 4 joins an existing set, warming up too (60 s of a 10 min warm-up: weight 10 of
-    // 100) and ramping (slow start 30 s from 20 %): effective weight 10 × 0.2 = 2 at first.
+/// A balancer over invokers 1-3 that invoker 4 then joins, warming up too (60 s of a 10 min
+/// warm-up: weight 10 of 100) and ramping (slow start 30 s from 20 %): effective weight
+/// 10 × 0.2 = 2 at first, and 15 (90 s of 600) once the ramp is over.
+fn joined_warming_and_ramping(strategy: &str) -> Balancer {
     let now_ms = NOW / 1000;
     let b = lb(
-        "loadbalance=p2c&seed=26&slowstart.windowMs=30000&slowstart.minWeightPercent=20",
+        &format!(
+            "loadbalance={strategy}&seed=26&slowstart.windowMs=30000&slowstart.minWeightPercent=20"
+        ),
         &[provider(1), provider(2), provider(3)],
     );
     b.update(&[
@@ -110,24 +112,99 @@ fn slow_start_and_options_compose_with_warmup() {
         provider(4).start_time_ms(now_ms - 60_000),
     ])
     .unwrap();
-    let draws = 60_000;
-    let c = counts(&b, 0, draws, NOW);
-    assert_binomial(
-        c.get(&4).copied().unwrap_or(0),
-        draws,
-        2.0 / 302.0,
-        5.0,
-        "warm-up x ramp",
+    b
+}
+
+#[test]
+fn slow_start_and_options_compose_with_warmup() {
+    for strategy in ["p2c", "peakewma"] {
+        let b = joined_warming_and_ramping(strategy);
+        let draws = 60_000;
+        let c = counts(&b, 0, draws, NOW);
+        assert_binomial(
+            c.get(&4).copied().unwrap_or(0),
+            draws,
+            2.0 / 302.0,
+            5.0,
+            &format!("{strategy}: warm-up x ramp"),
+        );
+        // After the ramp, the warm-up alone.
+        let c = counts(&b, 0, draws, NOW + 30_000_000);
+        assert_binomial(
+            c.get(&4).copied().unwrap_or(0),
+            draws,
+            15.0 / 315.0,
+            5.0,
+            &format!("{strategy}: warm-up only"),
+        );
+    }
+}
+
+/// boundedhash weighs a warming, ramping invoker by the same product: under light load it
+/// takes that fraction of the keys the ring gives it (2 of the warmest's 100, then 15), keeps
+/// the keys it took, and under load holds its capacity ⌈1.25 × calls × w / W⌉ and no more.
+#[test]
+fn boundedhash_composes_slow_start_with_warmup() {
+    let b = joined_warming_and_ramping("boundedhash");
+    let ring = lb(
+        "loadbalance=consistenthash",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
     );
-    // After the ramp, the warm-up alone: 90 s of 600 s → 15.
-    let c = counts(&b, 0, draws, NOW + 30_000_000);
-    assert_binomial(
-        c.get(&4).copied().unwrap_or(0),
-        draws,
-        15.0 / 315.0,
-        5.0,
-        "warm-up only",
+    let keys: Vec<[u8; 4]> = (0..20_000u32).map(|k| k.to_le_bytes()).collect();
+    let owned: Vec<bool> = keys
+        .iter()
+        .map(|k| ring.select(0, k, NOW).unwrap() == 4)
+        .collect();
+    let owned_n = owned.iter().filter(|&&o| o).count();
+    let taken_at = |t: i64| -> Vec<bool> {
+        keys.iter()
+            .map(|k| {
+                let id = b.select(0, k, t).unwrap();
+                b.report(0, id, 100, Outcome::Success, t).unwrap();
+                id == 4
+            })
+            .collect()
+    };
+    let (early, later) = (taken_at(NOW), taken_at(NOW + 30_000_000));
+    assert!(
+        early.iter().zip(&owned).all(|(e, o)| !e || *o),
+        "a key the ring does not give invoker 4 went to it"
     );
+    for (taken, fraction, what) in [(&early, 0.02, "ramping"), (&later, 0.15, "warm-up only")] {
+        let n = taken.iter().filter(|&&t| t).count();
+        assert_binomial(n, owned_n, fraction, 5.0, what);
+    }
+    assert!(
+        early.iter().zip(&later).all(|(e, l)| !e || *l),
+        "a key taken early moved away later"
+    );
+
+    // Under load: 400 calls in flight, each with a key invoker 4 takes at that time. Its
+    // capacity grows by less than one a call, so it holds exactly the capacity of the last.
+    for (dt, taken, w, total) in [
+        (0i64, &early, 2.0, 302.0),
+        (30_000_000, &later, 15.0, 315.0),
+    ] {
+        let b = joined_warming_and_ramping("boundedhash");
+        // The ramp starts at the first pick after the join.
+        let id = b.select(0, b"start", NOW).unwrap();
+        b.report(0, id, 100, Outcome::Success, NOW).unwrap();
+        let its_keys: Vec<&[u8; 4]> = keys
+            .iter()
+            .zip(taken)
+            .filter(|(_, &t)| t)
+            .map(|(k, _)| k)
+            .collect();
+        for k in its_keys.iter().cycle().take(400) {
+            b.select(0, *k, NOW + dt).unwrap();
+        }
+        let capacity = (1.25f64 * 400.0 * w / total).ceil() as i64;
+        assert_eq!(
+            active(&b, 4),
+            capacity,
+            "at +{dt} µs (weight {w} of {total})"
+        );
+    }
 }
 
 #[test]

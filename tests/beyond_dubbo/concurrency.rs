@@ -156,3 +156,84 @@ fn no_allocation_on_the_hot_path() {
         );
     }
 }
+
+/// Slow start while its ramp runs, on one shared instance: four threads select and report
+/// across the first 60 s after invoker 4 joined while a fifth adds and removes invoker 5 and
+/// reorders the set. Invoker 4's ramp is stamped once, by the first pick (every thread starts
+/// at the join's time), and no update restarts it; invoker 5, dropped and added again, starts
+/// a ramp of its own at its next pick, not one left from an earlier stay.
+#[test]
+fn slow_start_ramps_while_threads_select_and_the_set_churns() {
+    let config = "slowstart.windowMs=60000&slowstart.minWeightPercent=10";
+    let base: Vec<Invoker> = (1..=4).map(provider).collect();
+    for name in NEW {
+        let b = Arc::new(lb(&format!("loadbalance={name}&{config}"), &base[..3]));
+        b.update(&base).unwrap();
+        let start = Arc::new(std::sync::Barrier::new(5));
+        let pickers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (b, start) = (b.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    for i in 0..30_000i64 {
+                        // 0 to 59.998 s after the join.
+                        let now = NOW + i * 2_000;
+                        let key = (t << 32 | i as u64).to_le_bytes();
+                        let id = b.select(0, &key, now).unwrap();
+                        let outcome = if i % 11 == 0 {
+                            Outcome::Failure
+                        } else {
+                            Outcome::Success
+                        };
+                        b.report(0, id, 1_000, outcome, now).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let churn = {
+            let (b, start, base) = (b.clone(), start.clone(), base.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                for i in 0..2_000usize {
+                    let mut set = base.clone();
+                    set.rotate_left(i % 4);
+                    if i % 2 == 0 {
+                        set.push(provider(5));
+                    }
+                    b.update(&set).unwrap();
+                }
+            })
+        };
+        for t in pickers {
+            t.join().unwrap();
+        }
+        churn.join().unwrap();
+        let percent = |at: i64, id: u64| stat_value(&b, at, id, "slow_start_percent").as_f64();
+        // Stamped at the join's time: half-way at +30 s, full at +60 s.
+        assert_eq!(percent(NOW + 30_000_000, 4), Some(50.0), "{name}");
+        assert_eq!(percent(NOW + 60_000_000, 4), Some(100.0), "{name}");
+        for id in 1..=3 {
+            assert_eq!(percent(NOW, id), Some(100.0), "{name}: invoker {id}");
+        }
+        for id in 1..=4 {
+            assert_eq!(stat(&b, NOW, id, "active"), 0, "{name}: invoker {id}");
+        }
+        // Invoker 5 joins again after the churn: a fresh ramp from its next pick.
+        let mut set = base.clone();
+        set.push(provider(5));
+        b.update(&set).unwrap();
+        let later = NOW + 100_000_000;
+        assert_eq!(
+            percent(later, 5),
+            Some(10.0),
+            "{name}: before its next pick"
+        );
+        let id = b.select(0, b"k", later).unwrap();
+        b.report(0, id, 1_000, Outcome::Success, later).unwrap();
+        assert_eq!(
+            percent(later + 30_000_000, 5),
+            Some(50.0),
+            "{name}: its new ramp"
+        );
+    }
+}
