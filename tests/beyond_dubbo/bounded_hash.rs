@@ -109,3 +109,33 @@ fn boundedhash_never_loops() {
         .recv_timeout(std::time::Duration::from_secs(60))
         .expect("the picks ended (no endless walk, no panic)");
 }
+
+/// The bound counts the method's own calls in flight, and that count comes back to exactly 0
+/// whatever the outcomes were: after 40 calls on method `a` ended in each outcome and with 100
+/// calls of method `b` still in flight, 400 calls of one hot key on `a` leave its owner exactly
+/// ⌈1.25 × 400 / 2⌉ = 250 of them (a count that drifted by d would make it ⌈1.25 × (400 + d) / 2⌉).
+#[test]
+fn boundedhash_bound_counts_the_methods_own_calls_after_every_outcome() {
+    let b = lb("loadbalance=boundedhash", &[provider(1), provider(2)]);
+    let (a, other) = (b.method("a").unwrap(), b.method("b").unwrap());
+    for outcome in [
+        Outcome::Success,
+        Outcome::Failure,
+        Outcome::Timeout,
+        Outcome::Cancelled,
+    ] {
+        for id in hold(&b, a, 40, NOW) {
+            b.report(a, id, 5_000, outcome, NOW).unwrap();
+        }
+    }
+    for k in 0..100u32 {
+        b.select(other, &k.to_le_bytes(), NOW).unwrap();
+    }
+    let calls: Vec<u64> = (0..400)
+        .map(|_| b.select(a, b"hot", NOW).unwrap())
+        .collect();
+    let owner = calls[0];
+    let held = calls.iter().filter(|&&id| id == owner).count() as i64;
+    assert_eq!(held, 250);
+    assert_eq!(method_stat(&b, NOW, owner, "a", "active"), 250);
+}

@@ -283,8 +283,18 @@ fn boundedhash_capacities_follow_weights() {
     for k in 0..500u32 {
         b.select(0, &k.to_le_bytes(), NOW).unwrap();
     }
+    let mut caps = Vec::new();
     for (id, w) in [(1, 0.6), (2, 0.2), (3, 0.2)] {
         let cap = (1.25f64 * 500.0 * w).ceil() as i64 + 1;
         assert!(active(&b, id) <= cap, "id {id}: {} > {cap}", active(&b, id));
+        caps.push(cap);
     }
+    // And from below: what the others' capacities cannot hold is the heavy one's (at equal
+    // capacities, ⌈1.25 × 500 / 3⌉ = 209, it would hold at most 210 of the 500).
+    let floor = 500 - caps[1] - caps[2];
+    assert!(
+        floor > 210 && active(&b, 1) >= floor,
+        "id 1: {} < {floor}",
+        active(&b, 1)
+    );
 }
