@@ -4,8 +4,13 @@
 mod common;
 use common::*;
 use polylb::{Balancer, Invoker, Outcome, StrategyKind};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// The ids of `set(round)`.
+fn ids(round: u64) -> impl Iterator<Item = u64> {
+    (0..4 + round % 8).map(move |k| 1 + (round + k) % 12)
+}
 
 fn set(round: u64) -> Vec<Invoker> {
     // Rotating membership (ids 1..=12, 4 to 11 of them) and weights, so every kind of churn
@@ -54,11 +59,19 @@ fn configurations() -> Vec<String> {
     configs
 }
 
+/// Each pick is a member of a set that was current at some moment of its select (the rounds
+/// whose update finished before it began, to the one begun when it ended), never an invoker
+/// of an older set nor of the rejected updates that come between the rounds.
 #[test]
 fn select_report_under_constant_updates_ends_with_nothing_in_flight() {
     for config in configurations() {
         let b = Arc::new(Balancer::new(&config).unwrap());
         b.update(&set(0)).unwrap();
+        // The last round whose update returned, and the last one begun.
+        let (finished, begun) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        // All five start together: a worker that started after the updates had ended would
+        // race nothing.
+        let start = Arc::new(std::sync::Barrier::new(5));
         let methods: Vec<u32> = ["", "a", "b"]
             .iter()
             .map(|m| b.method(m).unwrap())
@@ -67,23 +80,30 @@ fn select_report_under_constant_updates_ends_with_nothing_in_flight() {
         let workers: Vec<_> = (0..4u64)
             .map(|t| {
                 let (b, done, methods) = (b.clone(), done.clone(), methods.clone());
-                let config = config.clone();
+                let (finished, begun) = (finished.clone(), begun.clone());
+                let (config, start) = (config.clone(), start.clone());
                 std::thread::spawn(move || {
+                    start.wait();
                     let mut i = 0u64;
                     let mut picks = 0u64;
                     while !done.load(Ordering::Relaxed) || i < 2000 {
                         let m = methods[(i % 3) as usize];
                         let key = (t * 1_000_003 + i).to_le_bytes();
                         let excluded = 1 + i % 12;
+                        let first = finished.load(Ordering::SeqCst);
                         let r = if i % 5 == 0 {
                             b.select_among(m, &key, &[], &[excluded], 0)
                         } else {
                             b.select(m, &key, 0)
                         };
+                        let last = begun.load(Ordering::SeqCst);
                         if let Ok(id) = r {
-                            // Some set's member (every set draws from 1..=12), never the one
+                            // A member of a set current during the select, never the one
                             // excluded, whichever set the pick saw.
-                            assert!((1..=12).contains(&id), "{config}: picked {id}");
+                            assert!(
+                                (first..=last).any(|round| ids(round).any(|x| x == id)),
+                                "{config}: picked {id}, in none of rounds {first} to {last}"
+                            );
                             if i % 5 == 0 {
                                 assert_ne!(id, excluded, "{config}: picked the excluded id");
                             }
@@ -102,8 +122,21 @@ fn select_report_under_constant_updates_ends_with_nothing_in_flight() {
                 })
             })
             .collect();
+        start.wait();
         for round in 1..=10_000 {
+            begun.store(round, Ordering::SeqCst);
             b.update(&set(round)).unwrap();
+            finished.store(round, Ordering::SeqCst);
+            if round % 100 == 0 {
+                // Rejected (a repeated id): the set stays round's.
+                let mut bad = set(round);
+                bad.push(Invoker::new(100, "10.9.9.9:1"));
+                bad.push(Invoker::new(100, "10.9.9.8:1"));
+                assert!(
+                    b.update(&bad).is_err(),
+                    "{config}: a repeated id was accepted"
+                );
+            }
         }
         done.store(true, Ordering::Relaxed);
         let picks: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();

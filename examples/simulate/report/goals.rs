@@ -11,7 +11,7 @@ pub struct Goal {
 }
 
 pub enum GoalKind {
-    /// p99 ≤ bound × the better oracle's p99.
+    /// p99 ≤ bound × the better oracle's p99, at an error rate of at most `SHED_LOAD`.
     VsOracle(f64),
     /// p99 ≤ bound × random's p99.
     VsRandom(f64),
@@ -62,6 +62,12 @@ pub const GOALS: &[Goal] = &[
     },
 ];
 
+/// Above this error rate a p99 (of successful calls) is not comparable with the oracles': the
+/// failed calls were load the healthy providers did not carry (`random` fails scenario 4's
+/// quarter and serves the rest at 64 % utilisation where the oracles run 85 %), so a latency
+/// goal counts as not met. At 1 % the lighter load hardly moves the tail.
+const SHED_LOAD: f64 = 0.01;
+
 impl Report {
     /// For one goal and policy: (combos met, combos evaluated), or None when not evaluable.
     pub fn goal_met(&self, goal: &Goal, policy: &str) -> Option<(usize, usize)> {
@@ -75,7 +81,7 @@ impl Report {
                     if r.is_nan() {
                         return None;
                     }
-                    r <= b
+                    r <= b && c.err <= SHED_LOAD
                 }
                 GoalKind::VsRandom(b) => {
                     let rnd = self.cell(sc, load, cons, "random")?;
@@ -89,5 +95,72 @@ impl Report {
             }
         }
         (total > 0).then_some((met, total))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{PolicySpec, RunResult};
+    use crate::report::Settings;
+    use crate::scenario::{build, Model};
+
+    fn run(scenario: &str, policy: &str, p99_us: f64, failures: u64) -> RunResult {
+        RunResult {
+            scenario: scenario.into(),
+            policy: policy.into(),
+            load: 0.85,
+            consumers: 1,
+            seed: 1,
+            duration_us: 1_000_000,
+            calls: 10_000,
+            ok: 10_000 - failures,
+            failures,
+            timeouts: 0,
+            no_provider: 0,
+            attempts: 10_000,
+            p50_us: p99_us / 5.0,
+            p99_us,
+            p999_us: p99_us * 2.0,
+            mean_us: p99_us / 4.0,
+            cdf: Vec::new(),
+            providers: Vec::new(),
+            bucket_us: 1_000_000,
+            hash: None,
+            events: 0,
+            wall_s: 0.0,
+            in_flight_left: None,
+        }
+    }
+
+    /// A p99 within 1.1× the oracle's counts only while the calls were carried: one that failed
+    /// a quarter of them (a lighter load on the healthy providers) meets no latency goal.
+    #[test]
+    fn a_latency_goal_is_not_met_by_failing_calls() {
+        let sc = build("4", Some(1_000_000), &Model::default()).unwrap();
+        let names = ["shedding", "carrying", "oracle-jsq", "oracle-sed"];
+        let policies: Vec<PolicySpec> = names.iter().map(|p| PolicySpec::parse(p)).collect();
+        let runs = vec![
+            run(&sc.label(), "shedding", 4_800.0, 2_500),
+            run(&sc.label(), "carrying", 5_800.0, 100),
+            run(&sc.label(), "oracle-jsq", 5_400.0, 0),
+            run(&sc.label(), "oracle-sed", 5_500.0, 0),
+        ];
+        let settings = Settings {
+            loads: vec![0.85],
+            consumers: vec![1],
+            seeds: 1,
+            seed: 1,
+            timeout_us: 1_000_000,
+            retries: 0,
+            wall_s: 0.0,
+            jobs: 1,
+            command: String::new(),
+        };
+        let report = Report::new(&[sc], &policies, runs, settings);
+        let s4 = GOALS.iter().find(|g| g.name == "S4 p99<=1.1x").unwrap();
+        // 0.89× the oracle at 25 % errors: not met; 1.07× at 1 %: met.
+        assert_eq!(report.goal_met(s4, "shedding"), Some((0, 1)));
+        assert_eq!(report.goal_met(s4, "carrying"), Some((1, 1)));
     }
 }
