@@ -18,18 +18,29 @@ impl CallStats {
     /// in flight while one thread counts here.
     #[inline(always)]
     fn end_owned(&self, outcome: Outcome, elapsed_us: u64) -> bool {
-        let matched = self.counted_in_flight() > 0;
-        if !matched {
-            // Unmatched before it is ended: a reader of spread counts (created by another
-            // thread meanwhile) that saw it ended but not yet unmatched would find fewer than
-            // no calls in flight and count it as unmatched itself, then this add would count
-            // it again and leave a call "in flight" for good. The fence makes a reader that
-            // sees the end see this add too, so that its compensating exchange fails.
-            self.unmatched().fetch_add(1, Relaxed);
-            std::sync::atomic::fence(Release);
+        if self.counted_in_flight() > 0 {
+            self.counts.end::<true>(outcome, elapsed_us);
+            return true;
         }
+        self.end_unmatched(outcome, elapsed_us);
+        false
+    }
+
+    /// `end_owned` of a report that matched no call in flight.
+    #[cold]
+    #[inline(never)]
+    fn end_unmatched(&self, outcome: Outcome, elapsed_us: u64) {
+        // Unmatched before it is ended: a reader of spread counts (created by another thread
+        // meanwhile) that saw it ended but not yet unmatched would find fewer than no calls in
+        // flight and count it as unmatched itself, then this add would count it again and
+        // leave a call "in flight" for good. The fence makes a reader that sees the end see
+        // this add too, so that its compensating exchange fails. The add is marked as half
+        // done until the end is counted too: a reader that saw it unmatched but not yet ended
+        // would have counted a call in flight that was never selected.
+        self.unmatched().fetch_add(1 | COUNTING, Relaxed);
+        std::sync::atomic::fence(Release);
         self.counts.end::<true>(outcome, elapsed_us);
-        matched
+        self.unmatched().fetch_sub(COUNTING, Release);
     }
 
     /// `begin` for a strategy whose picks never read calls in flight: once a second thread
@@ -145,7 +156,8 @@ impl CallStats {
     }
 
     /// For a strategy whose picks never read calls in flight: the reports counted without a
-    /// matching select (kept in `ended`, which such a strategy does not count).
+    /// matching select (kept in `ended`, which such a strategy does not count), with
+    /// `COUNTING` set while the owner counts one (see `end_owned`).
     #[inline]
     fn unmatched(&self) -> &AtomicU64 {
         &self.ended
@@ -157,14 +169,31 @@ impl CallStats {
         if self.cells.get().is_some() {
             return self.active_spread();
         }
-        self.counted_in_flight()
+        // Read between two loads of the unmatched count that agree and find no report half
+        // counted; a few tries, then with the report being counted left out.
+        for _ in 0..SETTLE_TRIES {
+            let unmatched = self.unmatched().load(Acquire);
+            if unmatched & COUNTING == 0 {
+                let in_flight = self.in_flight_with(unmatched);
+                if self.unmatched().load(Acquire) == unmatched {
+                    return in_flight;
+                }
+            }
+            std::hint::spin_loop();
+        }
+        // Still counting: that report left out (a call in flight may read as none).
+        self.in_flight_with(self.unmatched().load(Acquire))
     }
 
     /// Calls in flight as the shared counts hold them, for a strategy whose picks never read
-    /// them: the calls counted before the spread (what `end_owned` matches reports against).
+    /// them: the calls counted before the spread (what `end_owned` matches reports against;
+    /// its caller, the owner, is the one that marks an unmatched report half counted, so it
+    /// never finds one).
     #[inline]
     fn counted_in_flight(&self) -> i64 {
-        // Ended counters first (Acquire orders the later load of `selected` after them).
+        // Ended counters first (Acquire orders the later load of `selected` after them). (The
+        // unmatched count loaded first, as `in_flight_with` has it, cost the owner's report an
+        // instruction.)
         let c = &self.counts;
         let ended = c
             .succeeded
@@ -175,20 +204,43 @@ impl CallStats {
         (c.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
     }
 
+    /// `counted_in_flight` for a reader with the unmatched count (see `unmatched`) loaded
+    /// before the counts.
+    #[inline]
+    fn in_flight_with(&self, unmatched: u64) -> i64 {
+        let c = &self.counts;
+        let ended = c
+            .succeeded
+            .load(Acquire)
+            .wrapping_add(c.failed.load(Acquire))
+            .wrapping_add(c.cancelled.load(Acquire))
+            .wrapping_sub(unmatched_settled(unmatched));
+        (c.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
+    }
+
     /// `in_flight` over spread counters. Their reports did not look for a matching select, so a
     /// report without one shows here as fewer calls in flight than none: it is counted as
     /// unmatched then, and hides no later call. (Until then, a call in flight at the same time
     /// may go uncounted: these are statistics of a strategy that never reads them to pick.)
     #[cold]
     fn active_spread(&self) -> i64 {
-        let unmatched = self.unmatched().load(Acquire);
+        // A report the former owner is counting is waited for, briefly: seen unmatched
+        // but not yet ended, it would read as a call in flight that was never selected.
+        let mut unmatched = self.unmatched().load(Acquire);
+        for _ in 0..SETTLE_TRIES {
+            if unmatched & COUNTING == 0 {
+                break;
+            }
+            std::hint::spin_loop();
+            unmatched = self.unmatched().load(Acquire);
+        }
         let ended = self
             .succeeded()
             .wrapping_add(self.failed())
             .wrapping_add(self.total(|c| &c.cancelled))
-            .wrapping_sub(unmatched);
+            .wrapping_sub(unmatched_settled(unmatched));
         let active = self.selected().wrapping_sub(ended) as i64;
-        if active < 0 {
+        if active < 0 && unmatched & COUNTING == 0 {
             // Another reader may have counted the same reports meanwhile: then this one's
             // exchange fails and it leaves them to it.
             let _ = self.unmatched().compare_exchange(
@@ -201,6 +253,23 @@ impl CallStats {
         active.max(0)
     }
 }
+
+/// Set in the unmatched count while a report is counted in it but not yet as ended (far above
+/// any count: 2^63 reports).
+const COUNTING: u64 = 1 << 63;
+
+/// The reports of an unmatched count that are counted as ended too: one being counted
+/// (`COUNTING`) is left out, as its end may not be counted yet.
+#[inline]
+fn unmatched_settled(unmatched: u64) -> u64 {
+    (unmatched & !COUNTING).wrapping_sub(unmatched >> 63)
+}
+
+/// How many times a stats read looks again for a report being counted without a matching
+/// select (its two adds are a few instructions apart, unless the thread is descheduled
+/// between them: then the read goes ahead, and may miss one call in flight, never count one
+/// that was not selected).
+const SETTLE_TRIES: usize = 64;
 
 /// The cell of the calling thread's group.
 #[inline(always)]
@@ -252,6 +321,30 @@ mod tests {
         assert_eq!(s.unmatched().load(Relaxed), 1);
         s.begin_spread(2);
         assert_eq!(s.in_flight(), 1);
+    }
+
+    /// Reports without a select, read meanwhile by another thread: never a call in flight
+    /// (the unmatched count was added before the end, and a read between the two found one).
+    #[test]
+    fn reports_without_a_select_never_read_as_a_call_in_flight() {
+        let s = CallStats::default();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let phantoms = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let mut phantoms = 0;
+                while !done.load(Acquire) {
+                    phantoms += (s.in_flight() != 0) as usize;
+                }
+                phantoms
+            });
+            for _ in 0..2_000_000 {
+                s.end_spread(1, Outcome::Success, 10);
+            }
+            done.store(true, Release);
+            reader.join().unwrap()
+        });
+        assert_eq!(phantoms, 0, "reads that found a call in flight");
+        assert_eq!((s.in_flight(), s.succeeded()), (0, 2_000_000));
     }
 
     /// The only thread counting reports a call it never selected while a second thread spreads
