@@ -1009,15 +1009,16 @@ fn int<T: ConfigInt>(key: &str, value: &str) -> Result<T, Error> {
         .strip_prefix('-')
         .filter(|d| !d.is_empty() && d.bytes().all(|b| b == b'0'));
     zero.unwrap_or(value).parse().map_err(|_| {
+        // The key's own range where it narrows its type's.
+        let (min, max) = T::RANGE;
+        let range = accepted(key).map_or_else(|| format!("{min}..={max}"), str::to_string);
         let digits = value.strip_prefix(['-', '+']).unwrap_or(value);
-        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            // The key's own range where it narrows its type's.
-            let (min, max) = T::RANGE;
-            let range = accepted(key).map_or_else(|| format!("{min}..={max}"), str::to_string);
-            bad(key, value, &format!("out of range (accepted: {range})"))
+        let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            "out of range"
         } else {
-            bad(key, value, "not an integer")
-        }
+            "not an integer"
+        };
+        bad(key, value, &format!("{why} (accepted: {range})"))
     })
 }
 
@@ -1026,7 +1027,14 @@ fn float(key: &str, value: &str) -> Result<f64, Error> {
         .parse::<f64>()
         .ok()
         .filter(|f| f.is_finite())
-        .ok_or_else(|| bad(key, value, "not a finite number"))
+        .ok_or_else(|| match accepted(key) {
+            Some(range) => bad(
+                key,
+                value,
+                &format!("not a finite number (accepted: {range})"),
+            ),
+            None => bad(key, value, "not a finite number"),
+        })
 }
 
 /// The candidate closest to `word` by case-insensitive edit distance, if it is close enough to
@@ -1438,7 +1446,12 @@ mod tests {
             );
         }
         let e = Config::parse("hash.nodes=abc").unwrap_err();
-        assert!(e.message.ends_with("is not an integer"), "{}", e.message);
+        assert!(
+            e.message
+                .ends_with("is not an integer (accepted: 4..=65536)"),
+            "{}",
+            e.message
+        );
         let e = Config::parse(&format!("seed={}", "9".repeat(40))).unwrap_err();
         assert!(e.message.contains("out of range"), "{}", e.message);
     }

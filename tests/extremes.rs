@@ -136,7 +136,9 @@ fn config_numbers_at_their_edges() {
     for text in ["8e1", "0x10", "8.0", "1_000", "--8", "+-8", "-", "+", "８"] {
         assert_eq!(
             nodes(&format!("hash.nodes={text}")),
-            Err(format!("config: hash.nodes='{text}' is not an integer"))
+            Err(format!(
+                "config: hash.nodes='{text}' is not an integer (accepted: 4..=65536)"
+            ))
         );
     }
     let p2c =
@@ -182,7 +184,7 @@ fn config_numbers_at_their_edges() {
         assert_eq!(
             factor(text),
             Err(format!(
-                "config: boundedhash.factor='{text}' is not a finite number"
+                "config: boundedhash.factor='{text}' is not a finite number (accepted: 1.0..=100)"
             ))
         );
     }

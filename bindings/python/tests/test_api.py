@@ -83,8 +83,8 @@ def test_config_numbers_are_written_as_numbers_whatever_their_class() -> None:
 @pytest.mark.parametrize(
     "value, message",
     [
-        (float("nan"), "config: boundedhash.factor='nan' is not a finite number"),
-        (float("inf"), "config: boundedhash.factor='inf' is not a finite number"),
+        (float("nan"), "config: boundedhash.factor='nan' is not a finite number (accepted: 1.0..=100)"),
+        (float("inf"), "config: boundedhash.factor='inf' is not a finite number (accepted: 1.0..=100)"),
         (100.00000000000001, "config: boundedhash.factor='100.00000000000001' is out of range (accepted: 1.0..=100)"),
     ],
 )
