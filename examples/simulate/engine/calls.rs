@@ -75,7 +75,7 @@ impl Engine<'_> {
         let consumer = if consumers == 1 {
             0
         } else {
-            self.traffic.below(consumers) as u32
+            self.consumer_draws.below(consumers) as u32
         };
         let key = match &self.sc.keys {
             Keys::Uniform(k) => self.traffic.below(*k as u64) as u32,

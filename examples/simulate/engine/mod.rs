@@ -2,8 +2,11 @@
 //! providers (provider.rs), a client timeout per attempt, optional failover retries, and the
 //! measurements of one run.
 //!
-//! Common random numbers: a request's consumer, key, cost and base service-time draw come from
-//! one traffic stream fixed by the seed, so every policy faces exactly the same requests.
+//! Common random numbers: a request's key, cost and base service-time draw come from one
+//! traffic stream fixed by the seed, so every policy faces exactly the same requests; its
+//! consumer comes from a stream of its own, so that the runs with 1 and with 50 consumers face
+//! the same requests too (drawn from the traffic stream, a consumer shifted every later draw,
+//! about 8 % of a p99 between consumer counts of one seed).
 
 mod calls;
 mod events;
@@ -154,6 +157,8 @@ struct Engine<'a> {
     members: Vec<Member>,
     policy: Box<dyn Policy>,
     traffic: SimRng,
+    /// Which consumer makes each request (see the module's comment).
+    consumer_draws: SimRng,
     key_bytes: Vec<Box<[u8]>>,
     arrivals_open: bool,
     next_arrival: f64,
@@ -219,6 +224,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         members: Vec::new(),
         policy,
         traffic: SimRng::new(derive(spec.seed, 0x7AFF1C)),
+        consumer_draws: SimRng::new(derive(spec.seed, 0xC0_5E7)),
         key_bytes: (0..n_keys)
             .map(|k| format!("key-{k}").into_bytes().into_boxed_slice())
             .collect(),
