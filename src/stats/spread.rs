@@ -191,30 +191,29 @@ impl CallStats {
     /// never finds one).
     #[inline]
     fn counted_in_flight(&self) -> i64 {
-        // Ended counters first (Acquire orders the later load of `selected` after them). (The
-        // unmatched count loaded first, as `in_flight_with` has it, cost the owner's report an
-        // instruction.)
-        let c = &self.counts;
-        let ended = c
-            .succeeded
-            .load(Acquire)
-            .wrapping_add(c.failed.load(Acquire))
-            .wrapping_add(c.cancelled.load(Acquire))
-            .wrapping_sub(self.unmatched().load(Acquire));
-        (c.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
+        // The unmatched count after the others (loaded first, as `in_flight_with` has it, it
+        // cost the owner's report an instruction).
+        self.in_flight_by(|| self.unmatched().load(Acquire))
     }
 
     /// `counted_in_flight` for a reader with the unmatched count (see `unmatched`) loaded
     /// before the counts.
     #[inline]
     fn in_flight_with(&self, unmatched: u64) -> i64 {
+        self.in_flight_by(|| unmatched_settled(unmatched))
+    }
+
+    /// The shared counts' calls in flight, with `unmatched` read after the ended counters.
+    #[inline(always)]
+    fn in_flight_by(&self, unmatched: impl FnOnce() -> u64) -> i64 {
+        // Ended counters first (Acquire orders the later load of `selected` after them).
         let c = &self.counts;
         let ended = c
             .succeeded
             .load(Acquire)
             .wrapping_add(c.failed.load(Acquire))
             .wrapping_add(c.cancelled.load(Acquire))
-            .wrapping_sub(unmatched_settled(unmatched));
+            .wrapping_sub(unmatched());
         (c.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
     }
 

@@ -140,31 +140,40 @@ fn slow_start_and_options_compose_with_warmup() {
     }
 }
 
+/// 20,000 keys, and which of them Dubbo's ring over invokers 1-4 gives to `id`.
+fn keys_the_ring_gives(id: u64) -> (Vec<[u8; 4]>, Vec<bool>) {
+    let ring = lb(
+        "loadbalance=consistenthash",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    );
+    let keys: Vec<[u8; 4]> = (0..20_000u32).map(|k| k.to_le_bytes()).collect();
+    let owned = keys
+        .iter()
+        .map(|k| ring.select(0, k, NOW).unwrap() == id)
+        .collect();
+    (keys, owned)
+}
+
+/// For each key, whether a call with it (made and reported at `t`) went to `id`.
+fn taken_by(b: &Balancer, keys: &[[u8; 4]], id: u64, t: i64) -> Vec<bool> {
+    keys.iter()
+        .map(|k| {
+            let got = b.select(0, k, t).unwrap();
+            b.report(0, got, 100, Outcome::Success, t).unwrap();
+            got == id
+        })
+        .collect()
+}
+
 /// boundedhash weighs a warming, ramping invoker by the same product: under light load it
 /// takes that fraction of the keys the ring gives it (2 of the warmest's 100, then 15), keeps
 /// the keys it took, and under load holds its capacity ⌈1.25 × calls × w / W⌉ and no more.
 #[test]
 fn boundedhash_composes_slow_start_with_warmup() {
     let b = joined_warming_and_ramping("boundedhash");
-    let ring = lb(
-        "loadbalance=consistenthash",
-        &(1..=4).map(provider).collect::<Vec<_>>(),
-    );
-    let keys: Vec<[u8; 4]> = (0..20_000u32).map(|k| k.to_le_bytes()).collect();
-    let owned: Vec<bool> = keys
-        .iter()
-        .map(|k| ring.select(0, k, NOW).unwrap() == 4)
-        .collect();
+    let (keys, owned) = keys_the_ring_gives(4);
     let owned_n = owned.iter().filter(|&&o| o).count();
-    let taken_at = |t: i64| -> Vec<bool> {
-        keys.iter()
-            .map(|k| {
-                let id = b.select(0, k, t).unwrap();
-                b.report(0, id, 100, Outcome::Success, t).unwrap();
-                id == 4
-            })
-            .collect()
-    };
+    let taken_at = |t: i64| taken_by(&b, &keys, 4, t);
     let (early, later) = (taken_at(NOW), taken_at(NOW + 30_000_000));
     assert!(
         early.iter().zip(&owned).all(|(e, o)| !e || *o),
@@ -245,24 +254,8 @@ fn boundedhash_gives_a_warming_invoker_its_keys_gradually_and_keeps_them() {
     let mut invokers: Vec<Invoker> = (1..=3).map(provider).collect();
     invokers.push(provider(4).start_time_ms(now_ms - 60_000));
     let b = lb("loadbalance=boundedhash", &invokers);
-    let plain = lb(
-        "loadbalance=consistenthash",
-        &(1..=4).map(provider).collect::<Vec<_>>(),
-    );
-    let keys: Vec<[u8; 4]> = (0..20_000u32).map(|k| k.to_le_bytes()).collect();
-    let own: Vec<bool> = keys
-        .iter()
-        .map(|k| plain.select(0, k, NOW).unwrap() == 4)
-        .collect();
-    let pick = |t: i64| -> Vec<bool> {
-        keys.iter()
-            .map(|k| {
-                let id = b.select(0, k, t).unwrap();
-                b.report(0, id, 100, Outcome::Success, t).unwrap();
-                id == 4
-            })
-            .collect()
-    };
+    let (keys, own) = keys_the_ring_gives(4);
+    let pick = |t: i64| taken_by(&b, &keys, 4, t);
     let early = pick(NOW);
     let later = pick(NOW + 240_000_000);
     let owned = own.iter().filter(|&&o| o).count();
