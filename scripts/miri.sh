@@ -23,6 +23,8 @@ skip=(
   a_reset_racing_reports_never_mixes_windows
   equals_the_walk_for_random_weights_and_counters
   an_unmatched_report_racing_the_spread_is_compensated_once
+  reports_without_a_select_never_read_as_a_call_in_flight
+  reads_that_began_before_the_spread_count_the_cells
   ceiling_equals_a_full_binary_search
   concurrent_counting_loses_nothing
   picks_equal_the_walk_while_invokers_warm_up_and_finish
