@@ -170,11 +170,11 @@ impl CallStats {
             return self.active_spread();
         }
         // Read between two loads of the unmatched count that agree and find no report half
-        // counted; a few tries, then with the report being counted left out.
-        // The counts may spread meanwhile: a spread read's compensation (for reports counted
-        // in the cells) would then be subtracted from the shared counts' ends alone, so the
-        // cells are looked for again once the count is read (its compensating exchange is
-        // AcqRel: a count that holds one comes with the cells).
+        // counted; a few tries, then with the report being counted left out. The counts may
+        // spread meanwhile, and a spread read's compensation (for reports counted in the
+        // cells) would then be subtracted from the shared counts' ends alone: the cells are
+        // looked for again after the count is read (the compensating exchange is AcqRel, so
+        // a count that holds one comes with the cells).
         let mut in_flight = None;
         for _ in 0..SETTLE_TRIES {
             let unmatched = self.unmatched().load(Acquire);
