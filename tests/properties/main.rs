@@ -12,7 +12,7 @@
 //!   flight. Strategy rules: leastactive picks a least-active candidate; random and
 //!   leastactive never pick a zero-weight candidate while a positive one is eligible.
 //!   The balancers take the options a deployment sets, drawn within their documented ranges
-//!   (`Opts`): every key of `src/config.rs` a strategy accepts, with zoned invokers. The
+//!   (`Opts`): every key of `src/config/keys.rs` a strategy accepts, with zoned invokers. The
 //!   config parses to exactly those values; a pick skips ejected invokers (unless all of the
 //!   call's are) and keeps to the healthy local zone as `zone.minHealthyPercent` says (the
 //!   strategy rules then apply within what the filters leave); ejections stay within

@@ -1,4 +1,4 @@
-//! Options a deployment sets, each within the range `src/config.rs` accepts. `None` leaves the
+//! Options a deployment sets, each within the range `src/config/keys.rs` accepts. `None` leaves the
 //! key out (its default applies); a key is only given where the parser accepts it, so that every
 //! drawn configuration builds a balancer.
 
