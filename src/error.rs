@@ -99,7 +99,7 @@ impl Status {
             Status::NoCandidate => "no candidate left: every candidate is excluded\0",
             Status::UnknownCandidate => "a candidate id is not in the current invoker set\0",
             Status::UnknownMethod => {
-                "unknown method id: use an id returned by plb_balancer_method\0"
+                "unknown method id: use an id the balancer's method(name) lookup returned (plb_balancer_method in C)\0"
             }
             Status::UnknownOutcome => {
                 "unknown outcome: expected 0 (success), 1 (failure), 2 (timeout) or 3 (cancelled)\0"

@@ -64,6 +64,29 @@ func TestUseAfterCloseIsErrClosedAndCloseIsIdempotent(t *testing.T) {
 // emptied set reports ErrClosed, not the library's error. (The window is
 // too narrow for TestCloseDuringCalls to hit reliably, so the mapping is
 // checked here directly.)
+// A Balancer not made by New answers every call with an error, Stats too
+// (it once indexed an empty buffer), and Close on a nil *Balancer (a defer
+// placed before New's error is checked) is a no-op, as os.File's.
+func TestZeroAndNilBalancersFailCleanly(t *testing.T) {
+	var zero Balancer
+	if _, err := zero.Stats(); !errors.Is(err, ErrNullPointer) {
+		t.Errorf("Stats on a zero Balancer: %v, want ErrNullPointer", err)
+	}
+	if _, err := zero.StatsJSON(time.Time{}); !errors.Is(err, ErrNullPointer) {
+		t.Errorf("StatsJSON on a zero Balancer: %v, want ErrNullPointer", err)
+	}
+	if _, err := zero.Select(0, nil); !errors.Is(err, ErrNullPointer) {
+		t.Errorf("Select on a zero Balancer: %v, want ErrNullPointer", err)
+	}
+	lb, err := New("loadbalance=bogus")
+	if err == nil || lb != nil {
+		t.Fatalf("New with a bad config: %v, %v", lb, err)
+	}
+	if err := lb.Close(); err != nil {
+		t.Errorf("Close on a nil *Balancer: %v, want nil", err)
+	}
+}
+
 func TestHotCallFailingAfterCloseIsErrClosed(t *testing.T) {
 	lb, err := New("")
 	if err != nil {

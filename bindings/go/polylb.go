@@ -251,6 +251,11 @@ func freeHandle(handle *C.plb_balancer) {
 // handle, by a cleanup that runs after the *Balancer has become unreachable,
 // at a later garbage collection.
 func (b *Balancer) Close() error {
+	if b == nil {
+		// As (*os.File).Close: a `defer lb.Close()` placed before New's error
+		// is checked must not turn a config error into a panic.
+		return nil
+	}
 	// First, so that once any Close has returned (also a second one that
 	// lost the race below) the hot calls refuse.
 	b.closed.Store(true)
@@ -590,7 +595,9 @@ func (b *Balancer) StatsAt(now time.Time) (Stats, error) {
 // clock), including fields this binding does not model.
 func (b *Balancer) StatsJSON(now time.Time) ([]byte, error) {
 	nowUs := unixMicros(now)
-	size := b.statsHint.Load()
+	// A zero-value Balancer (not made by New) has no hint: the library then
+	// answers its nil handle with the error every other method gives.
+	size := max(b.statsHint.Load(), 64)
 	// The set can grow between the size query and the retry (another
 	// goroutine may Update), so retry a few times, each with some slack.
 	for attempt := 0; attempt < 8; attempt++ {

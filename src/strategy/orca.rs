@@ -171,6 +171,9 @@ pub(crate) struct LoadTable {
     cells: Box<[Arc<LoadCell>]>,
     /// Each position's share of the stride, 0..=STRIDE (0 = takes no calls).
     scaled: Box<[AtomicU32]>,
+    /// The sum of `scaled`, as the last recomputation wrote it (for the stats' shares: summed
+    /// per row, a stats call over n invokers took n² loads, 3 s at 100,000).
+    scaled_total: AtomicU64,
     /// A position with the full stride (taken at every turn).
     heaviest: AtomicU32,
     /// The stride's turn counter, shared by every pick of every method.
@@ -206,6 +209,7 @@ impl LoadTable {
             config: config.clone(),
             cells,
             scaled: members.iter().map(|_| AtomicU32::new(0)).collect(),
+            scaled_total: AtomicU64::new(0),
             heaviest: AtomicU32::new(0),
             turn: AtomicU64::new(0),
             next_update_ms: AtomicI64::new(i64::MIN),
@@ -349,6 +353,7 @@ impl LoadTable {
         let top = if count == 0 { 1.0 } else { max.min(cap) };
         let scale = STRIDE as f64 / top;
         let mut heaviest = 0;
+        let mut total = 0u64;
         for (pos, w) in weights().enumerate() {
             let w = if count == 0 { 1.0 } else { w.min(cap) };
             let share = if w > 0.0 {
@@ -361,7 +366,9 @@ impl LoadTable {
                 heaviest = pos;
             }
             self.scaled[pos].store(share, Relaxed);
+            total += u64::from(share);
         }
+        self.scaled_total.store(total, Relaxed);
         self.heaviest.store(heaviest as u32, Release);
     }
 
@@ -464,11 +471,7 @@ impl Strategy for Orca {
         };
         let cell = &table.cells[pos];
         let weight = f64::from_bits(cell.weight.load(Relaxed));
-        let total: u64 = table
-            .scaled
-            .iter()
-            .map(|s| u64::from(s.load(Relaxed)))
-            .sum();
+        let total = table.scaled_total.load(Relaxed);
         let share = u64::from(table.scaled[pos].load(Relaxed)) as f64 / total.max(1) as f64;
         if weight > 0.0 {
             let _ = write!(out, ",\"orca_weight\":{weight}");

@@ -1059,8 +1059,15 @@ class Balancer:
         call._exclude = exclude
         call._stream = None
         call._id = -1
+        call._phase = _FRESH
         call.outcome = None
         return call
+
+
+# A Call's life: made, then in its `with` block (selected, not yet reported), then ended. It is
+# one RPC: entering it again, nested or concurrently (one object shared by two coroutines) or
+# after it ended, would select a second invoker with one report left to end both.
+_FRESH, _OPEN, _ENDED = 0, 1, 2
 
 
 _Stream = TypeVar("_Stream")
@@ -1069,7 +1076,18 @@ _Stream = TypeVar("_Stream")
 class Call:
     """One RPC in flight; see :meth:`Balancer.call`. ``id`` is the selected invoker."""
 
-    __slots__ = ("_balancer", "_key", "_method", "_among", "_exclude", "_started_ns", "_stream", "_id", "outcome")
+    __slots__ = (
+        "_balancer",
+        "_key",
+        "_method",
+        "_among",
+        "_exclude",
+        "_started_ns",
+        "_stream",
+        "_id",
+        "_phase",
+        "outcome",
+    )
 
     # Declared for type checkers; Balancer.call sets them (`_started_ns`: __enter__).
     _balancer: Balancer
@@ -1080,6 +1098,7 @@ class Call:
     _started_ns: int
     _stream: Any
     _id: int
+    _phase: int
     #: ``None`` until set: then the outcome is derived from how the block ended.
     outcome: Optional[Union[Outcome, int]]
 
@@ -1096,7 +1115,14 @@ class Call:
         return self._id
 
     def __enter__(self) -> "Call":
+        if self._phase != _FRESH:
+            raise RuntimeError(
+                "a Call is one RPC and this one was already entered"
+                + (" and has not ended" if self._phase == _OPEN else "")
+                + ": make one with Balancer.call() for each RPC"
+            )
         self._id = self._balancer.select(self._key, self._method, self._among, self._exclude)
+        self._phase = _OPEN
         # Started after select: the elapsed time is the RPC's, which is what strategies compare.
         self._started_ns = perf_counter_ns()
         return self
@@ -1161,6 +1187,7 @@ class Call:
         traceback: Optional[TracebackType],
     ) -> None:  # never swallows the exception
         elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
+        self._phase = _ENDED
         if exc_type is None and self.outcome is None and self._stream is None:
             # The common end, reported as _finish would, without its general path.
             self._balancer.report(self._id, elapsed_us, _SUCCESS, self._method)
@@ -1234,6 +1261,7 @@ class Call:
             self.__exit__(exc_type, exc, traceback)
             return
         elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
+        self._phase = _ENDED
         decided, status = self._end_stream(exc_type)
         # grpc.aio: code() is a coroutine; the stream is done.
         status = await self._awaited(status, elapsed_us, _CANCELLED, exc_type, exc)

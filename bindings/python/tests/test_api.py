@@ -439,6 +439,65 @@ def test_call_id_is_known_only_once_the_block_is_entered(balancer_factory: Any) 
     assert call.id == 1  # still readable after the block, e.g. to log where the call went
 
 
+def _in_flight_and_selected(lb: Balancer) -> list[tuple[int, int, int]]:
+    return [(r["id"], r["active"], r["selected"]) for r in lb.stats()["invokers"]]
+
+
+def test_a_call_entered_again_while_open_raises_and_leaves_nothing_in_flight(balancer_factory: Any) -> None:
+    lb: Balancer = balancer_factory("leastactive")
+    lb.update([Invoker(1, "10.0.0.1:20880"), Invoker(2, "10.0.0.2:20880")])
+    call = lb.call()
+    with call:
+        with pytest.raises(RuntimeError, match="already entered and has not ended"):
+            with call:
+                pass
+    # One select, one report: a second select would have left one invoker counted for good.
+    assert sum(a for _, a, _ in _in_flight_and_selected(lb)) == 0
+    assert sum(s for _, _, s in _in_flight_and_selected(lb)) == 1
+
+
+def test_one_call_shared_by_two_coroutines_ends_exactly_once(balancer_factory: Any) -> None:
+    lb: Balancer = balancer_factory("leastactive")
+    lb.update([Invoker(1, "10.0.0.1:20880"), Invoker(2, "10.0.0.2:20880")])
+    shared = lb.call()
+
+    async def rpc() -> None:
+        async with shared:
+            await asyncio.sleep(0.01)
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(rpc(), rpc(), return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert [type(r) for r in results].count(RuntimeError) == 1, results
+    assert sum(a for _, a, _ in _in_flight_and_selected(lb)) == 0
+    assert sum(s for _, _, s in _in_flight_and_selected(lb)) == 1
+
+
+def test_a_call_that_ended_is_not_entered_again(balancer_factory: Any) -> None:
+    lb = _single(balancer_factory)
+    call = lb.call()
+    with call:
+        call.outcome = Outcome.FAILURE
+    with pytest.raises(RuntimeError, match=r"already entered: make one with Balancer\.call\(\)"):
+        with call:
+            pass
+    assert by_id(lb.stats())[1]["selected"] == 1
+    assert by_id(lb.stats())[1]["failures"] == 1
+
+
+def test_a_call_whose_select_failed_can_be_entered_once_there_is_a_provider(balancer_factory: Any) -> None:
+    lb: Balancer = balancer_factory("roundrobin")
+    call = lb.call()
+    with pytest.raises(polylb.NoProviderError):
+        with call:
+            pass
+    lb.update([Invoker(1, "10.0.0.1:20880")])
+    with call:
+        assert call.id == 1
+    assert by_id(lb.stats())[1]["active"] == 0
+
+
 def test_a_call_is_made_by_the_balancer_only() -> None:
     with pytest.raises(TypeError, match=r"Balancer\.call\(\)"):
         polylb.Call()
