@@ -598,6 +598,9 @@ const KEYS_BEFORE_MAGLEV: usize = 24;
 /// for provider metrics, which the bytes below keep); added after the corpus was gathered.
 const LOAD_REPORT: u8 = 208;
 
+/// Bytes from here up reach what was added to a decoding after the corpus was gathered.
+const FIRST_NEW: u8 = 236;
+
 /// A byte's index into a list that has grown from `old` entries to `len` (new ones appended):
 /// bytes below the last 8 % of the range keep the index `byte % old` they had before, so the
 /// corpus' inputs mostly decode as they did; the top bytes reach the new entries.
@@ -606,7 +609,6 @@ fn stable_index(byte: u8, old: usize, len: usize) -> usize {
     if added == 0 {
         return byte as usize % len;
     }
-    const FIRST_NEW: u8 = 236;
     if byte >= FIRST_NEW {
         old + (byte - FIRST_NEW) as usize % added
     } else {
@@ -634,7 +636,7 @@ fn read_any_keys(r: &mut Reader) -> String {
     pairs
 }
 
-/// Whether `value` is within the range `src/config.rs` documents for `key` (independent of the
+/// Whether `value` is within the range `src/config/keys.rs` documents for `key` (independent of the
 /// parser, from the key descriptions), for keys that have a range; None for unknown keys.
 fn in_documented_range(key: &str, value: &str) -> Option<bool> {
     let value = value.trim();
@@ -696,10 +698,16 @@ fn assert_values_in_range(text: &str) {
     }
 }
 
-/// A valid set wider than a full scan's stack field (65 to 128 invokers, ids 0..n), with
-/// weights, zones and warm-up drawn from one byte each.
+/// A valid set wider than a full scan's stack field (65 to 128 invokers, ids 0..n), or, for the
+/// top bytes, past the 256 from which `random`, `leastactive` and `p2c` draw the next pick ahead
+/// (250 to 290), with weights, zones and warm-up drawn from one byte each.
 fn wide_set(r: &mut Reader) -> Vec<Spec> {
-    let n = 65 + (r.u8() % 64) as u64;
+    let size = r.u8();
+    let n = if size >= FIRST_NEW {
+        250 + (size - FIRST_NEW) as u64 * 2
+    } else {
+        65 + (size % 64) as u64
+    };
     let (weights, zones, warmup) = (r.u8(), r.u8(), r.u8());
     (0..n)
         .map(|id| Spec {
@@ -958,7 +966,13 @@ pub fn abi_sequence(data: &[u8]) {
             2 | 3 => {
                 // select (plb_select, or plb_select32 at the library's clock) / select_among
                 let key_sel = r.u8();
-                let key = r.take(key_sel as usize % 24).to_vec();
+                // Up to 23 bytes, or for the top bytes 40 to 130: MD5 takes a second block
+                // from 56 bytes and a third from 120.
+                let key_len = match key_sel {
+                    FIRST_NEW..=0xFE => 40 + (key_sel - FIRST_NEW) as usize * 5,
+                    _ => key_sel as usize % 24,
+                };
+                let key = r.take(key_len).to_vec();
                 let among = op % 10 == 3;
                 let narrow = among || (op / 10) % 2 == 0;
                 // A valid key pointer with a length no array can have.
