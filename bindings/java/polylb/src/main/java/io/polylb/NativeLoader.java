@@ -18,6 +18,9 @@ import java.util.Locale;
  *       or {@code java.io.tmpdir};</li>
  *   <li>{@code System.loadLibrary("polylb_jni")}, i.e. {@code java.library.path}.</li>
  * </ol>
+ * A JVM lets one class loader load a given file: where another class loader of the JVM (another
+ * web application, a plugin) loaded the one found by 1 or 3, this class loader loads a temporary
+ * copy of it, as 2 does for each class loader anyway.
  */
 final class NativeLoader {
     static final String PATH_PROPERTY = "polylb.library.path";
@@ -30,7 +33,7 @@ final class NativeLoader {
     static void load() {
         String override = System.getProperty(PATH_PROPERTY);
         if (override != null && !override.isEmpty()) {
-            System.load(Paths.get(override).toAbsolutePath().toString());
+            loadFile(Paths.get(override).toAbsolutePath());
             return;
         }
         String fileName = System.mapLibraryName(LIBRARY_NAME);
@@ -44,24 +47,90 @@ final class NativeLoader {
                 loadExtracted(in, fileName);
                 return;
             } catch (IOException | UnsatisfiedLinkError e) {
-                extractionFailure = new UnsatisfiedLinkError("could not load " + resource + ": " + e);
+                extractionFailure = new UnsatisfiedLinkError("could not load " + resource + ": " + e
+                        + (theTemporaryDirectoryMayBeTheCause(e)
+                                ? "; set -D" + TMPDIR_PROPERTY + " to a writable directory not mounted noexec"
+                                : ""));
                 extractionFailure.initCause(e);
             }
         }
         try {
             System.loadLibrary(LIBRARY_NAME);
         } catch (UnsatisfiedLinkError e) {
+            Path found = loadedElsewhere(e) ? onLibraryPath(fileName) : null;
+            if (found != null) {
+                loadCopy(found, e);
+                return;
+            }
             // The jar's copy failing to load (a polylb.tmpdir that does not exist, a temporary
-            // directory mounted noexec) is the cause to name, not a missing copy.
+            // directory mounted noexec, a library for another machine) is the cause to name,
+            // not a missing copy.
             String jar = extractionFailure != null
-                    ? "the native library in the jar could not be loaded (" + extractionFailure.getMessage()
-                            + "; set -D" + TMPDIR_PROPERTY + " to a writable directory not mounted noexec)"
+                    ? "the native library in the jar could not be loaded (" + extractionFailure.getMessage() + ")"
                     : "no native library for " + String.join(" or ", platforms()) + " in the jar (META-INF/native/...)";
             UnsatisfiedLinkError error = new UnsatisfiedLinkError("polylb: " + jar + ", and "
                     + fileName + " is not on java.library.path; set -D" + PATH_PROPERTY + "=/path/to/" + fileName);
             error.initCause(extractionFailure != null ? extractionFailure : e);
             throw error;
         }
+    }
+
+    /** {@code System.load}, or a copy of the file where another class loader loaded it. */
+    private static void loadFile(Path file) {
+        try {
+            System.load(file.toString());
+        } catch (UnsatisfiedLinkError e) {
+            if (!loadedElsewhere(e)) {
+                throw e;
+            }
+            loadCopy(file, e);
+        }
+    }
+
+    private static void loadCopy(Path file, UnsatisfiedLinkError loadedElsewhere) {
+        try (InputStream in = Files.newInputStream(file)) {
+            loadExtracted(in, file.getFileName().toString());
+        } catch (IOException | UnsatisfiedLinkError e) {
+            UnsatisfiedLinkError error = new UnsatisfiedLinkError("polylb: " + file
+                    + " is loaded by another class loader of this JVM, and a copy for this one could not be loaded: "
+                    + e + (theTemporaryDirectoryMayBeTheCause(e)
+                            ? "; set -D" + TMPDIR_PROPERTY + " to a writable directory not mounted noexec"
+                            : ""));
+            error.initCause(e);
+            error.addSuppressed(loadedElsewhere);
+            throw error;
+        }
+    }
+
+    /** The JVM's refusal to load one file in a second class loader. */
+    private static boolean loadedElsewhere(UnsatisfiedLinkError e) {
+        String message = e.getMessage();
+        return message != null && message.contains("already loaded in another classloader");
+    }
+
+    /**
+     * Whether the temporary file's directory may be why a copy did not load: an I/O error (no
+     * such directory, not writable) or a mapping refused (mounted noexec). Not a library for
+     * another machine, whose error the JVM words itself.
+     */
+    private static boolean theTemporaryDirectoryMayBeTheCause(Throwable e) {
+        String message = e.getMessage();
+        return e instanceof IOException
+                || (message != null && (message.contains("failed to map segment") || message.contains("not permitted")));
+    }
+
+    /** The library file {@code System.loadLibrary} finds on {@code java.library.path}, if any. */
+    private static Path onLibraryPath(String fileName) {
+        for (String dir : System.getProperty("java.library.path", "").split(java.io.File.pathSeparator)) {
+            if (dir.isEmpty()) {
+                continue;
+            }
+            Path file = Paths.get(dir, fileName).toAbsolutePath();
+            if (Files.isRegularFile(file)) {
+                return file;
+            }
+        }
+        return null;
     }
 
     private static void loadExtracted(InputStream in, String fileName) throws IOException {

@@ -1,11 +1,13 @@
 package io.polylb;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
 import java.net.URL;
+import java.net.URLClassLoader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -28,7 +30,48 @@ class LoaderProcessTest {
         }
     }
 
+    /**
+     * Loads the binding's classes in {@code args[1]} class loaders of their own, as application
+     * servers give each web application, and makes a balancer in each. {@code args[0]}: "show"
+     * (the loaders see the jar's native library), "hide" (they do not: java.library.path or
+     * polylb.library.path must serve), "junk" (the jar's library is a file no JVM can load).
+     */
+    public static final class Loaders {
+        public static void main(String[] args) throws Exception {
+            String mode = args[0];
+            URL classes = Balancer.class.getProtectionDomain().getCodeSource().getLocation();
+            Path junk = Files.createTempFile("polylb-junk-", ".so");
+            Files.writeString(junk, "not a shared library");
+            junk.toFile().deleteOnExit();
+            for (int i = 0; i < Integer.parseInt(args[1]); i++) {
+                ClassLoader loader = new URLClassLoader(new URL[] {classes}, ClassLoader.getPlatformClassLoader()) {
+                    @Override
+                    public URL getResource(String name) {
+                        if (!name.startsWith("META-INF/native/") || mode.equals("show")) {
+                            return super.getResource(name);
+                        }
+                        try {
+                            return mode.equals("junk") ? junk.toUri().toURL() : null;
+                        } catch (java.net.MalformedURLException e) {
+                            throw new IllegalStateException(e);
+                        }
+                    }
+                };
+                Class<?> balancer = Class.forName(Balancer.class.getName(), true, loader);
+                assertNotEquals(Balancer.class, balancer, "the loader's own class");
+                try (AutoCloseable lb = (AutoCloseable) balancer.getConstructor(String.class)
+                        .newInstance("loadbalance=random")) {
+                    System.out.println("loader " + i + " loaded " + balancer.getMethod("nativeVersion").invoke(null));
+                }
+            }
+        }
+    }
+
     private static Result run(String... properties) throws Exception {
+        return runMain(Probe.class, List.of(properties));
+    }
+
+    private static Result runMain(Class<?> main, List<String> properties, String... args) throws Exception {
         List<String> command = new ArrayList<>();
         command.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
         for (String p : properties) {
@@ -36,7 +79,8 @@ class LoaderProcessTest {
         }
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));
-        command.add(Probe.class.getName());
+        command.add(main.getName());
+        command.addAll(List.of(args));
         Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
         String output = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertTrue(process.waitFor(60, TimeUnit.SECONDS));
@@ -77,5 +121,52 @@ class LoaderProcessTest {
         Result missing = run("polylb.library.path=/nonexistent/" + file);
         assertNotEquals(0, missing.exit());
         assertTrue(missing.output().contains("UnsatisfiedLinkError"), missing.output());
+    }
+
+    /** The jar's library for this machine as a file, or null (the tests run from a jar). */
+    private static File packedLibrary() throws Exception {
+        String[] platforms = NativeLoader.platforms();
+        URL packed = NativeLoader.class.getResource("/META-INF/native/" + platforms[platforms.length - 1] + "/"
+                + System.mapLibraryName(NativeLoader.LIBRARY_NAME));
+        return packed != null && "file".equals(packed.getProtocol()) ? new File(packed.toURI()) : null;
+    }
+
+    @Test
+    void everyClassLoaderLoadsTheJarsLibrary() throws Exception {
+        Result r = runMain(Loaders.class, List.of(), "show", "3");
+        assertEquals(0, r.exit(), r.output());
+        assertTrue(r.output().contains("loader 2 loaded "), r.output());
+    }
+
+    /** The JVM refuses a file a second class loader loads: each later loader takes a copy. */
+    @Test
+    void theLibraryPathPropertyServesEveryClassLoader() throws Exception {
+        File packed = packedLibrary();
+        if (packed == null) {
+            return;
+        }
+        Result r = runMain(Loaders.class, List.of("polylb.library.path=" + packed), "hide", "3");
+        assertEquals(0, r.exit(), r.output());
+        assertTrue(r.output().contains("loader 2 loaded "), r.output());
+    }
+
+    @Test
+    void javaLibraryPathServesEveryClassLoader() throws Exception {
+        File packed = packedLibrary();
+        if (packed == null) {
+            return;
+        }
+        Result r = runMain(Loaders.class, List.of("java.library.path=" + packed.getParent()), "hide", "3");
+        assertEquals(0, r.exit(), r.output());
+        assertTrue(r.output().contains("loader 2 loaded "), r.output());
+    }
+
+    /** The JVM names why a library for another machine (here: no library at all) fails. */
+    @Test
+    void aLibraryNoJvmCanLoadIsNotBlamedOnTheTemporaryDirectory() throws Exception {
+        Result r = runMain(Loaders.class, List.of(), "junk", "1");
+        assertNotEquals(0, r.exit(), r.output());
+        assertTrue(r.output().contains("the native library in the jar could not be loaded"), r.output());
+        assertFalse(r.output().contains("polylb.tmpdir"), r.output());
     }
 }
