@@ -34,15 +34,16 @@ use std::time::Instant;
 /// `Send`, so an async task may hold it across `.await`s and finish it on another worker thread;
 /// but whether a panic is unwinding it is read from the thread that drops it, and a future dropped
 /// at an `.await` (a timeout around the whole task, a cancel) drops it as cancelled — so time the
-/// request out inside the task and pass the result to [`finish_with`](Call::finish_with) or
-/// [`finish`](Call::finish).
+/// request out inside the task and pass the result to [`finish_with`](Call::finish_with) (whose
+/// documentation shows a deadline's `Result` of a `Result`) or [`finish`](Call::finish). A
+/// future that must be `'static` holds [`into_owned`](Call::into_owned)'s call.
 ///
 /// The time is read with [`Instant`] (monotonic); `report` gets the library's clock
 /// (`now_us` = 0). Callers that time calls themselves, report from elsewhere (a callback, another
 /// thread) or run in virtual time use [`Balancer::select`] and [`Balancer::report`] instead.
 #[must_use = "a Call dropped at once is reported as cancelled; keep it until the call ends"]
 pub struct Call<'a> {
-    balancer: &'a Balancer,
+    balancer: Handle<'a>,
     method: u32,
     id: u64,
     started: Instant,
@@ -53,16 +54,58 @@ pub struct Call<'a> {
     panicking: bool,
 }
 
+/// The balancer a call reports to: borrowed, or (after [`Call::into_owned`]) a clone.
+enum Handle<'a> {
+    Borrowed(&'a Balancer),
+    Owned(Balancer),
+}
+
+impl Handle<'_> {
+    fn get(&self) -> &Balancer {
+        match self {
+            Handle::Borrowed(b) => b,
+            Handle::Owned(b) => b,
+        }
+    }
+}
+
 impl<'a> Call<'a> {
     fn new(balancer: &'a Balancer, method: u32, id: u64) -> Call<'a> {
         // Started after the select: the elapsed time is the call's, which strategies compare.
         Call {
-            balancer,
+            balancer: Handle::Borrowed(balancer),
             method,
             id,
             started: Instant::now(),
             pending: true,
             panicking: std::thread::panicking(),
+        }
+    }
+
+    /// The same call, holding a clone of the balancer (one reference count) instead of a
+    /// borrow: for a future that must be `'static`, as tower's `Service::call` returns or
+    /// `tokio::spawn` takes. The call is still reported exactly once, by whichever ends it.
+    ///
+    /// ```
+    /// # use polylb::{Balancer, Call, Invoker, Outcome};
+    /// # let lb = Balancer::new("loadbalance=leastactive").unwrap();
+    /// # lb.update(&[Invoker::new(1, "10.0.0.1:20880")]).unwrap();
+    /// fn start(lb: &Balancer) -> Call<'static> {
+    ///     lb.call(0, b"").unwrap().into_owned() // outlives the borrow of `lb`
+    /// }
+    /// let call = start(&lb);
+    /// std::thread::spawn(move || call.finish(Outcome::Success)).join().unwrap().unwrap();
+    /// ```
+    pub fn into_owned(mut self) -> Call<'static> {
+        // Ended here without a report: the returned call carries it.
+        self.pending = false;
+        Call {
+            balancer: Handle::Owned(self.balancer.get().clone()),
+            method: self.method,
+            id: self.id,
+            started: self.started,
+            pending: true,
+            panicking: self.panicking,
         }
     }
 
@@ -92,6 +135,27 @@ impl<'a> Call<'a> {
     /// [`finish_with_error`](Call::finish_with_error). An error the service answered with (not
     /// found, invalid argument) is an answer, a success: map it to `Ok` first, or use
     /// [`finish`](Call::finish) (docs/outcomes.md).
+    ///
+    /// A `Result` of a `Result` is judged by its outer layer alone: `tokio::time::timeout`'s
+    /// (`Result<Result<T, E>, Elapsed>`) would make an expired deadline a failure and an error
+    /// within it a success. Match it:
+    ///
+    /// ```
+    /// # use polylb::{Balancer, Invoker, Outcome};
+    /// # let lb = Balancer::new("loadbalance=leastactive").unwrap();
+    /// # lb.update(&[Invoker::new(1, "10.0.0.1:20880")]).unwrap();
+    /// # struct Elapsed; // tokio::time::error::Elapsed
+    /// # fn send_with_deadline(_: u64) -> Result<std::io::Result<()>, Elapsed> { Err(Elapsed) }
+    /// let call = lb.call(0, b"").unwrap();
+    /// // let answer = tokio::time::timeout(deadline, send(call.id())).await;
+    /// let answer = send_with_deadline(call.id());
+    /// match answer {
+    ///     Err(_elapsed) => call.finish(Outcome::Timeout),
+    ///     Ok(result) => call.finish_with(&result),
+    /// }
+    /// .unwrap();
+    /// assert!(lb.stats_json(0).contains("\"timeouts\":1"));
+    /// ```
     pub fn finish_with<T, E: 'static>(self, result: &Result<T, E>) -> Result<(), Status> {
         let outcome = match result {
             Ok(_) => Outcome::Success,
@@ -120,6 +184,7 @@ impl<'a> Call<'a> {
     fn report(&self, outcome: Outcome) -> Result<(), Status> {
         let elapsed_us = i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX);
         self.balancer
+            .get()
             .report(self.method, self.id, elapsed_us, outcome, 0)
     }
 }

@@ -5,8 +5,11 @@ use std::fmt;
 /// Outcome of a call, stable across releases: the numeric values are the C ABI's status codes
 /// and are never renumbered. Hot calls (`select`, `report`) return a bare `Status` so that an
 /// error never allocates; cold calls return [`Error`], which adds a message.
+///
+/// Codes are appended as the library grows: a `match` needs a `_` arm (`#[non_exhaustive]`).
 #[repr(i32)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Status {
     /// Success (`PLB_OK`); the Rust API never returns it as an error.
     Ok = 0,

@@ -254,3 +254,43 @@ fn a_call_can_end_on_another_thread() {
         "the time from the select to the finish: {latency} us"
     );
 }
+
+/// `into_owned`: the call outlives the borrow it was made from (a `'static` future's), is still
+/// in flight, and is reported once — by the owned call, not by the one it replaced.
+#[test]
+fn an_owned_call_outlives_the_borrow_and_is_reported_once() {
+    let b = balancer("loadbalance=leastactive", &[provider(1), provider(2)]);
+    let m = b.method("sayHello").unwrap();
+    fn start(b: &polylb::Balancer, m: u32) -> polylb::Call<'static> {
+        b.call(m, b"").unwrap().into_owned()
+    }
+    let owned = start(&b, m);
+    assert_eq!(owned.method(), m);
+    // The borrowed call ended without a report: still one call in flight, nothing cancelled.
+    assert_eq!(total(&b, &[1, 2], "active"), 1);
+    assert_eq!(total(&b, &[1, 2], "selected"), 1);
+    let id = owned.id();
+    let worker = std::thread::spawn(move || owned.finish(Outcome::Failure));
+    worker.join().unwrap().unwrap();
+    assert_eq!(stat(&b, 0, id, "failures"), 1);
+    assert_eq!(total(&b, &[1, 2], "active"), 0);
+
+    // Dropped unfinished, even after the balancer it came from is gone: cancelled, counted out.
+    let clone = b.clone();
+    let owned = clone.call(m, b"").unwrap().into_owned();
+    drop(clone);
+    assert_eq!(total(&b, &[1, 2], "active"), 1);
+    drop(owned);
+    assert_eq!(total(&b, &[1, 2], "active"), 0);
+    assert_eq!(total(&b, &[1, 2], "failures"), 1);
+    assert_eq!(total(&b, &[1, 2], "selected"), 2);
+}
+
+#[test]
+fn a_balancer_prints_its_strategy_and_set_size() {
+    let b = balancer("loadbalance=p2c", &[provider(1), provider(2), provider(3)]);
+    assert_eq!(
+        format!("{b:?}"),
+        "Balancer { strategy: \"p2c\", invokers: 3 }"
+    );
+}

@@ -162,6 +162,17 @@ pub struct Balancer {
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
+/// The strategy and the current set's size (`Balancer { strategy: "random", invokers: 3 }`), so
+/// that a struct holding a balancer can derive `Debug`; [`Balancer::stats_json`] has the rest.
+impl std::fmt::Debug for Balancer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Balancer")
+            .field("strategy", &self.strategy_name())
+            .field("invokers", &self.inner.snapshot.load().members.len())
+            .finish()
+    }
+}
+
 impl Balancer {
     /// A balancer for a config string of Dubbo URL parameters
     /// (`loadbalance=leastactive&warmup=600000`; empty = `random` with Dubbo's defaults), with
@@ -178,7 +189,7 @@ impl Balancer {
     /// [`Config::default`] count as set.
     pub fn with_config(config: Config) -> Result<Balancer, Error> {
         config.check()?;
-        Ok(Self::build(config))
+        Ok(Self::build(config.settled()))
     }
 
     fn build(config: Config) -> Balancer {

@@ -10,9 +10,11 @@ impl Config {
     /// What [`crate::Balancer::with_config`] checks of a hand-built config: [`Config::validate`],
     /// then the options `parse` rejects as doing nothing or harm (a subset with a key-hashing
     /// strategy, `slowstart.*` with `random`, …), taking as set the fields that differ from
-    /// [`Config::default`] (a struct cannot say which were set on purpose).
+    /// [`Config::default`] (a struct cannot say which were set on purpose). So a longest
+    /// ejection left at its default follows a longer first one, as in a config string that
+    /// leaves `outlier.maxEjectionMs` out.
     pub fn check(&self) -> Result<(), Error> {
-        self.validate()?;
+        self.clone().settled().validate()?;
         self.check_options(&self.changed_keys())
     }
 

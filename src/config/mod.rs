@@ -122,7 +122,8 @@ pub struct OutlierConfig {
     /// First ejection's length; the n-th consecutive ejection lasts n times as long.
     pub base_ejection_ms: i64,
     /// Longest ejection in ms, at least `base_ejection_ms` (default 300000; left out of a
-    /// config string, 300000 or `base_ejection_ms`, whichever is longer).
+    /// config string, or left at 300000 in a config given to `Balancer::with_config`, 300000
+    /// or `base_ejection_ms`, whichever is longer).
     pub max_ejection_ms: i64,
     /// At most this share of the set is ejected at once (at least one invoker, never all; 0 =
     /// never eject).
@@ -133,6 +134,12 @@ impl OutlierConfig {
     /// True when a rule is set (`consecutive_failures` or `failure_rate_percent` above 0).
     pub fn enabled(&self) -> bool {
         self.consecutive_failures > 0 || self.failure_rate_percent > 0
+    }
+
+    /// What a longest ejection left out becomes: the default or the first one, whichever is
+    /// longer.
+    fn lengthen_max_ejection(&mut self) {
+        self.max_ejection_ms = self.max_ejection_ms.max(self.base_ejection_ms);
     }
 }
 
@@ -158,42 +165,75 @@ impl Default for Config {
             timeout_ms: 1000,
             seed: None,
             p2c_choices: 2,
-            peakewma: PeakEwmaConfig {
-                choices: 2,
-                decay_ms: 10_000,
-                failure_penalty_ms: 1000,
-                preference_ms: 0,
-            },
+            peakewma: PeakEwmaConfig::default(),
             boundedhash_factor: 1.25,
             maglev_table_size: 65537,
-            orca: OrcaConfig {
-                blackout_ms: 10_000,
-                expiration_ms: 180_000,
-                update_ms: 1000,
-                error_penalty: 1.0,
-            },
+            orca: OrcaConfig::default(),
             zone: None,
             zone_min_healthy_percent: 70,
-            subset: SubsetConfig {
-                size: 0,
-                key: None,
-                index: None,
-                min_healthy_percent: 70,
-            },
-            outlier: OutlierConfig {
-                consecutive_failures: 0,
-                failure_rate_percent: 0,
-                window_ms: 10_000,
-                min_requests: 20,
-                base_ejection_ms: 30_000,
-                max_ejection_ms: 300_000,
-                max_ejection_percent: 10,
-            },
-            slow_start: SlowStartConfig {
-                window_ms: 0,
-                min_weight_percent: 10,
-                aggression: 1.0,
-            },
+            subset: SubsetConfig::default(),
+            outlier: OutlierConfig::default(),
+            slow_start: SlowStartConfig::default(),
+        }
+    }
+}
+
+// The sub-configs' defaults are their keys' (what `Config::default` holds), so that
+// `OutlierConfig { consecutive_failures: 5, ..Default::default() }` reads as it should.
+
+impl Default for PeakEwmaConfig {
+    fn default() -> Self {
+        PeakEwmaConfig {
+            choices: 2,
+            decay_ms: 10_000,
+            failure_penalty_ms: 1000,
+            preference_ms: 0,
+        }
+    }
+}
+
+impl Default for OrcaConfig {
+    fn default() -> Self {
+        OrcaConfig {
+            blackout_ms: 10_000,
+            expiration_ms: 180_000,
+            update_ms: 1000,
+            error_penalty: 1.0,
+        }
+    }
+}
+
+impl Default for SubsetConfig {
+    fn default() -> Self {
+        SubsetConfig {
+            size: 0,
+            key: None,
+            index: None,
+            min_healthy_percent: 70,
+        }
+    }
+}
+
+impl Default for OutlierConfig {
+    fn default() -> Self {
+        OutlierConfig {
+            consecutive_failures: 0,
+            failure_rate_percent: 0,
+            window_ms: 10_000,
+            min_requests: 20,
+            base_ejection_ms: 30_000,
+            max_ejection_ms: 300_000,
+            max_ejection_percent: 10,
+        }
+    }
+}
+
+impl Default for SlowStartConfig {
+    fn default() -> Self {
+        SlowStartConfig {
+            window_ms: 0,
+            min_weight_percent: 10,
+            aggression: 1.0,
         }
     }
 }
@@ -256,12 +296,21 @@ impl Config {
         // first one, whichever is longer (a base of 10 minutes is not an error about a key the
         // user never set).
         if !given.contains(&"outlier.maxEjectionMs") {
-            let o = &mut config.outlier;
-            o.max_ejection_ms = o.max_ejection_ms.max(o.base_ejection_ms);
+            config.outlier.lengthen_max_ejection();
         }
         config.validate()?;
         config.check_options(&given)?;
         Ok(config)
+    }
+
+    /// The config a hand-built one stands for, as `parse` reads the same keys: a longest
+    /// ejection left at its default follows a longer first one (the fields equal to their
+    /// defaults count as left out, as [`Config::check`] takes them).
+    pub(crate) fn settled(mut self) -> Config {
+        if self.outlier.max_ejection_ms == OutlierConfig::default().max_ejection_ms {
+            self.outlier.lengthen_max_ejection();
+        }
+        self
     }
 
     /// Every accepted key with a one-line description (for docs and error messages).

@@ -128,7 +128,7 @@ fn hand_built_configs_out_of_range_are_errors_naming_the_key() {
         let e = config.validate().unwrap_err();
         assert_eq!(e.status, Status::InvalidConfig, "{key}");
         assert!(e.message.contains(key), "{key}: {}", e.message);
-        let e = crate::Balancer::with_config(config).err().expect(key);
+        let e = crate::Balancer::with_config(config).expect_err(key);
         assert!(e.message.contains(key), "{key}: {}", e.message);
         if !text.is_empty() {
             let e = Config::parse(text).unwrap_err();
@@ -244,7 +244,7 @@ fn hand_built_configs_are_checked_as_strings_are() {
     for (key, set, text) in refused {
         let mut config = Config::default();
         set(&mut config);
-        let by_hand = crate::Balancer::with_config(config).err().expect(text);
+        let by_hand = crate::Balancer::with_config(config).expect_err(text);
         let by_text = Config::parse(text).unwrap_err();
         assert_eq!(by_hand.status, Status::InvalidConfig, "{text}");
         assert!(by_hand.message.contains(key), "{text}: {}", by_hand.message);
@@ -385,4 +385,39 @@ fn an_integer_out_of_range_is_told_its_range() {
     );
     let e = Config::parse(&format!("seed={}", "9".repeat(40))).unwrap_err();
     assert!(e.message.contains("out of range"), "{}", e.message);
+}
+
+/// A hand-built config reads as the same keys in a string do: the longest ejection left at its
+/// default follows a longer first one (`with_config` refused what `parse` accepted).
+#[test]
+fn a_hand_built_longest_ejection_left_at_its_default_follows_the_first() {
+    let hand_built = Config {
+        outlier: OutlierConfig {
+            consecutive_failures: 5,
+            base_ejection_ms: 600_000,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let parsed = Config::parse("outlier.consecutiveFailures=5&outlier.baseEjectionMs=600000");
+    assert_eq!(hand_built.check(), Ok(()));
+    assert_eq!(Ok(hand_built.clone().settled()), parsed);
+    let b = crate::Balancer::with_config(hand_built).unwrap();
+    assert!(b.stats_json(0).starts_with("{\"strategy\":\"random\""));
+    // Set below the first ejection (not left at its default), it is the error it is in a string.
+    let shorter = Config {
+        outlier: OutlierConfig {
+            consecutive_failures: 5,
+            base_ejection_ms: 600_000,
+            max_ejection_ms: 400_000,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let e = shorter.check().unwrap_err();
+    assert!(
+        e.message.contains("is below outlier.baseEjectionMs=600000"),
+        "{}",
+        e.message
+    );
 }

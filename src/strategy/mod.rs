@@ -214,8 +214,10 @@ pub(crate) struct StatsAt<'a> {
     pub snapshot: &'a Snapshot,
 }
 
-/// Every strategy name polylb knows. Dubbo's six keep Dubbo's meaning forever.
+/// Every strategy name polylb knows. Dubbo's six keep Dubbo's meaning forever. New strategies
+/// are added under new names: a `match` needs a `_` arm (`#[non_exhaustive]`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum StrategyKind {
     /// `random`: weighted random, warm-up aware (Dubbo's default).
     Random,
