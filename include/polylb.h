@@ -19,7 +19,8 @@
  * ERRORS: cold calls return a status (PLB_OK = 0, or a positive PLB_ERR_* code) and may write
  * a message into an optional caller buffer. Hot calls return values: plb_select returns an id
  * >= 0 or a negated status. There is no thread-local "last error". A NULL data pointer with a
- * non-zero length is always PLB_ERR_NULL_POINTER. No panic crosses this boundary.
+ * non-zero length is always PLB_ERR_NULL_POINTER, except the optional message buffer `err`:
+ * NULL means no message is wanted, whatever `err_cap`. No panic crosses this boundary.
  *
  * TIME: `now_us` is Unix microseconds; 0 means the library's (coarse) clock.
  */

@@ -409,8 +409,9 @@ private:
  * in flight: as a Failure when an exception thrown after it was made unwinds it (as Python's
  * `with lb.call()` counts an exception leaving its block: catch the service's own errors, which
  * are answers, and finish(Outcome::Success)), else as Cancelled (an early return: no verdict on
- * the provider). Move-only; end it on the thread that made it (the exceptions in flight are
- * the thread's).
+ * the provider). Move-constructible but not assignable (assigning would have to end the call it
+ * replaces): a failover retry takes a new variable, or a std::optional<Call> emplaced again.
+ * End it on the thread that made it (the exceptions in flight are the thread's).
  * It must end before its balancer is freed: declare Calls after their Balancer. Moving the
  * Balancer elsewhere is fine, but destroying it or assigning another balancer to it (a move or
  * a create onto it) frees the one the Call reports to. Keep the Call in a variable:
