@@ -131,34 +131,33 @@ class LoaderProcessTest {
         return packed != null && "file".equals(packed.getProtocol()) ? new File(packed.toURI()) : null;
     }
 
-    @Test
-    void everyClassLoaderLoadsTheJarsLibrary() throws Exception {
-        Result r = runMain(Loaders.class, List.of(), "show", "3");
+    /** Three class loaders, each loading the library as {@code mode} and {@code properties} let it. */
+    private static void assertThreeClassLoadersLoad(List<String> properties, String mode) throws Exception {
+        Result r = runMain(Loaders.class, properties, mode, "3");
         assertEquals(0, r.exit(), r.output());
         assertTrue(r.output().contains("loader 2 loaded "), r.output());
+    }
+
+    @Test
+    void everyClassLoaderLoadsTheJarsLibrary() throws Exception {
+        assertThreeClassLoadersLoad(List.of(), "show");
     }
 
     /** The JVM refuses a file a second class loader loads: each later loader takes a copy. */
     @Test
     void theLibraryPathPropertyServesEveryClassLoader() throws Exception {
         File packed = packedLibrary();
-        if (packed == null) {
-            return;
+        if (packed != null) {
+            assertThreeClassLoadersLoad(List.of("polylb.library.path=" + packed), "hide");
         }
-        Result r = runMain(Loaders.class, List.of("polylb.library.path=" + packed), "hide", "3");
-        assertEquals(0, r.exit(), r.output());
-        assertTrue(r.output().contains("loader 2 loaded "), r.output());
     }
 
     @Test
     void javaLibraryPathServesEveryClassLoader() throws Exception {
         File packed = packedLibrary();
-        if (packed == null) {
-            return;
+        if (packed != null) {
+            assertThreeClassLoadersLoad(List.of("java.library.path=" + packed.getParent()), "hide");
         }
-        Result r = runMain(Loaders.class, List.of("java.library.path=" + packed.getParent()), "hide", "3");
-        assertEquals(0, r.exit(), r.output());
-        assertTrue(r.output().contains("loader 2 loaded "), r.output());
     }
 
     /** The JVM names why a library for another machine (here: no library at all) fails. */
