@@ -196,10 +196,14 @@ def build_config(
     cannot be spelled that way goes in ``config`` (a string, or a mapping whose keys are taken
     verbatim). ``None`` values are left out, meaning "the library's default". Booleans are written
     ``true``/``false``. Order: ``loadbalance``, then ``config``, then the keywords; a key given
-    twice is the library's error (``ConfigError``), not silently overridden.
+    twice is the library's error (``ConfigError``), not silently overridden. A ``loadbalance``
+    with an ``=`` is a whole config string, as the other bindings' constructors take one
+    (``Balancer("loadbalance=p2c&seed=7")``): no strategy name has one.
     """
     parts: List[bytes] = []
-    if loadbalance is not None:
+    if isinstance(loadbalance, str) and "=" in loadbalance:
+        parts.append(_library_text(loadbalance, "config"))
+    elif loadbalance is not None:
         parts.append(_library_text(_config_pair("loadbalance", loadbalance), "config"))
     if isinstance(config, (str, bytes)):
         if config:

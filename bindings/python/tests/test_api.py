@@ -37,6 +37,17 @@ def test_config_string_mapping_and_keywords_combine_in_order() -> None:
     assert polylb.build_config() == b""
 
 
+def test_a_first_argument_with_an_equals_sign_is_a_config_string_as_in_the_other_bindings() -> None:
+    assert polylb.build_config("loadbalance=p2c&seed=7") == b"loadbalance=p2c&seed=7"
+    assert polylb.build_config("loadbalance=p2c", params={"seed": 7}) == b"loadbalance=p2c&seed=7"
+    with Balancer("loadbalance=orca&seed=3") as lb:
+        assert lb.stats()["strategy"] == "orca"
+    # A strategy name stays one; a string that is neither is the library's error, as in C.
+    assert polylb.build_config("p2c") == b"loadbalance=p2c"
+    with pytest.raises(polylb.ConfigError, match="has no '='"):
+        Balancer("orca&seed=3")
+
+
 def test_config_values_given_as_bytes_or_str_subclasses_are_their_text() -> None:
     import enum
 
