@@ -28,6 +28,11 @@ import java.util.function.UnaryOperator;
  * LoadBalancerRegistry.getDefaultRegistry().register(
  *     new PolylbLoadBalancerProvider("polylb_observed", balancer -> current.set(balancer)));
  * }</pre>
+ *
+ * <p>Register a name once per JVM: gRPC's registry keeps the first provider registered under a
+ * name (every instance has the same priority) and ignores a later one, whose observer then never
+ * hears of a balancer. Register it once (a static initializer) and share its observer, give each
+ * registration its own name, or {@code deregister} the provider once its channels are shut down.
  */
 public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
     private static final Set<String> ENTRY_KEYS =
