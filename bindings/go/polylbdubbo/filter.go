@@ -77,8 +77,15 @@ func (f *Filter) Invoke(ctx context.Context, invoker base.Invoker, inv base.Invo
 			p.report(outcome)
 		}
 	}()
+	// A failover retry after the caller's deadline (or cancel) is never sent:
+	// the protocol fails it at once (Triple with DeadlineExceeded), which says
+	// nothing of this provider (docs/outcomes.md: a call never sent).
+	spent := ctx != nil && ctx.Err() != nil
 	res := invoker.Invoke(ctx, inv)
 	outcome = OutcomeOf(ctx, res)
+	if spent {
+		outcome = polylb.Cancelled
+	}
 	if outcome == polylb.Success && answersLater(p.url, inv) {
 		// The invoker returned before the provider answered: its latency
 		// would be a fast answer that never came.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"dubbo.apache.org/dubbo-go/v3/common"
 	"dubbo.apache.org/dubbo-go/v3/common/constant"
@@ -92,6 +94,49 @@ func TestOutcomesReachTheBalancer(t *testing.T) {
 		if want := "succeeded 2 failures 2 timeouts 1"; got != want {
 			t.Errorf("%s: %s, want %s", inv.Address, got, want)
 		}
+	}
+	assertNoneInFlight(t, lbName, svc)
+}
+
+// dubbo-go's failover retries after the caller's deadline has passed; Triple
+// then fails each retry at once with DeadlineExceeded, without sending it.
+// Only the attempt that ran out the deadline is a timeout: the retries are
+// Cancelled, no timeout charged to providers that never saw the call.
+func TestRetriesAfterTheDeadlineAreNoTimeouts(t *testing.T) {
+	svc := serviceName(t)
+	const lbName = "polylb-roundrobin"
+	p := newProvider(t, svc, "10.0.0.1:20000", "loadbalance="+lbName+"&retries=2")
+	other := newProvider(t, svc, "10.0.0.2:20000", "loadbalance="+lbName+"&retries=2")
+	var attempts atomic.Int64
+	p.fn = func(ctx context.Context, inv base.Invocation) result.Result {
+		attempts.Add(1)
+		<-ctx.Done() // the provider is slow: the deadline passes
+		return &result.RPCResult{Err: tri.NewError(tri.CodeDeadlineExceeded, ctx.Err())}
+	}
+	other.fn = p.fn
+	ci := clusterOf(t, "failover", wrapAll(p, other))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if res := ci.Invoke(ctx, invocation.NewRPCInvocation("sayHello", nil, nil)); res.Error() == nil {
+		t.Fatal("the call succeeded past its deadline")
+	}
+	if n := attempts.Load(); n < 2 {
+		t.Fatalf("%d attempts: the failover did not retry, so the test shows nothing", n)
+	}
+	stats, err := Get(lbName).Stats(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var selected, timeouts, failures uint64
+	for _, inv := range stats[0].Invokers {
+		selected += inv.Selected
+		timeouts += inv.Timeouts
+		failures += inv.Failures
+	}
+	// (The failover may select once more than it sends: that pick is released.)
+	if selected < uint64(attempts.Load()) || timeouts != 1 || failures != 1 {
+		t.Errorf("%d attempts: selected %d, timeouts %d, failures %d; want every attempt selected, one timeout (a failure too)",
+			attempts.Load(), selected, timeouts, failures)
 	}
 	assertNoneInFlight(t, lbName, svc)
 }
