@@ -134,7 +134,8 @@ final class NativeLoader {
     }
 
     private static void loadExtracted(InputStream in, String fileName) throws IOException {
-        int dot = fileName.lastIndexOf('.');
+        // A copy of a polylb.library.path file may have a name without an extension.
+        int dot = fileName.lastIndexOf('.') < 0 ? fileName.length() : fileName.lastIndexOf('.');
         String prefix = fileName.substring(0, dot) + "-";
         String suffix = fileName.substring(dot);
         String dir = System.getProperty(TMPDIR_PROPERTY);

@@ -143,12 +143,17 @@ class LoaderProcessTest {
         assertThreeClassLoadersLoad(List.of(), "show");
     }
 
-    /** The JVM refuses a file a second class loader loads: each later loader takes a copy. */
+    /**
+     * The JVM refuses a file a second class loader loads: each later loader takes a copy (of a
+     * file named without an extension too).
+     */
     @Test
-    void theLibraryPathPropertyServesEveryClassLoader() throws Exception {
+    void theLibraryPathPropertyServesEveryClassLoader(@TempDir Path dir) throws Exception {
         File packed = packedLibrary();
         if (packed != null) {
             assertThreeClassLoadersLoad(List.of("polylb.library.path=" + packed), "hide");
+            Path bare = Files.copy(packed.toPath(), dir.resolve("polylbjni"));
+            assertThreeClassLoadersLoad(List.of("polylb.library.path=" + bare), "hide");
         }
     }
 
