@@ -246,6 +246,47 @@ def _library_text(text: Union[str, bytes], what: str) -> bytes:
 
 
 def _to_struct(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
+    """The C form of an invoker: at once for plain ints in range and text that encodes (what
+    nearly every set holds), else by :func:`_to_struct_checked`, which says what is wrong."""
+    if invoker.__class__ is Invoker:
+        id, weight = invoker.id, invoker.weight
+        start_time_ms, warmup_ms = invoker.start_time_ms, invoker.warmup_ms
+        address, zone = invoker.address, invoker.zone
+        if (
+            id.__class__ is int
+            and weight.__class__ is int
+            and start_time_ms.__class__ is int
+            and warmup_ms.__class__ is int
+            and address.__class__ is str
+            and (zone is None or zone.__class__ is str)
+            and 0 <= id < _UINT64_END
+            and _INT32_MIN <= weight <= _INT32_MAX
+            and _INT64_MIN <= start_time_ms <= _INT64_MAX
+            and _INT32_MIN <= warmup_ms <= _INT32_MAX
+        ):
+            try:
+                raw_address = address.encode("utf-8")
+                raw_zone = None if zone is None else zone.encode("utf-8")
+            except UnicodeEncodeError:
+                pass  # a lone surrogate: the checked path passes its escaped form on
+            else:
+                keep_alive.append(raw_address)
+                if raw_zone is not None:
+                    keep_alive.append(raw_zone)
+                return PlbInvoker(
+                    id,
+                    raw_address,
+                    len(raw_address),
+                    weight,
+                    start_time_ms,
+                    warmup_ms,
+                    raw_zone,
+                    0 if raw_zone is None else len(raw_zone),
+                )
+    return _to_struct_checked(invoker, keep_alive)
+
+
+def _to_struct_checked(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
     """The C form of an invoker. Wrong types and values that exist in no other language (beyond
     the C field's type) are refused here; every other bad value goes to the library, which checks
     the list in its order. An id outside 0 .. 2**64 - 1 or a weight below -2**31 is given in a

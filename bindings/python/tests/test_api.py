@@ -163,6 +163,26 @@ def test_stats_reflect_registration(balancer_factory: Any) -> None:
     assert [row["id"] for row in lb.stats()["invokers"]] == [5, 6]  # the update's order
 
 
+def test_plain_invokers_and_ones_the_checked_path_reads_give_the_same_set(balancer_factory: Any) -> None:
+    # update() reads plain Invokers at once and anything else (a subclass, IntEnum or NumPy
+    # numbers) through the checks that name what is wrong: both must hand the library the same set.
+    class Tagged(Invoker):
+        pass
+
+    fields = [
+        (1, "10.0.0.1:20880", 100, 0, -1, None),
+        (2, "provider-ü.example:20880", 0, 1_700_000_000_000, 60_000, "zone-a"),
+        (2**63 - 1, "[::1]:20880", 2**31 - 1, -5, 2**31 - 1, ""),
+        (7, "10.0.0.7:20880", 150, 2**63 - 1, -(2**31), "zone-\u4e2d"),
+    ]
+    plain: Balancer = balancer_factory("random")
+    checked: Balancer = balancer_factory("random")
+    plain.update([Invoker(i, a, weight=w, start_time_ms=t, warmup_ms=u, zone=z) for i, a, w, t, u, z in fields])
+    checked.update([Tagged(i, a, weight=w, start_time_ms=t, warmup_ms=u, zone=z) for i, a, w, t, u, z in fields])
+    now = 1_700_000_100_000_000
+    assert plain.stats(now_us=now)["invokers"] == checked.stats(now_us=now)["invokers"]
+
+
 def test_update_replaces_the_set(balancer_factory: Any) -> None:
     lb = balancer_factory("roundrobin")
     lb.update(invokers(3))
