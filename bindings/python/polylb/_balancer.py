@@ -270,20 +270,24 @@ def _to_struct(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
             except UnicodeEncodeError:
                 pass  # a lone surrogate: the checked path passes its escaped form on
             else:
-                keep_alive.append(raw_address)
-                if raw_zone is not None:
-                    keep_alive.append(raw_zone)
-                return PlbInvoker(
-                    id,
-                    raw_address,
-                    len(raw_address),
-                    weight,
-                    start_time_ms,
-                    warmup_ms,
-                    raw_zone,
-                    0 if raw_zone is None else len(raw_zone),
-                )
+                return _struct(id, raw_address, weight, start_time_ms, warmup_ms, raw_zone, keep_alive)
     return _to_struct_checked(invoker, keep_alive)
+
+
+def _struct(
+    id: int,
+    address: bytes,
+    weight: int,
+    start_time_ms: int,
+    warmup_ms: int,
+    zone: Optional[bytes],
+    keep_alive: List[bytes],
+) -> PlbInvoker:
+    """The struct of checked fields; its text lives in ``keep_alive`` until the update returns."""
+    keep_alive.append(address)
+    if zone is not None:
+        keep_alive.append(zone)
+    return PlbInvoker(id, address, len(address), weight, start_time_ms, warmup_ms, zone, 0 if zone is None else len(zone))
 
 
 def _to_struct_checked(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
@@ -310,19 +314,7 @@ def _to_struct_checked(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
     _check_range(warmup_ms, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: warmup_ms")
     address = _library_text(invoker.address, f"invoker {invoker.id}: address")
     zone = None if invoker.zone is None else _library_text(invoker.zone, f"invoker {invoker.id}: zone")
-    keep_alive.append(address)
-    if zone is not None:
-        keep_alive.append(zone)
-    return PlbInvoker(
-        id,
-        address,
-        len(address),
-        weight,
-        start_time_ms,
-        warmup_ms,
-        zone,
-        0 if zone is None else len(zone),
-    )
+    return _struct(id, address, weight, start_time_ms, warmup_ms, zone, keep_alive)
 
 
 def _update_error(status: int, message: str, invokers: List[Invoker]) -> PolylbError:
