@@ -539,7 +539,10 @@ class PolylbPolicyTest {
     @Test
     void peakEwmaSendsLittleToASlowProvider() throws Exception {
         List<Provider> p = providers(3);
-        p.get(2).delayMs.set(20);
+        // 60 ms, not 20: a peak EWMA keeps a fast provider's peak for about a decay, so on a
+        // loaded machine a scheduling delay of 16 ms on each fast provider would make a 20 ms one
+        // their equal (within the 25 % band) and the test would measure the machine.
+        p.get(2).delayMs.set(60);
         Client client = client("loadbalance=peakewma", false, endpoints(p));
         client.waitForSet(3);
         for (int i = 0; i < 300; i++) {
