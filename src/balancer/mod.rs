@@ -154,11 +154,24 @@ impl Packed {
 }
 
 /// A load balancer over one set of invokers. Thread-safe: share it by reference or clone it
-/// (clones share everything).
+/// (clones share everything). Unwind-safe too: a reference may cross
+/// [`std::panic::catch_unwind`] as it is, and the balancer is sound to use after a panic
+/// unwound through the code that held it (a [`Call`](crate::Call) dropped by the unwinding is
+/// reported as failed).
 #[derive(Clone)]
 pub struct Balancer {
     inner: Arc<Inner>,
 }
+
+// A panic in polylb is a bug, and none is expected; should one unwind out of a call, the
+// balancer is still sound to use: an update builds the next set before it publishes it (a
+// panic leaves the previous one), the locks do not poison, and the rest is atomics each valid
+// on its own. The C ABI relies on this already (it catches a panic and goes on with the same
+// balancer). Declared so that `&Balancer` (or a struct holding one) may cross
+// `std::panic::catch_unwind` without `AssertUnwindSafe`: parking_lot's locks, the strategy
+// behind a `dyn`, and the per-thread counters in `UnsafeCell`s do not derive it.
+impl std::panic::UnwindSafe for Balancer {}
+impl std::panic::RefUnwindSafe for Balancer {}
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
