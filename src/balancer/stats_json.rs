@@ -21,6 +21,7 @@ impl Balancer {
         let at = StatsAt {
             now_us,
             now_ms,
+            library_clock: clock.is_library(),
             method: &method,
             snapshot: &snapshot,
         };

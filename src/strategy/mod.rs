@@ -208,6 +208,8 @@ pub(crate) trait Strategy: Send + Sync + 'static {
 pub(crate) struct StatsAt<'a> {
     pub now_us: i64,
     pub now_ms: i64,
+    /// The time is the library's clock (which advances a tick at a time), not the caller's.
+    pub library_clock: bool,
     /// The balancer's state of a method id (`BYPASS` cleared), as picks of it read it.
     pub method: &'a dyn Fn(u32) -> Option<&'a MethodState>,
     /// The set the row's invoker belongs to (what the strategy prepared for it included).

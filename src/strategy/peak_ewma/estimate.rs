@@ -67,6 +67,14 @@ impl PeakEwma {
         let sampled = stamp_since_step(&cell.sampled_us, now, now);
         // A peak seen before the clock stepped back was seen before this call was sent.
         let peak = stamp_since_step(&cell.peak_us, now, sent);
+        // Sent after the peak (or the first answer) was seen, as far as the clock can tell. The
+        // library's clock lies up to a tick (4 ms on most kernels) before the moment it marks
+        // while `elapsed` is precise, so a call shorter than a tick, sent after a report in the
+        // same tick, read as sent before it: neither settled an estimate nor showed a recovery.
+        // (A 1 ms provider whose second answer could not settle its estimate was settled by a
+        // 29 ms spike after it, which became the method's typical latency; the spike was never
+        // forgiven, and a 20 ms provider tied with both fast ones.)
+        let after_peak = sent.saturating_add(self.slack_us(r.clock)) >= peak;
         // The first answers often pay a connection's set-up (or the client's own start-up),
         // and so may every call sent before the first answer came. Until a success of a call
         // sent after it settles the estimate, early successes keep the fastest of them, and the
@@ -76,7 +84,7 @@ impl PeakEwma {
         // later than the calls after it, by a clock that stepped back, must not keep it early).
         let counted = cell.successes.load(Relaxed);
         let early = success && counted & SETTLED == 0 && (counted & !SETTLED) < EARLY_SUCCESSES;
-        let settles = early && ((peak != 0 && sent >= peak) || counted + 1 >= EARLY_SUCCESSES);
+        let settles = early && ((peak != 0 && after_peak) || counted + 1 >= EARLY_SUCCESSES);
         let typical = r.method.ext(Typical::default);
         let typical_now = f64::from_bits(typical.bits.load(Relaxed));
         let mut old_bits = cell.estimate_bits.load(Relaxed);
@@ -91,7 +99,7 @@ impl PeakEwma {
             } else if settles {
                 (sample, false, false)
             } else if success
-                && sent >= peak
+                && after_peak
                 && typical_now > 0.0
                 && old > SLOW * typical_now
                 && sample * TIE < old

@@ -28,6 +28,10 @@ pub(super) struct Look {
 #[derive(Clone, Copy)]
 pub(super) struct Moment {
     pub(super) now_us: i64,
+    /// How much earlier than `now_us` the moment may be: the library clock's tick (0 for a
+    /// caller's time). Ages are lower bounds: a call the coarse clock dates a tick back may
+    /// have been sent just now.
+    pub(super) slack_us: i64,
     /// The method's typical estimate (0 = none yet).
     pub(super) typical: f64,
     /// This period's preference salt (None: preferences off).
@@ -70,6 +74,7 @@ impl PeakEwma {
     ) -> Look {
         let Moment {
             now_us,
+            slack_us,
             typical,
             preference,
         } = *at;
@@ -97,7 +102,10 @@ impl PeakEwma {
         if look.active > 0 {
             let progress = stamp_since_step(&cell.progress_us, now_us, now_us);
             if progress > 0 {
-                look.age = now_us.saturating_sub(progress).max(0) as f64;
+                look.age = now_us
+                    .saturating_sub(progress)
+                    .saturating_sub(slack_us)
+                    .max(0) as f64;
             }
         } else if typical > 0.0 && look.estimate > SLOW * typical {
             // Idle and slow-looking: no ordinary pick would refresh its estimate.
@@ -125,7 +133,13 @@ impl PeakEwma {
     /// [`PeakEwma::look_at`] reads it but without writing (for stats): the larger of its
     /// estimate (faded; the typical one without a sample) and the age of its oldest call in
     /// flight; 0 when nothing is known.
-    pub(super) fn price_now(&self, stats: &CallStats, typical: f64, now_us: i64) -> f64 {
+    pub(super) fn price_now(
+        &self,
+        stats: &CallStats,
+        typical: f64,
+        now_us: i64,
+        slack_us: i64,
+    ) -> f64 {
         let cell = stats.ewma();
         let mut estimate = f64::from_bits(cell.estimate_bits.load(Relaxed));
         if typical > 0.0 && estimate > typical {
@@ -143,7 +157,10 @@ impl PeakEwma {
         if stats.active() > 0 {
             let progress = stamp_read(&cell.progress_us, now_us);
             if progress > 0 {
-                age = now_us.saturating_sub(progress).max(0) as f64;
+                age = now_us
+                    .saturating_sub(progress)
+                    .saturating_sub(slack_us)
+                    .max(0) as f64;
             }
         }
         if age > estimate {

@@ -14,6 +14,10 @@
 //!   progress (a call it was sent ended, or it went from idle to busy); the effective latency is
 //!   the larger of that age and the estimate. A stalled invoker looks slower every millisecond,
 //!   before any of its calls returns — with one call in flight as well as with a hundred.
+//!   (Read from the library's clock, which advances a kernel tick at a time, 4 ms on most
+//!   kernels, the age is taken a tick shorter, so that a call sent just now never looks old;
+//!   and a call whose report falls in the same tick as a peak counts as sent after it when it
+//!   may have been.)
 //! - **Cold start.** An invoker without a sample is priced at the method's typical estimate (an
 //!   average of the invokers' estimates as successful calls end, so weighted by traffic), so it is
 //!   neither flooded as "0 ms" nor shunned; with no sample anywhere, in flight / weight decides.
@@ -140,6 +144,9 @@ pub(crate) struct PeakEwma {
     penalty_us: f64,
     probe_min_us: i64,
     probe_max_us: i64,
+    /// The library clock's tick (see `clock::library_tick_us`): a call read from it as sent
+    /// before a peak may have been sent up to this much later.
+    library_tick_us: i64,
     slow: Option<SlowStart>,
     /// How long one preference order between otherwise equal invokers lasts, µs; 0 = none.
     preference_us: i64,
@@ -162,6 +169,7 @@ impl PeakEwma {
             penalty_us: config.peakewma.failure_penalty_ms as f64 * 1000.0,
             probe_min_us: (decay_us / 1000).max(1),
             probe_max_us: decay_us.max(1),
+            library_tick_us: crate::clock::library_tick_us(),
             slow: SlowStart::new(config),
             preference_us: config.peakewma.preference_ms.saturating_mul(1000),
             salt: match config.seed {
@@ -185,8 +193,20 @@ impl PeakEwma {
         let now_us = clock.now_us();
         Moment {
             now_us,
+            slack_us: self.slack_us(clock),
             typical: Typical::get(method),
             preference: self.preference(now_us),
+        }
+    }
+
+    /// How much earlier than its time a moment read from `clock` may be (see
+    /// `clock::library_tick_us`).
+    #[inline(always)]
+    fn slack_us(&self, clock: &Clock) -> i64 {
+        if clock.is_library() {
+            self.library_tick_us
+        } else {
+            0
         }
     }
 
@@ -306,7 +326,12 @@ impl Strategy for PeakEwma {
         for (method, s) in member.state.methods.iter() {
             estimate = estimate.max(f64::from_bits(s.ewma().estimate_bits.load(Relaxed)));
             let typical = (at.method)(method & !BYPASS).map_or(0.0, Typical::get);
-            price = price.max(self.price_now(s, typical, at.now_us));
+            let slack_us = if at.library_clock {
+                self.library_tick_us
+            } else {
+                0
+            };
+            price = price.max(self.price_now(s, typical, at.now_us, slack_us));
         }
         let _ = write!(
             out,
@@ -340,5 +365,97 @@ mod tests {
         strategy.on_select(&method, 0, stats, first, &clock);
         strategy.on_select(&method, 0, stats, second, &clock);
         assert_eq!(stats.ewma().progress_us.load(Relaxed), now);
+    }
+
+    /// The library's clock advances a tick (4 ms on most kernels) at a time while elapsed times
+    /// are precise. Two invokers' answers, in a grpc-go client's order (each call sent after
+    /// the previous one was reported): the first answers pay a connection's set-up; `b`'s
+    /// 0.7 ms answer, read in the same tick as its first, settles its estimate and the method's
+    /// typical latency, and its 1 ms answer after a 29 ms spike, in the spike's tick, shows a
+    /// recovery. Read as sent before them (a caller's precise clock says so of the same
+    /// numbers), the spike settled the estimate and became the typical latency itself.
+    #[test]
+    fn answers_within_a_tick_of_the_library_clock_count_as_sent_after() {
+        let estimates = |tick_us: i64, clock: fn(i64) -> Clock| {
+            let config = Config::parse("loadbalance=peakewma").unwrap();
+            let mut strategy = PeakEwma::new(&config);
+            strategy.library_tick_us = tick_us;
+            let method = MethodState::default();
+            let (a, b) = (
+                crate::stats::MethodStats::default(),
+                crate::stats::MethodStats::default(),
+            );
+            let (a, b) = (a.get_or_insert(0), b.get_or_insert(0));
+            let start = 1_700_000_000_000_000;
+            let report = |stats: &CallStats, elapsed_us: i64, tick: i64| {
+                stats.begin();
+                strategy.on_report(&Report {
+                    method: &method,
+                    stats,
+                    ended: true,
+                    elapsed_us,
+                    outcome: crate::Outcome::Success,
+                    clock: &clock(start + tick * 4_000),
+                });
+            };
+            let estimate =
+                |stats: &CallStats| f64::from_bits(stats.ewma().estimate_bits.load(Relaxed));
+            report(a, 78_900, 0);
+            report(b, 6_500, 2);
+            report(b, 700, 2);
+            let settled = (estimate(b), Typical::get(&method));
+            report(b, 29_100, 10);
+            report(b, 1_000, 10);
+            (settled, estimate(b), Typical::get(&method))
+        };
+        let (settled, after_spike, typical) = estimates(4_000, Clock::library_at);
+        assert_eq!(settled, (700.0, 700.0));
+        // Halfway to the sample in log space: √(29.1 × 1) ms.
+        assert!(
+            (after_spike - (29_100.0f64 * 1_000.0).sqrt()).abs() < 1.0,
+            "{after_spike}"
+        );
+        assert_eq!(typical, 700.0);
+
+        let (settled, after_spike, typical) = estimates(4_000, Clock::new);
+        assert_eq!(settled, (700.0, 78_900.0));
+        assert_eq!((after_spike, typical), (29_100.0, 29_100.0));
+    }
+
+    /// A call sent just now, on an invoker that was idle, is dated from the coarse clock's last
+    /// tick: the next tick must not make it look 4 ms old (4× a 1 ms estimate). A caller's own
+    /// time is exact, and so is the age taken from it.
+    #[test]
+    fn the_age_of_a_call_in_flight_is_a_tick_shorter_on_the_library_clock() {
+        let config = Config::parse("loadbalance=peakewma").unwrap();
+        let mut strategy = PeakEwma::new(&config);
+        strategy.library_tick_us = 4_000;
+        let member = Member {
+            id: 1,
+            address: "10.0.0.1:20880".into(),
+            zone: None,
+            weight: 100,
+            start_time_ms: 0,
+            warmup_ms: 0,
+            state: Default::default(),
+        };
+        let stats = member.state.methods.get_or_insert(0);
+        stats
+            .ewma()
+            .estimate_bits
+            .store(1_000f64.to_bits(), Relaxed);
+        let tick = 1_700_000_000_000_000;
+        stats.begin();
+        stats.ewma().progress_us.store(tick, Relaxed);
+        let method = MethodState::default();
+        let seen = |clock: Clock| {
+            let at = strategy.moment(&clock, &method);
+            let look = strategy.look_at(&member, 0, 0, 100, &at);
+            let price = strategy.price_now(stats, 0.0, at.now_us, at.slack_us);
+            (look.latency(1.0), price)
+        };
+        assert_eq!(seen(Clock::library_at(tick + 4_000)), (1_000.0, 1_000.0));
+        assert_eq!(seen(Clock::library_at(tick + 12_000)), (8_000.0, 8_000.0));
+        assert_eq!(seen(Clock::new(tick + 4_000)), (4_000.0, 4_000.0));
     }
 }
