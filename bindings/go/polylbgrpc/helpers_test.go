@@ -179,10 +179,12 @@ type recordingCC struct {
 }
 
 func (cc *recordingCC) UpdateState(s balancer.State) {
+	// gRPC first, so that a test that sees the new state (waitReady) never
+	// races a call still picked by the previous picker.
+	cc.ClientConn.UpdateState(s)
 	cc.c.mu.Lock()
 	cc.c.state = s
 	cc.c.mu.Unlock()
-	cc.ClientConn.UpdateState(s)
 }
 
 var builderSeq atomic.Int64

@@ -188,8 +188,9 @@ func TestProviderGoneMidCallIsFailure(t *testing.T) {
 // slow (60 ms against about 1 ms). peakewma learns it from the reported
 // latencies and sends it little; random would keep sending it a third.
 // (60 ms, not 20: a peak EWMA keeps a fast provider's peak for about a decay,
-// so on a loaded machine a scheduling delay of 16 ms on each fast provider made
-// a 20 ms one their equal, within the 25 % band, and it got 43 of 300 in CI.)
+// so on a loaded machine a scheduling delay of 16 ms on each fast provider
+// makes a 20 ms one their equal, within the 25 % band: the likely reason why it
+// once got 43 of 300 in CI.)
 func TestPeakEwmaAvoidsASlowProvider(t *testing.T) {
 	a, b, slow := startProvider(t), startProvider(t), startProvider(t)
 	slow.slow.Store(int64(60 * time.Millisecond))
