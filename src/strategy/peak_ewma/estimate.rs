@@ -74,7 +74,7 @@ impl PeakEwma {
         // (A 1 ms provider whose second answer could not settle its estimate was settled by a
         // 29 ms spike after it, which became the method's typical latency; the spike was never
         // forgiven, and a 20 ms provider tied with both fast ones.)
-        let after_peak = sent.saturating_add(self.slack_us(r.clock)) >= peak;
+        let after_peak = sent.saturating_add(self.slack_us(r.clock.is_library())) >= peak;
         // The first answers often pay a connection's set-up (or the client's own start-up),
         // and so may every call sent before the first answer came. Until a success of a call
         // sent after it settles the estimate, early successes keep the fastest of them, and the

@@ -193,17 +193,17 @@ impl PeakEwma {
         let now_us = clock.now_us();
         Moment {
             now_us,
-            slack_us: self.slack_us(clock),
+            slack_us: self.slack_us(clock.is_library()),
             typical: Typical::get(method),
             preference: self.preference(now_us),
         }
     }
 
-    /// How much earlier than its time a moment read from `clock` may be (see
-    /// `clock::library_tick_us`).
+    /// How much earlier than its time a moment may be: the library clock's tick when read from
+    /// it (see `clock::library_tick_us`), 0 for a caller's own time.
     #[inline(always)]
-    fn slack_us(&self, clock: &Clock) -> i64 {
-        if clock.is_library() {
+    fn slack_us(&self, library_clock: bool) -> i64 {
+        if library_clock {
             self.library_tick_us
         } else {
             0
@@ -323,14 +323,10 @@ impl Strategy for PeakEwma {
         // The estimate alone is not what picks compare: an operator must see the price too
         // (a stalled invoker has the oldest call in flight, not its last samples' latency).
         let (mut estimate, mut price) = (0.0f64, 0.0f64);
+        let slack_us = self.slack_us(at.library_clock);
         for (method, s) in member.state.methods.iter() {
             estimate = estimate.max(f64::from_bits(s.ewma().estimate_bits.load(Relaxed)));
             let typical = (at.method)(method & !BYPASS).map_or(0.0, Typical::get);
-            let slack_us = if at.library_clock {
-                self.library_tick_us
-            } else {
-                0
-            };
             price = price.max(self.price_now(s, typical, at.now_us, slack_us));
         }
         let _ = write!(
