@@ -539,9 +539,9 @@ class PolylbPolicyTest {
     @Test
     void peakEwmaSendsLittleToASlowProvider() throws Exception {
         List<Provider> p = providers(3);
-        // 60 ms, not 20: a peak EWMA keeps a fast provider's peak for about a decay, so on a
-        // loaded machine a scheduling delay of 16 ms on each fast provider would make a 20 ms one
-        // their equal (within the 25 % band) and the test would measure the machine.
+        // 60 ms, not 20: on a loaded machine the fast providers' answers take tens of ms at times,
+        // and a peak EWMA keeps such peaks for about a decay where they are the method's typical
+        // latency; a 20 ms provider within 25 % of them ties (the Go twin once failed in CI).
         p.get(2).delayMs.set(60);
         Client client = client("loadbalance=peakewma", false, endpoints(p));
         client.waitForSet(3);
