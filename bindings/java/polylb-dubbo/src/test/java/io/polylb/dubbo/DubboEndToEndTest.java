@@ -126,10 +126,13 @@ class DubboEndToEndTest {
         // far below the timeout even on a loaded machine.
         try (Consumer consumer = consumer("polylb-roundrobin", 500, 2)) {
             int failovers = 0;
+            // Call ids of this run's own: ATTEMPTS is static, and a repeat in the same JVM (an
+            // IDE's "repeat", a launcher) would add to an earlier run's lists.
+            String run = "failover-" + System.nanoTime() + "-";
             for (int i = 0; i < 24; i++) {
                 // Blocks of three calls share a slow provider, so round robin meets it in every block.
-            String slow = NAMES[(i / 3) % 3];
-                String callId = "failover-" + i;
+                String slow = NAMES[(i / 3) % 3];
+                String callId = run + i;
                 String servedBy = consumer.echo.slowOn(slow, callId, 1500);
                 List<String> attempts = ATTEMPTS.get(callId);
                 assertNotEquals(slow, servedBy, "call " + callId + " attempts " + attempts);
