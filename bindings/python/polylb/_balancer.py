@@ -42,7 +42,7 @@ from ._errors import (
     UnknownOutcomeError,
     error_for,
 )
-from ._ffi import Outcome, PlbInvoker, Status, uint64_array
+from ._ffi import Outcome, Status, invoker_array, uint64_array
 
 #: A hash key: bytes are used as they are, text as its UTF-8 encoding.
 Key = Union[bytes, str, bytearray, memoryview]
@@ -245,9 +245,13 @@ def _library_text(text: Union[str, bytes], what: str) -> bytes:
     return _utf8(text, what)
 
 
-def _to_struct(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
-    """The C form of an invoker: at once for plain ints in range and text that encodes (what
-    nearly every set holds), else by :func:`_to_struct_checked`, which says what is wrong."""
+_InvokerRow = Tuple[int, bytes, int, int, int, Optional[bytes]]
+
+
+def _to_row(invoker: Invoker) -> _InvokerRow:
+    """The fields of an invoker as the C struct takes them: at once for plain ints in range and
+    text that encodes (what nearly every set holds), else by :func:`_to_row_checked`, which says
+    what is wrong."""
     if invoker.__class__ is Invoker:
         id, weight = invoker.id, invoker.weight
         start_time_ms, warmup_ms = invoker.start_time_ms, invoker.warmup_ms
@@ -270,32 +274,17 @@ def _to_struct(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
             except UnicodeEncodeError:
                 pass  # a lone surrogate: the checked path passes its escaped form on
             else:
-                return _struct(id, raw_address, weight, start_time_ms, warmup_ms, raw_zone, keep_alive)
-    return _to_struct_checked(invoker, keep_alive)
+                return (id, raw_address, weight, start_time_ms, warmup_ms, raw_zone)
+    return _to_row_checked(invoker)
 
 
-def _struct(
-    id: int,
-    address: bytes,
-    weight: int,
-    start_time_ms: int,
-    warmup_ms: int,
-    zone: Optional[bytes],
-    keep_alive: List[bytes],
-) -> PlbInvoker:
-    """The struct of checked fields; its text lives in ``keep_alive`` until the update returns."""
-    keep_alive.append(address)
-    if zone is not None:
-        keep_alive.append(zone)
-    return PlbInvoker(id, address, len(address), weight, start_time_ms, warmup_ms, zone, 0 if zone is None else len(zone))
-
-
-def _to_struct_checked(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
-    """The C form of an invoker. Wrong types and values that exist in no other language (beyond
-    the C field's type) are refused here; every other bad value goes to the library, which checks
-    the list in its order. An id outside 0 .. 2**64 - 1 or a weight below -2**31 is given in a
-    form the library rejects the same way (an id above INT64_MAX, a negative weight), so such an
-    invoker is reported where the library reports ids and weights (see _update_error)."""
+def _to_row_checked(invoker: Invoker) -> _InvokerRow:
+    """The fields of an invoker for the C struct. Wrong types and values that exist in no other
+    language (beyond the C field's type) are refused here; every other bad value goes to the
+    library, which checks the list in its order. An id outside 0 .. 2**64 - 1 or a weight below
+    -2**31 is given in a form the library rejects the same way (an id above INT64_MAX, a
+    negative weight), so such an invoker is reported where the library reports ids and weights
+    (see _update_error)."""
     if not isinstance(invoker, Invoker):
         raise TypeError(f"update() takes Invoker objects, not {type(invoker).__name__}")
     # Ints as every int argument takes them: an IntEnum member, any object with __index__
@@ -303,8 +292,8 @@ def _to_struct_checked(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
     id = _index(invoker.id)
     if not isinstance(id, int):
         raise TypeError(f"invoker id must be an int, not {type(invoker.id).__name__}")
-    # ctypes would wrap these around into valid-looking values.
-    id = id if 0 <= id < _UINT64_END else _UINT64_END - 1
+    # Packed into a C field, these would be refused without saying which invoker had them.
+    id = int(id) if 0 <= id < _UINT64_END else _UINT64_END - 1
     weight = _index(invoker.weight)
     if isinstance(weight, int) and weight < _INT32_MIN:
         weight = _INT32_MIN
@@ -314,11 +303,11 @@ def _to_struct_checked(invoker: Invoker, keep_alive: List[bytes]) -> PlbInvoker:
     _check_range(warmup_ms, _INT32_MIN, _INT32_MAX, f"invoker {invoker.id}: warmup_ms")
     address = _library_text(invoker.address, f"invoker {invoker.id}: address")
     zone = None if invoker.zone is None else _library_text(invoker.zone, f"invoker {invoker.id}: zone")
-    return _struct(id, address, weight, start_time_ms, warmup_ms, zone, keep_alive)
+    return (id, address, int(weight), int(start_time_ms), int(warmup_ms), zone)
 
 
 def _update_error(status: int, message: str, invokers: List[Invoker]) -> PolylbError:
-    """The error of a rejected update; for an id or weight _to_struct had to stand in for, the
+    """The error of a rejected update; for an id or weight _to_row_checked had to stand in for, the
     message names the value as the caller wrote it. The library stops at the first bad invoker
     and checks its id, then its weight, so that invoker is the first with a bad id (weight)."""
     if status == Status.ID_OUT_OF_RANGE:
@@ -721,23 +710,21 @@ class Balancer:
 
         State of ids that stay (active counts, latency windows, round-robin weights) is kept.
         """
-        keep_alive: List[bytes] = []
         try:
             invokers = list(invokers)
         except TypeError:
             raise TypeError(
                 f"update() takes an iterable of Invoker objects, not {type(invokers).__name__}"
             ) from None
-        structs = [_to_struct(invoker, keep_alive) for invoker in invokers]
-        array = (PlbInvoker * len(structs))(*structs)
+        array, text = invoker_array([_to_row(invoker) for invoker in invokers])
         message = create_string_buffer(_MESSAGE_CAPACITY)
         message_len = c_size_t()
         # Under the lock close() takes, so that no update can reinstall a set after close.
         with self._update_lock:
             status = _ffi.lib.plb_balancer_update(
-                self._open_handle(), array, len(structs), message, _MESSAGE_CAPACITY, byref(message_len)
+                self._open_handle(), array, len(array), message, _MESSAGE_CAPACITY, byref(message_len)
             )
-        del keep_alive  # the library has copied what it keeps
+        del text  # what the array points into; the library has copied what it keeps
         if status:
             raise _update_error(status, _message(message, message_len), invokers)
 

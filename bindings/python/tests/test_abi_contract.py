@@ -129,3 +129,36 @@ def test_ids_above_int64_max_are_rejected_by_the_library(handle: int) -> None:
     array = (polylb._ffi.PlbInvoker * 1)(entry)
     assert lib.plb_balancer_update(handle, array, 1, None, 0, None) == Status.ID_OUT_OF_RANGE
     assert ctypes.sizeof(array) == ctypes.sizeof(polylb._ffi.PlbInvoker)
+
+
+def test_packed_invoker_arrays_read_as_ctypes_built_ones() -> None:
+    # update() packs its array with struct; a field at the wrong offset or of the wrong size
+    # would hand the library another set than the caller's.
+    rows = [
+        (2**64 - 1, b"10.0.0.1:20880", -(2**31), -(2**63), 2**31 - 1, None),
+        (7, b"a\x00b:1", 2**31 - 1, 2**63 - 1, -(2**31), b"zone-\xe2\x82\xac"),
+        (0, b"", 0, 0, 0, b""),
+    ]
+    packed, text = polylb._ffi.invoker_array(rows)
+    assert len(packed) == len(rows)
+    base = ctypes.cast(ctypes.c_char_p(text), c_void_p).value
+    for entry, (id, address, weight, start_time_ms, warmup_ms, zone) in zip(packed, rows):
+        raw = ctypes.cast(ctypes.addressof(entry) + polylb._ffi.PlbInvoker.address.offset, ctypes.POINTER(c_void_p))
+        assert base <= raw.contents.value <= base + len(text)
+        assert ctypes.string_at(raw.contents.value, entry.address_len) == address
+        assert (entry.id, entry.weight, entry.start_time_ms, entry.warmup_ms) == (id, weight, start_time_ms, warmup_ms)
+        if zone is None:
+            assert entry.zone is None and entry.zone_len == 0
+        else:
+            zone_at = ctypes.cast(ctypes.addressof(entry) + polylb._ffi.PlbInvoker.zone.offset, ctypes.POINTER(c_void_p))
+            assert ctypes.string_at(zone_at.contents.value, entry.zone_len) == zone
+    built = polylb._ffi.PlbInvoker(7, None, 5, 2**31 - 1, 2**63 - 1, -(2**31), None, 8)
+    assert ctypes.sizeof(packed) == 3 * ctypes.sizeof(built)
+    # Every byte but the two pointers (which point into different buffers) matches ctypes' own.
+    pointers = {polylb._ffi.PlbInvoker.address.offset, polylb._ffi.PlbInvoker.zone.offset}
+    size = ctypes.sizeof(built)
+    mine = bytes(packed)[size : 2 * size]
+    theirs = bytes(built)
+    for offset in range(0, size, 8):
+        if offset not in pointers:
+            assert mine[offset : offset + 8] == theirs[offset : offset + 8], offset
