@@ -9,9 +9,11 @@ step() { printf '\n==== %s\n' "$*"; }
 step "docs: every relative link and anchor leads somewhere"
 python3 scripts/check-doc-links.py
 
-step "rust: format and lints"
+step "rust: format, lints and the API docs"
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
+# The Rust API's docs: a broken or private intra-doc link fails here, not on a reader.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p polylb
 
 step "rust: build the libraries (.so, .a) and the header"
 cargo build --release

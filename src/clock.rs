@@ -4,7 +4,7 @@ use std::cell::Cell;
 
 /// The library's clock: `CLOCK_REALTIME_COARSE` costs a few ns where a precise wall-clock read
 /// costs about 24 ns on these VMs, more than a whole pick. It advances once per kernel tick
-/// ([`library_tick_us`]: 4 ms on most kernels), which the strategies' rules over milliseconds
+/// (4 ms on most kernels; `clock_getres` gives it), which the strategies' rules over milliseconds
 /// and seconds can bear (Dubbo's own clock is `currentTimeMillis`); a rule comparing times
 /// within a tick must allow for it.
 pub fn wall_clock_us() -> i64 {
