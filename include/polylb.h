@@ -22,7 +22,8 @@
  * non-zero length is always PLB_ERR_NULL_POINTER, except the optional message buffer `err`:
  * NULL means no message is wanted, whatever `err_cap`. No panic crosses this boundary.
  *
- * TIME: `now_us` is Unix microseconds; 0 means the library's (coarse) clock.
+ * TIME: `now_us` is Unix microseconds; 0 means the library's (coarse) clock. Give a balancer one
+ * kind of time, 0 or your own precise clock, in every call (docs/abi-contract.md).
  */
 
 #ifndef POLYLB_H

@@ -576,7 +576,9 @@ func (b *Balancer) Stats() (Stats, error) {
 }
 
 // StatsAt is Stats with effective weights evaluated at now (zero = library
-// clock).
+// clock). Select and Report use the library's clock, which is coarse; read
+// at a precise time of your own, peakewma's calls in flight look a few ms
+// older than they are (docs/abi-contract.md).
 func (b *Balancer) StatsAt(now time.Time) (Stats, error) {
 	raw, err := b.StatsJSON(now)
 	if err != nil {
