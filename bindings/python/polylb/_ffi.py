@@ -101,7 +101,6 @@ class PlbInvoker(Structure):
     ]
 
 
-
 def _packed_layout(structure: Any) -> "struct.Struct":
     """A ``struct`` format laid out byte for byte as ctypes lays out ``structure`` (its offsets,
     its padding, its size), from its ``_fields_``: packing a record is several times cheaper than
