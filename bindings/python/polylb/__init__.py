@@ -11,7 +11,11 @@ ABI version; a missing or mismatched library raises ``ImportError`` right here.
     ...         pass  # send the request to invoker call.id
 """
 
-from ._balancer import Balancer, Call, Invoker, build_config, id_array, library_version
+from ._arguments import id_array
+from ._balancer import Balancer, library_version
+from ._call import Call
+from ._config import build_config
+from ._invoker import Invoker
 from ._errors import (
     BalancerClosedError,
     BufferTooSmallError,

@@ -645,7 +645,7 @@ def test_configs_and_sets_of_a_wrong_type_are_type_errors_naming_them() -> None:
 def test_type_errors_name_the_parameter_in_every_python_versions_wording() -> None:
     # ctypes words a conversion error "TypeError: wrong type" from Python 3.11 on and
     # "<class 'TypeError'>: wrong type" before.
-    from polylb._balancer import _REPORT_PARAMS, _type_error
+    from polylb._arguments import _REPORT_PARAMS, _type_error
 
     for text in ("argument 5: TypeError: wrong type", "argument 5: <class 'TypeError'>: wrong type"):
         error = _type_error(ctypes.ArgumentError(text), _REPORT_PARAMS)

@@ -1,0 +1,150 @@
+"""How a call ended, read from the exception (or gRPC status) its ``with`` block ended with.
+
+grpc is never imported: its errors and statuses are recognised by their module and names.
+"""
+
+from __future__ import annotations
+
+import inspect
+from enum import Enum
+from typing import Any, Dict, Optional, Type
+
+from ._ffi import Outcome
+
+# Enum members bound once: on Python 3.11 each `Outcome.SUCCESS` lookup costs ~50-100 ns.
+_SUCCESS, _FAILURE, _TIMEOUT, _CANCELLED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.TIMEOUT, Outcome.CANCELLED
+
+
+# What a gRPC status says about the provider (docs/outcomes.md), by grpc.StatusCode member name.
+# An error of the service's own is a provider that answered: a success. OK, and any name not
+# here, is not read: the exception's type decides, as for any other exception.
+_GRPC_OUTCOMES: Dict[str, Outcome] = {
+    "INVALID_ARGUMENT": _SUCCESS,
+    "NOT_FOUND": _SUCCESS,
+    "ALREADY_EXISTS": _SUCCESS,
+    "PERMISSION_DENIED": _SUCCESS,
+    "UNAUTHENTICATED": _SUCCESS,
+    "FAILED_PRECONDITION": _SUCCESS,
+    "ABORTED": _SUCCESS,
+    "OUT_OF_RANGE": _SUCCESS,
+    "UNAVAILABLE": _FAILURE,
+    "RESOURCE_EXHAUSTED": _FAILURE,
+    "UNIMPLEMENTED": _FAILURE,
+    "INTERNAL": _FAILURE,
+    "UNKNOWN": _FAILURE,
+    "DATA_LOSS": _FAILURE,
+    "DEADLINE_EXCEEDED": _TIMEOUT,
+    "CANCELLED": _CANCELLED,
+}
+
+
+# grpc.Future's errors, by class name: ``result()`` of a future cancelled by this side, and of
+# one that did not finish within the wait's timeout.
+_GRPC_FUTURE_OUTCOMES: Dict[str, Outcome] = {
+    "FutureCancelledError": _CANCELLED,
+    "FutureTimeoutError": _TIMEOUT,
+}
+
+
+def _grpc_outcome(exc: BaseException) -> Optional[Outcome]:
+    """The outcome of an error raised by grpcio, from its status; None for any other exception.
+
+    grpc is never imported (the binding depends on nothing): an error is grpcio's when a class in
+    its MRO comes from the ``grpc`` package (``grpc.RpcError``; sync stubs raise
+    ``grpc._channel._InactiveRpcError``, asyncio stubs ``grpc.aio.AioRpcError``), and its status
+    is what its ``code()`` returns, a ``grpc.StatusCode`` member, read by name. Whatever cannot be
+    read this way, or raises while being read, gives None.
+    """
+    try:
+        for cls in type(exc).__mro__:
+            module = cls.__module__
+            if module == "grpc" or module.startswith("grpc."):
+                break
+        else:
+            return None
+        # The sync future API's own errors carry no status: a future this side cancelled, and a
+        # wait for its result that ran out.
+        future_outcome = _GRPC_FUTURE_OUTCOMES.get(cls.__name__)
+        if future_outcome is not None:
+            return future_outcome
+        code = getattr(exc, "code", None)
+        if not callable(code):
+            return None
+        status = code()
+        outcome = _status_outcome(status)
+        if _is_resource_exhausted(outcome, status):
+            limited = _size_limit_outcome(exc)
+            return outcome if limited is None else limited
+        return outcome
+    except Exception:  # a broken code() must not replace the block's own exception
+        return None
+
+
+# gRPC's size check's words (gRPC C-core's, which grpcio uses, grpc-go's and grpc-java's, as a
+# provider written with them sends them back), lower-cased.
+_RECEIVE_LIMIT_WORDS = (
+    "received message larger than max",
+    "received message after decompression larger than max",
+    "decompressed message larger than max",
+    "grpc message exceeds maximum size",
+)
+
+
+def _size_limit_outcome(exc: BaseException) -> Optional[Outcome]:
+    """A RESOURCE_EXHAUSTED that gRPC's size check raised, by its details: a message over a
+    receiver's limit (this side's, or the provider's refusing the request) is a success, as
+    another provider would do the same; a request over this side's send limit was never sent, a
+    cancel. None for any other RESOURCE_EXHAUSTED (a server shedding load: a failure)."""
+    details = getattr(exc, "details", None)
+    if not callable(details):
+        return None
+    text = details()
+    if inspect.isawaitable(text):  # not an error's details: nothing to read without awaiting
+        close = getattr(text, "close", None)
+        if callable(close):
+            close()
+        return None
+    return _size_limit_of(text)
+
+
+def _size_limit_of(details: Any) -> Optional[Outcome]:
+    """What gRPC's size check's ``details`` say (see _size_limit_outcome); None for other text."""
+    if not isinstance(details, str):
+        return None
+    words = details.lower()
+    if any(limit in words for limit in _RECEIVE_LIMIT_WORDS):
+        return _SUCCESS
+    if "sent message larger than max" in words:
+        return _CANCELLED
+    return None
+
+
+def _is_resource_exhausted(outcome: Optional[Outcome], status: Any) -> bool:
+    return outcome is _FAILURE and getattr(status, "name", None) == "RESOURCE_EXHAUSTED"
+
+
+def _status_outcome(status: Any, ok: Optional[Outcome] = None) -> Optional[Outcome]:
+    """The outcome of a ``grpc.StatusCode`` (read by name): ``ok`` for OK, None for a value
+    that is no status or a name not in the table."""
+    if not isinstance(status, Enum):
+        return None
+    name = status.name
+    if name == "OK":
+        return ok
+    return _GRPC_OUTCOMES.get(name) if isinstance(name, str) else None
+
+
+def _outcome_of(exc_type: Optional[Type[BaseException]], exc: Optional[BaseException] = None) -> Outcome:
+    if exc_type is None:
+        return _SUCCESS
+    if exc is not None:
+        grpc_outcome = _grpc_outcome(exc)
+        if grpc_outcome is not None:
+            return grpc_outcome
+    if issubclass(exc_type, TimeoutError):  # also socket.timeout and, since 3.11, asyncio's
+        return _TIMEOUT
+    if issubclass(exc_type, Exception):
+        return _FAILURE
+    # KeyboardInterrupt, SystemExit, asyncio.CancelledError...: the call was abandoned by this
+    # side, which says nothing about the provider, so only the in-flight count is undone.
+    return _CANCELLED
