@@ -49,7 +49,10 @@ pub(crate) fn library_tick_us() -> i64 {
                 && libc::clock_getres(libc::CLOCK_REALTIME_COARSE, &mut res) == 0
         };
         if coarse {
-            return res.tv_sec.saturating_mul(1_000_000) + res.tv_nsec / 1000;
+            return res
+                .tv_sec
+                .saturating_mul(1_000_000)
+                .saturating_add(res.tv_nsec / 1000);
         }
     }
     0
