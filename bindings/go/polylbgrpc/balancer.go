@@ -29,6 +29,7 @@
 package polylbgrpc
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -38,6 +39,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	polylb "github.com/polylb/polylb/bindings/go"
 	"google.golang.org/grpc/balancer"
@@ -127,6 +130,12 @@ func (b builder) ParseConfig(raw json.RawMessage) (serviceconfig.LoadBalancingCo
 	if err != nil {
 		return nil, err
 	}
+	// encoding/json would hand over U+FFFD for what is not text, which the
+	// library (and the Java policy) refuse: here a subset.key of U+FFFD
+	// would pass.
+	if v, ok := fields["config"]; ok && lossyText(v) {
+		return nil, fmt.Errorf(`polylb: bad loadBalancingConfig: "config" is not valid UTF-8 (bytes that are not, or a \u escape of half a surrogate pair)`)
+	}
 	cfg := &Config{OOBReportingPeriod: DefaultOOBReportingPeriod}
 	if err := json.Unmarshal(raw, cfg); err != nil {
 		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
@@ -178,9 +187,19 @@ var entryKeys = []string{"config", "serviceLevel", "enableOobLoadReport", "oobRe
 // checkKeys returns the entry's fields, or an error for a key not in
 // entryKeys.
 func checkKeys(raw json.RawMessage) (map[string]json.RawMessage, error) {
+	// encoding/json reads null as {} and keeps the last of a repeated key;
+	// grpc-java refuses the one ("is not object") and its JSON parser the
+	// other, so either would work here and fail the same service config in
+	// Java.
+	if string(bytes.TrimSpace(raw)) == "null" {
+		return nil, fmt.Errorf("polylb: bad loadBalancingConfig null: the entry is null (give it an object, {} for the defaults)")
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
+	}
+	if key, ok := repeatedKey(raw); ok {
+		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %q is given twice", raw, key)
 	}
 	keys := make([]string, 0, len(fields))
 	for key := range fields {
@@ -202,6 +221,68 @@ func checkKeys(raw json.RawMessage) (map[string]json.RawMessage, error) {
 		}
 	}
 	return fields, nil
+}
+
+// repeatedKey returns a key that raw, a JSON object, gives twice (as
+// decoded: "\u0063onfig" is "config", as in Java).
+func repeatedKey(raw json.RawMessage) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // '{'
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return key, true
+		}
+		seen[key] = true
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// lossyText reports whether v, a JSON value as written, holds bytes that are
+// not UTF-8 or a \u escape of a surrogate without its pair.
+func lossyText(v json.RawMessage) bool {
+	if !utf8.Valid(v) {
+		return true
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character; a \u has 4 hex digits (v is valid JSON)
+		if v[i] != 'u' {
+			continue
+		}
+		r := escapedRune(v[i+1:])
+		i += 4
+		if !utf16.IsSurrogate(r) {
+			continue
+		}
+		if r >= 0xDC00 || !bytes.HasPrefix(v[i+1:], []byte(`\u`)) {
+			return true
+		}
+		if utf16.DecodeRune(r, escapedRune(v[i+3:])) == utf8.RuneError {
+			return true
+		}
+		i += 6
+	}
+	return false
+}
+
+// escapedRune reads the 4 hex digits that start b.
+func escapedRune(b []byte) rune {
+	n, _ := strconv.ParseUint(string(b[:4]), 16, 32)
+	return rune(n)
 }
 
 func (b builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {

@@ -758,6 +758,55 @@ func TestUnknownEntryKeyIsRejected(t *testing.T) {
 	conn.Close()
 }
 
+// A null entry and a key given twice are errors, as in Java (grpc-java
+// refuses the one, its JSON parser the other), not the defaults and the last
+// value encoding/json would make of them.
+func TestNullEntryAndRepeatedKeyAreRejected(t *testing.T) {
+	for _, tc := range []struct{ entry, want string }{
+		{`null`, "the entry is null"},
+		{`{"config": "loadbalance=p2c", "config": "loadbalance=roundrobin"}`, `"config" is given twice`},
+		{`{"serviceLevel": true, "\u0073erviceLevel": false}`, `"serviceLevel" is given twice`},
+	} {
+		_, err := grpc.NewClient("passthrough:///x",
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"polylb": `+tc.entry+`}]}`))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: want an error saying %s, got %v", tc.entry, tc.want, err)
+		}
+	}
+	conn, err := grpc.NewClient("passthrough:///x",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"polylb": {}}]}`))
+	if err != nil {
+		t.Fatalf("an empty entry: %v", err)
+	}
+	conn.Close()
+}
+
+// A config string that is not text is an error, as in Java and as the
+// library makes it, not the U+FFFD encoding/json would put in its place.
+func TestConfigThatIsNotTextIsRejected(t *testing.T) {
+	newClient := func(key string) error {
+		conn, err := grpc.NewClient("passthrough:///x",
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"polylb": {"config": "loadbalance=p2c&subset.size=1&subset.key=`+key+`"}}]}`))
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	for _, key := range []string{`\ud800`, `\udc00`, `a\ud83d\u0041`, `\ud83d`, "\xff"} {
+		if err := newClient(key); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+			t.Errorf("subset.key=%s: want an error saying it is not valid UTF-8, got %v", key, err)
+		}
+	}
+	for _, key := range []string{`\ud83d\ude00`, `\\ud800`, `\ufffd`, `\u00e9\u002f\/`} {
+		if err := newClient(key); err != nil {
+			t.Errorf("subset.key=%s: %v", key, err)
+		}
+	}
+}
+
 // libraryKeyMap is what a polylb balancer of config over addrs maps each key
 // to (the hashing strategies' picks depend on addresses and weights only,
 // not on ids).
