@@ -93,7 +93,7 @@ final class PolylbLoadBalancer extends LoadBalancer {
         try {
             balancer = new Balancer(newConfig.config());
         } catch (PolylbException e) { // parseLoadBalancingPolicyConfig checked it; a guard
-            return Status.INVALID_ARGUMENT.withDescription("polylb: " + e.getMessage());
+            return Status.UNAVAILABLE.withDescription("polylb: " + e.getMessage());
         }
         List<Invoker> listed = listedSet();
         try {

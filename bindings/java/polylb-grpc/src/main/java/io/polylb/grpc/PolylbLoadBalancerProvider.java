@@ -100,13 +100,16 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
     /**
      * Checks the config string by building a balancer from it, so that a bad string is the
      * service config's error, naming the key (and the nearest valid one), before any RPC.
+     * Errors are UNAVAILABLE, as grpc-java's own policies give theirs: a control plane's
+     * INVALID_ARGUMENT would reach RPCs as INTERNAL (gRFC A54), and grpc-go fails them
+     * UNAVAILABLE for the same service config.
      */
     @Override
     public ConfigOrError parseLoadBalancingPolicyConfig(Map<String, ?> raw) {
         // A misspelt key would otherwise be skipped and the entry mean the default strategy.
         for (String key : new TreeSet<>(raw.keySet())) {
             if (!ENTRY_KEYS.contains(key)) {
-                return ConfigOrError.fromError(Status.INVALID_ARGUMENT.withDescription(
+                return ConfigOrError.fromError(Status.UNAVAILABLE.withDescription(
                         "polylb: unknown key \"" + key + "\" in loadBalancingConfig " + raw
                                 + " (its keys are \"config\", \"serviceLevel\", \"enableOobLoadReport\" and"
                                 + " \"oobReportingPeriod\", as spelt)"));
@@ -119,7 +122,7 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
         long periodNanos = period instanceof String text ? durationNanos(text) : -1;
         if (!(config instanceof String) || !(serviceLevel instanceof Boolean) || !(oob instanceof Boolean)
                 || periodNanos < 0) {
-            return ConfigOrError.fromError(Status.INVALID_ARGUMENT.withDescription(
+            return ConfigOrError.fromError(Status.UNAVAILABLE.withDescription(
                     "polylb: bad loadBalancingConfig " + raw
                             + ": want {\"config\": string, \"serviceLevel\": boolean, \"enableOobLoadReport\": boolean,"
                             + " \"oobReportingPeriod\": a duration such as \"10s\" or \"0.5s\"}"));
@@ -127,7 +130,7 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
         try {
             new Balancer((String) config).close();
         } catch (PolylbException e) {
-            return ConfigOrError.fromError(Status.INVALID_ARGUMENT
+            return ConfigOrError.fromError(Status.UNAVAILABLE
                     .withDescription("polylb: config \"" + config + "\": " + e.getMessage())
                     .withCause(e));
         }

@@ -28,10 +28,16 @@ final class ManualResolver extends NameResolverProvider {
         resolver.push();
     }
 
-    /** Sends a service config of the resolver's own (it overrides the channel's default). */
+    /**
+     * Sends a service config of the resolver's own (it overrides the channel's default); before
+     * the channel starts resolving, its first resolution carries it.
+     */
     void setServiceConfig(Map<String, ?> config) {
         serviceConfig = config;
-        resolver.push();
+        Resolver started = resolver;
+        if (started != null) {
+            started.push();
+        }
     }
 
     @Override

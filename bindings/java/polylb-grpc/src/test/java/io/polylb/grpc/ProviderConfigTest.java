@@ -6,11 +6,17 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.grpc.CallOptions;
 import io.grpc.LoadBalancerRegistry;
+import io.grpc.ManagedChannel;
 import io.grpc.NameResolver.ConfigOrError;
 import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.stub.ClientCalls;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /** The service-config entry: parsed, and a bad config string rejected with the library's message. */
@@ -49,10 +55,10 @@ class ProviderConfigTest {
             Status error = provider.parseLoadBalancingPolicyConfig(
                     Map.of("config", "loadbalance=orca", "enableOobLoadReport", true, "oobReportingPeriod", bad)).getError();
             assertNotNull(error, "oobReportingPeriod " + bad);
-            assertEquals(Status.Code.INVALID_ARGUMENT, error.getCode());
+            assertEquals(Status.Code.UNAVAILABLE, error.getCode());
             assertTrue(error.getDescription().contains("oobReportingPeriod"), error.getDescription());
         }
-        assertEquals(Status.Code.INVALID_ARGUMENT, provider.parseLoadBalancingPolicyConfig(
+        assertEquals(Status.Code.UNAVAILABLE, provider.parseLoadBalancingPolicyConfig(
                 Map.of("enableOobLoadReport", "true")).getError().getCode());
         Status misspelt = provider.parseLoadBalancingPolicyConfig(Map.of("enable_oob_load_report", true)).getError();
         assertTrue(misspelt.getDescription().contains("unknown key") && misspelt.getDescription().contains("\"enableOobLoadReport\""),
@@ -63,7 +69,7 @@ class ProviderConfigTest {
     void aBadKeyIsNamedWithTheNearestValidOne() {
         ConfigOrError parsed = provider.parseLoadBalancingPolicyConfig(Map.of("config", "loadbalance=consistenthash&hash.node=160"));
         Status error = parsed.getError();
-        assertEquals(Status.Code.INVALID_ARGUMENT, error.getCode());
+        assertEquals(Status.Code.UNAVAILABLE, error.getCode());
         assertTrue(error.getDescription().contains("hash.node") && error.getDescription().contains("hash.nodes"),
                 error.getDescription());
     }
@@ -75,7 +81,7 @@ class ProviderConfigTest {
                 Map.of("config", "loadbalance=p2c", "service_level", true))) {
             Status error = provider.parseLoadBalancingPolicyConfig(entry).getError();
             assertNotNull(error, entry.toString());
-            assertEquals(Status.Code.INVALID_ARGUMENT, error.getCode());
+            assertEquals(Status.Code.UNAVAILABLE, error.getCode());
             assertTrue(error.getDescription().contains("unknown key")
                     && error.getDescription().contains("\"serviceLevel\""), error.getDescription());
         }
@@ -83,10 +89,37 @@ class ProviderConfigTest {
 
     @Test
     void wrongTypesAreRejected() {
-        assertEquals(Status.Code.INVALID_ARGUMENT,
+        assertEquals(Status.Code.UNAVAILABLE,
                 provider.parseLoadBalancingPolicyConfig(Map.of("config", 5.0)).getError().getCode());
-        assertEquals(Status.Code.INVALID_ARGUMENT,
+        assertEquals(Status.Code.UNAVAILABLE,
                 provider.parseLoadBalancingPolicyConfig(Map.of("serviceLevel", "yes")).getError().getCode());
+    }
+
+    /**
+     * A bad config from the resolver (no default to fall back on) fails RPCs UNAVAILABLE with the
+     * library's message, as grpc-go does: INVALID_ARGUMENT would reach them as INTERNAL.
+     */
+    @Test
+    @SuppressWarnings("deprecation") // nameResolverFactory: the simplest way to a test resolver
+    void rpcsOnAChannelWhoseResolverSentABadConfigFailUnavailable() throws Exception {
+        try (Provider provider = new Provider("a")) {
+            ManualResolver resolver = new ManualResolver(List.of(provider.endpoint()));
+            resolver.setServiceConfig(Map.of("loadBalancingConfig",
+                    List.of(Map.of("polylb", Map.of("config", "loadbalance=peakewma&peakewma.decy=5000")))));
+            ManagedChannel channel = NettyChannelBuilder.forTarget(ManualResolver.SCHEME + ":///providers")
+                    .nameResolverFactory(resolver)
+                    .usePlaintext()
+                    .build();
+            try {
+                StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
+                        () -> ClientCalls.blockingUnaryCall(channel, EchoService.CALL,
+                                CallOptions.DEFAULT.withDeadlineAfter(10, TimeUnit.SECONDS), ""));
+                assertEquals(Status.Code.UNAVAILABLE, e.getStatus().getCode(), e.toString());
+                assertTrue(String.valueOf(e.getStatus().getDescription()).contains("peakewma.decy"), e.toString());
+            } finally {
+                channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+            }
+        }
     }
 
     @Test
