@@ -137,7 +137,8 @@ func loadStatusTexts() {
 
 // Error is a failure reported by the library: its status code and message.
 // Cold calls (New, Update) carry the library's detailed message; the other
-// calls return only a code, so their message is the status text.
+// calls return only a code, so their message is the status text, except an
+// ErrInvalidArgument from a report, whose message names the argument.
 //
 // Compare with errors.Is against the Err* sentinels (matched by status), or
 // use errors.As to read Status and Message.

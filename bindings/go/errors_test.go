@@ -141,9 +141,10 @@ func TestReportErrors(t *testing.T) {
 		want string
 	}{
 		{lb.Report(m, 1, -time.Millisecond, polylb.Success), "elapsed = -1ms"},
-		{lb.ReportProviderMetrics(m, 1, time.Now(), math.NaN(), time.Millisecond), "cpuLoad = NaN"},
-		{lb.ReportProviderMetrics(m, 1, time.Now(), 1, -time.Second), "rt = -1s"},
+		{lb.ReportProviderMetrics(m, 1, time.Now(), math.NaN(), time.Millisecond), "cpuLoad = NaN (want finite and >= 0)"},
+		{lb.ReportProviderMetrics(m, 1, time.Now(), 1, -time.Second), "rt = -1s (want >= 0)"},
 		{lb.ReportProviderMetrics(m, 1, time.UnixMilli(-5), 1, time.Second), "providerTime = "},
+		{lb.ReportLoad(1, -1, 0, 0.5), "qps = -1 (want finite and >= 0)"},
 	} {
 		var e *polylb.Error
 		if !errors.As(c.err, &e) || !strings.Contains(e.Message, c.want) {

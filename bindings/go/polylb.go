@@ -484,7 +484,11 @@ func (b *Balancer) reportAt(method Method, id uint64, elapsed time.Duration, out
 // invalidArgument is ErrInvalidArgument naming the argument the library's bare
 // code was about.
 func invalidArgument(name string, value any) error {
-	return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("invalid argument: %s = %v (want >= 0)", name, value)}
+	want := ">= 0"
+	if _, ok := value.(float64); ok {
+		want = "finite and >= 0" // NaN and +Inf fail too
+	}
+	return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("invalid argument: %s = %v (want %s)", name, value, want)}
 }
 
 // ReportProviderMetrics feeds the adaptive strategy with what a Dubbo provider

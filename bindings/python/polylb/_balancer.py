@@ -42,7 +42,7 @@ from ._arguments import (
 )
 from ._call import _FRESH, Call
 from ._config import build_config
-from ._errors import BalancerClosedError, PolylbError, error_for
+from ._errors import BalancerClosedError, InvalidArgumentError, PolylbError, error_for
 from ._ffi import Outcome, Status, invoker_array
 from ._invoker import Invoker, _to_row, _update_error
 
@@ -59,6 +59,9 @@ _plb_report32 = _ffi.report32
 _OUTCOME_CODES = frozenset(int(o) for o in Outcome)
 
 _new_call = object.__new__
+
+# The arguments declared double, whose bad values a message calls not "finite and >= 0".
+_FLOAT_ARGUMENTS = frozenset(("cpu_load", "qps", "eps", "utilization"))
 
 # Error messages longer than this are truncated by the library, never an error in themselves.
 _MESSAGE_CAPACITY = 1024
@@ -232,9 +235,21 @@ class Balancer:
                     low = _INT64_MIN if name == "now_us" else 0
                     bad = isinstance(value, int) and not low <= value <= _INT64_MAX
                 if bad:
-                    want = "an int64 clock" if name == "now_us" else "finite and >= 0"
+                    if name == "now_us":
+                        want = "an int64 clock"
+                    else:
+                        want = "finite and >= 0" if name in _FLOAT_ARGUMENTS else ">= 0"
                     return error_for(status, f"invalid argument: {name} = {value!r} (want {want})")
         return error_for(status)
+
+    def _check_doubles(self, **numbers: Any) -> None:
+        # A closed balancer is what every other failure of a call on it reports.
+        try:
+            _check_doubles(**numbers)
+        except InvalidArgumentError:
+            if self._handle is None:
+                raise BalancerClosedError() from None
+            raise
 
     # -- cold calls -------------------------------------------------------------------------
 
@@ -493,11 +508,12 @@ class Balancer:
             method = self._method_id(method)
         # As in _report_wide: what ctypes would wrap onto a valid value is refused, and an id
         # outside 64 bits names no invoker (the library still checks the other arguments).
-        named = {"provider_time_ms": provider_time_ms, "cpu_load": cpu_load, "rt_us": rt_us, "now_us": now_us}
+        # In the order the Go and Java bindings name a bad one.
+        named = {"cpu_load": cpu_load, "rt_us": rt_us, "provider_time_ms": provider_time_ms, "now_us": now_us}
         status = _range_status(method, provider_time_ms, rt_us, now_us)
         if status:
             raise self._hot_error(status, **named)
-        _check_doubles(cpu_load=cpu_load)
+        self._check_doubles(cpu_load=cpu_load)
         id = _index(id)
         if isinstance(id, int) and not 0 <= id < _UINT64_END:
             id = _NO_INVOKER
@@ -533,7 +549,7 @@ class Balancer:
         named = {"qps": qps, "eps": eps, "utilization": utilization, "now_us": now_us}
         if _range_status(0, now_us):
             raise self._load_error(Status.INVALID_ARGUMENT, named)
-        _check_doubles(qps=qps, eps=eps, utilization=utilization)
+        self._check_doubles(qps=qps, eps=eps, utilization=utilization)
         id = _index(id)
         if isinstance(id, int) and not 0 <= id < _UINT64_END:
             # As in _report_wide: an id outside 64 bits names no invoker (ctypes would wrap it

@@ -328,6 +328,17 @@ def test_an_invalid_argument_is_named(lb: polylb.Balancer) -> None:
         lb.report_provider_metrics(1, 2**63, 0.5, 1)
     with pytest.raises(polylb.InvalidArgumentError, match="rt_us = -1"):  # a large load is valid
         lb.report_provider_metrics(1, 1, 1e19, -1)
+    # Several bad: named in the Go and Java bindings' order (load, response time, provider
+    # time), with the words they use for a double and for an int.
+    with pytest.raises(polylb.InvalidArgumentError) as info:
+        lb.report_provider_metrics(1, -1, -1, -1)
+    assert info.value.message == "invalid argument: cpu_load = -1 (want finite and >= 0)"
+    with pytest.raises(polylb.InvalidArgumentError) as info:
+        lb.report_provider_metrics(1, -1, 0.5, -1)
+    assert info.value.message == "invalid argument: rt_us = -1 (want >= 0)"
+    with pytest.raises(polylb.InvalidArgumentError) as info:
+        lb.report_provider_metrics(1, -1, 0.5, 1)
+    assert info.value.message == "invalid argument: provider_time_ms = -1 (want >= 0)"
 
 
 @pytest.mark.parametrize("ids", [["1"], [1.5], [None]])
@@ -664,6 +675,13 @@ def test_an_int_too_large_for_a_double_is_an_invalid_argument(balancer_factory: 
     with pytest.raises(polylb.InvalidArgumentError, match="cpu_load"):
         adaptive.report_provider_metrics(1, 1, 10**400, 10)  # type: ignore[arg-type]
     adaptive.report_provider_metrics(1, 1, 1, 10)  # an int that fits is a load like any other
+    # Closed, the balancer says so first, as for any other argument.
+    orca.close()
+    adaptive.close()
+    with pytest.raises(polylb.BalancerClosedError):
+        orca.report_load(1, 10**400, 0.0, 0.5)  # type: ignore[arg-type]
+    with pytest.raises(polylb.BalancerClosedError):
+        adaptive.report_provider_metrics(1, 1, 10**400, 10)  # type: ignore[arg-type]
 
 
 def test_errors_survive_pickle_and_copy() -> None:

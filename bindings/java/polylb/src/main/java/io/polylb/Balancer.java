@@ -788,8 +788,10 @@ public final class Balancer implements AutoCloseable {
         try {
             int status = Native.reportProviderMetrics(live(), method, id, providerTimeMs, cpuLoad, rtUs, nowUs);
             if (status != 0) {
-                throw PolylbException.of(status, status == Status.INVALID_ARGUMENT.code()
-                        ? metricsArgumentProblem(providerTimeMs, cpuLoad, rtUs) : null);
+                // The native call returns a bare code; name the argument it is about.
+                throw status == Status.INVALID_ARGUMENT.code() && !closed
+                        ? PolylbException.of(status, metricsArgumentProblem(providerTimeMs, cpuLoad, rtUs))
+                        : orClosed(status);
             }
         } finally {
             Reference.reachabilityFence(this);
