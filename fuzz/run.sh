@@ -20,7 +20,7 @@ cd "$(dirname "$0")"
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config abi_sequence)
+[ ${#targets[@]} -gt 0 ] || targets=(config abi_sequence abi_pair)
 
 triple=x86_64-unknown-linux-gnu
 flags="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4"

@@ -811,21 +811,49 @@ pub fn abi_sequence_config(data: &[u8]) -> String {
     config
 }
 
-/// A byte-driven sequence of ABI calls on one balancer (at most 300 calls per input).
-pub fn abi_sequence(data: &[u8]) {
-    let mut r = Reader::new(data);
-    let (strategy, config, b) = read_balancer(&mut r);
+/// One balancer driven by an input's bytes, with the model the checks compare it with.
+struct Machine {
+    strategy: &'static str,
+    config: String,
+    b: *mut plb_balancer,
+    names: HashMap<Vec<u8>, u32>,
+    methods: Vec<u32>,
+    set: Vec<u64>,
+    outstanding: Vec<(u32, u64)>,
+    /// Calls in flight per (method, id) of the current set: selects not yet reported.
+    active: HashMap<(u32, u64), u64>,
+    now: i64,
+}
 
-    let mut names: HashMap<Vec<u8>, u32> = HashMap::from([(Vec::new(), 0)]);
-    let mut methods: Vec<u32> = vec![0];
-    let mut set: Vec<u64> = Vec::new();
-    let mut outstanding: Vec<(u32, u64)> = Vec::new();
-    // Calls in flight per (method, id) of the current set: selects not yet reported.
-    let mut active: HashMap<(u32, u64), u64> = HashMap::new();
-    let mut now: i64 = 1_700_000_000_000_000;
-    let mut calls = 0;
-    while !r.done() && calls < 300 {
-        calls += 1;
+impl Machine {
+    fn new(r: &mut Reader) -> Self {
+        let (strategy, config, b) = read_balancer(r);
+        Machine {
+            strategy,
+            config,
+            b,
+            names: HashMap::from([(Vec::new(), 0)]),
+            methods: vec![0],
+            set: Vec::new(),
+            outstanding: Vec::new(),
+            active: HashMap::new(),
+            now: 1_700_000_000_000_000,
+        }
+    }
+
+    /// One ABI call, read from `r`, and its checks.
+    fn step(&mut self, r: &mut Reader) {
+        let (strategy, b, mut now) = (self.strategy, self.b, self.now);
+        let Machine {
+            config,
+            names,
+            methods,
+            set,
+            outstanding,
+            active,
+            ..
+        } = self;
+        let config: &str = config;
         let op = r.u8();
         let method = {
             let sel = r.u8();
@@ -843,9 +871,9 @@ pub fn abi_sequence(data: &[u8]) {
                 // update
                 let n = r.u8() % 18;
                 let specs: Vec<Spec> = if n == 17 {
-                    wide_set(&mut r)
+                    wide_set(r)
                 } else {
-                    (0..n).map(|_| read_spec(&mut r, now / 1000)).collect()
+                    (0..n).map(|_| read_spec(r, now / 1000)).collect()
                 };
                 let raw: Vec<plb_invoker> = specs
                     .iter()
@@ -903,12 +931,12 @@ pub fn abi_sequence(data: &[u8]) {
                 } else if huge_n.is_some() {
                     PLB_ERR_INVALID_ARGUMENT
                 } else {
-                    expected_update(&specs, strategy, &config)
+                    expected_update(&specs, strategy, config)
                 };
                 assert_eq!(status, expected, "update status");
                 if status == PLB_OK {
                     assert_eq!(err_len, 0);
-                    set = specs.iter().map(|s| s.id).collect();
+                    *set = specs.iter().map(|s| s.id).collect();
                     // State of ids that stay is kept; an id that left starts again from 0.
                     active.retain(|(_, id), _| set.contains(id));
                 } else {
@@ -983,12 +1011,12 @@ pub fn abi_sequence(data: &[u8]) {
                     key.len()
                 };
                 let (cands, cands_arg) = if among {
-                    read_ids(&mut r)
+                    read_ids(r)
                 } else {
                     (Vec::new(), Arg::Valid)
                 };
                 let (excl, excl_arg) = if among {
-                    read_ids(&mut r)
+                    read_ids(r)
                 } else {
                     (Vec::new(), Arg::Valid)
                 };
@@ -1055,8 +1083,8 @@ pub fn abi_sequence(data: &[u8]) {
                     (method, (sel % 26) as u64, false)
                 };
                 let known_method = (method as usize) < methods.len();
-                let elapsed = pick(&mut r, &[0, i64::MAX, -1, i64::MIN, 1], |b| b as i64 * 997);
-                let outcome = pick(&mut r, &[0, 1, 2, 3, 0, 1, 2, 3, 4, -1, i32::MAX], |b| {
+                let elapsed = pick(r, &[0, i64::MAX, -1, i64::MIN, 1], |b| b as i64 * 997);
+                let outcome = pick(r, &[0, 1, 2, 3, 0, 1, 2, 3, 4, -1, i32::MAX], |b| {
                     (b % 4) as i32
                 });
                 // plb_report32 (at the library's clock) where its u32 elapsed time can carry it.
@@ -1122,9 +1150,8 @@ pub fn abi_sequence(data: &[u8]) {
             6 => {
                 // provider metrics (adaptive uses them, others ignore them)
                 let id = (r.u8() % 26) as u64;
-                let provider_time = pick(&mut r, &[0, -1, i64::MAX, i64::MIN], |b| {
-                    now / 1000 + b as i64
-                });
+                let provider_time =
+                    pick(r, &[0, -1, i64::MAX, i64::MIN], |b| now / 1000 + b as i64);
                 let cpu = match r.u8() {
                     0 => f64::NAN,
                     1 => -1.0,
@@ -1133,7 +1160,7 @@ pub fn abi_sequence(data: &[u8]) {
                     4 => f64::from_bits(r.u64()),
                     x => x as f64 / 50.0,
                 };
-                let rt = pick(&mut r, &[0, -1, i64::MAX], |b| b as i64 * 1000);
+                let rt = pick(r, &[0, -1, i64::MAX], |b| b as i64 * 1000);
                 let status = unsafe {
                     plb_report_provider_metrics(b, method, id, provider_time, cpu, rt, now)
                 };
@@ -1154,7 +1181,7 @@ pub fn abi_sequence(data: &[u8]) {
                 };
                 let json = unsafe { stats(b, now, cap) };
                 assert!(json.starts_with(&format!("{{\"strategy\":\"{strategy}\"")));
-                assert_active(&json, &set, &active);
+                assert_active(&json, set, active);
             }
             8 => {
                 // time moves: forwards, backwards, to the extremes, or to the library's clock
@@ -1175,16 +1202,67 @@ pub fn abi_sequence(data: &[u8]) {
                 assert!(text.to_str().is_ok());
             }
         }
+        self.now = now;
     }
-    // Report every call still in flight; nothing may remain counted.
-    let end = 1_700_000_000_000_000;
-    for (m, id) in outstanding.drain(..) {
-        assert_eq!(
-            unsafe { plb_report(b, m, id, 0, PLB_OUTCOME_CANCELLED, end) },
-            PLB_OK
-        );
+
+    /// Reports every call still in flight, checks that none is left counted, and frees the
+    /// balancer.
+    fn finish(self) {
+        let Machine {
+            b, mut outstanding, ..
+        } = self;
+        // Report every call still in flight; nothing may remain counted.
+        let end = 1_700_000_000_000_000;
+        for (m, id) in outstanding.drain(..) {
+            assert_eq!(
+                unsafe { plb_report(b, m, id, 0, PLB_OUTCOME_CANCELLED, end) },
+                PLB_OK
+            );
+        }
+        let json = unsafe { stats(b, end, 0) };
+        assert_all_idle(&json);
+        unsafe { plb_balancer_free(b) };
     }
-    let json = unsafe { stats(b, end, 0) };
-    assert_all_idle(&json);
-    unsafe { plb_balancer_free(b) };
 }
+
+/// A byte-driven sequence of ABI calls on one balancer (at most 300 calls per input).
+pub fn abi_sequence(data: &[u8]) {
+    let mut r = Reader::new(data);
+    let mut machine = Machine::new(&mut r);
+    let mut calls = 0;
+    while !r.done() && calls < 300 {
+        calls += 1;
+        machine.step(&mut r);
+    }
+    machine.finish();
+}
+
+/// Two balancers' call sequences interleaved on one thread, with a balancer freed and another
+/// created in its place between calls (at most 300 calls per input). A thread keeps caches that
+/// every balancer it calls shares (snapshots, filtered views, its counter id, scratch space), so
+/// each balancer's checks must hold whatever the other does, and a new balancer (often at the
+/// freed one's address) must start from nothing of the old one's.
+pub fn abi_pair(data: &[u8]) {
+    let mut r = Reader::new(data);
+    let mut machines = [Some(Machine::new(&mut r)), Some(Machine::new(&mut r))];
+    let mut calls = 0;
+    while !r.done() && calls < 300 {
+        calls += 1;
+        let sel = r.u8();
+        let slot = &mut machines[(sel & 1) as usize];
+        if sel >= REPLACE {
+            // Freed first, so that the allocator may hand its memory to the new one.
+            slot.take().expect("always refilled").finish();
+            *slot = Some(Machine::new(&mut r));
+        } else {
+            slot.as_mut().expect("always refilled").step(&mut r);
+        }
+    }
+    for machine in machines.into_iter().flatten() {
+        machine.finish();
+    }
+}
+
+/// `abi_pair`'s selector bytes from this one on replace a balancer; below it, the low bit picks
+/// the balancer that makes the next call.
+const REPLACE: u8 = 0xF0;

@@ -203,6 +203,17 @@ fn abi_sequence_corpus_and_mutations() {
     fuzz("abi_sequence", targets::abi_sequence, iters);
 }
 
+#[test]
+fn abi_pair_corpus_and_mutations() {
+    // Two balancers per input: each execution runs about as long as one of abi_sequence's.
+    let iters = if cfg!(debug_assertions) {
+        5_000
+    } else {
+        10_000
+    };
+    fuzz("abi_pair", targets::abi_pair, iters);
+}
+
 /// The committed config corpus keeps up with the parser: every key the parser knows and every
 /// strategy appear in some seed that parses, so the mutations start from each of them.
 #[test]
