@@ -228,8 +228,14 @@ class Balancer:
         if status == Status.INVALID_ARGUMENT:
             # The hot calls return a bare code; the arguments say which one it was about.
             for name, value in arguments.items():
-                if isinstance(value, float):  # cpu_load: any finite value >= 0
-                    bad = not value >= 0 or value == float("inf")  # NaN too
+                if name in _FLOAT_ARGUMENTS:
+                    # Declared double: an int is judged as the double it becomes (_check_doubles
+                    # has refused one too large for a double).
+                    try:
+                        number = float(value)
+                    except (TypeError, ValueError, OverflowError):
+                        continue
+                    bad = not number >= 0 or number == float("inf")  # NaN too
                 else:
                     value = _index(value)  # NumPy's integers are named as ints are
                     low = _INT64_MIN if name == "now_us" else 0

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes  # noqa: F401 (resolves the `ctypes.Array` in the Ids hint at run time: get_type_hints)
 import inspect
 from time import perf_counter_ns
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Optional, Tuple, Type, TypeVar, Union
+from typing import Any, Optional, Protocol, Tuple, Type, TypeVar, Union
 
-from ._arguments import Ids, Key
+from ._arguments import Ids, Key, Method
 from ._errors import BalancerClosedError, UnknownOutcomeError
 from ._ffi import Outcome
 from ._outcomes import (
@@ -18,10 +19,21 @@ from ._outcomes import (
     _status_outcome,
 )
 
-if TYPE_CHECKING:
-    from ._balancer import Balancer
-
 _SUCCESS, _CANCELLED = Outcome.SUCCESS, Outcome.CANCELLED
+
+
+class _Balancing(Protocol):
+    """What a Call needs of its :class:`Balancer` (named without importing it: it imports this)."""
+
+    def select(
+        self,
+        key: Optional[Key] = None,
+        method: Method = 0,
+        among: Optional[Ids] = None,
+        exclude: Optional[Ids] = None,
+    ) -> int: ...
+
+    def report(self, id: int, elapsed_us: int, outcome: Union[Outcome, int], method: Method = 0) -> None: ...
 
 
 # A Call's life: made, then in its `with` block (selected, not yet reported), then ended. It is
@@ -50,7 +62,7 @@ class Call:
     )
 
     # Declared for type checkers; Balancer.call sets them (`_started_ns`: __enter__).
-    _balancer: Balancer
+    _balancer: _Balancing
     _key: Optional[Key]
     _method: int
     _among: Optional[Ids]

@@ -680,3 +680,21 @@ def test_status_text_for_every_code() -> None:
         assert polylb._ffi.status_text(status)
         assert polylb._ffi.status_text(-status) == polylb._ffi.status_text(status)
     assert polylb._ffi.status_text(12345)
+
+
+def test_type_hints_resolve_at_run_time() -> None:
+    # What documentation tools and run-time checkers read (typing.get_type_hints): every public
+    # class's and function's hints, and its methods', name types the package can resolve.
+    import inspect
+    import typing
+
+    checked = 0
+    for name in polylb.__all__:
+        public = getattr(polylb, name)
+        if not (inspect.isclass(public) or inspect.isfunction(public)):
+            continue
+        members = [m for _, m in inspect.getmembers(public, inspect.isfunction)] if inspect.isclass(public) else []
+        for item in [public, *members]:
+            typing.get_type_hints(item)
+            checked += 1
+    assert checked > 40

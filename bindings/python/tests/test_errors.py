@@ -339,6 +339,10 @@ def test_an_invalid_argument_is_named(lb: polylb.Balancer) -> None:
     with pytest.raises(polylb.InvalidArgumentError) as info:
         lb.report_provider_metrics(1, -1, 0.5, 1)
     assert info.value.message == "invalid argument: provider_time_ms = -1 (want >= 0)"
+    # An int load is judged as the double it becomes: 10**19 is a load like any other.
+    with pytest.raises(polylb.InvalidArgumentError) as info:
+        lb.report_provider_metrics(1, -1, 10**19, 1)
+    assert info.value.message == "invalid argument: provider_time_ms = -1 (want >= 0)"
 
 
 @pytest.mark.parametrize("ids", [["1"], [1.5], [None]])
