@@ -598,7 +598,10 @@ func (b *Balancer) StatsAt(now time.Time) (Stats, error) {
 }
 
 // StatsJSON returns the library's stats document unparsed (zero now = library
-// clock), including fields this binding does not model.
+// clock), including fields this binding does not model. It sizes its buffer by
+// the last document, with a quarter's slack, and tries again when the set grew
+// past it meanwhile: ErrBufferTooSmall only after 8 tries against a set that
+// grew past the slack every time (Python's binding tries until it fits).
 func (b *Balancer) StatsJSON(now time.Time) ([]byte, error) {
 	nowUs := unixMicros(now)
 	// A zero-value Balancer (not made by New) has no hint: the library then
