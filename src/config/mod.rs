@@ -259,8 +259,8 @@ impl Config {
                 Error::new(
                     Status::InvalidConfig,
                     format!(
-                        "config: '{}' has no '=': expected key=value pairs joined by '&'",
-                        pair.escape_debug()
+                        "config: {} has no '=': expected key=value pairs joined by '&'",
+                        values::quoted(pair)
                     ),
                 )
             })?;
@@ -273,8 +273,8 @@ impl Config {
                 return Err(Error::new(
                     Status::InvalidConfig,
                     format!(
-                        "config: unknown key '{}'{hint} (known keys: {})",
-                        key.escape_debug(),
+                        "config: unknown key {}{hint} (known keys: {})",
+                        values::quoted(key),
                         names.join(", ")
                     ),
                 ));
@@ -282,7 +282,7 @@ impl Config {
             if seen.contains(&key) {
                 return Err(Error::new(
                     Status::InvalidConfig,
-                    format!("config: key '{}' is given twice", key.escape_debug()),
+                    format!("config: key {} is given twice", values::quoted(key)),
                 ));
             }
             seen.push(key);

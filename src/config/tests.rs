@@ -29,6 +29,66 @@ fn misspelled_key_suggests_nearest() {
     assert!(e.message.contains("'roundrobin'"), "{}", e.message);
 }
 
+#[test]
+fn a_suggestion_is_the_nearest_within_half_the_keys_length() {
+    let names = ["loadbalance", "seed", "hash.nodes"];
+    assert_eq!(values::nearest("LoadBalance", &names), Some("loadbalance"));
+    // Two edits from a 4-letter key (its limit), by length alone: still compared.
+    assert_eq!(values::nearest("seedxx", &names), Some("seed"));
+    assert_eq!(values::nearest("se", &names), Some("seed"));
+    // Past the limit by length, whatever the letters.
+    assert_eq!(values::nearest("seedxxx", &names), None);
+    assert_eq!(values::nearest(&"s".repeat(1 << 20), &names), None);
+}
+
+/// A config of a megabyte is refused with a message of about a kilobyte: the caller's text is
+/// quoted up to 512 characters and its length said (the library used to quote it whole, and
+/// Java's and Go's messages carried the megabyte).
+#[test]
+fn a_huge_config_is_quoted_short() {
+    let huge = "k".repeat(1 << 20);
+    let head = "k".repeat(512);
+    for (text, want) in [
+        (
+            format!("{huge}=1"),
+            format!("config: unknown key '{head}…' (1048576 bytes)"),
+        ),
+        (
+            huge.clone(),
+            format!("config: '{head}…' (1048576 bytes) has no '='"),
+        ),
+        (
+            format!("loadbalance={huge}"),
+            format!("config: loadbalance='{head}…' (1048576 bytes) is an unknown strategy"),
+        ),
+        (
+            format!("timeout={huge}"),
+            format!("config: timeout='{head}…' (1048576 bytes) is not an integer"),
+        ),
+    ] {
+        let e = Config::parse(&text).unwrap_err();
+        assert!(e.message.starts_with(&want), "{}", &e.message[..200]);
+        assert!(e.message.len() < 1_500, "{} bytes", e.message.len());
+    }
+    // Up to 512 characters the text is quoted whole, escaped; a multi-byte character counts
+    // as one.
+    let e = Config::parse(&format!("{}=1", "é".repeat(512))).unwrap_err();
+    let want = format!("config: unknown key '{}' (known", "é".repeat(512));
+    assert!(e.message.starts_with(&want), "{}", e.message);
+    let e = Config::parse(&format!("{}=1", "é".repeat(513))).unwrap_err();
+    let want = format!(
+        "config: unknown key '{}…' (1026 bytes) (known",
+        "é".repeat(512)
+    );
+    assert!(e.message.starts_with(&want), "{}", e.message);
+    let e = Config::parse("a\u{0}b=1").unwrap_err();
+    assert!(
+        e.message.starts_with("config: unknown key 'a\\0b' (known"),
+        "{}",
+        e.message
+    );
+}
+
 /// Each field one step outside its range, with the key the error must name. A hand-built
 /// config gets the error the same value in a config string gets.
 #[test]

@@ -34,9 +34,24 @@ pub(super) fn accepted(key: &str) -> Option<&'static str> {
 pub(super) fn bad(key: &str, value: &str, why: &str) -> Error {
     Error::new(
         Status::InvalidConfig,
-        // Escaped: user text may hold NUL or control bytes that would cut a C string short.
-        format!("config: {key}='{}' is {why}", value.escape_debug()),
+        format!("config: {key}={} is {why}", quoted(value)),
     )
+}
+
+/// Characters of a config's text an error message quotes before it cuts the rest.
+const QUOTED_CHARS: usize = 512;
+
+/// The caller's text as an error message quotes it: escaped (NUL or control bytes would cut a
+/// C string short) and in single quotes, cut after [`QUOTED_CHARS`] characters with its length
+/// said, so that a megabyte of config makes a message of a kilobyte or so.
+pub(super) fn quoted(text: &str) -> String {
+    let mut chars = text.chars();
+    let head: String = chars.by_ref().take(QUOTED_CHARS).collect();
+    if chars.next().is_none() {
+        format!("'{}'", head.escape_debug())
+    } else {
+        format!("'{}…' ({} bytes)", head.escape_debug(), text.len())
+    }
 }
 
 /// An integer key's type, for the range an error message gives.
@@ -92,10 +107,20 @@ pub(super) fn float(key: &str, value: &str) -> Result<f64, Error> {
 /// be a plausible typo.
 pub(crate) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let w = word.to_ascii_lowercase();
+    let length = w.chars().count();
     candidates
         .iter()
-        .map(|c| (edit_distance(&w, &c.to_ascii_lowercase()), *c))
-        .filter(|(d, c)| *d <= (c.len() / 2).max(2))
+        .filter_map(|c| {
+            let limit = (c.chars().count() / 2).max(2);
+            // The distance is at least the difference in length, so a word far longer or
+            // shorter than a candidate is not compared with it (a megabyte key took a second
+            // and a half of edit distances).
+            if length.abs_diff(c.chars().count()) > limit {
+                return None;
+            }
+            let distance = edit_distance(&w, &c.to_ascii_lowercase());
+            (distance <= limit).then_some((distance, *c))
+        })
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
