@@ -21,6 +21,9 @@ cargo build --release
 step "rust: the libraries build with the oldest supported Rust (Cargo.toml's rust-version)"
 bash scripts/msrv.sh
 
+step "rust: the libraries lint clean for ARM Linux, macOS and Windows too"
+bash scripts/targets.sh
+
 step "rust: tests (core, Dubbo vectors, C ABI from C, header)"
 cargo test --release
 step "rust: the fuzz corpus again with overflow checks (debug build): no arithmetic overflows"

@@ -167,7 +167,7 @@ unsafe fn write_message(msg: &str, buf: *mut c_char, cap: usize, len: *mut usize
         while !msg.is_char_boundary(n) {
             n -= 1;
         }
-        std::ptr::copy_nonoverlapping(msg.as_ptr(), buf as *mut u8, n);
+        std::ptr::copy_nonoverlapping(msg.as_ptr(), buf.cast::<u8>(), n);
         *buf.add(n) = 0;
     }
     if !len.is_null() {
@@ -336,7 +336,7 @@ pub unsafe extern "C" fn plb_balancer_stats(
             }
             return PLB_ERR_BUFFER_TOO_SMALL;
         }
-        std::ptr::copy_nonoverlapping(json.as_ptr(), buf as *mut u8, json.len());
+        std::ptr::copy_nonoverlapping(json.as_ptr(), buf.cast::<u8>(), json.len());
         *buf.add(json.len()) = 0;
         PLB_OK
     })
@@ -543,7 +543,7 @@ mod tests {
             buf.len() - 1,
             "the text truncated to the buffer, NUL excluded"
         );
-        let written: Vec<u8> = buf[..len].iter().map(|&c| c as u8).collect();
+        let written: Vec<u8> = buf[..len].iter().map(|c| c.to_ne_bytes()[0]).collect();
         assert_eq!(written, &text[..len]);
         assert_eq!(buf[len], 0);
     }

@@ -8,14 +8,17 @@
 //! `roundrobin`'s per-method state, `adaptive`'s model and an outlier ejection take a lock for
 //! a moment, which a fork at that moment leaves held in the child (docs/abi-contract.md).
 
+#[cfg(unix)]
+use std::sync::atomic::Ordering::AcqRel;
 use std::sync::atomic::{
     AtomicU64,
-    Ordering::{AcqRel, Acquire, Release},
+    Ordering::{Acquire, Release},
 };
 
 /// Cold calls in flight (the low 32 bits) and forks under way (the high 32 bits).
 static STATE: AtomicU64 = AtomicU64::new(0);
 const FORK: u64 = 1 << 32;
+#[cfg(unix)]
 const CALLS: u64 = FORK - 1;
 
 /// A cold call in flight, until dropped. Not nested: a fork that came between an outer and an

@@ -35,6 +35,7 @@ static UNCACHED: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
 
 /// A new start for the process-wide sequence (in a child of `fork`, which would otherwise
 /// repeat its parent's).
+#[cfg(unix)]
 pub(crate) fn reseed_uncached() {
     UNCACHED.store(fresh_seed(), Ordering::Relaxed);
 }

@@ -639,6 +639,7 @@ fn hostile_arguments() {
 /// 2 GB, as `ulimit -v` does) is refused with `PLB_ERR_LIMIT_EXCEEDED`, the previous set kept,
 /// instead of aborting the host process in the middle of the build. Run in a child process:
 /// the limit is the whole process's.
+#[cfg(unix)]
 #[test]
 fn a_ring_too_large_for_the_address_space_is_refused_not_an_abort() {
     let exe = std::env::current_exe().unwrap();
@@ -660,6 +661,7 @@ fn a_ring_too_large_for_the_address_space_is_refused_not_an_abort() {
 }
 
 /// The child of the test above (ignored unless run by it).
+#[cfg(unix)]
 #[test]
 #[ignore]
 fn ring_too_large_for_the_address_space_in_this_process() {

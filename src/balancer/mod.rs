@@ -22,6 +22,7 @@ mod update;
 
 pub(crate) use methods::MethodState;
 pub use methods::MAX_METHODS;
+#[cfg(unix)]
 pub(crate) use pin::reseed_after_fork;
 pub(crate) use snapshot::{IdHasher, Member, Snapshot};
 

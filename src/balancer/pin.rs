@@ -238,6 +238,7 @@ impl Drop for Inner {
 /// is the child's only thread, and its random state is a copy of the parent's; without a new
 /// seed every child of a pre-forking server (gunicorn, celery) would pick the same invokers in
 /// the same order as the others.
+#[cfg(unix)]
 pub(crate) fn reseed_after_fork() {
     crate::rng::reseed_uncached();
     let _ = CACHE.try_with(|cell| {

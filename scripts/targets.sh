@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The libraries lint clean on the platforms users build them for besides this one: 64-bit ARM
+# Linux (where C's `char` is unsigned), macOS on Intel and Apple silicon, and Windows. The tests
+# run only here, so code behind `cfg(unix)`, `cfg(target_arch)` or a `c_char` cast is otherwise
+# never compiled for the other side: `cargo clippy` of polylb and polylb-jni (rlib, cdylib,
+# staticlib) for each target, no linking, so no cross toolchain is needed.
+#
+#   bash scripts/targets.sh   # adds the targets' standard libraries with rustup if missing;
+#                             # skipped, with a line saying so, where rustup cannot add them
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+targets=(aarch64-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin x86_64-pc-windows-gnu)
+
+if ! command -v rustup >/dev/null; then
+  echo "targets: skipped: no rustup to add the targets' standard libraries with"
+  exit 0
+fi
+installed=$(rustup target list --installed)
+missing=()
+for t in "${targets[@]}"; do
+  grep -qx "$t" <<<"$installed" || missing+=("$t")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  # rustup's download server is not a package registry: a machine that reaches only registries
+  # cannot fetch them, and then the check cannot run (said, not failed)
+  if ! timeout 600 rustup target add "${missing[@]}"; then
+    echo "targets: skipped: could not add ${missing[*]} with rustup (no route to its server?)"
+    exit 0
+  fi
+fi
+for t in "${targets[@]}"; do
+  CARGO_TARGET_DIR=target/targets cargo clippy --quiet --release --locked -p polylb -p polylb-jni \
+    --lib --target "$t" -- -D warnings
+  echo "targets: polylb and polylb-jni lint clean for $t"
+done
