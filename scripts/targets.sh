@@ -3,7 +3,8 @@
 # Linux (where C's `char` is unsigned), macOS on Intel and Apple silicon, and Windows. The tests
 # run only here, so code behind `cfg(unix)`, `cfg(target_arch)` or a `c_char` cast is otherwise
 # never compiled for the other side: `cargo clippy` of polylb and polylb-jni (rlib, cdylib,
-# staticlib) for each target, no linking, so no cross toolchain is needed.
+# staticlib) for each target, no linking, so no cross toolchain is needed; and the Go binding's
+# macOS link line against rustc's list of system libraries.
 #
 #   bash scripts/targets.sh   # adds the targets' standard libraries with rustup if missing;
 #                             # skipped, with a line saying so, where rustup cannot add them
@@ -34,3 +35,17 @@ for t in "${targets[@]}"; do
     --lib --target "$t" -- -D warnings
   echo "targets: polylb and polylb-jni lint clean for $t"
 done
+
+# The Go binding's macOS link line (bindings/go/polylb.go, `#cgo darwin LDFLAGS`) names rustc's
+# native-static-libs for Apple targets; no Mac runs its tests, so compare the list here.
+for t in x86_64-apple-darwin aarch64-apple-darwin; do
+  libs=$(CARGO_TARGET_DIR=target/targets cargo rustc --quiet --release --locked -p polylb --lib \
+    --crate-type staticlib --target "$t" -- --print native-static-libs 2>&1 |
+    sed -n 's/.*native-static-libs: //p')
+  go_libs=$(sed -n 's/^#cgo darwin LDFLAGS: [^ ]*libpolylb\.a //p' bindings/go/polylb.go)
+  if [ "$libs" != "$go_libs" ]; then
+    echo "targets: rustc links $t with '$libs', bindings/go/polylb.go's darwin line says '$go_libs'" >&2
+    exit 1
+  fi
+done
+echo "targets: the Go binding's macOS link line is rustc's list"

@@ -77,11 +77,11 @@ fn static_link_lines_name_the_makefiles_libraries() {
             "examples/c/README.md",
             "cc -std=c11 app.c -I include target/release/libpolylb.a",
         ),
-        ("bindings/go/README.md", "#cgo LDFLAGS:"),
-        ("bindings/go/polylb.go", "#cgo LDFLAGS:"),
+        ("bindings/go/README.md", "#cgo linux LDFLAGS:"),
+        ("bindings/go/polylb.go", "#cgo linux LDFLAGS:"),
         (
             "bindings/go/internal/nativebench/nativebench.go",
-            "#cgo LDFLAGS:",
+            "#cgo linux LDFLAGS:",
         ),
     ] {
         let text = read(file);

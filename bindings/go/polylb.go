@@ -23,7 +23,8 @@ package polylb
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../include
-#cgo LDFLAGS: ${SRCDIR}/../../target/release/libpolylb.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+#cgo linux LDFLAGS: ${SRCDIR}/../../target/release/libpolylb.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+#cgo darwin LDFLAGS: ${SRCDIR}/../../target/release/libpolylb.a -liconv -lSystem -lc -lm
 
 // No polylb function keeps a pointer it was given after returning (the
 // header: "the library never keeps a pointer the caller passed in") and none

@@ -6,7 +6,8 @@ package nativebench
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../../../include
-#cgo LDFLAGS: ${SRCDIR}/../../../../target/release/libpolylb.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+#cgo linux LDFLAGS: ${SRCDIR}/../../../../target/release/libpolylb.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+#cgo darwin LDFLAGS: ${SRCDIR}/../../../../target/release/libpolylb.a -liconv -lSystem -lc -lm
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
