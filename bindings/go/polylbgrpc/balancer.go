@@ -138,18 +138,18 @@ func (b builder) ParseConfig(raw json.RawMessage) (serviceconfig.LoadBalancingCo
 	}
 	cfg := &Config{OOBReportingPeriod: DefaultOOBReportingPeriod}
 	if err := json.Unmarshal(raw, cfg); err != nil {
-		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
+		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", excerpt(raw), err)
 	}
 	if v, ok := fields["oobReportingPeriod"]; ok {
 		period, err := parseDuration(v)
 		if err != nil {
-			return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
+			return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", excerpt(raw), err)
 		}
 		cfg.OOBReportingPeriod = period
 	}
 	lb, err := polylb.New(cfg.Config)
 	if err != nil {
-		return nil, fmt.Errorf("config %q: %w", cfg.Config, err)
+		return nil, fmt.Errorf("config %s: %w", quoted(cfg.Config), err)
 	}
 	lb.Close()
 	return cfg, nil
@@ -164,11 +164,11 @@ var durationForm = regexp.MustCompile(`^([0-9]{1,9})(?:\.([0-9]{1,9}))?s$`)
 func parseDuration(v json.RawMessage) (time.Duration, error) {
 	var text string
 	if string(v) == "null" || json.Unmarshal(v, &text) != nil {
-		return 0, fmt.Errorf(`"oobReportingPeriod" is %s, want a duration such as "10s" or "0.5s"`, v)
+		return 0, fmt.Errorf(`"oobReportingPeriod" is %s, want a duration such as "10s" or "0.5s"`, excerpt(v))
 	}
 	m := durationForm.FindStringSubmatch(text)
 	if m == nil {
-		return 0, fmt.Errorf(`"oobReportingPeriod" is %q, want a duration such as "10s" or "0.5s" (seconds, up to 9 decimals, not negative)`, text)
+		return 0, fmt.Errorf(`"oobReportingPeriod" is %s, want a duration such as "10s" or "0.5s" (seconds, up to 9 decimals, not negative)`, quoted(text))
 	}
 	seconds, _ := strconv.ParseInt(m[1], 10, 64)
 	var nanos int64
@@ -196,10 +196,10 @@ func checkKeys(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", raw, err)
+		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %w", excerpt(raw), err)
 	}
 	if key, ok := repeatedKey(raw); ok {
-		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %q is given twice", raw, key)
+		return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %s is given twice", excerpt(raw), quoted(key))
 	}
 	keys := make([]string, 0, len(fields))
 	for key := range fields {
@@ -210,14 +210,14 @@ func checkKeys(raw json.RawMessage) (map[string]json.RawMessage, error) {
 		if slices.Contains(entryKeys, key) {
 			continue
 		}
-		return nil, fmt.Errorf("polylb: unknown key %q in loadBalancingConfig %s (its keys are %q, %q, %q and %q, as spelt)",
-			key, raw, entryKeys[0], entryKeys[1], entryKeys[2], entryKeys[3])
+		return nil, fmt.Errorf("polylb: unknown key %s in loadBalancingConfig %s (its keys are %q, %q, %q and %q, as spelt)",
+			quoted(key), excerpt(raw), entryKeys[0], entryKeys[1], entryKeys[2], entryKeys[3])
 	}
 	// encoding/json leaves a field at its default for null; the Java policy
 	// refuses null for every key, as a value of another type.
 	for _, key := range keys {
 		if string(fields[key]) == "null" {
-			return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %q is null (give it a value, or leave the key out)", raw, key)
+			return nil, fmt.Errorf("polylb: bad loadBalancingConfig %s: %q is null (give it a value, or leave the key out)", excerpt(raw), key)
 		}
 	}
 	return fields, nil
@@ -403,14 +403,14 @@ func (p *policy) configureLocked(cfg *Config, endpoints []resolver.Endpoint) err
 	// (whether the calls' trailers feed orca is the balancer's).
 	lb, err := polylb.New(cfg.Config)
 	if err != nil { // ParseConfig checked it; kept as a guard
-		return fmt.Errorf("config %q: %w", cfg.Config, err)
+		return fmt.Errorf("config %s: %w", quoted(cfg.Config), err)
 	}
 	if p.lb != nil {
 		if err := lb.Update(p.listedSetLocked(endpoints)); err != nil {
 			lb.Close()
-			logger.Warningf("polylb: config %q rejected the %d listed endpoints, config %q kept: %v",
-				cfg.Config, len(endpoints), p.cfg.Config, err)
-			return fmt.Errorf("config %q: %w", cfg.Config, err)
+			logger.Warningf("polylb: config %s rejected the %d listed endpoints, config %s kept: %v",
+				quoted(cfg.Config), len(endpoints), quoted(p.cfg.Config), err)
+			return fmt.Errorf("config %s: %w", quoted(cfg.Config), err)
 		}
 	}
 	old := p.lb

@@ -2,9 +2,11 @@ package polylbgrpc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -670,6 +672,38 @@ func TestBadConfigIsRejected(t *testing.T) {
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"polylb": {"config": "loadbalance=leastactiv"}}]}`))
 	if err == nil || !strings.Contains(err.Error(), "leastactive") {
 		t.Fatalf("want an error suggesting leastactive, got %v", err)
+	}
+}
+
+// A megabyte of service config makes an error of a kilobyte or so: what the
+// policy repeats of it is cut, as the library cuts what it quotes, and its
+// length said (the error reaches logs, and failed RPCs' statuses).
+func TestAHugeConfigMakesAShortError(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	for _, tc := range []struct{ entry, want string }{
+		{`{"config": "loadbalance=p2c&` + huge + `=1"}`, "unknown"},
+		{`{"config": "loadbalance=` + huge + `"}`, "loadbalance"},
+		{`{"` + huge + `": 1}`, "unknown key"},
+		{`{"config": "", "oobReportingPeriod": "` + huge + `"}`, "oobReportingPeriod"},
+		{`{"config": "", "config": "` + huge + `"}`, "given twice"},
+	} {
+		_, err := builder{}.ParseConfig(json.RawMessage(tc.entry))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.40s…: want an error saying %s, got %.300v", tc.entry, tc.want, err)
+			continue
+		}
+		if len(err.Error()) > 4096 || !strings.Contains(err.Error(), " bytes)") {
+			t.Errorf("%.40s…: %d bytes of error, want a cut excerpt: %.300s…", tc.entry, len(err.Error()), err)
+		}
+	}
+	for _, s := range []string{"", "é", strings.Repeat("é", excerptChars)} {
+		if got, want := quoted(s), strconv.Quote(s); got != want {
+			t.Errorf("quoted(%d bytes) = %.40s…, want it whole", len(s), got)
+		}
+	}
+	long := strings.Repeat("é", excerptChars) + "z"
+	if got, want := quoted(long), strconv.Quote(long[:2*excerptChars])+"… (1025 bytes)"; got != want {
+		t.Errorf("quoted cut %s, want %s", got[len(got)-30:], want[len(want)-30:])
 	}
 }
 

@@ -101,8 +101,8 @@ final class PolylbLoadBalancer extends LoadBalancer {
         } catch (PolylbException e) {
             if (state != null) {
                 balancer.close();
-                logger.log(Level.WARNING, "polylb: config " + newConfig.config() + " rejected the "
-                        + listed.size() + " endpoints, config " + config.config() + " kept: " + e.getMessage());
+                logger.log(Level.WARNING, "polylb: config " + Excerpts.quoted(newConfig.config()) + " rejected the " + listed.size()
+                        + " endpoints, config " + Excerpts.quoted(config.config()) + " kept: " + e.getMessage());
                 return rejection(e);
             }
             listed = List.of(); // the first config: updatePicker fails the channel with the reason

@@ -110,7 +110,7 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
         for (String key : new TreeSet<>(raw.keySet())) {
             if (!ENTRY_KEYS.contains(key)) {
                 return ConfigOrError.fromError(Status.UNAVAILABLE.withDescription(
-                        "polylb: unknown key \"" + key + "\" in loadBalancingConfig " + raw
+                        "polylb: unknown key " + Excerpts.quoted(key) + " in loadBalancingConfig " + Excerpts.excerpt(raw)
                                 + " (its keys are \"config\", \"serviceLevel\", \"enableOobLoadReport\" and"
                                 + " \"oobReportingPeriod\", as spelt)"));
             }
@@ -123,7 +123,7 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
         if (!(config instanceof String) || !(serviceLevel instanceof Boolean) || !(oob instanceof Boolean)
                 || periodNanos < 0) {
             return ConfigOrError.fromError(Status.UNAVAILABLE.withDescription(
-                    "polylb: bad loadBalancingConfig " + raw
+                    "polylb: bad loadBalancingConfig " + Excerpts.excerpt(raw)
                             + ": want {\"config\": string, \"serviceLevel\": boolean, \"enableOobLoadReport\": boolean,"
                             + " \"oobReportingPeriod\": a duration such as \"10s\" or \"0.5s\"}"));
         }
@@ -131,7 +131,7 @@ public final class PolylbLoadBalancerProvider extends LoadBalancerProvider {
             new Balancer((String) config).close();
         } catch (PolylbException e) {
             return ConfigOrError.fromError(Status.UNAVAILABLE
-                    .withDescription("polylb: config \"" + config + "\": " + e.getMessage())
+                    .withDescription("polylb: config " + Excerpts.quoted((String) config) + ": " + e.getMessage())
                     .withCause(e));
         }
         return ConfigOrError.fromConfig(

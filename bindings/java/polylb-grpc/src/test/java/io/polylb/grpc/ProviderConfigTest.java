@@ -87,6 +87,30 @@ class ProviderConfigTest {
         }
     }
 
+    /**
+     * A megabyte of service config makes a status of a kilobyte or so: what the policy repeats of
+     * it is cut, as the library cuts what it quotes, and its length said.
+     */
+    @Test
+    void aHugeConfigMakesAShortStatus() {
+        String huge = "x".repeat(1 << 20);
+        for (Map<String, ?> entry : List.of(Map.of("config", "loadbalance=p2c&" + huge + "=1"),
+                Map.of("config", "loadbalance=" + huge),
+                Map.of(huge, 1),
+                Map.of("config", "", "oobReportingPeriod", huge),
+                Map.of("config", huge, "serviceLevel", "yes"))) {
+            String description = provider.parseLoadBalancingPolicyConfig(entry).getError().getDescription();
+            assertTrue(description.length() < 4096 && description.contains(" bytes)"),
+                    description.length() + " characters: " + description.substring(0, 300));
+        }
+        String wide = "\u00e9".repeat(Excerpts.CHARS);
+        assertEquals("\"" + wide + "\"", Excerpts.quoted(wide));
+        assertEquals("\"" + wide + "…\" (1025 bytes)", Excerpts.quoted(wide + "z"));
+        String astral = "\ud83d\ude00".repeat(Excerpts.CHARS + 1);
+        assertEquals(astral.substring(0, 2 * Excerpts.CHARS) + "… (2052 bytes)", Excerpts.excerpt(astral),
+                "cut between characters, not inside a surrogate pair");
+    }
+
     @Test
     void wrongTypesAreRejected() {
         assertEquals(Status.Code.UNAVAILABLE,
