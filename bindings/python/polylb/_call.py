@@ -12,14 +12,14 @@ from ._arguments import Ids, Key, Method
 from ._errors import BalancerClosedError, UnknownOutcomeError
 from ._ffi import Outcome
 from ._outcomes import (
+    _CANCELLED,
+    _SUCCESS,
     _is_resource_exhausted,
     _outcome_of,
     _size_limit_of,
     _size_limit_outcome,
     _status_outcome,
 )
-
-_SUCCESS, _CANCELLED = Outcome.SUCCESS, Outcome.CANCELLED
 
 
 class _Balancing(Protocol):
