@@ -11,6 +11,8 @@ use std::cell::Cell;
 /// To use this clock, pass `now_us = 0`: a reading handed back as `now_us` counts as the
 /// caller's own time, which the balancer takes as exact, so `peakewma` loses its allowance for
 /// the tick.
+// `as i64`: `time_t` and `c_long` are 32 bits wide on 32-bit Linux, 64 elsewhere.
+#[allow(clippy::unnecessary_cast)]
 pub fn wall_clock_us() -> i64 {
     #[cfg(target_os = "linux")]
     {
@@ -20,7 +22,7 @@ pub fn wall_clock_us() -> i64 {
         };
         // SAFETY: `ts` is a valid, writable timespec.
         if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } == 0 {
-            return ts.tv_sec * 1_000_000 + ts.tv_nsec / 1000;
+            return ts.tv_sec as i64 * 1_000_000 + ts.tv_nsec as i64 / 1000;
         }
     }
     std::time::SystemTime::now()
@@ -35,6 +37,7 @@ pub fn wall_clock_us() -> i64 {
 /// on the VMs measured), but two readings lie apart by their true distance give or take about a
 /// tick, while elapsed times a caller measures are precise. Read once per balancer (a system
 /// call's worth), not per call.
+#[allow(clippy::unnecessary_cast)] // as `wall_clock_us`
 pub(crate) fn library_tick_us() -> i64 {
     #[cfg(target_os = "linux")]
     {
@@ -49,10 +52,9 @@ pub(crate) fn library_tick_us() -> i64 {
                 && libc::clock_getres(libc::CLOCK_REALTIME_COARSE, &mut res) == 0
         };
         if coarse {
-            return res
-                .tv_sec
+            return (res.tv_sec as i64)
                 .saturating_mul(1_000_000)
-                .saturating_add(res.tv_nsec / 1000);
+                .saturating_add(res.tv_nsec as i64 / 1000);
         }
     }
     0
