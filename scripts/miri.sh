@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the unsafe code under Miri (nightly): the library's unit tests that finish in minutes,
 # and tests/concurrency.rs::small_races_for_miri under Stacked Borrows and, over four thread
-# schedules, Tree Borrows. About 17-35 min on the shared 2-core VM (see docs/reliability.md).
+# schedules, Tree Borrows; then the `weak_memory` tests over 32 schedules (orderings that x86-64
+# forgives: they pass there whatever the orderings, and fail here when one is too weak). About 17-35 min on the shared 2-core VM (see docs/reliability.md).
 # Not part of test-all.sh or CI: those machines may not have a nightly toolchain with Miri.
 #   rustup toolchain install nightly && rustup +nightly component add miri rust-src
 set -euo pipefail
@@ -51,3 +52,7 @@ MIRIFLAGS="$base" cargo +nightly miri test --test concurrency -- --exact small_r
 step "miri: the same under Tree Borrows, four schedules"
 MIRIFLAGS="$base -Zmiri-tree-borrows -Zmiri-many-seeds=0..4" \
   cargo +nightly miri test --test concurrency -- --exact small_races_for_miri
+
+step "miri: weak-memory orderings (tests named weak_memory), 32 schedules"
+MIRIFLAGS="$base -Zmiri-many-seeds=0..32" cargo +nightly miri test --lib -- weak_memory
+MIRIFLAGS="$base -Zmiri-many-seeds=0..32" cargo +nightly miri test --test concurrency -- weak_memory

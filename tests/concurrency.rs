@@ -522,3 +522,36 @@ fn small_races_for_miri() {
     }
     unsafe { plb_balancer_free(raw) };
 }
+
+/// Thread X selects a call; thread C selects one and reports it; X, having seen that (through
+/// nothing that synchronizes), reports its own: both calls must be over. Passes on x86-64
+/// whatever the orderings; under Miri's weak memory (scripts/miri.sh, 32 schedules) half the
+/// schedules left X's call in flight for good while ends were claimed `Relaxed`.
+#[test]
+fn weak_memory_a_report_ends_its_call_after_another_threads_report() {
+    for config in [
+        "loadbalance=leastactive",
+        "loadbalance=boundedhash&hash.nodes=8",
+    ] {
+        let b = Balancer::new(config).unwrap();
+        b.update(&[Invoker::new(1, "10.0.0.1:20880")]).unwrap();
+        let x = b.select(0, b"k", 0).unwrap();
+        let c_reported = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let c = b.select(0, b"k", 0).unwrap();
+                b.report(0, c, 10, Outcome::Success, 0).unwrap();
+                c_reported.store(true, Ordering::Relaxed);
+            });
+            while !c_reported.load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+            b.report(0, x, 10, Outcome::Success, 0).unwrap();
+        });
+        let json = b.stats_json(0);
+        assert!(
+            json.contains("\"active\":0,"),
+            "{config}: a call left in flight: {json}"
+        );
+    }
+}

@@ -16,7 +16,10 @@ use crate::balancer::{Member, Snapshot};
 use crate::clock::{Clock, STEP_BACK_MS};
 use crate::config::Config;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicI64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 #[derive(Clone)]
 pub(crate) struct SlowStart {
@@ -126,7 +129,8 @@ impl Ramp {
     /// True while some weight of the set ramps at this call's time. The first pick after an
     /// update stamps the invokers that joined (once; O(n)).
     pub fn active(&self, slow: &SlowStart, snapshot: &Snapshot, clock: &Clock) -> bool {
-        let until = self.until_ms.load(Relaxed);
+        // Acquire: a ramp seen running must show the joined invokers' stamps made before it.
+        let until = self.until_ms.load(Acquire);
         if until == i64::MIN {
             return false;
         }
@@ -173,7 +177,46 @@ impl Ramp {
             }
             until = until.max(joined.saturating_add(slow.window_ms));
         }
-        self.until_ms.store(until, Relaxed);
+        self.until_ms.store(until, Release);
         now < until
+    }
+}
+
+#[cfg(test)]
+mod weak_memory {
+    use super::*;
+    use crate::strategy::Weights;
+    use crate::{Balancer, Invoker};
+
+    /// One thread's pick stamps the invoker that joined and publishes the ramp's end; another
+    /// thread that finds the ramp running must price that invoker on the ramp, not at full
+    /// weight. Fails only under a weak memory model (scripts/miri.sh: 10 of 32 schedules
+    /// failed with the ramp's end stored `Relaxed`).
+    #[test]
+    fn a_ramp_seen_running_shows_the_joined_invokers_stamp() {
+        let text = "loadbalance=p2c&slowstart.windowMs=60000";
+        let config = Config::parse(text).unwrap();
+        let b = Balancer::new(text).unwrap();
+        b.update(&[Invoker::new(1, "10.0.0.1:1")]).unwrap();
+        b.update(&[Invoker::new(1, "10.0.0.1:1"), Invoker::new(2, "10.0.0.2:1")])
+            .unwrap();
+        let snap = b.snapshot_for_tests();
+        let ramp = Weights::of(&snap).unwrap().ramp.as_ref().unwrap();
+        let slow = SlowStart::new(&config).unwrap();
+        let now_us = 1_700_000_000_000_000;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                ramp.active(&slow, &snap, &Clock::new(now_us));
+            });
+            while ramp.until_ms.load(Relaxed) == i64::MAX {
+                std::thread::yield_now();
+            }
+            assert!(ramp.active(&slow, &snap, &Clock::new(now_us)));
+            let f = slow.factor(&snap.members[1], now_us / 1000);
+            assert!(
+                f < 1.0,
+                "the joined invoker at full weight while its ramp runs: {f}"
+            );
+        });
     }
 }
