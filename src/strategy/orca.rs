@@ -71,6 +71,10 @@ const STRIDE: u64 = 1 << 16;
 /// turns per pick are the heaviest weight over the mean).
 const MAX_RATIO: f64 = 10.0;
 
+/// A recomputation under way for this long is taken as abandoned (a fork's child has no thread
+/// to finish it): one over 100,000 invokers takes milliseconds.
+const ABANDONED_MS: i64 = 10_000;
+
 /// One provider's last load report, shared by the snapshots that hold its invoker.
 #[derive(Default)]
 pub(crate) struct LoadCell {
@@ -181,6 +185,9 @@ pub(crate) struct LoadTable {
     turn: AtomicU64,
     /// When the weights are next recomputed (Unix ms; `i64::MIN` = at the next pick).
     next_update_ms: AtomicI64,
+    /// When the recomputation under way began (Unix ms; `i64::MIN`: none is). One at a time:
+    /// `planned` holds each invoker's counted weight between a recomputation's two passes.
+    recomputing_since_ms: AtomicI64,
     /// At least two weights counted at the last recomputation (the reports deal the calls).
     reported: AtomicBool,
     /// Each position's weight as the recomputation plans it (f64 bits): room allocated with the
@@ -214,6 +221,7 @@ impl LoadTable {
             heaviest: AtomicU32::new(0),
             turn: AtomicU64::new(0),
             next_update_ms: AtomicI64::new(i64::MIN),
+            recomputing_since_ms: AtomicI64::new(i64::MIN),
             reported: AtomicBool::new(false),
             planned: members
                 .iter()
@@ -225,25 +233,49 @@ impl LoadTable {
     }
 
     /// Recomputes the weights when the period has ended (one pick at a time; the others go on
-    /// with the current ones).
+    /// with the current ones). A recomputation that falls due while another runs (a report
+    /// starting a run brings the next one forward) is left to a pick after it.
     #[inline]
     fn update_if_due(&self, snapshot: &Snapshot, clock: &Clock) {
         let now = clock.now_ms();
         let due = self.next_update_ms.load(Acquire);
         let stepped_back = due.saturating_sub(now) > self.config.update_ms + STEP_BACK_MS;
-        if (now >= due || stepped_back)
-            && self
-                .next_update_ms
-                .compare_exchange(
-                    due,
-                    now.saturating_add(self.config.update_ms),
-                    AcqRel,
-                    Relaxed,
-                )
-                .is_ok()
-        {
-            self.recompute(snapshot, now);
+        if now >= due || stepped_back {
+            self.recompute_unless_under_way(snapshot, due, now);
         }
+    }
+
+    /// Recomputes as due at `due`, unless another pick took this period first or a
+    /// recomputation is under way. One under way is taken as abandoned when it began
+    /// `ABANDONED_MS` ago or in a future the clock stepped back from (a child of `fork`
+    /// inherits its parent's mark from a thread it does not have).
+    #[inline(never)]
+    fn recompute_unless_under_way(&self, snapshot: &Snapshot, due: i64, now_ms: i64) {
+        let since = self.recomputing_since_ms.load(Relaxed);
+        let free = since == i64::MIN
+            || now_ms.saturating_sub(since) >= ABANDONED_MS
+            || since.saturating_sub(now_ms) > STEP_BACK_MS;
+        if !free
+            || self
+                .recomputing_since_ms
+                .compare_exchange(since, now_ms.max(i64::MIN + 1), Acquire, Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        if self
+            .next_update_ms
+            .compare_exchange(
+                due,
+                now_ms.saturating_add(self.config.update_ms),
+                AcqRel,
+                Relaxed,
+            )
+            .is_ok()
+        {
+            self.recompute(snapshot, now_ms);
+        }
+        self.recomputing_since_ms.store(i64::MIN, Release);
     }
 
     #[inline(never)]
@@ -312,8 +344,7 @@ impl LoadTable {
     /// `MAX_RATIO` × the mean of the capped weights (one low-utilization report must not draw
     /// every call; the configured weights alone deal exactly, as weighted round robin), and
     /// scales them to the stride. With no positive weight, every invoker counts as equal (a set
-    /// of weight-0 invokers still serves). (Two recomputations overlap only when
-    /// one takes longer than `orca.updateMs`; each position's weight is then either's.)
+    /// of weight-0 invokers still serves).
     fn store(&self, reported: bool) {
         let weights = || self.planned.iter().map(|w| f64::from_bits(w.load(Relaxed)));
         let (count, sum, max) = weights()
@@ -543,5 +574,99 @@ mod weak_memory {
             let counted = cell.counted(now, &config);
             assert_eq!(counted, None, "a weight counted inside its blackout");
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Balancer, Invoker};
+
+    /// A recomputation that becomes due while another runs (a report starting a run brings
+    /// the next one forward, to at once with `orca.blackoutMs=0`) must wait for it: the plan
+    /// holds each invoker's counted weight between its two passes, and a second pass over it
+    /// read the other's final weights as counted ones. Every recomputation here has the same
+    /// inputs, so every share any thread reads must be the one a lone recomputation gives.
+    #[test]
+    fn recomputations_due_at_once_do_not_mix_their_plans() {
+        let text = "loadbalance=orca&orca.blackoutMs=0";
+        let b = Balancer::new(text).unwrap();
+        let set: Vec<_> = (0..200)
+            .map(|i| Invoker::new(i, format!("10.0.{}.{}:1", i / 250, i % 250)))
+            .collect();
+        b.update(&set).unwrap();
+        let snap = b.snapshot_for_tests();
+        let table = snap
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<LoadTable>())
+            .unwrap();
+        let now_ms = 1_700_000_000_000;
+        for (i, cell) in table.cells.iter().enumerate() {
+            let report = LoadReport {
+                qps: 100.0 + 37.0 * i as f64,
+                eps: 0.0,
+                utilization: 0.5,
+            };
+            cell.record(&report, now_ms - 1, &table.config);
+        }
+        let shares = || -> Vec<u32> { table.scaled.iter().map(|s| s.load(Relaxed)).collect() };
+        let clock = || Clock::new(now_ms * 1000);
+        table.next_update_ms.store(i64::MIN, Relaxed);
+        table.update_if_due(&snap, &clock());
+        let expected = shares();
+        assert!(table.reported.load(Relaxed));
+        let mixed = std::sync::atomic::AtomicU32::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..2_000 {
+                        table.next_update_ms.fetch_min(now_ms, AcqRel);
+                        table.update_if_due(&snap, &clock());
+                        if shares() != expected {
+                            mixed.fetch_add(1, Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            mixed.load(Relaxed),
+            0,
+            "reads of shares no lone recomputation gives"
+        );
+        assert_eq!(shares(), expected);
+
+        // A recomputation marked as under way holds the next one off, until the mark is
+        // `ABANDONED_MS` old (a fork's child inherits it) or in a future the clock left.
+        let before = shares();
+        for (i, cell) in table.cells.iter().enumerate() {
+            let report = LoadReport {
+                qps: 100.0 + 37.0 * (199 - i) as f64,
+                eps: 0.0,
+                utilization: 0.5,
+            };
+            cell.record(&report, now_ms - 1, &table.config);
+        }
+        for (mark, recomputes) in [
+            (now_ms - 5, false),
+            (now_ms - ABANDONED_MS + 1, false),
+            (now_ms + STEP_BACK_MS, false),
+            (now_ms - ABANDONED_MS, true),
+            (now_ms + STEP_BACK_MS + 1, true),
+            (i64::MIN, true),
+        ] {
+            for (pos, share) in before.iter().enumerate() {
+                table.scaled[pos].store(*share, Relaxed);
+            }
+            table.recomputing_since_ms.store(mark, Relaxed);
+            table.next_update_ms.store(i64::MIN, Relaxed);
+            table.update_if_due(&snap, &clock());
+            let at = mark.saturating_sub(now_ms);
+            assert_eq!(shares() != before, recomputes, "marked at {at} ms");
+            if recomputes {
+                assert_eq!(table.recomputing_since_ms.load(Relaxed), i64::MIN);
+            }
+        }
     }
 }
