@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The libraries lint clean on the platforms users build them for besides this one: 64-bit ARM
-# Linux (where C's `char` is unsigned), macOS on Intel and Apple silicon, and Windows. The tests
-# run only here, so code behind `cfg(unix)`, `cfg(target_arch)` or a `c_char` cast is otherwise
-# never compiled for the other side: `cargo clippy` of polylb and polylb-jni (rlib, cdylib,
+# Linux (where C's `char` is unsigned), 32-bit x86 Linux (where `time_t` and `long` are 32 bits),
+# macOS on Intel and Apple silicon, and Windows. The tests run only here, so code behind
+# `cfg(unix)`, `cfg(target_arch)` or a `c_char` cast is otherwise never compiled for the other
+# side: `cargo clippy` of polylb and polylb-jni (rlib, cdylib,
 # staticlib) for each target, no linking, so no cross toolchain is needed; and the Go binding's
 # macOS link line against rustc's list of system libraries.
 #
@@ -11,7 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(aarch64-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin x86_64-pc-windows-gnu)
+targets=(aarch64-unknown-linux-gnu i686-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin
+  x86_64-pc-windows-gnu)
 
 if ! command -v rustup >/dev/null; then
   echo "targets: skipped: no rustup to add the targets' standard libraries with"
