@@ -2,7 +2,8 @@
 # Runs the unsafe code under Miri (nightly): the library's unit tests that finish in minutes,
 # and tests/concurrency.rs::small_races_for_miri under Stacked Borrows and, over four thread
 # schedules, Tree Borrows; then the `weak_memory` tests over 32 schedules (orderings that x86-64
-# forgives: they pass there whatever the orderings, and fail here when one is too weak). About 17-35 min on the shared 2-core VM (see docs/reliability.md).
+# forgives: they pass there whatever the orderings, and fail here when one is too weak). About
+# 20-40 min on the shared 2-core VM (see docs/reliability.md).
 # Not part of test-all.sh or CI: those machines may not have a nightly toolchain with Miri.
 #   rustup toolchain install nightly && rustup +nightly component add miri rust-src
 set -euo pipefail

@@ -21,7 +21,14 @@ if ! command -v rustup >/dev/null; then
 fi
 if ! rustup toolchain list | grep -q "^$msrv"; then
   # rustup's download server is not a package registry: a machine that reaches only registries
-  # cannot fetch it, and then the check cannot run (said, not failed)
+  # cannot fetch it, and then the check cannot run (said, not failed). rustup has no timeout of
+  # its own, so a route that drops packets is found out first, in seconds.
+  server="${RUSTUP_DIST_SERVER:-https://static.rust-lang.org}"
+  if command -v curl >/dev/null &&
+    ! curl -fsS --max-time 20 -o /dev/null "$server/dist/channel-rust-stable.toml.sha256"; then
+    echo "msrv: skipped: $server does not answer, so rustup cannot install Rust $msrv"
+    exit 0
+  fi
   if ! timeout 600 rustup toolchain install "$msrv" --profile minimal; then
     echo "msrv: skipped: could not install Rust $msrv with rustup (no route to its server?)"
     exit 0

@@ -5,7 +5,7 @@
 # `cfg(unix)`, `cfg(target_arch)` or a `c_char` cast is otherwise never compiled for the other
 # side: `cargo clippy` of polylb and polylb-jni (rlib, cdylib,
 # staticlib) for each target, no linking, so no cross toolchain is needed; and the Go binding's
-# macOS link line against rustc's list of system libraries.
+# macOS link lines against rustc's list of system libraries.
 #
 #   bash scripts/targets.sh   # adds the targets' standard libraries with rustup if missing;
 #                             # skipped, with a line saying so, where rustup cannot add them
@@ -26,8 +26,15 @@ for t in "${targets[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   # rustup's download server is not a package registry: a machine that reaches only registries
-  # cannot fetch them, and then the check cannot run (said, not failed)
-  if ! timeout 600 rustup target add "${missing[@]}"; then
+  # cannot fetch them, and then the check cannot run (said, not failed). rustup has no timeout
+  # of its own, so a route that drops packets is found out first, in seconds.
+  server="${RUSTUP_DIST_SERVER:-https://static.rust-lang.org}"
+  if command -v curl >/dev/null &&
+    ! curl -fsS --max-time 20 -o /dev/null "$server/dist/channel-rust-stable.toml.sha256"; then
+    echo "targets: skipped: $server does not answer, so rustup cannot add ${missing[*]}"
+    exit 0
+  fi
+  if ! timeout 300 rustup target add "${missing[@]}"; then
     echo "targets: skipped: could not add ${missing[*]} with rustup (no route to its server?)"
     exit 0
   fi
@@ -38,16 +45,24 @@ for t in "${targets[@]}"; do
   echo "targets: polylb and polylb-jni lint clean for $t"
 done
 
-# The Go binding's macOS link line (bindings/go/polylb.go, `#cgo darwin LDFLAGS`) names rustc's
-# native-static-libs for Apple targets; no Mac runs its tests, so compare the list here.
+# The Go binding's macOS link lines (`#cgo darwin LDFLAGS` in polylb.go, in its benchmark's
+# nativebench.go and in its README) name rustc's native-static-libs for Apple targets; no Mac
+# runs its tests, so compare the list here.
+out=target/targets/native-static-libs.txt
 for t in x86_64-apple-darwin aarch64-apple-darwin; do
-  libs=$(CARGO_TARGET_DIR=target/targets cargo rustc --quiet --release --locked -p polylb --lib \
-    --crate-type staticlib --target "$t" -- --print native-static-libs 2>&1 |
-    sed -n 's/.*native-static-libs: //p')
-  go_libs=$(sed -n 's/^#cgo darwin LDFLAGS: [^ ]*libpolylb\.a //p' bindings/go/polylb.go)
-  if [ "$libs" != "$go_libs" ]; then
-    echo "targets: rustc links $t with '$libs', bindings/go/polylb.go's darwin line says '$go_libs'" >&2
+  if ! CARGO_TARGET_DIR=target/targets cargo rustc --quiet --release --locked -p polylb --lib \
+    --crate-type staticlib --target "$t" -- --print native-static-libs >"$out" 2>&1; then
+    cat "$out" >&2
     exit 1
   fi
+  libs=$(sed -n 's/.*native-static-libs: //p' "$out")
+  for file in bindings/go/polylb.go bindings/go/internal/nativebench/nativebench.go \
+    bindings/go/README.md; do
+    go_libs=$(sed -n 's/^#cgo darwin LDFLAGS: [^ ]*libpolylb\.a //p' "$file")
+    if [ "$libs" != "$go_libs" ]; then
+      echo "targets: rustc links $t with '$libs', $file's darwin line says '$go_libs'" >&2
+      exit 1
+    fi
+  done
 done
-echo "targets: the Go binding's macOS link line is rustc's list"
+echo "targets: the Go binding's macOS link lines are rustc's list"

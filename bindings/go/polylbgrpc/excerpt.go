@@ -33,11 +33,12 @@ func excerpt[T ~string | ~[]byte](s T) string {
 	return fmt.Sprintf("%s… (%d bytes)", h, len(s))
 }
 
-// quoted is s as %q writes it, cut as excerpt cuts it.
+// quoted is s as %q writes it, cut as excerpt cuts it: "head…" (N bytes), as
+// the library quotes ('head…' (N bytes)) and the Java policy.
 func quoted(s string) string {
 	h, cut := head(s)
 	if !cut {
 		return strconv.Quote(h)
 	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(h), len(s))
+	return fmt.Sprintf("%s (%d bytes)", strconv.Quote(h+"…"), len(s))
 }

@@ -702,7 +702,7 @@ func TestAHugeConfigMakesAShortError(t *testing.T) {
 		}
 	}
 	long := strings.Repeat("é", excerptChars) + "z"
-	if got, want := quoted(long), strconv.Quote(long[:2*excerptChars])+"… (1025 bytes)"; got != want {
+	if got, want := quoted(long), strconv.Quote(long[:2*excerptChars]+"…")+" (1025 bytes)"; got != want {
 		t.Errorf("quoted cut %s, want %s", got[len(got)-30:], want[len(want)-30:])
 	}
 }
