@@ -21,7 +21,7 @@ cargo build --release
 step "rust: the libraries build with the oldest supported Rust (Cargo.toml's rust-version)"
 bash scripts/msrv.sh
 
-step "rust: the libraries lint clean for ARM Linux, macOS and Windows too"
+step "rust: the libraries lint clean for ARM Linux, 32-bit Linux, macOS and Windows too"
 bash scripts/targets.sh
 
 step "rust: tests (core, Dubbo vectors, C ABI from C, header)"

@@ -252,13 +252,14 @@ impl LoadTable {
     #[inline(never)]
     fn recompute_unless_under_way(&self, snapshot: &Snapshot, due: i64, now_ms: i64) {
         let since = self.recomputing_since_ms.load(Relaxed);
+        let mark = now_ms.max(i64::MIN + 1);
         let free = since == i64::MIN
             || now_ms.saturating_sub(since) >= ABANDONED_MS
             || since.saturating_sub(now_ms) > STEP_BACK_MS;
         if !free
             || self
                 .recomputing_since_ms
-                .compare_exchange(since, now_ms.max(i64::MIN + 1), Acquire, Relaxed)
+                .compare_exchange(since, mark, Acquire, Relaxed)
                 .is_err()
         {
             return;
@@ -275,7 +276,11 @@ impl LoadTable {
         {
             self.recompute(snapshot, now_ms);
         }
-        self.recomputing_since_ms.store(i64::MIN, Release);
+        // Only its own mark: a pick that took this one as abandoned (it ran past ABANDONED_MS)
+        // keeps the one it set.
+        let _ = self
+            .recomputing_since_ms
+            .compare_exchange(mark, i64::MIN, Release, Relaxed);
     }
 
     #[inline(never)]
