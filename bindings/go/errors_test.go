@@ -3,10 +3,12 @@ package polylb_test
 import (
 	"errors"
 	"math"
+	"math/rand"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	polylb "github.com/polylb/polylb/bindings/go"
 )
@@ -177,8 +179,52 @@ func TestMethodNames(t *testing.T) {
 	if a == b || a == polylb.ServiceLevel || method(t, lb, "sayHello") != a {
 		t.Errorf("ids: sayHello %d, sayBye %d, sayHello again %d", a, b, method(t, lb, "sayHello"))
 	}
-	_, err := lb.Method("say\xffHello")
-	wantStatus(t, "invalid UTF-8 method", err, polylb.ErrInvalidUTF8)
+	// The lookup returns a status only; the binding words it as the library
+	// words an address (the same in Python and Java).
+	for name, want := range map[string]string{
+		"say\xffHello":           "invalid utf-8 sequence of 1 bytes from index 3",
+		"say\xe2\x82":            "incomplete utf-8 byte sequence from index 3",
+		"\U0001f600\xed\xa0\x80": "invalid utf-8 sequence of 1 bytes from index 4",
+		"\xf0\x90\x80A":          "invalid utf-8 sequence of 3 bytes from index 0",
+	} {
+		_, err := lb.Method(name)
+		if e := wantStatus(t, "invalid UTF-8 method", err, polylb.ErrInvalidUTF8); e != nil &&
+			e.Message != "method name is not valid UTF-8: "+want {
+			t.Errorf("Method(%q): message %q, want the flaw %q", name, e.Message, want)
+		}
+	}
+}
+
+// TestUTF8FlawsAreWordedAsTheLibraryWordsThem compares the binding's words for
+// a bad method name with the library's for the same bytes as an address, over
+// byte strings rich in the edges of UTF-8 (fixed seed).
+func TestUTF8FlawsAreWordedAsTheLibraryWordsThem(t *testing.T) {
+	lb := newBalancer(t, "", nil)
+	edges := []byte{0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF,
+		0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF}
+	draw := rand.New(rand.NewSource(20261206))
+	for checked := 0; checked < 3000; {
+		data := make([]byte, 1+draw.Intn(6))
+		for i := range data {
+			data[i] = edges[draw.Intn(len(edges))]
+		}
+		if utf8.Valid(data) {
+			continue
+		}
+		checked++
+		var library, binding *polylb.Error
+		if !errors.As(lb.Update([]polylb.Invoker{{ID: 1, Address: string(data)}}), &library) {
+			t.Fatalf("%q: the update was accepted", data)
+		}
+		_, err := lb.Method(string(data))
+		if !errors.As(err, &binding) {
+			t.Fatalf("%q: the method lookup gave %v", data, err)
+		}
+		flaw := strings.TrimPrefix(library.Message, "invoker #0 address is not valid UTF-8: ")
+		if binding.Message != "method name is not valid UTF-8: "+flaw {
+			t.Fatalf("%q: the binding says %q, the library %q", data, binding.Message, library.Message)
+		}
+	}
 }
 
 func TestMethodLimit(t *testing.T) {

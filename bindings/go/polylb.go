@@ -393,6 +393,10 @@ func (b *Balancer) Method(name string) (Method, error) {
 	rc := C.plb_balancer_method(b.handle, stringPtr(name), C.size_t(len(name)), &id)
 	b.leave()
 	runtime.KeepAlive(b)
+	if rc == C.PLB_ERR_INVALID_UTF8 {
+		// The lookup returns a status only; the words are the binding's.
+		return 0, &Error{Status: StatusInvalidUTF8, Message: "method name is not valid UTF-8: " + utf8Flaw(name)}
+	}
 	if rc != C.PLB_OK {
 		return 0, statusError(rc)
 	}

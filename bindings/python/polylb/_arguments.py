@@ -54,15 +54,34 @@ def _id_argument(ids: Iterable[int], name: str) -> "ctypes.Array[ctypes.c_uint64
         raise TypeError(f"{name}: invoker ids are ints ({error})") from None
 
 
+def utf8_flaw(data: bytes) -> str:
+    """The library's words for the first flaw of ``data``, which is not UTF-8 (Rust's
+    ``Utf8Error``): for a message the library gives no text for (a method name's lookup returns
+    only a status) or that Python finds first (a key), worded as an address's or a config's.
+    Python's decoder ends an invalid sequence where Rust's does (Unicode's maximal subpart)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.reason == "unexpected end of data":
+            return f"incomplete utf-8 byte sequence from index {error.start}"
+        return f"invalid utf-8 sequence of {error.end - error.start} bytes from index {error.start}"
+    raise ValueError("utf8_flaw: the bytes are UTF-8")
+
+
 def _utf8(text: Union[str, bytes], what: str) -> bytes:
-    """Text as UTF-8; bytes pass unchanged so the library, not Python, judges their encoding."""
+    """Text as UTF-8; bytes pass unchanged so the library, not Python, judges their encoding. A
+    str with a lone surrogate has no UTF-8 form; the message is the one for its surrogate-escaped
+    bytes, as for an address (and as Java words it)."""
     if isinstance(text, bytes):
         return text
     if isinstance(text, str):
         try:
             return text.encode("utf-8")
-        except UnicodeEncodeError as error:  # lone surrogates cannot be UTF-8
-            raise InvalidUtf8Error(Status.INVALID_UTF8, f"{what} is not valid UTF-8: {error}") from None
+        except UnicodeEncodeError:
+            escaped = text.encode("utf-8", "surrogatepass")
+            raise InvalidUtf8Error(
+                Status.INVALID_UTF8, f"{what} is not valid UTF-8: {utf8_flaw(escaped)}"
+            ) from None
     raise TypeError(f"{what} must be str or bytes, not {type(text).__name__}")
 
 
@@ -70,8 +89,8 @@ def _utf8_text(data: bytes, what: str) -> str:
     """UTF-8 bytes as text, for a string the binding assembles (a config)."""
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise InvalidUtf8Error(Status.INVALID_UTF8, f"value of {what!r} is not valid UTF-8: {error}") from None
+    except UnicodeDecodeError:
+        raise InvalidUtf8Error(Status.INVALID_UTF8, f"value of {what!r} is not valid UTF-8: {utf8_flaw(data)}") from None
 
 
 def _key_bytes(key: Key) -> bytes:

@@ -39,10 +39,11 @@ from ._arguments import (
     _range_status,
     _type_error,
     _utf8,
+    utf8_flaw,
 )
 from ._call import _FRESH, Call
 from ._config import build_config
-from ._errors import BalancerClosedError, InvalidArgumentError, PolylbError, error_for
+from ._errors import BalancerClosedError, InvalidArgumentError, InvalidUtf8Error, PolylbError, error_for
 from ._ffi import Outcome, Status, invoker_array
 from ._invoker import Invoker, _to_row, _update_error
 
@@ -296,6 +297,8 @@ class Balancer:
         raw = _utf8(name, "method name")
         out = c_uint32()
         status = _ffi.lib.plb_balancer_method(handle, raw, len(raw), byref(out))
+        if status == Status.INVALID_UTF8:  # the lookup gives a status only; the words are ours
+            raise InvalidUtf8Error(status, f"method name is not valid UTF-8: {utf8_flaw(raw)}")
         if status:
             raise error_for(status)
         if isinstance(name, str):

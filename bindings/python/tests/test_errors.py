@@ -283,12 +283,46 @@ def test_unknown_method(lb: polylb.Balancer) -> None:
 
 
 def test_method_name_not_utf8(lb: polylb.Balancer) -> None:
-    with pytest.raises(polylb.InvalidUtf8Error):
+    """The lookup returns a status only; the message is worded as the library words an address's,
+    the same in every binding (bytes index; a lone surrogate as its three escaped bytes)."""
+    with pytest.raises(polylb.InvalidUtf8Error) as bad_byte:
         lb.method(b"say\xffHello")
-    with pytest.raises(polylb.InvalidUtf8Error):
-        lb.method("say\udc00Hello")
+    assert str(bad_byte.value) == "method name is not valid UTF-8: invalid utf-8 sequence of 1 bytes from index 3"
+    with pytest.raises(polylb.InvalidUtf8Error) as cut:
+        lb.method(b"say\xe2\x82")
+    assert str(cut.value) == "method name is not valid UTF-8: incomplete utf-8 byte sequence from index 3"
+    with pytest.raises(polylb.InvalidUtf8Error) as surrogate:
+        lb.method("\U0001f600say\udc00Hello")
+    assert str(surrogate.value) == "method name is not valid UTF-8: invalid utf-8 sequence of 1 bytes from index 7"
+    with pytest.raises(polylb.InvalidUtf8Error) as key:
+        lb.select(key="k\ud800")
+    assert str(key.value) == "key is not valid UTF-8: invalid utf-8 sequence of 1 bytes from index 1"
     with pytest.raises(TypeError):
         lb.method(42)  # type: ignore[arg-type]
+
+
+def test_utf8_flaws_are_worded_as_the_library_words_them(lb: polylb.Balancer) -> None:
+    """The binding's words for a bad method name against the library's for the same bytes as an
+    address, over byte strings rich in the edges of UTF-8 (fixed seed)."""
+    import random
+
+    from polylb._arguments import utf8_flaw
+
+    edges = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1]
+    edges += [0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF]
+    draw = random.Random(20261206)
+    checked = 0
+    while checked < 3000:
+        data = bytes(draw.choice(edges) for _ in range(draw.randint(1, 6)))
+        try:
+            data.decode("utf-8")
+            continue
+        except UnicodeDecodeError:
+            pass
+        with pytest.raises(polylb.InvalidUtf8Error) as library:
+            lb.update([Invoker(1, data)])
+        assert str(library.value) == f"invoker #0 address is not valid UTF-8: {utf8_flaw(data)}", data
+        checked += 1
 
 
 # -- report -----------------------------------------------------------------------------------

@@ -271,7 +271,9 @@ public final class Balancer implements AutoCloseable {
     /**
      * The UTF-8 bytes of {@code text}. A lone surrogate has no UTF-8 form: {@code getBytes}
      * would turn it into {@code '?'} (so two different names or keys could become one), where
-     * the other bindings reject such text; it is {@link Status#INVALID_UTF8} here too.
+     * the other bindings reject such text; it is {@link Status#INVALID_UTF8} here too, worded as
+     * the library words an address: the surrogate taken as its three escaped bytes (as Python
+     * passes them), at its index in bytes of UTF-8.
      */
     static byte[] utf8(String text, String what) {
         int length = text.length();
@@ -284,9 +286,10 @@ public final class Balancer implements AutoCloseable {
                     i++;
                     continue;
                 }
+                int at = text.substring(0, i).getBytes(StandardCharsets.UTF_8).length;
                 throw PolylbException.of(
                         Status.INVALID_UTF8.code(),
-                        what + " has a lone surrogate at index " + i + " (no UTF-8 form)");
+                        what + " is not valid UTF-8: invalid utf-8 sequence of 1 bytes from index " + at);
             }
         }
         return text.getBytes(StandardCharsets.UTF_8);

@@ -297,6 +297,13 @@ class BalancerTest {
             assertEquals("INVALID_UTF8: config is not valid UTF-8: invalid utf-8 sequence of 1 bytes from index 24",
                     assertThrows(PolylbException.class, () -> new Balancer("loadbalance=random&zone=\uD800"))
                             .getMessage());
+            // A method name or a key never reaches the library with a lone surrogate; the words
+            // are the same (Python and Go give them too).
+            assertEquals("INVALID_UTF8: method name is not valid UTF-8: invalid utf-8 sequence of 1 bytes"
+                    + " from index 7", assertThrows(PolylbException.class,
+                            () -> lb.method("\uD83D\uDE00say\uDC00Hello")).getMessage());
+            assertEquals("INVALID_UTF8: key is not valid UTF-8: invalid utf-8 sequence of 1 bytes from index 1",
+                    assertThrows(PolylbException.class, () -> lb.selectByKey(m, "k\uD800")).getMessage());
             // A surrogate pair is one character, with a UTF-8 form.
             assertTrue(lb.method("get\uD83D\uDE00") > 0);
             // An empty zone is no zone, as a zero-length one is in C, Go and Python.
