@@ -40,6 +40,7 @@ use crate::balancer::Snapshot;
 use crate::clock::Clock;
 use crate::config::{Config, OutlierConfig};
 use crate::rng::Rng;
+use crate::strategy::StrategyKind;
 use parking_lot::Mutex;
 use std::fmt::Write as _;
 use std::sync::atomic::{
@@ -72,6 +73,11 @@ pub(crate) struct Filter {
     /// neither ejects nor sweeps there: its counts would stand for a set that is gone (an
     /// invoker ejected after it left kept every pick off the short paths until it expired).
     lock: Mutex<u64>,
+    /// Whether a weight of 0 takes an invoker's calls away while others weigh more: every
+    /// strategy but `consistenthash`, whose ring ignores weights, and `adaptive`, whose load
+    /// formula only discounts them (`/ (success ratio × weight + 1)`), as Dubbo's do. Such an
+    /// invoker is then no capacity for the ejection budget to keep.
+    weights_drain: bool,
 }
 
 impl Filter {
@@ -96,6 +102,10 @@ impl Filter {
             last_expiry_ms: AtomicI64::new(i64::MIN),
             epoch: AtomicU64::new(0),
             lock: Mutex::new(0),
+            weights_drain: !matches!(
+                config.strategy,
+                StrategyKind::ConsistentHash | StrategyKind::Adaptive
+            ),
         })
     }
 

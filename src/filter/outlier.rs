@@ -92,6 +92,24 @@ fn ejection_budget(n: usize, percent: u32) -> usize {
     (n * percent as usize / 100).max(1).min(n - 1)
 }
 
+/// Whether a member is capacity the budget protects: a weighted one while the set has any
+/// (`any_weighted`, for a strategy whose weights drain). A weight-0 invoker then takes no calls
+/// (it is being drained), so ejecting it costs nothing, and counting it would let the budget
+/// eject every weighted one and send all calls to the drained ones.
+fn serves(member: &Member, any_weighted: bool) -> bool {
+    !any_weighted || member.weight > 0
+}
+
+impl Filter {
+    /// Whether the set has a weighted member that drained ones make way for (see `serves`),
+    /// and the budget: the most of the members that serve that may be ejected at once.
+    fn serving_budget(&self, members: &[Member], percent: u32) -> (bool, usize) {
+        let any_weighted = self.weights_drain && members.iter().any(|m| m.weight > 0);
+        let serving = members.iter().filter(|m| serves(m, any_weighted)).count();
+        (any_weighted, ejection_budget(serving, percent))
+    }
+}
+
 impl Filter {
     pub(super) fn is_ejected(&self, member: &Member) -> bool {
         self.outlier.is_some() && member.state.outlier.is_ejected()
@@ -148,14 +166,19 @@ impl Filter {
             self.epoch.fetch_add(1, Release);
         }
         let members = &snapshot.members;
+        let (any_weighted, budget) = self.serving_budget(members, cfg.max_ejection_percent);
+        let ejected_serving = members
+            .iter()
+            .filter(|m| serves(m, any_weighted) && m.state.outlier.is_ejected())
+            .count();
+        if serves(&members[pos], any_weighted) && ejected_serving >= budget {
+            // Over budget: the invoker stays; its next failure tries again.
+            return;
+        }
         let ejected = members
             .iter()
             .filter(|m| m.state.outlier.is_ejected())
             .count();
-        if ejected >= ejection_budget(members.len(), cfg.max_ejection_percent) {
-            // Over budget: the invoker stays; its next failure tries again.
-            return;
-        }
         let mut n = state.ejections.load(Relaxed);
         let lifted = state.lifted_ms.load(Relaxed);
         if lifted > 0 {
@@ -235,12 +258,13 @@ impl Filter {
         let Some(cfg) = &self.outlier else { return };
         let mut current = self.lock.lock();
         *current = (*current).max(snapshot.generation);
-        let budget = ejection_budget(snapshot.members.len(), cfg.max_ejection_percent);
+        let (any_weighted, budget) =
+            self.serving_budget(&snapshot.members, cfg.max_ejection_percent);
         loop {
             let ejected: Vec<&Member> = snapshot
                 .members
                 .iter()
-                .filter(|m| m.state.outlier.is_ejected())
+                .filter(|m| serves(m, any_weighted) && m.state.outlier.is_ejected())
                 .collect();
             if ejected.len() <= budget {
                 break;

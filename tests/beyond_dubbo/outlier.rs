@@ -284,6 +284,107 @@ fn outlier_ejection_never_ejects_everyone() {
     assert_eq!(ejected, 2);
 }
 
+/// The budget protects serving capacity: it counts the weighted invokers while the set has
+/// any. Counted over every member, it let failures eject the only weighted invokers of a set
+/// whose other members were being drained (weight 0), and every call then went to those.
+#[test]
+fn ejection_never_leaves_only_drained_invokers_to_serve() {
+    for kind in StrategyKind::ALL {
+        if matches!(kind, StrategyKind::ConsistentHash | StrategyKind::Adaptive) {
+            continue; // weight 0 does not drain there: below
+        }
+        let name = kind.name();
+        // One weighted invoker and one drained: the weighted one is the whole capacity.
+        let b = lb(
+            &format!("loadbalance={name}&seed=5&outlier.consecutiveFailures=5"),
+            &[provider(1), provider(2).weight(0)],
+        );
+        for _ in 0..5 {
+            b.report(0, 1, 10, Outcome::Failure, NOW).unwrap();
+        }
+        assert!(
+            !active_ejected(&b, 1),
+            "{name}: the only weighted invoker ejected"
+        );
+        // (Before: none. `shortestresponse` still tries each drained one once, while its
+        // window is empty, as Dubbo's does: an invoker with no success in the window wins.)
+        let c = counts(&b, 0, 200, NOW + 1000);
+        assert!(c.get(&1).copied().unwrap_or(0) >= 150, "{name}: {c:?}");
+        // Two weighted of twenty at 10 %: the budget is one of the two, not two of twenty.
+        let mut set: Vec<Invoker> = (1..=20).map(|id| provider(id).weight(0)).collect();
+        set[0] = provider(1);
+        set[1] = provider(2);
+        let b = lb(
+            &format!("loadbalance={name}&seed=5&outlier.consecutiveFailures=1"),
+            &set,
+        );
+        b.report(0, 1, 10, Outcome::Failure, NOW).unwrap();
+        b.report(0, 2, 10, Outcome::Failure, NOW).unwrap();
+        assert!(active_ejected(&b, 1) && !active_ejected(&b, 2), "{name}");
+        let c = counts(&b, 0, 200, NOW + 1000);
+        assert!(c.get(&2).copied().unwrap_or(0) >= 150, "{name}: {c:?}");
+        // A drained invoker that fails is ejected outside the budget (it is no capacity).
+        b.report(0, 7, 10, Outcome::Failure, NOW).unwrap();
+        assert!(
+            active_ejected(&b, 7),
+            "{name}: a failing drained invoker kept"
+        );
+        // An update that leaves more weighted ejections than the new budget lifts the extra.
+        let b = lb(
+            &format!(
+                "loadbalance={name}&seed=5&outlier.consecutiveFailures=1\
+                 &outlier.maxEjectionPercent=50"
+            ),
+            &(1..=4).map(provider).collect::<Vec<_>>(),
+        );
+        b.report(0, 1, 10, Outcome::Failure, NOW).unwrap();
+        b.report(0, 2, 10, Outcome::Failure, NOW + 1).unwrap();
+        assert!(active_ejected(&b, 1) && active_ejected(&b, 2), "{name}");
+        // 3 and 4 drained: the weighted are 1 and 2, and one of two may be out.
+        b.update(&[
+            provider(1),
+            provider(2),
+            provider(3).weight(0),
+            provider(4).weight(0),
+        ])
+        .unwrap();
+        assert!(!active_ejected(&b, 1) && active_ejected(&b, 2), "{name}");
+    }
+    // consistenthash's ring ignores weights and adaptive's load formula only discounts them
+    // (as Dubbo's do): a weight-0 invoker still takes calls, so every invoker counts, as when
+    // all weigh 0.
+    for name in ["consistenthash", "adaptive"] {
+        let b = lb(
+            &format!(
+                "loadbalance={name}&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50"
+            ),
+            &[
+                provider(1),
+                provider(2).weight(0),
+                provider(3).weight(0),
+                provider(4).weight(0),
+            ],
+        );
+        for id in [2, 3, 4, 1] {
+            b.report(0, id, 10, Outcome::Failure, NOW).unwrap();
+        }
+        assert_eq!(
+            (1..=4).map(|id| active_ejected(&b, id)).collect::<Vec<_>>(),
+            [false, true, true, false],
+            "{name}"
+        );
+    }
+    // Every weight 0: all of them serve (uniformly), and all of them count.
+    let b = lb(
+        "loadbalance=random&seed=5&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50",
+        &(1..=4).map(|id| provider(id).weight(0)).collect::<Vec<_>>(),
+    );
+    for id in 1..=4 {
+        b.report(0, id, 10, Outcome::Failure, NOW).unwrap();
+    }
+    assert_eq!((1..=4).filter(|&id| active_ejected(&b, id)).count(), 2);
+}
+
 /// An ejection that is over frees its place in the budget even when no pick came between to
 /// lift it: reports alone (a consumer whose calls all fail fast, say) must not be refused.
 #[test]

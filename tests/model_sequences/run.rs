@@ -1311,13 +1311,25 @@ impl Seq<'_> {
         }
         let o = &model.config.outlier;
         if o.enabled() {
-            let n = rows.len();
+            // The budget counts the weighted invokers while the set has any (all of them for
+            // consistenthash and adaptive, which send calls to weight-0 invokers).
+            let weighted = |r: &&serde_json::Value| r["weight"].as_i64().unwrap() > 0;
+            let drains = !matches!(
+                model.config.strategy,
+                polylb::StrategyKind::ConsistentHash | polylb::StrategyKind::Adaptive
+            );
+            let any_weighted = drains && rows.iter().any(|r| weighted(&r));
+            let counted: Vec<&serde_json::Value> = rows
+                .iter()
+                .filter(|r| !any_weighted || weighted(r))
+                .collect();
+            let n = counted.len();
             let budget = if n < 2 || o.max_ejection_percent == 0 {
                 0
             } else {
                 (n * o.max_ejection_percent as usize / 100).clamp(1, n - 1)
             };
-            let ejected = rows.iter().filter(|r| r["ejected"] == true).count();
+            let ejected = counted.iter().filter(|r| r["ejected"] == true).count();
             assert!(
                 ejected <= budget,
                 "{ejected} ejected, budget {budget}: {json}"

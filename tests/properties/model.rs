@@ -189,8 +189,9 @@ impl Model {
             }
         }
         if self.config.outlier.enabled() {
-            let ejected = rows.iter().filter(|r| r["ejected"] == true).count();
-            let budget = ejection_budget(rows.len(), self.config.outlier.max_ejection_percent);
+            let counted = budget_rows(self.config.strategy, rows.iter());
+            let ejected = counted.iter().filter(|r| r["ejected"] == true).count();
+            let budget = ejection_budget(counted.len(), self.config.outlier.max_ejection_percent);
             assert!(
                 ejected <= budget,
                 "{ejected} ejected, budget {budget}: {json}"

@@ -281,3 +281,21 @@ pub(crate) fn ejection_budget(n: usize, percent: u32) -> usize {
         (n * percent as usize / 100).clamp(1, n - 1)
     }
 }
+
+/// The stats rows the budget counts (documented with `outlier.maxEjectionPercent`): the
+/// weighted invokers while the set has any (a weight-0 one is ejected outside it), else all;
+/// all of them for `consistenthash` and `adaptive`, which send calls to weight-0 invokers.
+pub(crate) fn budget_rows<'r>(
+    strategy: polylb::StrategyKind,
+    rows: impl IntoIterator<Item = &'r serde_json::Value> + Clone,
+) -> Vec<&'r serde_json::Value> {
+    let weighted = |r: &serde_json::Value| r["weight"].as_i64().unwrap() > 0;
+    let drains = !matches!(
+        strategy,
+        polylb::StrategyKind::ConsistentHash | polylb::StrategyKind::Adaptive
+    );
+    let any_weighted = drains && rows.clone().into_iter().any(weighted);
+    rows.into_iter()
+        .filter(|r| !any_weighted || weighted(r))
+        .collect()
+}

@@ -220,7 +220,8 @@ fn run_sequence(strategy: &str, seed: u64, opts: &Opts, ops: &[Op]) -> Tally {
                 let got = a.rep(m, id, *elapsed, *outcome, now);
                 assert_eq!(got, expected, "report");
                 if watch {
-                    tally.ejections += check_ejection(&outlier, &before, &a, id, *outcome, now);
+                    tally.ejections +=
+                        check_ejection(&model.config, &before, &a, id, *outcome, now);
                 }
                 assert_eq!(b.rep(m, id, *elapsed, *outcome, now), expected);
                 assert_eq!(c.rep(m, id, *elapsed, *outcome, now), expected);
@@ -278,20 +279,27 @@ fn run_sequence(strategy: &str, seed: u64, opts: &Opts, ops: &[Op]) -> Tally {
 /// `outlier.baseEjectionMs` to `outlier.maxEjectionMs`.
 /// Returns 1 when the report ejected the invoker.
 fn check_ejection(
-    o: &polylb::OutlierConfig,
+    config: &polylb::Config,
     before: &HashMap<u64, serde_json::Value>,
     a: &Balancer,
     id: u64,
     outcome: i32,
     now_us: i64,
 ) -> u64 {
+    let o = &config.outlier;
     let now_ms = now_us.div_euclid(1000);
     let after = rows(&a.stats_text(now_us));
     let (was, is) = (&before[&id], &after[&id]);
     let failed = matches!(outcome, PLB_OUTCOME_FAILURE | PLB_OUTCOME_TIMEOUT);
-    // Ejections still running when this report ejects (one that is over no longer counts).
-    let others = ejected_at(before, now_us, o.max_ejection_ms).len();
-    let budget = ejection_budget(before.len(), o.max_ejection_percent);
+    // Ejections still running when this report ejects (one that is over no longer counts),
+    // of the invokers the budget counts; an invoker outside it is never refused.
+    let counted = budget_rows(config.strategy, before.values());
+    let counted_ids: BTreeSet<u64> = counted.iter().map(|r| r["id"].as_u64().unwrap()).collect();
+    let others = ejected_at(before, now_us, o.max_ejection_ms)
+        .intersection(&counted_ids)
+        .count();
+    let budget = ejection_budget(counted.len(), o.max_ejection_percent);
+    let within_budget = !counted_ids.contains(&id) || others < budget;
     // The failure-rate window this report counts in (requests, failures), from the stats.
     let rate_rule = o.failure_rate_percent > 0;
     let window = |r: &serde_json::Value| {
@@ -313,7 +321,7 @@ fn check_ejection(
             && failures * 100 >= o.failure_rate_percent as u64 * requests;
         assert_eq!(
             is["ejected"] == true,
-            (by_count || by_rate) && others < budget,
+            (by_count || by_rate) && within_budget,
             "{in_a_row} failures in a row, {failures} of {requests} in the window, \
              {others} of {budget} ejected, {o:?}: {is}"
         );
@@ -346,14 +354,18 @@ fn check_ejection(
             "consecutive failures after outcome {outcome}"
         );
     }
-    let ejected =
-        |r: &HashMap<u64, serde_json::Value>| r.values().filter(|r| r["ejected"] == true).count();
+    let ejected = |r: &HashMap<u64, serde_json::Value>| {
+        budget_rows(config.strategy, r.values())
+            .iter()
+            .filter(|r| r["ejected"] == true)
+            .count()
+    };
     assert!(ejected(&after) <= budget, "over the budget of {budget}");
     if was["ejected"] == true || is["ejected"] == false {
         return 0;
     }
     assert!(failed, "outcome {outcome} ejected {id}");
-    assert!(others < budget, "ejected beyond the budget of {budget}");
+    assert!(within_budget, "ejected beyond the budget of {budget}");
     let length = is["ejected_until_ms"].as_i64().unwrap() - now_ms;
     assert!(
         (o.base_ejection_ms..=o.max_ejection_ms).contains(&length),

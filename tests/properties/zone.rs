@@ -103,9 +103,12 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let n = set.len();
-        // The budget (maxEjectionPercent=100) keeps one invoker of the set healthy.
-        if set.iter().all(|i| i.ejected) {
-            set[seed as usize % n].ejected = false;
+        // The budget (maxEjectionPercent=100) keeps one invoker of the set healthy: a weighted
+        // one while there are any.
+        let any_weighted = set.iter().any(|i| i.weight > 0);
+        let counted: Vec<usize> = (0..n).filter(|&i| !any_weighted || set[i].weight > 0).collect();
+        if counted.iter().all(|&i| set[i].ejected) {
+            set[counted[seed as usize % counted.len()]].ejected = false;
         }
         let ids: Vec<u64> = (1..=n as u64).collect();
         let invokers: Vec<Invoker> = set
