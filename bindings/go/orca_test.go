@@ -202,8 +202,8 @@ func TestReportLoadErrors(t *testing.T) {
 		{100, 0, nan, "utilization = NaN"},
 		{100, 0, inf, "utilization = +Inf"},
 		{100, 0, -0.25, "utilization = -0.25"},
-		{10, 11, 0.5, "eps = 11 (want <= qps = 10)"},
-		{0, 1, 0.5, "eps = 1 (want <= qps = 0)"},
+		{10, 11, 0.5, "invalid argument: eps = 11 is above qps = 10 (want eps <= qps)"},
+		{0, 1, 0.5, "eps = 1 is above qps = 0"},
 	} {
 		what := fmt.Sprintf("ReportLoad(1, %v, %v, %v)", c.qps, c.eps, c.utilization)
 		err := lb.ReportLoadAt(1, c.qps, c.eps, c.utilization, orcaNow)

@@ -570,7 +570,7 @@ func (b *Balancer) reportLoadAt(id uint64, qps, eps, utilization float64, nowUs 
 				return invalidArgument("utilization", utilization)
 			case eps > qps:
 				return &Error{Status: StatusInvalidArgument,
-					Message: fmt.Sprintf("invalid argument: eps = %v (want <= qps = %v)", eps, qps)}
+					Message: fmt.Sprintf("invalid argument: eps = %v is above qps = %v (want eps <= qps)", eps, qps)}
 			}
 		}
 		return hotError(b, rc)

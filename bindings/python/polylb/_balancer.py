@@ -65,6 +65,11 @@ _new_call = object.__new__
 _FLOAT_ARGUMENTS = frozenset(("cpu_load", "qps", "eps", "utilization"))
 
 # Error messages longer than this are truncated by the library, never an error in themselves.
+#: The library's clock, for the narrow calls: tested with `is`, which costs what `== 0` does
+#: but takes only the int 0 (CPython's one cached object for it); `0.0 == 0` is true, and a
+#: float then skipped the type check of the declared call. Any other zero (False, an IntEnum,
+#: NumPy's) takes the declared call, which checks it.
+_LIBRARY_CLOCK = 0
 _MESSAGE_CAPACITY = 1024
 _FIRST_STATS_CAPACITY = 4096
 
@@ -381,7 +386,7 @@ class Balancer:
             # explicit clocks.
             # `not x >> 32` is the cheapest test of 0 <= x < 2**32 (a negative x shifts to -1);
             # for two non-negative ints, `not (x | y) >> 32` tests both with one shift less.
-            if now_us == 0 and not (key_len | method) >> 32:
+            if now_us is _LIBRARY_CLOCK and not (key_len | method) >> 32:
                 picked = _plb_select32(self._hot_handle, method, key, key_len)
             else:
                 picked = self._select_wide(method, key, key_len, now_us)
@@ -457,14 +462,14 @@ class Balancer:
         # times, out-of-range ints, wrong types) takes the declared call, which range-checks
         # what ctypes would wrap.
         try:
-            if now_us == 0 and not (elapsed_us | method | id) >> 32 and not outcome >> 2:
+            if now_us is _LIBRARY_CLOCK and not (elapsed_us | method | id) >> 32 and not outcome >> 2:
                 # The common case, all three below 2**32 (a negative one makes the `|`
                 # negative): the id is its own low half. `id & 0xFFFF_FFFF` would allocate an
                 # int even for a small id (the constant has two 30-bit digits; CPython returns
                 # the cached small int and frees the new one).
                 status = _plb_report32(self._hot_handle, method, 0, id, elapsed_us, outcome)
             elif (
-                now_us == 0
+                now_us is _LIBRARY_CLOCK
                 and not elapsed_us >> 32
                 and not outcome >> 2
                 and not ((high := id >> 32) >> 32 | method >> 32)

@@ -267,7 +267,10 @@ class Call:
         except Exception:
             return None
         except BaseException:
-            self._finish(elapsed_us, if_cancelled, exc_type, exc)
+            try:
+                self._finish(elapsed_us, if_cancelled, exc_type, exc)
+            except BalancerClosedError:
+                pass  # closed meanwhile: the cancellation is what the caller must see
             raise
 
     def __repr__(self) -> str:

@@ -523,6 +523,43 @@ def test_an_aio_stream_status_is_awaited_under_async_with(balancer_factory: Any)
     assert counted(lb) == (0, 2, 1, 0)
 
 
+class SlowAioStream(AioStream):
+    """A done aio stream whose status takes its time to come."""
+
+    async def code(self) -> Any:  # type: ignore[override]
+        import asyncio
+
+        await asyncio.sleep(10)
+        return StatusCode.OK
+
+
+def test_a_cancel_while_the_status_is_awaited_stays_a_cancel_when_the_balancer_closed(
+    balancer_factory: Any,
+) -> None:
+    """A shutdown that closes the balancer and then cancels its tasks: the task is cancelled, as
+    without the close (the report has nowhere to go; the cancellation must not be replaced)."""
+    import asyncio
+
+    async def main(lb: Balancer, close: bool) -> bool:
+        async def rpc() -> None:
+            async with lb.call() as call:
+                call.stream(SlowAioStream(StatusCode.OK))
+
+        task = asyncio.ensure_future(rpc())
+        await asyncio.sleep(0.05)  # in __aexit__, awaiting code()
+        if close:
+            lb.close()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return task.cancelled()
+
+    lb = _single(balancer_factory)
+    assert asyncio.run(main(lb, close=False))
+    assert counted(lb) == COUNTS[Outcome.CANCELLED]
+    assert asyncio.run(main(lb, close=True))
+
+
 def test_an_aio_stream_under_a_plain_with_reads_only_a_cancel(balancer_factory: Any) -> None:
     lb = _single(balancer_factory)
     with lb.call() as call:

@@ -875,7 +875,7 @@ public final class Balancer implements AutoCloseable {
         if (!(utilization >= 0) || Double.isInfinite(utilization)) {
             return "invalid argument: utilization = " + utilization + " (want finite and >= 0)";
         }
-        return eps > qps ? "invalid argument: eps = " + eps + " is above qps = " + qps : null;
+        return eps > qps ? "invalid argument: eps = " + eps + " is above qps = " + qps + " (want eps <= qps)" : null;
     }
 
     /**

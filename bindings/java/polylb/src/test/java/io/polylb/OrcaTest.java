@@ -168,7 +168,7 @@ class OrcaTest {
                 "qps = NaN", "eps = NaN", "utilization = NaN",
                 "qps = Infinity", "eps = Infinity", "utilization = Infinity", "utilization = -Infinity",
                 "qps = -1.0", "eps = -1.0", "utilization = -0.5",
-                "eps = 101.0 is above qps = 100.0",
+                "eps = 101.0 is above qps = 100.0 (want eps <= qps)",
             };
             for (int i = 0; i < bad.length; i++) {
                 double[] r = bad[i];

@@ -90,6 +90,16 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     private static final Set<String> RING = Set.of("consistenthash", "boundedhash");
     /** Dubbo's strategies whose pick weighs each element of the list (a repeated one more). */
     private static final Set<String> COUNTS_DUPLICATES = Set.of("random", "leastactive", "shortestresponse");
+    /**
+     * Method names a service balances each on its own; past them (a generic gateway forwarding
+     * names its callers choose), new names are balanced together at the service level, as are
+     * names the library cannot take (no UTF-8 form). A select never fails for a method name, as
+     * Dubbo's never does, and the adapter's memory per service stays bounded (about 1 KB a name;
+     * Dubbo keeps a map entry per name for as long as the process runs).
+     */
+    static final int MAX_METHODS_PER_SERVICE = 4096;
+    /** The name the calls of methods past {@link #MAX_METHODS_PER_SERVICE} are balanced under. */
+    static final String SERVICE_LEVEL = "";
     /** How Dubbo's pick of each strategy depends on the order of the call's list. */
     private static ServiceState.ListOrder listOrderOf(String strategy) {
         return switch (strategy) {
@@ -397,7 +407,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     private void beginUnpicked(URL url, String methodName, Invocation invocation) {
         ServiceState state = services.get(url.getServiceKey() == null ? "" : url.getServiceKey());
-        ServiceState.MethodBinding binding = state == null ? null : state.bindingsByMethod.get(methodName);
+        ServiceState.MethodBinding binding = state == null ? null : boundBinding(state, methodName);
         if (binding == null) {
             return;
         }
@@ -513,6 +523,10 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         if (binding != null && binding.configUrl == url) {
             return binding;
         }
+        if (binding == null && !methodName.isEmpty()
+                && state.bindingsByMethod.size() >= MAX_METHODS_PER_SERVICE) {
+            return binding(state, SERVICE_LEVEL, first);
+        }
         checkAdapterKeys(url, methodName);
         String strategy = fixedStrategy != null
                 ? fixedStrategy
@@ -555,10 +569,25 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             try {
                 binding = new ServiceState.MethodBinding(url, methodName, config.toString(), nb, hashArguments,
                         adaptive, methodWeightsApply, COUNTS_DUPLICATES.contains(strategy), listOrderOf(strategy));
+                state.bindingsByMethod.put(methodName, binding);
             } catch (PolylbException e) {
-                throw methodRejected(url, methodName, e);
+                if (methodName.isEmpty()) {
+                    throw methodRejected(url, methodName, e);
+                }
+                binding = null; // a name the library cannot take (no UTF-8 form, or its table full)
             }
-            state.bindingsByMethod.put(methodName, binding);
+        }
+        return binding != null ? binding : binding(state, SERVICE_LEVEL, first);
+    }
+
+    /**
+     * The binding a method's calls are balanced under, or null when no select bound it yet: a
+     * name past {@link #MAX_METHODS_PER_SERVICE} takes the service level's.
+     */
+    private static ServiceState.MethodBinding boundBinding(ServiceState state, String methodName) {
+        ServiceState.MethodBinding binding = state.bindingsByMethod.get(methodName);
+        if (binding == null && state.bindingsByMethod.size() >= MAX_METHODS_PER_SERVICE) {
+            return state.bindingsByMethod.get(SERVICE_LEVEL);
         }
         return binding;
     }
@@ -631,9 +660,9 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
     }
 
     /**
-     * A method name the library cannot intern: one with no UTF-8 form (a generic call's name
-     * holding a lone surrogate), or one past the per-balancer method limit. Dubbo's callers
-     * expect a LoadBalance to fail with RpcException only.
+     * A method the library cannot balance (its own weights' balancer refused it; a name it
+     * cannot take is balanced at the service level instead). Dubbo's callers expect a
+     * LoadBalance to fail with RpcException only.
      */
     private static RpcException methodRejected(URL url, String methodName, PolylbException e) {
         return new RpcException("polylb: method " + methodName + " of " + url.getServiceKey()
