@@ -5,7 +5,7 @@
 # `cfg(unix)`, `cfg(target_arch)` or a `c_char` cast is otherwise never compiled for the other
 # side: `cargo clippy` of polylb and polylb-jni (rlib, cdylib,
 # staticlib) for each target, no linking, so no cross toolchain is needed; and the Go binding's
-# macOS link lines against rustc's list of system libraries.
+# macOS and Windows link lines against rustc's lists of system libraries.
 #
 #   bash scripts/targets.sh   # adds the targets' standard libraries with rustup if missing;
 #                             # skipped, with a line saying so, where rustup cannot add them
@@ -45,11 +45,13 @@ for t in "${targets[@]}"; do
   echo "targets: polylb and polylb-jni lint clean for $t"
 done
 
-# The Go binding's macOS link lines (`#cgo darwin LDFLAGS` in polylb.go, in its benchmark's
-# nativebench.go and in its README) name rustc's native-static-libs for Apple targets; no Mac
-# runs its tests, so compare the list here.
+# The Go binding's macOS and Windows link lines (`#cgo darwin LDFLAGS` and `#cgo windows
+# LDFLAGS` in polylb.go, in its benchmark's nativebench.go and in its README) name rustc's
+# native-static-libs for those targets (Windows: the GNU one, as cgo links with MinGW's gcc); no
+# Mac or Windows machine runs the tests, so compare the lists here.
 out=target/targets/native-static-libs.txt
-for t in x86_64-apple-darwin aarch64-apple-darwin; do
+for pair in x86_64-apple-darwin:darwin aarch64-apple-darwin:darwin x86_64-pc-windows-gnu:windows; do
+  t=${pair%%:*} goos=${pair##*:}
   if ! CARGO_TARGET_DIR=target/targets cargo rustc --quiet --release --locked -p polylb --lib \
     --crate-type staticlib --target "$t" -- --print native-static-libs >"$out" 2>&1; then
     cat "$out" >&2
@@ -58,11 +60,11 @@ for t in x86_64-apple-darwin aarch64-apple-darwin; do
   libs=$(sed -n 's/.*native-static-libs: //p' "$out")
   for file in bindings/go/polylb.go bindings/go/internal/nativebench/nativebench.go \
     bindings/go/README.md; do
-    go_libs=$(sed -n 's/^#cgo darwin LDFLAGS: [^ ]*libpolylb\.a //p' "$file")
+    go_libs=$(sed -n "s/^#cgo $goos LDFLAGS: [^ ]*libpolylb\\.a //p" "$file")
     if [ "$libs" != "$go_libs" ]; then
-      echo "targets: rustc links $t with '$libs', $file's darwin line says '$go_libs'" >&2
+      echo "targets: rustc links $t with '$libs', $file's $goos line says '$go_libs'" >&2
       exit 1
     fi
   done
 done
-echo "targets: the Go binding's macOS link lines are rustc's list"
+echo "targets: the Go binding's macOS and Windows link lines are rustc's lists"

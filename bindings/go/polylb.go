@@ -25,6 +25,7 @@ package polylb
 #cgo CFLAGS: -I${SRCDIR}/../../include
 #cgo linux LDFLAGS: ${SRCDIR}/../../target/release/libpolylb.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 #cgo darwin LDFLAGS: ${SRCDIR}/../../target/release/libpolylb.a -liconv -lSystem -lc -lm
+#cgo windows LDFLAGS: ${SRCDIR}/../../target/release/libpolylb.a -lkernel32 -lntdll -luserenv -lws2_32 -ldbghelp
 
 // No polylb function keeps a pointer it was given after returning (the
 // header: "the library never keeps a pointer the caller passed in") and none

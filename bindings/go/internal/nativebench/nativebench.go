@@ -8,6 +8,7 @@ package nativebench
 #cgo CFLAGS: -I${SRCDIR}/../../../../include
 #cgo linux LDFLAGS: ${SRCDIR}/../../../../target/release/libpolylb.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 #cgo darwin LDFLAGS: ${SRCDIR}/../../../../target/release/libpolylb.a -liconv -lSystem -lc -lm
+#cgo windows LDFLAGS: ${SRCDIR}/../../../../target/release/libpolylb.a -lkernel32 -lntdll -luserenv -lws2_32 -ldbghelp
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
