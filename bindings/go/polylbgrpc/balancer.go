@@ -504,7 +504,7 @@ func (p *policy) UpdateState(state balancer.State) {
 	slices.SortFunc(set, func(a, b polylb.Invoker) int { return cmp.Compare(a.ID, b.ID) })
 	if !sameSet(set, p.set) {
 		if err := p.lb.lb.Update(set); err != nil {
-			p.keepSetLocked(set, err, children, pickers, &notReady)
+			p.keepSetLocked(set, err, children, pickers)
 			return
 		}
 		first := p.set == nil
@@ -529,7 +529,7 @@ func (p *policy) UpdateState(state balancer.State) {
 // first), the channel fails with the library's reason rather than leave RPCs
 // waiting for a picker that never comes.
 func (p *policy) keepSetLocked(set []polylb.Invoker, err error, children []endpointsharding.ChildState,
-	pickers map[uint64]balancer.Picker, notReady *[]uint64) {
+	pickers map[uint64]balancer.Picker) {
 	p.rejected = err
 	if !sameSet(set, p.lastRejected) {
 		p.lastRejected = set
@@ -551,9 +551,18 @@ func (p *policy) keepSetLocked(set []polylb.Invoker, err error, children []endpo
 			delete(pickers, id)
 		}
 	}
-	*notReady = slices.DeleteFunc(*notReady, func(id uint64) bool { return !inSet[id] })
+	// Every other id of the kept set is excluded: those of endpoints not READY,
+	// and those of endpoints the resolver dropped in the refused update (gone
+	// from gRPC, still in the library: a pick of one returned
+	// ErrNoSubConnAvailable, waiting for a picker that never came).
+	var notReady []uint64
+	for _, inv := range p.set {
+		if _, ready := pickers[inv.ID]; !ready {
+			notReady = append(notReady, inv.ID)
+		}
+	}
 	if len(pickers) > 0 {
-		p.sendPickerLocked(pickers, *notReady)
+		p.sendPickerLocked(pickers, notReady)
 		return
 	}
 	// None of the kept set READY: wait while one connects, fail once all failed.

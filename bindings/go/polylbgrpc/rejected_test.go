@@ -76,6 +76,41 @@ func TestARejectedSetKeepsThePickerFollowingTheKeptSet(t *testing.T) {
 	}
 }
 
+// A rejected update that also drops an endpoint: the library keeps it (a
+// rejected update changes nothing), gRPC has shut its connection down. Calls go
+// to the kept set's other endpoints; before, each call the library picked for
+// the dropped one waited for a picker that never came (to its deadline).
+func TestARejectedUpdateThatDropsAnEndpointNeverPicksIt(t *testing.T) {
+	ps, eps := providers(t, 9)
+	c := dial(t, "loadbalance=maglev&maglev.tableSize=7", eps[:7])
+	c.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr, ps[3].addr, ps[4].addr, ps[5].addr, ps[6].addr)
+	c.resolver.UpdateState(resolver.State{Endpoints: eps[1:]}) // 8 > 7 slots: rejected
+	waitFor(t, "the picker to leave out the dropped endpoint", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		p, ok := c.state.Picker.(*picker)
+		return ok && len(p.pickers) == 6
+	})
+	before := ps[0].calls.Load()
+	for k := 0; k < 60; k++ {
+		ctx, cancel := context.WithTimeout(WithKey(context.Background(), []byte{byte(k)}), 2*time.Second)
+		_, err := unary(ctx, c, codes.OK, 0)
+		cancel()
+		if err != nil {
+			t.Fatalf("key %d: %v", k, err)
+		}
+	}
+	if n := ps[0].calls.Load() - before; n != 0 {
+		t.Errorf("the dropped endpoint got %d calls", n)
+	}
+	if n := ps[7].calls.Load() + ps[8].calls.Load(); n != 0 {
+		t.Errorf("the endpoints outside the kept set got %d calls", n)
+	}
+	if got := len(c.stats(t).Invokers); got != 7 {
+		t.Errorf("the library holds %d invokers, want the 7 kept", got)
+	}
+}
+
 // A config change whose balancer rejects the listed endpoints is not taken:
 // the channel goes on with the balancer it has, which is not closed.
 func TestAConfigChangeRejectingTheSetKeepsTheBalancer(t *testing.T) {

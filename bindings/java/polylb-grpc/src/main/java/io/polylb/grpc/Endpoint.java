@@ -8,6 +8,7 @@ import io.grpc.Status;
 import io.polylb.Invoker;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
@@ -30,8 +31,9 @@ final class Endpoint {
 
     final long id;
     final Subchannel subchannel;
-    private final String address;
     private Invoker fields;
+    /** The resolver's addresses, in its order (the order the subchannel tries them in). */
+    private List<SocketAddress> addresses;
     /** Written in the synchronization context, read by pickers on the calls' threads. */
     private volatile ConnectivityStateInfo state = ConnectivityStateInfo.forNonError(ConnectivityState.IDLE);
     private final Set<Pick> unopened = ConcurrentHashMap.newKeySet();
@@ -45,7 +47,6 @@ final class Endpoint {
     Endpoint(long id, Subchannel subchannel, EquivalentAddressGroup group) {
         this.id = id;
         this.subchannel = subchannel;
-        this.address = addressOf(group.getAddresses().get(0));
         setFields(group);
     }
 
@@ -55,9 +56,17 @@ final class Endpoint {
      * so one such endpoint would keep every other out of the set.
      */
     void setFields(EquivalentAddressGroup group) {
+        // The first address places it on the hash rings, as in the Go policy: listed in another
+        // order, the same endpoint (same id) moves there.
+        addresses = group.getAddresses();
+        String address = addressOf(addresses.get(0));
         Invoker template = group.getAttributes().get(PolylbGrpc.INVOKER);
         fields = template == null ? Invoker.of(id, address) : new Invoker(id, address,
                 Math.max(template.weight(), 0), template.startTimeMs(), template.warmupMs(), template.zone());
+    }
+
+    List<SocketAddress> addresses() {
+        return addresses;
     }
 
     Invoker invoker() {

@@ -32,7 +32,8 @@ final class PolylbLoadBalancer extends LoadBalancer {
     /** Null until the first config; volatile for the out-of-band reports, read on gRPC's threads. */
     private volatile BalancerState state;
     /** Endpoints by their addresses (attributes may change without making a new endpoint). */
-    private final Map<List<SocketAddress>, Endpoint> endpoints = new HashMap<>();
+    /** By their addresses in any order, as grpc-go's EndpointMap keys them. */
+    private final Map<Set<SocketAddress>, Endpoint> endpoints = new HashMap<>();
     private long lastId;
     private List<Invoker> set = List.of(); // the set the library holds, in id order
     /** The last set the library rejected (logged once), or null. */
@@ -142,14 +143,19 @@ final class PolylbLoadBalancer extends LoadBalancer {
 
     /** Ids live while the resolver lists the endpoint, not while it is connected. */
     private void updateEndpoints(List<EquivalentAddressGroup> groups) {
-        Set<List<SocketAddress>> listed = new HashSet<>();
+        Set<Set<SocketAddress>> listed = new HashSet<>();
         for (EquivalentAddressGroup group : groups) {
-            List<SocketAddress> key = group.getAddresses();
+            Set<SocketAddress> key = Set.copyOf(group.getAddresses());
             if (!listed.add(key)) {
                 continue; // the same endpoint twice: one invoker
             }
             Endpoint endpoint = endpoints.get(key);
             if (endpoint != null) {
+                if (!endpoint.addresses().equals(group.getAddresses())) {
+                    // The same endpoint, its addresses in another order (the order it tries
+                    // them in): the subchannel keeps its connection, the invoker its state.
+                    endpoint.subchannel.updateAddresses(List.of(group));
+                }
                 endpoint.setFields(group);
                 continue;
             }
@@ -228,7 +234,6 @@ final class PolylbLoadBalancer extends LoadBalancer {
             inSet.add(invoker.id());
         }
         Map<Long, Endpoint> ready = new HashMap<>();
-        List<Long> notReady = new ArrayList<>();
         List<Endpoint> members = new ArrayList<>();
         for (Endpoint endpoint : endpoints.values()) {
             if (!inSet.contains(endpoint.id)) {
@@ -237,8 +242,16 @@ final class PolylbLoadBalancer extends LoadBalancer {
             members.add(endpoint);
             if (endpoint.isReady()) {
                 ready.put(endpoint.id, endpoint);
-            } else {
-                notReady.add(endpoint.id);
+            }
+        }
+        // Every other id of the kept set is excluded: those of endpoints not READY, and those of
+        // endpoints the resolver dropped in an update the library refused (their subchannels
+        // are shut down, but the library still has them; a pick of one waited for a picker
+        // that would never come).
+        List<Long> notReady = new ArrayList<>();
+        for (Invoker invoker : set) {
+            if (!ready.containsKey(invoker.id())) {
+                notReady.add(invoker.id());
             }
         }
         if (ready.isEmpty()) {

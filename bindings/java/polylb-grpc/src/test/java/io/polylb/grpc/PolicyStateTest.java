@@ -69,6 +69,14 @@ class PolicyStateTest {
         @Override
         public void requestConnection() {}
 
+        /** The address lists given after creation. */
+        final List<List<EquivalentAddressGroup>> updates = new ArrayList<>();
+
+        @Override
+        public void updateAddresses(List<EquivalentAddressGroup> addrs) {
+            updates.add(addrs);
+        }
+
         @Override
         public Attributes getAttributes() {
             return Attributes.EMPTY;
@@ -295,6 +303,54 @@ class PolicyStateTest {
         subchannels.get(7).set(ConnectivityState.READY); // outside the set: no help
         assertEquals(ConnectivityState.TRANSIENT_FAILURE, state);
         assertFalse(pick().getStatus().isOk());
+    }
+
+    /**
+     * An endpoint is its addresses in any order, as grpc-go's EndpointMap has it: listed again in
+     * another order it keeps its subchannel (given the new order to try), its connection and its
+     * invoker id; before, it was shut down and replaced, its state lost. Its first address, which
+     * places it on the hash rings, follows the list, as in the Go policy.
+     */
+    @Test
+    void anEndpointListedAgainInAnotherOrderIsTheSameEndpoint() {
+        InetSocketAddress a = new InetSocketAddress("127.0.0.1", 1);
+        InetSocketAddress b = new InetSocketAddress("127.0.0.1", 2);
+        resolve(List.of(new EquivalentAddressGroup(List.of(a, b))));
+        subchannels.forEach(s -> s.set(ConnectivityState.READY));
+        resolve(List.of(new EquivalentAddressGroup(List.of(b, a))));
+        assertEquals(1, subchannels.size(), "a second subchannel for the same endpoint");
+        FakeSubchannel only = subchannels.get(0);
+        assertFalse(only.shutdown);
+        assertEquals(List.of(List.of(new EquivalentAddressGroup(List.of(b, a)))), only.updates);
+        assertEquals(ConnectivityState.READY, state);
+        String stats = balancer.statsJson();
+        assertTrue(stats.contains("\"id\":1,") && stats.contains("\"address\":\"127.0.0.1:2\""), stats);
+        resolve(List.of(new EquivalentAddressGroup(List.of(b, a))));
+        assertEquals(1, only.updates.size(), "the same order again is no update");
+    }
+
+    /**
+     * A rejected update that also drops a READY endpoint: the library keeps it (a rejected
+     * update changes nothing), but its subchannel is shut down. Picks go to the kept set's other
+     * READY endpoints; before, a pick the library made of the dropped one returned no result and
+     * waited for a picker that never came (48 of 300 keyed calls).
+     */
+    @Test
+    void aRejectedUpdateThatDropsAnEndpointNeverPicksIt() {
+        resolve("loadbalance=maglev&maglev.tableSize=7", ports(1, 7));
+        subchannels.forEach(s -> s.set(ConnectivityState.READY));
+        FakeSubchannel dropped = subchannels.get(0);
+        Status rejected = accept("loadbalance=maglev&maglev.tableSize=7", ports(2, 9));
+        assertEquals(Status.Code.UNAVAILABLE, rejected.getCode(), rejected.toString());
+        assertTrue(dropped.shutdown, "the dropped endpoint's subchannel is shut down");
+        assertEquals(7, setSize(), balancer.statsJson());
+        subchannels.subList(7, 9).forEach(s -> s.set(ConnectivityState.READY));
+        for (int k = 0; k < 300; k++) {
+            Subchannel picked = pickByKey("user-" + k);
+            assertTrue(picked != null && picked != dropped && subchannels.indexOf(picked) < 7,
+                    "user-" + k + ": " + picked);
+        }
+        assertTrue(pickByKey(null) != null);
     }
 
     /**
