@@ -33,7 +33,8 @@ type serviceState struct {
 	unbound map[balancerKey]time.Time
 	nextID  uint64
 
-	bindings sync.Map // method name -> *binding
+	bindings sync.Map     // method name -> *binding
+	methods  atomic.Int64 // names in bindings
 
 	// lastSubset is the size of the last routed subset checked for
 	// destroyed members (the check runs when that size changes).
@@ -142,6 +143,18 @@ func (st *serviceState) pruneIfDestroyed(s *invokerSet, list []base.Invoker) err
 	return nil
 }
 
+// maxMethodsPerService is how many method names a service balances each on
+// its own; new names past them (a gateway forwarding generic calls whose names
+// its callers choose) are balanced together at the service level, as are names
+// the library cannot take (not UTF-8). A select never fails for a method name,
+// as dubbo-go's never does, and a service's bindings stay bounded (the Java
+// adapter's rule).
+const maxMethodsPerService = 4096
+
+// serviceLevel is the name the calls of methods past maxMethodsPerService are
+// balanced under.
+const serviceLevel = ""
+
 // bindingFor returns the method's binding for set s, making it (and its
 // balancer) when s is newer than the cached one. first is the call's first
 // provider, whose URL carries the configuration, as in dubbo-go. locked: the
@@ -151,6 +164,8 @@ func (st *serviceState) bindingFor(s *invokerSet, method string, first *common.U
 		if b := v.(*binding); b.gen == s.gen {
 			return b, nil
 		}
+	} else if method != serviceLevel && st.methods.Load() >= maxMethodsPerService {
+		return st.bindingFor(s, serviceLevel, first, locked)
 	}
 	mc, err := readMethodConfig(first, method, st.lb.strategy)
 	if err != nil {
@@ -181,12 +196,18 @@ func (st *serviceState) bindingFor(s *invokerSet, method string, first *common.U
 	}
 	id, err := bal.Method(method)
 	if err != nil {
+		if method != serviceLevel {
+			return st.bindingFor(s, serviceLevel, first, true) // a name the library cannot take
+		}
 		return nil, fmt.Errorf("polylb: method %q of %s cannot be balanced: %w", method, st.serviceKey, err)
 	}
 	b := &binding{gen: s.gen, balancer: bal, method: id, hashArgs: mc.hashArgs}
 	// A select still on an older set must not replace a newer set's binding:
 	// closeUnbound would then close a balancer a method uses.
 	if v, ok := st.bindings.Load(method); !ok || v.(*binding).gen <= s.gen {
+		if !ok {
+			st.methods.Add(1)
+		}
 		st.bindings.Store(method, b)
 	}
 	return b, nil
