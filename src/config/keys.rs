@@ -191,7 +191,8 @@ pub(super) const KEYS: &[(&str, &str, Setter)] = &[
     (
         "outlier.maxEjectionPercent",
         "outlier ejection: at most this percentage of the set is ejected at once (at least one \
-         invoker, never all of them; 0 = never eject), 0..=100 (default 10)",
+         invoker, never all of them; of the weighted ones while there are any, where weight 0 \
+         drains; 0 = never eject), 0..=100 (default 10)",
         |c, k, v| {
             c.outlier.max_ejection_percent = int(k, v)?;
             Ok(())

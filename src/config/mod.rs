@@ -125,8 +125,9 @@ pub struct OutlierConfig {
     /// config string, or left at 300000 in a config given to `Balancer::with_config`, 300000
     /// or `base_ejection_ms`, whichever is longer).
     pub max_ejection_ms: i64,
-    /// At most this share of the set is ejected at once (at least one invoker, never all; 0 =
-    /// never eject).
+    /// At most this share of the set is ejected at once (at least one invoker, never all; of the
+    /// weighted invokers while there are any, for a strategy where weight 0 drains one: see
+    /// docs/strategies.md; 0 = never eject).
     pub max_ejection_percent: u32,
 }
 

@@ -7,8 +7,9 @@
 //!   rate of `outlier.failureRate` % over a window, an invoker is skipped for a back-off that
 //!   grows with repeated ejections (`base × n`, capped). At most `outlier.maxEjectionPercent` of
 //!   the set is ejected at once (at least one invoker, never all; 0 % never ejects), so a bad
-//!   network cannot eject everyone; and when a call's own candidates are all ejected, they are
-//!   used anyway.
+//!   network cannot eject everyone; where weight 0 drains an invoker, the share is of the
+//!   weighted ones, and a drained one is ejected outside it; and when a call's own candidates
+//!   are all ejected, they are used anyway.
 //! - **Zone preference**: with `zone=Z`, calls go to invokers of zone Z while at least
 //!   `zone.minHealthyPercent` % of them are healthy (not ejected). Below that, the local share
 //!   shrinks in proportion (healthy fraction / threshold) and the rest spills over to every
@@ -74,9 +75,11 @@ pub(crate) struct Filter {
     /// invoker ejected after it left kept every pick off the short paths until it expired).
     lock: Mutex<u64>,
     /// Whether a weight of 0 takes an invoker's calls away while others weigh more: every
-    /// strategy but `consistenthash`, whose ring ignores weights, and `adaptive`, whose load
-    /// formula only discounts them (`/ (success ratio × weight + 1)`), as Dubbo's do. Such an
-    /// invoker is then no capacity for the ejection budget to keep.
+    /// strategy but `consistenthash`, whose ring ignores weights, `adaptive`, whose load
+    /// formula only discounts them (`/ (success ratio × weight + 1)`), and `leastactive` and
+    /// `shortestresponse`, which return their one least loaded (or fastest) invoker whatever
+    /// its weight, as Dubbo's do. Such an invoker is then no capacity for the ejection budget
+    /// to keep.
     weights_drain: bool,
 }
 
@@ -104,7 +107,10 @@ impl Filter {
             lock: Mutex::new(0),
             weights_drain: !matches!(
                 config.strategy,
-                StrategyKind::ConsistentHash | StrategyKind::Adaptive
+                StrategyKind::ConsistentHash
+                    | StrategyKind::Adaptive
+                    | StrategyKind::LeastActive
+                    | StrategyKind::ShortestResponse
             ),
         })
     }

@@ -165,6 +165,9 @@ impl Filter {
             self.recount(snapshot);
             self.epoch.fetch_add(1, Release);
         }
+        if cfg.max_ejection_percent == 0 {
+            return; // never eject, drained invokers included
+        }
         let members = &snapshot.members;
         let (any_weighted, budget) = self.serving_budget(members, cfg.max_ejection_percent);
         let ejected_serving = members

@@ -290,7 +290,13 @@ fn outlier_ejection_never_ejects_everyone() {
 #[test]
 fn ejection_never_leaves_only_drained_invokers_to_serve() {
     for kind in StrategyKind::ALL {
-        if matches!(kind, StrategyKind::ConsistentHash | StrategyKind::Adaptive) {
+        if matches!(
+            kind,
+            StrategyKind::ConsistentHash
+                | StrategyKind::Adaptive
+                | StrategyKind::LeastActive
+                | StrategyKind::ShortestResponse
+        ) {
             continue; // weight 0 does not drain there: below
         }
         let name = kind.name();
@@ -350,13 +356,20 @@ fn ejection_never_leaves_only_drained_invokers_to_serve() {
         .unwrap();
         assert!(!active_ejected(&b, 1) && active_ejected(&b, 2), "{name}");
     }
-    // consistenthash's ring ignores weights and adaptive's load formula only discounts them
-    // (as Dubbo's do): a weight-0 invoker still takes calls, so every invoker counts, as when
-    // all weigh 0.
-    for name in ["consistenthash", "adaptive"] {
+    // consistenthash's ring ignores weights, adaptive's load formula only discounts them, and
+    // leastactive and shortestresponse return their one least loaded (or fastest) invoker
+    // whatever its weight (as Dubbo's do): a weight-0 invoker still takes calls, so every
+    // invoker counts, as when all weigh 0.
+    for name in [
+        "consistenthash",
+        "adaptive",
+        "leastactive",
+        "shortestresponse",
+    ] {
         let b = lb(
             &format!(
-                "loadbalance={name}&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50"
+                "loadbalance={name}&seed=5&outlier.consecutiveFailures=1\
+                 &outlier.maxEjectionPercent=50"
             ),
             &[
                 provider(1),
@@ -365,6 +378,14 @@ fn ejection_never_leaves_only_drained_invokers_to_serve() {
                 provider(4).weight(0),
             ],
         );
+        if name == "leastactive" {
+            // Calls held in flight spread over all four, weight 0 or not.
+            let held = hold(&b, 0, 40, NOW);
+            assert!(held.iter().filter(|&&id| id != 1).count() >= 20, "{held:?}");
+            for id in held {
+                b.report(0, id, 10, Outcome::Cancelled, NOW).unwrap();
+            }
+        }
         for id in [2, 3, 4, 1] {
             b.report(0, id, 10, Outcome::Failure, NOW).unwrap();
         }
@@ -374,6 +395,15 @@ fn ejection_never_leaves_only_drained_invokers_to_serve() {
             "{name}"
         );
     }
+    // maxEjectionPercent=0 never ejects, drained invokers included.
+    let b = lb(
+        "loadbalance=random&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=0",
+        &[provider(1), provider(2), provider(3).weight(0)],
+    );
+    for id in 1..=3 {
+        b.report(0, id, 10, Outcome::Failure, NOW).unwrap();
+    }
+    assert!((1..=3).all(|id| !active_ejected(&b, id)));
     // Every weight 0: all of them serve (uniformly), and all of them count.
     let b = lb(
         "loadbalance=random&seed=5&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50",

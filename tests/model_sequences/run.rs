@@ -1312,11 +1312,15 @@ impl Seq<'_> {
         let o = &model.config.outlier;
         if o.enabled() {
             // The budget counts the weighted invokers while the set has any (all of them for
-            // consistenthash and adaptive, which send calls to weight-0 invokers).
+            // consistenthash, adaptive, leastactive and shortestresponse, which send calls to
+            // weight-0 invokers).
             let weighted = |r: &&serde_json::Value| r["weight"].as_i64().unwrap() > 0;
             let drains = !matches!(
                 model.config.strategy,
-                polylb::StrategyKind::ConsistentHash | polylb::StrategyKind::Adaptive
+                polylb::StrategyKind::ConsistentHash
+                    | polylb::StrategyKind::Adaptive
+                    | polylb::StrategyKind::LeastActive
+                    | polylb::StrategyKind::ShortestResponse
             );
             let any_weighted = drains && rows.iter().any(|r| weighted(&r));
             let counted: Vec<&serde_json::Value> = rows

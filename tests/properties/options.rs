@@ -284,7 +284,8 @@ pub(crate) fn ejection_budget(n: usize, percent: u32) -> usize {
 
 /// The stats rows the budget counts (documented with `outlier.maxEjectionPercent`): the
 /// weighted invokers while the set has any (a weight-0 one is ejected outside it), else all;
-/// all of them for `consistenthash` and `adaptive`, which send calls to weight-0 invokers.
+/// all of them for `consistenthash`, `adaptive`, `leastactive` and `shortestresponse`, which
+/// send calls to weight-0 invokers.
 pub(crate) fn budget_rows<'r>(
     strategy: polylb::StrategyKind,
     rows: impl IntoIterator<Item = &'r serde_json::Value> + Clone,
@@ -292,7 +293,10 @@ pub(crate) fn budget_rows<'r>(
     let weighted = |r: &serde_json::Value| r["weight"].as_i64().unwrap() > 0;
     let drains = !matches!(
         strategy,
-        polylb::StrategyKind::ConsistentHash | polylb::StrategyKind::Adaptive
+        polylb::StrategyKind::ConsistentHash
+            | polylb::StrategyKind::Adaptive
+            | polylb::StrategyKind::LeastActive
+            | polylb::StrategyKind::ShortestResponse
     );
     let any_weighted = drains && rows.clone().into_iter().any(weighted);
     rows.into_iter()

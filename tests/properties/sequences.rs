@@ -299,7 +299,9 @@ fn check_ejection(
         .intersection(&counted_ids)
         .count();
     let budget = ejection_budget(counted.len(), o.max_ejection_percent);
-    let within_budget = !counted_ids.contains(&id) || others < budget;
+    // (0 % never ejects, drained invokers included.)
+    let within_budget =
+        o.max_ejection_percent > 0 && (!counted_ids.contains(&id) || others < budget);
     // The failure-rate window this report counts in (requests, failures), from the stats.
     let rate_rule = o.failure_rate_percent > 0;
     let window = |r: &serde_json::Value| {

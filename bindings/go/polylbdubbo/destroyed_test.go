@@ -63,3 +63,28 @@ func TestLateListWithADestroyedInvoker(t *testing.T) {
 		}
 	}
 }
+
+// A provider that leaves while the directory's list has a size that a routed
+// subset had before is still dropped: the check for destroyed members also
+// runs every pruneEvery selects among subsets (before, only when a subset of a
+// new size came, so a service that only shrank kept its dead members).
+func TestAProviderLeavingAtASubsetsSizeIsDropped(t *testing.T) {
+	lb := Get("polylb-roundrobin")
+	service := serviceName(t)
+	ps := []*provider{newProvider(t, service, "10.0.0.1:20000", ""),
+		newProvider(t, service, "10.0.0.2:20000", ""), newProvider(t, service, "10.0.0.3:20000", "")}
+	all := wrapAll(ps...)
+	inv := newInvocation("m")
+	lb.Select(all, inv)
+	lb.Select(all[:2], inv) // a routed subset of two
+	st := lb.state(all[0].GetURL())
+	all[2].Destroy()
+	for i := 0; i < 2*pruneEvery; i++ {
+		if chosen := lb.Select(all[:2], inv); chosen != all[0] && chosen != all[1] {
+			t.Fatalf("select %d: %v", i, chosen)
+		}
+	}
+	if n := len(st.set.Load().members); n != 2 {
+		t.Errorf("%d members after the third provider left, want 2", n)
+	}
+}

@@ -237,7 +237,11 @@ func (st *serviceState) attempt(invokers []base.Invoker, first *common.URL, inv 
 			}
 			return nil, errRetry
 		}
-		if n := int64(len(invokers)); st.lastSubset.Swap(n) != n && !locked {
+		// Also every pruneEvery-th subset select: a provider that leaves while
+		// the directory's list has a size a routed subset had before would
+		// otherwise stay a member until a provider joins.
+		n := int64(len(invokers))
+		if (st.lastSubset.Swap(n) != n || st.subsetSelects.Add(1)%pruneEvery == 0) && !locked {
 			if err := st.pruneIfDestroyed(s, invokers); err != nil {
 				return nil, err
 			}

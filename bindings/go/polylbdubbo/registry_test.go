@@ -153,3 +153,35 @@ func TestMaglevSetLargerThanItsTableFailsTheCall(t *testing.T) {
 		t.Fatal(res.Error())
 	}
 }
+
+// Two references to one service, each with its own parameters for the same
+// providers, share the service's state; each call reads its own reference's
+// configuration, as dubbo-go's balancers read each call's URLs. Before, the
+// binding made for one reference served the other: round robin's calls went
+// where the other reference's consistent hashing sent them.
+func TestTwoReferencesToOneServiceKeepTheirOwnConfiguration(t *testing.T) {
+	svc := serviceName(t)
+	lb := Get(Name)
+	var a, b []*provider
+	for i := 1; i <= 4; i++ {
+		addr := fmt.Sprintf("10.0.0.%d:20000", i)
+		a = append(a, newProvider(t, svc, addr, "polylb.strategy=roundrobin"))
+		b = append(b, newProvider(t, svc, addr, "polylb.strategy=consistenthash&hash.arguments=0"))
+	}
+	refA, refB := wrapAll(a...), wrapAll(b...)
+	lb.Select(refA, newInvocation("get", "user-1"))
+	hashed := map[string]int{}
+	for i := 0; i < 40; i++ {
+		hashed[lb.Select(refB, newInvocation("get", "user-1")).GetURL().Location]++
+	}
+	if len(hashed) != 1 {
+		t.Errorf("reference B (consistenthash, one key): %v, want one provider", hashed)
+	}
+	dealt := map[string]int{}
+	for i := 0; i < 40; i++ {
+		dealt[lb.Select(refA, newInvocation("get", "user-1")).GetURL().Location]++
+	}
+	if len(dealt) != 4 {
+		t.Errorf("reference A (roundrobin): %v, want all four providers in turn", dealt)
+	}
+}

@@ -2,6 +2,7 @@ package polylbdubbo
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,9 @@ type serviceState struct {
 	// lastSubset is the size of the last routed subset checked for
 	// destroyed members (the check runs when that size changes).
 	lastSubset atomic.Int64
+	// subsetSelects counts selects among a subset, for the check that runs
+	// every pruneEvery of them.
+	subsetSelects atomic.Int64
 
 	used    atomic.Bool // a select since the last sweep
 	retired atomic.Bool // swept: its balancers are closed
@@ -58,6 +62,11 @@ type binding struct {
 	balancer *polylb.Balancer
 	method   polylb.Method
 	hashArgs []int
+	// first: the URL the configuration was read from; config: what it said.
+	// Two references to one service share the bindings, each with its own
+	// parameters: a call whose first URL is another reads its own.
+	first  *common.URL
+	config string
 }
 
 func newServiceState(lb *LoadBalance, serviceKey string) *serviceState {
@@ -115,10 +124,14 @@ func (st *serviceState) closeUnbound(now time.Time) {
 	}
 }
 
+// pruneEvery: one select among a subset in this many checks for destroyed
+// members even when the subset's size did not change.
+const pruneEvery = 1024
+
 // pruneIfDestroyed drops members that list does not hold and that are
 // destroyed (providers that left the registry), so that a shrinking
 // directory does not keep their state forever. It runs when a subset of a
-// new size arrives, not per call. Destroyed, not unavailable: dubbo-go's
+// new size arrives, and every pruneEvery selects among subsets, not per call. Destroyed, not unavailable: dubbo-go's
 // reselect passes lists without the unavailable providers (a dubbo-protocol
 // invoker while its connection is down), of sizes that change call after
 // call, and dropping those providers rebuilt the set per call and gave them
@@ -160,8 +173,9 @@ const serviceLevel = ""
 // provider, whose URL carries the configuration, as in dubbo-go. locked: the
 // caller holds mu.
 func (st *serviceState) bindingFor(s *invokerSet, method string, first *common.URL, locked bool) (*binding, error) {
-	if v, ok := st.bindings.Load(method); ok {
-		if b := v.(*binding); b.gen == s.gen {
+	cached, ok := st.bindings.Load(method)
+	if ok {
+		if b := cached.(*binding); b.gen == s.gen && b.first == first {
 			return b, nil
 		}
 	} else if method != serviceLevel && st.methods.Load() >= maxMethodsPerService {
@@ -170,6 +184,16 @@ func (st *serviceState) bindingFor(s *invokerSet, method string, first *common.U
 	mc, err := readMethodConfig(first, method, st.lb.strategy)
 	if err != nil {
 		return nil, err
+	}
+	if ok {
+		// The same set through another URL object (a refresh's new objects, or
+		// a second reference): its own parameters, usually the same ones.
+		if b := cached.(*binding); b.gen == s.gen && b.config == mc.config && slices.Equal(b.hashArgs, mc.hashArgs) {
+			moved := *b
+			moved.first = first
+			st.bindings.CompareAndSwap(method, b, &moved)
+			return &moved, nil
+		}
 	}
 	if !locked {
 		st.mu.Lock()
@@ -201,7 +225,7 @@ func (st *serviceState) bindingFor(s *invokerSet, method string, first *common.U
 		}
 		return nil, fmt.Errorf("polylb: method %q of %s cannot be balanced: %w", method, st.serviceKey, err)
 	}
-	b := &binding{gen: s.gen, balancer: bal, method: id, hashArgs: mc.hashArgs}
+	b := &binding{gen: s.gen, balancer: bal, method: id, hashArgs: mc.hashArgs, first: first, config: mc.config}
 	// A select still on an older set must not replace a newer set's binding:
 	// closeUnbound would then close a balancer a method uses.
 	if v, ok := st.bindings.Load(method); !ok || v.(*binding).gen <= s.gen {
