@@ -586,7 +586,10 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
      */
     private static ServiceState.MethodBinding boundBinding(ServiceState state, String methodName) {
         ServiceState.MethodBinding binding = state.bindingsByMethod.get(methodName);
-        if (binding == null && state.bindingsByMethod.size() >= MAX_METHODS_PER_SERVICE) {
+        if (binding == null && (state.bindingsByMethod.size() >= MAX_METHODS_PER_SERVICE
+                || !DubboUrls.hashable(methodName).equals(methodName))) {
+            // Past the cap, or a name with no UTF-8 form (a lone surrogate: `hashable` writes
+            // '?' for it), which the library never takes: both are balanced at the service level.
             return state.bindingsByMethod.get(SERVICE_LEVEL);
         }
         return binding;

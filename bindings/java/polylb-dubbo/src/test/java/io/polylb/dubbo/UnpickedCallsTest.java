@@ -116,6 +116,32 @@ class UnpickedCallsTest {
         assertEquals(0, active(lb, "10.0.0.2:20880"), "b's calls ended");
     }
 
+    /**
+     * Calls a router sends to a lone provider count where the method is balanced: a name with
+     * no UTF-8 form (a generic call's, with a lone surrogate) at the service level, as its
+     * selects are (before, they went uncounted while the service was under the name cap).
+     */
+    @Test
+    void unpickedCallsOfANameWithoutUtf8FormCountAtTheServiceLevel() {
+        PolylbLoadBalance lb = extension();
+        Invoker<Object> a = provider(1, LB);
+        Invoker<Object> b = provider(2, LB);
+        List<Invoker<Object>> both = List.of(a, b);
+        for (String name : List.of("say\uD800", "sayHello")) {
+            RpcInvocation first = TestInvokers.genericCall(name, "k");
+            PolylbClusterFilter.beginInvocation(first);
+            send(lb.select(both, a.getUrl(), first), first);
+            answerOpenCalls();
+            PolylbClusterFilter.releaseUnsent(first);
+            for (int i = 0; i < 3; i++) {
+                send(b, TestInvokers.genericCall(name, "k"));
+            }
+            assertEquals(3, active(lb, "10.0.0.2:20880"), name);
+            answerOpenCalls();
+            assertEquals(0, active(lb, "10.0.0.2:20880"), name);
+        }
+    }
+
     @Test
     void withoutPolylbsFiltersPicksAreNotLeftInFlight() {
         // filter="-default" (or "-polylb") on a reference removes both filters: nothing reports
