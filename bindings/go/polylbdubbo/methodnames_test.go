@@ -15,6 +15,13 @@ func genericInvocation(method string) *invocation.RPCInvocation {
 	return invocation.NewRPCInvocation(constant.Generic, []any{method, []string{}, []any{}}, nil)
 }
 
+// oneAndTwo is a service of the test's own with providers weighted 1 and 2.
+func oneAndTwo(t *testing.T) []base.Invoker {
+	service := serviceName(t)
+	return wrapAll(newProvider(t, service, "10.0.0.1:20000", "weight=1"),
+		newProvider(t, service, "10.0.0.2:20000", "weight=2"))
+}
+
 // picksOfCalls counts the providers round robin picks for invs (weights 1 and
 // 2: exactly 1:2 in every 3 picks of one sequence).
 func picksOfCalls(lb *LoadBalance, list []base.Invoker, invs []*invocation.RPCInvocation) map[string]int {
@@ -36,10 +43,7 @@ func picksOfCalls(lb *LoadBalance, list []base.Invoker, invs []*invocation.RPCIn
 // took a binding for good, and once the library's 2^20-name table was full
 // every new method failed.
 func TestMethodNamesPastTheCapShareTheServiceLevel(t *testing.T) {
-	lb := Get("polylb-roundrobin")
-	service := serviceName(t)
-	list := wrapAll(newProvider(t, service, "10.0.0.1:20000", "weight=1"),
-		newProvider(t, service, "10.0.0.2:20000", "weight=2"))
+	lb, list := Get("polylb-roundrobin"), oneAndTwo(t)
 	var named []*invocation.RPCInvocation
 	for i := 0; i < maxMethodsPerService; i++ {
 		named = append(named, genericInvocation(fmt.Sprintf("m%d", i)))
@@ -68,10 +72,7 @@ func TestMethodNamesPastTheCapShareTheServiceLevel(t *testing.T) {
 }
 
 func TestAMethodNameThatIsNotUTF8IsBalancedAtTheServiceLevel(t *testing.T) {
-	lb := Get("polylb-roundrobin")
-	service := serviceName(t)
-	list := wrapAll(newProvider(t, service, "10.0.0.1:20000", "weight=1"),
-		newProvider(t, service, "10.0.0.2:20000", "weight=2"))
+	lb, list := Get("polylb-roundrobin"), oneAndTwo(t)
 	var calls []*invocation.RPCInvocation
 	for i := 0; i < 300; i++ {
 		calls = append(calls, genericInvocation([]string{"say\xffHello", "a\xc3"}[i%2]))
