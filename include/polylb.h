@@ -242,7 +242,8 @@ int32_t plb_balancer_method(const struct plb_balancer *b, const uint8_t *name, s
  * Writes a JSON snapshot of the set and its counters (effective weights at `now_us`) plus a
  * NUL. If it does not fit, returns PLB_ERR_BUFFER_TOO_SMALL with the needed length in `*len`.
  * The next call may need more (calls and updates meanwhile; with `now_us` 0, the library's
- * clock moving time-dependent fields): call again until it fits.
+ * clock moving time-dependent fields): call again until it fits. On any failure a non-NULL
+ * `buf` with `cap` > 0 holds the empty string.
  */
 int32_t plb_balancer_stats(const struct plb_balancer *b, int64_t now_us, char *buf, size_t cap, size_t *len);
 

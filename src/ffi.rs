@@ -311,7 +311,8 @@ pub unsafe extern "C" fn plb_balancer_method(
 /// Writes a JSON snapshot of the set and its counters (effective weights at `now_us`) plus a
 /// NUL. If it does not fit, returns PLB_ERR_BUFFER_TOO_SMALL with the needed length in `*len`.
 /// The next call may need more (calls and updates meanwhile; with `now_us` 0, the library's
-/// clock moving time-dependent fields): call again until it fits.
+/// clock moving time-dependent fields): call again until it fits. On any failure a non-NULL
+/// `buf` with `cap` > 0 holds the empty string.
 #[no_mangle]
 pub unsafe extern "C" fn plb_balancer_stats(
     b: *const plb_balancer,
@@ -321,6 +322,10 @@ pub unsafe extern "C" fn plb_balancer_stats(
     len: *mut usize,
 ) -> i32 {
     guard(PLB_ERR_PANIC, || {
+        // Never leave the caller a stale or unterminated string, whatever the failure.
+        if !buf.is_null() && cap > 0 {
+            *buf = 0;
+        }
         let Ok(b) = balancer(b) else {
             return PLB_ERR_NULL_POINTER;
         };
@@ -330,10 +335,6 @@ pub unsafe extern "C" fn plb_balancer_stats(
         let json = b.stats_json(now_us);
         *len = json.len();
         if json.len() >= cap {
-            if cap > 0 {
-                // Never leave the caller a stale or unterminated string.
-                *buf = 0;
-            }
             return PLB_ERR_BUFFER_TOO_SMALL;
         }
         std::ptr::copy_nonoverlapping(json.as_ptr(), buf.cast::<u8>(), json.len());

@@ -177,7 +177,9 @@ static void null_handle(void)
     EXPECT_STATUS(plb_balancer_update(NULL, NULL, 0, NULL, 0, NULL), PLB_ERR_NULL_POINTER);
     EXPECT_STATUS(plb_balancer_method(NULL, plbt_u8("m"), 1, &m), PLB_ERR_NULL_POINTER);
     EXPECT_EQ(m, 777);
+    strcpy(err, "stale");
     EXPECT_STATUS(plb_balancer_stats(NULL, 0, err, sizeof err, &len), PLB_ERR_NULL_POINTER);
+    EXPECT(err[0] == '\0'); /* never a stale string left in the buffer */
     EXPECT_STATUS(plb_select(NULL, 0, NULL, 0, 0), -PLB_ERR_NULL_POINTER);
     EXPECT_STATUS(plb_select_among(NULL, 0, NULL, 0, ids, 1, NULL, 0, 0), -PLB_ERR_NULL_POINTER);
     EXPECT_STATUS(plb_report(NULL, 0, 1, 0, PLB_OUTCOME_SUCCESS, 0), PLB_ERR_NULL_POINTER);
@@ -478,10 +480,11 @@ static void stats_errors(void)
     plbt_invokers(inv, addr, ids, NULL, 3);
     EXPECT_STATUS(plbt_update(b, inv, 3), PLB_OK);
 
-    char small[4];
+    char small[4] = "abc";
     size_t len = 12345, need = 0;
     EXPECT_STATUS(plb_balancer_stats(b, PLBT_T0_US, small, sizeof small, NULL),
                   PLB_ERR_NULL_POINTER);
+    EXPECT(small[0] == '\0'); /* never a stale string left in the buffer */
     EXPECT_STATUS(plb_balancer_stats(b, PLBT_T0_US, NULL, 10, &len), PLB_ERR_NULL_POINTER);
     EXPECT_STATUS(plb_balancer_stats(b, PLBT_T0_US, NULL, 0, &need), PLB_ERR_BUFFER_TOO_SMALL);
     EXPECT(need > 20);
