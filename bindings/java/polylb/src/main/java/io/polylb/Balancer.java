@@ -478,7 +478,9 @@ public final class Balancer implements AutoCloseable {
      * as Python's {@code with lb.call()} judges its block: a return is a {@link Outcome#SUCCESS};
      * anything thrown is reported, then rethrown unchanged: {@link Outcome#TIMEOUT} for a {@link
      * java.util.concurrent.TimeoutException}, an {@link java.io.InterruptedIOException} (a
-     * socket's timeout) or a {@link java.net.http.HttpTimeoutException}, {@link Outcome#CANCELLED} for an {@link
+     * socket's timeout), a {@link java.net.http.HttpTimeoutException}, an asynchronous channel's
+     * {@link java.nio.channels.InterruptedByTimeoutException} or one of Apache Dubbo's timeouts,
+     * {@link Outcome#CANCELLED} for an {@link
      * InterruptedException}, a {@link java.util.concurrent.CancellationException}, a {@link
      * java.nio.channels.ClosedByInterruptException} or anything thrown while the thread is
      * interrupted (this side gave up), {@link Outcome#FAILURE} for anything else (a refused
@@ -648,9 +650,12 @@ public final class Balancer implements AutoCloseable {
      */
     static Outcome outcomeOf(Throwable thrown, boolean onTheCallingThread) {
         Throwable cause = thrown;
-        while ((cause instanceof java.util.concurrent.CompletionException
+        // Bounded: a cause chain can be a cycle (initCause accepts one), and the thread judging
+        // it is the one reporting the call.
+        for (int depth = 0; depth < MAX_UNWRAPPED_CAUSES
+                && (cause instanceof java.util.concurrent.CompletionException
                         || cause instanceof java.util.concurrent.ExecutionException)
-                && cause.getCause() != null) {
+                && cause.getCause() != null; depth++) {
             cause = cause.getCause();
         }
         if (cause instanceof InterruptedException
@@ -661,10 +666,37 @@ public final class Balancer implements AutoCloseable {
         }
         if (cause instanceof java.util.concurrent.TimeoutException
                 || cause instanceof java.io.InterruptedIOException
-                || cause instanceof java.net.http.HttpTimeoutException) {
+                || cause instanceof java.net.http.HttpTimeoutException
+                || cause instanceof java.nio.channels.InterruptedByTimeoutException
+                || isDubboTimeout(cause)) {
             return Outcome.TIMEOUT;
         }
         return Outcome.FAILURE;
+    }
+
+    /** How many wrappers {@link #outcomeOf} looks through. */
+    private static final int MAX_UNWRAPPED_CAUSES = 64;
+
+    /**
+     * A timeout of Apache Dubbo's async calls, which this module does not depend on: its
+     * {@code remoting.TimeoutException}, or an {@code RpcException} whose {@code isTimeout()} says
+     * so (as the Dubbo adapter's filter judges them). Looked up only for a failed call.
+     */
+    private static boolean isDubboTimeout(Throwable cause) {
+        for (Class<?> type = cause.getClass(); type != null; type = type.getSuperclass()) {
+            String name = type.getName();
+            if (name.equals("org.apache.dubbo.remoting.TimeoutException")) {
+                return true;
+            }
+            if (name.equals("org.apache.dubbo.rpc.RpcException")) {
+                try {
+                    return Boolean.TRUE.equals(type.getMethod("isTimeout").invoke(cause));
+                } catch (ReflectiveOperationException | RuntimeException e) {
+                    return false;
+                }
+            }
+        }
+        return false;
     }
 
     /**

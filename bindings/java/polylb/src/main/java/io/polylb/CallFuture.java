@@ -2,8 +2,11 @@ package io.polylb;
 
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Supplier;
 
 /**
  * The future {@link Balancer#callAsync} returns. It follows the body's stage and ends the call
@@ -63,6 +66,48 @@ final class CallFuture<T> extends CompletableFuture<T> {
         boolean cancelled = super.cancel(mayInterruptIfRunning);
         abandonStageIf(endedHere);
         return cancelled;
+    }
+
+    /**
+     * Through {@link #complete}: the JDK's own completes without calling it, and the call stayed
+     * in flight, its stage running on.
+     */
+    @Override
+    public CompletableFuture<T> completeAsync(Supplier<? extends T> supplier, Executor executor) {
+        Objects.requireNonNull(supplier, "supplier");
+        Objects.requireNonNull(executor, "executor");
+        executor.execute(() -> {
+            T value;
+            try {
+                value = supplier.get();
+            } catch (Throwable thrown) {
+                completeExceptionally(new CompletionException(thrown));
+                return;
+            }
+            complete(value);
+        });
+        return this;
+    }
+
+    @Override
+    public CompletableFuture<T> completeAsync(Supplier<? extends T> supplier) {
+        return completeAsync(supplier, defaultExecutor());
+    }
+
+    /** A forced result is a fallback too: the call ends, as by {@link #complete}. */
+    @Override
+    public void obtrudeValue(T value) {
+        boolean endedHere = end(Outcome.CANCELLED);
+        super.obtrudeValue(value);
+        abandonStageIf(endedHere);
+    }
+
+    @Override
+    public void obtrudeException(Throwable thrown) {
+        Objects.requireNonNull(thrown, "thrown");
+        boolean endedHere = end(Balancer.outcomeOf(thrown, false));
+        super.obtrudeException(thrown);
+        abandonStageIf(endedHere);
     }
 
     /** Dependent stages ({@code thenApply}, {@code copy}...) are plain futures, tied to no call. */

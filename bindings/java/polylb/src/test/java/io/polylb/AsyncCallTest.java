@@ -172,6 +172,55 @@ class AsyncCallTest {
         }
     }
 
+    /**
+     * The JDK's other ways to complete a future from outside ({@code completeAsync}, the
+     * {@code obtrude} pair) end the call as {@code complete} does; before, they bypassed it and
+     * the call stayed in flight, its stage running on.
+     */
+    @Test
+    void completingTheReturnedFutureThroughTheJdksOtherEntriesEndsTheCallToo() throws Exception {
+        try (Balancer lb = new Balancer("loadbalance=leastactive")) {
+            lb.update(invokers(2));
+            int m = lb.method("m");
+            CompletableFuture<String> slow = new CompletableFuture<>();
+            CompletableFuture<String> reply = lb.callAsync(m, null, id -> slow);
+            reply.completeAsync(() -> "fallback");
+            assertEquals("fallback", reply.get(10, TimeUnit.SECONDS));
+            assertThrows(CancellationException.class, () -> slow.get(10, TimeUnit.SECONDS));
+            assertEquals(new Totals(0, 1, 0, 0, 0, 0), Totals.of(lb), "a fallback is no verdict");
+
+            CompletableFuture<String> failing = lb.callAsync(m, null, id -> new CompletableFuture<>());
+            failing.completeAsync(() -> {
+                throw new IllegalStateException("no fallback");
+            });
+            ExecutionException thrown = assertThrows(ExecutionException.class, () -> failing.get(10, TimeUnit.SECONDS));
+            assertTrue(thrown.getCause() instanceof IllegalStateException, String.valueOf(thrown.getCause()));
+            assertEquals(new Totals(0, 2, 0, 1, 0, 0), Totals.of(lb));
+
+            CompletableFuture<String> forced = lb.callAsync(m, null, id -> new CompletableFuture<>());
+            forced.obtrudeValue("forced");
+            assertEquals("forced", forced.join());
+            CompletableFuture<String> forcedFailure = lb.callAsync(m, null, id -> new CompletableFuture<>());
+            forcedFailure.obtrudeException(new TimeoutException("deadline"));
+            assertThrows(ExecutionException.class, () -> forcedFailure.get(10, TimeUnit.SECONDS));
+            assertEquals(new Totals(0, 4, 0, 2, 1, 0), Totals.of(lb));
+        }
+    }
+
+    /**
+     * Outcomes by exception: an asynchronous channel's timeout is a TIMEOUT (before: a failure);
+     * a cause chain that loops is judged, not followed for ever (before, the reporting thread
+     * spun and the call stayed in flight).
+     */
+    @Test
+    void outcomesOfChannelTimeoutsAndCausesThatLoop() {
+        assertEquals(Outcome.TIMEOUT, Balancer.outcomeOf(new java.nio.channels.InterruptedByTimeoutException(), false));
+        CompletionException inner = new CompletionException("inner") { };
+        ExecutionException outer = new ExecutionException(inner);
+        inner.initCause(outer);
+        assertEquals(Outcome.FAILURE, Balancer.outcomeOf(outer, false));
+    }
+
     /** Only the completing thread was interrupted: that is no verdict on this call. */
     @Test
     void theCompletingThreadsInterruptIsNotTheCallsCancel() throws Exception {
