@@ -857,6 +857,60 @@ fn adaptive_ignores_calls_picked_among_a_single_candidate() {
 }
 
 #[test]
+fn adaptive_after_a_failover_reselect_keeps_following_the_loads() {
+    // Dubbo's failover: attempt 1 on A fails; the retry's pick is A again (already tried), so it
+    // is released unsent and the reselect hands the balancer B alone, which answers. Dubbo's
+    // filter books that answer (the invocation keeps attempt 2's `loadbalance` attribute) but
+    // not its request: B reads -1 in flight, a load of 0, and takes every pick although its
+    // provider reports 10x A's CPU load. Here the lone pick is counted apart and the unsent one
+    // undone, so the picks follow the reported loads to A.
+    let b = balancer(
+        "loadbalance=adaptive&timeout=1000&seed=1",
+        &[provider(1), provider(2)],
+    );
+    let m = b.method("get").unwrap();
+    let mut now = NOW;
+    let answer = |id: u64, now: i64| {
+        let cpu = if id == 1 { 1.0 } else { 10.0 };
+        b.report_provider_metrics(m, id, now / 1000, cpu, 1000, now)
+            .unwrap();
+        b.report(m, id, 1000, Outcome::Success, now).unwrap();
+    };
+    for id in [1, 2] {
+        // Each provider answers one pick of the pair first, as the strategy's own calls.
+        let picked = loop {
+            let picked = b.select(m, b"", now).unwrap();
+            if picked == id {
+                break picked;
+            }
+            b.report(m, picked, 0, Outcome::Cancelled, now).unwrap();
+        };
+        answer(picked, now);
+        now += 50_000;
+    }
+    let first = b.select(m, b"", now).unwrap();
+    assert_eq!(first, 1, "A's load is the lower");
+    b.report(m, first, 1000, Outcome::Failure, now).unwrap();
+    now += 50_000;
+    let retry = b.select_among(m, b"", &[1, 2], &[], now).unwrap();
+    b.report(m, retry, 0, Outcome::Cancelled, now).unwrap();
+    assert_eq!(b.select_among(m, b"", &[2], &[], now).unwrap(), 2);
+    answer(2, now);
+    now += 50_000;
+    let mut picks = Vec::new();
+    for _ in 0..8 {
+        let id = b.select(m, b"", now).unwrap();
+        picks.push(id);
+        answer(id, now);
+        now += 50_000;
+    }
+    assert!(picks.iter().all(|&id| id == 1), "{picks:?}");
+    for id in [1, 2] {
+        assert_eq!(stat(&b, now, id, "active"), 0, "invoker {id}");
+    }
+}
+
+#[test]
 fn adaptive_forces_a_pick_after_two_timeouts() {
     // Invoker 2 looks terrible, but once it has not been picked for 2 × timeout its load is 0.
     let b = balancer(
