@@ -2,7 +2,10 @@ package polylbgrpc
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	polylb "github.com/polylb/polylb/bindings/go"
 	"google.golang.org/grpc/experimental/balancer/weight"
@@ -26,7 +29,9 @@ func (a invokerAttr) Equal(o any) bool {
 // id and takes its first address. Start from polylb.NewInvoker for Dubbo's
 // defaults (a zero Weight is weight 0: see polylb.Invoker).
 // A negative Weight is taken as 0: the library rejects a set that holds one,
-// and one endpoint must not keep the ClientConn from ever getting a picker.
+// and one endpoint must not keep the ClientConn from ever getting a picker;
+// for the same reason a Zone (or address) that is not UTF-8 reaches the
+// library with each stray byte written as \xNN.
 // A resolver sets it, as it would gRPC's weight attribute.
 func SetInvoker(endpoint resolver.Endpoint, inv polylb.Invoker) resolver.Endpoint {
 	inv.ID, inv.Address = 0, ""
@@ -41,11 +46,11 @@ func SetInvoker(endpoint resolver.Endpoint, inv polylb.Invoker) resolver.Endpoin
 func invokerOf(id uint64, endpoint resolver.Endpoint) polylb.Invoker {
 	address := ""
 	if len(endpoint.Addresses) > 0 {
-		address = endpoint.Addresses[0].Addr
+		address = utf8Text(endpoint.Addresses[0].Addr)
 	}
 	if attr, ok := endpoint.Attributes.Value(invokerKey{}).(invokerAttr); ok {
 		inv := polylb.Invoker(attr)
-		inv.ID, inv.Address = id, address
+		inv.ID, inv.Address, inv.Zone = id, address, utf8Text(inv.Zone)
 		return inv
 	}
 	inv := polylb.NewInvoker(id, address)
@@ -53,6 +58,29 @@ func invokerOf(id uint64, endpoint resolver.Endpoint) polylb.Invoker {
 		inv.Weight = int32(min(w, math.MaxInt32))
 	}
 	return inv
+}
+
+// utf8Text is s with each byte that is not part of valid UTF-8 written as
+// \xNN. The library takes addresses and zones as UTF-8 and rejects a whole
+// set for one that is not, while gRPC's are bytes (a unix socket's path, a
+// zone a resolver read from a label): one endpoint must not fail the channel.
+// Distinct byte strings stay distinct unless a valid one spells such an
+// escape itself; the hash strategies place the invoker by this text.
+func utf8Text(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && size == 1 {
+			fmt.Fprintf(&b, "\\x%02x", s[0])
+		} else {
+			b.WriteString(s[:size])
+		}
+		s = s[size:]
+	}
+	return b.String()
 }
 
 type keyKey struct{}

@@ -47,13 +47,11 @@ import (
 	"google.golang.org/grpc/balancer/base"
 	"google.golang.org/grpc/balancer/endpointsharding"
 	"google.golang.org/grpc/balancer/pickfirst"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/orca"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
-	"google.golang.org/grpc/status"
 )
 
 // Name is the policy's name in a service config's loadBalancingConfig.
@@ -292,6 +290,7 @@ func (b builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balan
 		registerOOB: b.registerOOB,
 		ids:         resolver.NewEndpointMap[uint64](),
 		addrIDs:     map[string]uint64{},
+		listed:      map[uint64]resolver.Endpoint{},
 		subConns:    map[balancer.SubConn]*oobSubConn{},
 	}
 	if p.registerOOB == nil {
@@ -317,6 +316,12 @@ type policy struct {
 	lb     *lbState // nil until the first config
 	ids    *resolver.EndpointMap[uint64]
 	nextID uint64
+	// listed: each id's endpoint as the resolver first lists it, for its
+	// invoker fields. endpointsharding keeps one of an endpoint's duplicates
+	// at random (it rotates the list first), so the child's copy of one
+	// listed twice with different weights would change the weight between
+	// identical updates.
+	listed map[uint64]resolver.Endpoint
 	set    []polylb.Invoker // the set the library holds, in id order
 	// lastRejected: the last set the library rejected (logged once), and
 	// rejected its error since the last resolver update, for its answer.
@@ -357,8 +362,12 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 	// For the SubConns the children create (oob.go); an address listed in
 	// two endpoints goes to the later one.
 	clear(p.addrIDs)
+	clear(p.listed)
 	for _, ep := range ccs.ResolverState.Endpoints {
 		id, _ := p.ids.Get(ep)
+		if _, ok := p.listed[id]; !ok {
+			p.listed[id] = ep
+		}
 		for _, a := range ep.Addresses {
 			p.addrIDs[a.Addr] = id
 		}
@@ -444,7 +453,7 @@ func (p *policy) listedSetLocked(endpoints []resolver.Endpoint) []polylb.Invoker
 	for _, ep := range endpoints {
 		if id, ok := p.ids.Get(ep); ok && !seen[id] {
 			seen[id] = true
-			set = append(set, invokerOf(id, ep))
+			set = append(set, invokerOf(id, p.listed[id]))
 		}
 	}
 	slices.SortFunc(set, func(a, b polylb.Invoker) int { return cmp.Compare(a.ID, b.ID) })
@@ -494,7 +503,7 @@ func (p *policy) UpdateState(state balancer.State) {
 		if !ok { // not listed by the last resolver update: leaving
 			continue
 		}
-		set = append(set, invokerOf(id, child.Endpoint))
+		set = append(set, invokerOf(id, p.listed[id]))
 		if child.State.ConnectivityState == connectivity.Ready {
 			pickers[id] = child.State.Picker
 		} else {
@@ -526,8 +535,12 @@ func (p *policy) UpdateState(state balancer.State) {
 // keepSetLocked answers a set the library rejected (it keeps the previous
 // one: a rejected update changes nothing). With a set kept, the picker goes
 // on over it, following its endpoints' states; with none (a new balancer's
-// first), the channel fails with the library's reason rather than leave RPCs
-// waiting for a picker that never comes.
+// first, or an empty one), the channel fails with the library's reason rather
+// than leave RPCs waiting for a picker that never comes. The pickers' errors
+// are not gRPC statuses: gRPC ends an RPC at a status error from a picker
+// even if it waits for ready (a drop, never retried), where for another error
+// it fails a fail-fast RPC as UNAVAILABLE and lets a wait-for-ready one wait
+// for the next picker.
 func (p *policy) keepSetLocked(set []polylb.Invoker, err error, children []endpointsharding.ChildState,
 	pickers map[uint64]balancer.Picker) {
 	p.rejected = err
@@ -535,10 +548,10 @@ func (p *policy) keepSetLocked(set []polylb.Invoker, err error, children []endpo
 		p.lastRejected = set
 		logger.Warningf("polylb: update of %d endpoints rejected, previous set of %d kept: %v", len(set), len(p.set), err)
 	}
-	if p.set == nil {
+	if len(p.set) == 0 {
 		p.ClientConn.UpdateState(balancer.State{
 			ConnectivityState: connectivity.TransientFailure,
-			Picker:            base.NewErrPicker(status.Errorf(codes.Unavailable, "polylb: the library rejected the endpoints: %v", err)),
+			Picker:            base.NewErrPicker(fmt.Errorf("polylb: the library rejected the endpoints: %w", err)),
 		})
 		return
 	}
@@ -582,7 +595,7 @@ func (p *policy) keepSetLocked(set []polylb.Invoker, err error, children []endpo
 	}
 	p.ClientConn.UpdateState(balancer.State{
 		ConnectivityState: connectivity.TransientFailure,
-		Picker:            base.NewErrPicker(status.Errorf(codes.Unavailable, "polylb: no endpoint is reachable: %v", failure)),
+		Picker:            base.NewErrPicker(fmt.Errorf("polylb: no endpoint is reachable: %w", failure)),
 	})
 }
 

@@ -3,6 +3,7 @@ package polylbgrpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -75,7 +76,9 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
 	if err != nil {
-		return balancer.PickResult{}, status.Errorf(codes.Unavailable, "polylb: %v", err)
+		// Not a status: gRPC would drop even a wait-for-ready RPC (see
+		// keepSetLocked); it fails a fail-fast one as UNAVAILABLE.
+		return balancer.PickResult{}, fmt.Errorf("polylb: %w", err)
 	}
 	child := p.pickers[id]
 	if child == nil {

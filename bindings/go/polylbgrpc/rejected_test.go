@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 )
@@ -133,5 +136,65 @@ func TestAConfigChangeRejectingTheSetKeepsTheBalancer(t *testing.T) {
 	}
 	if s := c.stats(t); s.Strategy != "roundrobin" || len(s.Invokers) != 8 {
 		t.Fatalf("strategy %q over %d invokers, want roundrobin over 8", s.Strategy, len(s.Invokers))
+	}
+}
+
+// A wait-for-ready RPC waits while no set the library took is reachable, a
+// rejected update or not: the pickers' errors are no gRPC statuses, which
+// gRPC takes as a drop that ends even a wait-for-ready RPC, never retried.
+// Before, the same outage ended it at once after a rejected update and made
+// it wait without one.
+func TestWaitForReadyRPCsWaitAfterARejectedUpdate(t *testing.T) {
+	for _, rejected := range []bool{false, true} {
+		ps, eps := providers(t, 8)
+		c := dial(t, "loadbalance=maglev&maglev.tableSize=7", eps[:7])
+		c.waitReady(t, ps[0].addr, ps[1].addr, ps[2].addr, ps[3].addr, ps[4].addr, ps[5].addr, ps[6].addr)
+		if rejected {
+			c.resolver.UpdateState(resolver.State{Endpoints: eps}) // 8 > 7 slots: rejected, the 7 kept
+		}
+		for _, p := range ps {
+			p.server.Stop()
+		}
+		waitFor(t, "TRANSIENT_FAILURE", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			_, err := c.service.EmptyCall(ctx, &testpb.Empty{})
+			return status.Code(err) == codes.Unavailable && c.conn.GetState() == connectivity.TransientFailure
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		_, err := c.service.EmptyCall(ctx, &testpb.Empty{}, grpc.WaitForReady(true))
+		cancel()
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("rejected update %v: the wait-for-ready RPC ended before its deadline: %v", rejected, err)
+		}
+	}
+}
+
+// A first set rejected fails fail-fast RPCs with the reason (above) and keeps
+// wait-for-ready ones waiting, until a set the library takes serves them.
+func TestWaitForReadyRPCsOutwaitARejectedFirstSet(t *testing.T) {
+	ps, eps := providers(t, 8)
+	c := dial(t, "loadbalance=maglev&maglev.tableSize=7", eps)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := unary(ctx, c, codes.OK, 0); status.Code(err) != codes.Unavailable {
+		t.Fatalf("fail-fast RPC: %v, want Unavailable", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.service.EmptyCall(ctx, &testpb.Empty{}, grpc.WaitForReady(true))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the wait-for-ready RPC ended with the set rejected: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	c.resolver.UpdateState(resolver.State{Endpoints: eps[:7]})
+	if err := <-done; err != nil {
+		t.Fatalf("the wait-for-ready RPC after a set was taken: %v", err)
+	}
+	if n := ps[7].calls.Load(); n != 0 {
+		t.Errorf("the endpoint never in a set got %d calls", n)
 	}
 }
