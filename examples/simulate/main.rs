@@ -148,6 +148,27 @@ fn parse_args() -> Result<Args, String> {
     parse(std::env::args().skip(1))
 }
 
+/// `list` with each `all` replaced by the default names.
+fn expand_all(list: Vec<String>, defaults: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in list {
+        if s == "all" {
+            out.extend(defaults.iter().map(|d| d.to_string()));
+        } else {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// An on/off flag takes no value: `--no-oracles=false` ran without oracles.
+fn switch(flag: &str, inline: Option<&str>) -> Result<(), String> {
+    match inline {
+        None => Ok(()),
+        Some(v) => Err(format!("{flag} takes no value (got '{v}')")),
+    }
+}
+
 fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
     let mut a = Args {
         scenarios: scenario::ALL_IDS.iter().map(|s| s.to_string()).collect(),
@@ -188,31 +209,33 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                 std::process::exit(0);
             }
             "--scenarios" | "--scenario" => {
-                let v = list(&value()?);
-                a.scenarios = if v.iter().any(|s| s == "all") {
-                    scenario::ALL_IDS.iter().map(|s| s.to_string()).collect()
-                } else {
-                    // Each once, by id (`2a,slow1` ran scenario 2a twice); an unknown name is
-                    // kept for main's error.
-                    let mut ids: Vec<String> = Vec::new();
-                    for s in v {
-                        let id = scenario::canonical_id(&s).map_or(s, str::to_string);
-                        if !ids.contains(&id) {
-                            ids.push(id);
-                        }
+                // `all` stands for the default set in its place: `all,x10` adds x10 to it
+                // (the whole list was the default set, x10 dropped without a word).
+                let v = expand_all(list(&value()?), scenario::ALL_IDS);
+                // Each once, by id (`2a,slow1` ran scenario 2a twice); an unknown name is
+                // kept for main's error.
+                let mut ids: Vec<String> = Vec::new();
+                for s in v {
+                    let id = scenario::canonical_id(&s).map_or(s, str::to_string);
+                    if !ids.contains(&id) {
+                        ids.push(id);
                     }
-                    ids
-                };
+                }
+                a.scenarios = ids;
             }
             "--strategies" | "--strategy" => {
-                let v = list(&value()?);
-                a.strategies = if v.iter().any(|s| s == "all") {
-                    DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect()
-                } else {
-                    v
-                };
+                let mut names: Vec<String> = Vec::new();
+                for s in expand_all(list(&value()?), DEFAULT_STRATEGIES) {
+                    if !names.contains(&s) {
+                        names.push(s);
+                    }
+                }
+                a.strategies = names;
             }
-            "--no-oracles" => a.oracles = false,
+            "--no-oracles" => {
+                switch(&flag, inline.as_deref())?;
+                a.oracles = false;
+            }
             "--loads" | "--load" => {
                 a.loads = list(&value()?)
                     .into_iter()
@@ -282,7 +305,10 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             }
             "--jobs" | "-j" => a.jobs = whole(&value()?, "--jobs", 1..=65_536)? as usize,
             "--out" => a.out = PathBuf::from(value()?),
-            "--quiet" | "-q" => a.quiet = true,
+            "--quiet" | "-q" => {
+                switch(&flag, inline.as_deref())?;
+                a.quiet = true;
+            }
             other => return Err(format!("unknown option '{other}' (see --help)")),
         }
     }
@@ -691,6 +717,36 @@ mod tests {
             ["3", "nosuch"],
             "an unknown one is main's error"
         );
+    }
+
+    /// `all` is the default set in its place, beside the names around it: `all,x10` ran the
+    /// default scenarios without x10, `all,p2c&p2c.choices=4` the defaults without the variant.
+    #[test]
+    fn all_in_a_list_keeps_the_names_beside_it() {
+        let a = parse("--scenarios all,x10,3").unwrap();
+        let mut want: Vec<&str> = super::scenario::ALL_IDS.to_vec();
+        want.push("x10");
+        assert_eq!(a.scenarios, want);
+        let a = parse("--strategies p2c&p2c.choices=4,all,random").unwrap();
+        let mut want = vec!["p2c&p2c.choices=4"];
+        want.extend(super::DEFAULT_STRATEGIES);
+        assert_eq!(a.strategies, want);
+    }
+
+    /// The on/off flags refuse a value: `--no-oracles=false` ran without oracles.
+    #[test]
+    fn switches_take_no_value() {
+        assert!(!parse("--no-oracles").unwrap().oracles);
+        assert!(parse("--quiet").unwrap().quiet);
+        for (args, error) in [
+            (
+                "--no-oracles=false",
+                "--no-oracles takes no value (got 'false')",
+            ),
+            ("--quiet=no", "--quiet takes no value (got 'no')"),
+        ] {
+            assert_eq!(parse(args).err().as_deref(), Some(error), "{args}");
+        }
     }
 
     /// report.md's command reads back as the arguments it was given, in a POSIX shell.
