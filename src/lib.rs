@@ -40,6 +40,7 @@ mod filter;
 mod fork;
 mod hint;
 mod invoker;
+mod once_box;
 mod rng;
 mod scratch;
 mod stats;

@@ -73,7 +73,7 @@ func (d *statsDecoder) stats(s *Stats) error {
 		case "strategy":
 			return d.str(key, &s.Strategy)
 		case "invokers":
-			s.Invokers = s.Invokers[:0]
+			s.Invokers = emptied(s.Invokers)
 			return d.array(key, func() error {
 				s.Invokers = append(s.Invokers, InvokerStats{})
 				return d.invoker(&s.Invokers[len(s.Invokers)-1])
@@ -112,7 +112,7 @@ func (d *statsDecoder) invoker(s *InvokerStats) error {
 		case "timeouts":
 			return d.uint(key, &s.Timeouts)
 		case "methods":
-			s.Methods = s.Methods[:0]
+			s.Methods = emptied(s.Methods)
 			return d.array(key, func() error {
 				s.Methods = append(s.Methods, MethodStats{})
 				return d.method(&s.Methods[len(s.Methods)-1])
@@ -182,6 +182,15 @@ func (d *statsDecoder) object(what string, field func(key string) error) error {
 }
 
 // array reads one array, calling elem before each element; null calls null.
+// emptied is s with no elements, never nil: encoding/json makes [] an empty
+// slice and null a nil one (array's null callback).
+func emptied[T any](s []T) []T {
+	if s == nil {
+		return []T{} // no allocation: a zero-length slice points at no array
+	}
+	return s[:0]
+}
+
 func (d *statsDecoder) array(key string, elem func() error, null func()) error {
 	if d.null() {
 		null()

@@ -216,3 +216,31 @@ func TestStatsDecodeMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// An empty array is an empty slice and null a nil one, as json.Unmarshal
+// makes them: an invoker never picked had nil Methods where encoding/json (and
+// every other binding) gives an empty list.
+func TestStatsDecodeEmptyArraysAsEncodingJSON(t *testing.T) {
+	for _, doc := range []string{
+		`{"strategy":"a","invokers":[]}`,
+		`{"strategy":"a","invokers":null}`,
+		`{"strategy":"a","invokers":[{"id":1,"methods":[]},{"id":2,"methods":null},{"id":3}]}`,
+	} {
+		var want plainStats
+		if err := json.Unmarshal([]byte(doc), &want); err != nil {
+			t.Fatal(err)
+		}
+		var got polylb.Stats
+		if err := json.Unmarshal([]byte(doc), &got); err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		if (got.Invokers == nil) != (want.Invokers == nil) {
+			t.Errorf("%q: Invokers nil %v, want nil %v", doc, got.Invokers == nil, want.Invokers == nil)
+		}
+		for i, w := range want.Invokers {
+			if g := got.Invokers[i]; (g.Methods == nil) != (w.Methods == nil) {
+				t.Errorf("%q: invoker %d: Methods nil %v, want nil %v", doc, i, g.Methods == nil, w.Methods == nil)
+			}
+		}
+	}
+}

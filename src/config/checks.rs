@@ -118,12 +118,22 @@ impl Config {
     /// [`Config::check`]), so a value out of range is the same clear error whichever way it
     /// came in.
     pub fn validate(&self) -> Result<(), Error> {
+        self.validate_as_written(&[])
+    }
+
+    /// [`Config::validate`], an error quoting a value as `written` (key, text) where the
+    /// key is there, else as the field's value prints.
+    pub(crate) fn validate_as_written(&self, written: &[(&str, &str)]) -> Result<(), Error> {
         let out = |key: &str, value: &dyn std::fmt::Display, why: &str| {
             let why = match accepted(key) {
                 Some(range) => format!("{why} (accepted: {range})"),
                 None => why.to_string(),
             };
-            Err(bad(key, &value.to_string(), &why))
+            let value = written
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map_or_else(|| value.to_string(), |(_, text)| text.to_string());
+            Err(bad(key, &value, &why))
         };
         let positive = |key: &str, value: i64| {
             if value > 0 {

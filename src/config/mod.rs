@@ -255,6 +255,9 @@ impl Config {
         // The keys given a value: the option checks look at these only (an empty value is an
         // absent key, which cannot be an option that does nothing).
         let mut given: Vec<&str> = Vec::new();
+        // Their values as written, for a range error to quote (`1e+16`, not the number's
+        // `10000000000000000`).
+        let mut written: Vec<(&str, &str)> = Vec::new();
         for pair in text.split('&').filter(|p| !p.trim().is_empty()) {
             let (key, value) = pair.split_once('=').ok_or_else(|| {
                 Error::new(
@@ -291,6 +294,7 @@ impl Config {
             if !value.is_empty() {
                 set(&mut config, key, value)?;
                 given.push(key);
+                written.push((key, value));
             }
         }
         // As Envoy's max_ejection_time: left out, the longest ejection is the default or the
@@ -299,7 +303,7 @@ impl Config {
         if !given.contains(&"outlier.maxEjectionMs") {
             config.outlier.lengthen_max_ejection();
         }
-        config.validate()?;
+        config.validate_as_written(&written)?;
         config.check_options(&given)?;
         Ok(config)
     }

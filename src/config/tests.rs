@@ -447,6 +447,46 @@ fn an_integer_out_of_range_is_told_its_range() {
     assert!(e.message.contains("out of range"), "{}", e.message);
 }
 
+/// A range error quotes the value as written: a fraction printed back as a number read
+/// `orca.errorPenalty='10000000000000000'` for `1e+16`.
+#[test]
+fn a_value_out_of_range_is_quoted_as_written() {
+    for (text, quoted) in [
+        (
+            "loadbalance=orca&orca.errorPenalty=1e+16",
+            "orca.errorPenalty='1e+16'",
+        ),
+        (
+            "loadbalance=p2c&slowstart.windowMs=1000&slowstart.aggression=00.05",
+            "slowstart.aggression='00.05'",
+        ),
+        (
+            "loadbalance=boundedhash&boundedhash.factor=150e0",
+            "boundedhash.factor='150e0'",
+        ),
+        ("hash.nodes=+3", "hash.nodes='+3'"),
+        ("loadbalance=p2c&p2c.choices=017", "p2c.choices='017'"),
+    ] {
+        let e = Config::parse(text).unwrap_err();
+        assert!(
+            e.message.starts_with(&format!("config: {quoted} is ")),
+            "{text}: {}",
+            e.message
+        );
+    }
+    // A hand-built config has no text: its value as it prints.
+    let hand_built = Config {
+        boundedhash_factor: 150.0,
+        ..Config::default()
+    };
+    let e = hand_built.validate().unwrap_err();
+    assert!(
+        e.message.contains("boundedhash.factor='150'"),
+        "{}",
+        e.message
+    );
+}
+
 /// A hand-built config reads as the same keys in a string do: the longest ejection left at its
 /// default follows a longer first one (`with_config` refused what `parse` accepted).
 #[test]

@@ -3,10 +3,9 @@
 
 use crate::invoker::Outcome;
 use std::sync::atomic::{
-    AtomicPtr, AtomicU32, AtomicU64,
+    AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
     Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
-use std::sync::OnceLock;
 
 /// The call counters.
 #[derive(Default)]
@@ -188,11 +187,21 @@ pub const NO_COUNTER: u32 = u32::MAX - 1;
 /// Cells per spread counter set: the machine's parallelism, rounded up to a power of two,
 /// between 2 and [`CELLS`] (128 B each; more cells than cores mostly cost memory).
 pub(super) fn cell_count() -> usize {
-    static COUNT: OnceLock<usize> = OnceLock::new();
-    *COUNT.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map_or(CELLS, |n| n.get())
-            .next_power_of_two()
-            .clamp(2, CELLS)
-    })
+    // 0 until known. Not a `OnceLock`: a `fork` while another thread asked the system would
+    // leave the child waiting for that thread for ever; racing threads here get one answer.
+    static COUNT: AtomicUsize = AtomicUsize::new(0);
+    match COUNT.load(Relaxed) {
+        0 => {
+            let count = std::thread::available_parallelism()
+                .map_or(CELLS, |n| n.get())
+                .next_power_of_two()
+                .clamp(2, CELLS);
+            // The first answer stays: every cell set must have the same length.
+            match COUNT.compare_exchange(0, count, Relaxed, Relaxed) {
+                Ok(_) => count,
+                Err(first) => first,
+            }
+        }
+        count => count,
+    }
 }

@@ -36,7 +36,10 @@ pub(super) fn decide() {
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
 mod processor {
-    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::atomic::{
+        AtomicBool,
+        Ordering::{Acquire, Relaxed, Release},
+    };
 
     /// Whether `rdpid` reads the processor's number: when the processor has the instruction,
     /// which Linux then sets up (`TSC_AUX`) and its own vDSO `getcpu` uses — so a processor
@@ -44,17 +47,21 @@ mod processor {
     pub(super) static READABLE: AtomicBool = AtomicBool::new(false);
 
     /// Once: in a virtual machine cpuid traps to the hypervisor (microseconds), and cells are
-    /// created once per (invoker, method).
+    /// created once per (invoker, method). A flag, not a `std::sync::Once`: a `fork` taken
+    /// while another thread ran the `Once` left it running for ever in the child, whose next
+    /// new cells then waited on it. Two threads may both ask cpuid; they store the same answer.
     pub(super) fn decide() {
-        static DECIDED: std::sync::Once = std::sync::Once::new();
-        DECIDED.call_once(|| {
-            // CPUID leaf 7, sub-leaf 0: ECX bit 22 lists RDPID.
-            // SAFETY: every x86_64 processor has cpuid (unsafe to call in the oldest Rust
-            // supported).
-            #[allow(unused_unsafe)]
-            let features = unsafe { std::arch::x86_64::__cpuid_count(7, 0) };
-            READABLE.store(features.ecx & (1 << 22) != 0, Relaxed);
-        });
+        static DECIDED: AtomicBool = AtomicBool::new(false);
+        if DECIDED.load(Acquire) {
+            return;
+        }
+        // CPUID leaf 7, sub-leaf 0: ECX bit 22 lists RDPID.
+        // SAFETY: every x86_64 processor has cpuid (unsafe to call in the oldest Rust
+        // supported).
+        #[allow(unused_unsafe)]
+        let features = unsafe { std::arch::x86_64::__cpuid_count(7, 0) };
+        READABLE.store(features.ecx & (1 << 22) != 0, Relaxed);
+        DECIDED.store(true, Release);
     }
 
     /// The number of the processor running this thread (Linux keeps its NUMA node above bit

@@ -3,8 +3,8 @@
 //! and [`InvokerState`], everything kept about one invoker.
 
 use super::CallStats;
+use crate::once_box::OnceBox;
 use std::sync::atomic::{AtomicI64, AtomicU32};
-use std::sync::OnceLock;
 
 const EMPTY: u32 = u32::MAX;
 
@@ -32,7 +32,7 @@ const PROBES: usize = 16;
 struct Table {
     keys: Box<[AtomicU32]>,
     values: Box<[Slot]>,
-    next: OnceLock<Box<Table>>,
+    next: OnceBox<Table>,
 }
 
 /// What a search of one table's window found.
@@ -54,7 +54,7 @@ impl Table {
         Table {
             keys: (0..capacity).map(|_| AtomicU32::new(EMPTY)).collect(),
             values: (0..capacity).map(|_| Slot::default()).collect(),
-            next: OnceLock::new(),
+            next: OnceBox::new(),
         }
     }
 
@@ -139,7 +139,7 @@ const INLINE: usize = 2;
 #[repr(C)]
 pub struct MethodStats {
     inline: [CallStats; INLINE],
-    overflow: OnceLock<Box<Table>>,
+    overflow: OnceBox<Table>,
 }
 
 impl Default for MethodStats {
@@ -149,7 +149,7 @@ impl Default for MethodStats {
                 inline_key: AtomicU32::new(EMPTY),
                 ..CallStats::default()
             }),
-            overflow: OnceLock::new(),
+            overflow: OnceBox::new(),
         }
     }
 }
@@ -231,20 +231,20 @@ impl MethodStats {
     #[cfg(test)]
     fn table_slots(&self) -> usize {
         let mut slots = 0;
-        let mut table = self.overflow.get().map(|b| &**b);
+        let mut table = self.overflow.get();
         while let Some(t) = table {
             slots += t.keys.len();
-            table = t.next.get().map(|b| &**b);
+            table = t.next.get();
         }
         slots
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (u32, &CallStats)> {
         let inline = self.inline.iter().map(|v| (&v.inline_key, v));
-        let mut table: Option<&Table> = self.overflow.get().map(|b| &**b);
+        let mut table: Option<&Table> = self.overflow.get();
         let tables = std::iter::from_fn(move || {
             let t = table?;
-            table = t.next.get().map(|b| &**b);
+            table = t.next.get();
             Some(t)
         })
         .flat_map(|t| t.keys.iter().zip(t.values.iter().map(|v| &v.0)));

@@ -32,9 +32,10 @@ use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::Status;
+use crate::once_box::OnceBox;
 use crate::stats::CallStats;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 pub(crate) struct BoundedHash {
     placement: ConsistentHash,
@@ -50,16 +51,16 @@ struct Bounded {
     /// The positions in the previous set of the invokers that left it, found by the update's
     /// first method and read by the others: a search of the whole previous set per method
     /// made an update O(n·m).
-    departed: OnceLock<(u64, Box<[u32]>)>,
+    departed: OnceBox<(u64, Box<[u32]>)>,
 }
 
 impl Bounded {
     /// The positions in `previous` of the invokers that are not in `snapshot`, the set this
     /// data was prepared for.
     fn departed(&self, snapshot: &Snapshot, previous: &Snapshot) -> Option<&[u32]> {
-        let (generation, positions) = self
-            .departed
-            .get_or_init(|| (previous.generation, departed_positions(snapshot, previous)));
+        let (generation, positions) = self.departed.get_or_init(|| {
+            Box::new((previous.generation, departed_positions(snapshot, previous)))
+        });
         (*generation == previous.generation).then_some(&**positions)
     }
 }
@@ -234,7 +235,7 @@ impl Strategy for BoundedHash {
             ring,
             weights: Weights::new(members, previous, self.slow.as_ref()),
             warming: WarmingWalk::new(members),
-            departed: OnceLock::new(),
+            departed: OnceBox::new(),
         }))
     }
 

@@ -53,12 +53,16 @@ use live::LiveSlots;
 use parking_lot::Mutex;
 use period::{fresh_period, FreshPeriod};
 use state::PerMethod;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
 pub(crate) struct RoundRobin;
 
 /// Dubbo's RECYCLE_PERIOD: a constant, not configurable.
 const RECYCLE_MS: i64 = 60_000;
+
+const UNDECIDED: u8 = 0;
+const SAME: u8 = 1;
+const CHANGED: u8 = 2;
 
 /// What a snapshot carries for round robin.
 struct SnapshotData {
@@ -69,8 +73,11 @@ struct SnapshotData {
     /// time and warm-up in the same place (a registry that pushes the set again unchanged).
     unchanged_from: Option<u64>,
     /// Whether the pick set (with the local zone) is also the previous one's, decided by the
-    /// first method the update reaches so that the others do not compare the zone again.
-    same_pick_set: OnceLock<bool>,
+    /// first method the update reaches so that the others do not compare the zone again:
+    /// `UNDECIDED`, `SAME` or `CHANGED`. Not a `OnceLock`, whose racing readers wait for its
+    /// initialiser (for ever in the child of a `fork` taken meanwhile): racing methods both
+    /// compare, and find the same.
+    same_pick_set: AtomicU8,
 }
 
 impl SnapshotData {
@@ -87,10 +94,17 @@ impl SnapshotData {
         if data.unchanged_from != Some(previous.generation) {
             return false;
         }
-        *data.same_pick_set.get_or_init(|| {
-            let positions = |s: &Snapshot| s.local.as_ref().map(|l| l.positions.clone());
-            positions(snapshot) == positions(previous)
-        })
+        match data.same_pick_set.load(Relaxed) {
+            SAME => true,
+            CHANGED => false,
+            _ => {
+                let positions = |s: &Snapshot| s.local.as_ref().map(|l| l.positions.clone());
+                let same = positions(snapshot) == positions(previous);
+                data.same_pick_set
+                    .store(if same { SAME } else { CHANGED }, Relaxed);
+                same
+            }
+        }
     }
 }
 
@@ -178,7 +192,7 @@ impl Strategy for RoundRobin {
             },
             lives: LiveSlots::new(),
             unchanged_from: kept.map(|_| previous.generation),
-            same_pick_set: OnceLock::new(),
+            same_pick_set: AtomicU8::new(UNDECIDED),
         }))
     }
 
