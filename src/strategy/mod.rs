@@ -8,6 +8,7 @@ mod adaptive;
 mod alias;
 mod bounded_hash;
 mod consistent_hash;
+mod json_number;
 mod key_digest;
 mod least_active;
 mod maglev;

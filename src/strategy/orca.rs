@@ -39,6 +39,7 @@
 //! invokers (a failover retry, a zone, outlier ejection, a subset) draws among them at random,
 //! in proportion to the same weights.
 
+use super::json_number::json_f64;
 use super::{Ctx, Prepared, PreparedData, StatsAt, Strategy, StrategyKind};
 use crate::balancer::{Member, Snapshot};
 use crate::clock::{Clock, STEP_BACK_MS};
@@ -239,7 +240,8 @@ impl LoadTable {
     fn update_if_due(&self, snapshot: &Snapshot, clock: &Clock) {
         let now = clock.now_ms();
         let due = self.next_update_ms.load(Acquire);
-        let stepped_back = due.saturating_sub(now) > self.config.update_ms + STEP_BACK_MS;
+        let stepped_back =
+            due.saturating_sub(now) > self.config.update_ms.saturating_add(STEP_BACK_MS);
         if now >= due || stepped_back {
             self.recompute_unless_under_way(snapshot, due, now);
         }
@@ -511,15 +513,18 @@ impl Strategy for Orca {
         let total = table.scaled_total.load(Relaxed);
         let share = u64::from(table.scaled[pos].load(Relaxed)) as f64 / total.max(1) as f64;
         if weight > 0.0 {
-            let _ = write!(out, ",\"orca_weight\":{weight}");
+            // Through json_f64: a weight from a qps near f64::MAX printed 309 digits, which
+            // JSON parsers refuse.
+            let _ = write!(out, ",\"orca_weight\":{}", json_f64(weight));
         } else {
             out.push_str(",\"orca_weight\":null");
         }
         let counts = cell.counted(at.now_ms, &self.config).is_some();
         let _ = write!(
             out,
-            ",\"orca_counted\":{counts},\"orca_reported\":{},\"orca_share\":{share}",
-            table.reported.load(Relaxed)
+            ",\"orca_counted\":{counts},\"orca_reported\":{},\"orca_share\":{}",
+            table.reported.load(Relaxed),
+            json_f64(share)
         );
     }
 }

@@ -139,6 +139,41 @@ fn weights_are_recomputed_once_per_update_period() {
 }
 
 #[test]
+fn the_longest_update_period_holds_the_schedule() {
+    // Every updateMs the config accepts: near i64::MAX the check of a clock stepped back
+    // added the period and a second unchecked, which wrapped (a panic with overflow checks;
+    // without them a recomputation at every pick, here following the report at once).
+    for update_ms in [i64::MAX - 1000, i64::MAX] {
+        let set: Vec<Invoker> = (1..=2).map(provider).collect();
+        let b = lb(
+            &format!("{CONFIG}&orca.blackoutMs=0&orca.updateMs={update_ms}"),
+            &set,
+        );
+        b.report_load(1, load(100.0, 0.0, 0.5), NOW).unwrap();
+        b.report_load(2, load(100.0, 0.0, 0.5), NOW).unwrap();
+        assert_dealt(&deal(&b, 1000, NOW), &[(1, 1.0), (2, 1.0)], 1000);
+        b.report_load(2, load(300.0, 0.0, 0.5), NOW + SECOND)
+            .unwrap();
+        assert_dealt(
+            &deal(&b, 1000, NOW + 2 * SECOND),
+            &[(1, 1.0), (2, 1.0)],
+            1000,
+        );
+    }
+}
+
+/// The stats read back as JSON with a weight from the largest capacity a report may give.
+#[test]
+fn a_weight_near_the_largest_float_is_valid_json() {
+    let set: Vec<Invoker> = (1..=2).map(provider).collect();
+    let b = lb(&format!("{CONFIG}&orca.blackoutMs=0"), &set);
+    b.report_load(1, load(f64::MAX, 0.0, 1.0), NOW).unwrap();
+    b.select(0, b"", NOW).unwrap();
+    let weight = field(&b, NOW, 1, "orca_weight");
+    assert!(weight.as_f64().unwrap() > 1e307, "{weight}");
+}
+
+#[test]
 fn an_invoker_without_a_weight_takes_the_mean() {
     let set: Vec<Invoker> = (1..=4).map(provider).collect();
     let b = lb(&format!("{CONFIG}&orca.blackoutMs=0"), &set);
