@@ -21,7 +21,8 @@
 //! that excludes one, a zone, outlier ejection) keeps the key's owner when it is a candidate,
 //! so keys of the others never move; otherwise it takes the owner of the next slot that a
 //! candidate owns, looking at most [`SCAN_LIMIT`] slots ahead, and failing that (candidates
-//! owning almost none of the table) the candidate at `hash64(key) mod candidates`.
+//! owning almost none of the table) the candidate at `hash64(key)` in proportion to weight
+//! (so a weight-0 one only when all are; then at `hash64(key) mod candidates`).
 
 use super::stable_hash::hash64;
 use super::{Ctx, Prepared, PreparedData, Strategy, StrategyKind};
@@ -389,7 +390,28 @@ impl Table {
             .take(SCAN_LIMIT)
             .map(|&o| o as usize)
             .find(|&o| accepts(o))
-            .unwrap_or_else(|| candidates[(hash % candidates.len() as u64) as usize] as usize)
+            .unwrap_or_else(|| self.by_weight(hash, candidates))
+    }
+
+    /// The candidate at the key's hash in proportion to weight, when no slot within the scan
+    /// is a candidate's (the candidates own almost none of the table): a drained one (weight
+    /// 0) takes no call while a weighted one is left. By the hash alone, a weight-1 invoker
+    /// beside drained ones sent them most of its failovers. All drained: by the hash alone.
+    #[cold]
+    fn by_weight(&self, hash: u64, candidates: &[u32]) -> usize {
+        let weight = |c: u32| self.built_from[c as usize].1.max(0) as u64;
+        let total: u64 = candidates.iter().map(|&c| weight(c)).sum();
+        if total == 0 {
+            return candidates[(hash % candidates.len() as u64) as usize] as usize;
+        }
+        let mut point = hash % total;
+        for &c in candidates {
+            match point.checked_sub(weight(c)) {
+                Some(rest) => point = rest,
+                None => return c as usize,
+            }
+        }
+        unreachable!("the point is below the candidates' total weight")
     }
 }
 
@@ -612,5 +634,21 @@ mod tests {
             seen[weighted.pick(&i.to_le_bytes(), &[1, 2], |p| p != 0)] += 1;
         }
         assert!(seen[0] == 0 && seen[1] > 400 && seen[2] > 400, "{seen:?}");
+        // Beside them a weighted candidate that owns too few slots for the scan to find: the
+        // fallback goes to it, never to the drained ones.
+        let table = maglev(65537).build(&members(&[
+            ("a:1", 10_000),
+            ("b:1", 1),
+            ("c:1", 0),
+            ("d:1", 3),
+        ]));
+        let owned = table.slots_owned(4);
+        assert_eq!(owned[2], 0);
+        let mut seen = [0u32; 4];
+        for i in 0..20_000u32 {
+            seen[table.pick(&i.to_le_bytes(), &[1, 2, 3], |p| p != 0)] += 1;
+        }
+        assert_eq!(seen[2], 0, "{seen:?}");
+        assert_eq!(seen[0], 0, "{seen:?}");
     }
 }

@@ -82,6 +82,26 @@ fn a_failover_moves_only_the_failed_invokers_keys() {
 }
 
 #[test]
+fn a_failover_never_goes_to_a_drained_invoker_while_a_weighted_one_is_left() {
+    // Invoker 2 owns about 6 of the 65,537 slots: most failovers from 1 find none of its
+    // slots in the scan, and the fallback picked by the hash alone, sending about a third
+    // of them to the drained invoker 3.
+    let b = lb(
+        "loadbalance=maglev",
+        &[
+            provider(1).weight(10_000),
+            provider(2).weight(1),
+            provider(3).weight(0),
+        ],
+    );
+    for k in 0..10_000 {
+        let id = b.select_among(0, &key(k), &[], &[1], NOW).unwrap();
+        assert_eq!(id, 2, "key {k}");
+        b.report(0, id, 0, Outcome::Cancelled, NOW).unwrap();
+    }
+}
+
+#[test]
 fn warm_up_failures_and_methods_never_move_keys() {
     keyed::warm_up_failures_and_methods_never_move_keys("loadbalance=maglev");
 }
