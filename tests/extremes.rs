@@ -125,7 +125,7 @@ fn config_numbers_at_their_edges() {
     assert_eq!(
         nodes("hash.nodes=-0"),
         Err(
-            "config: hash.nodes='0' is below 4 (the ring would be empty) (accepted: 4..=65536)"
+            "config: hash.nodes='-0' is below 4 (the ring would be empty) (accepted: 4..=65536)"
                 .into()
         )
     );
@@ -148,7 +148,8 @@ fn config_numbers_at_their_edges() {
     assert_eq!(read("warmup=-0").map(|c| c.warmup_ms), Ok(0));
     assert_eq!(
         read("timeout=-0").map(|c| c.timeout_ms),
-        Err("config: timeout='0' is not positive (accepted: 1..=2147483647)".into())
+        Err("config: timeout='-0' is not positive (accepted: 1..=2147483647)".into()),
+        "quoted as written"
     );
     assert_eq!(
         read("warmup=-2147483649").map(|c| c.warmup_ms),
