@@ -217,16 +217,32 @@ pub fn maglev_table(set: &[(u64, String, i32)], size: u64) -> Vec<u64> {
     table.into_iter().map(Option::unwrap).collect()
 }
 
-/// `maglev`'s pick among `candidates` (ids in set order) on `table`: the key's slot
-/// (hash · size / 2^64) if a candidate owns it, else the next slot within 4096 that a candidate
-/// owns, else the candidate at hash mod count.
-pub fn maglev_pick(table: &[u64], key: &[u8], candidates: &[u64]) -> u64 {
+/// `maglev`'s pick among `candidates` (ids with configured weights, in set order) on `table`:
+/// the key's slot (hash · size / 2^64) if a candidate owns it, else the next slot within 4096
+/// that a candidate owns, else the candidate at hash mod the candidates' total weight (walked
+/// in order), or at hash mod count when every candidate weighs 0.
+pub fn maglev_pick(table: &[u64], key: &[u8], candidates: &[(u64, i32)]) -> u64 {
     let hash = maglev_hash(key, MAGLEV_KEY_SEED);
     let slot = ((hash as u128 * table.len() as u128) >> 64) as usize;
-    (0..=4096.min(table.len() - 1))
+    let scanned = (0..=4096.min(table.len() - 1))
         .map(|d| table[(slot + d) % table.len()])
-        .find(|id| candidates.contains(id))
-        .unwrap_or(candidates[(hash % candidates.len() as u64) as usize])
+        .find(|id| candidates.iter().any(|c| c.0 == *id));
+    if let Some(id) = scanned {
+        return id;
+    }
+    let total: u64 = candidates.iter().map(|c| c.1.max(0) as u64).sum();
+    if total == 0 {
+        return candidates[(hash % candidates.len() as u64) as usize].0;
+    }
+    let mut point = hash % total;
+    for &(id, weight) in candidates {
+        let weight = weight.max(0) as u64;
+        if point < weight {
+            return id;
+        }
+        point -= weight;
+    }
+    unreachable!("the point is below the total")
 }
 
 /// A set as `maglev_table` takes it: (id, address, configured weight) in set order.

@@ -1026,10 +1026,10 @@ impl Seq<'_> {
                     .iter()
                     .map(|i| (i.id, i.address.clone(), i.weight))
                     .collect();
-                let in_set_order: Vec<u64> = set
+                let in_set_order: Vec<(u64, i32)> = set
                     .iter()
-                    .map(|s| s.0)
-                    .filter(|x| may.contains(x))
+                    .map(|s| (s.0, s.2))
+                    .filter(|x| may.contains(&x.0))
                     .collect();
                 let size = u64::from(model.config.maglev_table_size);
                 let want = maglev_pick(model.maglev.of(set, size), key, &in_set_order);
