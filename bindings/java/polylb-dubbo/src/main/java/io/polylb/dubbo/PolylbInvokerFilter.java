@@ -249,12 +249,32 @@ public class PolylbInvokerFilter implements Filter {
      * code, {@code FutureContext.getCompatibleCompletableFuture()}): the callback gets the
      * CancellationException, or a CompletionException around it; over Triple, the status
      * CANCELLED, which Dubbo gives the generic code UNKNOWN_EXCEPTION (so only the status tells).
-     * Or the call was never sent ({@link #isNeverSent}, {@link #isUnencodable}).
+     * Or the call was never sent ({@link #isNeverSent}, {@link #isUnencodable}), or the caller
+     * gave it up by an interrupt ({@link #isInterrupted}).
      */
     static boolean isCancellation(Throwable t) {
+        boolean interrupted = isInterrupted(t);
         t = unwrap(t);
-        return t instanceof CancellationException || TripleStatuses.isCancelled(t) || isNeverSent(t)
-                || isUnencodable(t);
+        return interrupted || t instanceof CancellationException || TripleStatuses.isCancelled(t)
+                || isNeverSent(t) || isUnencodable(t);
+    }
+
+    /**
+     * The calling thread was interrupted while it waited for a sync call's answer (a
+     * {@code Future.cancel(true)} on the task making the call, an executor shut down now):
+     * Dubbo's AbstractInvoker throws an RpcException of the generic code around the
+     * InterruptedException, and a failover retries on the other providers, each attempt failing
+     * at once since the thread stays interrupted. The caller gave the calls up: no verdict on
+     * the providers, which all answered (as {@code io.polylb.Balancer.call} books an interrupt).
+     * As failures, one cancelled task put a failure on every provider a failover tried.
+     */
+    static boolean isInterrupted(Throwable t) {
+        for (int depth = 0; t != null && depth < 64; depth++, t = t.getCause()) {
+            if (t instanceof InterruptedException) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**

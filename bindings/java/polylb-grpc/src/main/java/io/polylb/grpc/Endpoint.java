@@ -6,6 +6,8 @@ import io.grpc.EquivalentAddressGroup;
 import io.grpc.LoadBalancer.Subchannel;
 import io.grpc.Status;
 import io.polylb.Invoker;
+import java.net.Inet6Address;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.util.List;
@@ -59,10 +61,11 @@ final class Endpoint {
         // The first address places it on the hash rings, as in the Go policy: listed in another
         // order, the same endpoint (same id) moves there.
         addresses = group.getAddresses();
-        String address = addressOf(addresses.get(0));
+        String address = libraryText(addressOf(addresses.get(0)));
         Invoker template = group.getAttributes().get(PolylbGrpc.INVOKER);
         fields = template == null ? Invoker.of(id, address) : new Invoker(id, address,
-                Math.max(template.weight(), 0), template.startTimeMs(), template.warmupMs(), template.zone());
+                Math.max(template.weight(), 0), template.startTimeMs(), template.warmupMs(),
+                template.zone() == null ? null : libraryText(template.zone()));
     }
 
     List<SocketAddress> addresses() {
@@ -133,11 +136,108 @@ final class Endpoint {
         }
     }
 
-    /** {@code host:port} as the invoker's address (it places the endpoint on hash rings). */
-    private static String addressOf(SocketAddress socketAddress) {
+    /**
+     * {@code host:port} as the invoker's address (it places the endpoint on hash rings): the IP
+     * as grpc-go's resolvers write it ({@code 10.0.0.1:443}, {@code [::1]:443}), so that a key
+     * goes to the same server from Java and Go clients. Not the host name a resolved address
+     * also carries: every address of {@code dns:///svc:443} carries {@code svc}, and all its
+     * servers were one invoker address, every key hashed to one of them. An unresolved address
+     * is its name.
+     */
+    static String addressOf(SocketAddress socketAddress) {
         if (socketAddress instanceof InetSocketAddress inet) {
-            return inet.getHostString() + ":" + inet.getPort();
+            InetAddress ip = inet.getAddress();
+            if (ip == null) {
+                return hostPort(inet.getHostString(), inet.getPort());
+            }
+            if (ip instanceof Inet6Address v6) {
+                return "[" + ipv6Text(v6) + "]:" + inet.getPort();
+            }
+            return ip.getHostAddress() + ":" + inet.getPort();
         }
         return socketAddress.toString();
+    }
+
+    private static String hostPort(String host, int port) {
+        return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + port;
+    }
+
+    /**
+     * RFC 5952's form, as Go's {@code net.IP.String} writes it: lower-case hex without leading
+     * zeros, the longest run of two or more zero groups (the first of equal ones) as
+     * {@code ::}, and the zone after {@code %}. Java's own form keeps every group.
+     */
+    static String ipv6Text(Inet6Address ip) {
+        byte[] b = ip.getAddress();
+        int[] groups = new int[8];
+        for (int i = 0; i < 8; i++) {
+            groups[i] = ((b[2 * i] & 0xff) << 8) | (b[2 * i + 1] & 0xff);
+        }
+        int bestStart = -1;
+        int bestLength = 1;
+        for (int i = 0; i < 8; ) {
+            int j = i;
+            while (j < 8 && groups[j] == 0) {
+                j++;
+            }
+            if (j - i > bestLength) {
+                bestStart = i;
+                bestLength = j - i;
+            }
+            i = j == i ? i + 1 : j;
+        }
+        StringBuilder text = new StringBuilder();
+        for (int i = 0; i < 8; i++) {
+            if (i == bestStart) {
+                text.append("::");
+                i += bestLength - 1;
+                continue;
+            }
+            if (text.length() > 0 && text.charAt(text.length() - 1) != ':') {
+                text.append(':');
+            }
+            text.append(Integer.toHexString(groups[i]));
+        }
+        if (ip.getScopedInterface() != null) {
+            text.append('%').append(ip.getScopedInterface().getName());
+        } else if (ip.getScopeId() != 0) {
+            text.append('%').append(ip.getScopeId());
+        }
+        return text.toString();
+    }
+
+    /**
+     * The text with each lone surrogate written as its three bytes in {@code \xNN} escapes
+     * (as the Go policy writes a byte that is not UTF-8): the library takes UTF-8 and rejects a
+     * whole set for one address or zone that has no UTF-8 form, so one such endpoint would keep
+     * every other out of the set.
+     */
+    static String libraryText(String text) {
+        StringBuilder escaped = null;
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            boolean paired = Character.isHighSurrogate(c) && i + 1 < text.length()
+                    && Character.isLowSurrogate(text.charAt(i + 1));
+            if (paired) {
+                if (escaped != null) {
+                    escaped.append(c).append(text.charAt(i + 1));
+                }
+                i++;
+                continue;
+            }
+            if (!Character.isSurrogate(c)) {
+                if (escaped != null) {
+                    escaped.append(c);
+                }
+                continue;
+            }
+            if (escaped == null) {
+                escaped = new StringBuilder(text.length() + 16).append(text, 0, i);
+            }
+            // A surrogate's generalised UTF-8 form: 1110xxxx 10xxxxxx 10xxxxxx.
+            escaped.append(String.format("\\x%02x\\x%02x\\x%02x",
+                    0xe0 | (c >> 12), 0x80 | ((c >> 6) & 0x3f), 0x80 | (c & 0x3f)));
+        }
+        return escaped == null ? text : escaped.toString();
     }
 }
