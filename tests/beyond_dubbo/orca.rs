@@ -113,17 +113,17 @@ fn reported_capacity_deals_the_calls_after_the_blackout() {
     assert!((share - 100.0 / 900.0).abs() < 1e-4, "share {share}");
 }
 
-#[test]
-fn weights_are_recomputed_once_per_update_period() {
+/// A balancer with `orca.updateMs=update_ms` whose two invokers reported equal capacities, then
+/// invoker 2 three times the capacity: checks that the schedule held 1 : 1 until 4 s later.
+fn schedule_held_past_a_report(update_ms: i64) -> Balancer {
     let set: Vec<Invoker> = (1..=2).map(provider).collect();
     let b = lb(
-        &format!("{CONFIG}&orca.blackoutMs=0&orca.updateMs=5000"),
+        &format!("{CONFIG}&orca.blackoutMs=0&orca.updateMs={update_ms}"),
         &set,
     );
     b.report_load(1, load(100.0, 0.0, 0.5), NOW).unwrap();
     b.report_load(2, load(100.0, 0.0, 0.5), NOW).unwrap();
     assert_dealt(&deal(&b, 1000, NOW), &[(1, 1.0), (2, 1.0)], 1000);
-    // Invoker 2 now reports three times the capacity; the schedule holds until NOW + 5 s.
     b.report_load(2, load(300.0, 0.0, 0.5), NOW + SECOND)
         .unwrap();
     assert_dealt(
@@ -131,6 +131,13 @@ fn weights_are_recomputed_once_per_update_period() {
         &[(1, 1.0), (2, 1.0)],
         1000,
     );
+    b
+}
+
+#[test]
+fn weights_are_recomputed_once_per_update_period() {
+    // Invoker 2 now reports three times the capacity; the schedule holds until NOW + 5 s.
+    let b = schedule_held_past_a_report(5000);
     assert_dealt(
         &deal(&b, 4000, NOW + 5 * SECOND),
         &[(1, 1.0), (2, 3.0)],
@@ -144,21 +151,7 @@ fn the_longest_update_period_holds_the_schedule() {
     // added the period and a second unchecked, which wrapped (a panic with overflow checks;
     // without them a recomputation at every pick, here following the report at once).
     for update_ms in [i64::MAX - 1000, i64::MAX] {
-        let set: Vec<Invoker> = (1..=2).map(provider).collect();
-        let b = lb(
-            &format!("{CONFIG}&orca.blackoutMs=0&orca.updateMs={update_ms}"),
-            &set,
-        );
-        b.report_load(1, load(100.0, 0.0, 0.5), NOW).unwrap();
-        b.report_load(2, load(100.0, 0.0, 0.5), NOW).unwrap();
-        assert_dealt(&deal(&b, 1000, NOW), &[(1, 1.0), (2, 1.0)], 1000);
-        b.report_load(2, load(300.0, 0.0, 0.5), NOW + SECOND)
-            .unwrap();
-        assert_dealt(
-            &deal(&b, 1000, NOW + 2 * SECOND),
-            &[(1, 1.0), (2, 1.0)],
-            1000,
-        );
+        schedule_held_past_a_report(update_ms);
     }
 }
 
