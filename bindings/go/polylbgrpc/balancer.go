@@ -503,7 +503,11 @@ func (p *policy) UpdateState(state balancer.State) {
 		if !ok { // not listed by the last resolver update: leaving
 			continue
 		}
-		set = append(set, invokerOf(id, p.listed[id]))
+		listed, ok := p.listed[id]
+		if !ok { // both come from the same resolver update: a guard
+			listed = child.Endpoint
+		}
+		set = append(set, invokerOf(id, listed))
 		if child.State.ConnectivityState == connectivity.Ready {
 			pickers[id] = child.State.Picker
 		} else {
