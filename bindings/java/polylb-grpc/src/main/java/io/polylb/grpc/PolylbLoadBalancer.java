@@ -77,7 +77,7 @@ final class PolylbLoadBalancer extends LoadBalancer {
         if (state == null || !newConfig.equals(config)) {
             rejected = configure(newConfig);
             if (state == null) {
-                return rejected; // no balancer could be made (parsing checked the config: a guard)
+                return rejected; // no balancer could be made: the channel fails with the reason
             }
         }
         Status setRejected = updatePicker();
@@ -93,8 +93,14 @@ final class PolylbLoadBalancer extends LoadBalancer {
         Balancer balancer;
         try {
             balancer = new Balancer(newConfig.config());
-        } catch (PolylbException e) { // parseLoadBalancingPolicyConfig checked it; a guard
-            return Status.UNAVAILABLE.withDescription("polylb: " + e.getMessage());
+        } catch (PolylbException e) {
+            // parseLoadBalancingPolicyConfig checks the config, but a config built by hand is
+            // not parsed: with no balancer yet, calls fail with the reason instead of waiting.
+            Status error = Status.UNAVAILABLE.withDescription("polylb: " + e.getMessage());
+            if (state == null) {
+                helper.updateBalancingState(ConnectivityState.TRANSIENT_FAILURE, new FailingPicker(error));
+            }
+            return error;
         }
         List<Invoker> listed = listedSet();
         try {
@@ -204,6 +210,9 @@ final class PolylbLoadBalancer extends LoadBalancer {
      * reconnect.
      */
     private Status updatePicker() {
+        if (state == null) {
+            return null; // no balancer could be made of the config: the channel stays failed
+        }
         List<Invoker> newSet = listedSet();
         Status rejected = null;
         if (!newSet.equals(set)) {

@@ -376,6 +376,28 @@ class PolicyStateTest {
     }
 
     /**
+     * A config built by hand is not parsed by the provider: one the library refuses fails the
+     * channel with the reason, and its endpoints' states coming in change nothing (no balancer to
+     * pick with); a valid config afterwards brings the channel up.
+     */
+    @Test
+    void anUnparsedConfigTheLibraryRefusesFailsTheChannelWithTheReason() {
+        Status refused = accept("loadbalance=nosuchstrategy", ports(1, 3));
+        assertEquals(Status.Code.UNAVAILABLE, refused.getCode(), refused.toString());
+        assertEquals(ConnectivityState.TRANSIENT_FAILURE, state);
+        subchannels.forEach(s -> s.set(ConnectivityState.READY));
+        assertEquals(ConnectivityState.TRANSIENT_FAILURE, state);
+        PickResult failed = pick();
+        assertEquals(Status.Code.UNAVAILABLE, failed.getStatus().getCode());
+        assertTrue(failed.getStatus().getDescription().contains("nosuchstrategy"), failed.getStatus().toString());
+
+        resolve("loadbalance=roundrobin", ports(1, 3));
+        assertEquals(ConnectivityState.READY, state);
+        assertEquals("roundrobin", balancer.strategy());
+        assertTrue(pick().getSubchannel() != null);
+    }
+
+    /**
      * A config change whose balancer rejects the listed endpoints is not taken: the channel goes
      * on with its balancer (not closed under the picker), and the resolution answers UNAVAILABLE.
      */
