@@ -377,6 +377,13 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 		if err := p.configureLocked(cfg, ccs.ResolverState.Endpoints); err != nil {
 			if p.lb == nil {
 				p.mu.Unlock()
+				// No balancer to pick with (a Config built by hand skips
+				// ParseConfig): RPCs fail with the reason, as for a first set
+				// the library rejects, instead of waiting out their deadlines.
+				p.ClientConn.UpdateState(balancer.State{
+					ConnectivityState: connectivity.TransientFailure,
+					Picker:            base.NewErrPicker(fmt.Errorf("polylb: %w", err)),
+				})
 				return err
 			}
 			keptConfig = err
@@ -411,7 +418,7 @@ func (p *policy) configureLocked(cfg *Config, endpoints []resolver.Endpoint) err
 	// Any change of the entry, as in the Java policy: a new balancer
 	// (whether the calls' trailers feed orca is the balancer's).
 	lb, err := polylb.New(cfg.Config)
-	if err != nil { // ParseConfig checked it; kept as a guard
+	if err != nil { // ParseConfig checked it, unless the Config was built by hand
 		return fmt.Errorf("config %s: %w", quoted(cfg.Config), err)
 	}
 	if p.lb != nil {

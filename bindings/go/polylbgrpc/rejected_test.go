@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -196,5 +197,37 @@ func TestWaitForReadyRPCsOutwaitARejectedFirstSet(t *testing.T) {
 	}
 	if n := ps[7].calls.Load(); n != 0 {
 		t.Errorf("the endpoint never in a set got %d calls", n)
+	}
+}
+
+// stateCC is a ClientConn that keeps the states the policy sends up and
+// nothing else (its other methods are not expected to be called).
+type stateCC struct {
+	balancer.ClientConn
+	states []balancer.State
+}
+
+func (cc *stateCC) UpdateState(s balancer.State) { cc.states = append(cc.states, s) }
+
+// A Config built by hand skips ParseConfig: one the library refuses fails
+// RPCs with the reason instead of leaving the channel without a picker (RPCs
+// then waited out their deadlines).
+func TestAHandBuiltConfigTheLibraryRefusesFailsRPCsWithTheReason(t *testing.T) {
+	cc := &stateCC{}
+	p := balancer.Get(Name).Build(cc, balancer.BuildOptions{})
+	defer p.Close()
+	err := p.UpdateClientConnState(balancer.ClientConnState{
+		ResolverState:  resolver.State{Endpoints: []resolver.Endpoint{{Addresses: []resolver.Address{{Addr: "127.0.0.1:1"}}}}},
+		BalancerConfig: &Config{Config: "loadbalance=nosuchstrategy"},
+	})
+	if err == nil || !strings.Contains(err.Error(), "nosuchstrategy") {
+		t.Fatalf("err = %v, want the library's reason", err)
+	}
+	if len(cc.states) != 1 || cc.states[0].ConnectivityState != connectivity.TransientFailure {
+		t.Fatalf("states sent up = %+v, want one TRANSIENT_FAILURE", cc.states)
+	}
+	_, pickErr := cc.states[0].Picker.Pick(balancer.PickInfo{Ctx: context.Background()})
+	if pickErr == nil || !strings.Contains(pickErr.Error(), "nosuchstrategy") {
+		t.Fatalf("pick error = %v, want the library's reason", pickErr)
 	}
 }
