@@ -997,8 +997,13 @@ public final class Balancer implements AutoCloseable {
         return Native.version();
     }
 
+    /** Never throws, also while another thread closes the balancer (loggers call it then). */
     @Override
     public String toString() {
-        return closed ? "Balancer[closed]" : "Balancer[" + strategy() + "]";
+        try {
+            return "Balancer[" + strategy() + "]";
+        } catch (IllegalStateException closedMeanwhile) {
+            return "Balancer[closed]";
+        }
     }
 }

@@ -54,7 +54,8 @@ public enum Status {
     /**
      * The stable code (the C ABI's {@code PLB_OK} / {@code PLB_ERR_*}).
      *
-     * @return the code, {@code -1} for {@link #UNKNOWN}
+     * @return the code, {@code -1} for {@link #UNKNOWN} (which is no code: {@link #of} reads
+     *     {@code -1} as the negation of {@link #NULL_POINTER}'s; compare statuses, not codes)
      */
     public int code() {
         return code;

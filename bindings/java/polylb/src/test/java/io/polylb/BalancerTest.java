@@ -332,6 +332,36 @@ class BalancerTest {
     }
 
     @Test
+    void toStringRacingCloseNeverThrows() throws Exception {
+        // toString read "closed" and then asked the native side for the strategy: a close() in
+        // between made it throw IllegalStateException, in the loggers of shutdown paths.
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        try {
+            for (int round = 0; round < 300; round++) {
+                Balancer lb = new Balancer("loadbalance=roundrobin");
+                Future<Set<String>> seen = pool.submit(() -> {
+                    Set<String> texts = new HashSet<>();
+                    while (!lb.isClosed()) {
+                        texts.add(lb.toString());
+                    }
+                    texts.add(lb.toString());
+                    return texts;
+                });
+                long until = System.nanoTime() + 20_000 + round * 300L;
+                while (System.nanoTime() < until) {
+                    Thread.onSpinWait();
+                }
+                lb.close();
+                Set<String> texts = seen.get(10, TimeUnit.SECONDS);
+                assertTrue(Set.of("Balancer[roundrobin]", "Balancer[closed]").containsAll(texts), texts.toString());
+                assertTrue(texts.contains("Balancer[closed]"), texts.toString());
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
     void closeRacingCallsNeverReachesFreedMemory() throws Exception {
         // Before close() stopped freeing the native balancer, a select racing it read freed
         // memory (a JVM crash, or garbage ids). Now each racing call either completes with an
