@@ -26,6 +26,12 @@
 #ifndef POLYLB_HPP
 #define POLYLB_HPP
 
+/* Said plainly up front: an older standard otherwise fails deep inside the header, on an inline
+ * variable or std::string_view. MSVC reports 199711L in __cplusplus without /Zc:__cplusplus. */
+#if defined(_MSVC_LANG) ? _MSVC_LANG < 201703L : __cplusplus < 201703L
+#error "polylb.hpp needs C++17 or later (-std=c++17, /std:c++17); C and older C++ can use polylb.h"
+#else /* C++17: the whole header */
+
 #include "polylb.h"
 
 #include <algorithm>
@@ -493,5 +499,7 @@ inline std::uint32_t abi_version() noexcept { return plb_abi_version(); }
 
 } // inline namespace
 } // namespace polylb
+
+#endif /* C++17 */
 
 #endif // POLYLB_HPP

@@ -517,6 +517,42 @@ fn ldd(exe: &Path) -> String {
     run(cmd, "ldd").unwrap_or_default()
 }
 
+/// Under C++11 or C++14 the C++ header says what it needs, instead of failing deep inside on
+/// an inline variable or `std::string_view`; C++17 takes it.
+#[test]
+fn cpp_header_names_the_standard_it_needs() {
+    if !have("g++") {
+        return;
+    }
+    let dir = work_dir("cpp-standard");
+    let src = dir.join("include_only.cpp");
+    std::fs::write(&src, "#include <polylb.hpp>\nint main() { return 0; }\n").unwrap();
+    for (standard, accepted) in [
+        ("-std=c++11", false),
+        ("-std=c++14", false),
+        ("-std=c++17", true),
+    ] {
+        let mut cmd = Command::new("g++");
+        cmd.arg(standard)
+            .arg("-fsyntax-only")
+            .arg("-I")
+            .arg(root().join("include"))
+            .arg(&src);
+        match run(cmd, standard) {
+            Ok(_) => assert!(accepted, "{standard}: polylb.hpp compiled"),
+            Err(e) => {
+                assert!(!accepted, "{e}");
+                assert!(e.contains("polylb.hpp needs C++17 or later"), "{e}");
+                assert_eq!(
+                    e.matches(": error:").count(),
+                    1,
+                    "{standard}: one error, the first:\n{e}"
+                );
+            }
+        }
+    }
+}
+
 /// The C++ snippet of examples/c/README.md compiles as written (inside a `main`) and runs.
 #[test]
 fn cpp_snippet_of_the_c_readme_runs() {
