@@ -932,6 +932,11 @@ public final class Balancer implements AutoCloseable {
     public String statsJson(long nowUs) {
         try {
             String json = Native.stats(live(), nowUs);
+            if (closed) {
+                // close() empties the set after marking the balancer closed: these stats may be
+                // of that empty set, and every provider vanishing is no state to export.
+                throw closedError();
+            }
             if (json == null) {
                 throw PolylbException.of(Status.PANIC.code());
             }

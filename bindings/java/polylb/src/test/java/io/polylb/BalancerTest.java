@@ -332,6 +332,40 @@ class BalancerTest {
     }
 
     @Test
+    void statsRacingCloseAreTheWholeSetOrAnError() throws Exception {
+        // close() marks the balancer closed, then empties its set: stats read in between were
+        // of the empty set, every provider gone, with no error.
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        try {
+            for (int round = 0; round < 1000; round++) {
+                Balancer lb = new Balancer("");
+                lb.update(invokers(100, 100)); // small: the read is short, so is the gap before it
+                Future<Integer> reads = pool.submit(() -> {
+                    int whole = 0;
+                    while (true) {
+                        String json;
+                        try {
+                            json = lb.statsJson();
+                        } catch (IllegalStateException closed) {
+                            return whole;
+                        }
+                        assertEquals(2, effectiveWeights(json).size(), json);
+                        whole++;
+                    }
+                });
+                long until = System.nanoTime() + 20_000 + round * 37L;
+                while (System.nanoTime() < until) {
+                    Thread.onSpinWait();
+                }
+                lb.close();
+                reads.get(10, TimeUnit.SECONDS);
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
     void toStringRacingCloseNeverThrows() throws Exception {
         // toString read "closed" and then asked the native side for the strategy: a close() in
         // between made it throw IllegalStateException, in the loggers of shutdown paths.
