@@ -25,11 +25,13 @@ import (
 // fails with "service already defined"), so each provider is this test
 // binary run again as a child process (TestE2EProviderProcess).
 
-// The children learn the port and the interface (one per run: `go test
-// -count=N` runs the test again in the same consumer process) from these.
+// The children learn the port, the interface (one per run: `go test
+// -count=N` runs the test again in the same consumer process) and the
+// protocol ("tri", or "dubbo" for the getty-based dubbo protocol) from these.
 const (
 	providerEnv  = "POLYLB_E2E_PROVIDER_PORT"
 	interfaceEnv = "POLYLB_E2E_INTERFACE"
+	protocolEnv  = "POLYLB_E2E_PROTOCOL"
 )
 
 // E2EGreeter is the provider's service (dubbo-go exports exported types only).
@@ -50,7 +52,11 @@ func TestE2EProviderProcess(t *testing.T) {
 	if err != nil {
 		t.Skip("runs as a child of TestEndToEndTriple")
 	}
-	srv, err := server.NewServer(server.WithServerProtocol(protocol.WithTriple(), protocol.WithPort(port)))
+	proto := protocol.WithTriple()
+	if os.Getenv(protocolEnv) == "dubbo" {
+		proto = protocol.WithDubbo()
+	}
+	srv, err := server.NewServer(server.WithServerProtocol(proto, protocol.WithPort(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +70,14 @@ func TestE2EProviderProcess(t *testing.T) {
 	select {}
 }
 
+// startProvider starts a Triple provider of iface and returns its port.
 func startProvider(t *testing.T, iface string) int {
+	t.Helper()
+	return startProviderOf(t, "tri", iface)
+}
+
+// startProviderOf starts a provider of iface over proto ("tri", "dubbo").
+func startProviderOf(t *testing.T, proto, iface string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -73,7 +86,7 @@ func startProvider(t *testing.T, iface string) int {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestE2EProviderProcess$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", providerEnv, port), interfaceEnv+"="+iface)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", providerEnv, port), interfaceEnv+"="+iface, protocolEnv+"="+proto)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +165,60 @@ func TestEndToEndTriple(t *testing.T) {
 	// docs/outcomes.md's table: each attempt is reported once, as one.
 	if succeeded != n || failures != 3 {
 		t.Errorf("reported %d successes and %d failures, want %d and 3", succeeded, failures, n)
+	}
+}
+
+// dubboConsumer is a consumer of iface over the dubbo protocol (hessian2)
+// with lbName and the filter, over n providers of its own.
+func dubboConsumer(t *testing.T, iface, lbName string, n int) *client.Connection {
+	t.Helper()
+	var urls []string
+	for i := 0; i < n; i++ {
+		urls = append(urls, fmt.Sprintf("dubbo://127.0.0.1:%d", startProviderOf(t, "dubbo", iface)))
+	}
+	cli, err := client.NewClient(client.WithClientProtocolDubbo(), client.WithClientSerialization(constant.Hessian2Serialization))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := cli.DialWithService(iface, &E2EGreeter{}, client.WithURL(strings.Join(urls, ";")),
+		client.WithLoadBalance(lbName), client.WithFilter(Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// Over the dubbo protocol, a request the getty client cannot encode (an
+// argument hessian2 has no type for) fails in the consumer before it is
+// written: the failover tries it on every provider, and none gets a failure
+// for it (they got nothing to answer).
+func TestEndToEndDubboRequestNotEncodableIsNoProviderFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts provider processes")
+	}
+	iface := serviceName(t)
+	const lbName = "polylb-roundrobin"
+	conn := dubboConsumer(t, iface, lbName, 2)
+	var resp string
+	if err := conn.CallUnary(context.Background(), []any{"world"}, &resp, "SayHello"); err != nil {
+		t.Fatal(err) // the providers answer
+	}
+	err := conn.CallUnary(context.Background(), []any{func() {}}, &resp, "SayHello")
+	if err == nil || !strings.Contains(err.Error(), "PackRequest(") {
+		t.Fatalf("a func argument: %v, want the codec's PackRequest error", err)
+	}
+	stats, err := Get(lbName).Stats(iface)
+	if err != nil || len(stats) != 1 {
+		t.Fatalf("stats %v, %v", stats, err)
+	}
+	var selected uint64
+	for _, inv := range stats[0].Invokers {
+		selected += inv.Selected
+		if inv.Failures != 0 || inv.Active != 0 {
+			t.Errorf("%s: %d failures, %d in flight, for a request never sent", inv.Address, inv.Failures, inv.Active)
+		}
+	}
+	if selected < 3 {
+		t.Errorf("%d picks: the failover did not retry the request, so the test shows nothing", selected)
 	}
 }

@@ -31,7 +31,9 @@ const failure = polylb.Failure
 //     Failure (the provider or the connection ended the call);
 //   - a call the protocol never sent (a destroyed invoker, a closed client,
 //     no reply object; over Triple a request it could not encode or compress,
-//     or one over its send limit): Cancelled;
+//     one over its send limit, attachments it refuses or an invocation
+//     without call type or method name; over the dubbo protocol a request it
+//     could not encode or one over its payload limit): Cancelled;
 //   - context.Canceled: Cancelled; anything else (connection refused,
 //     Unavailable, Internal, Unknown, …): Failure.
 func OutcomeOf(ctx context.Context, res result.Result) polylb.Outcome {
@@ -72,6 +74,9 @@ func OutcomeOf(ctx context.Context, res result.Result) polylb.Outcome {
 	if errors.Is(err, base.ErrDestroyedInvoker) || errors.Is(err, base.ErrClientClosed) || errors.Is(err, base.ErrNoReply) {
 		return polylb.Cancelled
 	}
+	if unsentLocally(err.Error()) {
+		return polylb.Cancelled
+	}
 	// The getty client's read timeout is an unexported error with no
 	// Timeout() method: its text is all there is to go by.
 	if strings.Contains(err.Error(), "client read timeout") {
@@ -91,6 +96,37 @@ func unsent(te *tri.Error) bool {
 		return strings.HasPrefix(msg, "marshal message") || strings.HasPrefix(msg, "compress:")
 	case tri.CodeResourceExhausted:
 		return strings.Contains(msg, "exceeds sendMaxBytes")
+	}
+	return false
+}
+
+// unsentLocally: a request dubbo-go v3.3.1 failed on this side before writing
+// anything, told by its texts (plain errors, with no type or code to go by;
+// a provider's error never reaches here with one of them: over Triple it is a
+// *tri.Error, over the dubbo protocol a Java exception). As failures, one
+// caller's bad request, retried by a failover on every provider, put a
+// failure on each (the Java adapter's isUnencodable).
+//
+//   - TripleInvoker: attachments that are not string or []string
+//     (mergeAttachmentToOutgoing), an invocation without call type or method
+//     name (parseInvocation);
+//   - the dubbo protocol (its codec, in the getty client's write): arguments
+//     hessian2 cannot type or encode (marshalRequest), a request over the
+//     payload limit (RpcClientPackageHandler.Write).
+func unsentLocally(msg string) bool {
+	switch {
+	case strings.HasPrefix(msg, "triple attachments value with key = ") &&
+		strings.HasSuffix(msg, " is invalid, which should be string or []string"):
+		return true
+	case msg == "miss CallType in invocation to invoke TripleInvoker",
+		msg == "miss MethodName in invocation to invoke TripleInvoker",
+		strings.HasPrefix(msg, "CallType should be string, but got "):
+		return true
+	case strings.HasPrefix(msg, " PackRequest(args:"), // perrors.Wrapf(err, " PackRequest(args:%+v)", args)
+		strings.HasPrefix(msg, "failed to encode argument: "):
+		return true
+	case strings.HasPrefix(msg, "Data length ") && strings.Contains(msg, " too large, max payload "):
+		return true
 	}
 	return false
 }

@@ -14,7 +14,9 @@ import (
 	"dubbo.apache.org/dubbo-go/v3/common/constant"
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 	"dubbo.apache.org/dubbo-go/v3/protocol/invocation"
+	"dubbo.apache.org/dubbo-go/v3/protocol/protocolwrapper"
 	"dubbo.apache.org/dubbo-go/v3/protocol/result"
+	"dubbo.apache.org/dubbo-go/v3/protocol/triple"
 	tri "dubbo.apache.org/dubbo-go/v3/protocol/triple/triple_protocol"
 	"github.com/apache/dubbo-go-hessian2/java_exception"
 	perrors "github.com/pkg/errors"
@@ -54,6 +56,15 @@ func TestOutcomeOf(t *testing.T) {
 		{"destroyed invoker", bg, base.ErrDestroyedInvoker, polylb.Cancelled},
 		{"client closed", bg, base.ErrClientClosed, polylb.Cancelled},
 		{"connection refused", bg, &net.OpError{Op: "dial", Err: errors.New("connection refused")}, polylb.Failure},
+		// Requests dubbo-go v3.3.1 fails before writing them (its own texts).
+		{"triple attachment not a string", bg, errors.New("triple attachments value with key = traceId is invalid, which should be string or []string"), polylb.Cancelled},
+		{"triple invocation without call type", bg, errors.New("miss CallType in invocation to invoke TripleInvoker"), polylb.Cancelled},
+		{"triple invocation without method name", bg, errors.New("miss MethodName in invocation to invoke TripleInvoker"), polylb.Cancelled},
+		{"triple call type not a string", bg, errors.New("CallType should be string, but got 1"), polylb.Cancelled},
+		{"dubbo argument without hessian type", bg, perrors.WithStack(perrors.Wrapf(perrors.Errorf("cat not get arg (func())(0x1) type"), " PackRequest(args:[0x1])")), polylb.Cancelled},
+		{"dubbo argument not encodable", bg, perrors.Wrapf(errors.New("unsupported"), "failed to encode argument: %v", 1), polylb.Cancelled},
+		{"dubbo request over the payload limit", bg, perrors.WithStack(perrors.Errorf("Data length %d too large, max payload %d", 9000000, 8388608)), polylb.Cancelled},
+		{"an error naming PackRequest further in", bg, errors.New("provider: PackRequest(args:[1]) failed"), polylb.Failure},
 	} {
 		if got := OutcomeOf(tc.ctx, &result.RPCResult{Err: tc.err}); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
@@ -96,6 +107,70 @@ func TestOutcomesReachTheBalancer(t *testing.T) {
 		}
 	}
 	assertNoneInFlight(t, lbName, svc)
+}
+
+// A request dubbo-go's TripleInvoker refuses before sending it (an attachment
+// that is not a string, as a caller's map[string]any puts there; an
+// invocation without its call type) is no verdict on the providers: the
+// failover tries it on each, and none gets a failure for it.
+func TestRequestsNeverSentAreNoProviderFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(inv *invocation.RPCInvocation)
+	}{
+		{"attachment not a string", func(inv *invocation.RPCInvocation) {
+			inv.SetAttachment("traceId", 42)
+			inv.SetAttribute(constant.CallTypeKey, constant.CallUnary)
+		}},
+		{"no call type", func(*invocation.RPCInvocation) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := serviceName(t)
+			const lbName = "polylb-roundrobin"
+			var invokers []base.Invoker
+			for i := 1; i <= 3; i++ {
+				// Nothing listens there: the call fails before any connection is used.
+				u, err := common.NewURL(fmt.Sprintf("tri://127.0.0.1:%d/%s?interface=%s&serialization=hessian2&loadbalance=%s&retries=2&%s=polylb",
+					40000+i, svc, svc, lbName, constant.ReferenceFilterKey))
+				if err != nil {
+					t.Fatal(err)
+				}
+				u.Methods = []string{"SayHello"}
+				ti, err := triple.NewTripleInvoker(u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(ti.Destroy)
+				invokers = append(invokers, protocolwrapper.BuildInvokerChain(ti, constant.ReferenceFilterKey))
+			}
+			ci := clusterOf(t, "failover", invokers)
+			var reply string
+			inv := invocation.NewRPCInvocationWithOptions(invocation.WithMethodName("SayHello"),
+				invocation.WithArguments([]any{"world"}), invocation.WithReply(&reply),
+				invocation.WithParameterRawValues([]any{"world", &reply}))
+			tc.prepare(inv)
+			if res := ci.Invoke(context.Background(), inv); res.Error() == nil {
+				t.Fatal("the call succeeded")
+			} else if OutcomeOf(context.Background(), res) != polylb.Cancelled {
+				t.Errorf("%q: %v, want Cancelled", res.Error(), OutcomeOf(context.Background(), res))
+			}
+			stats, err := Get(lbName).Stats(svc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var selected uint64
+			for _, i := range stats[0].Invokers {
+				selected += i.Selected
+				if i.Failures != 0 || i.Succeeded != 0 {
+					t.Errorf("%s: %d failures, %d successes for a request never sent", i.Address, i.Failures, i.Succeeded)
+				}
+			}
+			if selected != 3 {
+				t.Errorf("%d providers tried, want the failover's 3", selected)
+			}
+			assertNoneInFlight(t, lbName, svc)
+		})
+	}
 }
 
 // dubbo-go's failover retries after the caller's deadline has passed; Triple
