@@ -222,3 +222,39 @@ func TestEndToEndDubboRequestNotEncodableIsNoProviderFailure(t *testing.T) {
 		t.Errorf("%d picks: the failover did not retry the request, so the test shows nothing", selected)
 	}
 }
+
+// Over the dubbo protocol a call made with a context already done (a
+// request's context reused by work that outlives the request) is sent and
+// answered: dubbo-go's DubboInvoker ignores the context. Each answer is the
+// provider's success (all were hidden as Cancelled before).
+func TestEndToEndDubboCallWithADoneContextIsReportedAsAnswered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts provider processes")
+	}
+	iface := serviceName(t)
+	const lbName = "polylb-leastactive"
+	conn := dubboConsumer(t, iface, lbName, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	const n = 10
+	for i := 0; i < n; i++ {
+		var resp string
+		if err := conn.CallUnary(ctx, []any{"world"}, &resp, "SayHello"); err != nil || resp == "" {
+			t.Fatalf("call %d with a cancelled context: %v, %q; want the provider's answer", i, err, resp)
+		}
+	}
+	stats, err := Get(lbName).Stats(iface)
+	if err != nil || len(stats) != 1 {
+		t.Fatalf("stats %v, %v", stats, err)
+	}
+	var succeeded uint64
+	for _, inv := range stats[0].Invokers {
+		succeeded += inv.Succeeded
+		if inv.Failures != 0 || inv.Active != 0 {
+			t.Errorf("%s: %d failures, %d in flight", inv.Address, inv.Failures, inv.Active)
+		}
+	}
+	if succeeded != n {
+		t.Errorf("%d answers reported as %d successes", n, succeeded)
+	}
+}

@@ -2,6 +2,7 @@ package polylbdubbo
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	clusterpkg "dubbo.apache.org/dubbo-go/v3/cluster/cluster"
@@ -11,6 +12,7 @@ import (
 	"dubbo.apache.org/dubbo-go/v3/filter"
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 	"dubbo.apache.org/dubbo-go/v3/protocol/result"
+	tri "dubbo.apache.org/dubbo-go/v3/protocol/triple/triple_protocol"
 
 	polylb "github.com/polylb/polylb/bindings/go"
 )
@@ -77,13 +79,15 @@ func (f *Filter) Invoke(ctx context.Context, invoker base.Invoker, inv base.Invo
 			p.report(outcome)
 		}
 	}()
-	// A failover retry after the caller's deadline (or cancel) is never sent:
-	// the protocol fails it at once (Triple with DeadlineExceeded), which says
-	// nothing of this provider (docs/outcomes.md: a call never sent).
+	// A failover retry after the caller's deadline (or cancel): Triple fails
+	// it at once with the context's error, unsent, which says nothing of this
+	// provider (docs/outcomes.md: a call never sent). The dubbo protocol
+	// ignores the context and sends it: its answer, or its failure, is the
+	// provider's and is classified as any other.
 	spent := ctx != nil && ctx.Err() != nil
 	res := invoker.Invoke(ctx, inv)
 	outcome = OutcomeOf(ctx, res)
-	if spent {
+	if spent && res != nil && isContextError(res.Error()) {
 		outcome = polylb.Cancelled
 	}
 	if outcome == polylb.Success && answersLater(p.url, inv) {
@@ -92,6 +96,23 @@ func (f *Filter) Invoke(ctx context.Context, invoker base.Invoker, inv base.Invo
 		outcome = polylb.Cancelled
 	}
 	return res
+}
+
+// isContextError: err is a context's end (context.Canceled or
+// DeadlineExceeded, or Triple's Canceled or DeadlineExceeded codes, which
+// Triple gives a call whose context was done).
+func isContextError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var te *tri.Error
+	if errors.As(err, &te) {
+		return te.Code() == tri.CodeCanceled || te.Code() == tri.CodeDeadlineExceeded
+	}
+	return false
 }
 
 // answersLater reports whether a call's result holds no answer of the

@@ -216,6 +216,59 @@ func TestRetriesAfterTheDeadlineAreNoTimeouts(t *testing.T) {
 	assertNoneInFlight(t, lbName, svc)
 }
 
+// A call made with a context already done is Cancelled only when it failed
+// with the context's error (Triple fails it so, unsent). The dubbo protocol
+// ignores the context and sends the call: its answer is a success, its
+// failure a failure, as with a live context.
+func TestCallsWithADoneContextKeepTheProvidersOutcome(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithTimeout(context.Background(), -time.Second)
+	defer cancel2()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want string
+	}{
+		{"answered", cancelled, nil, "succeeded 1 failures 0 timeouts 0"},
+		{"answered after the deadline", expired, nil, "succeeded 1 failures 0 timeouts 0"},
+		{"business error", cancelled, java_exception.NewThrowable("no such user"), "succeeded 1 failures 0 timeouts 0"},
+		{"provider failed", cancelled, tri.NewError(tri.CodeUnavailable, errors.New("down")), "succeeded 0 failures 1 timeouts 0"},
+		{"read timeout", expired, perrors.New("maybe the client read timeout or fail to decode tcp stream in Writer.Write"), "succeeded 0 failures 1 timeouts 1"},
+		{"triple refused it: canceled", cancelled, tri.NewError(tri.CodeCanceled, context.Canceled), "succeeded 0 failures 0 timeouts 0"},
+		{"triple refused it: deadline", expired, tri.NewError(tri.CodeDeadlineExceeded, context.DeadlineExceeded), "succeeded 0 failures 0 timeouts 0"},
+		{"the context's error", expired, context.DeadlineExceeded, "succeeded 0 failures 0 timeouts 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := serviceName(t)
+			const lbName = "polylb-roundrobin"
+			p := newProvider(t, svc, "10.0.0.1:20000", "loadbalance="+lbName+"&retries=0")
+			other := newProvider(t, svc, "10.0.0.2:20000", "loadbalance="+lbName+"&retries=0")
+			p.fn = func(context.Context, base.Invocation) result.Result {
+				return &result.RPCResult{Err: tc.err, Rest: "answer"}
+			}
+			other.fn = p.fn
+			ci := clusterOf(t, "failover", wrapAll(p, other))
+			ci.Invoke(tc.ctx, newInvocation("sayHello"))
+			stats, err := Get(lbName).Stats(svc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var succeeded, failures, timeouts uint64
+			for _, inv := range stats[0].Invokers {
+				succeeded += inv.Succeeded
+				failures += inv.Failures
+				timeouts += inv.Timeouts
+			}
+			if got := fmt.Sprintf("succeeded %d failures %d timeouts %d", succeeded, failures, timeouts); got != tc.want {
+				t.Errorf("%s, want %s", got, tc.want)
+			}
+			assertNoneInFlight(t, lbName, svc)
+		})
+	}
+}
+
 // A call whose invoker returns before the provider answers — a Triple stream
 // (dubbo-go opens it without waiting) or an async / oneway call of the dubbo
 // protocol — is no fast success: a success there is reported as Cancelled
