@@ -123,6 +123,46 @@ func TestBadConfigurationFailsTheCallNamingIt(t *testing.T) {
 	}
 }
 
+// A misspelt adapter key (within two edits of polylb.strategy or
+// polylb.config, also after methods.<m>.) fails the call with an error naming
+// it and the key meant, as the Java adapter's does: ignored, it left the
+// default strategy or configuration in place without a word. Keys that are
+// no near miss (a method named polylb's polylb.timeout, keys of a later
+// adapter) pass.
+func TestMisspeltAdapterKeyFailsTheCallNamingIt(t *testing.T) {
+	for _, tc := range []struct{ name, params, want string }{
+		{"strategy", "polylb.strateg=roundrobin", "unknown URL parameter 'polylb.strateg' for %s.sayHello; did you mean 'polylb.strategy'?"},
+		{"config", "polylb.confg=seed%253D1", "unknown URL parameter 'polylb.confg' for %s.sayHello; did you mean 'polylb.config'?"},
+		{"case", "polylb.Strategy=roundrobin", "did you mean 'polylb.strategy'?"},
+		{"method level", "methods.sayHello.polylb.stratgy=roundrobin", "unknown URL parameter 'methods.sayHello.polylb.stratgy' for %s.sayHello; did you mean 'methods.sayHello.polylb.strategy'?"},
+		{"another method's", "methods.other.polylb.confi=seed%253D1", "did you mean 'methods.other.polylb.config'?"},
+		{"no near miss", "polylb.timeout=100&polylb.weights=x&methods.polylb.timeout=1", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := serviceName(t)
+			ps := []*provider{newProvider(t, svc, "10.0.0.1:20000", "loadbalance=polylb&"+tc.params),
+				newProvider(t, svc, "10.0.0.2:20000", "loadbalance=polylb&"+tc.params)}
+			res := call(clusterOf(t, "failover", wrapAll(ps...)), "sayHello")
+			if tc.want == "" {
+				if res.Error() != nil {
+					t.Fatalf("call error %v, want none", res.Error())
+				}
+				return
+			}
+			want := tc.want
+			if strings.Contains(want, "%s") {
+				want = fmt.Sprintf(want, svc)
+			}
+			if res.Error() == nil || !strings.Contains(res.Error().Error(), want) {
+				t.Fatalf("call error %v, want one saying %q", res.Error(), want)
+			}
+			if n := ps[0].calls.Load() + ps[1].calls.Load(); n != 0 {
+				t.Errorf("providers called %d times", n)
+			}
+		})
+	}
+}
+
 // A set maglev's table cannot hold (more providers than maglev.tableSize
 // slots) is the library's LIMIT_EXCEEDED: the call fails naming the key,
 // and no provider is called.

@@ -193,6 +193,9 @@ func hasRing(strategy string) bool {
 // readMethodConfig builds the config for calls of method, fixed being the
 // extension's strategy ("" for the extension "polylb").
 func readMethodConfig(u *common.URL, method, fixed string) (methodConfig, error) {
+	if err := checkAdapterKeys(u, method); err != nil {
+		return methodConfig{}, err
+	}
 	strategy := fixed
 	if strategy == "" {
 		strategy = methodParam(u, method, StrategyKey, defaultStrategy)
@@ -223,6 +226,68 @@ func readMethodConfig(u *common.URL, method, fixed string) (methodConfig, error)
 	}
 	mc.config = b.String()
 	return mc, nil
+}
+
+// adapterKeyNames are the adapter's keys, as polylb.<name> or
+// methods.<method>.polylb.<name>.
+var adapterKeyNames = []string{"strategy", "config"}
+
+// checkAdapterKeys refuses a URL parameter that is a near miss of one of the
+// adapter's keys (within two edits of polylb.strategy or polylb.config, case
+// aside, also after a methods.<m>. prefix): misspelt, it would leave the
+// default in place without a word (polylb.strateg=roundrobin balancing at
+// random). Only near misses: a provider on a later adapter may carry keys
+// this one does not know, and the library checks its own keys inside
+// polylb.config. The Java adapter's check, with its message.
+func checkAdapterKeys(u *common.URL, method string) error {
+	const prefix = "polylb."
+	var bad, suggestion string
+	u.RangeParams(func(key, _ string) bool {
+		at := 0
+		if !strings.HasPrefix(key, prefix) {
+			dot := strings.Index(key, "."+prefix)
+			if dot < 0 {
+				return true
+			}
+			at = dot + 1
+		}
+		name := key[at+len(prefix):]
+		for _, known := range adapterKeyNames {
+			// The smallest such key, so the error is the same whatever the map's order.
+			if name != known && editDistance(strings.ToLower(name), known) <= 2 && (bad == "" || key < bad) {
+				bad, suggestion = key, key[:at]+prefix+known
+			}
+		}
+		return true
+	})
+	if bad == "" {
+		return nil
+	}
+	return fmt.Errorf("polylb: unknown URL parameter '%s' for %s.%s; did you mean '%s'? "+
+		"(the adapter reads %s and %s, also as methods.<method>.%s and methods.<method>.%s)",
+		bad, u.ServiceKey(), method, suggestion, StrategyKey, ConfigKey, StrategyKey, ConfigKey)
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	row := make([]int, len(b)+1)
+	for j := range row {
+		row[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		diagonal := row[0]
+		row[0] = i
+		for j := 1; j <= len(b); j++ {
+			above := row[j]
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			row[j] = min(row[j]+1, row[j-1]+1, diagonal+cost)
+			diagonal = above
+		}
+	}
+	return row[len(b)]
 }
 
 // hashKey is the consistent-hash key of a call, built as Java Dubbo builds
