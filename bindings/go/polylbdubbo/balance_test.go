@@ -45,6 +45,40 @@ func TestWeightsAreHonoured(t *testing.T) {
 	assertNoneInFlight(t, lbName, svc)
 }
 
+// A provider's zone URL parameter reaches polylb: with polylb.config's
+// zone=zone-a (the consumer's zone) every call goes to the zone-a provider
+// while it is healthy, as with the Java adapter. A zone that is not UTF-8
+// (%FF unescapes to the byte) reaches the library as \xff, not as a set it
+// rejects (which failed every call of the service).
+func TestProvidersZoneIsPassedToPolylb(t *testing.T) {
+	svc := serviceName(t)
+	const lbName = "polylb-roundrobin"
+	params := "loadbalance=" + lbName + "&polylb.config=zone%3Dzone-a"
+	pa := newProvider(t, svc, "10.0.0.1:20000", params+"&zone=zone-a")
+	pb := newProvider(t, svc, "10.0.0.2:20000", params+"&zone=zone-b")
+	pc := newProvider(t, svc, "10.0.0.3:20000", params+"&zone=%FF")
+	ci := clusterOf(t, "failover", wrapAll(pa, pb, pc))
+	for i := 0; i < 100; i++ {
+		if res := call(ci, "sayHello"); res.Error() != nil {
+			t.Fatal(res.Error())
+		}
+	}
+	if a, b, c := pa.calls.Load(), pb.calls.Load(), pc.calls.Load(); a != 100 {
+		t.Errorf("zone-a, zone-b, \\xff providers got %d, %d, %d calls; want all 100 in the consumer's zone-a", a, b, c)
+	}
+	stats, err := Get(lbName).Stats(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := map[string]string{}
+	for _, inv := range stats[0].Invokers {
+		zones[inv.Address] = inv.Zone
+	}
+	if want := map[string]string{"10.0.0.1:20000": "zone-a", "10.0.0.2:20000": "zone-b", "10.0.0.3:20000": `\xff`}; fmt.Sprint(zones) != fmt.Sprint(want) {
+		t.Errorf("zones %q, want %q", zones, want)
+	}
+}
+
 // Round-robin positions are per method: calls of two methods interleaved get
 // each method's own sequence (weights 3:1 give a,a,b,a per method), where a
 // shared position would split one sequence between them.
