@@ -9,11 +9,14 @@ package polylbdubbo
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
+	clusterpkg "dubbo.apache.org/dubbo-go/v3/cluster/cluster"
 	"dubbo.apache.org/dubbo-go/v3/cluster/loadbalance"
 	"dubbo.apache.org/dubbo-go/v3/common"
+	"dubbo.apache.org/dubbo-go/v3/common/constant"
 	"dubbo.apache.org/dubbo-go/v3/common/extension"
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 
@@ -39,8 +42,9 @@ type LoadBalance struct {
 }
 
 type lastState struct {
-	url *common.URL
-	st  *serviceState
+	url      *common.URL
+	clusters bool
+	st       *serviceState
 }
 
 var (
@@ -71,7 +75,8 @@ func Get(name string) *LoadBalance { return byName[name] }
 // Stats returns polylb's view of a service (dubbo-go's service key,
 // e.g. "com.example.Greeter" or "group/com.example.Greeter:1.0"; the
 // registries of a multi-registry reference, when polylb chooses among them:
-// "registries of com.example.Greeter"): one
+// "registries of com.example.Greeter"; the groups of a multi-group reference:
+// "groups of com.example.Greeter:1.0"): one
 // document per balancer (one per distinct configuration, and one per method
 // that providers weigh on its own), with each provider's weight, calls in
 // flight and counters. nil for a service this extension has not balanced.
@@ -85,17 +90,38 @@ func (lb *LoadBalance) Stats(serviceKey string) ([]polylb.Stats, error) {
 
 // state returns the state of the service first belongs to, creating it.
 func (lb *LoadBalance) state(first *common.URL) *serviceState {
-	if c := lb.last.Load(); c != nil && c.url == first && !c.st.retired.Load() {
+	return lb.stateOf(first, false)
+}
+
+// stateOf returns the state of a list whose first live URL is first,
+// creating it; clusters: the list holds cluster invokers (see stateKey). A
+// group's cluster invoker has its first provider's URL object, so the cache
+// tells the two apart by clusters too.
+func (lb *LoadBalance) stateOf(first *common.URL, clusters bool) *serviceState {
+	if c := lb.last.Load(); c != nil && c.url == first && c.clusters == clusters && !c.st.retired.Load() {
 		return c.st
 	}
-	st := lb.lookup(stateKey(first))
-	lb.last.Store(&lastState{url: first, st: st})
+	st := lb.lookup(stateKey(first, clusters))
+	lb.last.Store(&lastState{url: first, clusters: clusters, st: st})
 	return st
 }
 
 // registriesPrefix marks the state of a multi-registry reference's
-// registries (see stateKey).
-const registriesPrefix = "registries of "
+// registries, groupsPrefix that of a multi-group reference's groups (see
+// stateKey).
+const (
+	registriesPrefix = "registries of "
+	groupsPrefix     = "groups of "
+)
+
+// isClusterInvoker: inv is a cluster invoker, as every dubbo-go cluster's
+// Join returns it (BuildInterceptorChain wraps it in InterceptorInvokers,
+// and this package's interceptor is registered, so there is always one). A
+// provider invoker is a protocol's, wrapped in filters, never this.
+func isClusterInvoker(inv base.Invoker) bool {
+	_, ok := inv.(*clusterpkg.InterceptorInvoker)
+	return ok
+}
 
 // stateKey names the state a list belongs to: the service's key. A list of
 // registries (dubbo-go's zoneAware cluster choosing among a multi-registry
@@ -103,12 +129,25 @@ const registriesPrefix = "registries of "
 // whose URLs are the registries', with the reference's URL as their SubURL:
 // their state is the reference's own, or every service using the same
 // registries would share one state, whose set then flips between the
-// services' invokers.
-func stateKey(u *common.URL) string {
+// services' invokers. A list of other cluster invokers (clusters) is a
+// multi-group reference's (group "*" or "a,b": RegistryDirectory's
+// toGroupInvokers joins each group's providers into a cluster invoker whose
+// URL is the group's first provider's, URL object and all): its state is the
+// groups' of the interface and version, "groups of <interface:version>",
+// whose members are the groups (see serviceState.memberKey). Keyed by that
+// URL, the groups' select went into the first group's state, where group A's
+// cluster invoker took its first provider's id, and that provider never
+// received a call. The Java adapter keys any cluster invokers' list apart
+// likewise ("registry-level:").
+func stateKey(u *common.URL, clusters bool) string {
 	if u.SubURL != nil {
 		if key := u.SubURL.ServiceKey(); key != "" {
 			return registriesPrefix + key
 		}
+	}
+	if clusters {
+		return groupsPrefix + common.ServiceKey(u.GetParam(constant.InterfaceKey, strings.TrimPrefix(u.Path, "/")),
+			"", u.GetParam(constant.VersionKey, ""))
 	}
 	return u.ServiceKey()
 }
@@ -152,8 +191,9 @@ func (lb *LoadBalance) Select(invokers []base.Invoker, inv base.Invocation) base
 	if first == nil {
 		return invokers[0] // all destroyed: the protocol refuses the call
 	}
+	clusters := isClusterInvoker(invokers[0])
 	for {
-		st := lb.state(first)
+		st := lb.stateOf(first, clusters)
 		if !st.used.Load() {
 			st.used.Store(true) // a load first: no write per call once set
 		}
@@ -305,6 +345,12 @@ func (st *serviceState) attempt(invokers []base.Invoker, first *common.URL, inv 
 	}
 	p := ps.newPick()
 	*p = pick{st: st, balancer: b.balancer, method: b.method, id: id, url: chosen.GetURL(), key: s.keys[pos]}
+	if st.groups {
+		// A group's URL is its first provider's object: the filter of that
+		// provider must find its own pick, never this one (released when the
+		// call ends, as registries' are: the providers' calls are reported).
+		p.url = nil
+	}
 	if evicted := ps.add(p); evicted != nil {
 		evicted.report(polylb.Cancelled)
 	}

@@ -3,6 +3,7 @@ package polylbdubbo
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,9 @@ import (
 type serviceState struct {
 	lb         *LoadBalance
 	serviceKey string
+	// groups: the state of a multi-group reference's groups (groupsPrefix),
+	// whose members are cluster invokers, one per group.
+	groups bool
 
 	set atomic.Pointer[invokerSet]
 
@@ -71,7 +75,7 @@ type binding struct {
 
 func newServiceState(lb *LoadBalance, serviceKey string) *serviceState {
 	st := &serviceState{lb: lb, serviceKey: serviceKey, balancers: map[balancerKey]*polylb.Balancer{},
-		unbound: map[balancerKey]time.Time{}}
+		unbound: map[balancerKey]time.Time{}, groups: strings.HasPrefix(serviceKey, groupsPrefix)}
 	st.used.Store(true) // a sweep right after its creation must not free it
 	return st
 }
@@ -81,7 +85,7 @@ func newServiceState(lb *LoadBalance, serviceKey string) *serviceState {
 func (st *serviceState) cover(list []base.Invoker) error {
 	now := time.Now()
 	st.closeUnbound(now)
-	next := nextSet(st.set.Load(), list, &st.nextID, now)
+	next := nextSet(st.set.Load(), list, &st.nextID, now, st.memberKey)
 	for k, b := range st.balancers {
 		if err := b.Update(next.weightsFor(k.weightsOf)); err != nil {
 			return fmt.Errorf("polylb: the providers of %s were rejected (%s): %w", st.serviceKey, k.config, err)
@@ -89,6 +93,19 @@ func (st *serviceState) cover(list []base.Invoker) error {
 	}
 	st.set.Store(next)
 	return nil
+}
+
+// memberKey is the identity of a member of st's sets: a provider's (see
+// identity), or for a multi-group reference's groups the group's service
+// key (group/interface:version), which stays while refreshes replace the
+// group's cluster invoker (and the provider whose URL it carries). The
+// groups' providers may share addresses (one process exporting the service
+// in two groups): keyed by the URL's address, two groups would be one member.
+func (st *serviceState) memberKey(u *common.URL) string {
+	if st.groups {
+		return u.ServiceKey()
+	}
+	return identity(u)
 }
 
 // closeUnbound closes the balancers of configurations that no method's

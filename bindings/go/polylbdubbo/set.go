@@ -81,8 +81,9 @@ func destroyed(inv base.Invoker) bool { return inv.GetURL() == nil }
 // the member is not), then the old members that list does not hold and that
 // are not destroyed (a routed subset, or a reselect without the unavailable
 // ones, must not drop the others' state), then aliases. Ids stay with their providers; new providers get fresh ids from
-// *nextID. now is the clock for warm-up parameters.
-func nextSet(old *invokerSet, list []base.Invoker, nextID *uint64, now time.Time) *invokerSet {
+// *nextID. now is the clock for warm-up parameters; identity names each
+// member (serviceState.memberKey).
+func nextSet(old *invokerSet, list []base.Invoker, nextID *uint64, now time.Time, identity func(*common.URL) string) *invokerSet {
 	s := &invokerSet{
 		byObj: make(map[base.Invoker]int, len(list)),
 		byURL: make(map[*common.URL]int, len(list)),

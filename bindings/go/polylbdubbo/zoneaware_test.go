@@ -7,6 +7,7 @@ import (
 	_ "dubbo.apache.org/dubbo-go/v3/cluster/cluster/zoneaware"
 	"dubbo.apache.org/dubbo-go/v3/common"
 	"dubbo.apache.org/dubbo-go/v3/common/constant"
+	"dubbo.apache.org/dubbo-go/v3/common/extension"
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 )
 
@@ -159,5 +160,109 @@ func TestRegistriesAtOneAddressAreDistinct(t *testing.T) {
 	}
 	if a.calls.Load() != 50 || b.calls.Load() != 50 {
 		t.Errorf("the two namespaces got %d and %d calls, want round robin's 50 each", a.calls.Load(), b.calls.Load())
+	}
+}
+
+// groupsDirectory lists a multi-group reference's groups under the
+// reference's URL (group "*"), as RegistryDirectory does: routed by a
+// group's URL, as a static directory over them would be, the list kept that
+// group only.
+type groupsDirectory struct {
+	url    *common.URL
+	groups []base.Invoker
+}
+
+func (d *groupsDirectory) List(base.Invocation) []base.Invoker { return d.groups }
+func (d *groupsDirectory) GetURL() *common.URL                 { return d.url }
+func (d *groupsDirectory) IsAvailable() bool                   { return true }
+func (d *groupsDirectory) Destroy()                            {}
+func (d *groupsDirectory) Subscribe(*common.URL) error         { return nil }
+
+// A reference to several groups (group "*" or "a,b"): dubbo-go's
+// RegistryDirectory.toGroupInvokers lists one cluster invoker per group
+// (cluster.Join over a static directory of the group's providers), whose URL
+// is the group's first provider's URL object. polylb chooses among the
+// groups in a state of their own ("groups of <interface>"), whose members
+// are the groups, and within each group among its providers: every provider
+// gets its share (group A's first provider got no call when the groups'
+// select went into group A's state and the group took that provider's id),
+// every call is reported once in its group's state, none in the groups'
+// (group C's lone provider, which its cluster calls without a select, must
+// not take the group's pick, which shares its URL), nothing stays in flight.
+// Group B's first provider shares group A's first provider's address (one
+// process exporting the service in both groups): still two groups.
+func TestMultiGroupReference(t *testing.T) {
+	svc := serviceName(t)
+	const lbName = "polylb-roundrobin"
+	const n = 600 // 200 a group, round robin over the 3
+	groups := []struct {
+		name  string
+		addrs []string
+	}{
+		{"A", []string{"10.0.0.1:20000", "10.0.0.2:20000"}},
+		{"B", []string{"10.0.0.1:20000", "10.0.0.3:20000"}},
+		{"C", []string{"10.0.0.4:20000"}},
+	}
+	var ps [][]*provider
+	var clusters []base.Invoker
+	for _, g := range groups {
+		var members []*provider
+		for _, addr := range g.addrs {
+			members = append(members, newProvider(t, svc, addr, "group="+g.name+"&loadbalance="+lbName))
+		}
+		ps = append(ps, members)
+		clusters = append(clusters, clusterOf(t, "failover", wrapAll(members...)))
+	}
+	if identity(ps[0][0].GetURL()) != identity(ps[1][0].GetURL()) || clusters[0].GetURL() != ps[0][0].GetURL() {
+		t.Fatal("groups A and B's first providers should share an identity, and a group's cluster invoker its first provider's URL, as in dubbo-go")
+	}
+	c, err := extension.GetCluster("failover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reference, err := common.NewURL("consumer://10.0.2.1/" + svc + "?interface=" + svc + "&group=*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := c.Join(&groupsDirectory{url: reference, groups: clusters})
+	for i := 0; i < n; i++ {
+		if res := call(ci, "sayHello"); res.Error() != nil {
+			t.Fatal(res.Error())
+		}
+	}
+	for g, members := range ps {
+		want := int64(n / len(groups) / len(members))
+		for _, p := range members {
+			if got := p.calls.Load(); got != want {
+				t.Errorf("group %s, %s: %d calls, want round robin's %d (1:1 between the groups, 1:1 within each)",
+					groups[g].name, p.GetURL().Location, got, want)
+			}
+		}
+		if len(members) == 1 {
+			continue // never balanced (no select among one), so no state to count in
+		}
+		key := groups[g].name + "/" + svc
+		stats, err := Get(lbName).Stats(key)
+		if err != nil || len(stats) != 1 {
+			t.Fatalf("stats of %s: %v, %v", key, stats, err)
+		}
+		if len(stats[0].Invokers) != len(members) {
+			t.Errorf("%s: %d providers in the set, want its %d", key, len(stats[0].Invokers), len(members))
+		}
+		for _, inv := range stats[0].Invokers {
+			if inv.Succeeded != uint64(want) || inv.Active != 0 {
+				t.Errorf("%s: %s succeeded %d, %d in flight; want %d, none", key, inv.Address, inv.Succeeded, inv.Active, want)
+			}
+		}
+	}
+	stats, err := Get(lbName).Stats("groups of " + svc)
+	if err != nil || len(stats) != 1 || len(stats[0].Invokers) != len(groups) {
+		t.Fatalf("the groups' state: %+v, %v; want one balancer over the %d groups", stats, err, len(groups))
+	}
+	for _, g := range stats[0].Invokers {
+		if g.Selected != n/3 || g.Succeeded != 0 || g.Active != 0 {
+			t.Errorf("group at %s: selected %d, succeeded %d, %d in flight; want selected %d, succeeded 0 (the providers' calls are what is reported), none in flight",
+				g.Address, g.Selected, g.Succeeded, g.Active, n/3)
+		}
 	}
 }
