@@ -618,7 +618,8 @@ class Balancer:
         the provider (docs/outcomes.md): an error of the service's own (``INVALID_ARGUMENT``,
         ``NOT_FOUND``, ``ALREADY_EXISTS``, ``PERMISSION_DENIED``, ``UNAUTHENTICATED``,
         ``FAILED_PRECONDITION``, ``ABORTED``, ``OUT_OF_RANGE``) is success,
-        ``DEADLINE_EXCEEDED`` timeout, ``CANCELLED`` cancelled, and ``UNAVAILABLE``,
+        ``DEADLINE_EXCEEDED`` timeout, ``CANCELLED`` cancelled after this side's cancel (the
+        error's ``cancelled()`` is True) and failure when the provider sent it, and ``UNAVAILABLE``,
         ``RESOURCE_EXHAUSTED``, ``UNIMPLEMENTED``, ``INTERNAL``, ``UNKNOWN``, ``DATA_LOSS``
         failure; a sync future's ``grpc.FutureCancelledError`` (after this side's ``cancel()``)
         is cancelled and ``grpc.FutureTimeoutError`` (its wait ran out) timeout. Any other

@@ -12,8 +12,10 @@ from ._arguments import Ids, Key, Method
 from ._errors import BalancerClosedError, UnknownOutcomeError
 from ._ffi import Outcome
 from ._outcomes import (
+    _AIO_LOCAL_CANCEL_DETAILS,
     _CANCELLED,
     _SUCCESS,
+    _is_cancelled,
     _is_resource_exhausted,
     _outcome_of,
     _size_limit_of,
@@ -113,11 +115,13 @@ class Call:
         block that ended normally is then reported cancelled, and with an exception the
         exception decides, as without a stream. A stream that has ended, in a block that ended
         normally, is reported by its own status (docs/outcomes.md): ``OK`` a success,
-        ``CANCELLED`` after your own ``rpc.cancel()``, an error status you caught inside the
+        ``CANCELLED`` a cancel after your own ``rpc.cancel()`` and a failure when the provider
+        ended it so, an error status you caught inside the
         block by the table (a ``RESOURCE_EXHAUSTED`` by its ``details()`` too, as when it is
         raised: gRPC's size check is no failure of the provider). ``call.outcome`` still wins. A ``grpc.aio`` stream's status is read
-        by awaiting it, so use ``async with`` for one (under a plain ``with`` only whether it
-        was cancelled is read). Duck-typed: ``rpc`` needs ``done()``, ``cancel()`` and
+        by awaiting it, so use ``async with`` for one (under a plain ``with`` only its
+        ``cancelled()`` is read, which grpc.aio also says of a provider's ``CANCELLED``: such a
+        stream is then reported cancelled). Duck-typed: ``rpc`` needs ``done()``, ``cancel()`` and
         ``code()``, as grpcio's call objects have; grpc is not imported.
         """
         for name in ("done", "cancel", "code"):
@@ -169,14 +173,19 @@ class Call:
             decided, status = self._end_stream(exc_type)
             if inspect.isawaitable(status):
                 # A grpc.aio stream under a plain `with`: its status cannot be awaited here;
-                # only whether this side cancelled it can be read.
+                # only cancelled() can be read, which grpc.aio says of any CANCELLED status (the
+                # provider's too: whose it was is in the details, to be awaited as well).
                 close = getattr(status, "close", None)
                 if callable(close):
                     close()
                 decided = _CANCELLED if self._stream_cancelled() else None
             elif status is not None:
                 decided = _status_outcome(status, _SUCCESS)
-                if _is_resource_exhausted(decided, status):
+                if _is_cancelled(decided, status):
+                    # A cancel only if this side cancelled it (a sync stream's cancelled()),
+                    # else the provider ended it: a failure (as when it is raised).
+                    decided = _CANCELLED if self._stream_cancelled() else decided
+                elif _is_resource_exhausted(decided, status):
                     # As when the stream's error is raised out of the block: gRPC's size check.
                     try:
                         limited = _size_limit_outcome(self._stream)
@@ -235,11 +244,26 @@ class Call:
         elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
         self._phase = _ENDED
         decided, status = self._end_stream(exc_type)
+        aio = inspect.isawaitable(status)
         # grpc.aio: code() is a coroutine; the stream is done.
         status = await self._awaited(status, elapsed_us, _CANCELLED, exc_type, exc)
         if status is not None:
             decided = _status_outcome(status, _SUCCESS)
-            if _is_resource_exhausted(decided, status):
+            if _is_cancelled(decided, status):
+                # A cancel only if this side cancelled it; else the provider ended it: a
+                # failure (as when it is raised). A grpc.aio call's cancelled() is True for any
+                # CANCELLED status, so its details tell: grpc.aio's cancel() sets its own.
+                if aio:
+                    try:
+                        details = self._stream.details()
+                    except Exception:
+                        details = None
+                    details = await self._awaited(details, elapsed_us, _CANCELLED, exc_type, exc)
+                    own = isinstance(details, str) and details == _AIO_LOCAL_CANCEL_DETAILS
+                else:
+                    own = self._stream_cancelled()
+                decided = _CANCELLED if own else decided
+            elif _is_resource_exhausted(decided, status):
                 # As when the stream's error is raised out of the block: gRPC's size check.
                 try:
                     details = self._stream.details()

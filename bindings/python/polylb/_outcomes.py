@@ -34,7 +34,10 @@ _GRPC_OUTCOMES: Dict[str, Outcome] = {
     "UNKNOWN": _FAILURE,
     "DATA_LOSS": _FAILURE,
     "DEADLINE_EXCEEDED": _TIMEOUT,
-    "CANCELLED": _CANCELLED,
+    # A cancel only when this side cancelled the call (docs/outcomes.md); a provider that ended
+    # it with CANCELLED (its handler's abort, a server that reset the stream) failed to serve,
+    # as grpc-go's and gRPC-java's policies report it. Callers check whose it was: _own_cancel.
+    "CANCELLED": _FAILURE,
 }
 
 
@@ -72,6 +75,8 @@ def _grpc_outcome(exc: BaseException) -> Optional[Outcome]:
             return None
         status = code()
         outcome = _status_outcome(status)
+        if _is_cancelled(outcome, status) and _own_cancel(exc):
+            return _CANCELLED
         if _is_resource_exhausted(outcome, status):
             limited = _size_limit_outcome(exc)
             return outcome if limited is None else limited
@@ -117,6 +122,29 @@ def _size_limit_of(details: Any) -> Optional[Outcome]:
     if "sent message larger than max" in words:
         return _CANCELLED
     return None
+
+
+def _own_cancel(rpc: Any) -> bool:
+    """Whether this side cancelled ``rpc`` (a sync grpcio call, or the error it raised): its
+    ``cancelled()`` is True. Sync grpcio sets it only on this side's ``cancel()`` (the stream
+    raises itself then); its ``_InactiveRpcError`` says False, and a ``grpc.aio.AioRpcError`` has no
+    ``cancelled()``: grpc.aio raises ``asyncio.CancelledError`` after this side's cancel, so an
+    ``AioRpcError`` with ``CANCELLED`` is always the provider's."""
+    try:
+        cancelled = getattr(rpc, "cancelled", None)
+        return callable(cancelled) and cancelled() is True
+    except Exception:
+        return False
+
+
+# What grpc.aio's ``cancel()`` sets as the details of the CANCELLED status it ends the call with
+# (grpc/aio/_call.py and _interceptor.py, _LOCAL_CANCELLATION_DETAILS). A grpc.aio call's
+# ``cancelled()`` is True for any CANCELLED status, the provider's too, so its details tell.
+_AIO_LOCAL_CANCEL_DETAILS = "Locally cancelled by application!"
+
+
+def _is_cancelled(outcome: Optional[Outcome], status: Any) -> bool:
+    return outcome is _FAILURE and getattr(status, "name", None) == "CANCELLED"
 
 
 def _is_resource_exhausted(outcome: Optional[Outcome], status: Any) -> bool:

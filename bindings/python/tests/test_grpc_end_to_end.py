@@ -49,6 +49,8 @@ CASES: List[Tuple[bytes, str, Optional[str], Outcome]] = [
     (b"INTERNAL", METHOD, "INTERNAL", Outcome.FAILURE),
     (b"RESOURCE_EXHAUSTED", METHOD, "RESOURCE_EXHAUSTED", Outcome.FAILURE),
     (b"OK", "/svc/Missing", "UNIMPLEMENTED", Outcome.FAILURE),  # no such method deployed
+    # The provider's own CANCELLED (its handler aborted so): this side cancelled nothing.
+    (b"CANCELLED", METHOD, "CANCELLED", Outcome.FAILURE),
     # The client's deadline passed before the answer.
     (b"SLOW", METHOD, "DEADLINE_EXCEEDED", Outcome.TIMEOUT),
 ]

@@ -40,9 +40,11 @@ class StatusCode(enum.Enum):
 
 #: docs/outcomes.md, "Choosing": the verdict on the provider for each status an RPC raised with.
 #: OK is no error status: an exception carrying it is not read, and today's rule applies.
+#: CANCELLED is the provider's here (this side cancelled nothing): a cancel only after your own
+#: cancel (test_cancelled_is_a_cancel_only_when_this_side_cancelled).
 EXPECTED: Dict[str, Outcome] = {
     "OK": Outcome.FAILURE,
-    "CANCELLED": Outcome.CANCELLED,
+    "CANCELLED": Outcome.FAILURE,
     "UNKNOWN": Outcome.FAILURE,
     "INVALID_ARGUMENT": Outcome.SUCCESS,
     "DEADLINE_EXCEEDED": Outcome.TIMEOUT,
@@ -91,6 +93,20 @@ class AioRpcError(RpcError):
 
     def code(self) -> Any:
         return self.status
+
+
+class CancellableRpcError(InactiveRpcError):
+    """Stands in for a sync grpcio call raised as its own error (grpc._channel._MultiThreadedRendezvous,
+    what iterating a stream raises): its ``cancelled()`` is True only after this side's ``cancel()``."""
+
+    def __init__(self, status: Any, cancelled: Any) -> None:
+        super().__init__(status)
+        self._cancelled = cancelled
+
+    def cancelled(self) -> Any:
+        if isinstance(self._cancelled, BaseException):
+            raise self._cancelled
+        return self._cancelled
 
 
 class LookAlike(Exception):
@@ -143,6 +159,33 @@ def test_a_grpc_error_is_judged_by_its_status(balancer_factory: Any, error_class
     lb = _single(balancer_factory)
     raise_in_call(lb, error_class(StatusCode[name]))
     assert counted(lb) == COUNTS[EXPECTED[name]], name
+
+
+@pytest.mark.parametrize(
+    "error, outcome",
+    [
+        # Your own cancel(), then iterating the sync stream on: grpcio raises the stream.
+        (CancellableRpcError(StatusCode.CANCELLED, True), Outcome.CANCELLED),
+        # The provider's CANCELLED (its handler's abort, a reset stream): no cancel of this side.
+        (CancellableRpcError(StatusCode.CANCELLED, False), Outcome.FAILURE),
+        (InactiveRpcError(StatusCode.CANCELLED), Outcome.FAILURE),  # a sync unary call's error
+        (AioRpcError(StatusCode.CANCELLED), Outcome.FAILURE),  # grpc.aio raises CancelledError for yours
+        (CancellableRpcError(StatusCode.CANCELLED, 1), Outcome.FAILURE),  # not True
+        (CancellableRpcError(StatusCode.CANCELLED, RuntimeError("broken")), Outcome.FAILURE),
+        # cancelled() decides nothing for another status.
+        (CancellableRpcError(StatusCode.NOT_FOUND, True), Outcome.SUCCESS),
+        (CancellableRpcError(StatusCode.UNAVAILABLE, True), Outcome.FAILURE),
+    ],
+    ids=["own-cancel", "provider", "unary", "aio", "not-True", "cancelled-raises", "NOT_FOUND", "UNAVAILABLE"],
+)
+def test_cancelled_is_a_cancel_only_when_this_side_cancelled(
+    balancer_factory: Any, error: BaseException, outcome: Outcome
+) -> None:
+    """docs/outcomes.md: gRPC CANCELLED is a cancel only from your own cancel, as grpc-go's and
+    gRPC-java's policies read it; one the provider sent is a failure to serve."""
+    lb = _single(balancer_factory)
+    raise_in_call(lb, error)
+    assert counted(lb) == COUNTS[outcome]
 
 
 class DetailedRpcError(InactiveRpcError):
@@ -385,11 +428,16 @@ def test_the_sync_future_errors_are_read_by_name(balancer_factory: Any, error: B
 
 class Stream:
     """The shape of a sync grpcio stream (grpc._channel._MultiThreadedRendezvous) that call.stream()
-    reads: done(), cancel(), code() (here only called once done), cancelled()."""
+    reads: done(), cancel(), code() (here only called once done), cancelled(). Made with a status,
+    it ended with it (a CANCELLED one is then the provider's); cancel() ends it as this side's."""
+
+    #: What cancel() sets as details (grpc.aio's text; sync grpcio's is "Locally cancelled by application!" too).
+    LOCAL_CANCEL = "Locally cancelled by application!"
 
     def __init__(self, status: Any = None, details: Any = None) -> None:
         self.status = status  # None while open
         self.cancels = 0
+        self.cancelled_here = False
         self._details = details
 
     def details(self) -> Any:
@@ -402,11 +450,14 @@ class Stream:
         self.cancels += 1
         if self.status is None:
             self.status = StatusCode.CANCELLED
+            self.cancelled_here = True
+            self._details = self.LOCAL_CANCEL
             return True
         return False
 
     def cancelled(self) -> bool:
-        return self.status is StatusCode.CANCELLED
+        # Sync grpcio: True only after this side's cancel().
+        return self.cancelled_here
 
     def code(self) -> Any:
         assert self.status is not None, "code() of an open sync stream blocks"
@@ -414,7 +465,11 @@ class Stream:
 
 
 class AioStream(Stream):
-    """The shape of a grpc.aio stream: code() is a coroutine."""
+    """The shape of a grpc.aio stream: code() and details() are coroutines, and cancelled() is
+    True for any CANCELLED status, the provider's too (grpc.aio reads it off the status)."""
+
+    def cancelled(self) -> bool:
+        return self.status is StatusCode.CANCELLED
 
     async def code(self) -> Any:  # type: ignore[override]
         return Stream.code(self)
@@ -471,6 +526,40 @@ def test_a_tracked_stream_that_ended_is_judged_by_its_status(balancer_factory: A
     assert (stream.cancels, counted(lb)) == (0, COUNTS[want])
 
 
+def test_a_tracked_stream_is_a_cancel_after_your_cancel_and_a_failure_when_the_provider_cancelled(
+    balancer_factory: Any,
+) -> None:
+    """A stream that ended CANCELLED in a block that ended normally: a cancel when this side
+    cancelled it, a failure when the provider ended it so (as when its error is raised)."""
+    lb = _single(balancer_factory)
+    with lb.call() as call:
+        stream = call.stream(Stream())
+        stream.cancel()  # yours: cancelled() says so
+    assert counted(lb) == COUNTS[Outcome.CANCELLED]
+    with lb.call() as call:
+        call.stream(Stream(StatusCode.CANCELLED, "handler gave up"))  # the provider's
+    assert counted(lb) == COUNTS[Outcome.FAILURE]
+
+
+def test_an_aio_stream_is_a_cancel_after_your_cancel_and_a_failure_when_the_provider_cancelled(
+    balancer_factory: Any,
+) -> None:
+    """Under async with: grpc.aio's cancelled() is True for either, its details tell whose."""
+    import asyncio
+
+    async def main(lb: Balancer) -> None:
+        async with lb.call() as call:
+            stream = call.stream(AioStream())
+            stream.cancel()  # yours: grpc.aio's own details
+        assert counted(lb) == COUNTS[Outcome.CANCELLED]
+        async with lb.call() as call:
+            provider = call.stream(AioStream(StatusCode.CANCELLED, "handler gave up"))
+        assert provider.cancelled()  # as grpc.aio says of it
+        assert counted(lb) == COUNTS[Outcome.FAILURE]
+
+    asyncio.run(main(_single(balancer_factory)))
+
+
 def test_a_tracked_stream_left_open_is_cancelled(balancer_factory: Any) -> None:
     lb = _single(balancer_factory)
     with lb.call() as call:
@@ -511,9 +600,11 @@ def test_an_aio_stream_status_is_awaited_under_async_with(balancer_factory: Any)
     import asyncio
 
     async def main(lb: Balancer) -> None:
-        for status in (StatusCode.OK, StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND, StatusCode.CANCELLED):
+        for status in (StatusCode.OK, StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND):
             async with lb.call() as call:
                 call.stream(AioStream(status))
+        async with lb.call() as call:
+            call.stream(AioStream()).cancel()  # your cancel, then the block ends
         async with lb.call() as call:
             stream = call.stream(AioStream())  # left open
         assert stream.cancels == 1
@@ -563,7 +654,9 @@ def test_a_cancel_while_the_status_is_awaited_stays_a_cancel_when_the_balancer_c
 def test_an_aio_stream_under_a_plain_with_reads_only_a_cancel(balancer_factory: Any) -> None:
     lb = _single(balancer_factory)
     with lb.call() as call:
-        call.stream(AioStream(StatusCode.CANCELLED))  # cancelled() says so
+        # cancelled() says so (grpc.aio says it of a provider's CANCELLED too: whose it was is in
+        # the details, which only async with can await)
+        call.stream(AioStream(StatusCode.CANCELLED))
     with lb.call() as call:
         call.stream(AioStream(StatusCode.UNAVAILABLE))  # cannot be awaited: the block's end decides
     assert counted(lb) == COUNTS[Outcome.SUCCESS]

@@ -48,6 +48,10 @@ COUNTS = {
 ERRORS: List[Tuple[List[bytes], str, Outcome]] = [
     ([b"OK", b"OK", b"UNAVAILABLE"], "UNAVAILABLE", Outcome.FAILURE),  # the provider could not serve
     ([b"OK", b"OK", b"NOT_FOUND"], "NOT_FOUND", Outcome.SUCCESS),  # the service's own error
+    # The provider ended the stream with CANCELLED (its handler's abort): this side cancelled
+    # nothing, so the provider failed to serve (a grpc.aio stream's cancelled() says True all
+    # the same: its details tell).
+    ([b"OK", b"OK", b"CANCELLED"], "CANCELLED", Outcome.FAILURE),
 ]
 ERROR_IDS = [status for _, status, _ in ERRORS]
 
