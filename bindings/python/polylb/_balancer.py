@@ -624,7 +624,8 @@ class Balancer:
         failure; a sync future's ``grpc.FutureCancelledError`` (after this side's ``cancel()``)
         is cancelled and ``grpc.FutureTimeoutError`` (its wait ran out) timeout. Any other
         exception (or a gRPC error whose status cannot be read): timeout on
-        ``TimeoutError``, failure on any other ``Exception`` and cancelled on ``BaseException``s
+        ``TimeoutError`` (asyncio's and concurrent.futures' too) or an exception whose chain
+        (``__cause__``, else ``__context__``; a ``URLError``'s ``reason``) holds one, failure on any other ``Exception`` and cancelled on ``BaseException``s
         that are not ``Exception``s (``KeyboardInterrupt``, ``asyncio.CancelledError``). Set
         ``call.outcome`` inside the block to decide it yourself; it wins over all of these.
         A ``call.outcome`` that is no outcome still ends the call, as cancelled (the in-flight

@@ -6,8 +6,9 @@ grpc is never imported: its errors and statuses are recognised by their module a
 from __future__ import annotations
 
 import inspect
+import sys
 from enum import Enum
-from typing import Any, Dict, Optional, Type
+from typing import Any, Dict, List, Optional, Set, Tuple, Type
 
 from ._ffi import Outcome
 
@@ -162,6 +163,66 @@ def _status_outcome(status: Any, ok: Optional[Outcome] = None) -> Optional[Outco
     return _GRPC_OUTCOMES.get(name) if isinstance(name, str) else None
 
 
+# The timeouts that are classes of their own before Python 3.11 (3.10 for socket's), as
+# (module, name): asyncio's (asyncio.wait_for, asyncio.timeout), concurrent.futures' (a
+# Future's result(timeout=...)) and socket.timeout. From 3.11 each is the built-in TimeoutError.
+_OTHER_TIMEOUTS = (("asyncio.exceptions", "TimeoutError"), ("concurrent.futures._base", "TimeoutError"), ("socket", "timeout"))
+
+#: How many exceptions of a chain are looked into, the first included (as the Java adapter
+#: bounds its walk of causes): a chain is short, and a cycle or a runaway one must not hang a report.
+_CHAIN_LIMIT = 64
+
+
+def _timeout_classes() -> Tuple[Type[BaseException], ...]:
+    """TimeoutError and those of _OTHER_TIMEOUTS whose module is imported (no exception of a
+    module that was never imported can exist, so none is imported here)."""
+    classes: List[Type[BaseException]] = [TimeoutError]
+    for module_name, name in _OTHER_TIMEOUTS:
+        cls = getattr(sys.modules.get(module_name), name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException) and cls not in classes:
+            classes.append(cls)
+    return tuple(classes)
+
+
+def _is_timeout(exc_type: Type[BaseException], exc: Optional[BaseException]) -> bool:
+    """Whether the exception is a timeout, or wraps one: its chain is followed as Go's
+    errors.Is follows Unwrap and Rust's source(), through ``__cause__`` (``raise ... from``),
+    else ``__context__`` (an exception raised while handling another, as requests raises its
+    ReadTimeout over urllib3's ReadTimeoutError over TimeoutError), and a
+    ``urllib.error.URLError``'s ``reason`` when that is an exception (urllib's timeout).
+
+    ``__context__`` is followed even when ``__suppress_context__`` is set without a cause: that
+    is ``raise exc from None``, which re-raisers use to shorten a traceback, not to say the
+    exception has no cause (httpcore re-raises its ReadTimeout so, and httpx's ReadTimeout is
+    raised from that one: its TimeoutError is then only in a suppressed context). An explicit
+    ``__cause__`` replaces the context, as in a traceback."""
+    timeouts = _timeout_classes()
+    if issubclass(exc_type, timeouts):
+        return True
+    if exc is None:
+        return False
+    url_error = getattr(sys.modules.get("urllib.error"), "URLError", None)
+    pending = [exc]
+    seen: Set[int] = set()
+    while pending and len(seen) < _CHAIN_LIMIT:
+        current = pending.pop()
+        if id(current) in seen:
+            continue  # a cycle
+        seen.add(id(current))
+        if isinstance(current, timeouts):
+            return True
+        # Pushed in reverse: the cause, then a URLError's reason, then the context is looked at.
+        if current.__cause__ is None and current.__context__ is not None:
+            pending.append(current.__context__)
+        if isinstance(url_error, type) and isinstance(current, url_error):
+            reason = getattr(current, "reason", None)
+            if isinstance(reason, BaseException):
+                pending.append(reason)
+        if current.__cause__ is not None:
+            pending.append(current.__cause__)
+    return False
+
+
 def _outcome_of(exc_type: Optional[Type[BaseException]], exc: Optional[BaseException] = None) -> Outcome:
     if exc_type is None:
         return _SUCCESS
@@ -172,7 +233,8 @@ def _outcome_of(exc_type: Optional[Type[BaseException]], exc: Optional[BaseExcep
     if issubclass(exc_type, TimeoutError):  # also socket.timeout and, since 3.11, asyncio's
         return _TIMEOUT
     if issubclass(exc_type, Exception):
-        return _FAILURE
+        # A timeout of its own class (before 3.11), or one wrapped in another exception.
+        return _TIMEOUT if _is_timeout(exc_type, exc) else _FAILURE
     # KeyboardInterrupt, SystemExit, asyncio.CancelledError...: the call was abandoned by this
     # side, which says nothing about the provider, so only the in-flight count is undone.
     return _CANCELLED

@@ -564,6 +564,124 @@ def test_call_timeout_error_is_timeout(balancer_factory: Any) -> None:
     assert (row["active"], row["timeouts"]) == (0, 1)
 
 
+class WrapperError(Exception):
+    """A library's own error around the one it caught (requests' ReadTimeout, httpx's...)."""
+
+
+def _chain(depth: int, bottom: BaseException) -> BaseException:
+    """``depth`` wrappers, each the __cause__ of the one above, over ``bottom``."""
+    error = bottom
+    for level in range(depth):
+        outer = WrapperError(f"level {level}")
+        outer.__cause__ = error
+        error = outer
+    return error
+
+
+def _raised(make: Any) -> BaseException:
+    """What ``make()`` raises (a chain built by real raises)."""
+    try:
+        make()
+    except BaseException as error:
+        return error
+    raise AssertionError("nothing raised")
+
+
+def _requests_style() -> None:
+    # requests: ReadTimeout raised while handling urllib3's ReadTimeoutError (its __context__),
+    # which was raised from the socket's TimeoutError (its __cause__).
+    try:
+        try:
+            raise TimeoutError("timed out")
+        except TimeoutError as socket_error:
+            raise WrapperError("ReadTimeoutError") from socket_error
+    except WrapperError:
+        raise WrapperError("ReadTimeout")
+
+
+def _httpx_style() -> None:
+    # httpx: its ReadTimeout raised from httpcore's, which httpcore's pool re-raised `from None`
+    # after it had been raised from the TimeoutError: the TimeoutError is in a suppressed context.
+    try:
+        try:
+            try:
+                raise TimeoutError("timed out")
+            except TimeoutError as socket_error:
+                raise WrapperError("httpcore.ReadTimeout") from socket_error
+        except WrapperError as core_error:
+            raise core_error from None
+    except WrapperError as core_error:
+        raise WrapperError("httpx.ReadTimeout") from core_error
+
+
+def _urllib_style() -> BaseException:
+    # urllib.request wraps the socket's timeout as URLError(reason=TimeoutError); built outside an
+    # except block, the reason is its only link to it.
+    import urllib.error
+
+    return urllib.error.URLError(TimeoutError("timed out"))
+
+
+def _explicit_cause_over_a_timeout() -> None:
+    try:
+        raise TimeoutError("timed out")
+    except TimeoutError:
+        raise WrapperError("refused") from ConnectionRefusedError()  # the cause replaces the context
+
+
+def _cycle() -> BaseException:
+    first, second = WrapperError("first"), WrapperError("second")
+    first.__context__, second.__context__ = second, first
+    return first
+
+
+@pytest.mark.parametrize(
+    "make, outcome",
+    [
+        (lambda: _raised(_requests_style), Outcome.TIMEOUT),
+        (lambda: _raised(_httpx_style), Outcome.TIMEOUT),
+        (_urllib_style, Outcome.TIMEOUT),
+        (lambda: _chain(1, TimeoutError()), Outcome.TIMEOUT),
+        (lambda: _chain(10, TimeoutError()), Outcome.TIMEOUT),
+        # The timeouts that are classes of their own before Python 3.11.
+        (lambda: asyncio.TimeoutError(), Outcome.TIMEOUT),
+        (lambda: __import__("concurrent.futures").futures.TimeoutError(), Outcome.TIMEOUT),
+        (lambda: _chain(2, asyncio.TimeoutError()), Outcome.TIMEOUT),
+        (lambda: __import__("socket").timeout(), Outcome.TIMEOUT),  # an OSError only, on 3.9
+        # No timeout in the chain, or none the walk reaches.
+        (lambda: _chain(3, ConnectionResetError()), Outcome.FAILURE),
+        (lambda: _raised(_explicit_cause_over_a_timeout), Outcome.FAILURE),
+        (_cycle, Outcome.FAILURE),
+        (lambda: _chain(100, TimeoutError()), Outcome.FAILURE),  # deeper than the walk's bound
+        # Not an Exception: this side gave the call up, whatever it was handling.
+        (lambda: _chain_base(KeyboardInterrupt(), TimeoutError()), Outcome.CANCELLED),
+    ],
+    ids=[
+        "requests", "httpx", "urllib", "cause", "cause-10-deep", "asyncio", "concurrent.futures",
+        "asyncio-wrapped", "socket.timeout", "no-timeout", "cause-replaces-context", "cycle", "too-deep", "KeyboardInterrupt",
+    ],
+)
+def test_call_a_wrapped_timeout_is_a_timeout(balancer_factory: Any, make: Any, outcome: Outcome) -> None:
+    """A timeout wrapped by a library's own error (via __cause__, __context__ or urllib's
+    URLError.reason) is a timeout, as Go's OutcomeOf follows Unwrap and Rust source(); the walk
+    is bounded (64 exceptions) and stops at cycles."""
+    lb = _single(balancer_factory)
+    error = make()
+    with pytest.raises(type(error)) as raised:
+        with lb.call():
+            raise error
+    assert raised.value is error
+    row = by_id(lb.stats())[1]
+    assert (row["active"], row["failures"], row["timeouts"]) == {
+        Outcome.TIMEOUT: (0, 1, 1), Outcome.FAILURE: (0, 1, 0), Outcome.CANCELLED: (0, 0, 0)
+    }[outcome]
+
+
+def _chain_base(outer: BaseException, inner: BaseException) -> BaseException:
+    outer.__context__ = inner
+    return outer
+
+
 def test_call_keyboard_interrupt_is_cancelled(balancer_factory: Any) -> None:
     lb = _single(balancer_factory)
     with pytest.raises(KeyboardInterrupt):
