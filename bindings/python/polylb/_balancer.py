@@ -344,8 +344,12 @@ class Balancer:
                 capacity = length.value + 1
                 continue
             if status:
-                raise error_for(status)
+                raise BalancerClosedError() if self._handle is None else error_for(status)
             break
+        if self._handle is None:
+            # close() ran meanwhile: it marks the balancer closed before it empties the set, so a
+            # snapshot that may have seen it emptied is never returned as the balancer's state.
+            raise BalancerClosedError()
         # The next guess follows this size down as well as up: kept at its peak, one stats of
         # a large set made every later one allocate (and zero) that much for a small set.
         self._stats_capacity = max(_FIRST_STATS_CAPACITY, length.value + 1 + length.value // 4)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, List
@@ -195,3 +196,34 @@ def test_close_racing_selects_never_reaches_freed_memory() -> None:
             t.join()
         assert not unexpected, unexpected
         assert lb.closed
+
+
+def test_close_racing_stats_returns_the_whole_set_or_raises_closed() -> None:
+    # close() marks the balancer closed and then empties its set; a stats() that had read the
+    # handle before and snapshotted after used to return {"invokers": []}, a state the balancer
+    # never had while open. Each racing stats() must return the whole set or raise
+    # BalancerClosedError.
+    whole = invokers(2000)
+    for _ in range(150):
+        lb = polylb.Balancer("random")
+        lb.update(whole)
+        started = threading.Barrier(2)
+        sizes: List[Any] = []
+
+        def read() -> None:
+            started.wait()
+            try:
+                while True:
+                    sizes.append(len(lb.stats()["invokers"]))
+            except polylb.BalancerClosedError:
+                sizes.append("closed")
+            except BaseException as error:  # noqa: BLE001 - any other outcome is the failure
+                sizes.append(error)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        started.wait()
+        time.sleep(random.uniform(0, 0.004))
+        lb.close()
+        reader.join()
+        assert sizes[-1] == "closed" and all(size == len(whole) for size in sizes[:-1]), sizes
