@@ -8,6 +8,11 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# A relative POLYLB_LIBRARY names a file from the caller's directory; made absolute before the cd
+# below, and before pip, which runs the build in bindings/python (where setup.py would look).
+if [ -n "${POLYLB_LIBRARY:-}" ] && [ "${POLYLB_LIBRARY#/}" = "$POLYLB_LIBRARY" ]; then
+    export POLYLB_LIBRARY="$PWD/$POLYLB_LIBRARY"
+fi
 repo="$(cd "$here/../.." && pwd)"
 python="${PYTHON:-python3}"
 cd "$repo"

@@ -2,7 +2,8 @@
 
 Metadata lives in pyproject.toml; this file only adds two things setuptools cannot declare:
 - build_py copies the native library into the built package: the file named by POLYLB_LIBRARY
-  if set, else ../../target/release/libpolylb.so, which is built with
+  if set (a relative path is taken from the directory pip runs this build in, the source tree or
+  a copy of it, not from where pip was started), else ../../target/release/libpolylb.so, which is built with
   `cargo build --release` first when it does not exist yet;
 - the wheel is tagged for this platform (py3-none-<platform>): it carries a native library, but
   no Python extension module, so it works with any Python 3 on the same platform.
@@ -44,8 +45,16 @@ def native_library() -> Path:
     if override:
         path = Path(override)
         if not path.is_file():
-            raise SystemExit(f"polylb: POLYLB_LIBRARY={override!r} does not name a file")
-        return path
+            where = ""
+            if not path.is_absolute():
+                # pip runs this build in the source tree (or a copy), not where pip was started;
+                # the caller's directory is not known here ($PWD is only the calling shell's).
+                where = (
+                    f" (a relative path is taken from the build's directory, {Path.cwd()}, "
+                    "not from where pip was started: give an absolute path)"
+                )
+            raise SystemExit(f"polylb: POLYLB_LIBRARY={override!r} does not name a file{where}")
+        return path.resolve()
     target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
     if not target.is_absolute():
         target = REPO / target

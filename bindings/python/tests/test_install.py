@@ -150,6 +150,31 @@ def test_not_a_library_fails_fast(tmp_path: Path) -> None:
     assert "ImportError" in result.stderr and "cannot load" in result.stderr
 
 
+def test_build_with_a_relative_library_path_names_the_directory_it_is_taken_from(tmp_path: Path) -> None:
+    # pip runs the build in the source tree (or a copy), not where pip was started: a relative
+    # POLYLB_LIBRARY that names a file from the caller's directory is not found, and the error
+    # says where it was looked for and that an absolute path is needed.
+    source = tmp_path / "src"
+    shutil.copytree(PYTHON_DIR, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "tests", "__pycache__"))
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    name = Path(polylb.library_path()).name
+    shutil.copy(polylb.library_path(), caller / name)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "wheels"), str(source)],
+        cwd=caller,
+        env={**os.environ, "POLYLB_LIBRARY": name},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert f"POLYLB_LIBRARY={name!r} does not name a file" in output, output
+    assert "a relative path is taken from the build's directory" in output, output
+    assert "give an absolute path" in output, output
+
+
 def test_build_bundles_the_named_library_even_if_older(tmp_path: Path) -> None:
     # pip builds in the source tree and leaves build/ behind; a library named by POLYLB_LIBRARY
     # that is older than the copy there must still be the one bundled.
