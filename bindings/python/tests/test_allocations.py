@@ -13,8 +13,18 @@ import sys
 import tracemalloc
 from typing import Any, Callable, Dict
 
+import pytest
+
 from conftest import invokers
 from polylb import Outcome
+
+# Before Python 3.11 the interpreter itself allocates around these calls (measured on 3.9 and
+# 3.10: 28 B per select + report, up to about 1 KB with a method name), so the claim is made, and
+# tested, from 3.11 on (README, Allocations).
+pytestmark = pytest.mark.skipif(
+    sys.version_info < (3, 11),
+    reason="before Python 3.11 select() + report() allocate on the Python heap (28 B or more per call)",
+)
 
 
 def peak_bytes_per_call(call: Callable[[], Any], calls: int = 200) -> int:
