@@ -249,8 +249,11 @@ class Balancer:
                 if bad:
                     if name == "now_us":
                         want = "an int64 clock"
+                    elif name in _FLOAT_ARGUMENTS:
+                        want = "finite and >= 0"
                     else:
-                        want = "finite and >= 0" if name in _FLOAT_ARGUMENTS else ">= 0"
+                        # An int64 time: one too large for it is not "< 0".
+                        want = ">= 0" if value < 0 else "0..2**63-1"
                     return error_for(status, f"invalid argument: {name} = {value!r} (want {want})")
         return error_for(status)
 

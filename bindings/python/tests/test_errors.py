@@ -379,6 +379,22 @@ def test_an_invalid_argument_is_named(lb: polylb.Balancer) -> None:
     assert info.value.message == "invalid argument: provider_time_ms = -1 (want >= 0)"
 
 
+@pytest.mark.parametrize("value", [2**63, 2**64, 2**70])
+def test_a_time_above_int64_is_named_with_its_range(lb: polylb.Balancer, value: int) -> None:
+    """An int time too large for its int64_t says the range it must be in, not ">= 0"."""
+    picked = lb.select()
+    with pytest.raises(polylb.InvalidArgumentError) as info:
+        lb.report(picked, value, Outcome.SUCCESS)
+    assert info.value.message == f"invalid argument: elapsed_us = {value} (want 0..2**63-1)"
+    with pytest.raises(polylb.InvalidArgumentError) as info:
+        lb.report_provider_metrics(1, 1, 0.5, value)
+    assert info.value.message == f"invalid argument: rt_us = {value} (want 0..2**63-1)"
+    with pytest.raises(polylb.InvalidArgumentError) as info:
+        lb.report_provider_metrics(1, value, 0.5, 1)
+    assert info.value.message == f"invalid argument: provider_time_ms = {value} (want 0..2**63-1)"
+    lb.report(picked, 2**63 - 1, Outcome.SUCCESS)  # the end itself is a time
+
+
 @pytest.mark.parametrize("ids", [["1"], [1.5], [None]])
 @pytest.mark.parametrize("parameter", ["among", "exclude"])
 def test_ids_of_a_wrong_type_name_the_parameter(lb: polylb.Balancer, parameter: str, ids: Any) -> None:
