@@ -126,6 +126,14 @@ def _index(value: Any) -> Any:
         return value
 
 
+def _refuse_bools(**values: Any) -> None:
+    """Raises TypeError for a bool among int arguments (ids, elapsed times): an int
+    subclass, it would pass as 1 or 0, where the Go and Java bindings' types refuse it."""
+    for name, value in values.items():
+        if value.__class__ is bool:
+            raise TypeError(f"{name} must be an int, not bool")
+
+
 def _check_doubles(**numbers: Any) -> None:
     """Raises :class:`InvalidArgumentError` for an int too large for a double among arguments
     declared ``double``: ctypes would fail to convert it with a bare "wrong type", although an

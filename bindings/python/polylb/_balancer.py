@@ -37,6 +37,7 @@ from ._arguments import (
     _index,
     _key_bytes,
     _range_status,
+    _refuse_bools,
     _type_error,
     _utf8,
     utf8_flaw,
@@ -467,9 +468,15 @@ class Balancer:
         # in one shift (a negative x shifts to -1; cheaper than comparing with a two-digit int)
         # and raises TypeError for a float. Everything else (explicit clocks, negative or long
         # times, out-of-range ints, wrong types) takes the declared call, which range-checks
-        # what ctypes would wrap.
+        # what ctypes would wrap. A bool outcome (an int subclass: True would pass as FAILURE)
+        # takes the declared call too, which refuses it; the class check costs about 15 ns.
         try:
-            if now_us is _LIBRARY_CLOCK and not (elapsed_us | method | id) >> 32 and not outcome >> 2:
+            if (
+                now_us is _LIBRARY_CLOCK
+                and not (elapsed_us | method | id) >> 32
+                and not outcome >> 2
+                and outcome.__class__ is not bool
+            ):
                 # The common case, all three below 2**32 (a negative one makes the `|`
                 # negative): the id is its own low half. `id & 0xFFFF_FFFF` would allocate an
                 # int even for a small id (the constant has two 30-bit digits; CPython returns
@@ -479,6 +486,7 @@ class Balancer:
                 now_us is _LIBRARY_CLOCK
                 and not elapsed_us >> 32
                 and not outcome >> 2
+                and outcome.__class__ is not bool
                 and not ((high := id >> 32) >> 32 | method >> 32)
             ):
                 status = _plb_report32(self._hot_handle, method, high, id & 0xFFFF_FFFF, elapsed_us, outcome)
@@ -490,6 +498,11 @@ class Balancer:
             raise self._hot_error(status, elapsed_us=elapsed_us, now_us=now_us)
 
     def _report_wide(self, method: int, id: int, elapsed_us: int, outcome: Union[Outcome, int], now_us: int) -> int:
+        if outcome.__class__ is bool:
+            raise TypeError("outcome must be a polylb.Outcome or its int code, not bool")
+        # A bool id or time is refused here, where types are checked; the narrow call above
+        # takes one as its int (checking there would cost every report).
+        _refuse_bools(id=id, elapsed_us=elapsed_us)
         code = _index(outcome)
         if isinstance(code, int) and code not in _OUTCOME_CODES:
             # No outcome has this code: let the library reject it (a c_int32 argument would
@@ -531,6 +544,7 @@ class Balancer:
         # outside 64 bits names no invoker (the library still checks the other arguments).
         # In the order the Go and Java bindings name a bad one.
         named = {"cpu_load": cpu_load, "rt_us": rt_us, "provider_time_ms": provider_time_ms, "now_us": now_us}
+        _refuse_bools(id=id, provider_time_ms=provider_time_ms, rt_us=rt_us)
         status = _range_status(method, provider_time_ms, rt_us, now_us)
         if status:
             raise self._hot_error(status, **named)
@@ -568,6 +582,7 @@ class Balancer:
         all the same).
         """
         named = {"qps": qps, "eps": eps, "utilization": utilization, "now_us": now_us}
+        _refuse_bools(id=id)
         if _range_status(0, now_us):
             raise self._load_error(Status.INVALID_ARGUMENT, named)
         self._check_doubles(qps=qps, eps=eps, utilization=utilization)

@@ -379,6 +379,51 @@ def test_an_invalid_argument_is_named(lb: polylb.Balancer) -> None:
     assert info.value.message == "invalid argument: provider_time_ms = -1 (want >= 0)"
 
 
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_bool_is_no_outcome(lb: polylb.Balancer, flag: bool) -> None:
+    """bool is an int subclass: True would pass as FAILURE, False as SUCCESS. Go's and Java's
+    types refuse it; report() does too, on the common path and the declared one alike."""
+    picked = lb.select()
+    with pytest.raises(TypeError, match="^outcome must be a polylb.Outcome or its int code, not bool$"):
+        lb.report(picked, 5, flag)
+    with pytest.raises(TypeError, match="^outcome must be a polylb.Outcome or its int code, not bool$"):
+        lb.report(picked, 5, flag, now_us=1_700_000_000_000_000)
+    row = by_id(lb.stats())[picked]
+    assert (row["active"], row["succeeded"], row["failures"]) == (1, 0, 0)  # not ended
+    lb.report(picked, 5, Outcome.SUCCESS)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_bool_call_outcome_ends_the_call_as_cancelled_and_raises(lb: polylb.Balancer, flag: bool) -> None:
+    with pytest.raises(TypeError, match="call.outcome must be a polylb.Outcome or its int code, not bool"):
+        with lb.call() as call:
+            call.outcome = flag  # bool is an int subclass: a type checker takes it too
+    rows = lb.stats()["invokers"]
+    assert [(r["active"], r["succeeded"], r["failures"]) for r in rows] == [(0, 0, 0)] * 3
+
+
+def test_a_bool_id_or_time_is_refused_where_types_are_checked(lb: polylb.Balancer) -> None:
+    """Where the binding checks the arguments' types (report() with an explicit clock or a
+    value beyond the narrow call's range, report_provider_metrics(), report_load()), a bool id or
+    time is a TypeError, as in Go and Java. report()'s common path takes it as its int (a check
+    there would cost every report)."""
+    now = 1_700_000_000_000_000
+    picked = lb.select()
+    calls = [
+        ("id", lambda: lb.report(True, 5, Outcome.SUCCESS, now_us=now)),
+        ("elapsed_us", lambda: lb.report(picked, True, Outcome.SUCCESS, now_us=now)),
+        ("id", lambda: lb.report_provider_metrics(True, 1, 0.5, 10)),
+        ("provider_time_ms", lambda: lb.report_provider_metrics(1, True, 0.5, 10)),
+        ("rt_us", lambda: lb.report_provider_metrics(1, 1, 0.5, False)),
+        ("id", lambda: lb.report_load(False, 10.0, 0.0, 0.5)),
+    ]
+    for name, call in calls:
+        with pytest.raises(TypeError, match=f"^{name} must be an int, not bool$"):
+            call()
+    assert by_id(lb.stats())[picked]["active"] == 1  # no report ended the call
+    lb.report(picked, 5, Outcome.SUCCESS)
+
+
 @pytest.mark.parametrize("value", [2**63, 2**64, 2**70])
 def test_a_time_above_int64_is_named_with_its_range(lb: polylb.Balancer, value: int) -> None:
     """An int time too large for its int64_t says the range it must be in, not ">= 0"."""
