@@ -136,6 +136,7 @@ class Balancer:
         # Set first so that __repr__/close work even when creation fails below.
         self._handle = None
         self._hot_handle = None
+        self._config = ""  # until build_config has made it
         self._update_lock = threading.Lock()
         self._methods: Dict[str, int] = {"": 0}
         self._stats_capacity = _FIRST_STATS_CAPACITY

@@ -366,6 +366,22 @@ def test_close_is_idempotent_and_final() -> None:
 
 
 @pytest.mark.parametrize(
+    "config",
+    [{1: 2}, {"a&b": 1}, {"seed": "1&2"}, {"seed": b"\xff"}, "loadbalance=nosuchstrategy"],
+    ids=["key-type", "key", "value", "value-utf8", "refused-by-the-library"],
+)
+def test_a_balancer_whose_creation_failed_has_a_repr_and_closes(config: Any) -> None:
+    """A Balancer whose __init__ raised (in build_config or in the library) is still reachable (a
+    traceback's locals, a debugger, a subclass): repr() and close() work on it."""
+    half_built = Balancer.__new__(Balancer)
+    with pytest.raises((TypeError, polylb.PolylbError)):
+        half_built.__init__(config=config)  # type: ignore[misc]
+    assert repr(half_built).endswith(" closed>")
+    assert half_built.closed
+    half_built.close()
+
+
+@pytest.mark.parametrize(
     "use",
     [
         lambda lb: lb.select(),
