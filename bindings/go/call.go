@@ -108,7 +108,9 @@ func (c *Call) Done(err error) error {
 // a nil errp is Done(nil)), and a panic that unwinds the function is a
 // Failure, as an exception is in the other bindings, and goes on. With Done
 // in a deferred closure instead, err is still nil while a panic unwinds and
-// the call counts as a success.
+// the call counts as a success. A runtime.Goexit (t.FailNow in a test) is no
+// panic and leaves *errp as it was, usually nil: that call counts as a
+// success; set *errp before such an exit if it must not.
 func (c *Call) End(errp *error) {
 	if r := recover(); r != nil {
 		_ = c.Finish(Failure)

@@ -14,8 +14,8 @@ import (
 //
 //   - nil: Success;
 //   - a deadline (context.DeadlineExceeded, os.ErrDeadlineExceeded, or any
-//     error in the chain whose Timeout() is true: net.Error, *url.Error):
-//     Timeout;
+//     error in the chain whose Timeout() is true: net.Error, *url.Error,
+//     also under one whose Timeout() is false): Timeout;
 //   - context.Canceled: Cancelled (your code gave the call up: no verdict on
 //     the provider, so only the in-flight count is undone);
 //   - anything else: Failure.
@@ -28,37 +28,37 @@ func OutcomeOf(err error) Outcome {
 	if err == nil {
 		return Success
 	}
-	// os.ErrDeadlineExceeded by identity too: under a wrapper whose own Timeout()
-	// looks no deeper (a *url.Error around fmt's %w), the walk below would stop
-	// at that wrapper's false.
+	// os.ErrDeadlineExceeded by identity too, whatever Timeout() says.
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 		return Timeout
 	}
 	if errors.Is(err, context.Canceled) {
 		return Cancelled
 	}
-	if found, timeout := timeoutIn(err); found && timeout {
+	if timeoutIn(err) {
 		return Timeout
 	}
 	return Failure
 }
 
-// timeoutIn is errors.As(err, &t) for t an interface{ Timeout() bool }, and
-// t.Timeout(): errors.As's walk (depth first; the first error that has
-// Timeout, or whose As method fills t, decides) without handing errors.As a
-// target, which escapes through its any parameter: one allocation per failed
-// call. Only an error with an As method still gets a target of its own.
-func timeoutIn(err error) (found, timeout bool) {
+// timeoutIn reports whether any error in err's tree (depth first, as
+// errors.As walks it) has a Timeout() that is true, also past one whose
+// Timeout() is false: *url.Error's Timeout() looks one level down only, so a
+// transport's timeout under a middleware's fmt.Errorf("...: %w") read false
+// there. It walks without handing errors.As a target, which escapes through
+// its any parameter: one allocation per failed call. Only an error with an As
+// method still gets a target of its own.
+func timeoutIn(err error) bool {
 	for err != nil {
-		if t, ok := err.(interface{ Timeout() bool }); ok {
-			return true, t.Timeout()
+		if t, ok := err.(interface{ Timeout() bool }); ok && t.Timeout() {
+			return true
 		}
 		if x, ok := err.(interface{ As(any) bool }); ok {
 			// The target's type is what OutcomeOf gave errors.As: an As
 			// method may look for exactly this pointer type.
 			var t interface{ Timeout() bool }
-			if x.As(&t) {
-				return true, t.Timeout()
+			if x.As(&t) && t.Timeout() {
+				return true
 			}
 		}
 		switch x := err.(type) {
@@ -66,16 +66,16 @@ func timeoutIn(err error) (found, timeout bool) {
 			err = x.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, e := range x.Unwrap() {
-				if found, timeout := timeoutIn(e); found {
-					return true, timeout
+				if timeoutIn(e) {
+					return true
 				}
 			}
-			return false, false
+			return false
 		default:
-			return false, false
+			return false
 		}
 	}
-	return false, false
+	return false
 }
 
 // String is the outcome's name ("Success", "Failure", "Timeout", "Cancelled"),

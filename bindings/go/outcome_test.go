@@ -49,9 +49,12 @@ func TestOutcomeOfStandardErrors(t *testing.T) {
 		{"connection reset", fmt.Errorf("read: %w", syscall.ECONNRESET), polylb.Failure},
 		{"unexpected EOF", io.ErrUnexpectedEOF, polylb.Failure},
 		{"other", errors.New("boom"), polylb.Failure},
-		// errors.As's walk: depth first, the first error with Timeout() decides.
+		// Any error of the tree whose Timeout() is true, also past one whose
+		// Timeout() is false (errors.As stops at the first with the method).
 		{"joined, the first without Timeout", errors.Join(errors.New("boom"), timeoutError(true)), polylb.Timeout},
-		{"joined, the first not a timeout", errors.Join(timeoutError(false), timeoutError(true)), polylb.Failure},
+		{"joined, the first not a timeout", errors.Join(timeoutError(false), timeoutError(true)), polylb.Timeout},
+		// url.Error's Timeout() looks one level down: false over a middleware's wrap.
+		{"a timeout under a wrap in url.Error", &url.Error{Op: "Get", URL: "http://p", Err: fmt.Errorf("retry: %w", &net.OpError{Op: "read", Err: timeoutError(true)})}, polylb.Timeout},
 		{"joined in a wrap", fmt.Errorf("call: %w", errors.Join(nil, io.EOF, fmt.Errorf("x: %w", timeoutError(true)))), polylb.Timeout},
 		{"two wrapped", fmt.Errorf("%w and %w", io.EOF, &net.OpError{Op: "read", Err: timeoutError(true)}), polylb.Timeout},
 		{"an As method giving a timeout", asTimeout{timeoutError(true)}, polylb.Timeout},
@@ -62,15 +65,39 @@ func TestOutcomeOfStandardErrors(t *testing.T) {
 		if got := polylb.OutcomeOf(c.err); got != c.want {
 			t.Errorf("%s: OutcomeOf(%v) = %v, want %v", c.name, c.err, got, c.want)
 		}
-		// Beside errors.As itself, which OutcomeOf walks the chain as.
-		var timeout interface{ Timeout() bool }
-		asSays := errors.As(c.err, &timeout) && timeout.Timeout()
+		// Beside a plain walk of the tree, errors.As at each error.
 		deadline := errors.Is(c.err, context.DeadlineExceeded) || errors.Is(c.err, os.ErrDeadlineExceeded)
 		if c.want != polylb.Success && c.want != polylb.Cancelled && !deadline &&
-			asSays != (c.want == polylb.Timeout) {
-			t.Errorf("%s: errors.As says timeout %v, the case wants %v", c.name, asSays, c.want)
+			anyTimeout(c.err) != (c.want == polylb.Timeout) {
+			t.Errorf("%s: the tree has a timeout: %v, the case wants %v", c.name, anyTimeout(c.err), c.want)
 		}
 	}
+}
+
+// anyTimeout: some error of err's tree, as errors.As finds it at that error,
+// has a Timeout() that is true.
+func anyTimeout(err error) bool {
+	if err == nil {
+		return false
+	}
+	var t interface{ Timeout() bool }
+	if x, ok := err.(interface{ Timeout() bool }); ok && x.Timeout() {
+		return true
+	}
+	if x, ok := err.(interface{ As(any) bool }); ok && x.As(&t) && t.Timeout() {
+		return true
+	}
+	switch x := err.(type) {
+	case interface{ Unwrap() error }:
+		return anyTimeout(x.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range x.Unwrap() {
+			if anyTimeout(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // asTimeout fills an errors.As target for a Timeout() error with its own

@@ -31,7 +31,8 @@ package polylb
 // header: "the library never keeps a pointer the caller passed in") and none
 // calls back into Go. noescape says the first; cgo honours it only together
 // with nocallback, and then leaves Go memory passed to C where it is: []byte
-// keys (even a []byte(string) conversion), candidate lists, out-parameters
+// keys (even a []byte(string) conversion of up to 32 bytes, the stack buffer
+// Go gives one; a longer string is copied to the heap), candidate lists, out-parameters
 // and error buffers stay on the caller's stack instead of being moved to the
 // heap. nocallback alone buys nothing (today it only makes cgo toggle a
 // runtime flag around the call), so calls without pointer arguments
