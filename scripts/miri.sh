@@ -21,6 +21,7 @@ base="-Zmiri-disable-isolation -Zmiri-ignore-leaks -Zmiri-permissive-provenance"
 # optimisation barrier Miri cannot run, is compiled out under Miri.)
 skip=(
   boundedhash_in_flight_total_survives_updates_racing_calls
+  boundedhash_in_flight_totals_survive_updates_racing_first_calls_of_methods
   incremental_build_equals_full_build
   a_reset_racing_reports_never_mixes_windows
   equals_the_walk_for_random_weights_and_counters

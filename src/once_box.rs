@@ -24,9 +24,10 @@ impl<T> OnceBox<T> {
     #[inline]
     pub(crate) fn get(&self) -> Option<&T> {
         // SAFETY: a non-null pointer is a leaked `Box<T>` installed by `get_or_init`, freed only
-        // by `drop`, which has `&mut self`; the Acquire load pairs with the installing CAS, so
-        // the value is fully written.
-        unsafe { self.value.load(Ordering::Acquire).as_ref() }
+        // by `drop`, which has `&mut self`; the load pairs with the installing CAS, so the
+        // value is fully written. SeqCst, as the CAS: the stats tables' overflow is found this
+        // way by updates that must see every table a pick made (`InvokerState::left_set`).
+        unsafe { self.value.load(Ordering::SeqCst).as_ref() }
     }
 
     /// The value, made by `init` if none is set. Threads that race here may each run `init`;
@@ -39,8 +40,8 @@ impl<T> OnceBox<T> {
         match self.value.compare_exchange(
             ptr::null_mut(),
             fresh,
-            Ordering::AcqRel,
-            Ordering::Acquire,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
         ) {
             // SAFETY: `fresh` is now installed and lives until `drop`.
             Ok(_) => unsafe { &*fresh },

@@ -82,6 +82,7 @@ impl Inner {
             self.strategy.on_select(
                 call.method_state,
                 call.method,
+                &member.state,
                 stats,
                 selected_before,
                 call.clock,

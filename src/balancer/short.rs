@@ -167,7 +167,14 @@ impl Inner {
         let pos = strategy.whole_set_pick::<SCAN>(snapshot, method_state, method, &clock, rng)?;
         let (member, stats, selected_before) =
             self.begin_call(snapshot, pin.counter(), Some(pin.hint), pos, method);
-        strategy.on_select(method_state, method, stats, selected_before, &clock);
+        strategy.on_select(
+            method_state,
+            method,
+            &member.state,
+            stats,
+            selected_before,
+            &clock,
+        );
         Some(Ok(member.id))
     }
 

@@ -99,9 +99,13 @@ impl CallStats {
     /// counted after it finds ends outnumbering selects by far, so `end` matches no call.
     /// A call in between (selected after the first add, ended before the second) has its end
     /// but not its select in the value returned, and its report counts but its select does
-    /// not: the two cancel out. Call it once per counters.
+    /// not: the two cancel out. Only the first seal counts: a later one (the update and a pick
+    /// on the replaced set may both seal, see `InvokerState::left_set`) returns 0.
     pub fn seal(&self) -> i64 {
-        let selected = self.counts.selected.fetch_add(SEALED_SELECTS, AcqRel);
+        let selected = self.counts.selected.fetch_or(SEALED_SELECTS, AcqRel);
+        if selected & SEALED_SELECTS != 0 {
+            return 0;
+        }
         let ended = self.ended.fetch_add(SEALED_ENDS, AcqRel);
         selected.wrapping_sub(ended) as i64
     }

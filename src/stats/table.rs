@@ -4,7 +4,7 @@
 
 use super::CallStats;
 use crate::once_box::OnceBox;
-use std::sync::atomic::{AtomicI64, AtomicU32};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32};
 
 const EMPTY: u32 = u32::MAX;
 
@@ -102,7 +102,7 @@ impl Table {
     #[inline]
     fn probe(&self, method: u32) -> Probe<'_> {
         for slot in self.window(method) {
-            match self.keys[slot].load(std::sync::atomic::Ordering::Acquire) {
+            match self.keys[slot].load(std::sync::atomic::Ordering::SeqCst) {
                 k if k == method => return Probe::Found(&self.values[slot].0),
                 EMPTY => return Probe::Absent,
                 _ => {}
@@ -160,7 +160,7 @@ impl MethodStats {
         // The inline methods without a call (see `get_or_insert`); slots fill in order, so an
         // empty one ends the search.
         for stats in &self.inline {
-            match stats.inline_key.load(std::sync::atomic::Ordering::Acquire) {
+            match stats.inline_key.load(std::sync::atomic::Ordering::SeqCst) {
                 k if k == method => return Some(stats),
                 EMPTY => return None,
                 _ => {}
@@ -182,7 +182,7 @@ impl MethodStats {
         // The first two methods used on an invoker are the common ones: no call, a compare
         // each (a call to the slow path cost the second method about 20 instructions a call).
         for stats in &self.inline {
-            if stats.inline_key.load(std::sync::atomic::Ordering::Acquire) == method {
+            if stats.inline_key.load(std::sync::atomic::Ordering::SeqCst) == method {
                 return stats;
             }
         }
@@ -263,7 +263,7 @@ thread_local! {
 
 /// True when `key` holds `method`, claiming it first if it was empty.
 fn claim(key: &AtomicU32, method: u32) -> bool {
-    let current = key.load(std::sync::atomic::Ordering::Acquire);
+    let current = key.load(std::sync::atomic::Ordering::SeqCst);
     if current == method {
         return true;
     }
@@ -271,8 +271,8 @@ fn claim(key: &AtomicU32, method: u32) -> bool {
         && match key.compare_exchange(
             EMPTY,
             method,
-            std::sync::atomic::Ordering::AcqRel,
-            std::sync::atomic::Ordering::Acquire,
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
         ) {
             Ok(_) => true,
             Err(actual) => actual == method,
@@ -291,6 +291,17 @@ pub struct InvokerState {
     /// Slow start: when this invoker joined the set (Unix ms, stamped by the first pick that
     /// sees it); 0 = not yet stamped, -1 = part of the first set (no slow start).
     pub joined_ms: AtomicI64,
+    /// Set by an update the invoker is not part of, for `boundedhash` (see its
+    /// `after_update`), before it seals the counters the invoker has. Counters a pick still
+    /// running on the replaced set creates after that are sealed by the pick itself, which
+    /// reads this after finding them.
+    ///
+    /// Why every load and claim of a method's counters is `SeqCst`: the update stores this,
+    /// fences, then looks the counters up; the pick finds (or claims) them, then loads this.
+    /// With both sides sequentially consistent, the pick that reads `false` has its counters
+    /// found by the update, and the one whose counters the update missed reads `true`. (On
+    /// x86-64 and AArch64 these are the same loads and exchanges as `Acquire`/`AcqRel`.)
+    pub left_set: AtomicBool,
 }
 
 // Five lines: two methods' counters, then the overflow table, outlier ejection and slow start.

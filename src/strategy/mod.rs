@@ -47,7 +47,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::Status;
 use crate::rng::Rng;
-use crate::stats::CallStats;
+use crate::stats::{CallStats, InvokerState};
 use crate::weight::effective_weight;
 use std::any::{Any, TypeId};
 use std::sync::Arc;
@@ -136,12 +136,14 @@ pub(crate) trait Strategy: Send + Sync + 'static {
         false
     }
 
-    /// A pick was counted in flight (also single-candidate picks, which skip `select`);
-    /// `selected_before` is what the count's `CallStats::begin` returned.
+    /// A pick was counted in flight (also single-candidate picks, which skip `select`) in
+    /// `stats`, the method's counters on `invoker`; `selected_before` is what the count's
+    /// `CallStats::begin` returned.
     fn on_select(
         &self,
         _method: &MethodState,
         _method_id: u32,
+        _invoker: &InvokerState,
         _stats: &CallStats,
         _selected_before: u64,
         _clock: &Clock,

@@ -97,7 +97,7 @@ use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::Status;
-use crate::stats::{CallStats, BYPASS};
+use crate::stats::{CallStats, InvokerState, BYPASS};
 use estimate::Typical;
 use field::{Field, Inline, FIELD};
 use look::Moment;
@@ -305,6 +305,7 @@ impl Strategy for PeakEwma {
         &self,
         _method: &MethodState,
         _method_id: u32,
+        _invoker: &InvokerState,
         stats: &CallStats,
         selected_before: u64,
         clock: &Clock,
@@ -358,8 +359,9 @@ mod tests {
         let first = stats.begin();
         let second = stats.begin();
         let clock = Clock::new(now);
-        strategy.on_select(&method, 0, stats, first, &clock);
-        strategy.on_select(&method, 0, stats, second, &clock);
+        let invoker = crate::stats::InvokerState::default();
+        strategy.on_select(&method, 0, &invoker, stats, first, &clock);
+        strategy.on_select(&method, 0, &invoker, stats, second, &clock);
         assert_eq!(stats.ewma().progress_us.load(Relaxed), now);
     }
 
