@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"dubbo.apache.org/dubbo-go/v3/common"
 	"dubbo.apache.org/dubbo-go/v3/common/constant"
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 
 	polylb "github.com/polylb/polylb/bindings/go"
+	"github.com/polylb/polylb/bindings/go/internal/utf8text"
 )
 
 // URL parameters the adapter reads besides dubbo-go's own (weight, warmup,
@@ -60,28 +60,6 @@ func identity(u *common.URL) string {
 	return u.Protocol + "://" + u.Ip + ":" + u.Port + "/" + strings.TrimPrefix(u.Path, "/")
 }
 
-// utf8Text is s with each byte that is not part of valid UTF-8 written as
-// \xNN (the grpc-go policy's rule). The library takes zones as UTF-8 and
-// rejects a whole set for one that is not, while a URL parameter is bytes
-// (common.NewURL unescapes %FF to the byte): one provider's zone must not
-// fail every call of the service.
-func utf8Text(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for len(s) > 0 {
-		r, size := utf8.DecodeRuneInString(s)
-		if r == utf8.RuneError && size == 1 {
-			fmt.Fprintf(&b, "\\x%02x", s[0])
-		} else {
-			b.WriteString(s[:size])
-		}
-		s = s[size:]
-	}
-	return b.String()
-}
-
 // methodParam is a parameter as dubbo-go's balancers read it: "methods.<m>.<key>"
 // first, then "<key>", then def.
 func methodParam(u *common.URL, method, key, def string) string {
@@ -100,13 +78,13 @@ func methodParam(u *common.URL, method, key, def string) string {
 //     100 (Java Dubbo would clamp it to 0);
 //   - zone: "zone" ("" none), for polylb.config's zone=<consumer's zone>
 //     (as the Java adapter reads it), each byte that is not UTF-8 written as
-//     \xNN (utf8Text);
+//     \xNN (utf8text.Escape);
 //   - warm-up: the provider's start (providerStartMs) and "warmup" (seconds,
 //     default 600 s, which is polylb's default); none without a start, none
 //     for warmup <= 0 and none for a start in the future (dubbo-go: full weight).
 func providerInvoker(id uint64, u *common.URL, now time.Time, method string) polylb.Invoker {
 	inv := polylb.NewInvoker(id, u.Ip+":"+u.Port)
-	inv.Zone = utf8Text(u.GetParam(zoneKey, ""))
+	inv.Zone = utf8text.Escape(u.GetParam(zoneKey, ""))
 	inv.Weight = weightOf(u, method)
 	if inv.Weight == 0 {
 		return inv

@@ -2,12 +2,10 @@ package polylbgrpc
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"strings"
-	"unicode/utf8"
 
 	polylb "github.com/polylb/polylb/bindings/go"
+	"github.com/polylb/polylb/bindings/go/internal/utf8text"
 	"google.golang.org/grpc/experimental/balancer/weight"
 	"google.golang.org/grpc/resolver"
 )
@@ -46,11 +44,11 @@ func SetInvoker(endpoint resolver.Endpoint, inv polylb.Invoker) resolver.Endpoin
 func invokerOf(id uint64, endpoint resolver.Endpoint) polylb.Invoker {
 	address := ""
 	if len(endpoint.Addresses) > 0 {
-		address = utf8Text(endpoint.Addresses[0].Addr)
+		address = utf8text.Escape(endpoint.Addresses[0].Addr)
 	}
 	if attr, ok := endpoint.Attributes.Value(invokerKey{}).(invokerAttr); ok {
 		inv := polylb.Invoker(attr)
-		inv.ID, inv.Address, inv.Zone = id, address, utf8Text(inv.Zone)
+		inv.ID, inv.Address, inv.Zone = id, address, utf8text.Escape(inv.Zone)
 		return inv
 	}
 	inv := polylb.NewInvoker(id, address)
@@ -58,29 +56,6 @@ func invokerOf(id uint64, endpoint resolver.Endpoint) polylb.Invoker {
 		inv.Weight = int32(min(w, math.MaxInt32))
 	}
 	return inv
-}
-
-// utf8Text is s with each byte that is not part of valid UTF-8 written as
-// \xNN. The library takes addresses and zones as UTF-8 and rejects a whole
-// set for one that is not, while gRPC's are bytes (a unix socket's path, a
-// zone a resolver read from a label): one endpoint must not fail the channel.
-// Distinct byte strings stay distinct unless a valid one spells such an
-// escape itself; the hash strategies place the invoker by this text.
-func utf8Text(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for len(s) > 0 {
-		r, size := utf8.DecodeRuneInString(s)
-		if r == utf8.RuneError && size == 1 {
-			fmt.Fprintf(&b, "\\x%02x", s[0])
-		} else {
-			b.WriteString(s[:size])
-		}
-		s = s[size:]
-	}
-	return b.String()
 }
 
 type keyKey struct{}
