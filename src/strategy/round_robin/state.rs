@@ -126,8 +126,6 @@ impl State {
         if current == 0 {
             self.entries.remove(&id);
         } else {
-            #[cfg(test)]
-            COUNTERS_WRITTEN.with(|c| c.set(c.get() + 1));
             self.entries.insert(
                 id,
                 Entry {
@@ -209,10 +207,4 @@ impl State {
         }
         pos
     }
-}
-
-#[cfg(test)]
-thread_local! {
-    /// Counters written out to `entries` on this thread.
-    pub(super) static COUNTERS_WRITTEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
