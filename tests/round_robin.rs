@@ -140,6 +140,26 @@ fn churn_against_model(
                         set.iter().map(|&(id, w)| provider(id).weight(w)).collect();
                     b.update(&invokers).unwrap();
                 }
+                7 => {
+                    // Every provider goes, or the binding closes, and the set comes back
+                    // (with a weight changed, or after 60 s): Dubbo's entries stay, as no
+                    // select runs on an empty set to recycle them.
+                    b.update(&[]).unwrap();
+                    if rng.next(2) == 0 {
+                        b.update(&[]).unwrap();
+                    }
+                    assert!(b.select(m, b"", now_ms * 1000).is_err());
+                    if rng.next(3) == 0 {
+                        now_ms += 61_000;
+                    }
+                    if rng.next(3) == 0 {
+                        let changed = rng.next(set.len() as u64) as usize;
+                        set[changed].1 = weight(&mut rng);
+                    }
+                    let invokers: Vec<Invoker> =
+                        set.iter().map(|&(id, w)| provider(id).weight(w)).collect();
+                    b.update(&invokers).unwrap();
+                }
                 6 => {
                     // The registry pushes the same set again: picks go on as they were.
                     let invokers: Vec<Invoker> =

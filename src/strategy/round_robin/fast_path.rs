@@ -84,7 +84,7 @@ impl State {
             }
             None => {
                 let weights: Vec<i32> = set.members().map(|m| m.weight).collect();
-                self.kinetic.insert(Kinetic {
+                self.kinetic.insert(Box::new(Kinetic {
                     live: true,
                     generation,
                     positions: set.each_position().collect(),
@@ -93,7 +93,7 @@ impl State {
                     wrr: Tournament::new(&[], &[]),
                     total: 0,
                     recording: None,
-                })
+                }))
             }
         };
         k.wrr.rebuild(&k.weights, start);

@@ -24,7 +24,8 @@
 //! The code: [`period`] computes periods ([`by_weight`] the one from all-zero counters over few
 //! distinct weights), [`live`] publishes and serves a live period
 //! lock-free, [`state`] holds the per-method counters, [`fast_path`] sets up and serves the
-//! period or tournament under the lock, [`tournaments`] serves subsets and warm-up;
+//! period or tournament under the lock, [`tournaments`] serves subsets and warm-up, [`parked`]
+//! keeps the counters compact while the set is empty (a binding's close);
 //! [`weight_classes`], [`smooth_wrr`] and [`warming_wrr`] are the tournaments themselves.
 //!
 //! [`ClassWrr`]: weight_classes::ClassWrr
@@ -35,6 +36,7 @@
 mod by_weight;
 mod fast_path;
 mod live;
+mod parked;
 mod period;
 mod smooth_wrr;
 mod state;
@@ -273,10 +275,11 @@ impl Strategy for RoundRobin {
             st.open_live(snapshot, per_method.method_id);
             return;
         }
-        st.materialize();
         if snapshot.members.is_empty() {
+            st.park();
             return;
         }
+        st.materialize();
         if !static_weights {
             // The first whole-set select at static weights builds it.
             st.slow_picks = st.rebuild_at;

@@ -3,7 +3,8 @@
 //! of the counters of invokers that left, and Dubbo's O(n) walk.
 
 use super::live::Live;
-use super::period::{position_of, Kinetic, Period};
+use super::parked::Parked;
+use super::period::{Kinetic, Period};
 use super::tournaments::{Subset, Warming};
 use super::{Ctx, PickSet, RECYCLE_MS};
 use crate::balancer::{IdHasher, Snapshot};
@@ -24,11 +25,11 @@ pub(super) struct State {
     pub(super) entries: HashMap<u64, Entry, BuildHasherDefault<IdHasher>>,
     pub(super) period: Option<Period>,
     /// When no period fits: the counters of the set's invokers live here, not in `entries`.
-    pub(super) kinetic: Option<Kinetic>,
+    pub(super) kinetic: Option<Box<Kinetic>>,
     /// While invokers warm up: the counters of the set's invokers live here.
-    pub(super) warming: Option<Warming>,
+    pub(super) warming: Option<Box<Warming>>,
     /// The last subset picked from, and its counters while its tournament is live.
-    pub(super) subset: Option<Subset>,
+    pub(super) subset: Option<Box<Subset>>,
     /// While a period or a tournament is live: the last-update time of every invoker of the set.
     pub(super) last_select_ms: i64,
     /// While a period or a tournament is live: the oldest last-update among entries of invokers that left.
@@ -45,6 +46,9 @@ pub(super) struct State {
     /// is, no select has seen its set (an update builds ahead of the picks): ending it then
     /// must leave the entries as they were, as Dubbo's would be, weight changes unseen.
     pub(super) picked_since_build: bool,
+    /// Since an update to the empty set: the counters of the set before it, not yet written
+    /// into `entries`.
+    pub(super) parked: Option<Parked>,
 }
 
 pub(super) struct PerMethod {
@@ -56,9 +60,15 @@ pub(super) struct PerMethod {
 }
 
 impl State {
-    /// Writes the counters implied by the live period or tournament back into `entries` and
-    /// drops it.
+    /// Writes the counters implied by a parked record and by the live period or tournament
+    /// back into `entries` and drops them.
     pub(super) fn materialize(&mut self) {
+        self.unpark();
+        self.materialize_held();
+    }
+
+    /// [`State::materialize`] for the period and tournaments only, a parked record left as it is.
+    pub(super) fn materialize_held(&mut self) {
         if let Some(mut sub) = self.subset.take() {
             if let (true, Some(wrr)) = (sub.live, sub.wrr.as_ref()) {
                 for ((&id, &weight), current) in
@@ -99,22 +109,8 @@ impl State {
             }
             self.kinetic = Some(k);
         }
-        let Some(p) = self.period.take() else { return };
-        // Picks by position in the set (the order's entries), read by index in the pick set.
-        let positions = p.positions.as_deref();
-        let span = positions.map_or(p.ids.len(), |ps| {
-            ps.iter().max().map_or(0, |&m| m as usize + 1)
-        });
-        let mut picks = vec![0i64; span];
-        for &pos in &p.order[..p.next] {
-            picks[pos as usize] += 1;
-        }
-        let steps = p.next as i64;
-        for (j, &id) in p.ids.iter().enumerate() {
-            let start = p.start.as_ref().map_or(0, |s| s[j]);
-            let w = p.weights[j];
-            let picked = picks[position_of(positions, j)];
-            self.set_counter(id, w, start + steps * w as i64 - p.total * picked);
+        if let Some(p) = self.period.take() {
+            Parked::of_period(p, self.last_select_ms).write_out(self);
         }
     }
 
@@ -123,6 +119,17 @@ impl State {
     /// unseen if it left, so a method whose counters are back at zero (every period's end)
     /// keeps no per-invoker state.
     fn set_counter(&mut self, id: u64, weight: i32, current: i64) {
+        self.set_counter_at(id, weight, current, self.last_select_ms);
+    }
+
+    /// [`State::set_counter`] as of a select at `last_update_ms`.
+    pub(super) fn set_counter_at(
+        &mut self,
+        id: u64,
+        weight: i32,
+        current: i64,
+        last_update_ms: i64,
+    ) {
         if current == 0 {
             self.entries.remove(&id);
         } else {
@@ -131,7 +138,7 @@ impl State {
                 Entry {
                     weight,
                     current,
-                    last_update_ms: self.last_select_ms,
+                    last_update_ms,
                 },
             );
         }

@@ -53,7 +53,7 @@ impl State {
         let picked = |id: u64| snapshot.position(id).is_some_and(|p| ctx.contains(p));
         if !(same && live) {
             self.materialize();
-            let sub = self.subset.get_or_insert_with(Subset::default);
+            let sub = self.subset.get_or_insert_with(Box::default);
             if !same {
                 // Remembered for the next subset pick, unless a tournament was live over other
                 // candidates: those usually come back right after a failover's pick, and are
@@ -119,12 +119,12 @@ impl State {
                     w.live = true;
                 }
                 None => {
-                    self.warming = Some(Warming {
+                    self.warming = Some(Box::new(Warming {
                         live: true,
                         generation,
                         ids: snapshot.members.iter().map(|m| m.id).collect(),
                         wrr: WarmingWrr::new(&snapshot.members, now_ms, prior),
-                    })
+                    }))
                 }
             }
             self.start_tracking_of(now_ms, |id| snapshot.position(id).is_some());
