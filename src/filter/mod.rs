@@ -11,7 +11,8 @@
 //!   weighted ones, and a drained one is ejected outside it; and when a call's own candidates
 //!   are all ejected, they are used anyway.
 //! - **Zone preference**: with `zone=Z`, calls go to invokers of zone Z while at least
-//!   `zone.minHealthyPercent` % of them are healthy (not ejected). Below that, the local share
+//!   `zone.minHealthyPercent` % of them are healthy (not ejected; where weight 0 drains an
+//!   invoker, of the weighted ones, as for the ejection budget). Below that, the local share
 //!   shrinks in proportion (healthy fraction / threshold) and the rest spills over to every
 //!   healthy invoker; with no healthy local invoker, everything spills over. A zone whose
 //!   healthy invokers all weigh 0 while other healthy ones do not is drained: it is preferred
@@ -174,8 +175,9 @@ impl Filter {
         let (mut local_total, mut local_healthy) = (0u64, 0u64);
         let healthy = positions.iter().copied().filter(|&p| !ejected(p));
         if self.prefers() && !self.drained(members, local, healthy) {
+            let counts = self.health_counter(members, positions.iter().copied());
             for &p in positions.iter() {
-                if local(p) {
+                if local(p) && counts(&members[p as usize]) {
                     local_total += 1;
                     local_healthy += !ejected(p) as u64;
                 }

@@ -76,15 +76,19 @@ impl Filter {
         let members = &snapshot.members;
         let not_ejected = (0..n as u32).filter(|&p| !self.is_ejected(&members[p as usize]));
         let drained = self.drained(members, |p| self.is_local(snapshot, p), not_ejected);
+        // The zone's health counts the invokers that take calls (see `health_counter`).
+        let counts = self.health_counter(members, 0..n as u32);
+        let mut local_healthy = 0u64;
         for (pos, m) in snapshot.members.iter().enumerate() {
             let local = !drained && self.is_local(snapshot, pos as u32);
-            local_total += local as u64;
+            local_total += (local && counts(m)) as u64;
             if self.is_ejected(m) {
                 continue;
             }
             view.healthy.push(pos as u32);
             view.healthy_mask[pos / 64] |= 1 << (pos % 64);
             if local {
+                local_healthy += counts(m) as u64;
                 view.local.push(pos as u32);
                 view.local_mask[pos / 64] |= 1 << (pos % 64);
             }
@@ -94,7 +98,7 @@ impl Filter {
             view.healthy.extend(0..n as u32);
             view.healthy_mask.fill(u64::MAX);
         }
-        view.local_share = self.local_share(local_total, view.local.len() as u64);
+        view.local_share = self.local_share(local_total, local_healthy);
         rebuild_weights(&mut view.healthy_weights, snapshot, &view.healthy, scratch);
         rebuild_weights(&mut view.local_weights, snapshot, &view.local, scratch);
     }

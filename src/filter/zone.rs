@@ -77,6 +77,24 @@ impl Filter {
         any_local && !local_weight && other_weight
     }
 
+    /// Which local invokers the zone's health counts: where weight 0 drains an invoker and
+    /// some of `positions` weighs more, the weighted ones only. A drained invoker takes no
+    /// calls, so it is no capacity of the zone whether or not it is ejected (as for the
+    /// ejection budget): counted, the ejection of a drained invoker spilled calls out of a
+    /// zone whose weighted invokers were all healthy, and drained invokers that were not
+    /// ejected kept every call in a zone that had lost most of its weighted capacity.
+    pub(super) fn health_counter(
+        &self,
+        members: &[Member],
+        positions: impl IntoIterator<Item = u32>,
+    ) -> impl Fn(&Member) -> bool {
+        let any_weighted = self.weights_drain
+            && positions
+                .into_iter()
+                .any(|p| members[p as usize].weight > 0);
+        move |m: &Member| !any_weighted || m.weight > 0
+    }
+
     /// The local share as a 32-bit fixed-point probability: 1 << 32 = always local.
     pub(super) fn local_share(&self, local_total: u64, local_healthy: u64) -> u64 {
         if local_total == 0 || local_healthy == 0 {

@@ -316,3 +316,71 @@ fn options_unset_or_inert_change_nothing() {
         }
     }
 }
+
+/// A zone's health counts the invokers that take calls: a drained (weight-0) invoker is no
+/// capacity of its zone, ejected or not, as it is none of the ejection budget's. Counted, the
+/// ejection of a drained invoker (one drained because it failed, say) spilled calls out of a
+/// zone whose only weighted invoker was healthy, and drained invokers that were not ejected
+/// kept every call in a zone that had lost half of its weighted invokers.
+#[test]
+fn a_zones_health_counts_its_weighted_invokers_where_weights_drain() {
+    let config = |kind: StrategyKind| {
+        format!(
+            "loadbalance={}&zone=a&seed=9&outlier.consecutiveFailures=1\
+             &outlier.maxEjectionPercent=50",
+            kind.name()
+        )
+    };
+    let local_share = |b: &Balancer, local: &[u64]| {
+        let mut here = 0;
+        for k in 0..4000u32 {
+            let id = b.select(0, &k.to_le_bytes(), NOW).unwrap();
+            b.report(0, id, 1000, Outcome::Success, NOW).unwrap();
+            here += usize::from(local.contains(&id));
+        }
+        here as f64 / 4000.0
+    };
+    for kind in NEVER_PICK_A_ZERO_WEIGHT {
+        let name = kind.name();
+        // Zone a: 1 weighted, 2 drained and ejected. 1 is all of the zone's capacity, healthy.
+        let b = lb(
+            &config(kind),
+            &[
+                provider(1).zone("a"),
+                provider(2).zone("a").weight(0),
+                provider(3).zone("b"),
+                provider(4).zone("b"),
+            ],
+        );
+        b.report(0, 2, 10, Outcome::Failure, NOW).unwrap();
+        assert_eq!(stat_value(&b, NOW, 2, "ejected"), true, "{name}");
+        let share = local_share(&b, &[1]);
+        assert_eq!(
+            share, 1.0,
+            "{name}: a drained invoker's ejection spilled calls over"
+        );
+        // Zone a: 1 and 2 weighted, 5, 6 and 7 drained; 1 ejected: half of the zone's
+        // capacity is left, below 70 %, so 50/70 of the calls stay and the rest spill over
+        // to the healthy invokers (2, 3 and 4 by weight: a third of them stays too).
+        let b = lb(
+            &config(kind),
+            &[
+                provider(1).zone("a"),
+                provider(2).zone("a"),
+                provider(3).zone("b"),
+                provider(4).zone("b"),
+                provider(5).zone("a").weight(0),
+                provider(6).zone("a").weight(0),
+                provider(7).zone("a").weight(0),
+            ],
+        );
+        b.report(0, 1, 10, Outcome::Failure, NOW).unwrap();
+        assert_eq!(stat_value(&b, NOW, 1, "ejected"), true, "{name}");
+        let share = local_share(&b, &[2]);
+        let expected = 5.0 / 7.0 + 2.0 / 7.0 / 3.0;
+        assert!(
+            (share - expected).abs() < 0.05,
+            "{name}: {share} of the calls stayed local, expected about {expected}"
+        );
+    }
+}

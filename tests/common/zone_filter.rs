@@ -8,6 +8,21 @@ pub struct Zoning<'a> {
     pub is_local: &'a dyn Fn(u64) -> bool,
     pub weighs: &'a dyn Fn(u64) -> bool,
     pub min_healthy_percent: u32,
+    /// Whether weight 0 drains an invoker under the strategy (every one but `consistenthash`,
+    /// `adaptive`, `leastactive` and `shortestresponse`): the zone's health then counts its
+    /// weighted invokers while an allowed one weighs something.
+    pub weights_drain: bool,
+}
+
+impl Zoning<'_> {
+    /// Whether weight 0 drains an invoker under `strategy`.
+    pub fn weights_drain(strategy: polylb::StrategyKind) -> bool {
+        use polylb::StrategyKind::*;
+        !matches!(
+            strategy,
+            ConsistentHash | Adaptive | LeastActive | ShortestResponse
+        )
+    }
 }
 
 /// The invokers a pick may return, and whether the strategy picks among exactly those (false
@@ -32,6 +47,7 @@ pub fn filtered(
         is_local,
         weighs,
         min_healthy_percent,
+        weights_drain,
     }) = zoning
     else {
         return (spill, true);
@@ -43,11 +59,18 @@ pub fn filtered(
     if drained {
         return (spill, true);
     }
-    let local_total = allowed.iter().filter(|&&x| is_local(x)).count();
+    // Health counts the invokers that take calls: the weighted ones where weights drain.
+    let any_weighted = weights_drain && allowed.iter().any(|&x| weighs(x));
+    let counts = |x: u64| !any_weighted || weighs(x);
+    let local_total = allowed
+        .iter()
+        .filter(|&&x| is_local(x) && counts(x))
+        .count();
     let local_healthy: Vec<u64> = healthy.iter().copied().filter(|&x| is_local(x)).collect();
-    if local_healthy.is_empty() {
+    let counted_healthy = local_healthy.iter().filter(|&&x| counts(x)).count();
+    if counted_healthy == 0 {
         (spill, true)
-    } else if local_healthy.len() * 100 >= local_total * min_healthy_percent as usize {
+    } else if counted_healthy * 100 >= local_total * min_healthy_percent as usize {
         (local_healthy, true)
     } else {
         (spill, false)

@@ -293,6 +293,7 @@ impl Model {
             } else {
                 self.config.zone_min_healthy_percent
             },
+            weights_drain: Zoning::weights_drain(self.config.strategy),
         });
         filtered(allowed, ejected, zoning)
     }

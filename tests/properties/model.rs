@@ -110,6 +110,7 @@ impl Model {
             is_local: &is_local,
             weighs: &weighs,
             min_healthy_percent: self.config.zone_min_healthy_percent,
+            weights_drain: Zoning::weights_drain(self.config.strategy),
         });
         filtered(allowed, ejected, zoning)
     }

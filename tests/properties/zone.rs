@@ -1,5 +1,6 @@
 //! Zone preference.
 
+use crate::common::zone_filter::Zoning;
 use crate::sequences::*;
 use crate::{seeded, strategies, BASE_US};
 use polylb::{Balancer, Invoker, Outcome};
@@ -28,7 +29,12 @@ struct ZoneInv {
 
 /// Where the zone rules send a pick among `allowed` (indices into `set`), as documented: the
 /// share of picks kept local (`[0, 1]`), and the invokers the rest spill over to.
-fn zone_rule(set: &[ZoneInv], allowed: &[usize], min_healthy: u32) -> (f64, Vec<usize>) {
+fn zone_rule(
+    set: &[ZoneInv],
+    allowed: &[usize],
+    min_healthy: u32,
+    weights_drain: bool,
+) -> (f64, Vec<usize>) {
     let healthy: Vec<usize> = allowed
         .iter()
         .copied()
@@ -45,8 +51,15 @@ fn zone_rule(set: &[ZoneInv], allowed: &[usize], min_healthy: u32) -> (f64, Vec<
     if drained || local_healthy == 0 {
         return (0.0, healthy);
     }
-    // Health counts the call's local candidates, ejected ones included.
-    let local_total = allowed.iter().filter(|&&i| set[i].local).count();
+    // Health counts the call's local candidates, ejected ones included: where weights drain,
+    // the weighted ones while a candidate weighs something (a drained one is no capacity).
+    let any_weighted = weights_drain && allowed.iter().any(|&i| set[i].weight > 0);
+    let counts = |i: usize| set[i].local && (!any_weighted || set[i].weight > 0);
+    let local_total = allowed.iter().filter(|&&i| counts(i)).count();
+    let local_healthy = healthy.iter().filter(|&&i| counts(i)).count();
+    if local_healthy == 0 {
+        return (0.0, healthy);
+    }
     let share = (local_healthy * 100) as f64 / (local_total * min_healthy as usize) as f64;
     (share.min(1.0), healthy)
 }
@@ -133,19 +146,21 @@ proptest! {
             allowed.iter().map(|&i| ids[i]).collect()
         };
         let local: BTreeSet<u64> = (0..n).filter(|&i| set[i].local).map(|i| ids[i]).collect();
-        let (share, spill) = zone_rule(&set, &allowed, min_healthy);
-        // The spill-over's local part with `random` (by weight; uniform when all weigh 0).
-        let weight = |i: &usize| set[*i].weight as u64;
-        let spill_weight: u64 = spill.iter().map(weight).sum();
-        let spill_local_weight: u64 = spill.iter().filter(|&&i| set[i].local).map(weight).sum();
-        let spill_locals = spill.iter().filter(|&&i| set[i].local).count();
-        let spill_local = if spill_weight > 0 {
-            spill_local_weight as f64 / spill_weight as f64
-        } else {
-            spill_locals as f64 / spill.len() as f64
-        };
-
         for (strategy, picks) in [("random", 3000u64), (strategies()[other], 300)] {
+            let kind = polylb::StrategyKind::from_name(strategy).unwrap();
+            let (share, spill) =
+                zone_rule(&set, &allowed, min_healthy, Zoning::weights_drain(kind));
+            // The spill-over's local part with `random` (by weight; uniform when all weigh 0).
+            let weight = |i: &usize| set[*i].weight as u64;
+            let spill_weight: u64 = spill.iter().map(weight).sum();
+            let spill_local_weight: u64 =
+                spill.iter().filter(|&&i| set[i].local).map(weight).sum();
+            let spill_locals = spill.iter().filter(|&&i| set[i].local).count();
+            let spill_local = if spill_weight > 0 {
+                spill_local_weight as f64 / spill_weight as f64
+            } else {
+                spill_locals as f64 / spill.len() as f64
+            };
             let config = format!(
                 "loadbalance={strategy}&seed={seed}&zone=z0&zone.minHealthyPercent={min_healthy}\
                  &outlier.consecutiveFailures=1&outlier.maxEjectionPercent=100\
