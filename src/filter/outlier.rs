@@ -189,7 +189,13 @@ impl Filter {
             let forgiven = now_ms.saturating_sub(lifted).max(0) / cfg.base_ejection_ms;
             n = n.saturating_sub(forgiven.min(u32::MAX as i64) as u32);
         }
-        n = n.saturating_add(1);
+        // Steps past the one that reaches the longest ejection lengthen nothing; kept, each
+        // would also have to be forgiven (a base period apiece), so an invoker that flapped
+        // for hours was ejected for the longest time again after hours of health.
+        let steps_to_cap = (cfg.max_ejection_ms - 1) / cfg.base_ejection_ms + 1;
+        n = n
+            .saturating_add(1)
+            .min(steps_to_cap.min(u32::MAX as i64) as u32);
         let length = cfg
             .base_ejection_ms
             .saturating_mul(n as i64)

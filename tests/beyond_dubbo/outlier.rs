@@ -521,3 +521,33 @@ fn an_ejection_of_the_longest_length_is_not_lifted_by_a_call_a_moment_earlier() 
         "no longer ejected"
     );
 }
+
+/// The back-off stops growing once an ejection reaches `outlier.maxEjectionMs`: the steps past
+/// it lengthen nothing, and kept they each had to be forgiven too, so an invoker that flapped
+/// for a long time was ejected for the longest time again after as long a time of health.
+#[test]
+fn back_off_steps_past_the_longest_ejection_are_not_kept() {
+    let b = lb(
+        "loadbalance=random&seed=3&outlier.consecutiveFailures=1&outlier.maxEjectionPercent=50\
+         &outlier.baseEjectionMs=1000&outlier.maxEjectionMs=3000",
+        &(1..=4).map(provider).collect::<Vec<_>>(),
+    );
+    let ms = |t: i64| NOW + t * 1000;
+    let until = |t: i64| stat(&b, ms(t), 1, "ejected_until_ms") - ms(t) / 1000;
+    // Flaps 20 times: ejected again as each ejection ends (1, 2, then 3 s each).
+    let mut t = 0;
+    for _ in 0..20 {
+        b.report(0, 1, 10, Outcome::Failure, ms(t)).unwrap();
+        t += until(t);
+        b.select(0, b"", ms(t)).unwrap();
+    }
+    assert!(stat(&b, ms(t), 1, "ejections") <= 3);
+    // Healthy for three base periods: the three steps to the longest ejection are forgiven.
+    t += 3000;
+    b.report(0, 1, 10, Outcome::Failure, ms(t)).unwrap();
+    assert_eq!(
+        until(t),
+        1000,
+        "ejected for longer than the base after 3 quiet periods"
+    );
+}
