@@ -61,7 +61,11 @@ impl Report {
         let lx0 = (lo / 1000.0).log10().floor();
         let lx1 = ((hi / 1000.0).log10().ceil()).max(lx0 + 1.0);
         let ymax = 4.0;
-        let px = |us: f64| x0 + ((us.max(1.0) / 1000.0).log10() - lx0) / (lx1 - lx0) * w;
+        // The axis starts at a power of ten at or below 50 µs, not at the fastest call: a
+        // latency below it (exponential or widely spread service times have calls of a few
+        // µs) is drawn on the left edge, not left of the plot and off the page.
+        let axis_lo_us = 10f64.powf(lx0) * 1000.0;
+        let px = |us: f64| x0 + ((us.max(axis_lo_us) / 1000.0).log10() - lx0) / (lx1 - lx0) * w;
         let py = |q: f64| {
             let t = if q >= 1.0 {
                 ymax
@@ -294,6 +298,103 @@ pub(super) fn escape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::engine::{PolicySpec, ProviderResult, RunResult};
+    use crate::report::{Report, Settings};
+    use crate::scenario::{build, Model, Scenario};
+
+    /// A report of one (scenario, load, consumers) with a run per label, each with `cdf`.
+    fn report(id: &str, secs: f64, labels: &[&str], cdf: &[(f64, f64)]) -> (Report, Scenario) {
+        let sc = build(id, Some((secs * 1e6) as i64), &Model::default()).unwrap();
+        let policies: Vec<PolicySpec> = labels.iter().map(|p| PolicySpec::parse(p)).collect();
+        let buckets = 120;
+        let runs = labels
+            .iter()
+            .map(|p| RunResult {
+                scenario: sc.label(),
+                policy: p.to_string(),
+                load: 0.85,
+                consumers: 1,
+                seed: 1,
+                duration_us: sc.duration_us,
+                calls: 1000,
+                ok: 999,
+                failures: 1,
+                attempts: 1000,
+                p50_us: 1000.0,
+                p99_us: 5000.0,
+                p999_us: 9000.0,
+                mean_us: 1200.0,
+                cdf: cdf.to_vec(),
+                providers: (0..sc.providers.len())
+                    .map(|i| ProviderResult {
+                        share: 1.0 / sc.providers.len() as f64,
+                        utilisation: 0.85,
+                        series: (0..buckets as u32)
+                            .map(|b| 10 + (b + i as u32) % 7)
+                            .collect(),
+                    })
+                    .collect(),
+                bucket_us: sc.duration_us / buckets,
+                ..RunResult::default()
+            })
+            .collect();
+        let settings = Settings {
+            loads: vec![0.85],
+            consumers: vec![1],
+            seeds: 1,
+            seed: 1,
+            timeout_us: 1_000_000,
+            retries: 0,
+            wall_s: 0.0,
+            jobs: 1,
+            command: String::new(),
+        };
+        (Report::new(&[sc.clone()], &policies, runs, settings), sc)
+    }
+
+    /// The numbers of every `points` list of the polylines whose tag starts as `open` does.
+    fn polyline_points(svg: &str, open: &str) -> Vec<(f64, f64)> {
+        let mut out = Vec::new();
+        for line in svg.split("<polyline").skip(1) {
+            if !line.starts_with(open) {
+                continue;
+            }
+            let pts = line.split("points=\"").nth(1).unwrap();
+            let pts = &pts[..pts.find('"').unwrap()];
+            for p in pts.split_whitespace() {
+                let (x, y) = p.split_once(',').unwrap();
+                out.push((x.parse().unwrap(), y.parse().unwrap()));
+            }
+        }
+        out
+    }
+
+    /// Calls faster than the axis's first decade (exponential service times, or a wide
+    /// lognormal: a few µs) were drawn left of the plot, down to x = -120 (off the page).
+    #[test]
+    fn a_latency_below_the_axis_stays_on_the_plot() {
+        let cdf = [
+            (0.0, 0.0),
+            (3.0, 0.045),
+            (40.0, 0.09),
+            (900.0, 0.5),
+            (20_000.0, 1.0),
+        ];
+        let (rep, sc) = report("2a", 1.0, &["random", "oracle-jsq"], &cdf);
+        let svg = rep.svg(&sc, 0.85, 1);
+        // The CDF's polylines carry no title (the per-provider ones do).
+        let pts = polyline_points(&svg, " fill=\"none\" stroke=\"");
+        let cdf_pts: Vec<_> = pts.iter().filter(|&&(_, y)| y <= 390.0).collect();
+        assert!(!cdf_pts.is_empty());
+        for &&(x, y) in &cdf_pts {
+            // The plot: x 70..830, y 55..390.
+            assert!(
+                (70.0..=830.0).contains(&x) && (55.0..=390.0).contains(&y),
+                "({x}, {y})"
+            );
+        }
+    }
+
     /// Each of the default run's 13 strategies is drawn its own way (the palette has 12
     /// colours: `recommended` was drawn as `random`).
     #[test]
