@@ -193,11 +193,21 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
             _ => (flag, None),
         };
+        // A flag where its value should be is a value forgotten: `--out --quiet` wrote the
+        // report to a directory named `--quiet` and stayed verbose, `--strategies
+        // --no-oracles` ran the oracles alone. (`--out=--x` still names such a directory.)
         let mut value = || -> Result<String, String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{flag} needs a value"))
+            if let Some(v) = &inline {
+                return Ok(v.clone());
+            }
+            match it.next() {
+                Some(v) if v.starts_with("--") => Err(format!(
+                    "{flag} needs a value, not the flag '{v}' (write {flag}={v} for a value \
+                     that starts with --)"
+                )),
+                Some(v) => Ok(v),
+                None => Err(format!("{flag} needs a value")),
+            }
         };
         let num = |v: String, what: &str| -> Result<f64, String> {
             v.parse::<f64>()
@@ -747,6 +757,34 @@ mod tests {
         ] {
             assert_eq!(parse(args).err().as_deref(), Some(error), "{args}");
         }
+    }
+
+    /// A value left out takes no flag for it: `--out --quiet` wrote the report to
+    /// `./--quiet` and printed progress, exit 0.
+    #[test]
+    fn a_flag_is_not_the_value_of_the_one_before() {
+        for (args, error) in [
+            (
+                "--out --quiet",
+                "--out needs a value, not the flag '--quiet' (write --out=--quiet for a value \
+                 that starts with --)",
+            ),
+            (
+                "--strategies --no-oracles",
+                "--strategies needs a value, not the flag '--no-oracles' (write \
+                 --strategies=--no-oracles for a value that starts with --)",
+            ),
+            ("--seed", "--seed needs a value"),
+        ] {
+            assert_eq!(parse(args).err().as_deref(), Some(error), "{args}");
+        }
+        assert_eq!(
+            parse("--out=--x").unwrap().out,
+            std::path::PathBuf::from("--x")
+        );
+        assert_eq!(parse("--seed 7 --loads -0.5").err().as_deref(), Some(
+            "--loads: each load must be in (0, 2) as a fraction, or in (2, 200) as a percentage"
+        ));
     }
 
     /// report.md's command reads back as the arguments it was given, in a POSIX shell.
