@@ -86,6 +86,9 @@ func (st *serviceState) cover(list []base.Invoker) error {
 	now := time.Now()
 	st.closeUnbound(now)
 	next := nextSet(st.set.Load(), list, &st.nextID, now, st.memberKey)
+	if st.groups {
+		next.asGroups()
+	}
 	for k, b := range st.balancers {
 		if err := b.Update(next.weightsFor(k.weightsOf)); err != nil {
 			return fmt.Errorf("polylb: the providers of %s were rejected (%s): %w", st.serviceKey, k.config, err)

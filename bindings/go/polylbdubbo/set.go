@@ -191,6 +191,28 @@ func nextSet(old *invokerSet, list []base.Invoker, nextID *uint64, now time.Time
 	return s
 }
 
+// asGroups makes the members of a multi-group reference's groups (see
+// stateKey) what a group is as a whole: a group's cluster invoker carries its
+// first provider's URL, whose start and zone are that provider's, not the
+// group's. Read as the group's, a group whose first provider had just
+// restarted was warmed up with it (at 30 s of 600, 13 of 600 calls instead of
+// 200), and with polylb.config's zone the groups were chosen by where their
+// first providers run. The weight stays the one dubbo-go's own balancers give
+// a group (its URL's weight); they warm up no group (remote.timestamp is never
+// set), and the Java adapter gives a cluster invoker no warm-up. Within the
+// group, its providers warm up and keep their zones.
+func (s *invokerSet) asGroups() {
+	strip := func(ws []polylb.Invoker) {
+		for i := range ws {
+			ws[i].StartTimeMs, ws[i].WarmupMs, ws[i].Zone = 0, 0, ""
+		}
+	}
+	strip(s.plb)
+	for _, ws := range s.byMethod {
+		strip(ws)
+	}
+}
+
 // weightsFor is the set as calls of method weigh it ("": the service's).
 func (s *invokerSet) weightsFor(method string) []polylb.Invoker {
 	if own, ok := s.byMethod[method]; ok {
