@@ -283,7 +283,7 @@ public class PolylbInvokerFilter implements Filter {
      * failures, one caller's bad argument (a class that is not Serializable, or outside Dubbo's
      * serialization allow list, STRICT from Dubbo 3.3), retried by a failover on every provider,
      * would eject them all. Over the dubbo protocol the request is encoded in the calling thread
-     * (NettyChannel.send, unless {@code encode.in.io.thread}) and DubboInvoker throws an
+     * (NettyChannel.send, unless {@code encode.in.io} is true) and DubboInvoker throws an
      * RpcException around the RemotingException of that send: SERIALIZATION_EXCEPTION when the
      * serializer failed (DubboInvoker's own test), or around an ExceedPayloadLimitException for a
      * request over this side's {@code payload} limit. (An error the provider answered comes in the
