@@ -227,7 +227,9 @@ void plb_balancer_free(struct plb_balancer *b);
  * takes its slot, when it exits, or at plb_balancer_free, whichever comes first. Updating to an
  * empty set therefore releases the state of a balancer that is no longer used while other
  * threads may still hold its handle, except the copies other threads cached (until one of
- * those); the bindings' close() does this and leaves the free to their garbage collector, so
+ * those) and `roundrobin`'s counters, which Dubbo keeps for invokers that come back (8 bytes
+ * per method used and invoker, 20 where a method's picks were not the set's own period);
+ * the bindings' close() does this and leaves the free to their garbage collector, so
  * that a call racing close() never reaches freed memory.
  */
 int32_t plb_balancer_update(const struct plb_balancer *b, const struct plb_invoker *invokers, size_t n, char *err, size_t err_cap, size_t *err_len);

@@ -236,7 +236,9 @@ pub unsafe extern "C" fn plb_balancer_free(b: *mut plb_balancer) {
 /// takes its slot, when it exits, or at plb_balancer_free, whichever comes first. Updating to an
 /// empty set therefore releases the state of a balancer that is no longer used while other
 /// threads may still hold its handle, except the copies other threads cached (until one of
-/// those); the bindings' close() does this and leaves the free to their garbage collector, so
+/// those) and `roundrobin`'s counters, which Dubbo keeps for invokers that come back (8 bytes
+/// per method used and invoker, 20 where a method's picks were not the set's own period);
+/// the bindings' close() does this and leaves the free to their garbage collector, so
 /// that a call racing close() never reaches freed memory.
 #[no_mangle]
 pub unsafe extern "C" fn plb_balancer_update(
