@@ -3,7 +3,7 @@
 use super::Balancer;
 use crate::clock::Clock;
 use crate::stats::BYPASS;
-use crate::strategy::StatsAt;
+use crate::strategy::{MethodVisitor, StatsAt};
 use crate::weight::effective_weight;
 use std::fmt::Write as _;
 
@@ -18,11 +18,13 @@ impl Balancer {
         let clock = Clock::new(now_us);
         let (now_ms, now_us) = (clock.now_ms(), clock.now_us());
         let method = |id: u32| inner.methods.get(id);
+        let each_method = |f: &mut MethodVisitor<'_>| inner.methods.each(|id, m| f(id, m));
         let at = StatsAt {
             now_us,
             now_ms,
             library_clock: clock.is_library(),
             method: &method,
+            each_method: &each_method,
             snapshot: &snapshot,
         };
         let mut out = String::with_capacity(256 + snapshot.members.len() * 256);

@@ -207,6 +207,9 @@ pub(crate) trait Strategy: Send + Sync + 'static {
     }
 }
 
+/// What [`StatsAt::each_method`] calls with each method's id and state.
+pub(crate) type MethodVisitor<'v> = dyn FnMut(u32, &MethodState) + 'v;
+
 /// The moment a stats snapshot describes, for [`Strategy::stats_fields`].
 pub(crate) struct StatsAt<'a> {
     pub now_us: i64,
@@ -215,6 +218,8 @@ pub(crate) struct StatsAt<'a> {
     pub library_clock: bool,
     /// The balancer's state of a method id (`BYPASS` cleared), as picks of it read it.
     pub method: &'a dyn Fn(u32) -> Option<&'a MethodState>,
+    /// Calls its argument with every method interned so far (its id and state).
+    pub each_method: &'a dyn Fn(&mut MethodVisitor<'_>),
     /// The set the row's invoker belongs to (what the strategy prepared for it included).
     pub snapshot: &'a Snapshot,
 }

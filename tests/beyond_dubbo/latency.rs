@@ -524,3 +524,21 @@ fn peakewma_stats_show_the_latency_a_pick_prices_each_invoker_at() {
     let faded = stat(&b, now, 1, "latency_now_us");
     assert!((1_000..10_000).contains(&faded), "faded price {faded} us");
 }
+
+/// An invoker that joined and was never picked has no counters for the method, yet picks price
+/// it at the method's typical latency (cold start): its stats' `latency_now_us` says so too
+/// (docs/abi-contract.md: "the typical one before its first sample"), not 0.
+#[test]
+fn peakewma_stats_price_an_untried_invoker_at_the_typical_latency() {
+    let b = lb("loadbalance=peakewma&seed=1", &[provider(1), provider(2)]);
+    let mut t = NOW;
+    for _ in 0..200 {
+        t += 1_000;
+        let id = b.select(0, b"", t).unwrap();
+        b.report(0, id, 5_000, Outcome::Success, t).unwrap();
+    }
+    b.update(&[provider(1), provider(2), provider(3)]).unwrap();
+    assert_eq!(stat(&b, t, 1, "latency_now_us"), 5_000);
+    assert_eq!(stat(&b, t, 3, "latency_estimate_us"), 0);
+    assert_eq!(stat(&b, t, 3, "latency_now_us"), 5_000);
+}

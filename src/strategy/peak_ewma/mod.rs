@@ -330,6 +330,13 @@ impl Strategy for PeakEwma {
             let typical = (at.method)(method & !BYPASS).map_or(0.0, Typical::get);
             price = price.max(self.price_now(s, typical, at.now_us, slack_us));
         }
+        // A method this invoker has no counters for yet (never picked for it, e.g. one that
+        // just joined): picks price it at the method's typical latency, and so do its stats.
+        (at.each_method)(&mut |id, m| {
+            if member.state.methods.get(id).is_none() {
+                price = price.max(Typical::get(m));
+            }
+        });
         let _ = write!(
             out,
             ",\"latency_estimate_us\":{},\"latency_now_us\":{}",
