@@ -234,3 +234,100 @@ fn roundrobin_close_leaves_a_compact_record_of_the_counters() {
         "what a close left per method and invoker: {over:#?}"
     );
 }
+
+/// What a close leaves per method and invoker when each method's last call before it was not
+/// served from the set's period or tournament: `last` makes that call (or update) for method
+/// `m` of the set `set`.
+fn roundrobin_close_after(
+    n: usize,
+    methods: usize,
+    last: fn(&Balancer, u32, &[Invoker], i64),
+) -> f64 {
+    let now = 1_700_000_000_000_000i64;
+    let set: Vec<Invoker> = (0..n as u64)
+        .map(|i| {
+            Invoker::new(i, format!("10.0.{}.{}:20880", i / 250, i % 250))
+                .weight(100 + (i % 3) as i32 * 50)
+        })
+        .collect();
+    let baseline = live_bytes();
+    let b = Balancer::new("loadbalance=roundrobin").unwrap();
+    let ids: Vec<u32> = (0..methods)
+        .map(|i| b.method(&format!("method{i}")).unwrap())
+        .collect();
+    let interned = live_bytes() - baseline;
+    b.update(&set).unwrap();
+    for (k, &m) in ids.iter().enumerate() {
+        for _ in 0..n / 2 + k {
+            b.select(m, b"", now).unwrap();
+        }
+    }
+    for &m in &ids {
+        last(&b, m, &set, now);
+    }
+    b.update(&[]).unwrap();
+    assert!(b.select(ids[0], b"", now).is_err());
+    let left = live_bytes() - baseline - interned;
+    drop(b);
+    left as f64 / (n * methods) as f64
+}
+
+#[test]
+fn roundrobin_close_leaves_compact_counters_whatever_the_last_call() {
+    type Last = fn(&Balancer, u32, &[Invoker], i64);
+    let cases: [(&str, Last); 4] = [
+        ("a failover's retry", |b, m, _, now| {
+            let first = b.select(m, b"", now).unwrap();
+            b.select_among(m, b"", &[], &[first], now).unwrap();
+        }),
+        ("a router's candidates, twice", |b, m, set, now| {
+            let cands: Vec<u64> = set.iter().skip(1).map(|i| i.id).collect();
+            b.select_among(m, b"", &cands, &[], now).unwrap();
+            b.select_among(m, b"", &cands, &[], now).unwrap();
+        }),
+        (
+            "an update no select saw yet (a weight changed)",
+            |b, m, set, _| {
+                if m == b.method("method0").unwrap() {
+                    let mut changed = set.to_vec();
+                    changed[0] = changed[0].clone().weight(7);
+                    b.update(&changed).unwrap();
+                }
+            },
+        ),
+        (
+            "an update no select saw yet (an invoker added)",
+            |b, m, set, _| {
+                if m == b.method("method0").unwrap() {
+                    let mut more = set.to_vec();
+                    more.push(Invoker::new(99_999, "10.9.9.9:20880").weight(100));
+                    b.update(&more).unwrap();
+                }
+            },
+        ),
+    ];
+    let report: Vec<String> = cases
+        .into_iter()
+        .map(|(name, last)| {
+            let per = roundrobin_close_after(1000, 50, last);
+            format!("{name}: {per:.1} B")
+        })
+        .collect();
+    let over: Vec<&String> = report
+        .iter()
+        .filter(|r| {
+            let b: f64 = r
+                .rsplit(": ")
+                .next()
+                .unwrap()
+                .trim_end_matches(" B")
+                .parse()
+                .unwrap();
+            b > 8.0 + 12.0 + 1024.0 / 1000.0
+        })
+        .collect();
+    assert!(
+        over.is_empty(),
+        "what a close left per method and invoker: {report:#?}"
+    );
+}

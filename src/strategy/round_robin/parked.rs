@@ -9,7 +9,8 @@
 //! the ids and weights, which it shares with the period's when it was the set's own.
 
 use super::period::{position_of, Kinetic, Period};
-use super::state::State;
+use super::state::{Entry, State};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 pub(super) struct Parked {
@@ -18,6 +19,65 @@ pub(super) struct Parked {
     counters: Box<[i64]>,
     /// The latest select's time, which the entries take as their last update.
     last_select_ms: i64,
+    /// The entries the record does not stand for (its invokers' counters when the period or
+    /// tournament ended before the close: a failover's walk, a subset's or a warm-up's picks,
+    /// an update no select saw since; and invokers that left or are outside the local zone).
+    rest: Option<Box<Stowed>>,
+}
+
+/// Entries kept compact while the set is empty: 20 bytes each (by last update, in runs of one
+/// time), not a hash map's 55 to 70.
+struct Stowed {
+    ids: Box<[u64]>,
+    weights: Box<[i32]>,
+    counters: Box<[i64]>,
+    /// (last update, entries with it), in the order of the entries above.
+    runs: Box<[(i64, u32)]>,
+}
+
+impl Stowed {
+    /// Takes every entry out of `entries` (which keeps no memory).
+    fn of<S>(entries: &mut HashMap<u64, Entry, S>) -> Option<Box<Stowed>>
+    where
+        S: Default,
+    {
+        if entries.is_empty() {
+            return None;
+        }
+        let mut all: Vec<(u64, Entry)> = std::mem::take(entries).into_iter().collect();
+        all.sort_unstable_by_key(|(id, e)| (e.last_update_ms, *id));
+        let mut runs: Vec<(i64, u32)> = Vec::new();
+        for (_, e) in &all {
+            match runs.last_mut() {
+                Some((t, count)) if *t == e.last_update_ms => *count += 1,
+                _ => runs.push((e.last_update_ms, 1)),
+            }
+        }
+        Some(Box::new(Stowed {
+            ids: all.iter().map(|(id, _)| *id).collect(),
+            weights: all.iter().map(|(_, e)| e.weight).collect(),
+            counters: all.iter().map(|(_, e)| e.current).collect(),
+            runs: runs.into_boxed_slice(),
+        }))
+    }
+
+    fn restore(self, state: &mut State) {
+        state.entries.reserve(self.ids.len());
+        let mut at = 0;
+        for &(last_update_ms, count) in self.runs.iter() {
+            for j in at..at + count as usize {
+                state.entries.insert(
+                    self.ids[j],
+                    Entry {
+                        weight: self.weights[j],
+                        current: self.counters[j],
+                        last_update_ms,
+                    },
+                );
+            }
+            at += count as usize;
+        }
+    }
 }
 
 impl Parked {
@@ -44,6 +104,7 @@ impl Parked {
             weights: p.weights,
             counters,
             last_select_ms,
+            rest: None,
         }
     }
 
@@ -53,10 +114,26 @@ impl Parked {
             weights: k.weights.as_slice().into(),
             counters: k.wrr.counters().collect(),
             last_select_ms,
+            rest: None,
+        }
+    }
+
+    /// No period's or tournament's counters: only the entries.
+    fn empty() -> Parked {
+        Parked {
+            ids: Arc::new([]),
+            weights: Arc::new([]),
+            counters: Box::new([]),
+            last_select_ms: 0,
+            rest: None,
         }
     }
 
     pub(super) fn write_out(self, state: &mut State) {
+        if let Some(rest) = self.rest {
+            // Disjoint from the record's invokers, whose entries parking removed.
+            rest.restore(state);
+        }
         for ((&id, &weight), &current) in self.ids.iter().zip(&*self.weights).zip(&*self.counters) {
             state.set_counter_at(id, weight, current, self.last_select_ms);
         }
@@ -92,9 +169,18 @@ impl State {
             for id in parked.ids.iter() {
                 self.entries.remove(id);
             }
-            self.entries.shrink_to_fit();
             self.parked = Some(parked);
         }
+        // The other entries (all of them when the last pick was a walk, a subset's or a
+        // warm-up's, or when no select saw the set since an update built its period) are
+        // kept compact too. None are left when the set was empty before (any select or update
+        // in between wrote the record out).
+        if !self.entries.is_empty() {
+            let parked = self.parked.get_or_insert_with(Parked::empty);
+            debug_assert!(parked.rest.is_none());
+            parked.rest = Stowed::of(&mut self.entries);
+        }
+        self.entries.shrink_to_fit();
         self.kinetic = None;
         self.warming = None;
         self.subset = None;
