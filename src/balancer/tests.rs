@@ -376,3 +376,143 @@ fn a_ring_past_its_point_limit_is_refused_and_changes_nothing() {
     let b = Balancer::new("loadbalance=random&hash.nodes=65536").unwrap();
     b.update(&many).unwrap();
 }
+
+/// Dubbo's RoundRobinLoadBalance over `list` at `now_ms` (a copy of the model in tests/common).
+#[derive(Default)]
+struct RrModel(std::collections::HashMap<u64, (i32, i64, i64)>);
+
+impl RrModel {
+    fn select(&mut self, list: &[(u64, i32)], now_ms: i64) -> u64 {
+        if list.len() == 1 {
+            return list[0].0;
+        }
+        let (mut best, mut max, mut total) = (None, i64::MIN, 0i64);
+        for &(id, w) in list {
+            let e = self.0.entry(id).or_insert((w, 0, now_ms));
+            if e.0 != w {
+                e.0 = w;
+                e.1 = 0;
+            }
+            e.1 += w as i64;
+            e.2 = now_ms;
+            if best.is_none() || e.1 > max {
+                max = e.1;
+                best = Some(id);
+            }
+            total += w as i64;
+        }
+        if list.len() != self.0.len() {
+            self.0.retain(|_, e| now_ms - e.2 <= 60_000);
+        }
+        let id = best.unwrap();
+        self.0.get_mut(&id).unwrap().1 -= total;
+        id
+    }
+}
+
+/// roundrobin picks on a replaced set (a select that pinned it before an update, the update
+/// to the empty set included, finishing after) walk that set's list with the counters as they
+/// are, as Dubbo's select over the list it was handed: each pick against the model.
+#[test]
+fn roundrobin_picks_on_replaced_sets_across_empty_updates_equal_dubbo() {
+    for seed in 1..=200u64 {
+        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = |bound: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % bound
+        };
+        let big = seed % 3 == 0;
+        let b = Balancer::new("loadbalance=roundrobin").unwrap();
+        let m = b.method("m").unwrap();
+        let m_state = b.inner.methods.get(m).unwrap();
+        let mut model = RrModel::default();
+        let mut now_ms = 1_700_000_000_000i64;
+        let weight = |next: &mut dyn FnMut(u64) -> u64| -> i32 {
+            if big {
+                100_000 + next(100_000) as i32
+            } else {
+                1 + next(6) as i32
+            }
+        };
+        let mut set: Vec<(u64, i32)> = (1..=4 + next(4))
+            .map(|id| (id, weight(&mut next)))
+            .collect();
+        let publish = |set: &[(u64, i32)]| {
+            let invokers: Vec<Invoker> = set
+                .iter()
+                .map(|&(id, w)| Invoker::new(id, format!("10.0.0.{id}:1")).weight(w))
+                .collect();
+            b.update(&invokers).unwrap();
+        };
+        publish(&set);
+        // Replaced sets still pinned by some select: (snapshot, its list).
+        type Replaced = (Arc<Snapshot>, Vec<(u64, i32)>);
+        let mut old: Vec<Replaced> = Vec::new();
+        for step in 0..400 {
+            match next(12) {
+                0 | 1 => {
+                    old.push((b.inner.snapshot.load_full(), set.clone()));
+                    b.update(&[]).unwrap();
+                    if next(2) == 0 {
+                        old.push((b.inner.snapshot.load_full(), Vec::new()));
+                        b.update(&[]).unwrap();
+                    }
+                    // Selects that pinned a replaced set finish now.
+                    for _ in 0..next(3) {
+                        let (snap, list) = &old[next(old.len() as u64) as usize];
+                        if list.len() < 2 {
+                            continue;
+                        }
+                        now_ms += next(3) as i64;
+                        let clock = Clock::new(now_ms * 1000);
+                        let got =
+                            b.inner
+                                .select_in(&test_call(&b, snap, m_state, m, &clock), &[], &[]);
+                        let want = model.select(list, now_ms);
+                        assert_eq!(
+                            got,
+                            Ok(want),
+                            "seed {seed} step {step}: on a replaced set {list:?}"
+                        );
+                    }
+                    if next(3) == 0 {
+                        now_ms += 61_000;
+                    }
+                    if next(3) == 0 {
+                        let i = next(set.len() as u64) as usize;
+                        set[i].1 = weight(&mut next);
+                    }
+                    publish(&set);
+                }
+                2 => now_ms += 61_000,
+                3 if !old.is_empty() => {
+                    let (snap, list) = &old[next(old.len() as u64) as usize];
+                    if list.len() < 2 {
+                        continue;
+                    }
+                    now_ms += next(3) as i64;
+                    let clock = Clock::new(now_ms * 1000);
+                    let got = b
+                        .inner
+                        .select_in(&test_call(&b, snap, m_state, m, &clock), &[], &[]);
+                    let want = model.select(list, now_ms);
+                    assert_eq!(got, Ok(want), "seed {seed} step {step}: late on {list:?}");
+                }
+                4 => publish(&set),
+                _ => {
+                    for _ in 0..1 + next(20) {
+                        now_ms += next(3) as i64;
+                        let want = model.select(&set, now_ms);
+                        let got = b.select(m, b"", now_ms * 1000).unwrap();
+                        assert_eq!(got, want, "seed {seed} step {step}");
+                    }
+                }
+            }
+            if old.len() > 6 {
+                old.remove(0);
+            }
+        }
+    }
+}
