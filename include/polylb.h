@@ -228,7 +228,8 @@ void plb_balancer_free(struct plb_balancer *b);
  * empty set therefore releases the state of a balancer that is no longer used while other
  * threads may still hold its handle, except the copies other threads cached (until one of
  * those) and `roundrobin`'s counters, which Dubbo keeps for invokers that come back (8 bytes
- * per method used and invoker, 20 where a method's picks were not the set's own period);
+ * per method used and invoker, about 20 where a method's counters were not at a place in the
+ * set's own period);
  * the bindings' close() does this and leaves the free to their garbage collector, so
  * that a call racing close() never reaches freed memory.
  */
