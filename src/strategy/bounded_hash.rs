@@ -16,7 +16,10 @@
 //! that fraction of its keys, relative to the warmest candidate's (chosen per key, so a key it
 //! took stays with it as the weight grows) — with few calls in flight every capacity rounds up
 //! to 1, so capacities alone would let a cold invoker take all of its keys at once; relative, so
-//! that a set warming up all at once (a full redeploy) keeps the ring's picks.
+//! that a set warming up all at once (a full redeploy) keeps the ring's picks. The bound comes
+//! first: when every candidate with room turned the key down so, a second walk gives it to the
+//! first of them along the ring (the least loaded by weight, taken before, was often a full
+//! warm invoker: a hot key after a scale-out went past the bound).
 //!
 //! The whole set's in-flight total is kept per method (one counter, +1 on select, -1 on report)
 //! so that a whole-set pick is O(walk), not O(n); an update takes out the calls in flight on the
@@ -203,8 +206,12 @@ impl Room<'_, '_> {
         }
     }
 
+    /// Whether the invoker at `pos` has room and, with `SHARES`, takes the key: a warming
+    /// invoker only its share of the keys (the first walk). A second walk, when the first
+    /// found no candidate with room that takes the key, lets any with room take it, so that
+    /// the bound holds.
     #[inline(always)]
-    fn takes(&mut self, pos: usize) -> bool {
+    fn takes<const SHARES: bool>(&mut self, pos: usize) -> bool {
         let w = self.weight(pos);
         if w == 0 {
             return false;
@@ -216,7 +223,7 @@ impl Room<'_, '_> {
         // Warming up or ramping: it takes the share of its keys that its weight allows next to
         // the warmest candidate's (decided per key, so a key stays put and the share only
         // grows), even when every capacity is 1 (few calls in flight).
-        if !self.sampler.is_exact() {
+        if SHARES && !self.sampler.is_exact() {
             let fraction = self.sampler.fraction_of_full(pos);
             if fraction < 1.0 {
                 let (ctx, sampler) = (self.ctx, self.sampler);
@@ -229,6 +236,43 @@ impl Room<'_, '_> {
         }
         true
     }
+}
+
+/// The first candidate along the ring from `point` that `room` takes (see [`Room::takes`]).
+#[inline(always)]
+fn walk<const SHARES: bool>(
+    ring: &Ring,
+    ctx: &Ctx<'_>,
+    point: u32,
+    room: &mut Room<'_, '_>,
+) -> Option<usize> {
+    if ctx.is_all {
+        ring.walk_winners(point, |pos| room.takes::<SHARES>(pos))
+    } else if ring.hashing_pays(ctx.candidates.len()) {
+        ring.hash_placed_taking(point, ctx.candidates, ctx.mask, |pos| {
+            room.takes::<SHARES>(pos)
+        })
+    } else {
+        let mask = ctx.mask;
+        ring.walk_placed_taking(
+            point,
+            |pos| mask[pos / 64] & (1u64 << (pos % 64)) != 0,
+            |pos| room.takes::<SHARES>(pos),
+        )
+    }
+}
+
+/// [`walk`] again, where warming invokers with room take any key, not only their share.
+/// Apart: the common pick finds room on the first walk, and its code stays as it was.
+#[cold]
+#[inline(never)]
+fn walk_past_shares(
+    ring: &Ring,
+    ctx: &Ctx<'_>,
+    point: u32,
+    room: &mut Room<'_, '_>,
+) -> Option<usize> {
+    walk::<false>(ring, ctx, point, room)
 }
 
 impl Strategy for BoundedHash {
@@ -299,20 +343,16 @@ impl Strategy for BoundedHash {
         // hashed again instead of walking n / c steps to them.
         // A subset's ring is Dubbo's ring of the candidates, as `consistenthash`'s: a candidate
         // owns the points it lost only to invokers that are not candidates.
-        let found = if ctx.is_all {
-            ring.walk_winners(point, |pos| room.takes(pos))
-        } else if ring.hashing_pays(ctx.candidates.len()) {
-            ring.hash_placed_taking(point, ctx.candidates, ctx.mask, |pos| room.takes(pos))
-        } else {
-            let mask = ctx.mask;
-            ring.walk_placed_taking(
-                point,
-                |pos| mask[pos / 64] & (1u64 << (pos % 64)) != 0,
-                |pos| room.takes(pos),
-            )
-        };
-        if let Some(pos) = found {
+        if let Some(pos) = walk::<true>(ring, ctx, point, &mut room) {
             return Ok(pos);
+        }
+        // Every candidate with room is warming up and turned the key down as beyond its
+        // share: the bound comes first, so the first of them along the ring takes it (the
+        // least loaded by weight could be a full invoker, past its bound).
+        if !sampler.is_exact() {
+            if let Some(pos) = walk_past_shares(ring, ctx, point, &mut room) {
+                return Ok(pos);
+            }
         }
         // No room found (racing counts, or invokers without points): least loaded by weight.
         let mut best = ctx.candidates[0] as usize;

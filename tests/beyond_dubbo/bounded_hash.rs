@@ -3,6 +3,7 @@
 use crate::common::*;
 use crate::helpers::*;
 use polylb::{Invoker, Outcome};
+use std::collections::BTreeMap;
 
 #[test]
 fn boundedhash_matches_consistenthash_under_light_load() {
@@ -138,4 +139,44 @@ fn boundedhash_bound_counts_the_methods_own_calls_after_every_outcome() {
     let held = calls.iter().filter(|&&id| id == owner).count() as i64;
     assert_eq!(held, 250);
     assert_eq!(method_stat(&b, NOW, owner, "a", "active"), 250);
+}
+
+/// A scale-out: one warm invoker and nine that joined 30 s into Dubbo's 10-min warm-up (weight
+/// 5 of 100 each). A hot key's calls, all held: the warm invoker stays within its bound
+/// ⌈factor × calls × 100 / 145⌉ — once it is full the key goes to a cold invoker with room,
+/// even one that would not take it under light load (its share of its keys). The least loaded
+/// by weight, taken before, was the full warm invoker: 15 calls of 15 against a bound of 13 at
+/// the default factor, 20 of 20 against 14 at factor 1.
+#[test]
+fn boundedhash_keeps_the_bound_when_the_invokers_with_room_are_warming_up() {
+    let now_ms = NOW / 1000;
+    let set: Vec<Invoker> = (1..=10)
+        .map(|i| match i {
+            1 => provider(i),
+            _ => provider(i)
+                .start_time_ms(now_ms - 30_000)
+                .warmup_ms(600_000),
+        })
+        .collect();
+    let weight = |id: u64| if id == 1 { 100.0 } else { 5.0 };
+    for factor in [1.0, 1.25] {
+        for hot in 0..20u32 {
+            let key = format!("hot-{hot}");
+            let b = lb(
+                &format!("loadbalance=boundedhash&boundedhash.factor={factor}"),
+                &set,
+            );
+            let mut held: BTreeMap<u64, i64> = BTreeMap::new();
+            for calls in 1..=200i64 {
+                let id = b.select(0, key.as_bytes(), NOW).unwrap();
+                let n = held.entry(id).or_insert(0);
+                *n += 1;
+                let bound = (factor * calls as f64 * weight(id) / 145.0 - 1e-9).ceil() as i64;
+                assert!(
+                    *n <= bound,
+                    "factor {factor}, key {key}: invoker {id} holds {n} of {calls}, bound {bound}"
+                );
+            }
+        }
+    }
 }
