@@ -270,7 +270,8 @@ pub(super) const KEYS: &[(&str, &str, Setter)] = &[
         "subset.index",
         "subsetting: this consumer's index among the consumers of the service, 0, 1, 2, … (a \
          pod's ordinal, say), instead of subset.key: consumers 0 to C-1 take subsets that hold \
-         every invoker equally often, within one; 0..=4294967295",
+         every invoker equally often, within one while subset.size <= (n + 3) / 3 or divides the n \
+         invokers (beyond, the counts drift apart as C grows); 0..=4294967295",
         |c, k, v| {
             c.subset.index = Some(int(k, v)?);
             Ok(())

@@ -20,8 +20,10 @@
 //! places out of its own first `size − 1` (each just behind them, in order): no subset holds
 //! an invoker twice. Consumers 0 to C−1 then hold every invoker ⌊C·size/n⌋ or ⌈C·size/n⌉
 //! times, for any C. (That needs n ≥ 3·size − 3, so that the moves never reach a round's last
-//! places; with larger subsets a subset skips an invoker it holds already and takes one more
-//! place, and counts may be off by a few.) Load-blind strategies can use these subsets.
+//! places; with larger subsets, unless size divides n, a subset skips an invoker it holds
+//! already and takes one more place, the next consumer's first: every such skip moves a count by
+//! one, and they add up as a random walk, so the counts drift apart as C grows, by about
+//! √(C·size/n), near keyed subsets' binomial spread.) Load-blind strategies can use these subsets.
 //! Rounds reshuffle so that consumers sharing one subset are few (a fixed order would give
 //! consumers i and i + n/size the same one, sharing every failure). The price is churn: an
 //! invoker joining or leaving changes every round's places after it and n, so most consumers'
