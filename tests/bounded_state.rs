@@ -132,18 +132,23 @@ fn roundrobin_methods_in_use_do_not_each_keep_a_buffer_of_the_set() {
     drop(b);
 }
 
+/// A method's calls on a set (`&[Invoker]`) at a time: a failover's retry, a router's
+/// candidates, an update.
+type Calls = fn(&Balancer, u32, &[Invoker], i64);
+
 /// What an update to the empty set (every binding's close) leaves of roundrobin's state, per
 /// method and invoker of the set it replaced, beside a balancer with the same methods that
 /// never had a set. Dubbo keeps each invoker's counter until a select finds it unused for 60 s,
 /// and an empty set has no selects, so the counters stay until the handle is freed (in Go, by a
 /// garbage collection that the native bytes do nothing to prompt). `weight` gives the set's
-/// weights; `failover` makes each method's period one recorded after a failover's retry, not
-/// the set's shared one.
+/// weights; each method makes `first`'s calls, then picks part way into a period (most
+/// counters are then not zero), then `last`'s.
 fn roundrobin_close_leaves(
     n: usize,
     methods: usize,
     weight: fn(u64) -> i32,
-    failover: bool,
+    first: Option<Calls>,
+    last: Option<Calls>,
 ) -> f64 {
     let now = 1_700_000_000_000_000i64;
     let set: Vec<Invoker> = (0..n as u64)
@@ -157,13 +162,16 @@ fn roundrobin_close_leaves(
     let interned = live_bytes() - baseline;
     b.update(&set).unwrap();
     for (k, &m) in ids.iter().enumerate() {
-        if failover {
-            let first = b.select(m, b"", now).unwrap();
-            b.select_among(m, b"", &[], &[first], now).unwrap();
+        if let Some(first) = first {
+            first(&b, m, &set, now);
         }
-        // Part way into a period: most counters are not zero.
         for _ in 0..n / 2 + k {
             b.select(m, b"", now).unwrap();
+        }
+    }
+    if let Some(last) = last {
+        for &m in &ids {
+            last(&b, m, &set, now);
         }
     }
     b.update(&[]).unwrap();
@@ -175,22 +183,58 @@ fn roundrobin_close_leaves(
     left as f64 / (n * methods) as f64
 }
 
+/// A failover's retry: its walk ends the method's period.
+fn failover(b: &Balancer, m: u32, _: &[Invoker], now: i64) {
+    let first = b.select(m, b"", now).unwrap();
+    b.select_among(m, b"", &[], &[first], now).unwrap();
+}
+
 /// A close leaves a compact record of each method's counters: 8 bytes per invoker, beside the
 /// ids and weights (12 bytes per invoker, once when they are the set's period's, else per
-/// method), and about a kilobyte per method. Not an entry per invoker in each method's map
-/// (about 55 bytes: 71 to 75 per method and invoker were left in all), nor a tournament's
-/// memory (190 to 220).
+/// method), and about a kilobyte per method — whatever the method's last call was. Not an
+/// entry per invoker in each method's map (about 55 bytes: 68 to 75 per method and invoker
+/// were left in all), nor a tournament's memory (190 to 220).
 #[test]
 fn roundrobin_close_leaves_a_compact_record_of_the_counters() {
-    // (what the picks come from, n, methods, weights, a failover first, ids shared)
-    type Case = (&'static str, usize, usize, fn(u64) -> i32, bool, bool);
-    let cases: [Case; 4] = [
+    let three_weights: fn(u64) -> i32 = |i| 100 + (i % 3) as i32 * 50;
+    let added: Calls = |b, m, set, _| {
+        if m == b.method("method0").unwrap() {
+            let mut more = set.to_vec();
+            more.push(Invoker::new(99_999, "10.9.9.9:20880").weight(100));
+            b.update(&more).unwrap();
+        }
+    };
+    let reweighted: Calls = |b, m, set, _| {
+        if m == b.method("method0").unwrap() {
+            let mut changed = set.to_vec();
+            changed[0] = changed[0].clone().weight(7);
+            b.update(&changed).unwrap();
+        }
+    };
+    let router: Calls = |b, m, set, now| {
+        let candidates: Vec<u64> = set.iter().skip(1).map(|i| i.id).collect();
+        b.select_among(m, b"", &candidates, &[], now).unwrap();
+        b.select_among(m, b"", &candidates, &[], now).unwrap();
+    };
+    // (what the counters come from, n, methods, weights, calls first and last, whether the
+    // record shares the ids and weights of the set's period)
+    type Case = (
+        &'static str,
+        usize,
+        usize,
+        fn(u64) -> i32,
+        Option<Calls>,
+        Option<Calls>,
+        bool,
+    );
+    let cases: [Case; 8] = [
         (
             "the set's period over three weights",
             1000,
             50,
-            |i| 100 + (i % 3) as i32 * 50,
-            false,
+            three_weights,
+            None,
+            None,
             true,
         ),
         (
@@ -198,7 +242,8 @@ fn roundrobin_close_leaves_a_compact_record_of_the_counters() {
             500,
             20,
             |_| 100,
-            false,
+            None,
+            None,
             true,
         ),
         (
@@ -206,7 +251,8 @@ fn roundrobin_close_leaves_a_compact_record_of_the_counters() {
             200,
             20,
             |i| 10 + i as i32,
-            true,
+            Some(failover),
+            None,
             false,
         ),
         (
@@ -214,14 +260,51 @@ fn roundrobin_close_leaves_a_compact_record_of_the_counters() {
             300,
             20,
             |i| 100_000 + 7 * i as i32,
+            None,
+            None,
             false,
+        ),
+        (
+            "a failover's retry last",
+            1000,
+            50,
+            three_weights,
+            None,
+            Some(failover),
+            false,
+        ),
+        (
+            "a router's candidates twice, last",
+            1000,
+            50,
+            three_weights,
+            None,
+            Some(router),
+            false,
+        ),
+        (
+            "an update no select saw (a weight changed)",
+            1000,
+            50,
+            three_weights,
+            None,
+            Some(reweighted),
+            false,
+        ),
+        (
+            "an update no select saw (an invoker added)",
+            1000,
+            50,
+            three_weights,
+            None,
+            Some(added),
             false,
         ),
     ];
     let over: Vec<String> = cases
         .into_iter()
-        .filter_map(|(name, n, methods, weight, failover, shared)| {
-            let per = roundrobin_close_leaves(n, methods, weight, failover);
+        .filter_map(|(name, n, methods, weight, first, last, shared)| {
+            let per = roundrobin_close_leaves(n, methods, weight, first, last);
             let ids_and_weights = if shared { 12.0 / methods as f64 } else { 12.0 };
             let limit = 8.0 + ids_and_weights + 1024.0 / n as f64;
             (per > limit).then(|| {
@@ -232,102 +315,5 @@ fn roundrobin_close_leaves_a_compact_record_of_the_counters() {
     assert!(
         over.is_empty(),
         "what a close left per method and invoker: {over:#?}"
-    );
-}
-
-/// What a close leaves per method and invoker when each method's last call before it was not
-/// served from the set's period or tournament: `last` makes that call (or update) for method
-/// `m` of the set `set`.
-fn roundrobin_close_after(
-    n: usize,
-    methods: usize,
-    last: fn(&Balancer, u32, &[Invoker], i64),
-) -> f64 {
-    let now = 1_700_000_000_000_000i64;
-    let set: Vec<Invoker> = (0..n as u64)
-        .map(|i| {
-            Invoker::new(i, format!("10.0.{}.{}:20880", i / 250, i % 250))
-                .weight(100 + (i % 3) as i32 * 50)
-        })
-        .collect();
-    let baseline = live_bytes();
-    let b = Balancer::new("loadbalance=roundrobin").unwrap();
-    let ids: Vec<u32> = (0..methods)
-        .map(|i| b.method(&format!("method{i}")).unwrap())
-        .collect();
-    let interned = live_bytes() - baseline;
-    b.update(&set).unwrap();
-    for (k, &m) in ids.iter().enumerate() {
-        for _ in 0..n / 2 + k {
-            b.select(m, b"", now).unwrap();
-        }
-    }
-    for &m in &ids {
-        last(&b, m, &set, now);
-    }
-    b.update(&[]).unwrap();
-    assert!(b.select(ids[0], b"", now).is_err());
-    let left = live_bytes() - baseline - interned;
-    drop(b);
-    left as f64 / (n * methods) as f64
-}
-
-#[test]
-fn roundrobin_close_leaves_compact_counters_whatever_the_last_call() {
-    type Last = fn(&Balancer, u32, &[Invoker], i64);
-    let cases: [(&str, Last); 4] = [
-        ("a failover's retry", |b, m, _, now| {
-            let first = b.select(m, b"", now).unwrap();
-            b.select_among(m, b"", &[], &[first], now).unwrap();
-        }),
-        ("a router's candidates, twice", |b, m, set, now| {
-            let cands: Vec<u64> = set.iter().skip(1).map(|i| i.id).collect();
-            b.select_among(m, b"", &cands, &[], now).unwrap();
-            b.select_among(m, b"", &cands, &[], now).unwrap();
-        }),
-        (
-            "an update no select saw yet (a weight changed)",
-            |b, m, set, _| {
-                if m == b.method("method0").unwrap() {
-                    let mut changed = set.to_vec();
-                    changed[0] = changed[0].clone().weight(7);
-                    b.update(&changed).unwrap();
-                }
-            },
-        ),
-        (
-            "an update no select saw yet (an invoker added)",
-            |b, m, set, _| {
-                if m == b.method("method0").unwrap() {
-                    let mut more = set.to_vec();
-                    more.push(Invoker::new(99_999, "10.9.9.9:20880").weight(100));
-                    b.update(&more).unwrap();
-                }
-            },
-        ),
-    ];
-    let report: Vec<String> = cases
-        .into_iter()
-        .map(|(name, last)| {
-            let per = roundrobin_close_after(1000, 50, last);
-            format!("{name}: {per:.1} B")
-        })
-        .collect();
-    let over: Vec<&String> = report
-        .iter()
-        .filter(|r| {
-            let b: f64 = r
-                .rsplit(": ")
-                .next()
-                .unwrap()
-                .trim_end_matches(" B")
-                .parse()
-                .unwrap();
-            b > 8.0 + 12.0 + 1024.0 / 1000.0
-        })
-        .collect();
-    assert!(
-        over.is_empty(),
-        "what a close left per method and invoker: {report:#?}"
     );
 }
