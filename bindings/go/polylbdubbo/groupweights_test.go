@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"dubbo.apache.org/dubbo-go/v3/common"
-	"dubbo.apache.org/dubbo-go/v3/common/extension"
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 )
 
@@ -58,15 +56,7 @@ func groupShares(t *testing.T, firstOfA, others, config string) {
 		ps = append(ps, members)
 		clusters = append(clusters, clusterOf(t, "failover", wrapAll(members...)))
 	}
-	c, err := extension.GetCluster("failover")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reference, err := common.NewURL("consumer://10.0.9.1/" + svc + "?interface=" + svc + "&group=*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ci := c.Join(&groupsDirectory{url: reference, groups: clusters})
+	ci := joinGroups(t, svc, clusters)
 	for i := 0; i < n; i++ {
 		if res := call(ci, "sayHello"); res.Error() != nil {
 			t.Fatal(res.Error())

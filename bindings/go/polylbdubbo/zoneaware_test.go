@@ -178,6 +178,21 @@ func (d *groupsDirectory) IsAvailable() bool                   { return true }
 func (d *groupsDirectory) Destroy()                            {}
 func (d *groupsDirectory) Subscribe(*common.URL) error         { return nil }
 
+// joinGroups is a multi-group reference (group="*") to svc over clusters, one
+// cluster invoker per group, as dubbo-go's failover cluster joins them.
+func joinGroups(t *testing.T, svc string, clusters []base.Invoker) base.Invoker {
+	t.Helper()
+	c, err := extension.GetCluster("failover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reference, err := common.NewURL("consumer://10.0.2.1/" + svc + "?interface=" + svc + "&group=*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Join(&groupsDirectory{url: reference, groups: clusters})
+}
+
 // A reference to several groups (group "*" or "a,b"): dubbo-go's
 // RegistryDirectory.toGroupInvokers lists one cluster invoker per group
 // (cluster.Join over a static directory of the group's providers), whose URL
@@ -216,15 +231,7 @@ func TestMultiGroupReference(t *testing.T) {
 	if identity(ps[0][0].GetURL()) != identity(ps[1][0].GetURL()) || clusters[0].GetURL() != ps[0][0].GetURL() {
 		t.Fatal("groups A and B's first providers should share an identity, and a group's cluster invoker its first provider's URL, as in dubbo-go")
 	}
-	c, err := extension.GetCluster("failover")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reference, err := common.NewURL("consumer://10.0.2.1/" + svc + "?interface=" + svc + "&group=*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ci := c.Join(&groupsDirectory{url: reference, groups: clusters})
+	ci := joinGroups(t, svc, clusters)
 	for i := 0; i < n; i++ {
 		if res := call(ci, "sayHello"); res.Error() != nil {
 			t.Fatal(res.Error())
