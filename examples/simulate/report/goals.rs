@@ -146,17 +146,7 @@ mod tests {
             run(&sc.label(), "oracle-jsq", 5_400.0, 0),
             run(&sc.label(), "oracle-sed", 5_500.0, 0),
         ];
-        let settings = Settings {
-            loads: vec![0.85],
-            consumers: vec![1],
-            seeds: 1,
-            seed: 1,
-            timeout_us: 1_000_000,
-            retries: 0,
-            wall_s: 0.0,
-            jobs: 1,
-            command: String::new(),
-        };
+        let settings = Settings::one_run_for_tests();
         let report = Report::new(&[sc], &policies, runs, settings);
         let s4 = GOALS.iter().find(|g| g.name == "S4 p99<=1.1x").unwrap();
         // 0.89× the oracle at 25 % errors: not met; 1.07× at 1 %: met.

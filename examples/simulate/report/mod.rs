@@ -30,6 +30,24 @@ pub struct Settings {
     pub command: String,
 }
 
+#[cfg(test)]
+impl Settings {
+    /// One run per cell: 85 % load, one consumer, seed 1, a 1 s timeout, no retries.
+    pub fn one_run_for_tests() -> Settings {
+        Settings {
+            loads: vec![0.85],
+            consumers: vec![1],
+            seeds: 1,
+            seed: 1,
+            timeout_us: 1_000_000,
+            retries: 0,
+            wall_s: 0.0,
+            jobs: 1,
+            command: String::new(),
+        }
+    }
+}
+
 pub struct Report {
     scenarios: Vec<Scenario>,
     policies: Vec<String>,

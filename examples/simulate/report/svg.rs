@@ -439,17 +439,7 @@ mod tests {
                 ..RunResult::default()
             })
             .collect();
-        let settings = Settings {
-            loads: vec![0.85],
-            consumers: vec![1],
-            seeds: 1,
-            seed: 1,
-            timeout_us: 1_000_000,
-            retries: 0,
-            wall_s: 0.0,
-            jobs: 1,
-            command: String::new(),
-        };
+        let settings = Settings::one_run_for_tests();
         (
             Report::new(std::slice::from_ref(&sc), &policies, runs, settings),
             sc,
