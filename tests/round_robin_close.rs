@@ -175,80 +175,40 @@ fn run(seed: u64, o: Opts) {
     }
 }
 
-#[test]
-fn plain() {
-    for seed in 1..=60 {
+/// Seeds `seeds` of [`run`] with the options (zoned, warm, big weights).
+fn runs(seeds: std::ops::RangeInclusive<u64>, (zoned, warm, big_weights): (bool, bool, bool)) {
+    for seed in seeds {
         run(
             seed,
             Opts {
-                zoned: false,
-                warm: false,
-                big_weights: false,
+                zoned,
+                warm,
+                big_weights,
             },
         );
     }
+}
+
+#[test]
+fn plain() {
+    runs(1..=60, (false, false, false));
 }
 
 #[test]
 fn big_weights() {
-    for seed in 1..=30 {
-        run(
-            seed,
-            Opts {
-                zoned: false,
-                warm: false,
-                big_weights: true,
-            },
-        );
-    }
+    runs(1..=30, (false, false, true));
 }
 
 #[test]
 fn zoned() {
-    for seed in 1..=60 {
-        run(
-            seed,
-            Opts {
-                zoned: true,
-                warm: false,
-                big_weights: false,
-            },
-        );
-    }
-    for seed in 61..=80 {
-        run(
-            seed,
-            Opts {
-                zoned: true,
-                warm: false,
-                big_weights: true,
-            },
-        );
-    }
+    runs(1..=60, (true, false, false));
+    runs(61..=80, (true, false, true));
 }
 
 #[test]
 fn warm() {
-    for seed in 1..=60 {
-        run(
-            seed,
-            Opts {
-                zoned: false,
-                warm: true,
-                big_weights: false,
-            },
-        );
-    }
-    for seed in 61..=80 {
-        run(
-            seed,
-            Opts {
-                zoned: true,
-                warm: true,
-                big_weights: false,
-            },
-        );
-    }
+    runs(1..=60, (false, true, false));
+    runs(61..=80, (true, true, false));
 }
 
 /// Updates to the empty set and back racing roundrobin selects on other threads: no panic
