@@ -304,6 +304,16 @@ int32_t plb_report_provider_metrics(const struct plb_balancer *b, uint32_t metho
 int32_t plb_report_load(const struct plb_balancer *b, uint64_t id, double qps, double eps, double utilization, int64_t now_us);
 
 /**
+ * Invoker `id`'s connection was established again (a gRPC subchannel READY after another
+ * state). Under `orca` the invoker's run of load reports restarts, as gRFC A58 does: its
+ * weight stops counting at the next pick and its next report starts a new blackout
+ * (`orca.blackoutMs`), for the server behind a reconnect may be a restarted, cold process.
+ * `now_us` = 0 reads the library's clock (the restart does not depend on it). Other strategies,
+ * and ids not in the set, accept and ignore it.
+ */
+int32_t plb_report_reconnect(const struct plb_balancer *b, uint64_t id, int64_t now_us);
+
+/**
  * Static text for any status value, positive or negated (as plb_select returns it). Never NULL.
  */
 const char *plb_status_str(int32_t status);

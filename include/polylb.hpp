@@ -377,6 +377,15 @@ public:
         return Status(plb_report_load(handle_, id, qps, eps, utilization, now_us));
     }
 
+    /**
+     * Invoker `id`'s connection was established again: under `orca` its run of load reports
+     * restarts (its weight stops counting; its next report starts a new blackout), as gRPC's
+     * weighted_round_robin does. Other strategies ignore it.
+     */
+    Status report_reconnect(std::uint64_t id, std::int64_t now_us = 0) const noexcept {
+        return Status(plb_report_reconnect(handle_, id, now_us));
+    }
+
     /** A JSON snapshot of the set and its counters (effective weights at `now_us`). */
     Status stats(std::string &out, std::int64_t now_us = 0) const {
         // A first guess, so that a small set is written once; when it does not fit, the library

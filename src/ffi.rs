@@ -504,6 +504,20 @@ pub unsafe extern "C" fn plb_report_load(
     })
 }
 
+/// Invoker `id`'s connection was established again (a gRPC subchannel READY after another
+/// state). Under `orca` the invoker's run of load reports restarts, as gRFC A58 does: its
+/// weight stops counting at the next pick and its next report starts a new blackout
+/// (`orca.blackoutMs`), for the server behind a reconnect may be a restarted, cold process.
+/// `now_us` = 0 reads the library's clock (the restart does not depend on it). Other strategies,
+/// and ids not in the set, accept and ignore it.
+#[no_mangle]
+pub unsafe extern "C" fn plb_report_reconnect(b: *const plb_balancer, id: u64, now_us: i64) -> i32 {
+    guard(PLB_ERR_PANIC, || {
+        let result = (|| balancer(b)?.report_reconnect(id, now_us))();
+        result.map_or_else(|s| s.code(), |()| PLB_OK)
+    })
+}
+
 /// Static text for any status value, positive or negated (as plb_select returns it). Never NULL.
 #[no_mangle]
 pub extern "C" fn plb_status_str(status: i32) -> *const c_char {

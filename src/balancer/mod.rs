@@ -516,4 +516,22 @@ impl Balancer {
         crate::strategy::record_load(&snapshot, id, &report, now_ms);
         Ok(())
     }
+
+    /// Says that invoker `id`'s connection was established again (a gRPC subchannel READY
+    /// after another state). Under `orca` it restarts the invoker's run of load reports, as
+    /// gRFC A58 does: its weight stops counting at the next pick, and its next report starts a
+    /// new blackout (`orca.blackoutMs`), for the server behind a reconnect may be a restarted,
+    /// cold process. Other strategies, and an id not in the set, accept and ignore it. `now_us`
+    /// (0 = the library's clock) is taken for the contract's sake: the restart does not depend
+    /// on it.
+    pub fn report_reconnect(&self, id: u64, now_us: i64) -> Result<(), Status> {
+        let _ = now_us;
+        let inner = &*self.inner;
+        if inner.strategy.kind() != StrategyKind::Orca {
+            return Ok(());
+        }
+        let snapshot = inner.snapshot.load();
+        crate::strategy::restart_load(&snapshot, id);
+        Ok(())
+    }
 }

@@ -32,7 +32,7 @@ pub(crate) use bounded_hash::whole_set_in_flight;
 pub(crate) use consistent_hash::{ring_pick, ring_pick_among};
 pub(crate) use maglev::{table_pick, table_pick_among};
 pub use orca::LoadReport;
-pub(crate) use orca::{record_load, stride_pick};
+pub(crate) use orca::{record_load, restart_load, stride_pick};
 pub(crate) use p2c::{best_of_pair, best_of_pair_excluding, best_of_subset_pair};
 pub(crate) use peak_ewma::PeakEwma;
 pub(crate) use random::WholeSet;

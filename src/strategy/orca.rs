@@ -18,6 +18,10 @@
 //!   process, does not take a burst;
 //! - a weight not renewed for `orca.expirationMs` (3 min) lapses, and the next report starts a
 //!   new blackout;
+//! - when the provider's connection is established again ([`crate::Balancer::report_reconnect`]:
+//!   A58 resets `non_empty_since` and `last_updated` when a subchannel becomes READY after
+//!   another state), its weight stops counting at once and the next report starts a new run,
+//!   with a new blackout: the server behind a reconnect may be a restarted, cold process;
 //! - an invoker without a weight that counts takes the mean weight of those with one — where
 //!   configured weights differ, the mean per unit of configured weight times its own (polylb's
 //!   refinement: a canary configured at 1 beside 99s keeps its 1 % until its own reports count,
@@ -136,6 +140,15 @@ impl LoadCell {
         // Release, last: a reader that sees this report's time sees its run's start too.
         self.last_ms.store(now_ms, Release);
         starts.then(|| now_ms.max(1).saturating_add(config.blackout_ms))
+    }
+
+    /// Ends the run of reports (the provider's connection was established again): the weight
+    /// stops counting, and the next report starts a new run, with a new blackout. The last
+    /// report's weight stays for the stats (`orca_weight`), not counted.
+    fn restart(&self) {
+        self.since_ms.store(0, Relaxed);
+        // Release, last: a reader that sees the run ended (`last_ms` of 0) sees it has no start.
+        self.last_ms.store(0, Release);
     }
 
     /// When the cell's weight next starts or stops counting (`i64::MAX`: not before another
@@ -552,6 +565,24 @@ pub(crate) fn record_load(snapshot: &Snapshot, id: u64, report: &LoadReport, now
             // The schedule changes when the new weight counts, not up to a period later.
             table.next_update_ms.fetch_min(counts_at, AcqRel);
         }
+    }
+}
+
+/// Restarts the run of load reports of invoker `id` of the set (its connection was established
+/// again; nothing when it is not in it): its weight stops counting at the next pick, and its
+/// next report starts a new blackout.
+pub(crate) fn restart_load(snapshot: &Snapshot, id: u64) {
+    let Some(table) = snapshot
+        .prepared
+        .as_ref()
+        .and_then(|p| p.downcast_ref::<LoadTable>())
+    else {
+        return;
+    };
+    if let Some(pos) = snapshot.position(id) {
+        table.cells[pos].restart();
+        // The schedule changes at the next pick, not up to a period later.
+        table.next_update_ms.fetch_min(i64::MIN, AcqRel);
     }
 }
 

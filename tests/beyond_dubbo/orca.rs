@@ -675,3 +675,115 @@ fn an_invoker_without_a_weight_takes_the_mean_in_proportion_to_its_configured_we
     let c = deal(&b, 9000, NOW + 20 * SECOND);
     assert_dealt(&c, &[(1, 200.0), (2, 200.0), (3, 400.0), (4, 100.0)], 9000);
 }
+
+/// A reconnect (`report_reconnect`: gRPC's subchannel READY again) restarts the invoker's run of
+/// reports, as gRFC A58 does: its weight stops counting at once (the next pick recomputes), and
+/// counts again `orca.blackoutMs` after its next report, not before.
+#[test]
+fn a_reconnect_restarts_the_blackout() {
+    let set: Vec<Invoker> = (1..=3).map(provider).collect();
+    // A long period: the schedule must change at the reconnect, not at the period's end.
+    let b = lb(
+        &format!("{CONFIG}&orca.blackoutMs=10000&orca.updateMs=60000"),
+        &set,
+    );
+    let reports = [
+        (1, load(100.0, 0.0, 1.0)),
+        (2, load(100.0, 0.0, 1.0)),
+        (3, load(300.0, 0.0, 1.0)),
+    ];
+    report_every_second(&b, &reports, NOW, NOW + 11 * SECOND);
+    let t = NOW + 11 * SECOND;
+    assert_dealt(&deal(&b, 5000, t), &[(1, 1.0), (2, 1.0), (3, 3.0)], 5000);
+    assert_eq!(field(&b, t, 3, "orca_counted"), true);
+
+    b.report_reconnect(3, t).unwrap();
+    // At once: 3 has no counted weight and takes the mean of the others (100).
+    assert_eq!(field(&b, t, 3, "orca_counted"), false);
+    assert_eq!(
+        field(&b, t, 3, "orca_weight"),
+        300.0,
+        "the last report stays in the stats"
+    );
+    assert_dealt(&deal(&b, 3000, t), &[(1, 1.0), (2, 1.0), (3, 1.0)], 3000);
+
+    // Reports resume after the reconnect: the first starts a new 10 s blackout.
+    let back = t + SECOND;
+    report_every_second(&b, &reports, back, back + 9 * SECOND);
+    assert_eq!(field(&b, back + 9_900_000, 3, "orca_counted"), false);
+    assert_dealt(
+        &deal(&b, 3000, back + 9_900_000),
+        &[(1, 1.0), (2, 1.0), (3, 1.0)],
+        3000,
+    );
+    // 10 s after that first report, without waiting for the period's end.
+    assert_eq!(field(&b, back + 10 * SECOND, 3, "orca_counted"), true);
+    assert_dealt(
+        &deal(&b, 5000, back + 10 * SECOND),
+        &[(1, 1.0), (2, 1.0), (3, 3.0)],
+        5000,
+    );
+    // A second reconnect before any report, then the library's clock: harmless, and repeated.
+    b.report_reconnect(3, 0).unwrap();
+    b.report_reconnect(3, 0).unwrap();
+    assert_eq!(field(&b, back + 10 * SECOND, 3, "orca_counted"), false);
+}
+
+/// The reconnect of an invoker not in the set (never there, or gone) is accepted and ignored,
+/// and touches no other invoker's weight; after an invoker leaves and returns it starts without
+/// a weight anyway.
+#[test]
+fn a_reconnect_of_an_unknown_invoker_is_accepted_and_ignored() {
+    let set: Vec<Invoker> = (1..=2).map(provider).collect();
+    let b = lb(&format!("{CONFIG}&orca.blackoutMs=1000"), &set);
+    let reports = [(1, load(100.0, 0.0, 1.0)), (2, load(300.0, 0.0, 1.0))];
+    report_every_second(&b, &reports, NOW, NOW + 2 * SECOND);
+    let t = NOW + 2 * SECOND;
+    for id in [0, 3, 999, u64::MAX] {
+        assert_eq!(b.report_reconnect(id, t), Ok(()), "id {id}");
+    }
+    assert_eq!(field(&b, t, 1, "orca_counted"), true);
+    assert_eq!(field(&b, t, 2, "orca_counted"), true);
+    assert_dealt(&deal(&b, 4000, t), &[(1, 1.0), (2, 3.0)], 4000);
+    // An empty set too.
+    b.update(&[]).unwrap();
+    assert_eq!(b.report_reconnect(1, t), Ok(()));
+}
+
+/// Other strategies accept a reconnect and ignore it: their picks go on as before.
+#[test]
+fn other_strategies_ignore_a_reconnect() {
+    let set: Vec<Invoker> = (1..=3)
+        .map(|i| provider(i).weight(100 * i as i32))
+        .collect();
+    for kind in polylb::StrategyKind::ALL {
+        if *kind == polylb::StrategyKind::Orca {
+            continue;
+        }
+        let strategy = kind.name();
+        // Seeded where the strategy draws at random (a seed is refused where it would do nothing).
+        let seeded = format!("loadbalance={strategy}&seed=7");
+        let config = if Balancer::new(&seeded).is_ok() {
+            seeded
+        } else {
+            format!("loadbalance={strategy}")
+        };
+        let (a, b) = (lb(&config, &set), lb(&config, &set));
+        for i in 0..200 {
+            let now = NOW + i * 1000;
+            if i % 10 == 0 {
+                for id in 1..=3 {
+                    assert_eq!(b.report_reconnect(id, now), Ok(()), "{strategy}");
+                }
+            }
+            let key = format!("k{i}");
+            let x = a.select(0, key.as_bytes(), now).unwrap();
+            let y = b.select(0, key.as_bytes(), now).unwrap();
+            assert_eq!(x, y, "{strategy}: pick {i} after reconnects");
+            a.report(0, x, 1000 + i * 10, Outcome::Success, now)
+                .unwrap();
+            b.report(0, y, 1000 + i * 10, Outcome::Success, now)
+                .unwrap();
+        }
+    }
+}

@@ -238,6 +238,7 @@ static void select_among_and_reports()
                   PLB_ERR_INVALID_ARGUMENT);
     EXPECT_STATUS(lb.report_load(1, 10.0, 20.0, 0.5).code(), PLB_ERR_INVALID_ARGUMENT);
     EXPECT(lb.report_load(1, 10.0, 1.0, 0.5).ok()); /* checked, then ignored by this strategy */
+    EXPECT(lb.report_reconnect(1).ok());             /* ignored by this strategy */
     plbt_expect_idle(lb.get(), "select_among");
 
     /* Hash keys as string_view: the C++ call picks what the C call picks. */

@@ -188,6 +188,7 @@ static void null_handle(void)
     EXPECT_STATUS(plb_report_provider_metrics(NULL, 0, 1, 1000, 0.5, 10, 0),
                   PLB_ERR_NULL_POINTER);
     EXPECT_STATUS(plb_report_load(NULL, 1, 100, 0, 0.5, 0), PLB_ERR_NULL_POINTER);
+    EXPECT_STATUS(plb_report_reconnect(NULL, 1, 0), PLB_ERR_NULL_POINTER);
     plb_balancer_free(NULL); /* a no-op */
 }
 
@@ -420,6 +421,10 @@ static void report_errors(void)
     EXPECT_STATUS(plb_report_load(b, 7, 100, 1, 0.5, PLBT_T0_US), PLB_OK);
     EXPECT_STATUS(plb_report_load(b, 999, 100, 1, 0.5, PLBT_T0_US), PLB_OK);
     plbt_expect_set(b, ids, 2, "after load reports");
+    EXPECT_STATUS(plb_report_reconnect(b, 7, PLBT_T0_US), PLB_OK);
+    EXPECT_STATUS(plb_report_reconnect(b, 999, PLBT_T0_US), PLB_OK);
+    EXPECT_STATUS(plb_report_reconnect(b, UINT64_MAX, -1), PLB_OK);
+    plbt_expect_set(b, ids, 2, "after reconnects");
     plb_balancer_free(b);
 }
 

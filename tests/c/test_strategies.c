@@ -358,6 +358,50 @@ static void orca_sequence(void)
     plb_balancer_free(b);
 }
 
+/* Picks of ids 1 and 2 over `draws` selects at `now`: counts[1], counts[2]. */
+static void orca_deal(plb_balancer *b, int64_t now, int draws, int counts[3])
+{
+    counts[1] = counts[2] = 0;
+    for (int i = 0; i < draws; i++) {
+        int64_t id = plb_select(b, 0, NULL, 0, now);
+        if (id < 1 || id > 2) {
+            plbt_fail(__FILE__, __LINE__, "orca picked %lld", (long long)id);
+            return;
+        }
+        counts[id]++;
+    }
+}
+
+/* plb_report_reconnect restarts an invoker's run of load reports (gRFC A58's READY again): its
+   weight stops counting at once, and counts again a blackout after its next report. */
+static void orca_reconnect_restarts_the_blackout(void)
+{
+    const uint64_t ids[] = {1, 2};
+    const int64_t s = 1000000;
+    int c[3];
+    plb_balancer *b = with_set("loadbalance=orca&orca.blackoutMs=1000&orca.updateMs=60000",
+                               ids, NULL, 2);
+    EXPECT_STATUS(plb_report_load(b, 1, 100, 0, 1.0, PLBT_T0_US), PLB_OK);
+    EXPECT_STATUS(plb_report_load(b, 2, 300, 0, 1.0, PLBT_T0_US), PLB_OK);
+    orca_deal(b, PLBT_T0_US + s, 400, c);
+    EXPECT(abs(c[1] - 100) <= 2 && abs(c[2] - 300) <= 2);
+    EXPECT_STATUS(plb_report_reconnect(b, 2, PLBT_T0_US + s), PLB_OK);
+    EXPECT_STATUS(plb_report_reconnect(b, 999, PLBT_T0_US + s), PLB_OK); /* not in the set */
+    orca_deal(b, PLBT_T0_US + s, 400, c);
+    EXPECT(abs(c[1] - 200) <= 2 && abs(c[2] - 200) <= 2);
+    EXPECT_STATUS(plb_report_load(b, 2, 300, 0, 1.0, PLBT_T0_US + 2 * s), PLB_OK);
+    orca_deal(b, PLBT_T0_US + 2 * s + s / 2, 400, c);
+    EXPECT(abs(c[1] - 200) <= 2 && abs(c[2] - 200) <= 2);
+    orca_deal(b, PLBT_T0_US + 3 * s, 400, c);
+    EXPECT(abs(c[1] - 100) <= 2 && abs(c[2] - 300) <= 2);
+    plb_balancer_free(b);
+
+    /* Other strategies accept it and ignore it. */
+    b = with_set("loadbalance=roundrobin", ids, NULL, 2);
+    EXPECT_STATUS(plb_report_reconnect(b, 1, 0), PLB_OK);
+    plb_balancer_free(b);
+}
+
 /* The invoker without calls in flight wins while the others have one each. */
 static void leastactive_avoids_busy(void)
 {
@@ -601,6 +645,7 @@ int main(void)
     }
     roundrobin_sequence();
     orca_sequence();
+    orca_reconnect_restarts_the_blackout();
     leastactive_avoids_busy();
     consistenthash_stable();
     random_weights();
