@@ -41,6 +41,8 @@ func TestUseAfterCloseIsErrClosedAndCloseIsIdempotent(t *testing.T) {
 	checks["ReportProviderMetrics"] = lb.ReportProviderMetrics(ServiceLevel, 1, time.Now(), 1, 0)
 	checks["ReportLoad"] = lb.ReportLoad(1, 100, 0, 0.5)
 	checks["ReportLoadAt"] = lb.ReportLoadAt(1, 100, 0, 0.5, time.Now())
+	checks["ReportReconnect"] = lb.ReportReconnect(1)
+	checks["ReportReconnectAt"] = lb.ReportReconnectAt(1, time.Now())
 	checks["Update"] = lb.Update(nil)
 	_, checks["Method"] = lb.Method("sayHello")
 	_, checks["Stats"] = lb.Stats()

@@ -327,9 +327,63 @@ func TestReportLoadAfterCloseIsErrClosed(t *testing.T) {
 		"ReportLoad":          lb.ReportLoad(1, 100, 0, 0.5),
 		"ReportLoadAt":        lb.ReportLoadAt(1, 100, 0, 0.5, orcaNow),
 		"ReportLoad, bad qps": lb.ReportLoad(1, math.NaN(), 0, 0.5),
+		"ReportReconnect":     lb.ReportReconnect(1),
+		"ReportReconnectAt":   lb.ReportReconnectAt(1, orcaNow),
 	} {
 		if !errors.Is(err, polylb.ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
 		}
+	}
+}
+
+// ReportReconnect restarts an invoker's run of load reports, as gRFC A58 does
+// when a subchannel becomes READY again: its weight stops counting at once,
+// and counts again a blackout after its next report.
+func TestOrcaReportReconnectRestartsTheBlackout(t *testing.T) {
+	lb := newBalancer(t, "loadbalance=orca&orca.blackoutMs=5000&orca.updateMs=60000", weighted(100, 100))
+	capacities := map[uint64][3]float64{1: {100, 0, 1}, 2: {300, 0, 1}}
+	reportLoads(t, lb, orcaNow, capacities)
+	counted := orcaNow.Add(6 * time.Second)
+	reportLoads(t, lb, counted, capacities)
+	wantDealt := func(what string, now time.Time, one, two int) {
+		t.Helper()
+		c := tally(orcaPicksAt(t, lb, 400, now))
+		if math.Abs(float64(c[1]-one)) > 2 || math.Abs(float64(c[2]-two)) > 2 {
+			t.Errorf("%s: %v of 400 calls, want %d and %d ± 2", what, c, one, two)
+		}
+	}
+	wantDealt("counted", counted, 100, 300)
+
+	if err := lb.ReportReconnectAt(2, counted); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.ReportReconnect(12345); err != nil {
+		t.Errorf("ReportReconnect of an id not in the set: %v", err)
+	}
+	wantDealt("at the reconnect", counted, 200, 200)
+	s, err := lb.StatsAt(counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv, _ := s.Invoker(2); true {
+		if o, ok := inv.Orca(); !ok || o.Counted || o.Weight == nil || *o.Weight != 300 {
+			t.Errorf("after the reconnect: %+v (ok %v), want the last weight 300, not counted", o, ok)
+		}
+	}
+
+	back := counted.Add(time.Second)
+	reportLoads(t, lb, back, capacities)
+	wantDealt("in the new blackout", back.Add(4900*time.Millisecond), 200, 200)
+	wantDealt("after the new blackout", back.Add(5*time.Second), 100, 300)
+
+	// Other strategies accept it and ignore it.
+	rr := newBalancer(t, "loadbalance=roundrobin", weighted(100, 300))
+	for _, id := range []uint64{1, 2, 12345} {
+		if err := rr.ReportReconnect(id); err != nil {
+			t.Errorf("roundrobin: ReportReconnect(%d): %v", id, err)
+		}
+	}
+	if c := tally(orcaPicksAt(t, rr, 400, orcaNow)); c[1] != 100 || c[2] != 300 {
+		t.Errorf("roundrobin after a reconnect: %v, want 100 and 300", c)
 	}
 }

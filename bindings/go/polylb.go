@@ -83,6 +83,9 @@ static inline int32_t plbgo_report_load(uintptr_t b, uint64_t id, double qps, do
                                         int64_t now_us) {
 	return plb_report_load((const plb_balancer *)b, id, qps, eps, utilization, now_us);
 }
+static inline int32_t plbgo_report_reconnect(uintptr_t b, uint64_t id, int64_t now_us) {
+	return plb_report_reconnect((const plb_balancer *)b, id, now_us);
+}
 */
 import "C"
 
@@ -575,6 +578,35 @@ func (b *Balancer) reportLoadAt(id uint64, qps, eps, utilization float64, nowUs 
 					Message: fmt.Sprintf("invalid argument: eps = %v is above qps = %v (want eps <= qps)", eps, qps)}
 			}
 		}
+		return hotError(b, rc)
+	}
+	return nil
+}
+
+// ReportReconnect says that invoker id's connection was established again
+// (a gRPC subchannel READY after another state). Under orca it restarts the
+// invoker's run of load reports, as gRPC's weighted_round_robin (gRFC A58)
+// does: its weight stops counting at the next pick, and its next report starts
+// a new blackout (orca.blackoutMs), for the server behind a reconnect may be a
+// restarted, cold process. Other strategies, and ids not in the set, accept
+// and ignore it. polylbgrpc calls it for its endpoints.
+func (b *Balancer) ReportReconnect(id uint64) error {
+	return b.reportReconnectAt(id, 0)
+}
+
+// ReportReconnectAt is ReportReconnect at a caller-supplied time (zero =
+// library clock).
+func (b *Balancer) ReportReconnectAt(id uint64, now time.Time) error {
+	return b.reportReconnectAt(id, unixMicros(now))
+}
+
+func (b *Balancer) reportReconnectAt(id uint64, nowUs int64) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	rc := C.plbgo_report_reconnect(b.hotHandle(), C.uint64_t(id), C.int64_t(nowUs))
+	runtime.KeepAlive(b)
+	if rc != C.PLB_OK {
 		return hotError(b, rc)
 	}
 	return nil

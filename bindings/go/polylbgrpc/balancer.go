@@ -292,6 +292,7 @@ func (b builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balan
 		addrIDs:     map[string]uint64{},
 		listed:      map[uint64]resolver.Endpoint{},
 		subConns:    map[balancer.SubConn]*oobSubConn{},
+		ready:       map[uint64]bool{},
 	}
 	if p.registerOOB == nil {
 		p.registerOOB = orca.RegisterOOBListener
@@ -336,6 +337,10 @@ type policy struct {
 	// oobOn and oobPeriod: the listeners' settings (oob.go).
 	oobOn     bool
 	oobPeriod time.Duration
+	// ready: each listed id whose endpoint has been READY → whether it is
+	// READY now, to tell a reconnect (READY again after another state) from
+	// a first connection.
+	ready map[uint64]bool
 }
 
 func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
@@ -356,6 +361,8 @@ func (p *policy) UpdateClientConnState(ccs balancer.ClientConnState) error {
 	}
 	for _, ep := range p.ids.Keys() {
 		if _, ok := listed.Get(ep); !ok {
+			id, _ := p.ids.Get(ep)
+			delete(p.ready, id)
 			p.ids.Delete(ep)
 		}
 	}
@@ -495,6 +502,15 @@ func (p *policy) Close() {
 // drops (a GOAWAY, a network blip) and comes back is the same invoker, and
 // leaving the set would drop its state, among it the calls still in flight
 // on the old connection. The picker excludes the endpoints not READY.
+//
+// An endpoint READY again after another state is reported to the library as
+// a reconnect (ReportReconnect): orca then restarts its run of load reports,
+// its weight no longer counting until a new blackout has passed since its
+// next report, as gRPC's weighted_round_robin resets an endpoint's weight
+// when its subchannel becomes READY (gRFC A58): the server behind the new
+// connection may be a restarted, cold process. An endpoint's first READY is
+// not reported (there is nothing to restart: its reports come over the
+// connection). The other strategies ignore it.
 func (p *policy) UpdateState(state balancer.State) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -517,8 +533,19 @@ func (p *policy) UpdateState(state balancer.State) {
 		set = append(set, invokerOf(id, listed))
 		if child.State.ConnectivityState == connectivity.Ready {
 			pickers[id] = child.State.Picker
+			if wasReady, seen := p.ready[id]; seen && !wasReady {
+				// Before the picker that sends calls over the new
+				// connection, so their reports start the new run. An error
+				// (a balancer closed under a config change) has nothing to
+				// restart.
+				_ = p.lb.lb.ReportReconnect(id)
+			}
+			p.ready[id] = true
 		} else {
 			notReady = append(notReady, id)
+			if _, seen := p.ready[id]; seen {
+				p.ready[id] = false
+			}
 		}
 	}
 	slices.SortFunc(set, func(a, b polylb.Invoker) int { return cmp.Compare(a.ID, b.ID) })
