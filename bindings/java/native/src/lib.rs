@@ -25,7 +25,7 @@ use jni::JNIEnv;
 use polylb::{Balancer, Invoker, Outcome, Status};
 
 /// Must match `Native.ABI_VERSION`; bumped whenever a native signature or convention changes.
-const JNI_ABI_VERSION: jint = 3;
+const JNI_ABI_VERSION: jint = 4;
 
 /// Keys and id lists up to these sizes are copied to the stack; longer ones go to the heap.
 const STACK_KEY_BYTES: usize = 512;
@@ -683,6 +683,28 @@ pub extern "system" fn Java_io_polylb_Native_reportLoad(
             utilization,
         };
         match balancer.report_load(id as u64, report, now_us) {
+            Ok(()) => status_code(Status::Ok),
+            Err(status) => status_code(status),
+        }
+    })
+}
+
+/// `reportReconnect(handle, id, nowUs)`: invoker `id`'s connection was established again; under
+/// `orca` its run of load reports restarts (a new blackout); 0 or a status code.
+#[no_mangle]
+pub extern "system" fn Java_io_polylb_Native_reportReconnect(
+    _env: *mut jni::sys::JNIEnv,
+    _class: jclass,
+    handle: jlong,
+    id: jlong,
+    now_us: jlong,
+) -> jint {
+    guarded(status_code(Status::Panic), || {
+        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
+        let Some(balancer) = (unsafe { balancer(handle) }) else {
+            return status_code(Status::NullPointer);
+        };
+        match balancer.report_reconnect(id as u64, now_us) {
             Ok(()) => status_code(Status::Ok),
             Err(status) => status_code(status),
         }

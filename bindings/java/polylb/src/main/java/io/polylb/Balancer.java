@@ -893,6 +893,39 @@ public final class Balancer implements AutoCloseable {
     }
 
     /**
+     * Says that invoker {@code id}'s connection was established again, now; as {@link
+     * #reportReconnect(long, long)}.
+     *
+     * @param id the invoker id whose connection is back
+     */
+    public void reportReconnect(long id) {
+        reportReconnect(id, 0);
+    }
+
+    /**
+     * Says that invoker {@code id}'s connection was established again (a gRPC subchannel READY
+     * after another state). Under {@code orca} it restarts the invoker's run of load reports, as
+     * gRPC's {@code weighted_round_robin} (gRFC A58) does: its weight stops counting at the next
+     * pick, and its next report starts a new blackout ({@code orca.blackoutMs}), for the server
+     * behind a reconnect may be a restarted, cold process. Accepted and ignored by the other
+     * strategies and for an id not in the set. The gRPC policy calls it for its endpoints.
+     *
+     * @param id the invoker id whose connection is back
+     * @param nowUs the time in Unix µs; 0: the library's clock
+     * @throws IllegalStateException if the balancer is closed
+     */
+    public void reportReconnect(long id, long nowUs) {
+        try {
+            int status = Native.reportReconnect(live(), id, nowUs);
+            if (status != 0) {
+                throw orClosed(status);
+            }
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /**
      * Why {@link #reportLoad} refuses these numbers (each must be finite and {@code >= 0}, and
      * {@code eps} at most {@code qps}), or null when it accepts them: for callers that check a
      * report before they know which balancer it is for.

@@ -11,7 +11,7 @@ package io.polylb;
  */
 final class Native {
     /** Must equal {@code JNI_ABI_VERSION} in the crate; checked when the library loads. */
-    static final int ABI_VERSION = 3;
+    static final int ABI_VERSION = 4;
 
     static {
         NativeLoader.load();
@@ -56,6 +56,8 @@ final class Native {
             long rtUs, long nowUs);
 
     static native int reportLoad(long handle, long id, double qps, double eps, double utilization, long nowUs);
+
+    static native int reportReconnect(long handle, long id, long nowUs);
 
     static native String stats(long handle, long nowUs);
 

@@ -243,5 +243,58 @@ class OrcaTest {
         lb.close();
         assertThrows(IllegalStateException.class, () -> lb.reportLoad(1, 100, 0, 0.5));
         assertThrows(IllegalStateException.class, () -> lb.reportLoad(1, 100, 0, 0.5, NOW_US));
+        assertThrows(IllegalStateException.class, () -> lb.reportReconnect(1));
+        assertThrows(IllegalStateException.class, () -> lb.reportReconnect(1, NOW_US));
+    }
+
+    /** Picks per id over 400 picks at {@code nowUs}. */
+    private static Map<Long, Integer> deal(Balancer lb, long nowUs) {
+        Map<Long, Integer> counts = new TreeMap<>();
+        for (int i = 0; i < 400; i++) {
+            counts.merge(pick(lb, nowUs), 1, Integer::sum);
+        }
+        return counts;
+    }
+
+    private static void assertDealt(Map<Long, Integer> counts, int one, int two) {
+        assertTrue(Math.abs(counts.getOrDefault(1L, 0) - one) <= 2
+                && Math.abs(counts.getOrDefault(2L, 0) - two) <= 2, counts.toString());
+    }
+
+    /**
+     * A reconnect restarts the invoker's run of reports (gRFC A58: a subchannel READY again): its
+     * weight stops counting at once and counts again a blackout after its next report.
+     */
+    @Test
+    void aReconnectRestartsTheBlackout() {
+        try (Balancer lb = new Balancer("loadbalance=orca&orca.blackoutMs=5000&orca.updateMs=60000")) {
+            lb.update(invokers(2));
+            lb.reportLoad(1, 100, 0, 1.0, NOW_US);
+            lb.reportLoad(2, 300, 0, 1.0, NOW_US);
+            long counted = NOW_US + 6_000_000;
+            assertDealt(deal(lb, counted), 100, 300);
+
+            lb.reportReconnect(2, counted);
+            assertDoesNotThrow(() -> lb.reportReconnect(99)); // not in the set
+            assertDoesNotThrow(() -> lb.reportReconnect(-1)); // above INT64_MAX
+            String at = lb.statsJson(counted);
+            assertEquals("false", field(at, 2, "orca_counted"), at);
+            assertEquals("300", field(at, 2, "orca_weight"), at);
+            assertDealt(deal(lb, counted), 200, 200);
+
+            long back = counted + 1_000_000;
+            lb.reportLoad(1, 100, 0, 1.0, back);
+            lb.reportLoad(2, 300, 0, 1.0, back);
+            assertDealt(deal(lb, back + 4_900_000), 200, 200);
+            assertDealt(deal(lb, back + 5_000_000), 100, 300);
+        }
+        // Other strategies accept it and ignore it.
+        try (Balancer lb = new Balancer("loadbalance=roundrobin")) {
+            lb.update(List.of(Invoker.of(1, "10.0.0.1:20880").withWeight(100),
+                    Invoker.of(2, "10.0.0.2:20880").withWeight(300)));
+            lb.reportReconnect(1, NOW_US);
+            lb.reportReconnect(2);
+            assertEquals(Map.of(1L, 100, 2L, 300), deal(lb, NOW_US));
+        }
     }
 }

@@ -45,6 +45,8 @@ final class Endpoint {
      * again still counts as failing.
      */
     private Status failure;
+    /** It has been READY (the synchronization context's only): a later READY is a reconnect. */
+    private boolean wasReady;
 
     Endpoint(long id, Subchannel subchannel, EquivalentAddressGroup group) {
         this.id = id;
@@ -89,17 +91,23 @@ final class Endpoint {
         return state.getState() == ConnectivityState.SHUTDOWN;
     }
 
-    /** A new state from the subchannel; leaving READY cancels the picks gRPC could not open. */
-    void setState(ConnectivityStateInfo newState) {
+    /**
+     * A new state from the subchannel; leaving READY cancels the picks gRPC could not open.
+     * Returns true for a reconnect: READY again after another state (not its first READY).
+     */
+    boolean setState(ConnectivityStateInfo newState) {
+        boolean reconnected = newState.getState() == ConnectivityState.READY && wasReady && !isReady();
         state = newState;
         if (newState.getState() == ConnectivityState.TRANSIENT_FAILURE) {
             failure = newState.getStatus();
         } else if (newState.getState() == ConnectivityState.READY) {
             failure = null;
+            wasReady = true;
         }
         if (newState.getState() != ConnectivityState.READY) {
             sweep();
         }
+        return reconnected;
     }
 
     /** The resolver dropped the endpoint. */

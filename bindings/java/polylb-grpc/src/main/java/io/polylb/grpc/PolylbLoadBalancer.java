@@ -196,9 +196,31 @@ final class PolylbLoadBalancer extends LoadBalancer {
             // A connection that closed: reconnect at once, as round_robin does.
             endpoint.subchannel.requestConnection();
         }
-        endpoint.setState(newState);
+        if (endpoint.setState(newState)) {
+            reportReconnect(endpoint);
+        }
         oob.update(endpoint);
         updatePicker();
+    }
+
+    /**
+     * An endpoint READY again after another state: the library restarts what it learnt of the
+     * old connection's server ({@code orca} its run of load reports, with a new blackout, as
+     * gRPC's {@code weighted_round_robin} resets an endpoint's weight when its subchannel becomes
+     * READY: gRFC A58), before the picker that sends calls over the new connection. The other
+     * strategies ignore it. Its first READY is not reported: there is nothing to restart.
+     */
+    private void reportReconnect(Endpoint endpoint) {
+        BalancerState current = state;
+        if (current == null) {
+            return;
+        }
+        try {
+            current.balancer.reportReconnect(endpoint.id);
+        } catch (PolylbException | IllegalStateException e) {
+            // Nothing to restart (a balancer closed under it): no call of the new connection
+            // can report to it either.
+        }
     }
 
     /**

@@ -27,6 +27,8 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -474,5 +476,59 @@ class PolicyStateTest {
         assertEquals(ConnectivityState.READY, state);
         assertEquals(subchannels.get(1), pick().getSubchannel());
         assertEquals(0, balancer.statsJson().contains("\"weight\":0,") ? 0 : 1, balancer.statsJson());
+    }
+
+    /** A field's raw JSON value in invoker {@code id}'s stats row at {@code nowUs}. */
+    private String orcaField(long id, String name, long nowUs) {
+        String json = balancer.statsJson(nowUs);
+        Matcher row = Pattern.compile("\\{\"id\":" + id + ",.*?\\}").matcher(json);
+        assertTrue(row.find(), json);
+        Matcher m = Pattern.compile("\"" + name + "\":([^,}]+)").matcher(row.group());
+        assertTrue(m.find(), row.group());
+        return m.group(1);
+    }
+
+    /**
+     * An endpoint READY again after another state restarts {@code orca}'s blackout, as gRPC's
+     * weighted_round_robin resets an endpoint's weight (gRFC A58): the server behind the new
+     * connection may be a restarted, cold process. Its first READY restarts nothing.
+     */
+    @Test
+    void aReconnectRestartsOrcasBlackout() {
+        long t0 = 1_700_000_000_000_000L;
+        long blackoutUs = 60_000_000L;
+        resolve("loadbalance=orca&orca.blackoutMs=60000", ports(1, 2));
+        subchannels.forEach(s -> s.set(ConnectivityState.CONNECTING));
+        // Reports before the first READY (none can come then over gRPC; here, to show the first
+        // READY keeps them) count a blackout later.
+        balancer.reportLoad(1, 100, 0, 1.0, t0);
+        balancer.reportLoad(2, 300, 0, 1.0, t0);
+        subchannels.forEach(s -> s.set(ConnectivityState.READY));
+        assertEquals(ConnectivityState.READY, state);
+        long counted = t0 + blackoutUs;
+        assertEquals("true", orcaField(1, "orca_counted", counted));
+        assertEquals("true", orcaField(2, "orca_counted", counted));
+
+        // Endpoint 2's connection drops and comes back.
+        subchannels.get(1).set(ConnectivityState.IDLE);
+        subchannels.get(1).set(ConnectivityState.CONNECTING);
+        assertEquals("true", orcaField(2, "orca_counted", counted), "not before it is READY again");
+        subchannels.get(1).set(ConnectivityState.READY);
+        assertEquals("false", orcaField(2, "orca_counted", counted), "the old weight counts no more");
+        assertEquals("true", orcaField(1, "orca_counted", counted), "the other endpoint keeps its weight");
+
+        // The first report over the new connection starts a new blackout.
+        long back = counted + 1_000_000L;
+        balancer.reportLoad(2, 300, 0, 1.0, back);
+        assertEquals("false", orcaField(2, "orca_counted", back + blackoutUs - 1_000));
+        assertEquals("true", orcaField(2, "orca_counted", back + blackoutUs));
+
+        // Through TRANSIENT_FAILURE too; a READY endpoint told READY again is no reconnect.
+        subchannels.get(0).set(ConnectivityState.TRANSIENT_FAILURE);
+        subchannels.get(0).set(ConnectivityState.READY);
+        assertEquals("false", orcaField(1, "orca_counted", back + blackoutUs));
+        balancer.reportLoad(1, 100, 0, 1.0, back);
+        subchannels.get(0).set(ConnectivityState.READY);
+        assertEquals("true", orcaField(1, "orca_counted", back + blackoutUs));
     }
 }
