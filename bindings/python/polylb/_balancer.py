@@ -21,6 +21,7 @@ from ._arguments import (
     _INT64_MAX,
     _INT64_MIN,
     _LOAD_PARAMS,
+    _RECONNECT_PARAMS,
     _METRICS_PARAMS,
     _NO_INVOKER,
     _REPORT_PARAMS,
@@ -598,6 +599,30 @@ class Balancer:
             raise _type_error(error, _LOAD_PARAMS) from None
         if status:
             raise self._load_error(status, named)
+
+    def report_reconnect(self, id: int, now_us: int = 0) -> None:
+        """Says that invoker ``id``'s connection was established again (a gRPC subchannel READY
+        after another state).
+
+        Under ``orca`` it restarts the invoker's run of load reports, as gRPC's
+        ``weighted_round_robin`` (gRFC A58) does: its weight stops counting at the next pick, and
+        its next :meth:`report_load` starts a new blackout (``orca.blackoutMs``), for the server
+        behind a reconnect may be a restarted, cold process. An id not in the set, and other
+        strategies, accept and ignore it. ``now_us`` (0: the library's clock) must fit an int64.
+        """
+        _refuse_bools(id=id)
+        if _range_status(0, now_us):
+            raise self._hot_error(Status.INVALID_ARGUMENT, now_us=now_us)
+        id = _index(id)
+        if isinstance(id, int) and not 0 <= id < _UINT64_END:
+            # As in report_load: an id outside 64 bits names no invoker (ctypes would wrap it).
+            id = _NO_INVOKER
+        try:
+            status: int = _ffi.lib.plb_report_reconnect(self._handle, id, now_us)
+        except ctypes.ArgumentError as error:
+            raise _type_error(error, _RECONNECT_PARAMS) from None
+        if status:
+            raise self._hot_error(status, now_us=now_us)
 
     def _load_error(self, status: int, named: Dict[str, Any]) -> PolylbError:
         """The error of a refused load report, naming the number it is about (the library

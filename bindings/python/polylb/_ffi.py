@@ -195,6 +195,7 @@ PROTOTYPES: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {
         (_HANDLE, c_uint32, c_uint64, c_int64, c_double, c_int64, c_int64),
     ),
     "plb_report_load": (c_int32, (_HANDLE, c_uint64, c_double, c_double, c_double, c_int64)),
+    "plb_report_reconnect": (c_int32, (_HANDLE, c_uint64, c_int64)),
     "plb_status_str": (c_char_p, (c_int32,)),
     "plb_version": (c_char_p, ()),
     "plb_abi_version": (c_uint32, ()),

@@ -37,6 +37,7 @@ def test_null_handle_is_an_error_everywhere() -> None:
     assert lib.plb_report(None, 0, 1, 10, 0, 0) == Status.NULL_POINTER
     assert lib.plb_report_provider_metrics(None, 0, 1, 1, 0.5, 10, 0) == Status.NULL_POINTER
     assert lib.plb_report_load(None, 1, 100.0, 0.0, 0.5, 0) == Status.NULL_POINTER
+    assert lib.plb_report_reconnect(None, 1, 0) == Status.NULL_POINTER
     assert lib.plb_balancer_method(None, b"m", 1, byref(out)) == Status.NULL_POINTER
     assert lib.plb_balancer_stats(None, 0, None, 0, byref(length)) == Status.NULL_POINTER
     assert lib.plb_balancer_update(None, None, 0, None, 0, None) == Status.NULL_POINTER

@@ -389,6 +389,7 @@ def test_a_balancer_whose_creation_failed_has_a_repr_and_closes(config: Any) -> 
         lambda lb: lb.report(1, 10, Outcome.SUCCESS),
         lambda lb: lb.report_provider_metrics(1, 1, 0.5, 10),
         lambda lb: lb.report_load(1, 100.0, 0.0, 0.5),
+        lambda lb: lb.report_reconnect(1),
         lambda lb: lb.update(invokers(1)),
         lambda lb: lb.method("sayHello"),
         lambda lb: lb.stats(),

@@ -445,6 +445,70 @@ def test_use_after_close_raises_even_for_a_bad_report() -> None:
         lb.report_load(1, 100, 0, 0.5, now_us=2**64)
 
 
+# -- reconnects ---------------------------------------------------------------------------------
+
+
+def test_a_reconnect_restarts_the_blackout(balancer_factory: Any) -> None:
+    """report_reconnect (gRFC A58's READY again) stops the invoker's weight counting at once; it
+    counts again a blackout after its next report."""
+    lb = balancer_factory("orca", orca_blackoutMs=5_000, orca_updateMs=60_000)
+    lb.update(invokers(2))
+    loads = {1: (100.0, 0.0, 1.0), 2: (300.0, 0.0, 1.0)}
+    report_every_second(lb, loads, NOW_US, NOW_US + 6 * SECOND_US)
+    counted = NOW_US + 6 * SECOND_US
+    assert_dealt(deal(lb, 400, counted), {1: 1, 2: 3}, 400)
+
+    lb.report_reconnect(2, now_us=counted)
+    assert orca_fields(lb, counted)[2][:2] == (300, False)  # the last weight, not counted
+    assert orca_fields(lb, counted)[1][:2] == (100, True)
+    assert_dealt(deal(lb, 400, counted), {1: 1, 2: 1}, 400)
+
+    back = counted + SECOND_US
+    report_every_second(lb, loads, back, back)
+    assert_dealt(deal(lb, 400, back + 4_900_000), {1: 1, 2: 1}, 400)
+    assert_dealt(deal(lb, 400, back + 5 * SECOND_US), {1: 1, 2: 3}, 400)
+    lb.report_reconnect(2)  # the library's clock
+    assert orca_fields(lb, back + 5 * SECOND_US)[2][1] is False
+
+
+def test_reconnects_of_ids_not_in_the_set_are_accepted_and_ignored(reported: polylb.Balancer) -> None:
+    before = reported.stats(now_us=NOW_US)
+    for invoker_id in (99, 2**63 - 1, 2**64 - 1, 2**64 + 3, 3 - 2**64, -1):
+        reported.report_reconnect(invoker_id, now_us=NOW_US)
+    assert reported.stats(now_us=NOW_US) == before
+
+
+def test_a_reconnect_checks_its_arguments(reported: polylb.Balancer) -> None:
+    before = reported.stats(now_us=NOW_US)
+    for now_us in (2**63, -(2**63) - 1):
+        with pytest.raises(polylb.InvalidArgumentError) as info:
+            reported.report_reconnect(3, now_us=now_us)
+        assert str(info.value) == f"invalid argument: now_us = {now_us} (want an int64 clock)"
+    with pytest.raises(TypeError, match="id must be an int, not bool"):
+        reported.report_reconnect(True)
+    with pytest.raises(TypeError, match="id"):
+        reported.report_reconnect("3")  # type: ignore[arg-type]
+    assert reported.stats(now_us=NOW_US) == before
+    reported.close()
+    with pytest.raises(polylb.BalancerClosedError):
+        reported.report_reconnect(3)
+    with pytest.raises(polylb.BalancerClosedError):
+        reported.report_reconnect(3, now_us=2**64)
+
+
+@pytest.mark.parametrize("strategy", ["random", "roundrobin", "leastactive", "p2c", "maglev"])
+def test_other_strategies_accept_and_ignore_reconnects(strategy: str, balancer_factory: Any) -> None:
+    lb = balancer_factory(strategy, seed=5)
+    lb.update(invokers(3))
+    twin = balancer_factory(strategy, seed=5)
+    twin.update(invokers(3))
+    before = lb.stats(now_us=NOW_US)
+    for invoker_id in (1, 2, 3, 99):
+        lb.report_reconnect(invoker_id, now_us=NOW_US)
+    assert lb.stats(now_us=NOW_US) == before
+    assert deal(lb, 200, NOW_US) == deal(twin, 200, NOW_US)
+
+
 FULL_SET = invokers(8)
 # Shares ids 1..6 with FULL_SET (their reports must survive), drops 7 and 8, adds 9 and 10.
 OTHER_SET = invokers(6) + [Invoker(9, "10.0.0.9:20880"), Invoker(10, "10.0.0.10:20880", weight=50)]

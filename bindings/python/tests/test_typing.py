@@ -47,6 +47,7 @@ GOOD_USE = """
         picked: int = lb.select(key="user-1", method=method, among=[1, 2], exclude=polylb.id_array([2]))
         lb.report(picked, 100, Outcome.SUCCESS, method=method)
         lb.report_load(picked, 120.0, 1.5, 0.6, now_us=0)
+        lb.report_reconnect(picked, now_us=0)
         with lb.call(key=b"k") as call:
             chosen: int = call.id
         stats: Dict[str, Any] = lb.stats()
