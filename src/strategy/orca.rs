@@ -551,16 +551,16 @@ pub(crate) fn stride_pick(snapshot: &Snapshot, clock: &Clock) -> Option<usize> {
     Some(table.stride_pick())
 }
 
+/// The set's load table and invoker `id`'s position in it; None when the set has no table
+/// (another strategy) or `id` is not in it.
+fn load_cell_of(snapshot: &Snapshot, id: u64) -> Option<(&LoadTable, usize)> {
+    let table = snapshot.prepared.as_ref()?.downcast_ref::<LoadTable>()?;
+    Some((table, snapshot.position(id)?))
+}
+
 /// Records a provider's load report for invoker `id` of the set (nothing when it is not in it).
 pub(crate) fn record_load(snapshot: &Snapshot, id: u64, report: &LoadReport, now_ms: i64) {
-    let Some(table) = snapshot
-        .prepared
-        .as_ref()
-        .and_then(|p| p.downcast_ref::<LoadTable>())
-    else {
-        return;
-    };
-    if let Some(pos) = snapshot.position(id) {
+    if let Some((table, pos)) = load_cell_of(snapshot, id) {
         if let Some(counts_at) = table.cells[pos].record(report, now_ms, &table.config) {
             // The schedule changes when the new weight counts, not up to a period later.
             table.next_update_ms.fetch_min(counts_at, AcqRel);
@@ -572,14 +572,7 @@ pub(crate) fn record_load(snapshot: &Snapshot, id: u64, report: &LoadReport, now
 /// again; nothing when it is not in it): its weight stops counting at the next pick, and its
 /// next report starts a new blackout.
 pub(crate) fn restart_load(snapshot: &Snapshot, id: u64) {
-    let Some(table) = snapshot
-        .prepared
-        .as_ref()
-        .and_then(|p| p.downcast_ref::<LoadTable>())
-    else {
-        return;
-    };
-    if let Some(pos) = snapshot.position(id) {
+    if let Some((table, pos)) = load_cell_of(snapshot, id) {
         table.cells[pos].restart();
         // The schedule changes at the next pick, not up to a period later.
         table.next_update_ms.fetch_min(i64::MIN, AcqRel);
