@@ -1,12 +1,13 @@
 //! What an update to the empty set (every binding's close) keeps of a method's counters: one
-//! compact record of the pick set's counters, written out as Dubbo's per-invoker entries only
-//! when a select or an update needs them.
+//! compact record, written out as Dubbo's per-invoker entries only when a select or an update
+//! needs them.
 //!
 //! Dubbo keeps each invoker's counter until a select finds it unused for 60 s, and an empty set
 //! has no selects: the counters stay until the set comes back, or for the handle's life. As
 //! entries they cost about 55 bytes per method and invoker; kept as the period they stand for,
-//! up to 1 MB per method (a long period's order). The record holds 8 bytes per invoker, beside
-//! the ids and weights, which it shares with the period's when it was the set's own.
+//! up to 1 MB per method (a long period's order). The record holds the counters a live period
+//! or tournament implies, 8 bytes per invoker beside the ids and weights (shared with the
+//! period's when it was the set's own), and every other entry stowed at about 20 bytes.
 
 use super::period::{position_of, Kinetic, Period};
 use super::state::{Entry, State};
