@@ -171,7 +171,8 @@ fn validate(invokers: &[Invoker], kind: StrategyKind, config: &Config) -> Result
             Status::LimitExceeded,
             format!(
                 "{} invokers with hash.nodes={hash_nodes} would place {points} points on the \
-                 ring, more than its limit of {MAX_RING_POINTS} (each point takes about 10 B)",
+                 ring, more than its limit of {MAX_RING_POINTS} (a ring's build takes about \
+                 {RING_BUILD_BYTES_PER_POINT} B per point)",
                 invokers.len()
             ),
         ));
