@@ -601,6 +601,10 @@ const LOAD_REPORT: u8 = 208;
 /// Bytes from here up reach what was added to a decoding after the corpus was gathered.
 const FIRST_NEW: u8 = 236;
 
+/// Op 9 is a reconnect (`plb_report_reconnect`) when its next byte is at least this (the bytes
+/// below keep the status code lookup, `plb_status_str`, the corpus was gathered with).
+const RECONNECT: u8 = 0xF0;
+
 /// A byte's index into a list that has grown from `old` entries to `len` (new ones appended):
 /// bytes below the last 8 % of the range keep the index `byte % old` they had before, so the
 /// corpus' inputs mostly decode as they did; the top bytes reach the new entries.
@@ -1194,6 +1198,25 @@ impl Machine {
                     x if x < 64 => now.saturating_sub(x as i64 * 1_000_000),
                     x => now.saturating_add(x as i64 * 250_000),
                 };
+            }
+            9 if r.peek() >= RECONNECT => {
+                // a reconnect (orca ends the invoker's run of load reports; others ignore it)
+                r.u8();
+                let id = (r.u8() % 26) as u64;
+                let status = unsafe { plb_report_reconnect(b, id, now) };
+                assert_eq!(status, PLB_OK, "reconnect status");
+                if strategy == "orca" && set.contains(&id) {
+                    // Whatever the time, a run just ended does not count.
+                    let stats_now = if now == 0 { 1_700_000_000_000_000 } else { now };
+                    let json = unsafe { stats(b, stats_now, 0) };
+                    let row = format!("{{\"id\":{id},");
+                    let at = json.find(&row).expect("a member's row");
+                    let counted = at + json[at..].find("\"orca_counted\":").expect("orca_counted");
+                    assert!(
+                        json[counted..].starts_with("\"orca_counted\":false"),
+                        "{id}'s weight counts after a reconnect: {json}"
+                    );
+                }
             }
             _ => {
                 let code = r.u64() as i32;

@@ -11,7 +11,7 @@
 //! candidate excluded, unknown candidates and methods, keys; bursts of them reported at once;
 //! through `Call` guards, finished or dropped, where the library's clock is mixed in), reports
 //! (every outcome, departed and unknown ids, calls ended twice, bad methods and elapsed times),
-//! provider metrics, load reports (valid and refused), time jumps (forward, past 60 s,
+//! provider metrics, load reports (valid and refused), reconnects, time jumps (forward, past 60 s,
 //! backward) and stats. After every step:
 //!
 //! * a select returns a member of the current set, among its candidates less its exclusions,
@@ -30,7 +30,8 @@
 //! * the stats are JSON whose counters (summed and per method) equal the model's, whose
 //!   effective weights follow Dubbo's formula and slow-start shares a model of the ramp (who
 //!   is exempt, which pick stamps it, a clock stepping back), with ejections within the budget,
-//!   and `orca`'s weights are the last accepted load report's (none for a newcomer);
+//!   and `orca`'s weights are the last accepted load report's (none for a newcomer), counting
+//!   only after the blackout of their run and until they lapse or a reconnect ends the run;
 //! * a rejected update changes nothing: a twin balancer that never got it answers every
 //!   later call alike (also the determinism of a seeded balancer);
 //! * per-method isolation: a twin that sees only one method's calls picks alike for it
@@ -88,6 +89,13 @@ fn scenarios() -> Vec<(&'static str, String, Clocks)> {
             "maglev" => &["maglev.tableSize=101", "maglev.tableSize=7&zone=z0"],
             "shortestresponse" => &["shortestresponse.slidePeriod=5000"],
             "adaptive" => &["timeout=50"],
+            // Weights that count at once, and soon, so that reconnects end counted runs.
+            "orca" => &[
+                "orca.blackoutMs=0",
+                "orca.blackoutMs=0&zone=z0&outlier.consecutiveFailures=2",
+                "orca.blackoutMs=1000&warmup=30000",
+                "orca.blackoutMs=2000&orca.expirationMs=20000",
+            ],
             _ => &[],
         };
         for opts in own {
@@ -148,4 +156,6 @@ fn random_sequences_keep_the_documented_invariants() {
     // The sequences reached what the invariants are about.
     assert!(totals.picks > 1000 && totals.select_errors > 100 && totals.rejected_updates > 100);
     assert!(totals.rule_checks > 1000 && totals.twin_checks > 1000 && totals.narrowed > 100);
+    assert!(totals.orca_counted > 100 && totals.orca_not_counted > 100);
+    assert!(totals.reconnects_uncounting > 10);
 }

@@ -43,6 +43,12 @@ pub struct Totals {
     pub twin_checks: u64,
     /// Picks the filters confined to fewer invokers than the call allowed.
     pub narrowed: u64,
+    /// `orca` rows whose weight counted, and those that had a weight that did not (in blackout,
+    /// lapsed, or ended by a reconnect), checked against the model.
+    pub orca_counted: u64,
+    pub orca_not_counted: u64,
+    /// Reconnects that ended a run whose weight counted.
+    pub reconnects_uncounting: u64,
 }
 
 impl Totals {
@@ -57,6 +63,9 @@ impl Totals {
         self.rule_checks += t.rule_checks;
         self.twin_checks += t.twin_checks;
         self.narrowed += t.narrowed;
+        self.orca_counted += t.orca_counted;
+        self.orca_not_counted += t.orca_not_counted;
+        self.reconnects_uncounting += t.reconnects_uncounting;
     }
 }
 
@@ -108,9 +117,36 @@ struct Model {
     metrics: [bool; METHODS.len()],
     points: Points,
     maglev: MaglevTables,
-    /// `orca`: each invoker's last accepted load report's weight, while it stays in the set.
-    loads: HashMap<u64, f64>,
+    /// `orca`: each invoker's last accepted load report and its run, while it stays in the set.
+    loads: HashMap<u64, LoadRun>,
 }
+
+/// `orca`'s record of an invoker's load reports (src/strategy/orca.rs's module doc).
+#[derive(Clone, Copy, Debug)]
+struct LoadRun {
+    /// The last accepted report's weight.
+    weight: f64,
+    /// When the run of reports began (ms; 0 = none: never, or ended by a reconnect).
+    since_ms: i64,
+    /// When the last report came (ms; 0 after a reconnect).
+    last_ms: i64,
+    /// Some report came at the library's clock: its times are known only roughly.
+    fuzzy: bool,
+}
+
+impl LoadRun {
+    /// Whether the weight counts at `now_ms`: a run that has passed its blackout and not
+    /// lapsed.
+    fn counts(&self, now_ms: i64, orca: &polylb::OrcaConfig) -> bool {
+        self.since_ms != 0
+            && now_ms.saturating_sub(self.since_ms) >= orca.blackout_ms
+            && now_ms.saturating_sub(self.last_ms) < orca.expiration_ms
+    }
+}
+
+/// How far back a clock may step behind a run's start before a report starts a new run
+/// (src/clock.rs).
+const STEP_BACK_MS: i64 = 1_000;
 
 /// Slow start's state of an invoker (src/strategy/slow_start.rs's module doc).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -465,6 +501,10 @@ impl Seq<'_> {
             45..=49 => self.burst(),
             50..=79 => self.report(),
             80..=82 => self.provider_metrics(),
+            // orca's picks follow its load reports: more of them there.
+            83..=92 if self.strategy == "orca" && self.rng.chance(300) => self.reconnect(),
+            83..=92 if self.strategy == "orca" => self.load_report(),
+            83..=84 if self.rng.chance(200) => self.reconnect(),
             83..=84 => self.load_report(),
             _ => self.advance(),
         }
@@ -1145,8 +1185,13 @@ impl Seq<'_> {
     /// exceeds `qps`, else accepted (and for an invoker of the set, kept as the weight
     /// `qps / (utilization + eps / qps × orca.errorPenalty)` when it has qps and utilization).
     fn load_report(&mut self) {
-        let id = self.rng.below(12);
-        let (t, _) = self.call_time();
+        // Mostly an invoker of the set: the case that keeps a weight.
+        let ids: Vec<u64> = self.model.set.iter().map(|i| i.id).collect();
+        let id = match ids.is_empty() || self.rng.chance(250) {
+            true => self.rng.below(12),
+            false => self.rng.pick(&ids),
+        };
+        let (t, now_us) = self.call_time();
         let number = |rng: &mut Rng| match rng.below(40) {
             0 => f64::NAN,
             1 => -1.0,
@@ -1175,12 +1220,29 @@ impl Seq<'_> {
             "load {id} qps {qps} eps {eps} utilization {utilization} at {t} -> {got:?}"
         ));
         assert_eq!(got, expected);
-        let penalty = self.model.config.orca.error_penalty;
+        let orca = &self.model.config.orca;
         let in_set = self.model.set.iter().any(|i| i.id == id);
         if got.is_ok() && in_set && qps > 0.0 && utilization > 0.0 {
-            let weight = qps / (utilization + eps / qps * penalty);
+            let weight = qps / (utilization + eps / qps * orca.error_penalty);
             if weight.is_finite() && weight > 0.0 {
-                self.model.loads.insert(id, weight);
+                let now_ms = now_us.div_euclid(1000);
+                let run = self.model.loads.entry(id).or_insert(LoadRun {
+                    weight,
+                    since_ms: 0,
+                    last_ms: 0,
+                    fuzzy: false,
+                });
+                // A report starts a new run when none is going, the last one lapsed, or the
+                // clock stepped back far behind the run's start.
+                if run.since_ms == 0
+                    || now_ms.saturating_sub(run.last_ms) >= orca.expiration_ms
+                    || run.since_ms.saturating_sub(now_ms) > STEP_BACK_MS
+                {
+                    run.since_ms = now_ms.max(1);
+                }
+                run.weight = weight;
+                run.last_ms = now_ms;
+                run.fuzzy |= t == 0;
             }
         }
         if self.twin {
@@ -1188,6 +1250,41 @@ impl Seq<'_> {
         }
         if let Some(i) = &self.iso {
             assert_eq!(i.report_load(id, report, t), got);
+        }
+    }
+
+    /// A provider's connection established again: accepted for any id and strategy; under
+    /// `orca` an invoker of the set keeps its last report's weight for the stats, but the
+    /// weight no longer counts, and its next report starts a new run (with a new blackout).
+    fn reconnect(&mut self) {
+        // Mostly an invoker with a weight: the case with something to end.
+        let mut weighted: Vec<u64> = self.model.loads.keys().copied().collect();
+        weighted.sort_unstable();
+        let id = match weighted.is_empty() || self.rng.chance(250) {
+            true => self.rng.below(12),
+            false => self.rng.pick(&weighted),
+        };
+        let (t, now_us) = self.call_time();
+        let got = self.a.report_reconnect(id, t);
+        self.log.push(format!("reconnect {id} at {t} -> {got:?}"));
+        assert_eq!(got, Ok(()));
+        if let Some(run) = self.model.loads.get_mut(&id) {
+            if !run.fuzzy && run.counts(now_us.div_euclid(1000), &self.model.config.orca) {
+                self.t.reconnects_uncounting += 1;
+            }
+            // Times no longer matter: the next report sets them.
+            *run = LoadRun {
+                since_ms: 0,
+                last_ms: 0,
+                fuzzy: false,
+                ..*run
+            };
+        }
+        if self.twin {
+            assert_eq!(self.b.report_reconnect(id, t), got);
+        }
+        if let Some(i) = &self.iso {
+            assert_eq!(i.report_reconnect(id, t), got);
         }
     }
 
@@ -1217,13 +1314,32 @@ impl Seq<'_> {
             if self.strategy == "orca" {
                 // The last accepted report's weight (to the ulp serde_json's parsing may
                 // miss); none for an invoker that joined (or left and came back) since.
-                let weight = model.loads.get(&inv.id).copied();
+                let run = model.loads.get(&inv.id).copied();
+                let weight = run.map(|r| r.weight);
                 let shown = row["orca_weight"].as_f64();
                 let same = match (shown, weight) {
                     (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * b,
                     (a, b) => a == b,
                 };
                 assert!(same, "orca_weight {shown:?}, model {weight:?}: {row}");
+                // Whether it counts, where every time involved is known exactly.
+                let counts = match run {
+                    None => Some(false),
+                    Some(r) if t != 0 && !r.fuzzy => Some(r.counts(now_ms, &model.config.orca)),
+                    Some(_) => None,
+                };
+                if let Some(counts) = counts {
+                    match (counts, run.is_some()) {
+                        (true, _) => self.t.orca_counted += 1,
+                        (false, true) => self.t.orca_not_counted += 1,
+                        _ => {}
+                    }
+                    assert_eq!(
+                        row["orca_counted"].as_bool(),
+                        Some(counts),
+                        "orca_counted at {now_ms}, model {run:?}: {row}"
+                    );
+                }
                 let share = row["orca_share"].as_f64().unwrap();
                 assert!((0.0..=1.0).contains(&share), "orca_share: {row}");
             }
