@@ -305,7 +305,9 @@ def write(d, path, smoke, seconds):
         if mem:
             out.append("\n#### Memory (counting global allocator, n = 1000; live bytes per invoker after the update — "
                        "pingora's after 4 selects as well, tower's after building its endpoints; "
-                       "polylb's \"+1000 methods\" rows: what 4 select+report calls on each of 1000 methods add)\n")
+                       "polylb's \"+1000 methods\" rows: what 4 select+report calls on each of 1000 methods add, "
+                       "over all 1000 invokers though each method reaches only 4; \"+10 methods, every invoker "
+                       "called\": what a method in use costs per invoker)\n")
             out.append("| impl | selector | bytes per invoker |")
             out.append("|---|---|---:|")
             for k, v in sorted(mem.items(), key=lambda kv: (kv[0][2] != "polylb", kv[0][3])):

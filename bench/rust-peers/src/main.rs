@@ -708,6 +708,7 @@ fn main() {
     if want("memory") {
         let n = 1000;
         let methods = 1000;
+        const WIDE_METHODS: usize = 10;
         for (strategy, cfgs) in [
             ("random", "loadbalance=random"),
             ("roundrobin", "loadbalance=roundrobin"),
@@ -734,6 +735,22 @@ fn main() {
                 }
             }
             let after_methods = live();
+            drop(b);
+            // The rows above call 4 of the n invokers per method, so most invokers never get
+            // counters for it: what a method costs where it is used, 10 methods each calling
+            // every invoker (20,000 calls, keys in rotation, reach all of them).
+            let wide = Balancer::new(cfgs).unwrap();
+            wide.update(&set).unwrap();
+            let wide_before = live();
+            for name in &names[..WIDE_METHODS] {
+                let m = wide.method(name).unwrap();
+                for key in keys.iter().cycle().take(20_000) {
+                    let id = wide.select(m, key, 0).unwrap();
+                    wide.report(m, id, 1000, Outcome::Success, 0).unwrap();
+                }
+            }
+            let wide_after = live();
+            drop(wide);
             emit(
                 "memory",
                 "polylb",
@@ -752,7 +769,15 @@ fn main() {
                 (after_methods - after_update) as f64 / (methods * n) as f64,
                 "B/invoker/method",
             );
-            drop(b);
+            emit(
+                "memory",
+                "polylb",
+                &format!("{strategy} +{WIDE_METHODS} methods, every invoker called"),
+                n,
+                1,
+                (wide_after - wide_before) as f64 / (WIDE_METHODS * n) as f64,
+                "B/invoker/method",
+            );
         }
         macro_rules! pingora_mem {
             ($ty:ty, $name:expr, $ketama:expr) => {{
