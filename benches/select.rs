@@ -1,4 +1,5 @@
-//! select + report per strategy at n = 2, 10, 100, 1000, on 1 and 2 threads, each beside a
+//! select + report per strategy at n = 2, 10, 100, 1000 on 1 thread (random, leastactive,
+//! roundrobin and adaptive also on 2 threads at n = 10 and 1000), each beside a
 //! floor measured in the same run (research/floors.md): a bounded random pick, a weighted pick
 //! by binary search, the P2C pick with in-flight accounting, MD5 of the key + ring lookup, the
 //! O(n) nginx smooth-WRR loop, and Dubbo's adaptive pick done plainly.
