@@ -667,7 +667,8 @@ class Balancer:
         ``NOT_FOUND``, ``ALREADY_EXISTS``, ``PERMISSION_DENIED``, ``UNAUTHENTICATED``,
         ``FAILED_PRECONDITION``, ``ABORTED``, ``OUT_OF_RANGE``) is success,
         ``DEADLINE_EXCEEDED`` timeout, ``CANCELLED`` cancelled after this side's cancel (the
-        error's ``cancelled()`` is True) and failure when the provider sent it, and ``UNAVAILABLE``,
+        error's ``cancelled()`` is True, or its sync channel was closed by this side: the details
+        "Channel closed!") and failure when the provider sent it, and ``UNAVAILABLE``,
         ``RESOURCE_EXHAUSTED``, ``UNIMPLEMENTED``, ``INTERNAL``, ``UNKNOWN``, ``DATA_LOSS``
         failure; a sync future's ``grpc.FutureCancelledError`` (after this side's ``cancel()``)
         is cancelled and ``grpc.FutureTimeoutError`` (its wait ran out) timeout. Any other

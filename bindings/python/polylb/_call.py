@@ -18,6 +18,7 @@ from ._outcomes import (
     _is_cancelled,
     _is_resource_exhausted,
     _outcome_of,
+    _own_cancel,
     _size_limit_of,
     _size_limit_outcome,
     _status_outcome,
@@ -182,9 +183,10 @@ class Call:
             elif status is not None:
                 decided = _status_outcome(status, _SUCCESS)
                 if _is_cancelled(decided, status):
-                    # A cancel only if this side cancelled it (a sync stream's cancelled()),
-                    # else the provider ended it: a failure (as when it is raised).
-                    decided = _CANCELLED if self._stream_cancelled() else decided
+                    # A cancel only if this side cancelled it (a sync stream's cancelled(), or
+                    # its channel closed by this side), else the provider ended it: a failure
+                    # (as when it is raised).
+                    decided = _CANCELLED if _own_cancel(self._stream) else decided
                 elif _is_resource_exhausted(decided, status):
                     # As when the stream's error is raised out of the block: gRPC's size check.
                     try:
@@ -261,7 +263,7 @@ class Call:
                     details = await self._awaited(details, elapsed_us, _CANCELLED, exc_type, exc)
                     own = isinstance(details, str) and details == _AIO_LOCAL_CANCEL_DETAILS
                 else:
-                    own = self._stream_cancelled()
+                    own = _own_cancel(self._stream)
                 decided = _CANCELLED if own else decided
             elif _is_resource_exhausted(decided, status):
                 # As when the stream's error is raised out of the block: gRPC's size check.

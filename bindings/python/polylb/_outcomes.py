@@ -127,15 +127,35 @@ def _size_limit_of(details: Any) -> Optional[Outcome]:
 
 def _own_cancel(rpc: Any) -> bool:
     """Whether this side cancelled ``rpc`` (a sync grpcio call, or the error it raised): its
-    ``cancelled()`` is True. Sync grpcio sets it only on this side's ``cancel()`` (the stream
-    raises itself then); its ``_InactiveRpcError`` says False, and a ``grpc.aio.AioRpcError`` has no
-    ``cancelled()``: grpc.aio raises ``asyncio.CancelledError`` after this side's cancel, so an
-    ``AioRpcError`` with ``CANCELLED`` is always the provider's."""
+    ``cancelled()`` is True, or its ``details()`` are those sync grpcio ends a call with when
+    this side closed its channel (_SYNC_LOCAL_CANCEL_WORDS). Sync grpcio sets ``cancelled()``
+    only on this side's ``cancel()`` (the stream raises itself then); its ``_InactiveRpcError``
+    says False, and a ``grpc.aio.AioRpcError`` has no ``cancelled()``: grpc.aio raises
+    ``asyncio.CancelledError`` after this side's cancel (and its channel's ``close()``), so an
+    ``AioRpcError`` with ``CANCELLED`` is the provider's."""
     try:
         cancelled = getattr(rpc, "cancelled", None)
-        return callable(cancelled) and cancelled() is True
+        if callable(cancelled) and cancelled() is True:
+            return True
+        details = getattr(rpc, "details", None)
+        if not callable(details):
+            return False
+        text = details()
+        if inspect.isawaitable(text):  # a grpc.aio call's: nothing to read without awaiting
+            close = getattr(text, "close", None)
+            if callable(close):
+                close()
+            return False
+        return isinstance(text, str) and any(words in text for words in _SYNC_LOCAL_CANCEL_WORDS)
     except Exception:
         return False
+
+
+# What sync grpcio gives as the details of the CANCELLED status it ends every call of a channel
+# with when this side closes the channel (grpc/_channel.py, Channel._close: "Channel closed!",
+# which a stream's reads as "Stream removed (Channel closed!)"). Its cancelled() stays False
+# then, yet no provider did anything: grpc.aio's close() cancels its calls as cancel() does.
+_SYNC_LOCAL_CANCEL_WORDS = ("Channel closed!",)
 
 
 # What grpc.aio's ``cancel()`` sets as the details of the CANCELLED status it ends the call with

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
 from concurrent import futures
 from typing import Any, Callable, Iterator, List, Optional, Tuple
@@ -174,6 +175,26 @@ def test_sync_future_whose_wait_runs_out_is_a_timeout(balancer_factory: Any, cha
         if future is not None:
             future.cancel()
     assert counted(lb) == COUNTS[Outcome.TIMEOUT]
+
+
+def test_sync_call_cut_by_closing_its_channel_is_a_cancel(balancer_factory: Any, address: str) -> None:
+    """This side's channel.close() ends every call on it with CANCELLED ("Channel closed!"),
+    though cancelled() stays False: the provider did nothing, so no failure counts against it
+    (grpc.aio's close() cancels its calls, which raise asyncio.CancelledError: a cancel too)."""
+    lb = _single(balancer_factory)
+    closing = grpc.insecure_channel(address)
+    grpc.channel_ready_future(closing).result(timeout=10)
+    timer = threading.Timer(DEADLINE_S / 2, closing.close)
+    timer.start()
+    try:
+        with pytest.raises(grpc.RpcError) as raised:
+            with lb.call():
+                closing.unary_unary(METHOD)(b"SLOW", timeout=10)
+    finally:
+        timer.join()
+        closing.close()
+    assert raised.value.code() == grpc.StatusCode.CANCELLED
+    assert counted(lb) == COUNTS[Outcome.CANCELLED]
 
 
 # -- the asyncio API ------------------------------------------------------------------------

@@ -222,6 +222,25 @@ def test_resource_exhausted_is_read_by_its_details(balancer_factory: Any, detail
     assert counted(lb) == COUNTS[outcome]
 
 
+@pytest.mark.parametrize(
+    "details, outcome",
+    [
+        # Sync grpcio's words for the calls of a channel this side closed: no provider's doing.
+        ("Channel closed!", Outcome.CANCELLED),
+        ("Stream removed (Channel closed!)", Outcome.CANCELLED),
+        # Any other CANCELLED without this side's cancel() is the provider's.
+        ("Received RST_STREAM with error code 8", Outcome.FAILURE),
+        (None, Outcome.FAILURE),
+    ],
+)
+def test_cancelled_by_closing_this_sides_channel_is_a_cancel(
+    balancer_factory: Any, details: Any, outcome: Outcome
+) -> None:
+    lb = _single(balancer_factory)
+    raise_in_call(lb, DetailedRpcError(StatusCode.CANCELLED, details))
+    assert counted(lb) == COUNTS[outcome]
+
+
 def test_details_that_must_be_awaited_are_not_read(balancer_factory: Any) -> None:
     class AwaitedDetails(AioRpcError):
         async def details(self) -> str:

@@ -14,6 +14,7 @@ installed (bindings/python/run-tests.sh installs it); the binding itself never i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from concurrent import futures
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, List, Sequence, Tuple
@@ -255,6 +256,50 @@ def test_sync_tracked_stream_read_to_its_end_is_judged_by_its_status(
             except grpc.RpcError as error:
                 assert error.code() == grpc.StatusCode[status]
         assert counted(lb) == COUNTS[outcome], status
+
+
+@pytest.mark.parametrize("tracked", [False, True], ids=["raised", "tracked"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_sync_stream_cut_by_closing_its_channel_is_a_cancel(balancer_factory: Any, kind: str, tracked: bool) -> None:
+    """This side's channel.close() ends its streams with CANCELLED ("Stream removed (Channel
+    closed!)"), though cancelled() stays False: a cancel, whether the error propagates out of the
+    block or the block catches it and call.stream() reads the status."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    handler = grpc.method_handlers_generic_handler(
+        "svc",
+        {
+            "Stream": grpc.unary_stream_rpc_method_handler(_stream_handler),
+            "Bidi": grpc.stream_stream_rpc_method_handler(_bidi_handler),
+        },
+    )
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    lb = _single(balancer_factory)
+    closing = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        grpc.channel_ready_future(closing).result(timeout=10)
+        expected: Any = contextlib.nullcontext() if tracked else pytest.raises(grpc.RpcError)
+        with expected as raised:
+            with lb.call() as call:
+                responses = _open(closing, kind, [b"OK", b"HOLD"])
+                if tracked:
+                    call.stream(responses)
+                try:
+                    for response in responses:
+                        if response == b"held":
+                            closing.close()
+                except grpc.RpcError as error:
+                    assert error.code() == grpc.StatusCode.CANCELLED
+                    assert not error.cancelled()
+                    if not tracked:
+                        raise
+        if raised is not None:
+            assert raised.value.code() == grpc.StatusCode.CANCELLED
+        assert counted(lb) == COUNTS[Outcome.CANCELLED]
+    finally:
+        closing.close()
+        server.stop(None)
 
 
 def test_sync_bidi_request_side_error_needs_call_outcome(balancer_factory: Any, channel: Any) -> None:
