@@ -674,8 +674,11 @@ class Balancer:
         is cancelled and ``grpc.FutureTimeoutError`` (its wait ran out) timeout. Any other
         exception (or a gRPC error whose status cannot be read): timeout on
         ``TimeoutError`` (asyncio's and concurrent.futures' too) or an exception whose chain
-        (``__cause__``, else ``__context__``; a ``URLError``'s ``reason``) holds one, failure on any other ``Exception`` and cancelled on ``BaseException``s
-        that are not ``Exception``s (``KeyboardInterrupt``, ``asyncio.CancelledError``). Set
+        (``__cause__``, else ``__context__``; a ``URLError``'s ``reason``; an exception group's
+        members) holds one, failure on any other ``Exception`` and cancelled on ``BaseException``s
+        that are not ``Exception``s (``KeyboardInterrupt``, ``asyncio.CancelledError``). An
+        exception group (``asyncio.TaskGroup``'s) is read by its members, each as if raised
+        alone: a timeout among them first, then a cancel, then a failure, else success. Set
         ``call.outcome`` inside the block to decide it yourself; it wins over all of these.
         A ``call.outcome`` that is no outcome still ends the call, as cancelled (the in-flight
         count is undone, nothing is recorded), and raises ``TypeError`` (``UnknownOutcomeError``

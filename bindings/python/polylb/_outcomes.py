@@ -5,6 +5,7 @@ grpc is never imported: its errors and statuses are recognised by their module a
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import sys
 from enum import Enum
@@ -208,8 +209,9 @@ def _is_timeout(exc_type: Type[BaseException], exc: Optional[BaseException]) -> 
     """Whether the exception is a timeout, or wraps one: its chain is followed as Go's
     errors.Is follows Unwrap and Rust's source(), through ``__cause__`` (``raise ... from``),
     else ``__context__`` (an exception raised while handling another, as requests raises its
-    ReadTimeout over urllib3's ReadTimeoutError over TimeoutError), and a
-    ``urllib.error.URLError``'s ``reason`` when that is an exception (urllib's timeout).
+    ReadTimeout over urllib3's ReadTimeoutError over TimeoutError), a
+    ``urllib.error.URLError``'s ``reason`` when that is an exception (urllib's timeout), and an
+    exception group's members (as Go's walk follows an ``Unwrap() []error``).
 
     ``__context__`` is followed even when ``__suppress_context__`` is set without a cause: that
     is ``raise exc from None``, which re-raisers use to shorten a traceback, not to say the
@@ -221,6 +223,7 @@ def _is_timeout(exc_type: Type[BaseException], exc: Optional[BaseException]) -> 
         return True
     if exc is None:
         return False
+    groups = _group_classes()
     url_error = getattr(sys.modules.get("urllib.error"), "URLError", None)
     pending = [exc]
     seen: Set[int] = set()
@@ -238,9 +241,58 @@ def _is_timeout(exc_type: Type[BaseException], exc: Optional[BaseException]) -> 
             reason = getattr(current, "reason", None)
             if isinstance(reason, BaseException):
                 pending.append(reason)
+        if groups and isinstance(current, groups):
+            # Its members, as Go's walk follows an `Unwrap() []error`, the first looked at first.
+            pending.extend(reversed(_members(current)))
         if current.__cause__ is not None:
             pending.append(current.__cause__)
     return False
+
+
+def _group_classes() -> Tuple[Type[BaseException], ...]:
+    """BaseExceptionGroup (Python 3.11+; asyncio.TaskGroup raises one), and the ``exceptiongroup``
+    backport's before 3.11 when it is imported (anyio and trio raise it there)."""
+    classes: List[Type[BaseException]] = []
+    for cls in (
+        getattr(builtins, "BaseExceptionGroup", None),
+        getattr(sys.modules.get("exceptiongroup"), "BaseExceptionGroup", None),
+    ):
+        if isinstance(cls, type) and issubclass(cls, BaseException) and cls not in classes:
+            classes.append(cls)
+    return tuple(classes)
+
+
+def _members(group: BaseException) -> List[BaseException]:
+    members = getattr(group, "exceptions", None)
+    if not isinstance(members, (tuple, list)):
+        return []
+    return [member for member in members if isinstance(member, BaseException)]
+
+
+#: The order in which a group's members decide, as Go's OutcomeOf reads a joined error: a
+#: timeout anywhere in it first, then a cancel, then a failure; a success only if all are.
+_GROUP_PRECEDENCE = (_TIMEOUT, _CANCELLED, _FAILURE, _SUCCESS)
+
+
+def _group_outcome(group: BaseException, groups: Tuple[Type[BaseException], ...]) -> Optional[Outcome]:
+    """The outcome of an exception group (asyncio.TaskGroup's, say, around one RPC's reader and
+    writer tasks) from its members, each read as if the block had raised it alone: a member's
+    timeout or gRPC status is not lost in the group. None for a group with no member to read.
+    At most _CHAIN_LIMIT members, nested groups' included, are read."""
+    outcomes: Set[Outcome] = set()
+    pending = list(reversed(_members(group)))
+    read = 0
+    while pending and read < _CHAIN_LIMIT:
+        member = pending.pop()
+        read += 1
+        if isinstance(member, groups):
+            pending.extend(reversed(_members(member)))
+            continue
+        outcomes.add(_outcome_of(type(member), member))
+    for outcome in _GROUP_PRECEDENCE:
+        if outcome in outcomes:
+            return outcome
+    return None
 
 
 def _outcome_of(exc_type: Optional[Type[BaseException]], exc: Optional[BaseException] = None) -> Outcome:
@@ -250,6 +302,11 @@ def _outcome_of(exc_type: Optional[Type[BaseException]], exc: Optional[BaseExcep
         grpc_outcome = _grpc_outcome(exc)
         if grpc_outcome is not None:
             return grpc_outcome
+        groups = _group_classes()
+        if groups and isinstance(exc, groups):
+            group_outcome = _group_outcome(exc, groups)
+            if group_outcome is not None:
+                return group_outcome
     if issubclass(exc_type, TimeoutError):  # also socket.timeout and, since 3.11, asyncio's
         return _TIMEOUT
     if issubclass(exc_type, Exception):

@@ -803,6 +803,45 @@ def test_an_asyncio_deadline_is_a_timeout_inside_the_block_and_a_cancel_around_i
     assert (row["active"], row["selected"], row["failures"], row["timeouts"]) == (0, 2, 1, 1)
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception groups and asyncio.TaskGroup are new in Python 3.11")
+def test_an_exception_group_is_read_by_its_members(balancer_factory: Any) -> None:
+    """asyncio.TaskGroup raises what its tasks raised in an ExceptionGroup: a member's timeout
+    is a timeout, as Go's OutcomeOf finds one in a joined error (errors.Join), not a failure."""
+    lb = _single(balancer_factory)
+
+    async def tasks_inside() -> None:
+        async def reader() -> None:
+            await asyncio.wait_for(asyncio.sleep(10), 0.01)
+
+        async with lb.call():
+            async with asyncio.TaskGroup() as group:
+                group.create_task(reader())
+
+    with pytest.raises(BaseExceptionGroup):  # noqa: F821 (a builtin from 3.11)
+        asyncio.run(tasks_inside())
+    row = by_id(lb.stats())[1]
+    assert (row["active"], row["failures"], row["timeouts"]) == (0, 1, 1)
+
+    cases = [
+        (ExceptionGroup("g", [TimeoutError()]), Outcome.TIMEOUT),  # noqa: F821
+        (ExceptionGroup("g", [ValueError(), _raised(_requests_style)]), Outcome.TIMEOUT),  # noqa: F821
+        (ExceptionGroup("g", [ExceptionGroup("inner", [TimeoutError()])]), Outcome.TIMEOUT),  # noqa: F821
+        (ExceptionGroup("g", [ValueError(), OSError()]), Outcome.FAILURE),  # noqa: F821
+        (BaseExceptionGroup("g", [KeyboardInterrupt()]), Outcome.CANCELLED),  # noqa: F821
+        (WrapperError("wraps a group"), Outcome.TIMEOUT),
+    ]
+    cases[-1][0].__cause__ = ExceptionGroup("g", [TimeoutError()])  # noqa: F821
+    for error, outcome in cases:
+        lb = _single(balancer_factory)
+        with pytest.raises(type(error)) as raised:
+            with lb.call():
+                raise error
+        assert raised.value is error
+        row = by_id(lb.stats())[1]
+        got = (row["active"], row["failures"], row["timeouts"])
+        want = {Outcome.TIMEOUT: (0, 1, 1), Outcome.FAILURE: (0, 1, 0), Outcome.CANCELLED: (0, 0, 0)}[outcome]
+        assert got == want, repr(error)
+
 # -- module surface ---------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ stand-ins carry exactly that shape; test_grpc_end_to_end.py checks the same agai
 from __future__ import annotations
 
 import enum
+import sys
 from typing import Any, Dict, Tuple
 
 import pytest
@@ -238,6 +239,28 @@ def test_cancelled_by_closing_this_sides_channel_is_a_cancel(
 ) -> None:
     lb = _single(balancer_factory)
     raise_in_call(lb, DetailedRpcError(StatusCode.CANCELLED, details))
+    assert counted(lb) == COUNTS[outcome]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception groups are new in Python 3.11")
+@pytest.mark.parametrize(
+    "members, outcome",
+    [
+        (["NOT_FOUND"], Outcome.SUCCESS),  # the provider answered, in a task of the block's
+        (["DEADLINE_EXCEEDED"], Outcome.TIMEOUT),
+        (["UNAVAILABLE"], Outcome.FAILURE),
+        (["NOT_FOUND", "DEADLINE_EXCEEDED"], Outcome.TIMEOUT),  # a timeout anywhere first
+        (["NOT_FOUND", "UNAVAILABLE"], Outcome.FAILURE),  # then a failure; a success only if all are
+    ],
+)
+def test_grpc_errors_in_an_exception_group_are_read_by_their_status(
+    balancer_factory: Any, members: Any, outcome: Outcome
+) -> None:
+    """asyncio.TaskGroup (a bidi stream's reader and writer tasks, say) raises its tasks' gRPC
+    errors in an ExceptionGroup: each is read by its status, as if raised alone."""
+    lb = _single(balancer_factory)
+    group = ExceptionGroup("tasks", [AioRpcError(StatusCode[name]) for name in members])  # noqa: F821
+    raise_in_call(lb, group)
     assert counted(lb) == COUNTS[outcome]
 
 

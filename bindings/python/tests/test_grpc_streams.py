@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from concurrent import futures
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, List, Sequence, Tuple
@@ -536,6 +537,32 @@ def test_asyncio_tracked_stream_is_judged_by_its_status(balancer_factory: Any, k
                 except grpc.aio.AioRpcError as error:
                     assert error.code() == grpc.StatusCode[status]
             results.append((f"{status} caught in the block", counted(lb), COUNTS[outcome]))
+
+    _run_async(test)
+    assert [(case, got) for case, got, _ in results] == [(case, want) for case, _, want in results]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.TaskGroup is new in Python 3.11")
+def test_asyncio_stream_read_in_a_task_group_is_judged_by_its_status(balancer_factory: Any) -> None:
+    """A bidi stream's reader in a task of an asyncio.TaskGroup: its deadline reaches the block in
+    an ExceptionGroup, and is still a timeout (its NOT_FOUND still a success)."""
+    results = []
+
+    async def test(channel: Any) -> None:
+        cases = [([b"OK", b"HOLD"], DEADLINE_S, Outcome.TIMEOUT), ([b"OK", b"NOT_FOUND"], 10.0, Outcome.SUCCESS)]
+        for script, timeout, outcome in cases:
+            lb = _single(balancer_factory)
+            with pytest.raises(BaseExceptionGroup):  # noqa: F821 (a builtin from 3.11)
+                async with lb.call() as call:
+                    stream = call.stream(_open_async(channel, "bidi", script, timeout=timeout))
+
+                    async def reader() -> None:
+                        async for _ in stream:
+                            pass
+
+                    async with asyncio.TaskGroup() as group:  # type: ignore[attr-defined]
+                        group.create_task(reader())
+            results.append((outcome.name, counted(lb), COUNTS[outcome]))
 
     _run_async(test)
     assert [(case, got) for case, got, _ in results] == [(case, want) for case, _, want in results]
