@@ -251,7 +251,10 @@ func refusedByDrain(err error) bool {
 // context: it tells a CANCELLED of this side's own cancel (no verdict on the
 // provider: Cancelled) from one the connection or the server caused (a
 // connection that closed under the call, the server resetting the stream:
-// Failure). An error that is no gRPC status is read by polylb.OutcomeOf.
+// Failure). grpc-go's CANCELLED for an RPC this side's ClientConn.Close cut
+// or refused ("grpc: the client connection is closing") is a cancel too,
+// though the RPC's context is not cancelled. An error that is no gRPC status
+// is read by polylb.OutcomeOf.
 //
 //   - nil, and errors the provider answered with (INVALID_ARGUMENT, NOT_FOUND,
 //     ALREADY_EXISTS, PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION,
@@ -284,7 +287,18 @@ func OutcomeOf(ctx context.Context, err error) polylb.Outcome {
 		if ctx != nil && ctx.Err() != nil {
 			return polylb.Cancelled
 		}
+		if strings.Contains(st.Message(), clientConnClosing) {
+			return polylb.Cancelled
+		}
 		return polylb.Failure
 	}
 	return polylb.Failure
 }
+
+// clientConnClosing is the message of grpc-go's ErrClientConnClosing
+// (CANCELLED), with which an RPC ends when this side closes its ClientConn
+// under it (ClientConn.Close) or starts on a ClientConn already closed. The
+// RPC's context is not cancelled then, yet no provider did anything: this
+// side gave the call up, as with its own cancel. (A wrapped status's message
+// starts with the wrapper's words: status.FromError puts err.Error() there.)
+const clientConnClosing = "grpc: the client connection is closing"

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental/balancer/weight"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
@@ -186,6 +187,48 @@ func TestProviderGoneMidCallIsFailure(t *testing.T) {
 	}
 }
 
+// This side closing its ClientConn under an RPC (or an RPC on a closed one)
+// ends it with CANCELLED "grpc: the client connection is closing", its own
+// context not cancelled: no provider did anything, so it is a cancel, not the
+// provider's failure (as Python's binding reads grpcio's "Channel closed!").
+func TestClientConnCloseIsCancelled(t *testing.T) {
+	p := startProvider(t)
+	conn, err := grpc.NewClient("passthrough:///"+p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	service := testgrpc.NewTestServiceClient(conn)
+	ctx := context.Background()
+	stream, err := service.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := service.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 5000})
+		errc <- err
+	}()
+	waitFor(t, "both calls at the provider", func() bool { return p.calls.Load() == 2 })
+	conn.Close()
+	_, streamErr := stream.Recv()
+	unaryErr := <-errc
+	_, afterErr := service.EmptyCall(ctx, &testpb.Empty{})
+	for _, c := range []struct {
+		name string
+		err  error
+	}{{"stream", streamErr}, {"unary", unaryErr}, {"after the close", afterErr}} {
+		if status.Code(c.err) != codes.Canceled {
+			t.Fatalf("%s: want CANCELLED, got %v", c.name, c.err)
+		}
+		if got := OutcomeOf(ctx, c.err); got != polylb.Cancelled {
+			t.Errorf("%s: %v read as %v, want Cancelled", c.name, c.err, got)
+		}
+	}
+}
+
 // The incident's shape over real connections: one provider of three turns
 // slow (60 ms against about 1 ms). peakewma learns it from the reported
 // latencies and sends it little; random would keep sending it a third.
@@ -264,6 +307,8 @@ func TestOutcomeOf(t *testing.T) {
 		{gone, status.Error(codes.Canceled, ""), polylb.Cancelled},
 		{live, status.Error(codes.Canceled, ""), polylb.Failure},
 		{nil, status.Error(codes.Canceled, ""), polylb.Failure},
+		{live, grpc.ErrClientConnClosing, polylb.Cancelled},
+		{live, fmt.Errorf("wrapped: %w", grpc.ErrClientConnClosing), polylb.Cancelled},
 		{live, fmt.Errorf("wrapped: %w", status.Error(codes.DeadlineExceeded, "")), polylb.Timeout},
 		{live, context.DeadlineExceeded, polylb.Timeout},
 		{live, errors.New("plain"), polylb.Failure},
