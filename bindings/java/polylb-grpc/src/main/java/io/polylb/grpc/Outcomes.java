@@ -18,7 +18,9 @@ public final class Outcomes {
      *     {@code ClientCall.cancel}): it tells a CANCELLED of this side (no verdict on the
      *     provider) from one the provider sent or reset the stream with (a failure)
      * @return the outcome to report; a {@code RESOURCE_EXHAUSTED} that gRPC's size check worded
-     *     (a message over a receiver's limit, either side's) is a success
+     *     (a message over a receiver's limit, either side's) is a success; the {@code UNAVAILABLE}
+     *     of a call this side's channel shut down ("Channel shutdownNow invoked", "Channel
+     *     shutdown invoked") a cancel
      */
     public static Outcome of(Status status, boolean ownCancel) {
         switch (status.getCode()) {
@@ -37,6 +39,9 @@ public final class Outcomes {
                 return Outcome.TIMEOUT;
             case CANCELLED:
                 return ownCancel ? Outcome.CANCELLED : Outcome.FAILURE;
+            case UNAVAILABLE:
+                // This side's channel shut down: no verdict on a provider that did nothing.
+                return shutDownHere(status.getDescription()) ? Outcome.CANCELLED : Outcome.FAILURE;
             case RESOURCE_EXHAUSTED:
                 // A message over a receiver's size limit, this side's or the provider's: another
                 // provider would do the same. Other RESOURCE_EXHAUSTED is the server shedding load.
@@ -44,6 +49,30 @@ public final class Outcomes {
             default: // UNAVAILABLE, UNIMPLEMENTED, INTERNAL, UNKNOWN, DATA_LOSS
                 return Outcome.FAILURE;
         }
+    }
+
+    /**
+     * grpc-java's words for the calls of a channel this side shut down: {@code shutdownNow()}
+     * ends those in flight with them, and {@code shutdown()} refuses new ones (ManagedChannelImpl's
+     * SHUTDOWN_NOW_STATUS and SHUTDOWN_STATUS, both UNAVAILABLE). The call's {@code Context} is
+     * not cancelled then, yet the provider did nothing: read as a failure, closing a channel
+     * would count its calls in flight against their providers.
+     */
+    private static final String[] SHUTDOWN_HERE_WORDS = {
+        "Channel shutdownNow invoked",
+        "Channel shutdown invoked",
+    };
+
+    private static boolean shutDownHere(String description) {
+        if (description == null) {
+            return false;
+        }
+        for (String words : SHUTDOWN_HERE_WORDS) {
+            if (description.startsWith(words)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** gRPC's size check's words, in grpc-java's, grpc-go's and gRPC C-core's wording. */
