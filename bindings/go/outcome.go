@@ -17,7 +17,8 @@ import (
 //     error in the chain whose Timeout() is true: net.Error, *url.Error,
 //     also under one whose Timeout() is false): Timeout;
 //   - context.Canceled: Cancelled (your code gave the call up: no verdict on
-//     the provider, so only the in-flight count is undone);
+//     the provider, so only the in-flight count is undone), unless the tree
+//     (a joined error) holds a timeout too, which wins;
 //   - anything else: Failure.
 //
 // An error the provider answered with (your service's own error, a gRPC
@@ -32,11 +33,15 @@ func OutcomeOf(err error) Outcome {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 		return Timeout
 	}
-	if errors.Is(err, context.Canceled) {
-		return Cancelled
-	}
+	// Any timeout in the tree before a cancel, as for the deadlines above: a
+	// joined error (errors.Join of a reader's and a writer's, say) that holds
+	// a net.Error's timeout and the context.Canceled its siblings returned
+	// once the first gave up is the provider's timeout, not this side's cancel.
 	if timeoutIn(err) {
 		return Timeout
+	}
+	if errors.Is(err, context.Canceled) {
+		return Cancelled
 	}
 	return Failure
 }

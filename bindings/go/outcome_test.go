@@ -55,6 +55,11 @@ func TestOutcomeOfStandardErrors(t *testing.T) {
 		{"joined, the first not a timeout", errors.Join(timeoutError(false), timeoutError(true)), polylb.Timeout},
 		// url.Error's Timeout() looks one level down: false over a middleware's wrap.
 		{"a timeout under a wrap in url.Error", &url.Error{Op: "Get", URL: "http://p", Err: fmt.Errorf("retry: %w", &net.OpError{Op: "read", Err: timeoutError(true)})}, polylb.Timeout},
+		// A timeout anywhere in a joined error wins over a cancel beside it,
+		// whichever kind of timeout it is (Python reads a group in this order).
+		{"joined deadline and cancel", errors.Join(context.Canceled, context.DeadlineExceeded), polylb.Timeout},
+		{"joined net timeout and cancel", errors.Join(context.Canceled, &net.OpError{Op: "read", Err: timeoutError(true)}), polylb.Timeout},
+		{"joined cancel and failure", errors.Join(io.EOF, context.Canceled), polylb.Cancelled},
 		{"joined in a wrap", fmt.Errorf("call: %w", errors.Join(nil, io.EOF, fmt.Errorf("x: %w", timeoutError(true)))), polylb.Timeout},
 		{"two wrapped", fmt.Errorf("%w and %w", io.EOF, &net.OpError{Op: "read", Err: timeoutError(true)}), polylb.Timeout},
 		{"an As method giving a timeout", asTimeout{timeoutError(true)}, polylb.Timeout},
