@@ -79,9 +79,11 @@ func methodParam(u *common.URL, method, key, def string) string {
 //   - zone: "zone" ("" none), for polylb.config's zone=<consumer's zone>
 //     (as the Java adapter reads it), each byte that is not UTF-8 written as
 //     \xNN (utf8text.Escape);
-//   - warm-up: the provider's start (providerStartMs) and "warmup" (seconds,
-//     default 600 s, which is polylb's default); none without a start, none
-//     for warmup <= 0 and none for a start in the future (dubbo-go: full weight).
+//   - warm-up: the provider's start (providerStart) and "warmup" (seconds,
+//     default 600 s, which is polylb's default; milliseconds from a Java
+//     Dubbo provider, told by its start in ms, as Java Dubbo writes and reads
+//     both); none without a start, none for warmup <= 0 and none for a start
+//     in the future (dubbo-go: full weight).
 func providerInvoker(id uint64, u *common.URL, now time.Time, method string) polylb.Invoker {
 	inv := polylb.NewInvoker(id, u.Ip+":"+u.Port)
 	inv.Zone = utf8text.Escape(u.GetParam(zoneKey, ""))
@@ -89,14 +91,22 @@ func providerInvoker(id uint64, u *common.URL, now time.Time, method string) pol
 	if inv.Weight == 0 {
 		return inv
 	}
-	start := providerStartMs(u)
+	start, javaMs := providerStart(u)
 	if start <= 0 || start > now.UnixMilli() {
 		return inv // StartTimeMs 0: no warm-up
 	}
 	inv.StartTimeMs = start
 	// As dubbo-go reads it: a value that is not a number is the default.
-	if warmup := u.GetParamInt(constant.WarmupKey, constant.DefaultWarmup); warmup <= 0 {
+	warmup, err := strconv.ParseInt(u.GetParam(constant.WarmupKey, ""), 10, 64)
+	if err != nil {
+		warmup, javaMs = constant.DefaultWarmup, false // 600 s, Java Dubbo's default too
+	}
+	if warmup <= 0 {
 		inv.WarmupMs = 0 // dubbo-go: uptime < warmup never holds, so no warm-up
+	} else if javaMs {
+		// A Java provider's own warmup, in ms as its timestamp: Java Dubbo
+		// writes and reads both in ms.
+		inv.WarmupMs = int32(min(warmup, math.MaxInt32))
 	} else if warmup > math.MaxInt32/1000 {
 		// The longest warm-up polylb takes, decided before multiplying: seconds × 1000
 		// overflows int64 from 2^63 / 1000 on (9223372036854776 s wrapped to 192 ms).
@@ -140,7 +150,9 @@ func methodsWithWeights(u *common.URL, names map[string]bool) {
 	})
 }
 
-// providerStartMs is the provider's start in Unix ms, 0 when unknown.
+// providerStart is the provider's start in Unix ms, 0 when unknown, and
+// whether the URL gave it in ms (a Java Dubbo provider, whose warmup is then
+// in ms too) rather than in seconds (a dubbo-go provider).
 // dubbo-go's own balancers read "remote.timestamp", which dubbo-go 3.3.1
 // never fills in with a time (URL.MergeURL sets it, to "", only when the
 // provider's URL has no "timestamp"), so under them no provider warms up.
@@ -149,7 +161,7 @@ func methodsWithWeights(u *common.URL, names map[string]bool) {
 // a "remote.timestamp" present says the provider had none (its "timestamp"
 // is then the consumer's), unless someone set it to a time. A Java Dubbo
 // provider's timestamp is in ms, dubbo-go's in seconds.
-func providerStartMs(u *common.URL) int64 {
+func providerStart(u *common.URL) (int64, bool) {
 	raw, remote := "", false
 	u.RangeParams(func(key, value string) bool {
 		if key == constant.RemoteTimestampKey {
@@ -163,12 +175,12 @@ func providerStartMs(u *common.URL) int64 {
 	}
 	ts, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || ts <= 0 {
-		return 0
+		return 0, false
 	}
 	if ts < 100_000_000_000 { // seconds (1e11 s is the year 5138; 1e11 ms is 1973)
-		return ts * 1000
+		return ts * 1000, false
 	}
-	return ts
+	return ts, true
 }
 
 // methodConfig is what a method's calls need from the first provider's URL:
