@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental/balancer/weight"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
@@ -197,7 +196,7 @@ func TestClientConnCloseIsCancelled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	service := testgrpc.NewTestServiceClient(conn)
+	service := testpb.NewTestServiceClient(conn)
 	ctx := context.Background()
 	stream, err := service.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
 	if err != nil {
