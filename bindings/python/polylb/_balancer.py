@@ -394,9 +394,10 @@ class Balancer:
             # Undeclared, an int is cut to its low 32 bits, as the declared c_uint32 method
             # is; a key length cannot be, so a longer key takes the declared call, as do
             # explicit clocks.
-            # `not x >> 32` is the cheapest test of 0 <= x < 2**32 (a negative x shifts to -1);
-            # for two non-negative ints, `not (x | y) >> 32` tests both with one shift less.
-            if now_us is _LIBRARY_CLOCK and not (key_len | method) >> 32:
+            # `not x >> 32` is the cheapest test of 0 <= x < 2**32 (a negative x shifts to -1)
+            # that allocates nothing: the shift of such an x is the cached 0, where `x | y` is
+            # a new int whenever it passes 256 (CPython caches -5..256 only).
+            if now_us is _LIBRARY_CLOCK and not key_len >> 32 and not method >> 32:
                 picked = _plb_select32(self._hot_handle, method, key, key_len)
             else:
                 picked = self._select_wide(method, key, key_len, now_us)
@@ -475,14 +476,18 @@ class Balancer:
         try:
             if (
                 now_us is _LIBRARY_CLOCK
-                and not (elapsed_us | method | id) >> 32
+                and not elapsed_us >> 32
+                and not id >> 32
+                and not method >> 32
                 and not outcome >> 2
                 and outcome.__class__ is not bool
             ):
-                # The common case, all three below 2**32 (a negative one makes the `|`
-                # negative): the id is its own low half. `id & 0xFFFF_FFFF` would allocate an
-                # int even for a small id (the constant has two 30-bit digits; CPython returns
-                # the cached small int and frees the new one).
+                # The common case, all three below 2**32, each tested by its own shift (the
+                # cached 0): `not (elapsed_us | method | id) >> 32` made a new int of the `|`
+                # whenever it passed 256, so a report of any call slower than about 250 µs
+                # allocated 32-64 B. The id is its own low half. `id & 0xFFFF_FFFF` would
+                # allocate an int even for a small id (the constant has two 30-bit digits;
+                # CPython returns the cached small int and frees the new one).
                 status = _plb_report32(self._hot_handle, method, 0, id, elapsed_us, outcome)
             elif (
                 now_us is _LIBRARY_CLOCK

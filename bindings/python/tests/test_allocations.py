@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict
 import pytest
 
 from conftest import invokers
-from polylb import Outcome
+from polylb import Invoker, Outcome
 
 # Before Python 3.11 the interpreter itself allocates around these calls (measured on 3.9 and
 # 3.10: 28 B per select + report, up to about 1 KB with a method name), so the claim is made, and
@@ -74,3 +74,35 @@ def test_a_str_key_allocates_only_its_utf8_bytes(balancer_factory: Any) -> None:
     encoded = key.encode()
     # The bytes object the library hashes, and nothing else.
     assert peak_bytes_per_call(lambda: hashed.report(hashed.select(key), 100, 0)) == sys.getsizeof(encoded)
+
+
+def test_a_report_of_a_real_latency_allocates_nothing(balancer_factory: Any) -> None:
+    """A call's latency is rarely under 256 µs: the report's range checks must not build an int
+    out of its arguments (`(elapsed_us | method | id) >> 32` made one whenever the `|` passed
+    CPython's cached small ints, 32-64 B per report)."""
+    lb = balancer_factory("random")
+    lb.update(invokers(10))
+    method = lb.method("sayHello")
+    cases: Dict[str, Callable[[], Any]] = {
+        "25 ms": lambda: lb.report(lb.select(), 25_000, 0),
+        "1.5 ms, a method id": lambda: lb.report(lb.select(method=method), 1_500, 1, method=method),
+        "just over 256 µs": lambda: lb.report(lb.select(), 257, 0),
+    }
+    allocated = {name: peak_bytes_per_call(call) for name, call in cases.items()}
+    assert allocated == {name: 0 for name in cases}
+
+
+def test_an_id_above_256_allocates_only_the_returned_int(balancer_factory: Any) -> None:
+    """ctypes returns an id above CPython's cached small ints as a new int; the report of it must
+    not allocate another."""
+    lb = balancer_factory("random")
+    lb.update([Invoker(id=1000 + i, address=f"10.0.0.{i}:20880") for i in range(1, 11)])
+    held = [0]
+
+    def select_only() -> None:
+        held[0] = lb.select()
+
+    returned = peak_bytes_per_call(select_only)  # the id's int object, and nothing else
+    assert 0 < returned <= 32
+    assert peak_bytes_per_call(lambda: lb.report(lb.select(), 100, 0)) == returned
+    assert peak_bytes_per_call(lambda: lb.report(lb.select(), 25_000, 0)) == returned
