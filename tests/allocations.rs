@@ -1,5 +1,6 @@
 //! select and report (also through `Balancer::call`) never touch the heap in steady state, for
-//! every strategy (a counting global allocator proves it). This file holds one test so no other thread allocates meanwhile.
+//! every strategy, through the Rust API and the C ABI (a counting global allocator proves it).
+//! This file holds one test so no other thread allocates meanwhile.
 
 use polylb::{Balancer, Invoker, Outcome, StrategyKind};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -48,6 +49,10 @@ fn round(b: &Balancer, method: u32, i: u64, subset: bool, now_us: i64) {
         utilization: 0.5,
     };
     b.report_load(id, load, now_us).unwrap();
+    if i % 97 == 0 {
+        // A reconnect (orca's run of reports restarts) now and then.
+        b.report_reconnect(id, now_us).unwrap();
+    }
 }
 
 #[test]
@@ -99,12 +104,21 @@ fn no_heap_allocation_in_select_or_report() {
             "{}: {allocated} allocations in steady state",
             kind.name()
         );
-        // Balancer::call at the library's clock: finished, and dropped unfinished.
+        // Balancer::call at the library's clock: finished, finished by a result, and dropped
+        // unfinished; over the whole set and a failover's candidates.
+        let timed_out: Result<(), std::io::Error> = Err(std::io::ErrorKind::TimedOut.into());
         let calls = |from: u64| {
             for i in from..from + 20_000 {
-                let call = b.call(m, &i.to_le_bytes()).unwrap();
-                if i % 5 != 0 {
-                    call.finish(Outcome::Success).unwrap();
+                let key = i.to_le_bytes();
+                let call = if i % 3 == 0 {
+                    b.call_among(m, &key, &[2, 3, 5, 7, 11], &[3]).unwrap()
+                } else {
+                    b.call(m, &key).unwrap()
+                };
+                match i % 5 {
+                    0 => {}
+                    1 => call.finish_with_error(&timed_out).unwrap(),
+                    _ => call.finish(Outcome::Success).unwrap(),
                 }
             }
         };
@@ -124,6 +138,110 @@ fn no_heap_allocation_in_select_or_report() {
     no_heap_allocation_in_round_robin_past_its_share_of_live_periods();
     no_heap_allocation_hashing_few_candidates();
     no_heap_allocation_while_invokers_are_ejected();
+    no_heap_allocation_through_the_c_abi();
+}
+
+/// The hot exports of the C ABI, every strategy: the calls a binding makes per RPC (both select
+/// and report forms, a failover's `plb_select_among`, the feedback calls) allocate nothing in
+/// steady state either.
+fn no_heap_allocation_through_the_c_abi() {
+    use polylb::ffi::*;
+    use std::ptr::{null, null_mut};
+    // The 32-bit forms read the library's clock: the caller's time is that clock too, so that
+    // the warming invokers' weights are what they are (a clock years away would change them at
+    // every call, and roundrobin's period with them).
+    let now = polylb::wall_clock_us();
+    let addresses: Vec<String> = (1..=12).map(|id| format!("10.0.0.{id}:20880")).collect();
+    let invokers: Vec<plb_invoker> = (1..=12u64)
+        .map(|id| plb_invoker {
+            id,
+            address: addresses[id as usize - 1].as_ptr(),
+            address_len: addresses[id as usize - 1].len(),
+            weight: 10 * id as i32,
+            start_time_ms: if id <= 2 { now / 1000 - 30_000 } else { 0 },
+            warmup_ms: -1,
+            zone: null(),
+            zone_len: 0,
+        })
+        .collect();
+    let candidates = [2u64, 3, 5, 7, 11];
+    for kind in StrategyKind::ALL {
+        let options = if *kind == StrategyKind::Orca {
+            "&orca.blackoutMs=0"
+        } else {
+            ""
+        };
+        let config = format!("loadbalance={}&seed=1{options}", kind.name());
+        let mut b: *mut plb_balancer = null_mut();
+        let calls = |from: u64, b: *const plb_balancer| unsafe {
+            for i in from..from + 20_000 {
+                let key = i.to_le_bytes();
+                let t = polylb::wall_clock_us();
+                let id = match i % 3 {
+                    0 => plb_select_among(
+                        b,
+                        0,
+                        key.as_ptr(),
+                        key.len(),
+                        candidates.as_ptr(),
+                        candidates.len(),
+                        candidates[1..].as_ptr(),
+                        1,
+                        t,
+                    ),
+                    1 => plb_select32(b, 0, key.as_ptr(), key.len() as u32),
+                    _ => plb_select(b, 0, key.as_ptr(), key.len(), t),
+                };
+                assert!(id > 0, "{}: select gave {id}", kind.name());
+                let id = id as u64;
+                let status = match i % 4 {
+                    0 => plb_report32(b, 0, 0, id as u32, 1_500, PLB_OUTCOME_SUCCESS),
+                    1 => plb_report(b, 0, id, 25_000, PLB_OUTCOME_FAILURE, t),
+                    2 => plb_report(b, 0, id, 900, PLB_OUTCOME_SUCCESS, t),
+                    _ => plb_report(b, 0, id, 0, PLB_OUTCOME_CANCELLED, t),
+                };
+                assert_eq!(status, PLB_OK);
+                let feedback = match i % 10 {
+                    0 => plb_report_provider_metrics(b, 0, id, t / 1000, 0.7, 2_000, t),
+                    1 => plb_report_load(b, id, 120.0, 1.0, 0.6, t),
+                    2 if i % 97 == 2 => plb_report_reconnect(b, id, t),
+                    _ => PLB_OK,
+                };
+                assert_eq!(feedback, PLB_OK);
+            }
+        };
+        unsafe {
+            let status = plb_balancer_new(
+                config.as_ptr(),
+                config.len(),
+                &mut b,
+                null_mut(),
+                0,
+                null_mut(),
+            );
+            assert_eq!(status, PLB_OK, "{config}");
+            let status = plb_balancer_update(
+                b,
+                invokers.as_ptr(),
+                invokers.len(),
+                null_mut(),
+                0,
+                null_mut(),
+            );
+            assert_eq!(status, PLB_OK);
+            calls(0, b);
+            let before = ALLOCATIONS.load(Relaxed);
+            calls(20_000, b);
+            let allocated = ALLOCATIONS.load(Relaxed) - before;
+            plb_balancer_free(b);
+            assert_eq!(
+                allocated,
+                0,
+                "{}: {allocated} allocations through the C ABI",
+                kind.name()
+            );
+        }
+    }
 }
 
 /// The ring strategies among few candidates of many invokers hash the candidates' addresses
