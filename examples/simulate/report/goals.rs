@@ -13,7 +13,7 @@ pub struct Goal {
 pub enum GoalKind {
     /// p99 ≤ bound × the better oracle's p99, at an error rate of at most `SHED_LOAD`.
     VsOracle(f64),
-    /// p99 ≤ bound × random's p99.
+    /// p99 ≤ bound × random's p99, at an error rate of at most `SHED_LOAD`.
     VsRandom(f64),
     /// error rate ≤ bound.
     ErrorRate(f64),
@@ -62,10 +62,11 @@ pub const GOALS: &[Goal] = &[
     },
 ];
 
-/// Above this error rate a p99 (of successful calls) is not comparable with the oracles': the
-/// failed calls were load the healthy providers did not carry (`random` fails scenario 4's
-/// quarter and serves the rest at 64 % utilisation where the oracles run 85 %), so a latency
-/// goal counts as not met. At 1 % the lighter load hardly moves the tail.
+/// Above this error rate a p99 (of successful calls) is not comparable with the oracles' or
+/// `random`'s: the failed calls were load the healthy providers did not carry (`random` fails
+/// scenario 4's quarter and serves the rest at 64 % utilisation where the oracles run 85 %), so
+/// a latency goal — against an oracle or against `random` — counts as not met. At 1 % the
+/// lighter load hardly moves the tail.
 const SHED_LOAD: f64 = 0.01;
 
 impl Report {
@@ -85,7 +86,7 @@ impl Report {
                 }
                 GoalKind::VsRandom(b) => {
                     let rnd = self.cell(sc, load, cons, "random")?;
-                    c.p99 <= b * rnd.p99
+                    c.p99 <= b * rnd.p99 && c.err <= SHED_LOAD
                 }
                 GoalKind::ErrorRate(b) => c.err <= b,
             };
@@ -152,5 +153,31 @@ mod tests {
         // 0.89× the oracle at 25 % errors: not met; 1.07× at 1 %: met.
         assert_eq!(report.goal_met(s4, "shedding"), Some((0, 1)));
         assert_eq!(report.goal_met(s4, "carrying"), Some((1, 1)));
+    }
+
+    /// "S1 ≤ 0.75× random" is a latency goal too: a p99 half random's, made of the calls left
+    /// after failing half of them (`shortestresponse` with `--timeout 25` on scenario 1 at 85 %
+    /// × 50 consumers: 0.73× random at 53 % errors), does not meet it.
+    #[test]
+    fn a_goal_against_random_is_not_met_by_failing_calls() {
+        let sc = build("1", Some(1_000_000), &Model::default()).unwrap();
+        let names = ["shedding", "carrying", "random", "oracle-jsq", "oracle-sed"];
+        let policies: Vec<PolicySpec> = names.iter().map(|p| PolicySpec::parse(p)).collect();
+        let runs = vec![
+            run(&sc.label(), "shedding", 20_000.0, 5_000),
+            run(&sc.label(), "carrying", 30_000.0, 0),
+            run(&sc.label(), "random", 60_000.0, 0),
+            run(&sc.label(), "oracle-jsq", 29_000.0, 0),
+            run(&sc.label(), "oracle-sed", 29_500.0, 0),
+        ];
+        let settings = Settings::one_run_for_tests();
+        let report = Report::new(&[sc], &policies, runs, settings);
+        let s1 = GOALS
+            .iter()
+            .find(|g| g.name == "S1 <=0.75x random")
+            .unwrap();
+        // 0.33× random at 50 % errors: not met; 0.5× without errors: met.
+        assert_eq!(report.goal_met(s1, "shedding"), Some((0, 1)));
+        assert_eq!(report.goal_met(s1, "carrying"), Some((1, 1)));
     }
 }
