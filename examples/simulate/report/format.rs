@@ -38,6 +38,16 @@ pub(super) fn fmt_ratio(r: f64) -> String {
     }
 }
 
+/// A ratio to the better oracle in a scenario whose goal is `bound` × it: as `fmt_ratio`, but
+/// with three decimals where two would round a miss onto the bound (1.2539 reads 1.254x, not
+/// 1.25x, beside a goal of ≤ 1.25× that it misses), so the cells agree with the goal counts.
+pub(super) fn fmt_ratio_against(r: f64, bound: Option<f64>) -> String {
+    match bound {
+        Some(b) if r > b && (r * 100.0).round() / 100.0 <= b => format!("{r:.3}x"),
+        _ => fmt_ratio(r),
+    }
+}
+
 /// A load as a percentage, to two decimals at most (70, 70.4): the label of its columns,
 /// sections and files, so `--loads` must hold no two that read the same (main checks).
 pub fn load_pct(load: f64) -> String {

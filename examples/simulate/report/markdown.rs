@@ -1,8 +1,8 @@
 //! report.md: the full tables per scenario, load and consumer count, then the goals.
 
 use super::aggregate::ORACLES;
-use super::format::{fmt_err, fmt_ms, fmt_ratio, load_pct, pct};
-use super::goals::GOALS;
+use super::format::{fmt_err, fmt_ms, fmt_ratio_against, load_pct, pct};
+use super::goals::{oracle_bound, GOALS};
 use super::svg::svg_name;
 use super::Report;
 use std::fmt::Write as _;
@@ -84,7 +84,7 @@ impl Report {
                     let ratio = if ORACLES.contains(&p.as_str()) {
                         String::new()
                     } else {
-                        fmt_ratio(self.ratio(sc, l, c, cell.p99))
+                        fmt_ratio_against(self.ratio(sc, l, c, cell.p99), oracle_bound(sc.id))
                     };
                     let shares: Vec<String> = cell.shares.iter().map(|&x| pct(x)).collect();
                     let utils: Vec<String> = cell.utils.iter().map(|&x| pct(x)).collect();

@@ -1,8 +1,8 @@
 //! The text table printed on stdout (and written to table.txt), goals included.
 
 use super::aggregate::ORACLES;
-use super::format::{fmt_err, fmt_ms, fmt_ratio, load_pct};
-use super::goals::GOALS;
+use super::format::{fmt_err, fmt_ms, fmt_ratio_against, load_pct};
+use super::goals::{oracle_bound, GOALS};
 use super::Report;
 use std::fmt::Write as _;
 
@@ -55,7 +55,10 @@ impl Report {
                             let r = if ORACLES.contains(&p.as_str()) {
                                 String::new()
                             } else {
-                                fmt_ratio(self.ratio(sc, l, c, cell.p99))
+                                fmt_ratio_against(
+                                    self.ratio(sc, l, c, cell.p99),
+                                    oracle_bound(sc.id),
+                                )
                             };
                             let _ = write!(
                                 out,
