@@ -25,7 +25,9 @@ import org.apache.dubbo.rpc.RpcException;
  * RpcStatus counts it.
  *
  * <p>An outcome is a verdict on the provider (docs/outcomes.md). As in Dubbo's ActiveLimitFilter,
- * a response, even one carrying a business exception, is a success; a timeout (an RpcException
+ * a response, even one carrying a business exception, is a success, except a provider's refusal
+ * for its own limits that comes as a response (its TpsLimitFilter's, see isShedByProvider), a
+ * failure; a timeout (an RpcException
  * timeout, or for an async call Dubbo's remoting TimeoutException) is {@link Outcome#TIMEOUT};
  * any other error a {@link Outcome#FAILURE}. Over Triple ({@code tri}, {@code grpc}) a unary call
  * completes normally whatever its gRPC status, with the status as the response's exception (see
@@ -222,7 +224,43 @@ public class PolylbInvokerFilter implements Filter {
         if (TripleStatuses.isErrorStatus(exception, providerUrl) || isNeverSent(exception)) {
             return errorOutcome(exception);
         }
-        return Outcome.SUCCESS;
+        return isShedByProvider(exception) ? Outcome.FAILURE : Outcome.SUCCESS;
+    }
+
+    /** The provider's TpsLimitFilter's refusal: its message ends so (Dubbo 2.7 to 3.3). */
+    private static final String TPS_REFUSAL = " because exceed max service tps.";
+    private static final String TPS_LIMIT_FILTER = "org.apache.dubbo.rpc.filter.TpsLimitFilter";
+
+    /**
+     * The provider refused the call for its own limits, in a response rather than by an error: no
+     * answer of the service's, but load shedding, a failure (docs/outcomes.md). From Dubbo 3.2 on,
+     * a provider's TpsLimitFilter ({@code tps}) returns its refusal as the response's exception
+     * (an RpcException of the generic code, never given to the service), so the consumer gets a
+     * normal response carrying it; counted as the success of a business exception, with the few
+     * µs of a refusal as its latency, a provider shedding load would look the fastest and
+     * healthiest of all, and latency-aware strategies would send it more. So is an RpcException
+     * carrying Dubbo's LIMIT_EXCEEDED code (a limit the provider hit serving the call). (A
+     * provider's ExecuteLimitFilter, {@code executes}, throws instead: an error response, a
+     * failure already.)
+     */
+    static boolean isShedByProvider(Throwable exception) {
+        if (!(exception instanceof RpcException)) {
+            return false;
+        }
+        RpcException e = (RpcException) exception;
+        if (e.isLimitExceed()) {
+            return true;
+        }
+        if (e.isBiz()) {
+            return false;
+        }
+        StackTraceElement[] frames = e.getStackTrace();
+        if (frames != null && frames.length > 0 && frames[0] != null
+                && TPS_LIMIT_FILTER.equals(frames[0].getClassName())) {
+            return true;
+        }
+        String message = e.getMessage();
+        return message != null && message.endsWith(TPS_REFUSAL);
     }
 
     /** The outcome of an attempt that ended in error {@code t}. */
