@@ -247,11 +247,14 @@ func refusedByDrain(err error) bool {
 }
 
 // OutcomeOf is the outcome to report for an RPC that ended with err, as
-// docs/outcomes.md's table reads gRPC's statuses. ctx is the RPC's own
-// context: it tells a CANCELLED of this side's own cancel (no verdict on the
-// provider: Cancelled) from one the connection or the server caused (a
-// connection that closed under the call, the server resetting the stream:
-// Failure). grpc-go's CANCELLED for an RPC this side's ClientConn.Close cut
+// docs/outcomes.md's table reads gRPC's statuses. ctx is the context the RPC
+// was started with (the one passed to the stub's method, Invoke or
+// NewStream), never a stream's stream.Context(): grpc-go cancels that one
+// when the stream ends, whatever ended it, so with it every CANCELLED would
+// read as this side's cancel. ctx tells a CANCELLED of this side's own cancel
+// (no verdict on the provider: Cancelled) from one the connection or the
+// server caused (a connection that closed under the call, the server
+// resetting the stream or sending CANCELLED: Failure). grpc-go's CANCELLED for an RPC this side's ClientConn.Close cut
 // or refused ("grpc: the client connection is closing") is a cancel too,
 // though the RPC's context is not cancelled. An error that is no gRPC status
 // is read by polylb.OutcomeOf.
