@@ -23,7 +23,8 @@ const failure = polylb.Failure
 //     BizError (a Go provider's returned error), InvalidArgument, NotFound,
 //     AlreadyExists, PermissionDenied, Unauthenticated, FailedPrecondition,
 //     Aborted, OutOfRange; over the dubbo protocol a Java exception
-//     (java_exception.Throwabler, also what a Go provider's error becomes);
+//     (java_exception.Throwabler, also what a Go provider's error becomes),
+//     except a Java provider's refusal for its tps limit (below);
 //   - Triple DeadlineExceeded, the dubbo protocol's read timeout, and any
 //     error polylb.OutcomeOf calls a timeout (context.DeadlineExceeded, a
 //     Timeout() error): Timeout;
@@ -69,6 +70,9 @@ func OutcomeOf(ctx context.Context, res result.Result) polylb.Outcome {
 	}
 	var thrown java_exception.Throwabler
 	if errors.As(err, &thrown) {
+		if shedByJavaProvider(thrown) {
+			return failure
+		}
 		return polylb.Success
 	}
 	if errors.Is(err, base.ErrDestroyedInvoker) || errors.Is(err, base.ErrClientClosed) || errors.Is(err, base.ErrNoReply) {
@@ -129,4 +133,21 @@ func unsentLocally(msg string) bool {
 		return true
 	}
 	return false
+}
+
+// tpsRefusal ends the message of a Java provider's TpsLimitFilter refusal
+// (Java Dubbo 2.7 to 3.3).
+const tpsRefusal = " because exceed max service tps."
+
+// shedByJavaProvider: a Java provider (Dubbo 3.2 on) over its tps limit
+// returns its refusal as the response's exception, an
+// org.apache.dubbo.rpc.RpcException that hessian2 decodes as any Java
+// exception: no answer of the service's but load shedding, a Failure. As a
+// success, with the few microseconds of a refusal as its latency, the
+// shedding provider would look the fastest of all.
+func shedByJavaProvider(thrown java_exception.Throwabler) bool {
+	if name := thrown.JavaClassName(); name != "" && name != "org.apache.dubbo.rpc.RpcException" {
+		return false
+	}
+	return strings.HasSuffix(thrown.Error(), tpsRefusal)
 }
