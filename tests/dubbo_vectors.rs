@@ -65,12 +65,13 @@ fn weights_of(seq: &Value) -> Vec<i32> {
         .collect()
 }
 
-/// A roundrobin balancer over invokers 1..=n of these weights, and its method `sayHello`.
+/// A roundrobin balancer over invokers 1..=n of these URL weights, and its method `sayHello`.
+/// Dubbo's getWeight reads a negative weight as 0, as the adapters do (polylb rejects it).
 fn round_robin_over(weights: &[i32]) -> (Balancer, u32) {
     let invokers: Vec<Invoker> = weights
         .iter()
         .enumerate()
-        .map(|(i, &w)| provider(i as u64 + 1).weight(w))
+        .map(|(i, &w)| provider(i as u64 + 1).weight(w.max(0)))
         .collect();
     let b = balancer("loadbalance=roundrobin", &invokers);
     let m = b.method("sayHello").unwrap();

@@ -30,6 +30,9 @@ type vectorFile struct {
 			Weights []int32 `json:"weights"`
 			Picks   []int   `json:"picks"`
 		} `json:"sequences"`
+		// Only the [position, index] pairs whose pick is not index 0 (see
+		// longSequence).
+		LongSequences []map[string]json.RawMessage `json:"long_sequences"`
 	} `json:"round_robin"`
 	Warmup *struct {
 		NowMs        int64 `json:"now_ms"`
@@ -173,7 +176,7 @@ func TestVectorsRoundRobin(t *testing.T) {
 			continue
 		}
 		for _, seq := range v.RoundRobin.Sequences {
-			lb := newBalancer(t, "loadbalance=roundrobin", weighted(seq.Weights...))
+			lb := newBalancer(t, "loadbalance=roundrobin", weighted(dubboWeights(seq.Weights)...))
 			m := method(t, lb, "sayHello")
 			for k, want := range seq.Picks {
 				// Dubbo's vectors freeze the clock: every select at one instant.
@@ -190,6 +193,83 @@ func TestVectorsRoundRobin(t *testing.T) {
 	}
 	if checked < 120 {
 		t.Errorf("checked only %d round-robin picks", checked)
+	}
+}
+
+// dubboWeights maps URL weights to invoker weights as the adapters do: Dubbo's
+// getWeight clamps a negative weight to 0, polylb rejects it.
+func dubboWeights(weights []int32) []int32 {
+	out := make([]int32, len(weights))
+	for i, w := range weights {
+		out[i] = max(w, 0)
+	}
+	return out
+}
+
+// longSequence reads one of round_robin.long_sequences as the Rust harness
+// does (the public file shows no example): its weights, the one array of
+// integer pairs [position, index] whose pick is not index 0, and its length
+// (the one other integer field, else the last pair's position + 1). Every
+// other position picks index 0.
+func longSequence(t *testing.T, fields map[string]json.RawMessage) ([]int32, []int) {
+	t.Helper()
+	var weights []int32
+	if err := json.Unmarshal(fields["weights"], &weights); err != nil {
+		t.Fatalf("long sequence weights: %v", err)
+	}
+	var pairs [][]int64
+	length := -1
+	for name, raw := range fields {
+		if name == "weights" {
+			continue
+		}
+		var p [][]int64
+		if err := json.Unmarshal(raw, &p); err == nil && len(p) > 0 && pairs == nil {
+			ok := true
+			for _, pair := range p {
+				ok = ok && len(pair) == 2
+			}
+			if ok {
+				pairs = p
+				continue
+			}
+		}
+		var n int
+		if err := json.Unmarshal(raw, &n); err == nil && n >= 0 {
+			length = n
+		}
+	}
+	if length < 0 {
+		for _, p := range pairs {
+			length = max(length, int(p[0])+1)
+		}
+	}
+	want := make([]int, max(length, 0))
+	for _, p := range pairs {
+		want[p[0]] = int(p[1])
+	}
+	return weights, want
+}
+
+func TestVectorsRoundRobinLong(t *testing.T) {
+	for path, v := range loadVectors(t) {
+		if v.RoundRobin == nil {
+			continue
+		}
+		for _, fields := range v.RoundRobin.LongSequences {
+			weights, want := longSequence(t, fields)
+			lb := newBalancer(t, "loadbalance=roundrobin", weighted(dubboWeights(weights)...))
+			m := method(t, lb, "sayHello")
+			for k, w := range want {
+				id, err := lb.SelectAt(m, nil, virtualNow)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := int(id) - 1; got != w {
+					t.Fatalf("%s: long sequence, weights %v, pick %d: index %d, Dubbo %d", path, weights, k, got, w)
+				}
+			}
+		}
 	}
 }
 

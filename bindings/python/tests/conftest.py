@@ -22,22 +22,35 @@ PYTHON_DIR = TESTS_DIR.parent
 REPO_ROOT = PYTHON_DIR.parent.parent
 
 
-def vectors_path() -> Path:
-    """The public Dubbo vectors: the repository's copy (tests/vectors), else shared/ beside it."""
+def vector_files() -> List[Path]:
+    """The Dubbo vector files: every *.json in the repository's copy (tests/vectors) and in the
+    shared folder beside the checkout (where a larger set may be dropped), and $POLYLB_VECTORS (a
+    file or a directory), as the Rust and Go harnesses read them."""
+    found: List[Path] = []
+    places = [REPO_ROOT / "tests" / "vectors", REPO_ROOT.parent / "shared" / "vectors"]
     override = os.environ.get("POLYLB_VECTORS")
     if override:
-        return Path(override)
-    in_repo = REPO_ROOT / "tests" / "vectors" / "dubbo-public.json"
-    if in_repo.is_file():
-        return in_repo
-    return REPO_ROOT.parent / "shared" / "vectors" / "dubbo-public.json"
+        places.append(Path(override))
+    for place in places:
+        if place.is_dir():
+            candidates = sorted(place.glob("*.json"))
+        elif place.is_file():
+            candidates = [place]
+        elif place == Path(override or ""):
+            candidates = [place]  # missing: the fixture fails naming it
+        else:
+            continue
+        for path in candidates:
+            if path.resolve() not in [f.resolve() for f in found]:
+                found.append(path)
+    return found or [places[0] / "dubbo-public.json"]
 
 
-@pytest.fixture(scope="session")
-def dubbo_vectors() -> Dict[str, Any]:
-    path = vectors_path()
+@pytest.fixture(scope="session", params=vector_files(), ids=lambda path: path.name)
+def dubbo_vectors(request: Any) -> Dict[str, Any]:
+    path: Path = request.param
     if not path.is_file():
-        pytest.fail(f"Dubbo vectors not found at {path} (set POLYLB_VECTORS to the JSON file)")
+        pytest.fail(f"Dubbo vectors not found at {path} (set POLYLB_VECTORS to a JSON file or directory)")
     with path.open(encoding="utf-8") as handle:
         data: Dict[str, Any] = json.load(handle)
     return data

@@ -1,4 +1,5 @@
-"""Apache Dubbo's own outputs (shared/vectors/dubbo-public.json), reproduced through Python."""
+"""Apache Dubbo's own outputs (tests/vectors/*.json, ../shared/vectors/*.json beside the
+checkout, $POLYLB_VECTORS), reproduced through Python."""
 
 from __future__ import annotations
 
@@ -13,9 +14,31 @@ from conftest import by_id
 FROZEN_NOW_US = 1_700_000_000_000 * 1000  # every select at the same millisecond, as the vectors
 
 
+def _section(vectors: Dict[str, Any], name: str) -> Dict[str, Any]:
+    """One section of a vector file; a file without it has nothing of that kind to check."""
+    if name not in vectors:
+        pytest.skip(f"no {name} section in this vector file")
+    section: Dict[str, Any] = vectors[name]
+    return section
+
+
 def _cases(vectors: Dict[str, Any]) -> List[Dict[str, Any]]:
-    cases: List[Dict[str, Any]] = vectors["consistent_hash"]["cases"]
+    cases: List[Dict[str, Any]] = _section(vectors, "consistent_hash")["cases"]
     return cases
+
+
+def _round_robin_balancer(balancer_factory: Any, weights: List[int]) -> Any:
+    """Round robin over providers 0..n-1 (ids are the 0-based indices, so a select's result
+    compares directly with the vector) of these URL weights: Dubbo's getWeight clamps a negative
+    weight to 0, as the adapters do (polylb rejects it)."""
+    lb = balancer_factory(config="loadbalance=roundrobin")
+    lb.update(
+        [
+            polylb.Invoker(id=i, address=f"10.0.0.{i + 1}:20880", weight=max(weight, 0))
+            for i, weight in enumerate(weights)
+        ]
+    )
+    return lb
 
 
 def _hash_argument_indexes(text: str) -> Optional[List[int]]:
@@ -57,8 +80,8 @@ def test_hash_arguments_are_read_as_dubbo_reads_them() -> None:
 
 
 def test_consistent_hash_cases(dubbo_vectors: Dict[str, Any], balancer_factory: Any) -> None:
-    shared_keys: List[str] = dubbo_vectors["consistent_hash"]["keys"]
     cases = _cases(dubbo_vectors)
+    shared_keys: List[str] = dubbo_vectors["consistent_hash"].get("keys", [])
     assert cases
     for case in cases:
         name = case.get("name", "?")
@@ -85,20 +108,49 @@ def test_consistent_hash_cases(dubbo_vectors: Dict[str, Any], balancer_factory: 
 
 
 def test_round_robin_sequences(dubbo_vectors: Dict[str, Any], balancer_factory: Any) -> None:
-    sequences = dubbo_vectors["round_robin"]["sequences"]
-    assert sequences
+    sequences = _section(dubbo_vectors, "round_robin").get("sequences", [])
     for sequence in sequences:
         weights: List[int] = sequence["weights"]
-        lb = balancer_factory(config="loadbalance=roundrobin")
-        # ids are the 0-based indices, so a select's result compares directly with the vector
-        lb.update(
-            [
-                polylb.Invoker(id=i, address=f"10.0.0.{i + 1}:20880", weight=weight)
-                for i, weight in enumerate(weights)
-            ]
-        )
+        lb = _round_robin_balancer(balancer_factory, weights)
         picks = [lb.select(now_us=FROZEN_NOW_US) for _ in sequence["picks"]]
         assert picks == sequence["picks"], f"weights {weights}"
+
+
+def _long_sequence(sequence: Dict[str, Any]) -> List[int]:
+    """One of round_robin.long_sequences, read as the Rust harness reads it (the public file
+    shows no example): the one array of integer pairs [position, index] whose pick is not index
+    0, and the length (the one other integer field, else the last pair's position + 1)."""
+    pairs: List[List[int]] = next(
+        (
+            field
+            for name, field in sequence.items()
+            if name != "weights"
+            and isinstance(field, list)
+            and field
+            and all(isinstance(p, list) and len(p) == 2 for p in field)
+        ),
+        [],
+    )
+    lengths = [
+        field
+        for name, field in sequence.items()
+        if name != "weights" and isinstance(field, int) and not isinstance(field, bool)
+    ]
+    length = lengths[0] if lengths else max((p[0] + 1 for p in pairs), default=0)
+    want = [0] * length
+    for position, index in pairs:
+        want[position] = index
+    return want
+
+
+def test_round_robin_long_sequences(dubbo_vectors: Dict[str, Any], balancer_factory: Any) -> None:
+    for sequence in _section(dubbo_vectors, "round_robin").get("long_sequences", []):
+        weights: List[int] = sequence["weights"]
+        want = _long_sequence(sequence)
+        lb = _round_robin_balancer(balancer_factory, weights)
+        picks = [lb.select(now_us=FROZEN_NOW_US) for _ in want]
+        first = next((k for k, (got, w) in enumerate(zip(picks, want)) if got != w), None)
+        assert first is None, f"weights {weights}, pick {first}: {picks[first]}, Dubbo {want[first]}"
 
 
 def _dubbo_to_polylb(entry: Dict[str, Any]) -> Dict[str, int]:
@@ -113,7 +165,7 @@ def _dubbo_to_polylb(entry: Dict[str, Any]) -> Dict[str, int]:
 
 
 def test_warmup_weights(dubbo_vectors: Dict[str, Any], balancer_factory: Any) -> None:
-    warmup = dubbo_vectors["warmup"]
+    warmup = _section(dubbo_vectors, "warmup")
     entries: List[Dict[str, Any]] = warmup["via_getWeight"]
     assert entries
     lb = balancer_factory()
@@ -135,7 +187,7 @@ def test_warmup_weights(dubbo_vectors: Dict[str, Any], balancer_factory: Any) ->
 @pytest.mark.parametrize("removed", [1, 3])
 def test_subset_ring_equals_smaller_ring(dubbo_vectors: Dict[str, Any], balancer_factory: Any, removed: int) -> None:
     """A candidate subset answers as a ring built from the subset would (DESIGN.md)."""
-    keys: List[str] = dubbo_vectors["consistent_hash"]["keys"]
+    keys: List[str] = _section(dubbo_vectors, "consistent_hash")["keys"]
     providers = [f"10.0.0.{n}:20880" for n in range(1, 6)]
     whole = balancer_factory("consistenthash")
     whole.update([polylb.Invoker(i + 1, a) for i, a in enumerate(providers)])
