@@ -10,18 +10,9 @@ import (
 	"dubbo.apache.org/dubbo-go/v3/protocol/base"
 	"dubbo.apache.org/dubbo-go/v3/protocol/invocation"
 	"dubbo.apache.org/dubbo-go/v3/protocol/protocolwrapper"
-	"dubbo.apache.org/dubbo-go/v3/protocol/result"
 
 	"github.com/polylb/polylb/bindings/go/polylbdubbo"
 )
-
-// answering is a provider invoker that answers with its address (in a real
-// consumer: the Triple or dubbo protocol's invoker).
-type answering struct{ *base.BaseInvoker }
-
-func (a answering) Invoke(context.Context, base.Invocation) result.Result {
-	return &result.RPCResult{Rest: a.GetURL().Location}
-}
 
 // dubbo-go's failover cluster over three providers weighted 3:1:1, balanced
 // by polylb-roundrobin. The URL parameters are what a reference configured
