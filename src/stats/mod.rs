@@ -187,8 +187,11 @@ impl CallStats {
         sum
     }
 
+    /// Calls selected. The mark a [`CallStats::seal`] adds is left out: the stats of a set
+    /// read while an update takes an invoker out of it (the set they began with) showed the
+    /// leaving invoker's `selected` 2^61 above its count.
     pub fn selected(&self) -> u64 {
-        self.total(|c| &c.selected)
+        self.total(|c| &c.selected) & !SEALED_SELECTS
     }
 
     /// [`CallStats::selected`] for a strategy that reads calls in flight: `begin` counts every
@@ -235,8 +238,12 @@ impl CallStats {
     pub fn active(&self) -> i64 {
         // `ended` first (Acquire orders the later load of `selected` after it): a select
         // counted meanwhile can only raise the result, never push it below zero.
+        // The seal's mark left out of `selected`: a read between its two adds (`ended` loaded
+        // before, `selected` after) counted the mark, 2^61, as calls in flight. Once sealed,
+        // ends outnumber selects by far and the result is 0, as before.
         let ended = self.ended.load(Acquire);
-        (self.counts.selected.load(Acquire).wrapping_sub(ended) as i64).max(0)
+        let selected = self.counts.selected.load(Acquire) & !SEALED_SELECTS;
+        (selected.wrapping_sub(ended) as i64).max(0)
     }
 }
 
@@ -249,6 +256,27 @@ const SEALED_ENDS: u64 = 1 << 62;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A seal is the invoker leaving the set: stats of the set they began with, read while an
+    /// update seals, show its counts, not the mark the seal adds (2^61 more selects, and as
+    /// many calls in flight between the seal's two adds).
+    #[test]
+    fn a_sealed_invokers_counts_read_without_the_mark() {
+        let s = CallStats::default();
+        for _ in 0..3 {
+            s.begin();
+        }
+        assert!(s.end(1, Outcome::Success, 5));
+        // Half sealed, as a reader between the seal's two adds sees it.
+        s.counts.selected.fetch_or(SEALED_SELECTS, AcqRel);
+        assert_eq!((s.selected(), s.active()), (3, 2));
+        s.counts.selected.fetch_and(!SEALED_SELECTS, AcqRel);
+        assert_eq!(s.seal(), 2);
+        assert_eq!((s.selected(), s.active(), s.succeeded()), (3, 0, 1));
+        // A select on the replaced set after the seal is still a select.
+        assert!(CallStats::sealed(s.begin()));
+        assert_eq!((s.selected(), s.active()), (4, 0));
+    }
 
     #[test]
     fn end_never_goes_negative() {
