@@ -244,12 +244,26 @@ impl CallStats {
             std::hint::spin_loop();
             unmatched = self.unmatched().load(Acquire);
         }
-        let ended = self
-            .succeeded()
-            .wrapping_add(self.failed())
-            .wrapping_add(self.total(|c| &c.cancelled))
-            .wrapping_sub(unmatched_settled(unmatched));
-        let active = self.selected().wrapping_sub(ended) as i64;
+        // The ends are summed before the selects, so a read counts every call that ended
+        // before it as selected, and the calls selected and ended while it sums (all the
+        // cells' lines, twice) as in flight: a reader descheduled between the two sums read
+        // every call the other threads made meanwhile as in flight (two threads with at most
+        // one call each in flight: 288,071 in one read). Each read is such an upper bound, so
+        // the lowest of a few is one too, and only one that was descheduled as well counts
+        // what another thread did for that long.
+        let mut active = i64::MAX;
+        for _ in 0..SPREAD_READS {
+            let ended = self
+                .succeeded()
+                .wrapping_add(self.failed())
+                .wrapping_add(self.total(|c| &c.cancelled))
+                .wrapping_sub(unmatched_settled(unmatched));
+            #[cfg(test)]
+            if let Some(meanwhile) = BETWEEN_SUMS.with(std::cell::Cell::take) {
+                meanwhile(self);
+            }
+            active = active.min(self.selected().wrapping_sub(ended) as i64);
+        }
         if active < 0 && unmatched & COUNTING == 0 {
             // Another reader may have counted the same reports meanwhile: then this one's
             // exchange fails and it leaves them to it.
@@ -280,6 +294,15 @@ fn unmatched_settled(unmatched: u64) -> u64 {
 /// between them: then the read goes ahead, and may miss one call in flight, never count one
 /// that was not selected).
 const SETTLE_TRIES: usize = 64;
+
+/// How many times `active_spread` sums the counts, keeping the lowest reading.
+const SPREAD_READS: usize = 3;
+
+#[cfg(test)]
+thread_local! {
+    /// What other threads do while a test's `active_spread` is between its two sums (once).
+    static BETWEEN_SUMS: std::cell::Cell<Option<fn(&CallStats)>> = const { std::cell::Cell::new(None) };
+}
 
 /// The cell of the calling thread's group.
 #[inline(always)]
@@ -316,6 +339,27 @@ mod tests {
         assert_eq!(s.in_flight(), 1);
         s.end_spread(3, Outcome::Success, 30);
         assert_eq!((s.in_flight(), s.succeeded_elapsed_us()), (0, 40));
+    }
+
+    /// A read descheduled between its sums of the ends and of the selects, while other
+    /// threads made 1,000 calls one at a time: the one call in flight, not 1,001.
+    #[test]
+    fn calls_made_while_a_read_sums_are_not_read_as_in_flight() {
+        let s = CallStats::default();
+        s.begin_spread(1);
+        s.begin_spread(2);
+        s.end_spread(2, Outcome::Success, 1);
+        assert!(s.cells.get().is_some());
+        BETWEEN_SUMS.with(|b| {
+            b.set(Some(|s: &CallStats| {
+                for i in 0..1_000 {
+                    s.begin_spread(2 + i % 3);
+                    s.end_spread(2 + i % 3, Outcome::Success, 1);
+                }
+            }))
+        });
+        assert_eq!(s.in_flight(), 1);
+        assert_eq!(s.selected(), 1_002);
     }
 
     #[test]
