@@ -184,7 +184,13 @@ impl Filter {
             .count();
         let mut n = state.ejections.load(Relaxed);
         let lifted = state.lifted_ms.load(Relaxed);
-        if lifted > 0 {
+        if lifted > 0 && lifted.saturating_sub(now_ms) > STEP_BACK_MS {
+            // Lifted before the clock stepped back: how long ago cannot be told, and counted
+            // from the stamp nothing would be forgiven for as long as the step (the first
+            // ejection after a 1 h step lasted up to the longest one after an hour of health).
+            // As an ejection made before a step ends at once, the back-off starts over.
+            n = 0;
+        } else if lifted > 0 {
             // One step of back-off is forgiven per base period without an ejection.
             let forgiven = now_ms.saturating_sub(lifted).max(0) / cfg.base_ejection_ms;
             n = n.saturating_sub(forgiven.min(u32::MAX as i64) as u32);
