@@ -63,3 +63,61 @@ fn outlier_backoff_is_forgiven_after_a_step_back() {
         assert_eq!(lengths, vec![30_000; 4], "step back of {} s", step / S);
     }
 }
+
+/// orca: a weight not renewed for `orca.expirationMs` lapses. After the clock stepped back, a
+/// provider that stops reporting must not keep its weight for as long as the step.
+#[test]
+fn orca_weight_lapses_after_a_step_back() {
+    use polylb::LoadReport;
+    for step in [0, 3600 * S] {
+        let b = Balancer::new("loadbalance=orca&seed=1").unwrap();
+        b.update(&(1..=3).map(provider).collect::<Vec<_>>())
+            .unwrap();
+        let report = |id: u64, qps: f64, t: i64| {
+            b.report_load(
+                id,
+                LoadReport {
+                    qps,
+                    eps: 0.0,
+                    utilization: 0.5,
+                },
+                t,
+            )
+            .unwrap()
+        };
+        // Two hours of reports every second: every weight counts, id 1 with 10x the others.
+        let mut t = NOW;
+        for _ in 0..7200 {
+            t += S;
+            report(1, 1000.0, t);
+            report(2, 100.0, t);
+            report(3, 100.0, t);
+            b.select(0, b"", t).unwrap();
+        }
+        // The clock steps back; id 1 stops reporting, the others go on for 10 minutes.
+        t -= step;
+        for _ in 0..600 {
+            t += S;
+            report(2, 100.0, t);
+            report(3, 100.0, t);
+            b.select(0, b"", t).unwrap();
+        }
+        let json = b.stats_json(t);
+        assert_eq!(
+            field(&json, 1, "orca_counted"),
+            "false",
+            "step back of {} s: id 1 silent for 10 minutes still counts: {json}",
+            step / S
+        );
+        let mut picks = [0u32; 4];
+        for _ in 0..3000 {
+            t += 1000;
+            picks[b.select(0, b"", t).unwrap() as usize] += 1;
+        }
+        assert!(
+            picks[1] < 1500,
+            "step back of {} s: picks {picks:?}",
+            step / S
+        );
+    }
+}

@@ -171,6 +171,20 @@ impl LoadCell {
         }
     }
 
+    /// A last report stamped more than `STEP_BACK_MS` ahead of `now_ms` was made before the
+    /// clock stepped back: it is taken as made at the step, so that the weight lapses
+    /// `orca.expirationMs` after it unless renewed, not as long as the step later (a provider
+    /// that stopped reporting kept its weight for an hour after a 1 h step).
+    fn restamp_after_step(&self, now_ms: i64) {
+        let last = self.last_ms.load(Acquire);
+        // 0: no run (a reconnect ended it), nothing to lapse.
+        if last != 0 && last.saturating_sub(now_ms) > STEP_BACK_MS {
+            let _ = self
+                .last_ms
+                .compare_exchange(last, now_ms, Release, Relaxed);
+        }
+    }
+
     /// The report's weight if it counts at `now_ms` (past its blackout, not lapsed).
     fn counted(&self, now_ms: i64, config: &OrcaConfig) -> Option<f64> {
         let last = self.last_ms.load(Acquire);
@@ -313,6 +327,7 @@ impl LoadTable {
             .zip(&*self.cells)
             .zip(&*self.planned)
         {
+            cell.restamp_after_step(now_ms);
             let counted = cell.counted(now_ms, &self.config);
             next_change = next_change.min(cell.next_change(now_ms, &self.config));
             if let (Some(w), true) = (counted, m.weight > 0) {
