@@ -130,7 +130,8 @@ struct LoadRun {
     since_ms: i64,
     /// When the last report came (ms; 0 after a reconnect).
     last_ms: i64,
-    /// Some report came at the library's clock: its times are known only roughly.
+    /// Some report came at the library's clock, or the clock stepped back from its last
+    /// report: its times are known only roughly.
     fuzzy: bool,
 }
 
@@ -588,6 +589,14 @@ impl Seq<'_> {
         };
         self.now = (self.now + dt).max(1);
         self.log.push(format!("time {dt:+} -> {}", self.now));
+        // orca takes a last report stamped more than STEP_BACK_MS ahead as made at the step,
+        // at its next recomputation (a pick's, when due): when that is is not modelled.
+        let now_ms = self.now.div_euclid(1000);
+        for run in self.model.loads.values_mut() {
+            if run.last_ms.saturating_sub(now_ms) > STEP_BACK_MS {
+                run.fuzzy = true;
+            }
+        }
     }
 
     fn draw_set(&mut self) -> Vec<Inv> {
@@ -1325,7 +1334,11 @@ impl Seq<'_> {
                 // Whether it counts, where every time involved is known exactly.
                 let counts = match run {
                     None => Some(false),
-                    Some(r) if t != 0 && !r.fuzzy => Some(r.counts(now_ms, &model.config.orca)),
+                    // A pick at the library's clock may recompute the weights at a time the
+                    // model does not know, and restamp a report that time is behind.
+                    Some(r) if t != 0 && !r.fuzzy && self.clocks == Clocks::Caller => {
+                        Some(r.counts(now_ms, &model.config.orca))
+                    }
                     Some(_) => None,
                 };
                 if let Some(counts) = counts {
