@@ -118,8 +118,9 @@ final class DubboUrls {
 
     /**
      * Dubbo's consistent-hash key: String.valueOf of the arguments at the configured indexes,
-     * concatenated without separator (out-of-range indexes skipped, null as "null"), with
-     * generic {@code $invoke} calls unwrapped; the balancer hashes its UTF-8 bytes.
+     * concatenated without separator (out-of-range indexes skipped, null or a toString() that
+     * returns null as "null"), with generic {@code $invoke} calls unwrapped; the balancer hashes
+     * its UTF-8 bytes.
      */
     static String hashKey(Invocation invocation, int[] argumentIndex) {
         Object[] args = RpcUtils.getArguments(invocation);
@@ -128,7 +129,13 @@ final class DubboUrls {
         }
         if (argumentIndex.length == 1) {
             int i = argumentIndex[0];
-            return i < 0 || i >= args.length ? "" : hashable(String.valueOf(args[i]));
+            if (i < 0 || i >= args.length) {
+                return "";
+            }
+            // StringBuilder.append's text: "null" also for an argument whose toString() is null
+            // (String.valueOf passes that null on).
+            String text = String.valueOf(args[i]);
+            return hashable(text == null ? "null" : text);
         }
         StringBuilder key = new StringBuilder();
         for (int i : argumentIndex) {
