@@ -1,6 +1,7 @@
 package polylbdubbo
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"dubbo.apache.org/dubbo-go/v3/common"
 
 	polylb "github.com/polylb/polylb/bindings/go"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Weighted random through dubbo-go's failover cluster: provider weights from
@@ -263,5 +266,36 @@ func TestHashKeyFollowsPointers(t *testing.T) {
 	}
 	if k := key(make(chan int)); k != "chan int" {
 		t.Errorf("a channel: key %q", k)
+	}
+}
+
+// A protobuf request (Triple's argument) is keyed by its deterministic wire
+// form: its String() is prototext, which adds a second space between fields in
+// some binaries and not others (protobuf-go varies it by a hash of the
+// executable), so one request went to provider 4 from one consumer build and
+// to provider 7 from another. Legacy (APIv1) messages are keyed the same way.
+func TestHashKeyOfProtobufMessagesIsTheSameInEveryBinary(t *testing.T) {
+	key := func(arg any) []byte { return hashKey(newInvocation("m", arg), []int{0}) }
+	req := &durationpb.Duration{Seconds: 42, Nanos: 7}
+	want := []byte{0x08, 42, 0x10, 7}
+	if got := key(req); !bytes.Equal(got, want) {
+		t.Errorf("key of %v: %q, want its wire form %q", req, got, want)
+	}
+	if got := key(protoadapt.MessageV1Of(req)); !bytes.Equal(got, want) {
+		t.Errorf("key of a legacy message: %q, want %q", got, want)
+	}
+	type wrapper struct{ Req *durationpb.Duration }
+	if got := key(wrapper{req}); !bytes.Equal(got, append(append([]byte("{"), want...), '}')) {
+		t.Errorf("key of a struct holding a message: %q", got)
+	}
+}
+
+// A nil pointer argument is Java's null, as an untyped nil is: a Java
+// consumer passing null for the argument keys "null".
+func TestHashKeyOfANilPointerIsNull(t *testing.T) {
+	for _, arg := range []any{(*string)(nil), (*keyAddress)(nil), (*durationpb.Duration)(nil)} {
+		if got := string(hashKey(newInvocation("m", arg, "x"), []int{0, 1})); got != "nullx" {
+			t.Errorf("%T nil: key %q, want %q", arg, got, "nullx")
+		}
 	}
 }

@@ -7,6 +7,7 @@ require (
 	github.com/apache/dubbo-go-hessian2 v1.12.5
 	github.com/pkg/errors v0.9.1
 	github.com/polylb/polylb/bindings/go v0.0.0
+	google.golang.org/protobuf v1.33.0
 )
 
 require (
@@ -142,7 +143,6 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20230822172742-b8732ec3820d // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20230822172742-b8732ec3820d // indirect
 	google.golang.org/grpc v1.59.0 // indirect
-	google.golang.org/protobuf v1.33.0 // indirect
 	gopkg.in/ini.v1 v1.66.2 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect

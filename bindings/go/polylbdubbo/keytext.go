@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 )
 
 // maxKeyDepth bounds how deep appendArgText follows pointers and fields: a
@@ -18,6 +21,9 @@ const maxKeyDepth = 32
 // user's calls would spread over every provider. Values without pointers print
 // exactly as fmt prints them.
 func appendArgText(key []byte, a any) []byte {
+	if v := reflect.ValueOf(a); v.Kind() == reflect.Pointer && v.IsNil() {
+		return append(key, "null"...) // a nil pointer is Java's null, as an untyped nil is
+	}
 	if !mayHoldPointer(reflect.TypeOf(a), map[reflect.Type]bool{}) {
 		return fmt.Append(key, a)
 	}
@@ -58,6 +64,9 @@ func appendValueText(key []byte, v reflect.Value, depth int) []byte {
 	}
 	if !v.IsValid() {
 		return append(key, "<nil>"...)
+	}
+	if wire, ok := protoWire(v); ok {
+		return append(key, wire...)
 	}
 	if text, ok := methodText(v); ok {
 		return append(key, text...)
@@ -160,4 +169,29 @@ func methodText(v reflect.Value) (text string, ok bool) {
 		return m.String(), true
 	}
 	return "", false
+}
+
+// protoWire is the deterministic wire form of a protobuf message (a Triple
+// call's request), APIv2 or legacy APIv1. Not its String(): prototext puts a
+// second space between fields in some binaries and not in others (protobuf-go
+// varies it by a hash of the executable, so that no one relies on its text),
+// and consumers built apart would send one request to different providers.
+func protoWire(v reflect.Value) (wire []byte, ok bool) {
+	if !v.CanInterface() || (v.Kind() == reflect.Pointer && v.IsNil()) {
+		return nil, false
+	}
+	var m proto.Message
+	switch x := v.Interface().(type) {
+	case proto.Message:
+		m = x
+	case protoadapt.MessageV1:
+		m = protoadapt.MessageV2Of(x)
+	default:
+		return nil, false
+	}
+	wire, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, false // an invalid message (a required field unset): its text, as before
+	}
+	return wire, true
 }
