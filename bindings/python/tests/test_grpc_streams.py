@@ -100,9 +100,9 @@ def _bidi_handler(requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
     return _play(requests, context)
 
 
-@pytest.fixture(scope="module")
-def channel() -> Iterator[Any]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+def _serve(workers: int) -> Tuple[Any, int]:
+    """A started server of the scripted streams on a loopback port: (server, port)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
     handler = grpc.method_handlers_generic_handler(
         "svc",
         {
@@ -113,6 +113,12 @@ def channel() -> Iterator[Any]:
     server.add_generic_rpc_handlers((handler,))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
+    return server, port
+
+
+@pytest.fixture(scope="module")
+def channel() -> Iterator[Any]:
+    server, port = _serve(8)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as opened:
             grpc.channel_ready_future(opened).result(timeout=10)  # connected before any deadline runs
@@ -265,17 +271,7 @@ def test_sync_stream_cut_by_closing_its_channel_is_a_cancel(balancer_factory: An
     """This side's channel.close() ends its streams with CANCELLED ("Stream removed (Channel
     closed!)"), though cancelled() stays False: a cancel, whether the error propagates out of the
     block or the block catches it and call.stream() reads the status."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    handler = grpc.method_handlers_generic_handler(
-        "svc",
-        {
-            "Stream": grpc.unary_stream_rpc_method_handler(_stream_handler),
-            "Bidi": grpc.stream_stream_rpc_method_handler(_bidi_handler),
-        },
-    )
-    server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+    server, port = _serve(2)
     lb = _single(balancer_factory)
     closing = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:

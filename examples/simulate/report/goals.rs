@@ -143,22 +143,30 @@ mod tests {
         }
     }
 
+    /// The report of one run per `(policy, p99 µs, failed calls)` on scenario `id`, and the goal
+    /// named `goal`.
+    fn report_of(id: &str, rows: &[(&str, f64, u64)], goal: &str) -> (Report, &'static Goal) {
+        let sc = build(id, Some(1_000_000), &Model::default()).unwrap();
+        let policies: Vec<PolicySpec> = rows.iter().map(|r| PolicySpec::parse(r.0)).collect();
+        let runs = rows
+            .iter()
+            .map(|&(policy, p99, failures)| run(&sc.label(), policy, p99, failures))
+            .collect();
+        let report = Report::new(&[sc], &policies, runs, Settings::one_run_for_tests());
+        (report, GOALS.iter().find(|g| g.name == goal).unwrap())
+    }
+
     /// A p99 within 1.1× the oracle's counts only while the calls were carried: one that failed
     /// a quarter of them (a lighter load on the healthy providers) meets no latency goal.
     #[test]
     fn a_latency_goal_is_not_met_by_failing_calls() {
-        let sc = build("4", Some(1_000_000), &Model::default()).unwrap();
-        let names = ["shedding", "carrying", "oracle-jsq", "oracle-sed"];
-        let policies: Vec<PolicySpec> = names.iter().map(|p| PolicySpec::parse(p)).collect();
-        let runs = vec![
-            run(&sc.label(), "shedding", 4_800.0, 2_500),
-            run(&sc.label(), "carrying", 5_800.0, 100),
-            run(&sc.label(), "oracle-jsq", 5_400.0, 0),
-            run(&sc.label(), "oracle-sed", 5_500.0, 0),
+        let rows = [
+            ("shedding", 4_800.0, 2_500),
+            ("carrying", 5_800.0, 100),
+            ("oracle-jsq", 5_400.0, 0),
+            ("oracle-sed", 5_500.0, 0),
         ];
-        let settings = Settings::one_run_for_tests();
-        let report = Report::new(&[sc], &policies, runs, settings);
-        let s4 = GOALS.iter().find(|g| g.name == "S4 p99<=1.1x").unwrap();
+        let (report, s4) = report_of("4", &rows, "S4 p99<=1.1x");
         // 0.89× the oracle at 25 % errors: not met; 1.07× at 1 %: met.
         assert_eq!(report.goal_met(s4, "shedding"), Some((0, 1)));
         assert_eq!(report.goal_met(s4, "carrying"), Some((1, 1)));
@@ -169,22 +177,14 @@ mod tests {
     /// × 50 consumers: 0.73× random at 53 % errors), does not meet it.
     #[test]
     fn a_goal_against_random_is_not_met_by_failing_calls() {
-        let sc = build("1", Some(1_000_000), &Model::default()).unwrap();
-        let names = ["shedding", "carrying", "random", "oracle-jsq", "oracle-sed"];
-        let policies: Vec<PolicySpec> = names.iter().map(|p| PolicySpec::parse(p)).collect();
-        let runs = vec![
-            run(&sc.label(), "shedding", 20_000.0, 5_000),
-            run(&sc.label(), "carrying", 30_000.0, 0),
-            run(&sc.label(), "random", 60_000.0, 0),
-            run(&sc.label(), "oracle-jsq", 29_000.0, 0),
-            run(&sc.label(), "oracle-sed", 29_500.0, 0),
+        let rows = [
+            ("shedding", 20_000.0, 5_000),
+            ("carrying", 30_000.0, 0),
+            ("random", 60_000.0, 0),
+            ("oracle-jsq", 29_000.0, 0),
+            ("oracle-sed", 29_500.0, 0),
         ];
-        let settings = Settings::one_run_for_tests();
-        let report = Report::new(&[sc], &policies, runs, settings);
-        let s1 = GOALS
-            .iter()
-            .find(|g| g.name == "S1 <=0.75x random")
-            .unwrap();
+        let (report, s1) = report_of("1", &rows, "S1 <=0.75x random");
         // 0.33× random at 50 % errors: not met; 0.5× without errors: met.
         assert_eq!(report.goal_met(s1, "shedding"), Some((0, 1)));
         assert_eq!(report.goal_met(s1, "carrying"), Some((1, 1)));
@@ -195,18 +195,13 @@ mod tests {
     /// "S2b p99<=1.25x: 3/4" in the default run.
     #[test]
     fn a_ratio_that_misses_the_goal_does_not_print_as_its_bound() {
-        let sc = build("2b", Some(1_000_000), &Model::default()).unwrap();
-        let names = ["near", "met", "oracle-jsq", "oracle-sed"];
-        let policies: Vec<PolicySpec> = names.iter().map(|p| PolicySpec::parse(p)).collect();
-        let runs = vec![
-            run(&sc.label(), "near", 10_841.0, 0),
-            run(&sc.label(), "met", 10_800.0, 0),
-            run(&sc.label(), "oracle-jsq", 8_646.0, 0),
-            run(&sc.label(), "oracle-sed", 10_220.0, 0),
+        let rows = [
+            ("near", 10_841.0, 0),
+            ("met", 10_800.0, 0),
+            ("oracle-jsq", 8_646.0, 0),
+            ("oracle-sed", 10_220.0, 0),
         ];
-        let settings = Settings::one_run_for_tests();
-        let report = Report::new(&[sc], &policies, runs, settings);
-        let s2b = GOALS.iter().find(|g| g.name == "S2b p99<=1.25x").unwrap();
+        let (report, s2b) = report_of("2b", &rows, "S2b p99<=1.25x");
         assert_eq!(report.goal_met(s2b, "near"), Some((0, 1)));
         assert_eq!(report.goal_met(s2b, "met"), Some((1, 1)));
         let table = report.text_table();
