@@ -9,6 +9,7 @@ package polylbdubbo
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -310,7 +311,27 @@ func (st *serviceState) attempt(invokers []base.Invoker, first *common.URL, inv 
 		if !full {
 			cands = candidates
 		}
-		id, err = b.balancer.SelectAmong(b.method, key, cands, excluded)
+		if b.sequenced && ps.pendingIn(st) {
+			// Round robin, a call with a pick still out (forking's next
+			// fork): a select that skips the picked providers advances only
+			// the others' turns, and with 2 forks over 3 providers one of
+			// them got every call. dubbo-go's DoSelect selects over the list
+			// and reselects only when that lands on a picked one: do the
+			// same, undoing that pick. (A failover retry, whose tried pick
+			// has ended, keeps the exclusion: the failed provider's turns
+			// are not spent on its retries.)
+			if full {
+				id, err = b.balancer.Select(b.method, key)
+			} else {
+				id, err = b.balancer.SelectAmong(b.method, key, cands, nil)
+			}
+			if err == nil && slices.Contains(excluded, id) {
+				_ = b.balancer.Report(b.method, id, 0, polylb.Cancelled)
+				id, err = b.balancer.SelectAmong(b.method, key, cands, excluded)
+			}
+		} else {
+			id, err = b.balancer.SelectAmong(b.method, key, cands, excluded)
+		}
 		if errors.Is(err, polylb.ErrNoCandidate) {
 			// Every candidate was tried already (more retries than
 			// providers): pick among all, as dubbo-go's reselect ends up

@@ -176,6 +176,19 @@ func (ps *picks) excluded(st *serviceState, dst []uint64) []uint64 {
 	return dst
 }
 
+// pendingIn reports whether the invocation has a pick of st not reported
+// yet (a fork not sent, or sent and running).
+func (ps *picks) pendingIn(st *serviceState) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.pending {
+		if p.st == st {
+			return true
+		}
+	}
+	return false
+}
+
 // add keeps p until it is sent or released; it returns a pick evicted by the
 // bound, to be cancelled by the caller.
 func (ps *picks) add(p *pick) (evicted *pick) {

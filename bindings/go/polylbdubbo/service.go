@@ -66,6 +66,8 @@ type binding struct {
 	balancer *polylb.Balancer
 	method   polylb.Method
 	hashArgs []int
+	// sequenced: see methodConfig.
+	sequenced bool
 	// first: the URL the configuration was read from; config: what it said.
 	// Two references to one service share the bindings, each with its own
 	// parameters: a call whose first URL is another reads its own.
@@ -208,7 +210,8 @@ func (st *serviceState) bindingFor(s *invokerSet, method string, first *common.U
 	if ok {
 		// The same set through another URL object (a refresh's new objects, or
 		// a second reference): its own parameters, usually the same ones.
-		if b := cached.(*binding); b.gen == s.gen && b.config == mc.config && slices.Equal(b.hashArgs, mc.hashArgs) {
+		if b := cached.(*binding); b.gen == s.gen && b.config == mc.config && slices.Equal(b.hashArgs, mc.hashArgs) &&
+			b.sequenced == mc.sequenced {
 			moved := *b
 			moved.first = first
 			st.bindings.CompareAndSwap(method, b, &moved)
@@ -245,7 +248,7 @@ func (st *serviceState) bindingFor(s *invokerSet, method string, first *common.U
 		}
 		return nil, fmt.Errorf("polylb: method %q of %s cannot be balanced: %w", method, st.serviceKey, err)
 	}
-	b := &binding{gen: s.gen, balancer: bal, method: id, hashArgs: mc.hashArgs, first: first, config: mc.config}
+	b := &binding{gen: s.gen, balancer: bal, method: id, hashArgs: mc.hashArgs, sequenced: mc.sequenced, first: first, config: mc.config}
 	// A select still on an older set must not replace a newer set's binding:
 	// closeUnbound would then close a balancer a method uses.
 	if v, ok := st.bindings.Load(method); !ok || v.(*binding).gen <= s.gen {

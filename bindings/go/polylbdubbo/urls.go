@@ -193,6 +193,11 @@ type methodConfig struct {
 	// (methods.<m>.weight) need a balancer of their own. consistenthash's
 	// ring ignores weights, as Dubbo's does.
 	weighted bool
+	// sequenced: the strategy's picks follow a sequence that every select
+	// advances (roundrobin), so a retry or fork selects as dubbo-go's
+	// DoSelect does: over the list, reselecting only when it lands on a
+	// provider the invocation tried (see serviceState.attempt).
+	sequenced bool
 }
 
 // isHashing: the strategy picks by a key (hash.arguments).
@@ -221,7 +226,7 @@ func readMethodConfig(u *common.URL, method, fixed string) (methodConfig, error)
 	var b strings.Builder
 	b.WriteString("loadbalance=")
 	b.WriteString(strategy)
-	mc := methodConfig{weighted: strategy != "consistenthash"}
+	mc := methodConfig{weighted: strategy != "consistenthash", sequenced: strategy == "roundrobin"}
 	if hasRing(strategy) {
 		nodes := methodParam(u, method, hashNodesKey, strconv.Itoa(defaultHashNodes))
 		b.WriteString("&hash.nodes=")
