@@ -1,27 +1,17 @@
 //! Clocks that step back: what the state stamped before the step may not do after it.
 
-use polylb::{Balancer, Invoker, Outcome};
+mod common;
+use common::{provider, stat, stat_value};
+use polylb::{Balancer, Outcome};
 
 const NOW: i64 = 1_700_000_000_000_000;
 const S: i64 = 1_000_000;
 
-fn provider(id: u64) -> Invoker {
-    Invoker::new(id, format!("10.0.0.{id}:20880"))
-}
-
-fn field(json: &str, id: u64, key: &str) -> String {
-    let start = json.find(&format!("\"id\":{id},")).expect("id in stats");
-    let rest = &json[start..];
-    let k = rest.find(&format!("\"{key}\":")).expect("key") + key.len() + 3;
-    rest[k..].split([',', '}']).next().unwrap().to_string()
-}
-
 /// Ejection length (ms) of invoker 1 after a failure at `t`.
 fn eject_once(b: &Balancer, t: i64) -> i64 {
     b.report(0, 1, 1000, Outcome::Failure, t).unwrap();
-    let json = b.stats_json(t);
-    let until: i64 = field(&json, 1, "ejected_until_ms").parse().unwrap();
-    assert!(until > 0, "{json}");
+    let until = stat(b, t, 1, "ejected_until_ms");
+    assert!(until > 0, "invoker 1 not ejected: {}", b.stats_json(t));
     until - t / 1000
 }
 
@@ -104,8 +94,8 @@ fn orca_weight_lapses_after_a_step_back() {
         }
         let json = b.stats_json(t);
         assert_eq!(
-            field(&json, 1, "orca_counted"),
-            "false",
+            stat_value(&b, t, 1, "orca_counted"),
+            false,
             "step back of {} s: id 1 silent for 10 minutes still counts: {json}",
             step / S
         );
