@@ -5,7 +5,8 @@
 //! `report-ticking` (select+report, the clock 1 ms further at each call),
 //! `among <c>` (select_among with c candidates spread over the set), `among-dup <c>` (c copies
 //! of one id plus one other), `excl <e>` (excluding e ids), `excl-all`, `methods <m>` (interns
-//! m names, one call each, then times updates), `late-method <m>` (every invoker serves m
+//! m names, one call each, then times updates), `methods-churn <m>` (m methods, two invokers
+//! replaced per update, `STEP_US` apart, one method's select+report after each), `late-method <m>` (every invoker serves m
 //! methods; times select+report of the last), `stats` (stats_json with `arg` methods used),
 //! `key <bytes>` (select with a key that long).
 //! Weights: `WEIGHTS=equal|mixed|onehot|ramp|max` (default mixed: 100/150/200; max: i32::MAX). `ZONES=<k>`: invoker
@@ -43,7 +44,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: scale '<config>' <n> <op> <iters> [arg]; ops: build, update, update-weight, \
          update-churn, select, report, among <c>, among-dup <c>, excl <e>, excl-all, \
-         methods <m>, late-method <m>, stats <m>, key <bytes> (examples/scale.rs)"
+         methods <m>, methods-churn <m>, late-method <m>, stats <m>, key <bytes> (examples/scale.rs)"
     );
     std::process::exit(2)
 }
@@ -115,6 +116,32 @@ fn main() {
             eprintln!(
                 "update: {:.3} ms each",
                 start.elapsed().as_secs_f64() * 1e3 / iters as f64
+            );
+            return;
+        }
+        "methods-churn" => {
+            // A registry replacing two of the n invokers at every update, `STEP_US` (default
+            // 1,000) of virtual time apart, while `arg` methods each take a select+report in
+            // turn, one per update: the state of invokers that left piles up for as long as a
+            // strategy keeps it (roundrobin: 60 s). Times update plus the one call.
+            let ids: Vec<u32> = (0..arg)
+                .map(|m| b.method(&format!("m{m}")).unwrap())
+                .collect();
+            let step_us: i64 = std::env::var("STEP_US")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(1_000);
+            let start = Instant::now();
+            for i in 0..iters {
+                b.update(&set(n, 2 * (i + 1))).unwrap();
+                let m = ids[(i % arg.max(1)) as usize];
+                let t = now + i as i64 * step_us;
+                let id = b.select(m, &i.to_le_bytes(), t).unwrap();
+                b.report(m, id, 1000, Outcome::Success, t).unwrap();
+            }
+            println!(
+                "{config} n={n} {op} {arg} (step {step_us} µs): {:.2} µs per update",
+                start.elapsed().as_secs_f64() * 1e6 / iters as f64
             );
             return;
         }

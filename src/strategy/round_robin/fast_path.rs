@@ -46,7 +46,7 @@ impl State {
                 None => self.build_kinetic(set, start, length),
             }
         });
-        self.start_tracking(set, now_ms);
+        self.start_tracking(now_ms);
         // Built: an interruption rebuilds at the next whole-set pick.
         (self.slow_picks, self.rebuild_at) = (0, 0);
         true

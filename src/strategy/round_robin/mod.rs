@@ -408,6 +408,61 @@ mod tests {
         assert_eq!(LiveSlots::usage(&again, m0), (true, 2, 9));
     }
 
+    fn entries_walked() -> u64 {
+        super::state::ENTRIES_WALKED.with(|w| w.get())
+    }
+
+    /// Under steady churn each method keeps the entries of invokers that left for 60 s: an
+    /// update, which builds every method's picks, does not walk them (it did, milliseconds
+    /// per update for 100 methods); the first select of a method after it does, to recycle.
+    #[test]
+    fn an_update_does_not_walk_the_entries_of_invokers_that_left() {
+        let b = Balancer::new("loadbalance=roundrobin").unwrap();
+        let methods: Vec<u32> = (0..20)
+            .map(|m| b.method(&format!("m{m}")).unwrap())
+            .collect();
+        let base_us = 1_700_000_000_000_000;
+        // Five invokers, two of them new at each update, weighted so that counters stay
+        // non-zero between picks (entries are kept).
+        let churned = |i: u64| -> Vec<Invoker> {
+            (0..5)
+                .map(|k| {
+                    let id = i * 2 + k;
+                    Invoker::new(id, format!("10.0.{}.{}:1", id / 250, id % 250))
+                        .weight(1 + (id % 3) as i32)
+                })
+                .collect()
+        };
+        let mut i = 0;
+        let step = |b: &Balancer, i: &mut u64| {
+            b.update(&churned(*i)).unwrap();
+            for &m in &methods {
+                for _ in 0..2 {
+                    b.select(m, b"", base_us + *i as i64 * 1000).unwrap();
+                }
+            }
+            *i += 1;
+        };
+        for _ in 0..300 {
+            step(&b, &mut i);
+        }
+        let before = entries_walked();
+        b.update(&churned(i)).unwrap();
+        let by_update = entries_walked() - before;
+        assert!(
+            by_update <= 5 * methods.len() as u64,
+            "an update walked {by_update} entries"
+        );
+        let before = entries_walked();
+        b.select(methods[0], b"", base_us + i as i64 * 1000)
+            .unwrap();
+        let by_select = entries_walked() - before;
+        assert!(
+            by_select > 100,
+            "the first select walked only {by_select} entries: too few left for the test"
+        );
+    }
+
     #[test]
     fn an_unchanged_set_keeps_every_methods_period() {
         same_set_again(

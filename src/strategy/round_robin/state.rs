@@ -6,12 +6,18 @@ use super::live::Live;
 use super::parked::Parked;
 use super::period::{Kinetic, Period};
 use super::tournaments::{Subset, Warming};
-use super::{Ctx, PickSet, RECYCLE_MS};
+use super::{Ctx, RECYCLE_MS};
 use crate::balancer::{IdHasher, Snapshot};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
+
+#[cfg(test)]
+thread_local! {
+    /// Entries this thread walked looking for the oldest of invokers outside the pick set.
+    pub(super) static ENTRIES_WALKED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Entry {
@@ -144,9 +150,15 @@ impl State {
         }
     }
 
-    /// Last-update times while a period or the tournament stands in for the pick set's entries.
-    pub(super) fn start_tracking(&mut self, set: PickSet<'_>, now_ms: i64) {
-        self.start_tracking_of(now_ms, |id| set.contains(id));
+    /// Last-update times while a period or the tournament stands in for the pick set's
+    /// entries. The oldest entry of an invoker outside the set is left unknown: the first pick
+    /// served then runs the recycling, which finds it. Every method builds at every update,
+    /// and under steady churn a method keeps thousands of entries of invokers that left (for
+    /// 60 s): walking them per method per update cost milliseconds, for methods that may not
+    /// be selected before the next update.
+    pub(super) fn start_tracking(&mut self, now_ms: i64) {
+        self.last_select_ms = now_ms;
+        self.oldest_departed_ms = i64::MIN;
     }
 
     /// Last-update times while a tournament stands in for the entries of the invokers each
@@ -157,6 +169,8 @@ impl State {
     }
 
     fn oldest_outside(&self, picked: impl Fn(u64) -> bool) -> i64 {
+        #[cfg(test)]
+        ENTRIES_WALKED.with(|w| w.set(w.get() + self.entries.len() as u64));
         self.entries
             .iter()
             .filter(|(id, _)| !picked(**id))
