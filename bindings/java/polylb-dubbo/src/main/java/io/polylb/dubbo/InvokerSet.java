@@ -66,11 +66,39 @@ final class InvokerSet {
      */
     volatile List<?> lastEqualOrigin;
 
+    /** How many subset sizes {@link #subsetNeedsCheck} remembers. */
+    static final int CHECKED_SUBSET_SIZES = 8;
+    /** One select among a subset in this many checks for destroyed providers anyway. */
+    static final int SUBSET_CHECK_EVERY = 1024;
+
     /**
-     * Size of the last strict subset checked for destroyed providers: a removal shows up as a
-     * smaller list once, a router's subsets repeat their sizes, so the check runs rarely.
+     * Sizes of the last strict subsets checked for destroyed providers: a removal shows up as a
+     * list of a new size once, a router's subsets repeat their sizes, so the check runs rarely.
+     * Several sizes, not the last one only: two routers (or two references' routers) whose
+     * subsets take turns would otherwise check, an O(n) walk and an O(n) map, on every call.
+     * Racy plain fields: a lost write costs one more check, never a skipped removal for long
+     * (see {@link #SUBSET_CHECK_EVERY}).
      */
-    volatile int lastCheckedSubsetSize = -1;
+    private final int[] checkedSubsetSizes = {-1, -1, -1, -1, -1, -1, -1, -1};
+    private int nextCheckedSlot;
+    private int subsetSelects;
+
+    /**
+     * Whether a select among a strict subset of {@code size} candidates should check for
+     * destroyed providers ({@link ServiceState#prune}): a size not among the last ones checked,
+     * and every {@value #SUBSET_CHECK_EVERY}-th subset select (a provider that leaves while the
+     * directory's list takes a size a routed subset had would otherwise stay a member until the
+     * set changes).
+     */
+    boolean subsetNeedsCheck(int size) {
+        for (int known : checkedSubsetSizes) {
+            if (known == size) {
+                return ++subsetSelects % SUBSET_CHECK_EVERY == 0;
+            }
+        }
+        checkedSubsetSizes[nextCheckedSlot++ & (CHECKED_SUBSET_SIZES - 1)] = size;
+        return true;
+    }
 
     InvokerSet(long generation, Invoker<?>[] invokers, long[] ids, DubboUrls.ProviderParams[] params) {
         this(generation, invokers, ids, params, null);

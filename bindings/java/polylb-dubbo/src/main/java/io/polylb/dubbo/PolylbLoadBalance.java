@@ -256,8 +256,7 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                 }
                 candidates = null;
             } else {
-                if (match != set.lastCheckedSubsetSize) {
-                    set.lastCheckedSubsetSize = match;
+                if (set.subsetNeedsCheck(match)) {
                     if (state.prune(invokers) != set) {
                         return null; // a destroyed provider left; match against the smaller set
                     }
