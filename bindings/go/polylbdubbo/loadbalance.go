@@ -237,6 +237,10 @@ func (st *serviceState) selectFrom(invokers []base.Invoker, first *common.URL, i
 	}
 }
 
+// candidatePool holds the candidate buffers of selects among lists longer
+// than attempt's stack buffer (*[]uint64).
+var candidatePool = sync.Pool{New: func() any { return new([]uint64) }}
+
 // attempt is one try of a select; errRetry when the set changed meanwhile.
 // locked: the caller holds st.mu.
 func (st *serviceState) attempt(invokers []base.Invoker, first *common.URL, inv base.Invocation, locked bool) (base.Invoker, error) {
@@ -244,6 +248,17 @@ func (st *serviceState) attempt(invokers []base.Invoker, first *common.URL, inv 
 	var buf [64]uint64
 	candidates := buf[:0]
 	full := s != nil && s.sameMembers(invokers)
+	if !full && s != nil && len(invokers) > len(buf) {
+		// A subset (a router's) or another reference's objects of a large
+		// set: a pooled buffer, not one grown by doubling per call (25 KB a
+		// call at 1,000 providers).
+		p := candidatePool.Get().(*[]uint64)
+		if cap(*p) < len(invokers) {
+			*p = make([]uint64, 0, len(invokers))
+		}
+		candidates = (*p)[:0]
+		defer candidatePool.Put(p)
+	}
 	if !full {
 		if s != nil {
 			for _, ivk := range invokers {
