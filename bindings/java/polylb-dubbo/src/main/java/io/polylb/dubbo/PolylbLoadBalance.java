@@ -512,15 +512,23 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
 
     /**
      * Resolves (and caches per method) the strategy, configuration and method id; recomputed
-     * only when the first provider's URL object changes, because Dubbo reads these parameters
-     * from it. Method-level weights depend on every provider, so the binding's balancer for them
+     * only when the first provider's URL changes, because Dubbo reads these parameters from it
+     * (an equal URL object, another reference's, is the same configuration). Method-level weights depend on every provider, so the binding's balancer for them
      * is resolved per provider set ({@link ServiceState.MethodBinding#target}).
      */
     private ServiceState.MethodBinding binding(ServiceState state, String methodName, Invoker<?> first) {
         URL url = first.getUrl();
         ServiceState.MethodBinding binding = state.bindingsByMethod.get(methodName);
-        if (binding != null && binding.configUrl == url) {
-            return binding;
+        if (binding != null) {
+            if (binding.configUrl == url || binding.equalConfigUrl == url) {
+                return binding;
+            }
+            // Rebuilding costs the URL's keys read again, a configuration string and the
+            // service's lock: per call, were two references' calls to take turns.
+            if (url.equals(binding.configUrl)) {
+                binding.equalConfigUrl = url;
+                return binding;
+            }
         }
         if (binding == null && !methodName.isEmpty()
                 && state.bindingsByMethod.size() >= MAX_METHODS_PER_SERVICE) {

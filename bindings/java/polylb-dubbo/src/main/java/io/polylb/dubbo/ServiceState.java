@@ -108,6 +108,12 @@ final class ServiceState {
      */
     static final class MethodBinding {
         final URL configUrl;
+        /**
+         * The last other URL object seen equal to {@code configUrl}: a second reference to the
+         * service holds its own objects of the same providers, and calls through the two take
+         * turns. Compared by identity first, so equality is read once per change of object.
+         */
+        volatile URL equalConfigUrl;
         final String methodName;
         final String config;
         /** hash.arguments for hashing strategies, else null. */
