@@ -304,6 +304,11 @@ impl Balancer {
         self.inner.snapshot.load_full()
     }
 
+    #[cfg(test)]
+    pub(crate) fn method_state_for_tests(&self, method: u32) -> &MethodState {
+        self.inner.methods.get(method).expect("an interned method")
+    }
+
     /// Picks an invoker among `candidates` (empty: the whole set), avoiding `excluded` (ids a
     /// failover already tried). Counts the call as in flight until it is reported.
     #[inline]

@@ -142,8 +142,7 @@ impl State {
             self.last_select_ms = now_ms;
         }
         if now_ms.saturating_sub(self.oldest_departed_ms) > RECYCLE_MS {
-            let set = PickSet::of(snapshot);
-            self.recycle_outside(now_ms, |id| set.contains(id));
+            self.recycle_fast(now_ms, PickSet::of(snapshot));
         }
         // Picks from a period go lock-free again.
         self.open_live(snapshot, method_id);

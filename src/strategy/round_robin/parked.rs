@@ -146,6 +146,7 @@ impl State {
     /// picks go into a record instead of the entries, and the tournaments' memory, kept for the
     /// next build in a set that stays, goes.
     pub(super) fn park(&mut self) {
+        self.forget_departed();
         let parked = if self.picked_since_build {
             match (self.period.take(), self.kinetic.as_ref().filter(|k| k.live)) {
                 (Some(p), _) => Some(Parked::of_period(p, self.last_select_ms)),
@@ -182,6 +183,7 @@ impl State {
             parked.rest = Stowed::of(&mut self.entries);
         }
         self.entries.shrink_to_fit();
+        self.departed = Default::default();
         self.kinetic = None;
         self.warming = None;
         self.subset = None;
@@ -190,6 +192,7 @@ impl State {
     /// Writes a parked record's counters into the entries, before anything reads them.
     pub(super) fn unpark(&mut self) {
         if let Some(parked) = self.parked.take() {
+            self.forget_departed();
             parked.write_out(self);
         }
     }

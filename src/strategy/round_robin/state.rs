@@ -6,10 +6,11 @@ use super::live::Live;
 use super::parked::Parked;
 use super::period::{Kinetic, Period};
 use super::tournaments::{Subset, Warming};
-use super::{Ctx, RECYCLE_MS};
+use super::{Ctx, PickSet, RECYCLE_MS};
 use crate::balancer::{IdHasher, Snapshot};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
@@ -40,6 +41,15 @@ pub(super) struct State {
     pub(super) last_select_ms: i64,
     /// While a period or a tournament is live: the oldest last-update among entries of invokers that left.
     pub(super) oldest_departed_ms: i64,
+    /// The entries outside the fast path's pick set by last-update time (a min-heap; an item
+    /// whose invoker came back or whose entry went is dropped when it comes up), complete for
+    /// the pick set of the snapshot of generation `departed_of`: recycling then takes only the
+    /// entries that are due, where a walk of every entry (under steady churn, the thousands of
+    /// invokers that left in the last 60 s) ran after every update.
+    pub(super) departed: BinaryHeap<Reverse<(i64, u64)>>,
+    /// The generation whose pick set `departed` is complete for; None when it is not (a walk,
+    /// a subset's or a warm-up's tournament, or a parked set may have made entries it lacks).
+    pub(super) departed_of: Option<u64>,
     /// Whole-set picks made by Dubbo's walk since the fast path last failed to build (every
     /// weight zero), and after how many to try again (0 while building succeeds: at once).
     pub(super) slow_picks: u64,
@@ -77,6 +87,7 @@ impl State {
     pub(super) fn materialize_held(&mut self) {
         if let Some(mut sub) = self.subset.take() {
             if let (true, Some(wrr)) = (sub.live, sub.wrr.as_ref()) {
+                self.departed_of = None;
                 for ((&id, &weight), current) in
                     sub.ids.iter().zip(&sub.weights).zip(wrr.counters())
                 {
@@ -88,6 +99,7 @@ impl State {
         }
         if let Some(mut w) = self.warming.take() {
             if w.live {
+                self.departed_of = None;
                 for (pos, weight, current) in w.wrr.counters() {
                     self.set_counter(w.ids[pos as usize], weight, current);
                 }
@@ -164,6 +176,7 @@ impl State {
     /// Last-update times while a tournament stands in for the entries of the invokers each
     /// pick updates (`picked`); the others age, as in Dubbo, towards recycling.
     pub(super) fn start_tracking_of(&mut self, now_ms: i64, picked: impl Fn(u64) -> bool) {
+        self.forget_departed();
         self.last_select_ms = now_ms;
         self.oldest_departed_ms = self.oldest_outside(picked);
     }
@@ -177,6 +190,86 @@ impl State {
             .map(|(_, e)| e.last_update_ms)
             .min()
             .unwrap_or(i64::MAX)
+    }
+
+    /// `departed` no longer holds every entry outside the pick set: the next recycling of the
+    /// fast path walks the entries once to make it again.
+    pub(super) fn forget_departed(&mut self) {
+        self.departed_of = None;
+        self.departed.clear();
+    }
+
+    /// Dubbo's recycling for the fast path over `set`: the entries outside it gone once 60 s
+    /// old. From `departed` when it is complete for this set (only the due entries are
+    /// touched), else by a walk of every entry, which makes it.
+    pub(super) fn recycle_fast(&mut self, now_ms: i64, set: PickSet<'_>) {
+        let generation = set.snapshot.generation;
+        if self.departed_of != Some(generation) {
+            self.entries.retain(|id, e| {
+                set.contains(*id) || now_ms.wrapping_sub(e.last_update_ms) <= RECYCLE_MS
+            });
+            #[cfg(test)]
+            ENTRIES_WALKED.with(|w| w.set(w.get() + self.entries.len() as u64));
+            // In the heap's own memory: a select allocates only when more entries are outside
+            // than ever before.
+            let mut outside = std::mem::take(&mut self.departed).into_vec();
+            outside.clear();
+            outside.extend(
+                self.entries
+                    .iter()
+                    .filter(|(id, _)| !set.contains(**id))
+                    .map(|(&id, e)| Reverse((e.last_update_ms, id))),
+            );
+            self.departed = BinaryHeap::from(outside);
+            self.departed_of = Some(generation);
+        } else {
+            while let Some(&Reverse((at, id))) = self.departed.peek() {
+                if now_ms.wrapping_sub(at) <= RECYCLE_MS {
+                    break;
+                }
+                self.departed.pop();
+                #[cfg(test)]
+                ENTRIES_WALKED.with(|w| w.set(w.get() + 1));
+                if set.contains(id) {
+                    // Back in the set: its entry is updated by every pick again.
+                    continue;
+                }
+                match self.entries.get(&id) {
+                    Some(e) if now_ms.wrapping_sub(e.last_update_ms) > RECYCLE_MS => {
+                        self.entries.remove(&id);
+                    }
+                    Some(e) => self.departed.push(Reverse((e.last_update_ms, id))),
+                    None => {}
+                }
+            }
+        }
+        self.oldest_departed_ms = self.oldest_known_departed();
+    }
+
+    /// The oldest last-update `departed` holds (a lower bound of the entries' outside the set
+    /// while it is complete).
+    pub(super) fn oldest_known_departed(&self) -> i64 {
+        self.departed.peek().map_or(i64::MAX, |r| (r.0).0)
+    }
+
+    /// After an update from `previous` to `next` (both of generation-complete pick sets): the
+    /// entries of the invokers that left the pick set join `departed`, O(n) for the previous
+    /// set, never a walk of the entries kept; false (and `departed` forgotten) when it was not
+    /// complete for `previous`.
+    pub(super) fn carry_departed(&mut self, previous: PickSet<'_>, next: PickSet<'_>) -> bool {
+        if self.departed_of != Some(previous.snapshot.generation) {
+            self.forget_departed();
+            return false;
+        }
+        for m in previous.members() {
+            if !next.contains(m.id) {
+                if let Some(e) = self.entries.get(&m.id) {
+                    self.departed.push(Reverse((e.last_update_ms, m.id)));
+                }
+            }
+        }
+        self.departed_of = Some(next.snapshot.generation);
+        true
     }
 
     pub(super) fn recycle_departed(&mut self, snapshot: &Snapshot, now_ms: i64) {
@@ -194,6 +287,8 @@ impl State {
     /// Dubbo's select, O(n): add each weight, take the first maximum, subtract the total.
     pub(super) fn walk(&mut self, ctx: &Ctx<'_>, now_ms: i64) -> usize {
         self.last_select_ms = now_ms;
+        // It may make entries outside the fast path's pick set.
+        self.forget_departed();
         let mut best: Option<(usize, u64)> = None;
         let mut max = i64::MIN;
         let mut total = 0i64;
