@@ -298,15 +298,16 @@ impl Balancer {
         self.select_general(method, key, &[], &[], now_us).unpack()
     }
 
+    /// A method's state (tests of strategies that keep state per method).
+    #[cfg(test)]
+    pub(crate) fn method_state_for_tests(&self, method: u32) -> Option<&MethodState> {
+        self.inner.methods.get(method)
+    }
+
     /// The current snapshot (tests of strategies that keep data in it).
     #[cfg(test)]
     pub(crate) fn snapshot_for_tests(&self) -> Arc<Snapshot> {
         self.inner.snapshot.load_full()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn method_state_for_tests(&self, method: u32) -> &MethodState {
-        self.inner.methods.get(method).expect("an interned method")
     }
 
     /// Picks an invoker among `candidates` (empty: the whole set), avoiding `excluded` (ids a

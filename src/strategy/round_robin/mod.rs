@@ -34,6 +34,8 @@
 //! [`Subset`]: tournaments::Subset
 
 mod by_weight;
+#[cfg(test)]
+mod concurrency_tests;
 mod fast_path;
 mod live;
 mod parked;
@@ -473,6 +475,7 @@ mod tests {
         let by_select = entries_walked() - before;
         let kept = b
             .method_state_for_tests(methods[0])
+            .unwrap()
             .ext_if_present::<PerMethod>()
             .unwrap()
             .state
@@ -519,6 +522,7 @@ mod tests {
         let kept = {
             let per_method = b
                 .method_state_for_tests(m)
+                .unwrap()
                 .ext_if_present::<PerMethod>()
                 .unwrap();
             let st = per_method.state.lock();
