@@ -47,6 +47,12 @@ mod stats;
 mod strategy;
 mod weight;
 
+/// Dubbo's RoundRobinLoadBalance, the model the integration tests use, for the crate's own.
+#[cfg(test)]
+#[path = "../tests/common/dubbo_round_robin.rs"]
+#[allow(dead_code)] // `ambiguous` and `recycle_edges`: no crate test picks at the library's clock
+mod dubbo_round_robin;
+
 pub use balancer::{Balancer, MAX_METHODS};
 pub use call::Call;
 pub use clock::wall_clock_us;

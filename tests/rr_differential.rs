@@ -6,11 +6,11 @@
 //! warm-up, caller times in µs stepping back by more than a second, the library clock mixed in,
 //! and a zone with local and remote invokers. Every pick is compared.
 //!
-//! The model is written from research/dubbo-spec.md §1 and §3: one map per method of
-//! id → (weight, current, lastUpdate ms); a select walks the list in order, a changed weight
-//! resets current, current += weight, lastUpdate = now, the first maximum wins; when the map
-//! holds more entries than the list, entries with now − lastUpdate > 60000 go; the winner's
-//! current −= total; a list of one is returned untouched.
+//! The model is `tests/common`'s `DubboRoundRobin` (research/dubbo-spec.md §3), one per
+//! method: a map of id → (weight, current, lastUpdate ms); a select walks the list in order, a
+//! changed weight resets current, current += weight, lastUpdate = now, the first maximum wins;
+//! when the map holds more entries than the list, entries with now − lastUpdate > 60000 go; the
+//! winner's current −= total; a list of one is returned untouched.
 //!
 //! The library clock (`now_us` 0) is read by polylb at an instant the test cannot know to the
 //! millisecond: such a select keeps every model state that a time between the readings before
@@ -19,6 +19,9 @@
 //! `POLYLB_RR_DIFF_SEEDS=<n>` runs n seeds per configuration (default 4),
 //! `POLYLB_RR_DIFF_STEPS=<n>` steps per sequence (default 3000).
 
+mod common;
+
+use common::{recycle_edges, DubboRoundRobin};
 use polylb::{wall_clock_us, Balancer, Invoker, Status};
 use std::collections::BTreeMap;
 
@@ -84,57 +87,19 @@ impl Inv {
     }
 }
 
-/// Dubbo's RoundRobinLoadBalance, one map per method.
+/// Dubbo's RoundRobinLoadBalance, one per method.
 #[derive(Clone, Debug, PartialEq, Default)]
 struct Dubbo {
-    methods: BTreeMap<u32, BTreeMap<u64, (i32, i64, i64)>>,
+    methods: BTreeMap<u32, DubboRoundRobin>,
 }
 
 impl Dubbo {
     fn select(&mut self, method: u32, list: &[(u64, i32)], now_ms: i64) -> u64 {
-        if list.len() == 1 {
-            return list[0].0;
-        }
-        let map = self.methods.entry(method).or_default();
-        let mut best: Option<u64> = None;
-        let mut max = i64::MIN;
-        let mut total = 0i64;
-        for &(id, w) in list {
-            let e = map.entry(id).or_insert((w, 0, now_ms));
-            if e.0 != w {
-                e.0 = w;
-                e.1 = 0;
-            }
-            e.1 += w as i64;
-            e.2 = now_ms;
-            if best.is_none() || e.1 > max {
-                max = e.1;
-                best = Some(id);
-            }
-            total += w as i64;
-        }
-        if list.len() != map.len() {
-            map.retain(|_, e| {
-                if e.1 != 0 {
-                    match now_ms - e.2 {
-                        60_000 => EDGES.with(|c| c.set((c.get().0 + 1, c.get().1))),
-                        60_001 => EDGES.with(|c| c.set((c.get().0, c.get().1 + 1))),
-                        _ => {}
-                    }
-                }
-                now_ms - e.2 <= 60_000
-            });
-        }
-        let id = best.unwrap();
-        map.get_mut(&id).unwrap().1 -= total;
-        id
+        self.methods
+            .entry(method)
+            .or_default()
+            .select(list, now_ms, false)
     }
-}
-
-thread_local! {
-    /// Non-zero counters of invokers outside a select's list found exactly 60,000 ms old
-    /// (kept) and 60,001 ms old (recycled), by the model.
-    static EDGES: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 #[derive(Clone, Debug)]
@@ -718,7 +683,7 @@ fn roundrobin_equals_an_independent_dubbo_model() {
             }
         }
     }
-    let (kept, recycled) = EDGES.with(|c| c.get());
+    let (kept, recycled) = recycle_edges();
     eprintln!(
         "picks {picks}, at the library clock {library_picks}, model states kept at most \
          {max_models}; in warm-up {warming}, narrowed to the zone {zoned}, among candidates or \

@@ -377,11 +377,6 @@ fn a_ring_past_its_point_limit_is_refused_and_changes_nothing() {
     b.update(&many).unwrap();
 }
 
-/// Dubbo's RoundRobinLoadBalance, the model the integration tests use.
-#[path = "../../tests/common/dubbo_round_robin.rs"]
-#[allow(dead_code)] // `ambiguous`, for picks at the library's clock, which this test makes none of
-mod dubbo_round_robin;
-
 /// roundrobin picks on a replaced set (a select that pinned it before an update, the update
 /// to the empty set included, finishing after) walk that set's list with the counters as they
 /// are, as Dubbo's select over the list it was handed: each pick against the model.
@@ -399,7 +394,7 @@ fn roundrobin_picks_on_replaced_sets_across_empty_updates_equal_dubbo() {
         let b = Balancer::new("loadbalance=roundrobin").unwrap();
         let m = b.method("m").unwrap();
         let m_state = b.inner.methods.get(m).unwrap();
-        let mut model = dubbo_round_robin::DubboRoundRobin::default();
+        let mut model = crate::dubbo_round_robin::DubboRoundRobin::default();
         let mut now_ms = 1_700_000_000_000i64;
         let weight = |next: &mut dyn FnMut(u64) -> u64| -> i32 {
             if big {

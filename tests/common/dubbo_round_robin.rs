@@ -4,7 +4,7 @@
 /// Dubbo's RoundRobinLoadBalance for one method (spec section 3): counters keyed by invoker
 /// identity, the list walked in order, strict `>` (ties to the earliest), 60 s recycling when
 /// the list's size differs from the map's, and a list of one returned untouched.
-#[derive(Default, Clone)]
+#[derive(Default, Clone, Debug, PartialEq)]
 pub struct DubboRoundRobin {
     /// id -> (weight, current, last update ms)
     map: std::collections::HashMap<u64, (i32, i64, i64)>,
@@ -14,6 +14,14 @@ pub struct DubboRoundRobin {
 }
 
 impl DubboRoundRobin {
+    /// The model holding these counters: id -> (weight, current, last update ms).
+    pub fn with_counters(counters: impl IntoIterator<Item = (u64, (i32, i64, i64))>) -> Self {
+        DubboRoundRobin {
+            map: counters.into_iter().collect(),
+            fuzzy: Default::default(),
+        }
+    }
+
     /// Whether a pick at `now_ms` could recycle otherwise than the model says: some counter's
     /// age within 50 ms of the 60 s limit while this pick or that counter's last one was at
     /// the library's clock (`fuzzy`), read a moment after the model's reading.
@@ -51,10 +59,29 @@ impl DubboRoundRobin {
             total += w as i64;
         }
         if list.len() != self.map.len() {
-            self.map.retain(|_, e| now_ms - e.2 <= 60_000);
+            self.map.retain(|_, e| {
+                if e.1 != 0 {
+                    match now_ms - e.2 {
+                        60_000 => RECYCLE_EDGES.with(|c| c.set((c.get().0 + 1, c.get().1))),
+                        60_001 => RECYCLE_EDGES.with(|c| c.set((c.get().0, c.get().1 + 1))),
+                        _ => {}
+                    }
+                }
+                now_ms - e.2 <= 60_000
+            });
         }
         let id = best.unwrap();
         self.map.get_mut(&id).unwrap().1 -= total;
         id
     }
+}
+
+thread_local! {
+    static RECYCLE_EDGES: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Non-zero counters of invokers outside a select's list that this thread's models found
+/// exactly 60,000 ms old (kept) and 60,001 ms old (recycled): whether a test reached the edge.
+pub fn recycle_edges() -> (u64, u64) {
+    RECYCLE_EDGES.with(|c| c.get())
 }

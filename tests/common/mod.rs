@@ -6,7 +6,7 @@ mod dubbo_round_robin;
 pub mod zone_filter;
 
 #[allow(unused_imports)] // not every test binary models round robin
-pub use dubbo_round_robin::DubboRoundRobin;
+pub use dubbo_round_robin::{recycle_edges, DubboRoundRobin};
 
 use polylb::{Balancer, Invoker};
 use std::path::PathBuf;

@@ -10,32 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 type Map = BTreeMap<u64, (i32, i64, i64)>;
 
-/// Dubbo's select over `list` (spec §3), written here.
-fn dubbo(map: &mut Map, list: &[(u64, i32)], now_ms: i64) -> u64 {
-    if list.len() == 1 {
-        return list[0].0;
-    }
-    let (mut best, mut max, mut total) = (None, i64::MIN, 0i64);
-    for &(id, w) in list {
-        let e = map.entry(id).or_insert((w, 0, now_ms));
-        if e.0 != w {
-            *e = (w, 0, e.2);
-        }
-        e.1 += w as i64;
-        e.2 = now_ms;
-        if best.is_none() || e.1 > max {
-            (best, max) = (Some(id), e.1);
-        }
-        total += w as i64;
-    }
-    if list.len() != map.len() {
-        map.retain(|_, e| now_ms - e.2 <= 60_000);
-    }
-    let id = best.unwrap();
-    map.get_mut(&id).unwrap().1 -= total;
-    id
-}
-
 /// The method's counters as Dubbo's map holds them (zero ones left out).
 fn counters(b: &Balancer, m: u32) -> Map {
     let ms = b.method_state_for_tests(m).expect("method");
@@ -120,7 +94,7 @@ fn run(seed: u64, weight_of: fn(u64) -> i32, library: bool) {
         pickers.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
     });
     eprintln!("seed {seed} library {library}: {picks} concurrent picks");
-    let mut map = counters(&b, m);
+    let map = counters(&b, m);
     let sum: i64 = map.values().map(|e| e.1).sum();
     assert_eq!(sum, 0, "seed {seed}: counters {map:?} after {picks} picks");
     // From the counters left, single-threaded, the picks are Dubbo's: through churn,
@@ -131,6 +105,7 @@ fn run(seed: u64, weight_of: fn(u64) -> i32, library: bool) {
         .max()
         .unwrap_or(0)
         .max(1_700_000_000_000);
+    let mut model = crate::dubbo_round_robin::DubboRoundRobin::with_counters(map);
     let mut rng = Lcg(seed ^ 0xABCD);
     let mut mask = full;
     for step in 0..4_000 {
@@ -156,7 +131,7 @@ fn run(seed: u64, weight_of: fn(u64) -> i32, library: bool) {
                 if list.is_empty() {
                     continue;
                 }
-                let want = dubbo(&mut map, &list, now_ms);
+                let want = model.select(&list, now_ms, false);
                 let got = b.select_among(m, b"", &cands, &[], now_ms * 1000).unwrap();
                 assert_eq!(got, want, "seed {seed} step {step}: over {list:?}");
             }

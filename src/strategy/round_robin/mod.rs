@@ -424,6 +424,18 @@ mod tests {
         assert_eq!(LiveSlots::usage(&again, m0), (true, 2, 9));
     }
 
+    /// The set at the i-th update of a steady churn: five invokers, two of them new at each
+    /// update, weighted so that counters stay non-zero between picks (entries are kept).
+    fn churned(i: u64) -> Vec<Invoker> {
+        (0..5)
+            .map(|k| {
+                let id = i * 2 + k;
+                Invoker::new(id, format!("10.0.{}.{}:1", id / 250, id % 250))
+                    .weight(1 + (id % 3) as i32)
+            })
+            .collect()
+    }
+
     fn entries_walked() -> u64 {
         super::state::ENTRIES_WALKED.with(|w| w.get())
     }
@@ -438,17 +450,6 @@ mod tests {
             .map(|m| b.method(&format!("m{m}")).unwrap())
             .collect();
         let base_us = 1_700_000_000_000_000;
-        // Five invokers, two of them new at each update, weighted so that counters stay
-        // non-zero between picks (entries are kept).
-        let churned = |i: u64| -> Vec<Invoker> {
-            (0..5)
-                .map(|k| {
-                    let id = i * 2 + k;
-                    Invoker::new(id, format!("10.0.{}.{}:1", id / 250, id % 250))
-                        .weight(1 + (id % 3) as i32)
-                })
-                .collect()
-        };
         let mut i = 0;
         let step = |b: &Balancer, i: &mut u64| {
             b.update(&churned(*i)).unwrap();
@@ -499,15 +500,6 @@ mod tests {
         let b = Balancer::new("loadbalance=roundrobin").unwrap();
         let m = b.method("m").unwrap();
         let base_us = 1_700_000_000_000_000;
-        let churned = |i: u64| -> Vec<Invoker> {
-            (0..5)
-                .map(|k| {
-                    let id = i * 2 + k;
-                    Invoker::new(id, format!("10.0.{}.{}:1", id / 250, id % 250))
-                        .weight(1 + (id % 3) as i32)
-                })
-                .collect()
-        };
         // 100 s of updates 10 ms apart, a select after each.
         let steps = 10_000u64;
         let mut walked_late = 0;

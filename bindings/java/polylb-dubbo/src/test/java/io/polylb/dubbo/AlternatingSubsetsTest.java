@@ -41,21 +41,24 @@ class AlternatingSubsetsTest extends AdapterTest {
         return list;
     }
 
+    /** {@code calls} selects over two routers' subsets of {@code all} in turn. */
+    private static void takeTurns(PolylbLoadBalance lb, List<Invoker<Object>> all, int calls) {
+        List<Invoker<Object>> routerA = new ArrayList<>(all.subList(0, 300));
+        List<Invoker<Object>> routerB = new ArrayList<>(all.subList(0, 700));
+        for (int i = 0; i < calls; i++) {
+            pick(lb, i % 2 == 0 ? routerA : routerB, call("sayHello"));
+        }
+    }
+
     @Test
     void subsetsTakingTurnsDoNotWalkTheSetOnEveryCall() {
         PolylbLoadBalance lb = track(new PolylbLoadBalance.Random());
         List<Invoker<Object>> all = providers(1000);
-        List<Invoker<Object>> routerA = new ArrayList<>(all.subList(0, 300));
-        List<Invoker<Object>> routerB = new ArrayList<>(all.subList(0, 700));
         pick(lb, all, call("sayHello"));
-        for (int i = 0; i < 10; i++) {
-            pick(lb, i % 2 == 0 ? routerA : routerB, call("sayHello"));
-        }
+        takeTurns(lb, all, 10);
         AVAILABILITY_READS.set(0);
         int calls = 1000;
-        for (int i = 0; i < calls; i++) {
-            pick(lb, i % 2 == 0 ? routerA : routerB, call("sayHello"));
-        }
+        takeTurns(lb, all, calls);
         // Before: each call walked the 1,000 members for destroyed ones (300 to 700 reads a call).
         long reads = AVAILABILITY_READS.get();
         assertTrue(reads < 10 * calls, reads + " availability reads for " + calls + " selects among subsets");
@@ -65,16 +68,10 @@ class AlternatingSubsetsTest extends AdapterTest {
     void aProviderThatLeavesIsStillDroppedWhileSubsetsTakeTurns() {
         PolylbLoadBalance lb = track(new PolylbLoadBalance.Random());
         List<Invoker<Object>> all = providers(1000);
-        List<Invoker<Object>> routerA = new ArrayList<>(all.subList(0, 300));
-        List<Invoker<Object>> routerB = new ArrayList<>(all.subList(0, 700));
         pick(lb, all, call("sayHello"));
-        for (int i = 0; i < 10; i++) {
-            pick(lb, i % 2 == 0 ? routerA : routerB, call("sayHello"));
-        }
+        takeTurns(lb, all, 10);
         all.get(999).destroy(); // the registry removed it; both routers' subsets go on as before
-        for (int i = 0; i < 2 * 1024 + 2; i++) {
-            pick(lb, i % 2 == 0 ? routerA : routerB, call("sayHello"));
-        }
+        takeTurns(lb, all, 2 * 1024 + 2);
         assertEquals(999, lb.serviceState(TestInvokers.SERVICE).set.size(), "the destroyed provider is still a member");
     }
 }
