@@ -53,6 +53,7 @@ use crate::balancer::{Member, MethodState, Snapshot};
 use crate::clock::Clock;
 use crate::error::Status;
 use crate::filter::LocalZone;
+use crate::once_box::OnceBox;
 use live::LiveSlots;
 use parking_lot::Mutex;
 use period::{fresh_period, FreshPeriod};
@@ -82,11 +83,38 @@ struct SnapshotData {
     /// initialiser (for ever in the child of a `fork` taken meanwhile): racing methods both
     /// compare, and find the same.
     same_pick_set: AtomicU8,
+    /// The invokers of the previous snapshot's pick set that are not in this one's, found by
+    /// the first method the update reaches for the others (each method's entries of them join
+    /// its `departed`, where finding them costs O(n) a method).
+    left_pick_set: OnceBox<LeftPickSet>,
+}
+
+struct LeftPickSet {
+    /// The generation of the snapshot they left.
+    from: u64,
+    ids: Box<[u64]>,
 }
 
 impl SnapshotData {
     fn of(snapshot: &Snapshot) -> Option<&SnapshotData> {
         snapshot.prepared.as_ref()?.downcast_ref::<SnapshotData>()
+    }
+
+    /// The invokers of `previous`'s pick set that are not in `snapshot`'s (None when
+    /// `snapshot` is not round robin's).
+    fn left_pick_set<'a>(snapshot: &'a Snapshot, previous: &Snapshot) -> Option<&'a [u64]> {
+        let left = SnapshotData::of(snapshot)?.left_pick_set.get_or_init(|| {
+            let (from, to) = (PickSet::of(previous), PickSet::of(snapshot));
+            Box::new(LeftPickSet {
+                from: previous.generation,
+                ids: from
+                    .members()
+                    .map(|m| m.id)
+                    .filter(|&id| !to.contains(id))
+                    .collect(),
+            })
+        });
+        (left.from == previous.generation).then_some(&*left.ids)
     }
 
     /// True when picks on `snapshot` go on exactly as on `previous`: the same invokers in
@@ -197,6 +225,7 @@ impl Strategy for RoundRobin {
             lives: LiveSlots::new(),
             unchanged_from: kept.map(|_| previous.generation),
             same_pick_set: AtomicU8::new(UNDECIDED),
+            left_pick_set: OnceBox::new(),
         }))
     }
 
@@ -285,21 +314,34 @@ impl Strategy for RoundRobin {
             st.park();
             return;
         }
+        let idle = !st.picked_since_build;
         st.materialize();
         if !static_weights {
             // The first whole-set select at static weights builds it.
             st.slow_picks = st.rebuild_at;
             st.forget_departed();
-        } else if st.build_fast_path(snapshot, now_ms) {
-            // The invokers that left the pick set join the entries known to be outside it, so
-            // that recycling needs no walk of the entries kept for 60 s (thousands per method
-            // under steady churn, walked by the first select after every update).
-            if st.carry_departed(PickSet::of(previous), PickSet::of(snapshot)) {
+            return;
+        }
+        if idle {
+            // Likewise for a method no select was served to since the last build, which may
+            // see none before the next update either: an update built every method's picks,
+            // 36 µs a method at n = 1,000, most of them rarely called.
+            st.slow_picks = st.rebuild_at;
+        } else if !st.build_fast_path(snapshot, now_ms) {
+            st.forget_departed();
+            return;
+        }
+        // The invokers that left the pick set join the entries known to be outside it, so
+        // that recycling needs no walk of the entries kept for 60 s (thousands per method
+        // under steady churn, walked by the first select after every update).
+        match SnapshotData::left_pick_set(snapshot, previous) {
+            Some(left) if st.carry_departed(previous.generation, left, snapshot.generation) => {
                 st.oldest_departed_ms = st.oldest_known_departed();
             }
+            _ => st.forget_departed(),
+        }
+        if !idle {
             st.open_live(snapshot, per_method.method_id);
-        } else {
-            st.forget_departed();
         }
     }
 }
@@ -527,6 +569,55 @@ mod tests {
             walked_late <= 10 * 1_000,
             "the last 1,000 selects walked {walked_late} entries ({kept} kept)"
         );
+    }
+
+    /// An update builds the picks of the methods called since the last one only: the others
+    /// build at their next select, whose sequence is Dubbo's from the counters they had.
+    #[test]
+    fn an_update_builds_only_the_methods_called_since_the_last() {
+        use crate::dubbo_round_robin::DubboRoundRobin;
+        let b = Balancer::new("loadbalance=roundrobin").unwrap();
+        let now_us = 1_700_000_000_000_000;
+        let first = set(30, |i| 100 + 50 * (i % 3) as i32, false);
+        let mut second = first.clone();
+        second[4] = Invoker::new(99, "10.0.1.99:1").weight(170);
+        let mut third = second.clone();
+        third[7].weight = 20;
+        let list =
+            |s: &[Invoker]| -> Vec<(u64, i32)> { s.iter().map(|i| (i.id, i.weight)).collect() };
+        let methods: Vec<u32> = (0..20)
+            .map(|m| b.method(&format!("m{m}")).unwrap())
+            .collect();
+        let mut models = vec![DubboRoundRobin::default(); methods.len()];
+        b.update(&first).unwrap();
+        for (k, &m) in methods.iter().enumerate() {
+            for _ in 0..3 + k {
+                let want = models[k].select(&list(&first), now_us / 1000, false);
+                assert_eq!(b.select(m, b"", now_us).unwrap(), want);
+            }
+        }
+        let before = builds();
+        b.update(&second).unwrap();
+        assert_eq!(
+            builds(),
+            before + methods.len() as u64,
+            "every method was called"
+        );
+        let before = builds();
+        b.update(&third).unwrap();
+        assert_eq!(
+            builds(),
+            before,
+            "no method was called since the last update"
+        );
+        for (k, &m) in methods.iter().enumerate() {
+            let before = builds();
+            for _ in 0..200 {
+                let want = models[k].select(&list(&third), now_us / 1000, false);
+                assert_eq!(b.select(m, b"", now_us).unwrap(), want, "method {k}");
+            }
+            assert_eq!(builds(), before + 1, "method {k} built at its next select");
+        }
     }
 
     #[test]

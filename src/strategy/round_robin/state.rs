@@ -252,23 +252,21 @@ impl State {
         self.departed.peek().map_or(i64::MAX, |r| (r.0).0)
     }
 
-    /// After an update from `previous` to `next` (both of generation-complete pick sets): the
-    /// entries of the invokers that left the pick set join `departed`, O(n) for the previous
-    /// set, never a walk of the entries kept; false (and `departed` forgotten) when it was not
+    /// After an update from the set of generation `previous` to `next`: the entries of the
+    /// invokers that left the pick set (`left`, found once for every method) join `departed`,
+    /// never a walk of the entries kept; false (and `departed` forgotten) when it was not
     /// complete for `previous`.
-    pub(super) fn carry_departed(&mut self, previous: PickSet<'_>, next: PickSet<'_>) -> bool {
-        if self.departed_of != Some(previous.snapshot.generation) {
+    pub(super) fn carry_departed(&mut self, previous: u64, left: &[u64], next: u64) -> bool {
+        if self.departed_of != Some(previous) {
             self.forget_departed();
             return false;
         }
-        for m in previous.members() {
-            if !next.contains(m.id) {
-                if let Some(e) = self.entries.get(&m.id) {
-                    self.departed.push(Reverse((e.last_update_ms, m.id)));
-                }
+        for &id in left {
+            if let Some(e) = self.entries.get(&id) {
+                self.departed.push(Reverse((e.last_update_ms, id)));
             }
         }
-        self.departed_of = Some(next.snapshot.generation);
+        self.departed_of = Some(next);
         true
     }
 
