@@ -316,16 +316,11 @@ impl Strategy for RoundRobin {
         }
         let idle = !st.picked_since_build;
         st.materialize();
-        if !static_weights {
-            // The first whole-set select at static weights builds it.
-            st.slow_picks = st.rebuild_at;
-            st.forget_departed();
-            return;
-        }
-        if idle {
-            // Likewise for a method no select was served to since the last build, which may
-            // see none before the next update either: an update built every method's picks,
-            // 36 µs a method at n = 1,000, most of them rarely called.
+        if !static_weights || idle {
+            // The first whole-set select at static weights builds it; likewise for a method
+            // no select was served to since the last build, which may see none before the
+            // next update either (an update built every method's picks, 36 µs a method at
+            // n = 1,000, most of them rarely called).
             st.slow_picks = st.rebuild_at;
         } else if !st.build_fast_path(snapshot, now_ms) {
             st.forget_departed();
@@ -340,7 +335,7 @@ impl Strategy for RoundRobin {
             }
             _ => st.forget_departed(),
         }
-        if !idle {
+        if static_weights && !idle {
             st.open_live(snapshot, per_method.method_id);
         }
     }
@@ -539,6 +534,16 @@ mod tests {
     /// older than 60 s still go.
     #[test]
     fn selects_under_churn_do_not_walk_the_entries_of_invokers_that_left() {
+        churn_walks(false);
+    }
+
+    /// The same while the invokers warm up (as they do through a rolling deployment).
+    #[test]
+    fn warming_selects_under_churn_do_not_walk_the_entries_of_invokers_that_left() {
+        churn_walks(true);
+    }
+
+    fn churn_walks(warming: bool) {
         let b = Balancer::new("loadbalance=roundrobin").unwrap();
         let m = b.method("m").unwrap();
         let base_us = 1_700_000_000_000_000;
@@ -549,7 +554,17 @@ mod tests {
             if i == steps - 1_000 {
                 walked_late = entries_walked();
             }
-            b.update(&churned(i)).unwrap();
+            let mut set = churned(i);
+            if warming {
+                // Started at the run's start, warming up for longer than it lasts.
+                for inv in &mut set {
+                    *inv = inv
+                        .clone()
+                        .start_time_ms(base_us / 1000)
+                        .warmup_ms(1_000_000);
+                }
+            }
+            b.update(&set).unwrap();
             b.select(m, b"", base_us + i as i64 * 10_000).unwrap();
         }
         let walked_late = entries_walked() - walked_late;

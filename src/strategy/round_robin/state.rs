@@ -99,7 +99,9 @@ impl State {
         }
         if let Some(mut w) = self.warming.take() {
             if w.live {
-                self.departed_of = None;
+                if !w.is_pick_set {
+                    self.departed_of = None;
+                }
                 for (pos, weight, current) in w.wrr.counters() {
                     self.set_counter(w.ids[pos as usize], weight, current);
                 }

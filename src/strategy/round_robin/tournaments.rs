@@ -4,7 +4,7 @@
 use super::state::State;
 use super::warming_wrr::WarmingWrr;
 use super::weight_classes::Tournament;
-use super::{Ctx, RECYCLE_MS};
+use super::{Ctx, PickSet, RECYCLE_MS};
 use crate::balancer::{Member, Snapshot};
 
 /// Picks over the whole set of one generation while some of it warms up.
@@ -14,6 +14,9 @@ pub(super) struct Warming {
     generation: u64,
     pub(super) ids: Vec<u64>,
     pub(super) wrr: WarmingWrr,
+    /// Its set is the fast path's pick set (no local zone narrows whole-set picks): the
+    /// counters it writes back are then all inside that set.
+    pub(super) is_pick_set: bool,
 }
 
 /// Picks over one subset of the set (a router's candidates, a zone's local invokers while some
@@ -117,6 +120,7 @@ impl State {
                     w.ids.extend(snapshot.members.iter().map(|m| m.id));
                     w.generation = generation;
                     w.live = true;
+                    w.is_pick_set = snapshot.local.is_none();
                 }
                 None => {
                     self.warming = Some(Box::new(Warming {
@@ -124,10 +128,20 @@ impl State {
                         generation,
                         ids: snapshot.members.iter().map(|m| m.id).collect(),
                         wrr: WarmingWrr::new(&snapshot.members, now_ms, prior),
+                        is_pick_set: snapshot.local.is_none(),
                     }))
                 }
             }
-            self.start_tracking_of(now_ms, |id| snapshot.position(id).is_some());
+            if snapshot.local.is_none() {
+                // The whole set is the fast path's pick set: the invokers that left it are
+                // those `departed` keeps, when complete; else the first recycling finds them.
+                self.start_tracking(now_ms);
+                if self.departed_of == Some(generation) {
+                    self.oldest_departed_ms = self.oldest_known_departed();
+                }
+            } else {
+                self.start_tracking_of(now_ms, |id| snapshot.position(id).is_some());
+            }
         }
         let warming = self.warming.as_mut().expect("built above");
         let pos = warming.wrr.pick(&snapshot.members, now_ms) as usize;
@@ -136,7 +150,11 @@ impl State {
         // rather than after as many O(n) walks as it costs.
         self.slow_picks = self.slow_picks.saturating_add(1);
         if now_ms.saturating_sub(self.oldest_departed_ms) > RECYCLE_MS {
-            self.recycle_departed(snapshot, now_ms);
+            if snapshot.local.is_none() {
+                self.recycle_fast(now_ms, PickSet::of(snapshot));
+            } else {
+                self.recycle_departed(snapshot, now_ms);
+            }
         }
         pos
     }
