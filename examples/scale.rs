@@ -8,7 +8,7 @@
 //! m names, one call each, then times updates), `methods-churn <m>` (m methods, two invokers
 //! replaced per update, `STEP_US` apart, one method's select+report after each), `late-method <m>` (every invoker serves m
 //! methods; times select+report of the last), `stats` (stats_json with `arg` methods used),
-//! `key <bytes>` (select with a key that long).
+//! `stats-interned` (`arg` methods interned, one used), `key <bytes>` (select with a key that long).
 //! Weights: `WEIGHTS=equal|mixed|onehot|ramp|max` (default mixed: 100/150/200; max: i32::MAX). `ZONES=<k>`: invoker
 //! i in zone z{i%k}, local zone z0 (config must carry `zone=z0`). Prints time per op; run under
 //! `valgrind --tool=cachegrind` with two iteration counts for instructions per op.
@@ -44,7 +44,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: scale '<config>' <n> <op> <iters> [arg]; ops: build, update, update-weight, \
          update-churn, select, report, among <c>, among-dup <c>, excl <e>, excl-all, \
-         methods <m>, methods-churn <m>, late-method <m>, stats <m>, key <bytes> (examples/scale.rs)"
+         methods <m>, methods-churn <m>, late-method <m>, stats <m>, stats-interned <m>, key <bytes> (examples/scale.rs)"
     );
     std::process::exit(2)
 }
@@ -211,9 +211,12 @@ fn main() {
             println!("{config} n={n} {op} {arg}: {ns:.1} ns per op");
             return;
         }
-        "stats" => {
+        "stats" | "stats-interned" => {
             for m in 0..arg {
                 let id = b.method(&format!("m{m}")).unwrap();
+                if op == "stats-interned" && m > 0 {
+                    continue;
+                }
                 for i in 0..n.min(1000) {
                     let p = b
                         .select_among(id, &i.to_le_bytes(), &[i], &[], now)

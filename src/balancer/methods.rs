@@ -9,6 +9,11 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU32;
 use std::sync::OnceLock;
 
+#[cfg(test)]
+thread_local! {
+    pub(super) static NAMES_COPIED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// Method ids are small integers; this many may be interned per balancer.
 pub const MAX_METHODS: u32 = 1 << 20;
 
@@ -114,12 +119,21 @@ impl Methods {
         Ok(id)
     }
 
-    pub(super) fn names_by_id(&self) -> Vec<Box<str>> {
+    /// The names of the ids `wanted` reports, sorted by id. Only those are copied: a stats
+    /// call that copied every interned name paid for methods no invoker had counters for
+    /// (10 ms at 100,000 interned).
+    pub(super) fn names_of(&self, wanted: impl Fn(u32) -> bool) -> Vec<(u32, Box<str>)> {
         let names = self.names.lock();
-        let mut v = vec![Box::<str>::from(""); names.len()];
-        for (name, &id) in names.iter() {
-            v[id as usize] = name.clone();
-        }
+        let mut v: Vec<(u32, Box<str>)> = names
+            .iter()
+            .filter(|&(_, &id)| wanted(id))
+            .map(|(name, &id)| {
+                #[cfg(test)]
+                NAMES_COPIED.with(|c| c.set(c.get() + 1));
+                (id, name.clone())
+            })
+            .collect();
+        v.sort_unstable_by_key(|&(id, _)| id);
         v
     }
 

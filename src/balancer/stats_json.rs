@@ -1,6 +1,6 @@
 //! `Balancer::stats_json`: the set and its counters as JSON.
 
-use super::Balancer;
+use super::{Balancer, Inner, Snapshot};
 use crate::clock::Clock;
 use crate::stats::BYPASS;
 use crate::strategy::{MethodVisitor, StatsAt};
@@ -14,7 +14,7 @@ impl Balancer {
         let _cold = crate::fork::cold_call();
         let inner = &*self.inner;
         let snapshot = inner.snapshot.load();
-        let names = inner.methods.names_by_id();
+        let names = names_in_rows(inner, &snapshot);
         let clock = Clock::new(now_us);
         let (now_ms, now_us) = (clock.now_ms(), clock.now_us());
         let method = |id: u32| inner.methods.get(id);
@@ -26,6 +26,7 @@ impl Balancer {
             method: &method,
             each_method: &each_method,
             snapshot: &snapshot,
+            per_call: &std::cell::OnceCell::new(),
         };
         let mut out = String::with_capacity(256 + snapshot.members.len() * 256);
         out.push_str("{\"strategy\":");
@@ -85,7 +86,8 @@ impl Balancer {
                     out.push(',');
                 }
                 out.push_str("{\"method\":");
-                json_str(&mut out, names.get(method as usize).map_or("", |n| n));
+                let name = names.binary_search_by_key(&method, |&(id, _)| id);
+                json_str(&mut out, name.map_or("", |i| &names[i].1));
                 let _ = write!(out,
                     ",\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{}",
                     row[0], row[1], row[2], row[3], row[4]
@@ -103,6 +105,24 @@ impl Balancer {
         out.push_str("]}");
         out
     }
+}
+
+/// The names of the methods some invoker of the set has counters for, by id.
+fn names_in_rows(inner: &Inner, snapshot: &Snapshot) -> Vec<(u32, Box<str>)> {
+    let mut used: Vec<u64> = Vec::new();
+    for m in snapshot.members.iter() {
+        for (method, _) in m.state.methods.iter() {
+            let id = (method & !BYPASS) as usize;
+            if used.len() <= id / 64 {
+                used.resize(id / 64 + 1, 0);
+            }
+            used[id / 64] |= 1 << (id % 64);
+        }
+    }
+    inner.methods.names_of(|id| {
+        used.get(id as usize / 64)
+            .is_some_and(|w| w & 1 << (id % 64) != 0)
+    })
 }
 
 /// One row per method, in method order: a method's calls picked among a single candidate
@@ -173,6 +193,39 @@ mod tests {
             .into_iter(),
         );
         assert_eq!(rows, vec![(2, [11; 6]), (7, [u64::MAX, 2, 3, 4, 5, 6])]);
+    }
+
+    /// A stats call copies the names of the methods in its rows, not of every method interned
+    /// (10 ms per call at 100,000 interned, one in use).
+    #[test]
+    fn a_stats_call_copies_only_the_names_of_methods_with_counters() {
+        let b = Balancer::new("loadbalance=random").unwrap();
+        let set: Vec<crate::Invoker> = (1..=3)
+            .map(|i| crate::Invoker::new(i, format!("10.0.0.{i}:20880")))
+            .collect();
+        b.update(&set).unwrap();
+        let ids: Vec<u32> = (0..10_000)
+            .map(|m| b.method(&format!("m{m}")).unwrap())
+            .collect();
+        let now = 1_700_000_000_000_000;
+        for &m in [ids[17], ids[9_000]].iter() {
+            let id = b.select(m, b"", now).unwrap();
+            b.report(m, id, 1_000, crate::Outcome::Success, now)
+                .unwrap();
+        }
+        super::super::methods::NAMES_COPIED.with(|c| c.set(0));
+        let stats: serde_json::Value = serde_json::from_str(&b.stats_json(now)).unwrap();
+        let copied = super::super::methods::NAMES_COPIED.with(|c| c.get());
+        assert_eq!(copied, 2);
+        let mut named: Vec<&str> = stats["invokers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|i| i["methods"].as_array().unwrap())
+            .map(|m| m["method"].as_str().unwrap())
+            .collect();
+        named.sort_unstable();
+        assert_eq!(named, ["m17", "m9000"]);
     }
 
     /// Merging the rows of m methods takes O(m log m) comparisons, not one search per method.

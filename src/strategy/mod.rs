@@ -222,6 +222,9 @@ pub(crate) struct StatsAt<'a> {
     pub each_method: &'a dyn Fn(&mut MethodVisitor<'_>),
     /// The set the row's invoker belongs to (what the strategy prepared for it included).
     pub snapshot: &'a Snapshot,
+    /// What a strategy derives once per stats call for every row (empty when the call starts;
+    /// one strategy runs per balancer, so one type is ever put here).
+    pub per_call: &'a std::cell::OnceCell<Box<dyn Any>>,
 }
 
 /// Every strategy name polylb knows. Dubbo's six keep Dubbo's meaning forever. New strategies

@@ -542,3 +542,34 @@ fn peakewma_stats_price_an_untried_invoker_at_the_typical_latency() {
     assert_eq!(stat(&b, t, 3, "latency_estimate_us"), 0);
     assert_eq!(stat(&b, t, 3, "latency_now_us"), 5_000);
 }
+
+/// With several methods, an invoker's `latency_now_us` is the highest of its own prices and the
+/// typical latencies of the methods it has no counters for: here the slowest method is one it
+/// served quickly, and the price comes from the slowest method it never served.
+#[test]
+fn peakewma_stats_price_an_invoker_at_the_slowest_method_it_never_served() {
+    let b = lb("loadbalance=peakewma&seed=1", &[provider(1), provider(2)]);
+    let methods = [("slow", 9_000), ("middle", 4_000), ("fast", 2_000)]
+        .map(|(name, us)| (b.method(name).unwrap(), us));
+    let mut t = NOW;
+    for _ in 0..200 {
+        for &(m, us) in &methods {
+            t += 1_000;
+            let id = b.select(m, b"", t).unwrap();
+            b.report(m, id, us, Outcome::Success, t).unwrap();
+        }
+    }
+    b.update(&[provider(1), provider(2), provider(3)]).unwrap();
+    let (slow, _) = methods[0];
+    for _ in 0..20 {
+        t += 1_000;
+        let id = b.select_among(slow, b"", &[3], &[], t).unwrap();
+        b.report(slow, id, 500, Outcome::Success, t).unwrap();
+    }
+    assert_eq!(stat(&b, t, 3, "latency_now_us"), 4_000);
+    let (middle, _) = methods[1];
+    t += 1_000;
+    let id = b.select_among(middle, b"", &[3], &[], t).unwrap();
+    b.report(middle, id, 500, Outcome::Success, t).unwrap();
+    assert_eq!(stat(&b, t, 3, "latency_now_us"), 2_000);
+}
