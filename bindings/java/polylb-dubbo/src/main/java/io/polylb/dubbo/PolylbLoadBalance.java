@@ -236,7 +236,12 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
         // Set when the list holds other objects of members' providers (aliases): the pick is
         // then mapped back to the call's own object.
         boolean aliased = false;
-        if (!set.knownEqual(invokers)) {
+        // The call's object per position when its list is known to be the whole set through
+        // aliases (another reference's objects of the same providers).
+        Invoker<?>[] aliasObjects = set.knownAliased(invokers);
+        if (aliasObjects != null) {
+            aliased = true;
+        } else if (!set.knownEqual(invokers)) {
             candidates = scratch(invokers.size());
             int match = set.match(invokers, candidates, attempt == 0);
             if (match == InvokerSet.UNKNOWN_MEMBER) {
@@ -253,6 +258,8 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
             if (match == InvokerSet.EQUAL) {
                 if (!aliased) {
                     set.rememberEqual(invokers);
+                } else {
+                    set.rememberAliased(invokers);
                 }
                 candidates = null;
             } else {
@@ -312,7 +319,19 @@ public class PolylbLoadBalance extends AbstractLoadBalance implements Disposable
                     + "." + methodName + ": " + e.getMessage(), e);
         }
         Invoker<?> chosen = set.invokerById(id);
-        if (chosen != null && aliased) {
+        if (chosen != null && aliasObjects != null) {
+            int position = set.positionOfId(id);
+            Invoker<?> own = aliasObjects[position];
+            if (attempt == 0 && !chosen.isAvailable() && own.isAvailable()) {
+                // What the match's promotion would have found (a live alias of a destroyed
+                // member): cover registers the live object, as after an unknown member.
+                Selections.cancel(new Selections.Selection(nb.balancer, target.methodId, id, null, false));
+                set.forgetAliased();
+                state.cover(invokers);
+                return null;
+            }
+            chosen = own;
+        } else if (chosen != null && aliased) {
             chosen = set.objectInList(invokers, set.positionOfId(id));
         }
         if (chosen == null || nb.applied != set) {
