@@ -66,13 +66,17 @@ _new_call = object.__new__
 # The arguments declared double, whose bad values a message calls not "finite and >= 0".
 _FLOAT_ARGUMENTS = frozenset(("cpu_load", "qps", "eps", "utilization"))
 
-# Error messages longer than this are truncated by the library, never an error in themselves.
 #: The library's clock, for the narrow calls: tested with `is`, which costs what `== 0` does
 #: but takes only the int 0 (CPython's one cached object for it); `0.0 == 0` is true, and a
 #: float then skipped the type check of the declared call. Any other zero (False, an IntEnum,
 #: NumPy's) takes the declared call, which checks it.
 _LIBRARY_CLOCK = 0
+# The first buffer for a cold call's message; Balancer() asks again with a larger one when the
+# message filled it (update's messages are short).
 _MESSAGE_CAPACITY = 1024
+# The largest buffer a cut message is asked for again with (the library bounds its messages well
+# below this: it quotes at most 512 characters of the text at fault).
+_MESSAGE_LIMIT = 1 << 20
 _FIRST_STATS_CAPACITY = 4096
 
 
@@ -81,6 +85,12 @@ def _message(buffer: "ctypes.Array[ctypes.c_char]", length: c_size_t) -> str:
     # untruncated length from making us read past what it wrote.
     used = min(length.value, len(buffer) - 1)
     return buffer.raw[:used].decode("utf-8", "replace")
+
+
+def _message_filled(capacity: int, length: c_size_t) -> bool:
+    # *len is what was written without the NUL; the library cuts a long message at a character
+    # boundary, leaving up to 3 bytes of the buffer unused besides the NUL.
+    return length.value + 4 >= capacity
 
 
 #: Every live Balancer, for _after_fork_in_child.
@@ -144,11 +154,19 @@ class Balancer:
         raw = build_config(loadbalance, config, params)
         self._config = raw.decode("utf-8", "replace")
         out = c_void_p()
-        message = create_string_buffer(_MESSAGE_CAPACITY)
-        message_len = c_size_t()
-        status = _ffi.lib.plb_balancer_new(
-            raw, len(raw), byref(out), message, _MESSAGE_CAPACITY, byref(message_len)
-        )
+        capacity = _MESSAGE_CAPACITY
+        while True:
+            message = create_string_buffer(capacity)
+            message_len = c_size_t()
+            status = _ffi.lib.plb_balancer_new(
+                raw, len(raw), byref(out), message, capacity, byref(message_len)
+            )
+            # A message that filled the buffer may have been cut (at a character boundary, so
+            # up to 3 bytes short of it): ask again with a larger one, as polylb.hpp does, so
+            # that the message is the library's whole text, as in the Java and Rust APIs.
+            if not status or not _message_filled(capacity, message_len) or capacity >= _MESSAGE_LIMIT:
+                break
+            capacity *= 4
         if status:
             raise error_for(status, _message(message, message_len))
         if not out.value:

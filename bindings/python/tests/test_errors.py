@@ -42,6 +42,26 @@ def test_unknown_strategy_suggests() -> None:
 
 
 @pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        # 600 two-byte characters quoted as 512: the quote alone fills a 1 KB buffer.
+        ("loadbalance=" + "\u00e9" * 600, "is an unknown strategy; known: random,"),
+        ("\u00e9" * 600 + "=1", "(known keys: loadbalance,"),
+        ("x" * 10_000 + "=1", "(known keys: loadbalance,"),
+    ],
+)
+def test_a_long_config_error_keeps_the_whole_message(config: str, reason: str) -> None:
+    # The library bounds what it quotes, not its message: these pass 1 KB, and a cut one lost
+    # what was wrong (Java's, Rust's and C++'s messages are whole).
+    with pytest.raises(polylb.ConfigError) as info:
+        polylb.Balancer(config=config)
+    message = info.value.message
+    assert reason in message
+    assert message.endswith(("orca", "orca.errorPenalty)")), message[-80:]
+    assert len(message.encode()) > 1024
+
+
+@pytest.mark.parametrize(
     "params",
     [
         {"hash_nodes": 3},
