@@ -71,6 +71,27 @@ func TestBadConfig(t *testing.T) {
 	wantStatus(t, "invalid UTF-8 config", err, polylb.ErrInvalidUTF8)
 }
 
+// The library bounds what it quotes of the text at fault, not its message:
+// these pass 1 KB, and a message cut to a 1 KB buffer lost what was wrong
+// (Java's, Rust's and C++'s messages are whole).
+func TestLongConfigErrorKeepsTheWholeMessage(t *testing.T) {
+	for _, c := range []struct{ config, reason string }{
+		{"loadbalance=" + strings.Repeat("\u00e9", 600), "is an unknown strategy; known: random,"},
+		{strings.Repeat("\u00e9", 600) + "=1", "(known keys: loadbalance,"},
+		{strings.Repeat("x", 10000) + "=1", "(known keys: loadbalance,"},
+	} {
+		_, err := polylb.New(c.config)
+		e := wantStatus(t, "long config", err, polylb.ErrInvalidConfig)
+		if e == nil {
+			continue
+		}
+		m := e.Message
+		if !strings.Contains(m, c.reason) || !(strings.HasSuffix(m, "orca") || strings.HasSuffix(m, "orca.errorPenalty)")) || len(m) <= 1024 || !utf8.ValidString(m) {
+			t.Errorf("config of %d bytes: message of %d bytes, want the whole text with %q; ends %q", len(c.config), len(m), c.reason, m[max(0, len(m)-80):])
+		}
+	}
+}
+
 func TestBadInvokerSets(t *testing.T) {
 	lb := newBalancer(t, "", weighted(1, 2))
 	negative := weighted(1, -1)

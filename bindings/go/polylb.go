@@ -192,9 +192,14 @@ type Balancer struct {
 
 const closedBit = int64(1) << 62
 
-// errBufSize bounds the detailed error text of cold calls; the library
-// truncates longer messages rather than failing.
-const errBufSize = 1024
+// errBufSize is the first buffer for the detailed error text of cold calls;
+// the library truncates longer messages rather than failing, and New asks
+// again with a larger buffer, up to errBufLimit, when a message filled it
+// (Update's messages are short).
+const (
+	errBufSize  = 1024
+	errBufLimit = 1 << 20
+)
 
 // New creates a balancer from a configuration string of Dubbo URL parameters,
 // e.g. "loadbalance=consistenthash&hash.nodes=160". An unknown or misspelled
@@ -204,12 +209,21 @@ func New(config string) (*Balancer, error) {
 		return nil, fmt.Errorf("polylb: the linked library has ABI version %d, this binding was built against %d (rebuild target/release/libpolylb.a)", got, C.PLB_ABI_VERSION)
 	}
 	var handle *C.plb_balancer
-	var errBuf [errBufSize]byte
+	var first [errBufSize]byte
+	errBuf := first[:]
 	var errLen C.size_t
-	rc := C.plb_balancer_new(stringPtr(config), C.size_t(len(config)), &handle,
-		(*C.char)(unsafe.Pointer(&errBuf[0])), C.size_t(len(errBuf)), &errLen)
-	if rc != C.PLB_OK {
-		return nil, messageError(rc, errText(errBuf[:], errLen))
+	for {
+		rc := C.plb_balancer_new(stringPtr(config), C.size_t(len(config)), &handle,
+			(*C.char)(unsafe.Pointer(&errBuf[0])), C.size_t(len(errBuf)), &errLen)
+		if rc == C.PLB_OK {
+			break
+		}
+		// A message that filled the buffer may have been cut: ask again with a larger one,
+		// as polylb.hpp does, so that Message is the library's whole text (as in Java and Rust).
+		if !errFilled(errBuf, errLen) || len(errBuf) >= errBufLimit {
+			return nil, messageError(rc, errText(errBuf, errLen))
+		}
+		errBuf = make([]byte, 4*len(errBuf))
 	}
 	b := &Balancer{handle: handle}
 	b.statsHint.Store(4096)
@@ -750,6 +764,13 @@ func stringPtr(s string) *C.uint8_t {
 
 func idsPtr(ids []uint64) *C.uint64_t {
 	return (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(ids)))
+}
+
+// errFilled reports whether the library may have cut its message to fit buf:
+// n is what it wrote without the NUL, and it cuts at a character boundary,
+// leaving up to 3 bytes unused besides the NUL.
+func errFilled(buf []byte, n C.size_t) bool {
+	return int(n)+4 >= len(buf)
 }
 
 // errText is the message the library wrote into an error buffer (it stops
