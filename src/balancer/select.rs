@@ -181,9 +181,11 @@ impl Inner {
                 self.pick(call, positions, is_all, false, mask, subset)
             };
         // Zone preference and outlier ejection narrow the candidates before the strategy runs.
-        let filter = self.filter.as_ref().filter(|f| f.needed(snapshot, clock));
+        // Asked only once the call is known to pick: `needed` lifts expired ejections, which a
+        // rejected call (an unknown candidate, every candidate excluded) must leave alone.
+        let filter = || self.filter.as_ref().filter(|f| f.needed(snapshot, clock));
         let pos = if candidates.is_empty() && excluded.is_empty() {
-            match filter {
+            match filter() {
                 None => pick(&snapshot.all, true, &[], None)?,
                 Some(f) => f.with_view(snapshot, &call.rng, pick)?,
             }
@@ -219,7 +221,7 @@ impl Inner {
                 if positions.is_empty() {
                     return Err(Status::NoCandidate);
                 }
-                if let Some(f) = filter {
+                if let Some(f) = filter() {
                     f.restrict(snapshot, mask, positions, &call.rng);
                 }
                 let is_all = positions.len() == n;
