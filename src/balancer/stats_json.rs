@@ -14,7 +14,9 @@ impl Balancer {
         let _cold = crate::fork::cold_call();
         let inner = &*self.inner;
         let snapshot = inner.snapshot.load();
-        let names = names_in_rows(inner, &snapshot);
+        let mut names = names_in_rows(inner, &snapshot);
+        #[cfg(test)]
+        AFTER_NAMES.with(|hook| hook.take().map(|f| f()));
         let clock = Clock::new(now_us);
         let (now_ms, now_us) = (clock.now_ms(), clock.now_us());
         let method = |id: u32| inner.methods.get(id);
@@ -86,8 +88,17 @@ impl Balancer {
                     out.push(',');
                 }
                 out.push_str("{\"method\":");
-                let name = names.binary_search_by_key(&method, |&(id, _)| id);
-                json_str(&mut out, name.map_or("", |i| &names[i].1));
+                let name = match names.binary_search_by_key(&method, |&(id, _)| id) {
+                    Ok(k) => Some(k),
+                    // The invoker's first call of this method came after the names were read
+                    // (another thread's pick during this call): its name is looked up now, or
+                    // the row would read as the service level's, "".
+                    Err(k) => inner.methods.names_of(|id| id == method).pop().map(|n| {
+                        names.insert(k, n);
+                        k
+                    }),
+                };
+                json_str(&mut out, name.map_or("", |k| &names[k].1));
                 let _ = write!(out,
                     ",\"active\":{},\"selected\":{},\"succeeded\":{},\"failures\":{},\"timeouts\":{}",
                     row[0], row[1], row[2], row[3], row[4]
@@ -150,6 +161,8 @@ fn method_rows(rows: impl Iterator<Item = (u32, [u64; 6])>) -> Vec<(u32, [u64; 6
 
 #[cfg(test)]
 thread_local! {
+    /// Run by the next stats call of this thread once it has read the names of its rows.
+    static AFTER_NAMES: std::cell::Cell<Option<Box<dyn FnOnce()>>> = const { std::cell::Cell::new(None) };
     static ROW_COMPARISONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
@@ -226,6 +239,45 @@ mod tests {
             .collect();
         named.sort_unstable();
         assert_eq!(named, ["m17", "m9000"]);
+    }
+
+    /// A method whose first calls come while a stats call runs, after it read the names of its
+    /// rows (another thread's picks), keeps its name in the rows: they read "" (the service
+    /// level's name) when the names were only those of methods with counters at the start.
+    #[test]
+    fn a_method_first_served_during_a_stats_call_keeps_its_name() {
+        let b = std::sync::Arc::new(Balancer::new("loadbalance=random").unwrap());
+        let set: Vec<crate::Invoker> = (1..=3)
+            .map(|i| crate::Invoker::new(i, format!("10.0.0.{i}:20880")))
+            .collect();
+        b.update(&set).unwrap();
+        let now = 1_700_000_000_000_000;
+        // Interned before the stats call, first picked during it.
+        let say_hello = b.method("sayHello").unwrap();
+        let other = b.clone();
+        AFTER_NAMES.with(|hook| {
+            hook.set(Some(Box::new(move || {
+                let id = other.select_among(say_hello, b"", &[2], &[], now).unwrap();
+                other
+                    .report(say_hello, id, 1_000, crate::Outcome::Success, now)
+                    .unwrap();
+            })))
+        });
+        let stats: serde_json::Value = serde_json::from_str(&b.stats_json(now)).unwrap();
+        let rows: Vec<(u64, &str)> = stats["invokers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|i| {
+                let id = i["id"].as_u64().unwrap();
+                i["methods"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(move |m| (id, m["method"].as_str().unwrap()))
+            })
+            .collect();
+        assert_eq!(rows, [(2, "sayHello")]);
     }
 
     /// Merging the rows of m methods takes O(m log m) comparisons, not one search per method.
