@@ -1,6 +1,7 @@
 package polylbdubbo
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,6 +34,11 @@ type serviceState struct {
 	// only once every balancer holds it.
 	mu        sync.Mutex
 	balancers map[balancerKey]*polylb.Balancer
+	// listed: the balancers, republished under mu at each change, for
+	// Stats to read without mu (a stats call over a large set takes
+	// tenths of a second, which held mu would add to a concurrent set
+	// change or a method's first select).
+	listed atomic.Pointer[[]*polylb.Balancer]
 	// unbound: balancers that no method's binding held at a set change,
 	// since the first such change (see closeUnbound).
 	unbound map[balancerKey]time.Time
@@ -131,6 +137,7 @@ func (st *serviceState) closeUnbound(now time.Time) {
 		held[v.(*binding).balancer] = true
 		return true
 	})
+	closed := false
 	for k, b := range st.balancers {
 		since, unbound := st.unbound[k]
 		switch {
@@ -142,7 +149,11 @@ func (st *serviceState) closeUnbound(now time.Time) {
 			b.Close()
 			delete(st.balancers, k)
 			delete(st.unbound, k)
+			closed = true
 		}
+	}
+	if closed {
+		st.publishBalancers()
 	}
 }
 
@@ -240,6 +251,7 @@ func (st *serviceState) bindingFor(s *invokerSet, method string, first *common.U
 			}
 		}
 		st.balancers[key] = bal
+		st.publishBalancers()
 	}
 	id, err := bal.Method(method)
 	if err != nil {
@@ -271,14 +283,31 @@ func (st *serviceState) retire() {
 	}
 }
 
-// Stats returns polylb's stats of every balancer of the state (one per
-// distinct configuration), for diagnostics and tests.
-func (st *serviceState) stats() ([]polylb.Stats, error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	var out []polylb.Stats
+// publishBalancers republishes the balancers for stats. Caller holds mu.
+func (st *serviceState) publishBalancers() {
+	list := make([]*polylb.Balancer, 0, len(st.balancers))
 	for _, b := range st.balancers {
+		list = append(list, b)
+	}
+	st.listed.Store(&list)
+}
+
+// Stats returns polylb's stats of every balancer of the state (one per
+// distinct configuration), for diagnostics and tests. It takes no lock a
+// select or a set change takes; a balancer closed meanwhile (its
+// configuration no longer used, or the state swept) is left out, as the
+// Java adapter does.
+func (st *serviceState) stats() ([]polylb.Stats, error) {
+	listed := st.listed.Load()
+	if listed == nil {
+		return nil, nil
+	}
+	var out []polylb.Stats
+	for _, b := range *listed {
 		s, err := b.Stats()
+		if errors.Is(err, polylb.ErrClosed) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
