@@ -10,7 +10,8 @@
 //! methods; times select+report of the last), `stats` (stats_json with `arg` methods used),
 //! `stats-interned` (`arg` methods interned, one used), `key <bytes>` (select with a key that long).
 //! Weights: `WEIGHTS=equal|mixed|onehot|ramp|max` (default mixed: 100/150/200; max: i32::MAX). `ZONES=<k>`: invoker
-//! i in zone z{i%k}, local zone z0 (config must carry `zone=z0`). Prints time per op; run under
+//! i in zone z{i%k}, local zone z0 (config must carry `zone=z0`). `WARMING=1`: every invoker
+//! starts now, with a 10-minute warm-up. Prints time per op; run under
 //! `valgrind --tool=cachegrind` with two iteration counts for instructions per op.
 use polylb::{Balancer, Invoker, Outcome};
 use std::time::Instant;
@@ -18,6 +19,7 @@ use std::time::Instant;
 fn set(n: u64, salt: u64) -> Vec<Invoker> {
     let weights = std::env::var("WEIGHTS").unwrap_or_else(|_| "mixed".into());
     let zones: Option<u64> = std::env::var("ZONES").ok().and_then(|s| s.parse().ok());
+    let warming = std::env::var_os("WARMING").is_some();
     (0..n)
         .map(|i| {
             let w = match weights.as_str() {
@@ -32,6 +34,12 @@ fn set(n: u64, salt: u64) -> Vec<Invoker> {
                 format!("10.{}.{}.{}:20880", i >> 16, (i >> 8) & 255, i & 255),
             )
             .weight(w);
+            let inv = match warming {
+                true => inv
+                    .start_time_ms(polylb::wall_clock_us() / 1000)
+                    .warmup_ms(600_000),
+                false => inv,
+            };
             match zones {
                 Some(k) => inv.zone(format!("z{}", i % k)),
                 None => inv,
