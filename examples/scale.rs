@@ -51,7 +51,7 @@ fn set(n: u64, salt: u64) -> Vec<Invoker> {
 fn usage() -> ! {
     eprintln!(
         "usage: scale '<config>' <n> <op> <iters> [arg]; ops: build, update, update-weight, \
-         update-churn, select, report, among <c>, among-dup <c>, excl <e>, excl-all, \
+         update-churn, select, report, report-ticking, among <c>, among-dup <c>, excl <e>, excl-all, \
          methods <m>, methods-churn <m>, late-method <m>, stats <m>, stats-interned <m>, key <bytes> (examples/scale.rs)"
     );
     std::process::exit(2)
