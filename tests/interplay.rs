@@ -5,30 +5,11 @@
 //! the same config receives every call but the rejected ones: its picks and stats must stay
 //! identical (a rejected call changes nothing).
 
+mod common;
+
+use common::SplitMix as Gen;
 use polylb::{Balancer, Invoker, LoadReport, Outcome, Status, StrategyKind};
 use serde_json::Value;
-
-/// SplitMix64: the harness's own seeded generator.
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
 
 #[derive(Clone, Debug)]
 struct Opts {

@@ -19,24 +19,11 @@ import org.junit.jupiter.api.Test;
 class AlternatingSubsetsTest extends AdapterTest {
     private static final AtomicLong AVAILABILITY_READS = new AtomicLong();
 
-    /** A provider that counts how often the adapter asks whether it is available. */
-    private static final class CountingInvoker extends TestInvokers.FakeInvoker {
-        CountingInvoker(URL url) {
-            super(url);
-        }
-
-        @Override
-        public boolean isAvailable() {
-            AVAILABILITY_READS.incrementAndGet();
-            return super.isAvailable();
-        }
-    }
-
     private static List<Invoker<Object>> providers(int n) {
         List<Invoker<Object>> list = new ArrayList<>();
         for (int i = 0; i < n; i++) {
-            list.add(new CountingInvoker(URL.valueOf("dubbo://10.0." + (i / 250) + "." + (i % 250) + ":20880/"
-                    + TestInvokers.SERVICE + "?side=provider&weight=100")));
+            list.add(new TestInvokers.CountingInvoker(URL.valueOf("dubbo://10.0." + (i / 250) + "." + (i % 250) + ":20880/"
+                    + TestInvokers.SERVICE + "?side=provider&weight=100"), AVAILABILITY_READS));
         }
         return list;
     }

@@ -2,6 +2,7 @@ package io.polylb.dubbo;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.Invocation;
 import org.apache.dubbo.rpc.Invoker;
@@ -55,6 +56,22 @@ final class TestInvokers {
         @Override
         public String toString() {
             return url.getAddress();
+        }
+    }
+
+    /** A provider that counts, in {@code reads}, how often the adapter asks whether it is available. */
+    static final class CountingInvoker extends FakeInvoker {
+        private final AtomicLong reads;
+
+        CountingInvoker(URL url, AtomicLong reads) {
+            super(url);
+            this.reads = reads;
+        }
+
+        @Override
+        public boolean isAvailable() {
+            reads.incrementAndGet();
+            return super.isAvailable();
         }
     }
 

@@ -27,25 +27,12 @@ class TwoReferencesTest extends AdapterTest {
     private static final String PARAMS = "side=provider&weight=100";
     private static final AtomicLong AVAILABILITY_READS = new AtomicLong();
 
-    /** A provider that counts how often the adapter asks whether it is available. */
-    private static final class CountingInvoker extends TestInvokers.FakeInvoker {
-        CountingInvoker(URL url) {
-            super(url);
-        }
-
-        @Override
-        public boolean isAvailable() {
-            AVAILABILITY_READS.incrementAndGet();
-            return super.isAvailable();
-        }
-    }
-
     /** One reference's objects of {@code n} providers weighing 100, 200, 300, 100, 200, ... */
     private static List<Invoker<Object>> reference(int n) {
         List<Invoker<Object>> list = new ArrayList<>();
         for (int i = 0; i < n; i++) {
-            list.add(new CountingInvoker(URL.valueOf("dubbo://10.0." + (i / 250) + "." + (i % 250) + ":20880/"
-                    + TestInvokers.SERVICE + "?side=provider&weight=" + (100 * (1 + i % 3)))));
+            list.add(new TestInvokers.CountingInvoker(URL.valueOf("dubbo://10.0." + (i / 250) + "." + (i % 250) + ":20880/"
+                    + TestInvokers.SERVICE + "?side=provider&weight=" + (100 * (1 + i % 3))), AVAILABILITY_READS));
         }
         return list;
     }
