@@ -24,20 +24,20 @@ fn draw_config(g: &mut Gen, kind: StrategyKind) -> Opts {
         format!("loadbalance={}", kind.name()),
         format!("seed={}", g.below(1000)),
     ];
-    let zone = g.chance(50);
-    let outlier = g.chance(60);
+    let zone = g.percent(50);
+    let outlier = g.percent(60);
     let by_key = kind.takes_subset();
     let by_index = matches!(
         kind,
         StrategyKind::Random | StrategyKind::RoundRobin | StrategyKind::Orca
     ) || by_key;
-    let subset = by_index && g.chance(40);
+    let subset = by_index && g.percent(40);
     if zone {
         parts.push("zone=z0".into());
     }
     if subset {
         parts.push(format!("subset.size={}", 1 + g.below(4)));
-        if by_key && g.chance(50) {
+        if by_key && g.percent(50) {
             parts.push(format!("subset.key=consumer{}", g.below(5)));
         } else {
             parts.push(format!("subset.index={}", g.below(6)));
@@ -46,17 +46,17 @@ fn draw_config(g: &mut Gen, kind: StrategyKind) -> Opts {
     let mut min_healthy = 70;
     if outlier {
         parts.push(format!("outlier.consecutiveFailures={}", 1 + g.below(3)));
-        if g.chance(30) {
+        if g.percent(30) {
             parts.push(format!("outlier.failureRate={}", 1 + g.below(100)));
             parts.push(format!("outlier.minRequests={}", 1 + g.below(5)));
         }
-        if g.chance(70) {
+        if g.percent(70) {
             parts.push(format!("outlier.maxEjectionPercent={}", g.below(101)));
         }
-        if g.chance(50) {
+        if g.percent(50) {
             parts.push(format!("outlier.baseEjectionMs={}", 500 + g.below(5000)));
         }
-        if g.chance(40) {
+        if g.percent(40) {
             min_healthy = 1 + g.below(100);
             if subset {
                 parts.push(format!("subset.minHealthyPercent={min_healthy}"));
@@ -67,38 +67,38 @@ fn draw_config(g: &mut Gen, kind: StrategyKind) -> Opts {
             }
         }
     }
-    if kind.has_slow_start() && g.chance(50) {
+    if kind.has_slow_start() && g.percent(50) {
         parts.push(format!("slowstart.windowMs={}", 1 + g.below(20_000)));
-        if g.chance(50) {
+        if g.percent(50) {
             parts.push(format!("slowstart.minWeightPercent={}", 1 + g.below(100)));
         }
     }
-    if g.chance(40) {
+    if g.percent(40) {
         parts.push(format!("warmup={}", g.below(200_000) as i64 - 10_000));
     }
     match kind {
-        StrategyKind::P2c if g.chance(50) => {
+        StrategyKind::P2c if g.percent(50) => {
             parts.push(format!("p2c.choices={}", g.pick(&[0, 2, 3, 16])))
         }
         StrategyKind::PeakEwma => {
-            if g.chance(50) {
+            if g.percent(50) {
                 parts.push(format!("peakewma.choices={}", g.pick(&[0, 2, 3, 16])));
             }
-            if g.chance(50) {
+            if g.percent(50) {
                 parts.push(format!("peakewma.preferenceMs={}", g.pick(&[0, 1000, 50])));
             }
         }
-        StrategyKind::Maglev if g.chance(50) => {
+        StrategyKind::Maglev if g.percent(50) => {
             parts.push(format!("maglev.tableSize={}", g.pick(&[11, 13, 101])))
         }
-        StrategyKind::BoundedHash if g.chance(50) => {
+        StrategyKind::BoundedHash if g.percent(50) => {
             parts.push(format!("boundedhash.factor={}", g.pick(&["1", "1.5", "3"])))
         }
         StrategyKind::Orca => {
-            if g.chance(50) {
+            if g.percent(50) {
                 parts.push("orca.blackoutMs=0".into());
             }
-            if g.chance(50) {
+            if g.percent(50) {
                 parts.push(format!("orca.updateMs={}", 1 + g.below(2000)));
             }
         }
@@ -150,7 +150,7 @@ fn draw_set(g: &mut Gen, now_ms: i64, valid: bool, kind: StrategyKind) -> Vec<In
                 1 => inv = inv.start_time_ms(now_ms + g.below(3000) as i64),
                 _ => inv = inv.start_time_ms(now_ms - g.below(300_000) as i64),
             }
-            if g.chance(50) {
+            if g.percent(50) {
                 inv = inv.warmup_ms(g.below(200_000) as i32);
             }
             inv
@@ -330,7 +330,7 @@ impl Case {
     fn step(&mut self, g: &mut Gen) {
         let roll = g.below(100);
         if roll < 10 {
-            let valid = g.chance(80);
+            let valid = g.percent(80);
             let set = draw_set(g, self.now_us / 1000, valid, self.kind);
             let ra = self.a.update(&set);
             self.log.push(format!(
@@ -361,21 +361,21 @@ impl Case {
                 }
             }
         } else if roll < 55 {
-            let method = if g.chance(5) {
+            let method = if g.percent(5) {
                 999
             } else {
                 g.pick(&self.methods)
             };
             let key: Vec<u8> = (0..g.below(6)).map(|_| g.below(4) as u8).collect();
             let ids: Vec<u64> = self.set.iter().map(|i| i.id).collect();
-            let (cands, excluded): (Vec<u64>, Vec<u64>) = if g.chance(50) {
+            let (cands, excluded): (Vec<u64>, Vec<u64>) = if g.percent(50) {
                 (Vec::new(), Vec::new())
             } else {
-                let mut c: Vec<u64> = ids.iter().copied().filter(|_| g.chance(60)).collect();
-                if g.chance(5) {
+                let mut c: Vec<u64> = ids.iter().copied().filter(|_| g.percent(60)).collect();
+                if g.percent(5) {
                     c.push(77); // unknown
                 }
-                let e: Vec<u64> = (1..=11).filter(|_| g.chance(25)).collect();
+                let e: Vec<u64> = (1..=11).filter(|_| g.percent(25)).collect();
                 (c, e)
             };
             let before = rows(&self.a.stats_json(self.now_us), self.now_us);
@@ -432,9 +432,9 @@ impl Case {
                 Outcome::Cancelled,
             ]);
             let elapsed = g.below(50_000) as i64;
-            let bad = g.chance(5);
+            let bad = g.percent(5);
             let (m, e) = if bad {
-                if g.chance(50) {
+                if g.percent(50) {
                     (999, elapsed)
                 } else {
                     (method, -1)
@@ -467,7 +467,7 @@ impl Case {
             self.a.report_load(id, r, self.now_us).unwrap();
             self.b.report_load(id, r, self.now_us).unwrap();
         } else {
-            let dt = if g.chance(5) {
+            let dt = if g.percent(5) {
                 60_000_000
             } else {
                 g.below(3_000_000) as i64

@@ -131,7 +131,7 @@ const IDS: u64 = 9;
 type NewInv<'a> = dyn FnMut(&mut Rng, u64, i64, &mut BTreeMap<u64, Inv>) -> Inv + 'a;
 
 fn gen_weight(cfg: &Cfg, rng: &mut Rng) -> i32 {
-    if rng.per_mille(60) {
+    if rng.chance(60) {
         return 0;
     }
     match cfg.weights {
@@ -152,12 +152,12 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
     let mut known: BTreeMap<u64, Inv> = BTreeMap::new();
     let mut router: Vec<u64> = Vec::new();
     let mut new_inv = |rng: &mut Rng, id: u64, now_us: i64, known: &mut BTreeMap<u64, Inv>| {
-        let keep = known.get(&id).cloned().filter(|_| rng.per_mille(700));
+        let keep = known.get(&id).cloned().filter(|_| rng.chance(700));
         let inv = match keep {
             Some(i) => i,
             None => {
                 let now_ms = now_us / 1000;
-                let start_ms = if cfg.warmup && rng.per_mille(500) {
+                let start_ms = if cfg.warmup && rng.chance(500) {
                     match rng.below(4) {
                         0 => now_ms + rng.below(3_000) as i64, // skew: weight 1
                         _ => now_ms - rng.below(25_000) as i64,
@@ -165,7 +165,7 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
                 } else {
                     0
                 };
-                let warmup_ms = if rng.per_mille(200) { 5_000 } else { -1 };
+                let warmup_ms = if rng.chance(200) { 5_000 } else { -1 };
                 let local = if cfg.zoned {
                     match rng.below(5) {
                         0 => None,
@@ -197,15 +197,15 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
         for id in 1..=IDS {
             let present = set.iter().any(|i| i.id == id);
             let stays = if present {
-                rng.per_mille(800)
+                rng.chance(800)
             } else {
-                rng.per_mille(350)
+                rng.chance(350)
             };
             if stays {
                 out.push(new_inv(rng, id, now_us, known));
             }
         }
-        if rng.per_mille(300) {
+        if rng.chance(300) {
             // A different order of the list (the registry's).
             let k = rng.below(out.len().max(1) as u64) as usize;
             out.rotate_left(k);
@@ -221,7 +221,7 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
                   excl: Vec<u64>,
                   now_us: i64,
                   last_sel: &mut [Option<i64>; 4]| {
-        let library = cfg.library && rng.per_mille(80);
+        let library = cfg.library && rng.chance(80);
         if !library {
             last_sel[method] = Some(now_us.div_euclid(1000));
         }
@@ -257,9 +257,9 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
             }
             40..=51 => {
                 // A router's candidates: often the same as last time.
-                if router.is_empty() || rng.per_mille(250) {
+                if router.is_empty() || rng.chance(250) {
                     let ids = ids_of(&set);
-                    router = ids.into_iter().filter(|_| rng.per_mille(600)).collect();
+                    router = ids.into_iter().filter(|_| rng.chance(600)).collect();
                 }
                 let present: Vec<u64> = router
                     .iter()
@@ -289,10 +289,10 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
                     for _ in 0..1 + rng.below(3) {
                         excl.push(ids[rng.below(ids.len() as u64) as usize]);
                     }
-                    if rng.per_mille(150) {
+                    if rng.chance(150) {
                         excl.push(IDS + 5); // not in the set
                     }
-                    let cands = if rng.per_mille(300) {
+                    let cands = if rng.chance(300) {
                         router
                             .iter()
                             .copied()
@@ -314,7 +314,7 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
             }
             60..=69 => {
                 // Membership and weight churn; sometimes a second update with no select.
-                for _ in 0..1 + u64::from(rng.per_mille(300)) + u64::from(rng.per_mille(100)) {
+                for _ in 0..1 + u64::from(rng.chance(300)) + u64::from(rng.chance(100)) {
                     set = random_set(&mut rng, now_us, &set, &mut known, &mut new_inv);
                     ops.push(Op::Update(set.clone()));
                 }
@@ -336,7 +336,7 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
             75..=76 => {
                 // Empty, then the set again (or another).
                 ops.push(Op::Update(vec![]));
-                if rng.per_mille(300) {
+                if rng.chance(300) {
                     select(
                         &mut rng,
                         &mut ops,
@@ -347,10 +347,10 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
                         &mut last_sel,
                     );
                 }
-                if rng.per_mille(300) {
+                if rng.chance(300) {
                     now_us += 60_000_000 + rng.below(2_000_000) as i64;
                 }
-                if rng.per_mille(500) {
+                if rng.chance(500) {
                     set = random_set(&mut rng, now_us, &set, &mut known, &mut new_inv);
                 }
                 ops.push(Op::Update(set.clone()));
@@ -361,7 +361,7 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
                 if let Some(t) = last_sel[method] {
                     let leaving: Vec<u64> = ids_of(&set)
                         .into_iter()
-                        .filter(|_| rng.per_mille(400))
+                        .filter(|_| rng.chance(400))
                         .collect();
                     let before = set.clone();
                     set.retain(|i| !leaving.contains(&i.id));
@@ -369,15 +369,15 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
                     let delta_ms =
                         [59_999, 60_000, 60_000, 60_001, 60_001, 60_002][rng.below(6) as usize];
                     let target_us = (t + delta_ms) * 1000 + rng.below(1000) as i64;
-                    let back_first = rng.per_mille(300);
+                    let back_first = rng.chance(300);
                     if back_first {
                         set = before.clone();
                         ops.push(Op::Update(set.clone()));
                     }
-                    if target_us > now_us || rng.per_mille(200) {
+                    if target_us > now_us || rng.chance(200) {
                         now_us = target_us;
                     }
-                    let other = if rng.per_mille(300) {
+                    let other = if rng.chance(300) {
                         rng.below(4) as usize
                     } else {
                         method
@@ -393,7 +393,7 @@ fn generate(cfg: &Cfg, seed: u64, steps: usize, base_us: i64) -> Vec<Op> {
                             &mut last_sel,
                         );
                     }
-                    if !back_first && rng.per_mille(600) {
+                    if !back_first && rng.chance(600) {
                         set = before;
                         ops.push(Op::Update(set.clone()));
                         for _ in 0..1 + rng.below(3) {

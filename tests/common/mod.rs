@@ -3,10 +3,13 @@
 
 pub mod built;
 mod dubbo_round_robin;
+pub mod splitmix;
 pub mod zone_filter;
 
 #[allow(unused_imports)] // not every test binary models round robin
 pub use dubbo_round_robin::{recycle_edges, DubboRoundRobin};
+#[allow(unused_imports)] // not every test binary draws sequences
+pub use splitmix::SplitMix;
 
 use polylb::{Balancer, Invoker};
 use std::path::PathBuf;
@@ -113,31 +116,5 @@ impl Lcg {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         (self.0 >> 33) % bound
-    }
-}
-
-/// SplitMix64, for the randomised harnesses that draw long sequences from a seed.
-pub struct SplitMix(pub u64);
-impl SplitMix {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// True with probability `per_mille` / 1000.
-    pub fn per_mille(&mut self, per_mille: u64) -> bool {
-        self.below(1000) < per_mille
-    }
-    /// True with probability `percent` / 100.
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
     }
 }

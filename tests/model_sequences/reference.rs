@@ -5,28 +5,8 @@
 use md5::{Digest, Md5};
 use std::collections::HashMap;
 
-/// splitmix64: the sequences' own generator, so that a seed names a sequence for good.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, n).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-    pub fn chance(&mut self, per_mille: u64) -> bool {
-        self.below(1000) < per_mille
-    }
-    pub fn pick<T: Copy>(&mut self, of: &[T]) -> T {
-        of[self.below(of.len() as u64) as usize]
-    }
-}
+/// The sequences' own generator, so that a seed names a sequence for good.
+pub use crate::common::SplitMix as Rng;
 
 /// Dubbo's `getWeight` (spec section 1): warm-up in single precision, 1 for a start time in
 /// the future, the full weight at uptime 0 or past the warm-up; negative weights become 0.
