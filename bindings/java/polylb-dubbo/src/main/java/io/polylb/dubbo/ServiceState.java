@@ -145,8 +145,8 @@ final class ServiceState {
             this.adaptive = adaptive;
             // Never equal to a set a call sees (those have generation >= 1): resolved on first use.
             this.target = methodWeightsApply
-                    ? new Target(shared, sharedMethodId, InvokerSet.EMPTY)
-                    : new Target(shared, sharedMethodId, null);
+                    ? new Target(shared, sharedMethodId, InvokerSet.EMPTY.generation)
+                    : new Target(shared, sharedMethodId, Target.EVERY_SET);
         }
 
         /**
@@ -155,7 +155,7 @@ final class ServiceState {
          */
         Target target(ServiceState state, InvokerSet set) {
             Target t = target;
-            if (t.set == null || t.set == set) {
+            if (t.generation == Target.EVERY_SET || t.generation == set.generation) {
                 return t;
             }
             return resolve(state, set);
@@ -171,8 +171,8 @@ final class ServiceState {
                 own = state.ownWeightsBalancer(config, methodName, true);
             }
             Target t = own != null
-                    ? new Target(own, own.methodId(methodName), null)
-                    : new Target(shared, sharedMethodId, set);
+                    ? new Target(own, own.methodId(methodName), Target.EVERY_SET)
+                    : new Target(shared, sharedMethodId, set.generation);
             target = t;
             return t;
         }
@@ -182,13 +182,22 @@ final class ServiceState {
     static final class Target {
         final NativeBalancer balancer;
         final int methodId;
-        /** The set this choice was made for; null when it holds for every set. */
-        final InvokerSet set;
+        /** {@link #generation} of a choice that holds for every set. */
+        static final long EVERY_SET = -1;
+        /**
+         * The generation of the set this choice was made for ({@link #EVERY_SET}: every set). The
+         * generation, not the set: a method no longer called (a generic call's name, a method
+         * called once at start-up) would otherwise keep the set of its last call reachable, with
+         * its Invoker objects, long destroyed by registry refreshes, their aliases and the
+         * directory's list, for as long as the service is in use. A state's sets are told apart
+         * by generation (each replacement takes the next one, under the state's lock).
+         */
+        final long generation;
 
-        Target(NativeBalancer balancer, int methodId, InvokerSet set) {
+        Target(NativeBalancer balancer, int methodId, long generation) {
             this.balancer = balancer;
             this.methodId = methodId;
-            this.set = set;
+            this.generation = generation;
         }
     }
 
