@@ -74,8 +74,9 @@ pub struct SubsetConfig {
     /// language.
     pub key: Option<String>,
     /// This consumer's index among the consumers, 0, 1, 2, …: consumers 0..C take subsets that
-    /// hold every invoker equally often (within one), so that load-blind strategies may use
-    /// them too; instead of `key`.
+    /// hold every invoker equally often (within one while `size` ≤ (n + 3) / 3 or divides the n
+    /// invokers; beyond, the counts drift apart as C grows), so that load-blind strategies may
+    /// use them too; instead of `key`.
     pub index: Option<u32>,
     /// Stay entirely in the subset while at least this percentage of it is healthy.
     pub min_healthy_percent: u32,
