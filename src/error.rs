@@ -50,8 +50,10 @@ pub enum Status {
     /// C ABI, a length no array can have.
     InvalidArgument = 14,
     /// A limit was exceeded: at most [`MAX_METHODS`](crate::MAX_METHODS) (2^20) method names
-    /// per balancer; at most 2^32 − 1 points (`hash.nodes` × invokers) on a hash ring; at most
-    /// `maglev.tableSize` invokers in a `maglev` set.
+    /// per balancer; at most 2^32 − 1 points (`hash.nodes` × invokers) on a hash ring, nor more
+    /// than the process can allocate while it is built (about 24 B per point); at most
+    /// `maglev.tableSize` invokers in a `maglev` set; a set's weights adding up to at most
+    /// 2^54 − 1.
     LimitExceeded = 15,
 }
 
