@@ -3,6 +3,7 @@ package polylbdubbo
 import (
 	"fmt"
 	"math"
+	"net"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -85,7 +86,7 @@ func methodParam(u *common.URL, method, key, def string) string {
 //     both); none without a start, none for warmup <= 0 and none for a start
 //     in the future (dubbo-go: full weight).
 func providerInvoker(id uint64, u *common.URL, now time.Time, method string) polylb.Invoker {
-	inv := polylb.NewInvoker(id, u.Ip+":"+u.Port)
+	inv := polylb.NewInvoker(id, ringAddress(u))
 	inv.Zone = utf8text.Escape(u.GetParam(zoneKey, ""))
 	inv.Weight = weightOf(u, method)
 	if inv.Weight == 0 {
@@ -115,6 +116,22 @@ func providerInvoker(id uint64, u *common.URL, now time.Time, method string) pol
 		inv.WarmupMs = int32(warmup * 1000)
 	}
 	return inv
+}
+
+// ringAddress places a provider on the hashing strategies' rings, tables and
+// scores as Java Dubbo's URL.getAddress() does, so that a Go and a Java
+// consumer send a key to the same provider: host:port with an IPv6 host in
+// brackets ([::1]:20880; dubbo-go's Ip drops them, and ip:port was ::1:20880),
+// and the host alone for a URL without a port (dubbo-go then leaves Ip and
+// Port empty, and ip:port was ":" for every such provider).
+func ringAddress(u *common.URL) string {
+	if u.Port == "" {
+		if u.Ip != "" {
+			return u.Ip
+		}
+		return u.Location
+	}
+	return net.JoinHostPort(u.Ip, u.Port)
 }
 
 // weightOf is the provider's weight for calls of method ("": the service
