@@ -3,6 +3,7 @@ package polylbgrpc
 import (
 	"context"
 	"math"
+	"net/netip"
 
 	polylb "github.com/polylb/polylb/bindings/go"
 	"github.com/polylb/polylb/bindings/go/internal/utf8text"
@@ -44,7 +45,7 @@ func SetInvoker(endpoint resolver.Endpoint, inv polylb.Invoker) resolver.Endpoin
 func invokerOf(id uint64, endpoint resolver.Endpoint) polylb.Invoker {
 	address := ""
 	if len(endpoint.Addresses) > 0 {
-		address = utf8text.Escape(endpoint.Addresses[0].Addr)
+		address = utf8text.Escape(ringAddress(endpoint.Addresses[0].Addr))
 	}
 	if attr, ok := endpoint.Attributes.Value(invokerKey{}).(invokerAttr); ok {
 		inv := polylb.Invoker(attr)
@@ -56,6 +57,23 @@ func invokerOf(id uint64, endpoint resolver.Endpoint) polylb.Invoker {
 		inv.Weight = int32(min(w, math.MaxInt32))
 	}
 	return inv
+}
+
+// ringAddress is the invoker address of an endpoint's first address: an IP
+// and port in the one form the Java policy gives every IP (RFC 5952's IPv6,
+// an IPv4-mapped IPv6 as its IPv4, the port in decimal), so that a key goes
+// to the same server from Go and Java clients. grpc-go's resolvers pass an
+// IP literal on as it was written ("dns:///[2001:DB8:0:0:0:0:0:1]:443",
+// xDS, a manual resolver), where grpc-java parses it into an InetAddress:
+// "[2001:DB8:0:0:0:0:0:1]:443" was placed apart from Java's
+// "[2001:db8::1]:443", and two thirds of the keys went to other servers.
+// Anything else (a host name, a unix socket path) is kept as it is.
+func ringAddress(addr string) string {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return addr
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
 }
 
 type keyKey struct{}

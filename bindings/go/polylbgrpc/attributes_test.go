@@ -123,3 +123,29 @@ func unixProvider(t *testing.T, path string) *provider {
 	t.Cleanup(s.Stop)
 	return p
 }
+
+// An endpoint's invoker address is its IP in the form the Java policy writes
+// (Endpoint.addressOf: RFC 5952, an IPv4-mapped address as IPv4, the port in
+// decimal), however the resolver wrote it, so that Go and Java clients place a
+// server at one point of the ring and send a key to the same server. Before,
+// grpc-go's text was kept: "[2001:DB8:0:0:0:0:0:1]:443" against Java's
+// "[2001:db8::1]:443".
+func TestEndpointAddressIsTheJavaPolicysForm(t *testing.T) {
+	for _, tc := range []struct{ addr, want string }{
+		{"10.0.0.1:443", "10.0.0.1:443"},
+		{"[2001:db8::1]:443", "[2001:db8::1]:443"},
+		{"[2001:DB8:0:0:0:0:0:1]:443", "[2001:db8::1]:443"},
+		{"[0:0:0:0:0:0:0:1]:8080", "[::1]:8080"},
+		{"[2001:db8:0:0:1:0:0:1]:8080", "[2001:db8::1:0:0:1]:8080"},
+		{"[::ffff:10.0.0.1]:443", "10.0.0.1:443"},
+		{"[fe80::1%3]:80", "[fe80::1%3]:80"},
+		{"10.0.0.1:0443", "10.0.0.1:443"},
+		{"svc.internal:443", "svc.internal:443"},
+		{"/tmp/s.sock", "/tmp/s.sock"},
+	} {
+		inv := invokerOf(1, resolver.Endpoint{Addresses: []resolver.Address{{Addr: tc.addr}}})
+		if inv.Address != tc.want {
+			t.Errorf("%s: invoker address %q, want %q (the Java policy's)", tc.addr, inv.Address, tc.want)
+		}
+	}
+}
