@@ -19,6 +19,11 @@ func TestRingAddressIsJavaDubbosGetAddress(t *testing.T) {
 		{"dubbo://[2001:db8::7]:20881/com.example.S", "[2001:db8::7]:20881"},
 		{"dubbo://10.0.0.1/com.example.S", "10.0.0.1"},
 		{"tri://provider.example:50051/com.example.S", "provider.example:50051"},
+		// Java Dubbo's port is an int: leading zeros go, and 0 is no port.
+		{"dubbo://10.0.0.1:020880/com.example.S", "10.0.0.1:20880"},
+		{"dubbo://[::1]:020880/com.example.S", "[::1]:20880"},
+		{"dubbo://10.0.0.1:0/com.example.S", "10.0.0.1"},
+		{"dubbo://[::1]:0/com.example.S", "[::1]"},
 	} {
 		u, err := common.NewURL(tc.url)
 		if err != nil {

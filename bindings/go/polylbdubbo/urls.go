@@ -123,7 +123,9 @@ func providerInvoker(id uint64, u *common.URL, now time.Time, method string) pol
 // consumer send a key to the same provider: host:port with an IPv6 host in
 // brackets ([::1]:20880; dubbo-go's Ip drops them, and ip:port was ::1:20880),
 // and the host alone for a URL without a port (dubbo-go then leaves Ip and
-// Port empty, and ip:port was ":" for every such provider).
+// Port empty, and ip:port was ":" for every such provider). The port is Java
+// Dubbo's int: decimal without leading zeros (":020880" is 20880), and a port
+// of 0 is no port (getAddress() gives the host alone, "[::1]" for IPv6).
 func ringAddress(u *common.URL) string {
 	if u.Port == "" {
 		if u.Ip != "" {
@@ -131,7 +133,17 @@ func ringAddress(u *common.URL) string {
 		}
 		return u.Location
 	}
-	return net.JoinHostPort(u.Ip, u.Port)
+	port, err := strconv.Atoi(u.Port)
+	if err != nil {
+		return net.JoinHostPort(u.Ip, u.Port)
+	}
+	if port <= 0 {
+		if strings.Contains(u.Ip, ":") {
+			return "[" + u.Ip + "]"
+		}
+		return u.Ip
+	}
+	return net.JoinHostPort(u.Ip, strconv.Itoa(port))
 }
 
 // weightOf is the provider's weight for calls of method ("": the service
