@@ -40,7 +40,7 @@ func TestForkingRoundRobinKeepsTheSequence(t *testing.T) {
 			out[i] = p.calls.Load()
 		}
 		if lbName != "roundrobin" {
-			assertNoneInFlight(t, lbName, svc)
+			awaitNoneInFlight(t, lbName, svc)
 		}
 		return out
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	clusterpkg "dubbo.apache.org/dubbo-go/v3/cluster/cluster"
 	_ "dubbo.apache.org/dubbo-go/v3/cluster/cluster/failover"
@@ -119,6 +120,23 @@ func assertNoneInFlight(t testing.TB, lbName, service string) {
 			t.Errorf("%s: %d calls still in flight at %s", service, n, addr)
 		}
 	}
+}
+
+// awaitNoneInFlight is assertNoneInFlight for calls whose last reports may
+// still be on their way (a forking cluster's forks that finish after the call
+// returned: their provider has counted them, their filter not yet reported).
+func awaitNoneInFlight(t testing.TB, lbName, service string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		drained := true
+		for _, n := range inFlight(t, lbName, service) {
+			drained = drained && n == 0
+		}
+		if drained {
+			return
+		}
+	}
+	assertNoneInFlight(t, lbName, service)
 }
 
 func addrOf(res result.Result) string { return fmt.Sprint(res.Result()) }
