@@ -427,6 +427,9 @@ struct Outcome {
     warming: u64,
     zoned: u64,
     among: u64,
+    /// Whole-list picks narrowed to the zone while an invoker there warms up (served by the
+    /// zone's warm-up tournament, not by a walk).
+    zoned_warming: u64,
     library_picks: u64,
     max_models: usize,
 }
@@ -453,6 +456,7 @@ fn execute(cfg: &Cfg, ops: &[Op]) -> Result<Outcome, (usize, String)> {
         warming: 0,
         zoned: 0,
         among: 0,
+        zoned_warming: 0,
         library_picks: 0,
         max_models: 1,
     };
@@ -529,11 +533,13 @@ fn execute(cfg: &Cfg, ops: &[Op]) -> Result<Outcome, (usize, String)> {
                 out.zoned += u64::from(narrowed.len() != allowed_len);
                 out.among += u64::from(!cands.is_empty() || !excl.is_empty());
                 let now_ms = before_us.div_euclid(1000);
-                out.warming += u64::from(
-                    narrowed.len() > 1
-                        && narrowed
-                            .iter()
-                            .any(|i| i.dubbo_weight(cfg.default_warmup(), now_ms) < i.weight),
+                let warming = narrowed.len() > 1
+                    && narrowed
+                        .iter()
+                        .any(|i| i.dubbo_weight(cfg.default_warmup(), now_ms) < i.weight);
+                out.warming += u64::from(warming);
+                out.zoned_warming += u64::from(
+                    warming && narrowed.len() != allowed_len && cands.is_empty() && excl.is_empty(),
                 );
                 out.library_picks += u64::from(*t_us == 0);
                 let (from_ms, to_ms) = (before_us.div_euclid(1000), after_us.div_euclid(1000));
@@ -630,7 +636,7 @@ fn roundrobin_equals_an_independent_dubbo_model() {
     let steps = env("POLYLB_RR_DIFF_STEPS", 3000) as usize;
     let first = env("POLYLB_RR_DIFF_FIRST_SEED", 0);
     let (mut picks, mut library_picks, mut max_models) = (0, 0, 0);
-    let (mut warming, mut zoned, mut among) = (0, 0, 0);
+    let (mut warming, mut zoned, mut among, mut zoned_warming) = (0, 0, 0, 0);
     let mut failures = Vec::new();
     for (c, cfg) in configs().into_iter().enumerate() {
         for s in first..first + seeds {
@@ -649,6 +655,7 @@ fn roundrobin_equals_an_independent_dubbo_model() {
                     max_models = max_models.max(o.max_models);
                     (warming, zoned, among) =
                         (warming + o.warming, zoned + o.zoned, among + o.among);
+                    zoned_warming += o.zoned_warming;
                 }
                 Err((k, msg)) => {
                     eprintln!("{cfg:?} seed {seed}: op {k}: {msg}");
@@ -668,15 +675,15 @@ fn roundrobin_equals_an_independent_dubbo_model() {
     let (kept, recycled) = recycle_edges();
     eprintln!(
         "picks {picks}, at the library clock {library_picks}, model states kept at most \
-         {max_models}; in warm-up {warming}, narrowed to the zone {zoned}, among candidates or \
-         with exclusions {among}; counters of departed invokers at exactly 60,000 ms {kept}, 60,001 ms \
+         {max_models}; in warm-up {warming}, narrowed to the zone {zoned} (in warm-up there, \
+         all of it {zoned_warming}), among candidates or with exclusions {among}; counters of departed invokers at exactly 60,000 ms {kept}, 60,001 ms \
          {recycled} (model states counted per branch)"
     );
     assert!(
         kept > 0 && recycled > 0,
         "the sequences reach the recycling edge"
     );
-    assert!(warming > 0 && zoned > 0 && among > 0);
+    assert!(warming > 0 && zoned > 0 && among > 0 && zoned_warming > 0);
     assert!(
         failures.is_empty(),
         "{} failing sequences: {failures:?}",

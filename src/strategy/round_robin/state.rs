@@ -314,6 +314,8 @@ impl State {
             total += w as i64;
         }
         if ctx.candidates.len() != self.entries.len() {
+            #[cfg(test)]
+            ENTRIES_WALKED.with(|w| w.set(w.get() + self.entries.len() as u64));
             self.entries
                 .retain(|_, e| now_ms.wrapping_sub(e.last_update_ms) <= RECYCLE_MS);
         }

@@ -7,15 +7,18 @@ use super::weight_classes::Tournament;
 use super::{Ctx, PickSet, RECYCLE_MS};
 use crate::balancer::{Member, Snapshot};
 
-/// Picks over the whole set of one generation while some of it warms up.
+/// Picks over the whole set of one generation, or over its pick set (the local zone), while
+/// some of it warms up.
 pub(super) struct Warming {
     /// False once the counters went back to the entries; the memory stays for the next build.
     pub(super) live: bool,
     generation: u64,
+    /// Every member's id, by set position.
     pub(super) ids: Vec<u64>,
     pub(super) wrr: WarmingWrr,
-    /// Its set is the fast path's pick set (no local zone narrows whole-set picks): the
-    /// counters it writes back are then all inside that set.
+    /// Its set is the fast path's pick set (the local zone's invokers, or the whole set when
+    /// no zone narrows whole-set picks): the counters it writes back are then all inside that
+    /// set. False for the whole set while a local zone is the pick set (a spill-over).
     pub(super) is_pick_set: bool,
 }
 
@@ -101,40 +104,54 @@ impl State {
         Some(pos)
     }
 
-    /// A whole-set pick while invokers warm up, from the [`WarmingWrr`] of `snapshot` at
-    /// `now_ms`, built first (from the entries, O(n)) when there is none for that set and time.
-    pub(super) fn serve_warming(&mut self, snapshot: &Snapshot, now_ms: i64) -> usize {
+    /// A pick over the whole set or over the pick set (`is_pick_set`: the local zone's invokers
+    /// when a zone narrows whole-set picks) while invokers warm up, from the [`WarmingWrr`] of
+    /// that set at `now_ms`, built first (from the entries, O(n)) when there is none for that
+    /// set and time.
+    pub(super) fn serve_warming(
+        &mut self,
+        snapshot: &Snapshot,
+        is_pick_set: bool,
+        now_ms: i64,
+    ) -> usize {
         let generation = snapshot.generation;
-        let current = self
-            .warming
-            .as_ref()
-            .is_some_and(|w| w.live && w.generation == generation && w.wrr.covers(now_ms));
+        let current = self.warming.as_ref().is_some_and(|w| {
+            w.live
+                && w.generation == generation
+                && w.is_pick_set == is_pick_set
+                && w.wrr.covers(now_ms)
+        });
         if !current {
             self.materialize();
             let entries = &self.entries;
             let prior = |m: &Member| entries.get(&m.id).map(|e| (e.weight, e.current));
+            let set = match is_pick_set {
+                true => PickSet::of(snapshot),
+                false => PickSet::whole(snapshot),
+            };
+            let positions = || set.each_position();
             match self.warming.as_mut() {
                 Some(w) => {
-                    w.wrr.rebuild(&snapshot.members, now_ms, prior);
+                    w.wrr.rebuild(&snapshot.members, positions(), now_ms, prior);
                     w.ids.clear();
                     w.ids.extend(snapshot.members.iter().map(|m| m.id));
                     w.generation = generation;
                     w.live = true;
-                    w.is_pick_set = snapshot.local.is_none();
+                    w.is_pick_set = is_pick_set;
                 }
                 None => {
                     self.warming = Some(Box::new(Warming {
                         live: true,
                         generation,
                         ids: snapshot.members.iter().map(|m| m.id).collect(),
-                        wrr: WarmingWrr::new(&snapshot.members, now_ms, prior),
-                        is_pick_set: snapshot.local.is_none(),
+                        wrr: WarmingWrr::new(&snapshot.members, positions(), now_ms, prior),
+                        is_pick_set,
                     }))
                 }
             }
-            if snapshot.local.is_none() {
-                // The whole set is the fast path's pick set: the invokers that left it are
-                // those `departed` keeps, when complete; else the first recycling finds them.
+            if is_pick_set {
+                // The invokers outside the pick set are those `departed` keeps, when
+                // complete; else the first recycling finds them.
                 self.start_tracking(now_ms);
                 if self.departed_of == Some(generation) {
                     self.oldest_departed_ms = self.oldest_known_departed();
@@ -150,7 +167,7 @@ impl State {
         // rather than after as many O(n) walks as it costs.
         self.slow_picks = self.slow_picks.saturating_add(1);
         if now_ms.saturating_sub(self.oldest_departed_ms) > RECYCLE_MS {
-            if snapshot.local.is_none() {
+            if is_pick_set {
                 self.recycle_fast(now_ms, PickSet::of(snapshot));
             } else {
                 self.recycle_departed(snapshot, now_ms);

@@ -1,5 +1,6 @@
-//! Dubbo's smooth weighted round robin over a whole set while some invokers warm up, in
-//! O(k + log n) per pick for k invokers in warm-up instead of the walk's O(n).
+//! Dubbo's smooth weighted round robin over a whole set (or the local zone's part of it) while
+//! some invokers warm up, in O(k + log n) per pick for k invokers in warm-up instead of the
+//! walk's O(n).
 //!
 //! Dubbo's walk adds each invoker's current (warm-up) weight to its counter, takes the first
 //! highest counter and lowers it by the sum of the weights. The invokers past their warm-up
@@ -43,10 +44,12 @@ struct Warming {
 }
 
 impl WarmingWrr {
-    /// The walk's state over `members` at `now_ms`, from each invoker's `prior` counter and the
-    /// weight it was kept with (None: no counter yet, that is zero).
+    /// The walk's state over the `members` at `positions` (ascending: the walk's order) at
+    /// `now_ms`, from each invoker's `prior` counter and the weight it was kept with (None: no
+    /// counter yet, that is zero).
     pub fn new(
         members: &[Member],
+        positions: impl Iterator<Item = u32>,
         now_ms: i64,
         prior: impl Fn(&Member) -> Option<(i32, i64)>,
     ) -> WarmingWrr {
@@ -60,7 +63,7 @@ impl WarmingWrr {
             from_ms: 0,
             until_ms: 0,
         };
-        wrr.rebuild(members, now_ms, prior);
+        wrr.rebuild(members, positions, now_ms, prior);
         wrr
     }
 
@@ -70,6 +73,7 @@ impl WarmingWrr {
     pub fn rebuild(
         &mut self,
         members: &[Member],
+        positions: impl Iterator<Item = u32>,
         now_ms: i64,
         prior: impl Fn(&Member) -> Option<(i32, i64)>,
     ) {
@@ -78,14 +82,15 @@ impl WarmingWrr {
         self.settled_weights.clear();
         self.scratch.clear();
         self.warming.clear();
-        for (pos, m) in members.iter().enumerate() {
+        for pos in positions {
+            let m = &members[pos as usize];
             let end = time_dependent_until(m.weight, m.start_time_ms, m.warmup_ms);
             let counter = prior(m);
             if end != i64::MIN && end > now_ms {
                 until_ms = until_ms.min(end);
                 let (weight, current) = counter.unwrap_or((-1, 0));
                 self.warming.push(Warming {
-                    pos: pos as u32,
+                    pos,
                     weight,
                     current,
                 });
@@ -100,7 +105,7 @@ impl WarmingWrr {
                 Some((w, current)) if w == weight => current,
                 _ => 0,
             };
-            self.settled_pos.push(pos as u32);
+            self.settled_pos.push(pos);
             self.settled_weights.push(weight);
             self.scratch.push(current);
         }
@@ -179,17 +184,24 @@ mod tests {
         }
     }
 
-    /// Dubbo's walk over plain counters with each invoker's weight at `now_ms`.
-    fn walk(members: &[Member], counters: &mut [(i32, i64)], now_ms: i64) -> u32 {
+    /// Dubbo's walk over plain counters of the `members` at `positions` with each invoker's
+    /// weight at `now_ms`.
+    fn walk(
+        members: &[Member],
+        positions: &[u32],
+        counters: &mut [(i32, i64)],
+        now_ms: i64,
+    ) -> u32 {
         let (mut best, mut max, mut total) = (0, i64::MIN, 0i64);
-        for (pos, m) in members.iter().enumerate() {
+        for &pos in positions {
+            let (pos, m) = (pos as usize, &members[pos as usize]);
             let w = effective_weight(m.weight, m.start_time_ms, m.warmup_ms, now_ms);
             let c = &mut counters[pos];
             if c.0 != w {
                 *c = (w, 0);
             }
             c.1 += w as i64;
-            if pos == 0 || c.1 > max {
+            if c.1 > max {
                 (best, max) = (pos, c.1);
             }
             total += w as i64;
@@ -209,7 +221,7 @@ mod tests {
         };
         let (mut builds, mut mixed) = (0, 0);
         // One structure for every case, rebuilt over sets of other sizes.
-        let mut wrr = WarmingWrr::new(&[], NOW, |_| None);
+        let mut wrr = WarmingWrr::new(&[], std::iter::empty(), NOW, |_| None);
         for case in 0..60 {
             let n = 1 + below(40) as usize;
             let members: Vec<Member> = (0..n)
@@ -228,6 +240,10 @@ mod tests {
                     };
                     member(i as u64, weight, start)
                 })
+                .collect();
+            // Every third case walks a part of the set (a local zone), the others all of it.
+            let positions: Vec<u32> = (0..n as u32)
+                .filter(|&p| case % 3 != 0 || p == 0 || below(2) == 0)
                 .collect();
             let mut counters: Vec<(i32, i64)> = (0..n).map(|_| (0, 0)).collect();
             let mut now = NOW;
@@ -251,9 +267,10 @@ mod tests {
                     }
                     builds += 1;
                     built = true;
-                    wrr.rebuild(&members, now, |m| Some(counters[m.id as usize]));
+                    let prior = |m: &Member| Some(counters[m.id as usize]);
+                    wrr.rebuild(&members, positions.iter().copied(), now, prior);
                 }
-                let want = walk(&members, &mut counters, now);
+                let want = walk(&members, &positions, &mut counters, now);
                 let got = wrr.pick(&members, now);
                 assert_eq!(got, want, "case {case} step {step} at {now}");
                 mixed += usize::from(!wrr.settled_pos.is_empty() && !wrr.warming.is_empty());
