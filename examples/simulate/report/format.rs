@@ -18,14 +18,26 @@ pub fn fmt_ms(us: f64) -> String {
 
 pub fn fmt_err(e: f64) -> String {
     if e == 0.0 {
-        "-".into()
-    } else if e < 0.0001 {
-        format!("{:.4}%", e * 100.0)
-    } else if e < 0.01 {
-        format!("{:.3}%", e * 100.0)
-    } else {
-        format!("{:.1}%", e * 100.0)
+        return "-".into();
     }
+    let mut decimals = match e {
+        e if e < 0.0001 => 4,
+        e if e < 0.01 => 3,
+        _ => 1,
+    };
+    // A rate above a goal's bound (0.01 % for scenario 4, 1 % past which a latency goal is not
+    // judged) that would round onto it takes more decimals: 1.04 % reads 1.04%, not 1.0%,
+    // beside a count that says it missed, as `fmt_ratio_against` does for ratios.
+    for bound in [0.0001, 0.01] {
+        while e > bound && decimals < 6 && round_to(e * 100.0, decimals) <= bound * 100.0 {
+            decimals += 1;
+        }
+    }
+    format!("{:.*}%", decimals, e * 100.0)
+}
+
+fn round_to(x: f64, decimals: usize) -> f64 {
+    format!("{x:.decimals$}").parse().unwrap_or(x)
 }
 
 pub(super) fn fmt_ratio(r: f64) -> String {
@@ -57,4 +69,23 @@ pub fn load_pct(load: f64) -> String {
 
 pub(super) fn pct(x: f64) -> String {
     format!("{}", (x * 100.0).round())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fmt_err;
+
+    #[test]
+    fn an_error_rate_above_a_goals_bound_never_reads_as_the_bound() {
+        assert_eq!(fmt_err(0.0), "-");
+        assert_eq!(fmt_err(0.00005), "0.0050%");
+        assert_eq!(fmt_err(0.0001), "0.010%");
+        assert_eq!(fmt_err(0.000_100_4), "0.01004%");
+        assert_eq!(fmt_err(0.0025), "0.250%");
+        assert_eq!(fmt_err(0.01), "1.0%");
+        assert_eq!(fmt_err(0.0104), "1.04%");
+        assert_eq!(fmt_err(0.010_004), "1.0004%");
+        assert_eq!(fmt_err(0.0106), "1.1%");
+        assert_eq!(fmt_err(0.25), "25.0%");
+    }
 }
