@@ -1,0 +1,218 @@
+//! [`Builder`]: configures a [`Balance`].
+
+use crate::balance::{Balance, EndpointError, KeyOf, MethodOf, Response};
+use crate::endpoints::{Describe, Endpoints};
+use crate::error::Error;
+use crate::future::Classifier;
+use crate::report::Clock;
+use polylb::{Balancer, Invoker, Outcome};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+use tower::discover::Discover;
+use tower::Service;
+
+/// Configures a [`Balance`]: the polylb configuration, how endpoints and requests are
+/// described to polylb, and how responses are judged.
+///
+/// ```
+/// use polylb::{Invoker, Outcome};
+/// use polylb_tower::Builder;
+/// use std::borrow::Cow;
+/// use tower::{discover::Change, service_fn, Service, ServiceExt};
+///
+/// struct Request { method: &'static str, user: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// // Any `Stream` of `Result<Change<K, S>, E>` discovers: here, a list of changes
+/// // (`Listed` yields an iterator's items).
+/// let backend = |status: u16| service_fn(move |_: Request| async move {
+///     Ok::<_, std::convert::Infallible>(status)
+/// });
+/// let changes = [("10.0.0.1:8080", 200), ("10.0.0.2:8080", 503)]
+///     .map(|(addr, status)| Ok::<_, std::convert::Infallible>(Change::Insert(addr, backend(status))));
+/// let discover = Listed(changes.into_iter());
+///
+/// let mut balance = Builder::new(discover, |addr: &&str| {
+///         Invoker::new(0, *addr).weight(100).zone("eu-west-1a") // the id is the balancer's
+///     })
+///     .config("loadbalance=consistenthash")
+///     .method(|req: &Request| req.method)
+///     .hash_key(|req: &Request| Cow::Borrowed(req.user.as_bytes()))
+///     .classify(|result: &Result<u16, _>| match result {
+///         Ok(503) | Err(_) => Outcome::Failure,
+///         Ok(_) => Outcome::Success,
+///     })
+///     .build()?;
+/// let request = Request { method: "getUser", user: "alice".into() };
+/// let status = balance.ready().await?.call(request).await?;
+/// assert!(status == 200 || status == 503);
+/// # Ok(())
+/// # }
+/// # struct Listed<I>(I);
+/// # impl<I: Iterator + Unpin> futures_core::Stream for Listed<I> {
+/// #     type Item = I::Item;
+/// #     fn poll_next(mut self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>)
+/// #         -> std::task::Poll<Option<I::Item>> { std::task::Poll::Ready(self.0.next()) }
+/// # }
+/// ```
+pub struct Builder<D, Req>
+where
+    D: Discover,
+    D::Service: Service<Req>,
+{
+    discover: D,
+    balancer: Option<Balancer>,
+    config: String,
+    describe: Box<Describe<D::Key>>,
+    method_of: Option<Box<MethodOf<Req>>>,
+    key_of: Option<Box<KeyOf<Req>>>,
+    classify: Option<Classifier<Response<D, Req>, EndpointError<D, Req>>>,
+    clock: Clock,
+}
+
+impl<D, Req> Balance<D, Req>
+where
+    D: Discover,
+    D::Key: fmt::Display,
+    D::Service: Service<Req>,
+{
+    /// A builder for endpoints whose keys are their addresses: each is described to polylb
+    /// by the key's text, weight 100 (the default weight), no zone, no warm-up.
+    /// [`Builder::describe`] replaces that; [`Builder::new`] takes keys of any type.
+    pub fn builder(discover: D) -> Builder<D, Req> {
+        Builder::new(discover, |key: &D::Key| Invoker::new(0, key.to_string()))
+    }
+}
+
+impl<D, Req> Builder<D, Req>
+where
+    D: Discover,
+    D::Service: Service<Req>,
+{
+    /// A builder whose endpoints `describe` describes to polylb (see [`describe`](Self::describe)).
+    /// The configuration is polylb's default (`random`); requests have method `""` and an
+    /// empty hash key; a response is a success when `Ok`, a failure when `Err`.
+    pub fn new<F>(discover: D, describe: F) -> Self
+    where
+        F: Fn(&D::Key) -> Invoker + Send + Sync + 'static,
+    {
+        Builder {
+            discover,
+            balancer: None,
+            config: String::new(),
+            describe: Box::new(describe),
+            method_of: None,
+            key_of: None,
+            classify: None,
+            clock: Instant::now,
+        }
+    }
+
+    /// polylb's configuration string, e.g. `loadbalance=peakewma` (README's key table); checked
+    /// by [`build`](Self::build).
+    pub fn config(mut self, config: impl Into<String>) -> Self {
+        self.config = config.into();
+        self.balancer = None;
+        self
+    }
+
+    /// Balances with this polylb balancer (built with [`Balancer::with_config`] from a
+    /// hand-built `Config`, say) instead of one built from [`config`](Self::config). Its set
+    /// is replaced by the discovered endpoints: give each `Balance` a balancer of its own.
+    pub fn balancer(mut self, balancer: Balancer) -> Self {
+        self.balancer = Some(balancer);
+        self
+    }
+
+    /// How an endpoint's key is described to polylb: its address (what consistent hashing
+    /// places on the ring and subsetting hashes), weight, start time and warm-up, zone. The
+    /// returned [`Invoker`]'s `id` is ignored: the balancer gives each key an id, which a key
+    /// that leaves and comes back within 60 s gets again (so `roundrobin` resumes its counter
+    /// there, as Dubbo does for a URL); an endpoint is described when it is inserted, and again
+    /// when it is inserted anew under the same key.
+    pub fn describe<F>(mut self, describe: F) -> Self
+    where
+        F: Fn(&D::Key) -> Invoker + Send + Sync + 'static,
+    {
+        self.describe = Box::new(describe);
+        self
+    }
+
+    /// The method a request calls, for strategies and statistics kept per method (each
+    /// distinct name is interned once; at most [`polylb::MAX_METHODS`]). Default: `""`.
+    pub fn method<F>(mut self, method_of: F) -> Self
+    where
+        F: for<'r> Fn(&'r Req) -> &'r str + Send + Sync + 'static,
+    {
+        self.method_of = Some(Box::new(method_of));
+        self
+    }
+
+    /// The key a hashing strategy (`consistenthash`, `boundedhash`, `maglev`, `rendezvous`)
+    /// places a request by: the same key goes to the same endpoint while it is ready. Default:
+    /// empty.
+    pub fn hash_key<F>(mut self, key_of: F) -> Self
+    where
+        F: for<'r> Fn(&'r Req) -> Cow<'r, [u8]> + Send + Sync + 'static,
+    {
+        self.key_of = Some(Box::new(key_of));
+        self
+    }
+
+    /// Judges an endpoint's result for polylb (docs/outcomes.md): an HTTP 503 as
+    /// [`Outcome::Failure`], a deadline's error as [`Outcome::Timeout`], an error of the
+    /// service's own as [`Outcome::Success`]. Default: `Ok` a success, `Err` a failure. The
+    /// caller still gets the result as it was.
+    pub fn classify<F>(mut self, classify: F) -> Self
+    where
+        F: Fn(&Result<Response<D, Req>, EndpointError<D, Req>>) -> Outcome + Send + Sync + 'static,
+    {
+        self.classify = Some(Arc::new(classify));
+        self
+    }
+
+    /// The monotonic clock a call's latency is read from. Default: [`Instant::now`]. Tests in
+    /// tokio's paused time pass `|| tokio::time::Instant::now().into_std()`, so that a
+    /// `sleep` in an endpoint is the latency polylb learns.
+    pub fn clock(mut self, clock: fn() -> Instant) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The [`Balance`], or [`Error::Config`] if polylb refuses the configuration.
+    pub fn build(self) -> Result<Balance<D, Req>, Error> {
+        let balancer = match self.balancer {
+            Some(balancer) => balancer,
+            None => Balancer::new(&self.config).map_err(Error::Config)?,
+        };
+        Ok(Balance {
+            discover: self.discover,
+            discover_ended: false,
+            balancer,
+            endpoints: Endpoints::new(),
+            describe: self.describe,
+            method_of: self.method_of,
+            key_of: self.key_of,
+            classify: self.classify,
+            methods: HashMap::new(),
+            clock: self.clock,
+        })
+    }
+}
+
+impl<D, Req> fmt::Debug for Builder<D, Req>
+where
+    D: Discover,
+    D::Service: Service<Req>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("config", &self.config)
+            .field("balancer", &self.balancer)
+            .finish_non_exhaustive()
+    }
+}
