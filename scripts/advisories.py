@@ -15,7 +15,8 @@ import sys
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-LOCKS = {"Cargo.lock": True, "fuzz/Cargo.lock": False, "bench/rust-peers/Cargo.lock": False}
+LOCKS = {"Cargo.lock": True, "fuzz/Cargo.lock": False, "bench/rust-peers/Cargo.lock": False,
+         "integrations/tower/Cargo.lock": False}
 
 
 def version(v):

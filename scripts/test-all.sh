@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every test of the project: the docs' links, Rust (core, C ABI from C, header), Python, Go, Java,
-# plus smoke runs of the benchmarks and the simulator so their commands keep working.
+# Every test of the project: the docs' links, Rust (core, C ABI from C, header), the tower
+# integration, Python, Go, Java, plus smoke runs of the benchmarks and the simulator so their
+# commands keep working.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,13 @@ cargo test --test extremes
 step "benchmarks: smoke (each benchmark runs once)"
 cargo bench --bench select -- --test >/dev/null
 if [ -f benches/beyond.rs ]; then cargo bench --bench beyond -- --test >/dev/null; fi
+
+step "tower integration (integrations/tower, a package of its own)"
+cargo fmt --manifest-path integrations/tower/Cargo.toml -- --check
+cargo clippy --release --manifest-path integrations/tower/Cargo.toml --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --manifest-path integrations/tower/Cargo.toml
+cargo test --release --manifest-path integrations/tower/Cargo.toml
+cargo run --release --manifest-path integrations/tower/Cargo.toml --example bench -- 1000 >/dev/null
 
 step "python binding"
 bash bindings/python/run-tests.sh
