@@ -71,8 +71,9 @@ impl<K, S> Endpoints<K, S> {
 }
 
 impl<K: Hash + Eq + Clone, S> Endpoints<K, S> {
-    /// Applies one poll's worth of discovery changes as one polylb update. Refused, nothing
-    /// changes here or in polylb, and the changes' new services are dropped.
+    /// Applies one poll's worth of discovery changes as one polylb update. Refused, the
+    /// changes' new services are dropped and only their removals apply (discovery does not
+    /// send a removal again: an endpoint it removed must not go on taking calls).
     pub fn apply(
         &mut self,
         changes: Vec<Change<K, S>>,
@@ -121,7 +122,23 @@ impl<K: Hash + Eq + Clone, S> Endpoints<K, S> {
                 .filter(|inv| !replacing.contains_key(&inv.id))
                 .cloned(),
         );
-        self.publish(balancer, &invokers)?;
+        if let Err(refused) = self.publish(balancer, &invokers) {
+            if !leaving.is_empty() {
+                // A part of a set polylb accepted is accepted: no weight, id or size it
+                // refuses can come with fewer members.
+                let staying: Vec<Invoker> = self
+                    .members
+                    .iter()
+                    .filter(|id| !leaving.contains(id))
+                    .filter_map(|id| self.by_id.get(id))
+                    .map(|endpoint| endpoint.invoker.clone())
+                    .collect();
+                if self.publish(balancer, &staying).is_ok() {
+                    self.remove(&leaving, now);
+                }
+            }
+            return Err(refused);
+        }
 
         self.remove(&leaving, now);
         for (key, service, invoker) in joining {

@@ -14,9 +14,9 @@ pub enum Error {
     /// The configuration string was refused when the balancer was built.
     Config(polylb::Error),
     /// polylb refused the set that discovery's changes of one `poll_ready` would have made (a
-    /// negative weight from the describer, say). The balancer keeps serving the previous set,
-    /// and that poll's changes are dropped: inserted endpoints are not added, removed ones stay
-    /// until their own `poll_ready` fails.
+    /// negative weight from the describer, say). The endpoints those changes inserted or
+    /// replaced are dropped and the previous ones kept; the endpoints they removed leave all
+    /// the same (discovery does not send a removal twice).
     Update(polylb::Error),
     /// A method name could not be interned (more than [`polylb::MAX_METHODS`] distinct names).
     Method(polylb::Error),
@@ -34,7 +34,8 @@ impl fmt::Display for Error {
             Error::Config(e) => write!(f, "polylb configuration refused: {e}"),
             Error::Update(e) => write!(
                 f,
-                "polylb refused the discovered set (the previous set is kept): {e}"
+                "polylb refused the discovered set (its new endpoints are dropped, the \
+                 previous ones kept but those removed): {e}"
             ),
             Error::Method(e) => write!(f, "method name refused: {e}"),
             Error::NotReady => f.write_str("called before poll_ready returned Ready(Ok)"),

@@ -128,9 +128,11 @@ async fn a_discovery_error_is_returned_after_the_changes_before_it() {
 }
 
 #[tokio::test]
-async fn a_refused_set_keeps_the_previous_one() {
+async fn a_refused_set_keeps_the_previous_one_but_its_removals() {
     let (tx, discover) = changes();
     tx.send(Change::Insert("a", Gated::new("a", Gate::Open)))
+        .unwrap();
+    tx.send(Change::Insert("c", Gated::new("c", Gate::Open)))
         .unwrap();
     let weight_of = |key: &&str| if key.starts_with("bad") { -1 } else { 100 };
     let mut balance = Builder::new(discover, move |key: &&'static str| {
@@ -139,20 +141,24 @@ async fn a_refused_set_keeps_the_previous_one() {
     .build()
     .unwrap();
     balance.ready().await.unwrap();
+    assert_eq!(balance.len(), 2);
 
     let bad = Gated::new("bad", Gate::Open);
     tx.send(Change::Insert("bad", bad.clone())).unwrap();
     tx.send(Change::Insert("b", Gated::new("b", Gate::Open)))
         .unwrap();
+    tx.send(Change::Remove("c")).unwrap();
     let error = balance.ready().await.unwrap_err();
     match error.downcast_ref() {
         Some(Error::Update(e)) => assert_eq!(e.status, Status::NegativeWeight, "{e}"),
         _ => panic!("{error}"),
     }
     assert!(
-        error.to_string().contains("previous set is kept"),
+        error.to_string().contains("new endpoints are dropped"),
         "{error}"
     );
+    // The insertions of the refused batch are dropped; its removal is not: discovery will not
+    // say again that "c" left.
     assert_eq!(balance.len(), 1);
     let addresses: Vec<String> = stats(balance.balancer()).into_keys().collect();
     assert_eq!(addresses, ["a"]);
