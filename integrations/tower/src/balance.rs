@@ -134,10 +134,13 @@ where
                 }
             }
         }
-        let now = (self.clock)();
-        self.endpoints
-            .apply(changes, &*self.describe, &self.balancer, now)
-            .map_err(Error::Update)?;
+        if !changes.is_empty() {
+            // Read only when needed: a clock read costs about as much as polylb's pick.
+            let now = (self.clock)();
+            self.endpoints
+                .apply(changes, &*self.describe, &self.balancer, now)
+                .map_err(Error::Update)?;
+        }
         failed.map_or(Ok(()), Err)
     }
 
@@ -188,9 +191,8 @@ where
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.poll_discover(cx)?;
-        let now = (self.clock)();
         self.endpoints
-            .poll_pending::<Req>(cx, &self.balancer, now)
+            .poll_pending::<Req>(cx, &self.balancer, self.clock)
             .map_err(Error::Update)?;
         if !self.endpoints.ready_ids().is_empty() {
             Poll::Ready(Ok(()))

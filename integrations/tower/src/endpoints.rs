@@ -2,6 +2,7 @@
 //! polylb balances over, kept in step.
 
 use crate::ids::Ids;
+use crate::report::Clock;
 use polylb::{Balancer, Invoker};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -172,7 +173,7 @@ impl<K: Hash + Eq + Clone, S> Endpoints<K, S> {
         &mut self,
         cx: &mut Context<'_>,
         balancer: &Balancer,
-        now: Instant,
+        clock: Clock,
     ) -> Result<(), polylb::Error>
     where
         S: Service<Req>,
@@ -200,7 +201,7 @@ impl<K: Hash + Eq + Clone, S> Endpoints<K, S> {
         if failed.is_empty() {
             return Ok(());
         }
-        self.remove(&failed, now);
+        self.remove(&failed, clock());
         let invokers: Vec<Invoker> = self
             .members
             .iter()
