@@ -166,7 +166,11 @@ where
     /// Judges an endpoint's result for polylb (docs/outcomes.md): an HTTP 503 as
     /// [`Outcome::Failure`], a deadline's error as [`Outcome::Timeout`], an error of the
     /// service's own as [`Outcome::Success`]. Default: `Ok` a success, `Err` a failure. The
-    /// caller still gets the result as it was.
+    /// caller still gets the result as it was. gRPC endpoints (tonic's `Channel`) answer error
+    /// statuses in `Ok` responses: pass [`grpc::classify`](crate::grpc::classify).
+    ///
+    /// It sees the result when the endpoint's future resolves: for an `http::Response`, at
+    /// its headers, before its body and trailers, which are not waited for.
     pub fn classify<F>(mut self, classify: F) -> Self
     where
         F: Fn(&Result<Response<D, Req>, EndpointError<D, Req>>) -> Outcome + Send + Sync + 'static,

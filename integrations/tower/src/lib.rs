@@ -32,6 +32,7 @@ mod builder;
 mod endpoints;
 mod error;
 mod future;
+pub mod grpc;
 mod ids;
 mod report;
 
