@@ -420,6 +420,57 @@ def test_a_leaving_channel_with_nothing_running_closes_at_once(balancer_factory:
         assert who(channel)(b"hi", timeout=PATIENCE_S) == b"3"
 
 
+def test_a_drained_channel_never_closes_on_its_own_calls_thread(balancer_factory: Any, servers: Dict[int, Server]) -> None:
+    # grpcio ends a future or stream on its channel's own thread, and closing a channel waits
+    # there for that channel's calls to finish: the last call on a drained channel, closing it
+    # from that thread, waited for itself. A bidi stream (its status can arrive before its other
+    # batches) then hung its caller forever, past its deadline, and the channel never closed.
+    closed_on: List[int] = []
+    recorder = Recorder()
+
+    def factory(target: str) -> Any:
+        channel = recorder(target)
+        close = channel.close
+
+        def close_recording_thread() -> None:
+            closed_on.append(threading.get_ident())
+            close()
+
+        channel.close = close_recording_thread
+        return channel
+
+    with BalancedChannel(balancer_factory("roundrobin"), channel_factory=factory) as channel:
+        # A future: its end is reported on the channel's own thread, where this callback runs too.
+        channel.update(endpoints(servers, [1]))
+        ended_on: List[int] = []
+        slow = who(channel).future(b"SLOW", timeout=PATIENCE_S)
+        slow.add_done_callback(lambda _: ended_on.append(threading.get_ident()))
+        assert servers[1].started.wait(PATIENCE_S)
+        first = channel.channels[1]
+        channel.update(endpoints(servers, [2]))  # server 1's channel drains
+        servers[1].release.set()
+        assert slow.result(PATIENCE_S) == b"1"
+        wait_until(lambda: any(c is first for c in recorder.closed))
+        wait_until(lambda: bool(ended_on))
+        assert closed_on[-1] != ended_on[0]
+        # Bidi streams on an endpoint that leaves while they run: each returns, each channel closes.
+        chat = channel.stream_stream("/svc/Chat")
+        for round in range(20):
+            ids = [1 + round % 2]
+            channel.update(endpoints(servers, ids))
+            leaving = channel.channels[ids[0]]
+            answers: List[List[bytes]] = []
+            stream = chat(iter([b"a", b"b"]), timeout=PATIENCE_S)
+            channel.update(endpoints(servers, [3]))
+            reader = threading.Thread(target=lambda: answers.append(list(stream)), daemon=True)
+            reader.start()
+            reader.join(PATIENCE_S)
+            assert answers == [[str(ids[0]).encode()] * 2], f"round {round}: the stream never ended"
+            wait_until(lambda: any(c is leaving for c in recorder.closed))
+        assert all(row["active"] == 0 for row in rows(channel).values())
+    assert recorder.open_channels() == []
+
+
 @pytest.mark.parametrize(
     "bad, error",
     [

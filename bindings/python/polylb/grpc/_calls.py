@@ -68,7 +68,7 @@ def _ended(call: Call, channel: "BalancedChannel", member: Member, rpc: Any) -> 
     except Exception:
         pass  # the balancer was closed meanwhile: nowhere to report, and grpcio would only log it
     finally:
-        channel._members.release(member)
+        channel._members.release(member, on_channel_thread=True)
 
 
 def _start_async(

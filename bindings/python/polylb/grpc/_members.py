@@ -62,6 +62,18 @@ class Member:
         return made
 
 
+def _close_elsewhere(channel: Any) -> None:
+    """Closes ``channel`` on a thread of its own. grpcio runs a future's or stream's done
+    callbacks on the thread that completes the channel's calls, and ``close()`` waits until
+    that thread has completed them all, the ending call's other batches included (a bidi
+    stream's status can arrive before them): closed from there, the channel would wait for
+    itself forever, and so would the stream's reader."""
+    try:
+        threading.Thread(target=channel.close, name="polylb-close-drained-channel", daemon=True).start()
+    except RuntimeError:
+        pass  # the interpreter is shutting down: grpcio closes its channels itself
+
+
 class Members:
     """The current members by id, kept in step with the balancer's invoker set.
 
@@ -159,15 +171,20 @@ class Members:
                 member.in_flight += 1
             return member
 
-    def release(self, member: Member) -> None:
-        """A call on ``member`` has ended; the last one on a member that left closes it."""
+    def release(self, member: Member, on_channel_thread: bool = False) -> None:
+        """A call on ``member`` has ended; the last one on a member that left closes it.
+        ``on_channel_thread``: called from grpcio's done callback, which runs on the channel's
+        own thread; the channel is then closed from another thread (see _close_elsewhere)."""
         with self._lock:
             member.in_flight -= 1
             if not (member.retiring and member.in_flight == 0 and not member.closed):
                 return
             member.closed = True
             self._draining.discard(member)
-        member.channel.close()
+        if on_channel_thread:
+            _close_elsewhere(member.channel)
+        else:
+            member.channel.close()
 
     def close(self) -> None:
         """Closes every channel at once, cancelling the calls running on them (as closing a
