@@ -597,6 +597,46 @@ def test_closing_cancels_running_calls_and_refuses_new_ones(make: Callable[..., 
         who(channel)(b"hi")
 
 
+def test_a_close_between_pick_and_send_is_a_cancel(balancer_factory: Any, servers: Dict[int, Server]) -> None:
+    # close() in another thread after a call picked its endpoint but before grpcio started it:
+    # grpcio refuses the closed channel with a ValueError; nothing was sent, so it is a cancel,
+    # not a failure of the provider (the balancer may outlive the channel and serve others).
+    balanced: List[BalancedChannel] = []
+
+    class ClosesFirst:
+        """A channel whose calls find the balanced channel closed just before they start."""
+
+        def __init__(self, target: str) -> None:
+            self.channel = grpc.insecure_channel(target)
+
+        def unary_unary(self, *args: Any, **kwargs: Any) -> Any:
+            rpc = self.channel.unary_unary(*args, **kwargs)
+
+            class Racing:
+                def __call__(self, *args: Any, **kwargs: Any) -> Any:
+                    balanced[0].close()
+                    return rpc(*args, **kwargs)
+
+                def future(self, *args: Any, **kwargs: Any) -> Any:
+                    balanced[0].close()
+                    return rpc.future(*args, **kwargs)
+
+            return Racing()
+
+        def close(self) -> None:
+            self.channel.close()
+
+    for form in ("blocking", "future"):
+        channel = BalancedChannel(balancer_factory("roundrobin"), channel_factory=ClosesFirst)
+        balanced[:] = [channel]
+        channel.update(endpoints(servers, [1]))
+        rpc = who(channel)
+        with pytest.raises(ValueError):
+            rpc(b"hi", timeout=PATIENCE_S) if form == "blocking" else rpc.future(b"hi", timeout=PATIENCE_S)
+        row = rows(channel)[1]
+        assert (form, row["active"], row["failures"], row["succeeded"]) == (form, 0, 0, 0)
+
+
 def test_polylb_imports_without_grpcio() -> None:
     script = (
         "import sys; sys.modules['grpc'] = None\n"

@@ -53,6 +53,10 @@ def _open(channel: "BalancedChannel", method_id: int, key: Any, exclude: Optiona
 
 def _end(call: Call, channel: "BalancedChannel", member: Member, error: Optional[BaseException]) -> None:
     try:
+        if error is not None and member.closed and not isinstance(error, grpc.RpcError):
+            # close() ran between the pick and the send (a drain never closes a channel with a
+            # call on it): grpcio refused the closed channel, nothing was sent. A cancel.
+            call.outcome = _CANCELLED
         call.__exit__(None if error is None else type(error), error, None)
     finally:
         channel._members.release(member)
