@@ -251,6 +251,30 @@ def test_statuses_are_read_as_outcomes(make: Callable[..., BalancedChannel]) -> 
     assert (row["active"], row["succeeded"], row["failures"], row["timeouts"]) == (0, 2, 3, 1)
 
 
+def test_a_request_this_side_cannot_serialize_is_a_cancel(make: Callable[..., BalancedChannel]) -> None:
+    # grpcio raises (or ends a request stream with) INTERNAL "Exception serializing request!":
+    # the request was never sent whole, which says nothing about the provider (docs/outcomes.md).
+    channel = make("roundrobin", ids=[1])
+
+    def unencodable(_: Any) -> bytes:
+        raise ValueError("cannot encode")
+
+    unary = channel.unary_unary("/svc/Who", request_serializer=unencodable)
+    with pytest.raises(grpc.RpcError) as raised:
+        unary(b"hi", timeout=PATIENCE_S)
+    assert raised.value.code() == grpc.StatusCode.INTERNAL  # grpcio's error, unchanged
+    with pytest.raises(grpc.RpcError):
+        unary.future(b"hi", timeout=PATIENCE_S).result()
+    with pytest.raises(grpc.RpcError):
+        channel.unary_stream("/svc/Count", request_serializer=unencodable)(b"1", timeout=PATIENCE_S)
+    summed = channel.stream_unary("/svc/Sum", request_serializer=unencodable).future(iter([b"a"]), timeout=PATIENCE_S)
+    with pytest.raises(grpc.RpcError):
+        summed.result()
+    wait_until(lambda: rows(channel)[1]["active"] == 0)
+    row = rows(channel)[1]
+    assert (row["succeeded"], row["failures"], row["timeouts"]) == (0, 0, 0), row
+
+
 def test_with_call_and_futures_report_when_they_end(make: Callable[..., BalancedChannel], servers: Dict[int, Server]) -> None:
     channel = make("roundrobin", ids=[1])
     rpc = who(channel)
