@@ -661,6 +661,28 @@ def test_a_close_between_pick_and_send_is_a_cancel(balancer_factory: Any, server
         assert (form, row["active"], row["failures"], row["succeeded"]) == (form, 0, 0, 0)
 
 
+def test_an_answer_outlives_a_balancer_closed_during_its_call(make: Callable[..., BalancedChannel], servers: Dict[int, Server]) -> None:
+    # The provider answered: the caller gets the answer, as a future's caller does, though the
+    # report had nowhere to go.
+    channel = make("roundrobin", ids=[1])
+    rpc = who(channel)
+    ended: Dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            ended["answer"] = rpc(b"SLOW", timeout=PATIENCE_S)
+        except BaseException as error:  # noqa: B036
+            ended["error"] = error
+
+    caller = threading.Thread(target=run)
+    caller.start()
+    assert servers[1].started.wait(PATIENCE_S)
+    channel.balancer.close()
+    servers[1].release.set()
+    caller.join(PATIENCE_S)
+    assert ended == {"answer": b"1"}
+
+
 def test_polylb_imports_without_grpcio() -> None:
     script = (
         "import sys; sys.modules['grpc'] = None\n"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple
 import grpc  # type: ignore[import-untyped, unused-ignore]
 
 from .._call import Call
-from .._errors import NoCandidateError, NoProviderError
+from .._errors import BalancerClosedError, NoCandidateError, NoProviderError
 from .._ffi import Outcome
 from ._errors import CLOSED, NoEndpointsError
 from ._members import Member
@@ -74,7 +74,14 @@ def _end(call: Call, channel: "BalancedChannel", member: Member, error: Optional
             call.outcome = _CANCELLED
         elif isinstance(error, grpc.RpcError) and _not_serialized(error):
             call.outcome = _CANCELLED
-        call.__exit__(None if error is None else type(error), error, None)
+        try:
+            call.__exit__(None if error is None else type(error), error, None)
+        except BalancerClosedError:
+            # The balancer was closed during the call: nowhere to report it, but the provider
+            # answered, and its answer is the caller's (as for futures and streams, _ended).
+            if error is None:
+                return
+            raise
     finally:
         channel._members.release(member)
 
