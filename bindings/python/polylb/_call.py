@@ -16,12 +16,15 @@ from ._outcomes import (
     _CANCELLED,
     _SUCCESS,
     _is_cancelled,
+    _is_internal,
     _is_resource_exhausted,
+    _not_serialized,
     _outcome_of,
     _own_cancel,
     _size_limit_of,
     _size_limit_outcome,
     _status_outcome,
+    _sync_details,
 )
 
 
@@ -194,6 +197,13 @@ class Call:
                     except Exception:
                         limited = None
                     decided = decided if limited is None else limited
+                elif _is_internal(decided, status):
+                    # A request this side could not encode (as when it is raised): a cancel.
+                    try:
+                        details = _sync_details(self._stream)
+                    except Exception:
+                        details = None
+                    decided = _CANCELLED if _not_serialized(details) else decided
         self._finish(elapsed_us, decided, exc_type, exc)
 
     def _finish(
@@ -274,6 +284,14 @@ class Call:
                 details = await self._awaited(details, elapsed_us, decided, exc_type, exc)
                 limited = _size_limit_of(details)
                 decided = decided if limited is None else limited
+            elif _is_internal(decided, status):
+                # A request this side could not encode (as when it is raised): a cancel.
+                try:
+                    details = self._stream.details()
+                except Exception:
+                    details = None
+                details = await self._awaited(details, elapsed_us, decided, exc_type, exc)
+                decided = _CANCELLED if _not_serialized(details) else decided
         self._finish(elapsed_us, decided, exc_type, exc)
 
     async def _awaited(

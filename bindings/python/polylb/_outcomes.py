@@ -82,6 +82,8 @@ def _grpc_outcome(exc: BaseException) -> Optional[Outcome]:
         if _is_resource_exhausted(outcome, status):
             limited = _size_limit_outcome(exc)
             return outcome if limited is None else limited
+        if _is_internal(outcome, status) and _not_serialized(_sync_details(exc)):
+            return _CANCELLED
         return outcome
     except Exception:  # a broken code() must not replace the block's own exception
         return None
@@ -102,16 +104,32 @@ def _size_limit_outcome(exc: BaseException) -> Optional[Outcome]:
     receiver's limit (this side's, or the provider's refusing the request) is a success, as
     another provider would do the same; a request over this side's send limit was never sent, a
     cancel. None for any other RESOURCE_EXHAUSTED (a server shedding load: a failure)."""
-    details = getattr(exc, "details", None)
+    return _size_limit_of(_sync_details(exc))
+
+
+def _sync_details(rpc: Any) -> Any:
+    """``rpc.details()`` (a grpcio error or call), None when it has none or only an awaitable
+    one (a grpc.aio call's: nothing to read without awaiting)."""
+    details = getattr(rpc, "details", None)
     if not callable(details):
         return None
     text = details()
-    if inspect.isawaitable(text):  # not an error's details: nothing to read without awaiting
+    if inspect.isawaitable(text):
         close = getattr(text, "close", None)
         if callable(close):
             close()
         return None
-    return _size_limit_of(text)
+    return text
+
+
+# What grpcio gives as the details of the INTERNAL status of a call whose request its
+# serializer could not encode (raised before anything was sent, or ending a request stream on
+# this side): the provider saw nothing, a cancel (docs/outcomes.md), not its failure.
+_NOT_SERIALIZED_DETAILS = "Exception serializing request!"
+
+
+def _not_serialized(details: Any) -> bool:
+    return isinstance(details, str) and details == _NOT_SERIALIZED_DETAILS
 
 
 def _size_limit_of(details: Any) -> Optional[Outcome]:
@@ -167,6 +185,10 @@ _AIO_LOCAL_CANCEL_DETAILS = "Locally cancelled by application!"
 
 def _is_cancelled(outcome: Optional[Outcome], status: Any) -> bool:
     return outcome is _FAILURE and getattr(status, "name", None) == "CANCELLED"
+
+
+def _is_internal(outcome: Optional[Outcome], status: Any) -> bool:
+    return outcome is _FAILURE and getattr(status, "name", None) == "INTERNAL"
 
 
 def _is_resource_exhausted(outcome: Optional[Outcome], status: Any) -> bool:

@@ -153,6 +153,31 @@ def test_an_answer_over_this_sides_receive_limit_is_a_success(balancer_factory: 
         assert counted(lb) == COUNTS[Outcome.SUCCESS], option
 
 
+def test_a_request_this_side_cannot_encode_is_a_cancel(balancer_factory: Any, channel: Any) -> None:
+    """grpcio ends a call whose request its serializer refused with INTERNAL ("Exception
+    serializing request!"): nothing was sent, so the provider's counts do not move (a cancel,
+    docs/outcomes.md), raised out of the block or read from a stream's status."""
+
+    def refuse(request: Any) -> bytes:
+        raise ValueError("not encodable")
+
+    lb = _single(balancer_factory)
+    unary = channel.unary_unary(METHOD, request_serializer=refuse)
+    with pytest.raises(grpc.RpcError) as raised:
+        with lb.call():
+            unary(b"OK", timeout=10)
+    assert raised.value.code() == grpc.StatusCode.INTERNAL
+    # A request stream: grpcio ends the call with that status when it comes to encode it.
+    with lb.call() as call:
+        bidi = channel.stream_stream(METHOD, request_serializer=refuse)
+        stream = call.stream(bidi(iter([b"OK"]), timeout=10))
+        with pytest.raises(grpc.RpcError) as raised:
+            list(stream)
+    assert raised.value.code() == grpc.StatusCode.INTERNAL
+    assert counted(lb) == COUNTS[Outcome.CANCELLED]
+    assert by_id(lb.stats())[1]["selected"] == 2
+
+
 def test_sync_future_cancelled_by_this_side_is_a_cancel(balancer_factory: Any, channel: Any) -> None:
     lb = _single(balancer_factory)
     with pytest.raises(grpc.FutureCancelledError):

@@ -51,28 +51,11 @@ def _open(channel: "BalancedChannel", method_id: int, key: Any, exclude: Optiona
     raise NoEndpointsError("polylb balanced channel: the endpoints kept changing while the call picked one")
 
 
-#: The details grpcio gives the INTERNAL status of a call whose request its serializer could not
-#: encode (raised before anything is sent, or ending a request stream on this side).
-_NOT_SERIALIZED = "Exception serializing request!"
-
-
-def _not_serialized(rpc: Any) -> bool:
-    """Whether ``rpc`` (a grpcio error or call) ended because this side could not encode a
-    request: the call was never sent, or this side gave it up; a cancel (docs/outcomes.md), not
-    the provider's failure."""
-    try:
-        return bool(rpc.code() == grpc.StatusCode.INTERNAL and rpc.details() == _NOT_SERIALIZED)
-    except Exception:
-        return False
-
-
 def _end(call: Call, channel: "BalancedChannel", member: Member, error: Optional[BaseException]) -> None:
     try:
         if error is not None and member.closed and not isinstance(error, grpc.RpcError):
             # close() ran between the pick and the send (a drain never closes a channel with a
             # call on it): grpcio refused the closed channel, nothing was sent. A cancel.
-            call.outcome = _CANCELLED
-        elif isinstance(error, grpc.RpcError) and _not_serialized(error):
             call.outcome = _CANCELLED
         try:
             call.__exit__(None if error is None else type(error), error, None)
@@ -92,8 +75,6 @@ def _ended(call: Call, channel: "BalancedChannel", member: Member, rpc: Any) -> 
     a cancel; a provider's error status by the table)."""
     try:
         call.stream(rpc)
-        if _not_serialized(rpc):
-            call.outcome = _CANCELLED
         call.__exit__(None, None, None)
     except Exception:
         pass  # the balancer was closed meanwhile: nowhere to report, and grpcio would only log it
