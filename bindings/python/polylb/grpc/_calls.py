@@ -144,6 +144,18 @@ class _MultiCallable:
         key = self._channel._key
         return None if key is None else key(self._method, request, metadata)
 
+    def _future(self, request: Any, key: Any, **arguments: Any) -> Any:
+        """A unary-response call's ``future()`` on a picked endpoint (never retried: the future
+        is the caller's at once); with no endpoint, an ended call, as grpcio's ``future()``
+        returns its failed calls instead of raising."""
+        try:
+            future, _ = _start_async(
+                self._channel, self._shape, self._method_id, key, None, lambda rpc: rpc.future(request, **arguments)
+            )
+        except NoEndpointsError as error:
+            return error
+        return future
+
 
 class UnaryUnary(_MultiCallable, grpc.UnaryUnaryMultiCallable):  # type: ignore[misc, unused-ignore]
     __slots__ = ()
@@ -222,21 +234,15 @@ class UnaryUnary(_MultiCallable, grpc.UnaryUnaryMultiCallable):  # type: ignore[
         wait_for_ready: Optional[bool] = None,
         compression: Any = None,
     ) -> Any:
-        def start(rpc: Any) -> Any:
-            return rpc.future(
-                request,
-                timeout=timeout,
-                metadata=metadata,
-                credentials=credentials,
-                wait_for_ready=wait_for_ready,
-                compression=compression,
-            )
-
-        try:
-            future, _ = _start_async(self._channel, self._shape, self._method_id, self._key(request, metadata), None, start)
-        except NoEndpointsError as error:
-            return error  # as grpcio's future(): an ended call, not an exception raised here
-        return future
+        return self._future(
+            request,
+            self._key(request, metadata),
+            timeout=timeout,
+            metadata=metadata,
+            credentials=credentials,
+            wait_for_ready=wait_for_ready,
+            compression=compression,
+        )
 
 
 class StreamUnary(_MultiCallable, grpc.StreamUnaryMultiCallable):  # type: ignore[misc, unused-ignore]
@@ -305,21 +311,15 @@ class StreamUnary(_MultiCallable, grpc.StreamUnaryMultiCallable):  # type: ignor
         wait_for_ready: Optional[bool] = None,
         compression: Any = None,
     ) -> Any:
-        def start(rpc: Any) -> Any:
-            return rpc.future(
-                request_iterator,
-                timeout=timeout,
-                metadata=metadata,
-                credentials=credentials,
-                wait_for_ready=wait_for_ready,
-                compression=compression,
-            )
-
-        try:
-            future, _ = _start_async(self._channel, self._shape, self._method_id, self._key(None, metadata), None, start)
-        except NoEndpointsError as error:
-            return error
-        return future
+        return self._future(
+            request_iterator,
+            self._key(None, metadata),
+            timeout=timeout,
+            metadata=metadata,
+            credentials=credentials,
+            wait_for_ready=wait_for_ready,
+            compression=compression,
+        )
 
 
 def _cancel_current(current: List[Any]) -> None:
