@@ -20,6 +20,7 @@ use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use jni::objects::{JByteArray, JClass, JIntArray, JLongArray, JObjectArray, JString};
+use jni::strings::JNIString;
 use jni::sys::{jbyteArray, jclass, jdouble, jint, jlong, jlongArray, jsize, jstring};
 use jni::JNIEnv;
 use polylb::{Balancer, Invoker, Outcome, Status};
@@ -48,6 +49,39 @@ unsafe fn balancer<'a>(handle: jlong) -> Option<&'a Balancer> {
 /// Runs `body`, turning a panic into `on_panic`.
 fn guarded<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(on_panic)
+}
+
+/// Runs `body` on the balancer behind `handle` and returns 0 or its status code (NullPointer for
+/// a 0 handle, Panic for a panic): the shape of every report call.
+fn status_of(handle: jlong, body: impl FnOnce(&Balancer) -> Result<(), Status>) -> jint {
+    guarded(status_code(Status::Panic), || {
+        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
+        let Some(balancer) = (unsafe { balancer(handle) }) else {
+            return status_code(Status::NullPointer);
+        };
+        match body(balancer) {
+            Ok(()) => status_code(Status::Ok),
+            Err(status) => status_code(status),
+        }
+    })
+}
+
+/// Runs `text` on the balancer behind `handle` and returns it as a Java string; null when the
+/// handle is 0, the JVM could not make the string, or polylb panicked.
+fn string_of<S: Into<JNIString>>(
+    env: &JNIEnv<'_>,
+    handle: jlong,
+    text: impl FnOnce(&Balancer) -> S,
+) -> jstring {
+    guarded(std::ptr::null_mut(), || {
+        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
+        let Some(balancer) = (unsafe { balancer(handle) }) else {
+            return std::ptr::null_mut();
+        };
+        env.new_string(text(balancer))
+            .map(JString::into_raw)
+            .unwrap_or(std::ptr::null_mut())
+    })
 }
 
 /// Copies `len` elements of a Java primitive array into a stack buffer of `N` elements (or a
@@ -610,18 +644,9 @@ pub extern "system" fn Java_io_polylb_Native_report(
     outcome: jint,
     now_us: jlong,
 ) -> jint {
-    guarded(status_code(Status::Panic), || {
-        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
-        let Some(balancer) = (unsafe { balancer(handle) }) else {
-            return status_code(Status::NullPointer);
-        };
-        let Some(outcome) = Outcome::from_code(outcome) else {
-            return status_code(Status::UnknownOutcome);
-        };
-        match balancer.report(method as u32, id as u64, elapsed_us, outcome, now_us) {
-            Ok(()) => status_code(Status::Ok),
-            Err(status) => status_code(status),
-        }
+    status_of(handle, |balancer| {
+        let outcome = Outcome::from_code(outcome).ok_or(Status::UnknownOutcome)?;
+        balancer.report(method as u32, id as u64, elapsed_us, outcome, now_us)
     })
 }
 
@@ -640,22 +665,15 @@ pub extern "system" fn Java_io_polylb_Native_reportProviderMetrics(
     rt_us: jlong,
     now_us: jlong,
 ) -> jint {
-    guarded(status_code(Status::Panic), || {
-        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
-        let Some(balancer) = (unsafe { balancer(handle) }) else {
-            return status_code(Status::NullPointer);
-        };
-        match balancer.report_provider_metrics(
+    status_of(handle, |balancer| {
+        balancer.report_provider_metrics(
             method as u32,
             id as u64,
             provider_time_ms,
             cpu_load,
             rt_us,
             now_us,
-        ) {
-            Ok(()) => status_code(Status::Ok),
-            Err(status) => status_code(status),
-        }
+        )
     })
 }
 
@@ -672,20 +690,13 @@ pub extern "system" fn Java_io_polylb_Native_reportLoad(
     utilization: jdouble,
     now_us: jlong,
 ) -> jint {
-    guarded(status_code(Status::Panic), || {
-        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
-        let Some(balancer) = (unsafe { balancer(handle) }) else {
-            return status_code(Status::NullPointer);
-        };
+    status_of(handle, |balancer| {
         let report = polylb::LoadReport {
             qps,
             eps,
             utilization,
         };
-        match balancer.report_load(id as u64, report, now_us) {
-            Ok(()) => status_code(Status::Ok),
-            Err(status) => status_code(status),
-        }
+        balancer.report_load(id as u64, report, now_us)
     })
 }
 
@@ -699,15 +710,8 @@ pub extern "system" fn Java_io_polylb_Native_reportReconnect(
     id: jlong,
     now_us: jlong,
 ) -> jint {
-    guarded(status_code(Status::Panic), || {
-        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
-        let Some(balancer) = (unsafe { balancer(handle) }) else {
-            return status_code(Status::NullPointer);
-        };
-        match balancer.report_reconnect(id as u64, now_us) {
-            Ok(()) => status_code(Status::Ok),
-            Err(status) => status_code(status),
-        }
+    status_of(handle, |balancer| {
+        balancer.report_reconnect(id as u64, now_us)
     })
 }
 
@@ -723,16 +727,7 @@ pub extern "system" fn Java_io_polylb_Native_stats<'local>(
     handle: jlong,
     now_us: jlong,
 ) -> jstring {
-    guarded(std::ptr::null_mut(), || {
-        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
-        let Some(balancer) = (unsafe { balancer(handle) }) else {
-            return std::ptr::null_mut();
-        };
-        let json = balancer.stats_json(now_us);
-        env.new_string(json)
-            .map(JString::into_raw)
-            .unwrap_or(std::ptr::null_mut())
-    })
+    string_of(&env, handle, |balancer| balancer.stats_json(now_us))
 }
 
 /// The strategy's canonical name (e.g. "roundrobin"); null only when the handle is 0.
@@ -742,13 +737,5 @@ pub extern "system" fn Java_io_polylb_Native_strategy<'local>(
     _class: JClass<'local>,
     handle: jlong,
 ) -> jstring {
-    guarded(std::ptr::null_mut(), || {
-        // SAFETY: `handle` is 0 or a live handle from `create` (the Java wrapper's contract).
-        let Some(balancer) = (unsafe { balancer(handle) }) else {
-            return std::ptr::null_mut();
-        };
-        env.new_string(balancer.strategy_name())
-            .map(JString::into_raw)
-            .unwrap_or(std::ptr::null_mut())
-    })
+    string_of(&env, handle, |balancer| balancer.strategy_name())
 }
