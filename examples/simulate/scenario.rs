@@ -71,6 +71,34 @@ pub const ALL_IDS: &[&str] = &["1", "2a", "2b", "3", "4", "5", "6", "7", "8"];
 pub const STRESS_IDS: &[&str] = &["x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10"];
 
 impl Scenario {
+    /// A scenario with every provider registered at time 0, nothing happening to the set,
+    /// uniform keys, no heavy requests and one consumer at least: what most scenarios change
+    /// one or two of.
+    fn of(
+        id: &'static str,
+        title: &'static str,
+        providers: Vec<ProviderSpec>,
+        (capacity_rps, capacity_note): (f64, &'static str),
+        duration_us: i64,
+    ) -> Scenario {
+        Scenario {
+            id,
+            name: scenario_name(id),
+            title,
+            capacity_rps,
+            capacity_note,
+            initial: (0..providers.len()).collect(),
+            providers,
+            timeline: vec![],
+            heavy: None,
+            keys: Keys::Uniform(10_000),
+            duration_us,
+            min_consumers: 1,
+            hash_probe: None,
+            fleet: 1,
+        }
+    }
+
     pub fn mean_cost(&self) -> f64 {
         match self.heavy {
             Some((p, f)) => (1.0 - p) + p * f,
@@ -220,27 +248,21 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
     let d = duration_us.unwrap_or_else(|| default_duration_us(id));
     let normal = || model.provider();
     let frac = |f: f64| (d as f64 * f) as i64;
-    let uniform = Keys::Uniform(10_000);
     let s = match id {
         "1" => {
             let providers = vec![normal(); 8];
             let heavy = Some((0.05, 20.0));
             let mean_cost = 0.95 + 0.05 * 20.0;
+            let capacity = (capacity(&providers, |_| true, mean_cost), "8 providers");
             Scenario {
-                id,
-                name: scenario_name(id),
-                title: "The incident: 8 providers, 5 % heavy requests (20x the cost)",
-                capacity_rps: capacity(&providers, |_| true, mean_cost),
-                capacity_note: "8 providers",
-                initial: (0..8).collect(),
-                providers,
-                timeline: vec![],
                 heavy,
-                keys: uniform,
-                duration_us: d,
-                min_consumers: 1,
-                hash_probe: None,
-                fleet: 1,
+                ..Scenario::of(
+                    id,
+                    "The incident: 8 providers, 5 % heavy requests (20x the cost)",
+                    providers,
+                    capacity,
+                    d,
+                )
             }
         }
         "2a" | "2b" => {
@@ -249,26 +271,16 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
             for p in providers.iter_mut().take(slow) {
                 p.extra_delay_us = 5_000;
             }
-            Scenario {
-                id,
-                name: scenario_name(id),
-                title: if slow == 1 {
-                    "One slow provider of 4 (+5 ms per response)"
-                } else {
-                    "Two slow providers of 4 (+5 ms per response)"
-                },
-                capacity_rps: capacity(&providers, |_| true, 1.0),
-                capacity_note: "4 providers (the +5 ms holds no worker)",
-                initial: (0..4).collect(),
-                providers,
-                timeline: vec![],
-                heavy: None,
-                keys: uniform,
-                duration_us: d,
-                min_consumers: 1,
-                hash_probe: None,
-                fleet: 1,
-            }
+            let title = if slow == 1 {
+                "One slow provider of 4 (+5 ms per response)"
+            } else {
+                "Two slow providers of 4 (+5 ms per response)"
+            };
+            let capacity = (
+                capacity(&providers, |_| true, 1.0),
+                "4 providers (the +5 ms holds no worker)",
+            );
+            Scenario::of(id, title, providers, capacity, d)
         }
         "3" => {
             let mut providers = vec![normal(); 8];
@@ -277,42 +289,32 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 period_us: secs(10.0),
                 length_us: secs(0.5),
             });
-            Scenario {
+            let capacity = (
+                capacity(&providers, |_| true, 1.0),
+                "8 providers, the paused one counted at 95 %",
+            );
+            Scenario::of(
                 id,
-                name: scenario_name(id),
-                title: "GC pause: one provider of 8 stalls for 500 ms every 10 s",
-                capacity_rps: capacity(&providers, |_| true, 1.0),
-                capacity_note: "8 providers, the paused one counted at 95 %",
-                initial: (0..8).collect(),
+                "GC pause: one provider of 8 stalls for 500 ms every 10 s",
                 providers,
-                timeline: vec![],
-                heavy: None,
-                keys: uniform,
-                duration_us: d,
-                min_consumers: 1,
-                hash_probe: None,
-                fleet: 1,
-            }
+                capacity,
+                d,
+            )
         }
         "4" => {
             let mut providers = vec![normal(); 4];
             providers[0].fast_fail_us = Some(1_000);
-            Scenario {
+            let capacity = (
+                capacity(&providers, |i| i != 0, 1.0),
+                "the 3 healthy providers",
+            );
+            Scenario::of(
                 id,
-                name: scenario_name(id),
-                title: "A provider of 4 fails fast (errors in 1 ms)",
-                capacity_rps: capacity(&providers, |i| i != 0, 1.0),
-                capacity_note: "the 3 healthy providers",
-                initial: (0..4).collect(),
+                "A provider of 4 fails fast (errors in 1 ms)",
                 providers,
-                timeline: vec![],
-                heavy: None,
-                keys: uniform,
-                duration_us: d,
-                min_consumers: 1,
-                hash_probe: None,
-                fleet: 1,
-            }
+                capacity,
+                d,
+            )
         }
         "5" => {
             let mut providers = vec![normal(); 8];
@@ -320,21 +322,20 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 p.cold = Some(cold());
             }
             let join = frac(0.2);
+            let capacity = (
+                capacity(&providers, |i| i < 4, 1.0),
+                "the 4 warm providers (the load that triggered the scale-out)",
+            );
             Scenario {
-                id,
-                name: scenario_name(id),
-                title: "Scale-out: 4 warm providers, 4 new cold ones join (JIT 5x slower, warm-up 20 s)",
-                capacity_rps: capacity(&providers, |i| i < 4, 1.0),
-                capacity_note: "the 4 warm providers (the load that triggered the scale-out)",
                 initial: (0..4).collect(),
-                providers,
                 timeline: (4..8).map(|p| (join, Action::Join(p))).collect(),
-                heavy: None,
-                keys: uniform,
-                duration_us: d,
-                min_consumers: 1,
-                hash_probe: None,
-                fleet: 1,
+                ..Scenario::of(
+                    id,
+                    "Scale-out: 4 warm providers, 4 new cold ones join (JIT 5x slower, warm-up 20 s)",
+                    providers,
+                    capacity,
+                    d,
+                )
             }
         }
         "6" => {
@@ -353,42 +354,40 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 (frac(0.6) + delay, Action::Leave(b)),
                 (frac(0.85), Action::Join(b)),
             ];
+            let capacity = (
+                capacity(&providers, |i| i != 0, 1.0),
+                "7 providers, one down at a time; while the second is down the first is still cold: 70 % and 85 % are about 75 % and 90 % then",
+            );
             Scenario {
-                id,
-                name: scenario_name(id),
-                title: "Churn: a process crash (reset) and a host freeze (no answer), each back later, cold",
-                capacity_rps: capacity(&providers, |i| i != 0, 1.0),
-                capacity_note: "7 providers, one down at a time; while the second is down the first is still cold: 70 % and 85 % are about 75 % and 90 % then",
-                initial: (0..8).collect(),
-                providers,
                 timeline,
-                heavy: None,
-                keys: uniform,
-                duration_us: d,
-                min_consumers: 1,
-                hash_probe: None,
-                fleet: 1,
+                ..Scenario::of(
+                    id,
+                    "Churn: a process crash (reset) and a host freeze (no answer), each back later, cold",
+                    providers,
+                    capacity,
+                    d,
+                )
             }
         }
         "7" => {
             let providers = vec![normal(); 8];
             let removed = 3;
             let at = frac(0.5);
+            let capacity = (
+                capacity(&providers, |i| i != removed, 1.0),
+                "7 providers (one is removed half-way)",
+            );
             Scenario {
-                id,
-                name: scenario_name(id),
-                title: "Hot keys: Zipf(1.0) over 10 000 keys, 8 providers, one removed half-way",
-                capacity_rps: capacity(&providers, |i| i != removed, 1.0),
-                capacity_note: "7 providers (one is removed half-way)",
-                initial: (0..8).collect(),
-                providers,
                 timeline: vec![(at, Action::Leave(removed))],
-                heavy: None,
                 keys: Keys::Zipf(Arc::new(Zipf::new(10_000, 1.0))),
-                duration_us: d,
-                min_consumers: 1,
                 hash_probe: Some((at, removed)),
-                fleet: 1,
+                ..Scenario::of(
+                    id,
+                    "Hot keys: Zipf(1.0) over 10 000 keys, 8 providers, one removed half-way",
+                    providers,
+                    capacity,
+                    d,
+                )
             }
         }
         "8" => {
@@ -406,26 +405,25 @@ pub fn build(id: &str, duration_us: Option<i64>, model: &Model) -> Option<Scenar
                 };
             }
             let at = frac(0.5);
+            let capacity = (
+                capacity(&providers, |_| true, 1.0),
+                "8 providers at their own speeds",
+            );
             Scenario {
-                id,
-                name: scenario_name(id),
-                title: "Herding: 50+ consumers, 8 providers of unequal speed (0.7x/1x/1.6x service time); fastest and slowest swap half-way",
-                capacity_rps: capacity(&providers, |_| true, 1.0),
-                capacity_note: "8 providers at their own speeds",
-                initial: (0..8).collect(),
-                providers,
                 timeline: vec![
                     (at, Action::Speed(0, slow)),
                     (at, Action::Speed(1, slow)),
                     (at, Action::Speed(6, fast)),
                     (at, Action::Speed(7, fast)),
                 ],
-                heavy: None,
-                keys: uniform,
-                duration_us: d,
                 min_consumers: 50,
-                hash_probe: None,
-                fleet: 1,
+                ..Scenario::of(
+                    id,
+                    "Herding: 50+ consumers, 8 providers of unequal speed (0.7x/1x/1.6x service time); fastest and slowest swap half-way",
+                    providers,
+                    capacity,
+                    d,
+                )
             }
         }
 
@@ -568,19 +566,7 @@ fn stress(id: &'static str, d: i64, model: &Model) -> Scenario {
         }
     };
     Scenario {
-        id,
-        name: scenario_name(id),
-        title,
-        capacity_rps,
-        capacity_note: "stress scenario",
-        initial: (0..providers.len()).collect(),
-        providers,
         timeline,
-        heavy: None,
-        keys: Keys::Uniform(10_000),
-        duration_us: d,
-        min_consumers: 1,
-        hash_probe: None,
-        fleet: 1,
+        ..Scenario::of(id, title, providers, (capacity_rps, "stress scenario"), d)
     }
 }
