@@ -10,8 +10,8 @@ except ImportError as error:  # pragma: no cover - exercised by a subprocess tes
         "polylb.grpc needs grpcio: pip install 'polylb[grpc]' (or pip install grpcio)"
     ) from error
 
-from ._channel import BalancedChannel, KeyFunction
+from ._channel import BalancedChannel
 from ._errors import NoEndpointsError
-from ._members import ChannelFactory, Endpoint
+from ._members import ChannelFactory, Endpoint, KeyFunction
 
 __all__ = ["BalancedChannel", "ChannelFactory", "Endpoint", "KeyFunction", "NoEndpointsError"]

@@ -6,18 +6,16 @@ from __future__ import annotations
 import functools
 import weakref
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Protocol, Tuple
 
 import grpc  # type: ignore[import-untyped, unused-ignore]
 
+from .._balancer import Balancer
 from .._call import Call
 from .._errors import BalancerClosedError, NoCandidateError, NoProviderError
 from .._ffi import Outcome
 from ._errors import CLOSED, NoEndpointsError
-from ._members import Member
-
-if TYPE_CHECKING:
-    from ._channel import BalancedChannel
+from ._members import KeyFunction, Member, Members
 
 _CANCELLED = Outcome.CANCELLED
 
@@ -29,7 +27,16 @@ _STALE_PICKS = 8
 Shape = Tuple[str, str, Any, Any, bool]
 
 
-def _open(channel: "BalancedChannel", method_id: int, key: Any, exclude: Optional[List[int]]) -> Tuple[Call, Member]:
+class BalancedChannel(Protocol):
+    """What the calls need of a balanced channel, sync (polylb.grpc) or asyncio (polylb.grpc.aio)."""
+
+    _balancer: Balancer
+    _members: Members
+    _key: Optional[KeyFunction]
+    _retries: int
+
+
+def _open(channel: BalancedChannel, method_id: int, key: Any, exclude: Optional[List[int]]) -> Tuple[Call, Member]:
     """Picks an endpoint and counts the call on it: the Call is entered (selected), the member
     acquired. Raises NoEndpointsError with no endpoint, NoCandidateError when ``exclude`` left
     none."""
@@ -51,7 +58,7 @@ def _open(channel: "BalancedChannel", method_id: int, key: Any, exclude: Optiona
     raise NoEndpointsError("polylb balanced channel: the endpoints kept changing while the call picked one")
 
 
-def _end(call: Call, channel: "BalancedChannel", member: Member, error: Optional[BaseException]) -> None:
+def _end(call: Call, channel: BalancedChannel, member: Member, error: Optional[BaseException]) -> None:
     try:
         if error is not None and member.closed and not isinstance(error, grpc.RpcError):
             # close() ran between the pick and the send (a drain never closes a channel with a
@@ -69,7 +76,7 @@ def _end(call: Call, channel: "BalancedChannel", member: Member, error: Optional
         channel._members.release(member)
 
 
-def _ended(call: Call, channel: "BalancedChannel", member: Member, rpc: Any) -> None:
+def _ended(call: Call, channel: BalancedChannel, member: Member, rpc: Any) -> None:
     """grpcio's done callback of a future or stream: its status decides the outcome, read as
     ``Call.stream`` reads a stream's (a cancel by this side, its garbage collection included, is
     a cancel; a provider's error status by the table)."""
@@ -82,22 +89,9 @@ def _ended(call: Call, channel: "BalancedChannel", member: Member, rpc: Any) -> 
         channel._members.release(member, on_channel_thread=True)
 
 
-def _start_async(
-    channel: "BalancedChannel", shape: Shape, method_id: int, key: Any, exclude: Optional[List[int]], start: Callable[[Any], Any]
-) -> Tuple[Any, int]:
-    """Starts a future or stream on a picked endpoint; its end is reported when grpcio says it
-    is done. Returns the grpcio call and the endpoint's id."""
-    call, member = _open(channel, method_id, key, exclude)
-    try:
-        rpc = start(member.multicallable(shape))
-    except BaseException as error:
-        _end(call, channel, member, error)
-        raise
-    rpc.add_done_callback(functools.partial(_ended, call, channel, member))
-    return rpc, call.id
 
 
-class _Retry:
+class Retry:
     """``retries`` more attempts for a call that failed with ``UNAVAILABLE``, each on an endpoint
     not tried yet, within the caller's overall deadline."""
 
@@ -131,10 +125,63 @@ class _Retry:
         return True
 
 
-class _MultiCallable:
+#: ``ended(call, channel, member, rpc)``: grpcio's done callback of a call started by _start_async.
+Ended = Callable[[Call, BalancedChannel, Member, Any], None]
+
+
+def _start_async(
+    channel: BalancedChannel,
+    shape: Shape,
+    method_id: int,
+    key: Any,
+    exclude: Optional[List[int]],
+    start: Callable[[Any], Any],
+    ended: Ended = _ended,
+) -> Tuple[Any, int]:
+    """Starts a future or stream (or a grpc.aio call) on a picked endpoint; its end is reported
+    when grpcio says it is done, by ``ended``. Returns the grpcio call and the endpoint's id."""
+    call, member = _open(channel, method_id, key, exclude)
+    try:
+        rpc = start(member.multicallable(shape))
+    except BaseException as error:
+        _end(call, channel, member, error)
+        raise
+    rpc.add_done_callback(functools.partial(ended, call, channel, member))
+    return rpc, call.id
+
+
+def retrier(
+    channel: BalancedChannel,
+    shape: Shape,
+    method_id: int,
+    key: Any,
+    retry: Retry,
+    start: Callable[[Any], Any],
+    first_id: int,
+    ended: Ended = _ended,
+) -> Callable[[BaseException], Optional[Any]]:
+    """``again(error)``: the next attempt of a call whose attempt failed with ``error`` (started
+    on an endpoint not tried yet), or None when ``retry`` says no or every endpoint was tried."""
+    attempt = [first_id]
+
+    def again(error: BaseException) -> Optional[Any]:
+        if not retry.again(error, attempt[0]):
+            return None
+        try:
+            replacement, attempt[0] = _start_async(channel, shape, method_id, key, retry.tried, start, ended)
+        except (NoCandidateError, NoEndpointsError):
+            return None  # every endpoint tried: the first error stands
+        return replacement
+
+    return again
+
+
+class Picking:
+    """A multicallable's method, as the balancer knows it, and each call's hash key."""
+
     __slots__ = ("_channel", "_shape", "_method", "_method_id")
 
-    def __init__(self, channel: "BalancedChannel", shape: Shape) -> None:
+    def __init__(self, channel: BalancedChannel, shape: Shape) -> None:
         self._channel = channel
         self._shape = shape
         self._method = shape[1]
@@ -143,6 +190,10 @@ class _MultiCallable:
     def _key(self, request: Any, metadata: Any) -> Any:
         key = self._channel._key
         return None if key is None else key(self._method, request, metadata)
+
+
+class _MultiCallable(Picking):
+    __slots__ = ()
 
     def _future(self, request: Any, key: Any, **arguments: Any) -> Any:
         """A unary-response call's ``future()`` on a picked endpoint (never retried: the future
@@ -194,7 +245,7 @@ class UnaryUnary(_MultiCallable, grpc.UnaryUnaryMultiCallable):  # type: ignore[
     ) -> Any:
         channel = self._channel
         key = self._key(request, metadata)
-        retry = _Retry(channel._retries, timeout) if channel._retries else None
+        retry = Retry(channel._retries, timeout) if channel._retries else None
         exclude: Optional[List[int]] = None
         failed: Optional[BaseException] = None
         while True:
@@ -435,7 +486,7 @@ class UnaryStream(_MultiCallable, grpc.UnaryStreamMultiCallable):  # type: ignor
     ) -> Any:
         channel = self._channel
         key = self._key(request, metadata)
-        retry = _Retry(channel._retries, timeout) if channel._retries else None
+        retry = Retry(channel._retries, timeout) if channel._retries else None
 
         def start(rpc: Any) -> Any:
             return rpc(
@@ -453,18 +504,7 @@ class UnaryStream(_MultiCallable, grpc.UnaryStreamMultiCallable):  # type: ignor
             return error
         if retry is None:
             return ResponseStream(rpc)
-        attempt = [picked]
-
-        def again(error: BaseException) -> Optional[Any]:
-            if not retry.again(error, attempt[0]):
-                return None
-            try:
-                replacement, attempt[0] = _start_async(channel, self._shape, self._method_id, key, retry.tried, start)
-            except (NoCandidateError, NoEndpointsError):
-                return None  # every endpoint tried: the first error stands
-            return replacement
-
-        return ResponseStream(rpc, again)
+        return ResponseStream(rpc, retrier(channel, self._shape, self._method_id, key, retry, start, picked))
 
 
 class StreamStream(_MultiCallable, grpc.StreamStreamMultiCallable):  # type: ignore[misc, unused-ignore]

@@ -11,11 +11,15 @@ from .._balancer import Balancer
 from .._invoker import Invoker
 from ._calls import StreamStream, StreamUnary, UnaryStream, UnaryUnary
 from ._connectivity import ConnectivityWatch
-from ._members import ChannelFactory, Endpoint, Members
+from ._members import ChannelFactory, Endpoint, KeyFunction, Members
 
-#: ``key(method, request, metadata)``: the hash key of one call (``None``: no key). ``request``
-#: is ``None`` for client and bidi streams, whose requests are not known when the call picks.
-KeyFunction = Callable[[str, Any, Any], Optional[Union[bytes, str]]]
+
+def check_arguments(balancer: Balancer, retries: int) -> None:
+    """The constructor's checks, shared with polylb.grpc.aio's channel."""
+    if not isinstance(balancer, Balancer):
+        raise TypeError(f"balancer must be a polylb.Balancer, not {type(balancer).__name__}")
+    if retries.__class__ is not int or retries < 0:
+        raise ValueError(f"retries must be an int >= 0, not {retries!r}")
 
 
 class BalancedChannel(grpc.Channel):  # type: ignore[misc, unused-ignore]
@@ -38,10 +42,7 @@ class BalancedChannel(grpc.Channel):  # type: ignore[misc, unused-ignore]
         key: Optional[KeyFunction] = None,
         retries: int = 0,
     ) -> None:
-        if not isinstance(balancer, Balancer):
-            raise TypeError(f"balancer must be a polylb.Balancer, not {type(balancer).__name__}")
-        if retries.__class__ is not int or retries < 0:
-            raise ValueError(f"retries must be an int >= 0, not {retries!r}")
+        check_arguments(balancer, retries)
         self._balancer = balancer
         self._key = key
         self._retries = retries

@@ -12,6 +12,10 @@ from .._invoker import Invoker
 #: Makes the grpc channel of one endpoint from its target (grpc.insecure_channel by default).
 ChannelFactory = Callable[[str], Any]
 
+#: ``key(method, request, metadata)``: the hash key of one call (``None``: no key). ``request``
+#: is ``None`` for client and bidi streams, whose requests are not known when the call picks.
+KeyFunction = Callable[[str, Any, Any], Optional[Union[bytes, str]]]
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -62,6 +66,10 @@ class Member:
         return made
 
 
+def _close_channel(channel: Any) -> None:
+    channel.close()
+
+
 def _close_elsewhere(channel: Any) -> None:
     """Closes ``channel`` on a thread of its own. grpcio runs a future's or stream's done
     callbacks on the thread that completes the channel's calls, and ``close()`` waits until
@@ -81,9 +89,19 @@ class Members:
     ids that left only after the balancer stopped picking them; a call that picked an id from the
     old set and finds it gone (``acquire`` returns None) picks again, from the new set."""
 
-    def __init__(self, balancer: Balancer, channel_factory: ChannelFactory) -> None:
+    def __init__(
+        self,
+        balancer: Balancer,
+        channel_factory: ChannelFactory,
+        close_channel: Optional[Callable[[Any], None]] = None,
+    ) -> None:
         self._balancer = balancer
         self._channel_factory = channel_factory
+        # How a channel this bookkeeping retires is closed: grpc.Channel.close() by default (from
+        # another thread when grpcio's own done callback asks, see _close_elsewhere); grpc.aio's
+        # close() is a coroutine, so its channel passes one that schedules it on the loop.
+        self._close_now: Callable[[Any], None] = close_channel or _close_channel
+        self._close_from_callback: Callable[[Any], None] = close_channel or _close_elsewhere
         self._by_id: Dict[int, Member] = {}
         self._lock = threading.Lock()  # the members and their counts; held for a few lines only
         self._updating = threading.Lock()  # one update at a time; calls never wait for it
@@ -130,7 +148,7 @@ class Members:
                     raise
             except BaseException:
                 for member in fresh.values():
-                    member.channel.close()  # never used: no call could pick these ids
+                    self._close_now(member.channel)  # never used: no call could pick these ids
                 raise
             staying = {endpoint.invoker.id for endpoint in wanted}
             to_close: List[Member] = []
@@ -148,7 +166,7 @@ class Members:
                     if self._retire(member):
                         to_close.append(member)
             for member in to_close:
-                member.channel.close()
+                self._close_now(member.channel)
             joined = list(fresh.values())
             for listener in self._listeners:
                 listener(joined, left)
@@ -182,24 +200,37 @@ class Members:
             member.closed = True
             self._draining.discard(member)
         if on_channel_thread:
-            _close_elsewhere(member.channel)
+            self._close_from_callback(member.channel)
         else:
-            member.channel.close()
+            self._close_now(member.channel)
 
     def close(self) -> None:
         """Closes every channel at once, cancelling the calls running on them (as closing a
         grpc channel does); members already retiring close too."""
         with self._updating:
-            with self._lock:
-                self._closed = True
-                members = list(self._by_id.values())
-                draining = list(self._draining)
-                self._by_id.clear()
-                self._draining.clear()
-                for member in members + draining:
-                    member.retiring = True
-                    member.closed = True
+            members, draining = self._shut()
             for member in members + draining:
                 member.channel.close()
             for listener in self._listeners:
                 listener([], members)
+
+    def shut(self) -> List[Any]:
+        """Refuses calls and updates from now on and hands back every channel, drained ones
+        included, for the caller to close (grpc.aio's ``close`` is awaited, with its grace)."""
+        with self._updating:
+            members, draining = self._shut()
+        for listener in self._listeners:
+            listener([], members)
+        return [member.channel for member in members + draining]
+
+    def _shut(self) -> Tuple[List[Member], List[Member]]:
+        with self._lock:
+            self._closed = True
+            members = list(self._by_id.values())
+            draining = list(self._draining)
+            self._by_id.clear()
+            self._draining.clear()
+            for member in members + draining:
+                member.retiring = True
+                member.closed = True
+        return members, draining
