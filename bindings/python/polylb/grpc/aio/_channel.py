@@ -1,0 +1,171 @@
+""":class:`BalancedChannel`: a ``grpc.aio.Channel`` over one grpc.aio channel per endpoint,
+balanced by polylb."""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Type, Union
+
+import grpc  # type: ignore[import-untyped, unused-ignore]
+import grpc.aio  # type: ignore[import-untyped, unused-ignore]
+
+from ..._balancer import Balancer
+from ..._invoker import Invoker
+from .._channel import check_arguments
+from .._connectivity import _aggregate
+from .._errors import CLOSED
+from .._members import ChannelFactory, Endpoint, KeyFunction, Member, Members
+from ._calls import StreamStream, StreamUnary, UnaryStream, UnaryUnary
+
+
+class BalancedChannel(grpc.aio.Channel):  # type: ignore[misc, unused-ignore]
+    """A ``grpc.aio.Channel`` that sends each call to an endpoint ``balancer`` picks, on that
+    endpoint's own grpc.aio channel, and reports how the call ended to the balancer.
+
+    As :class:`polylb.grpc.BalancedChannel`, with ``channel_factory`` defaulting to
+    ``grpc.aio.insecure_channel``. Use it from the event loop its calls run on (grpc.aio's
+    channels belong to one loop). The balancer is not closed with the channel.
+    """
+
+    def __init__(
+        self,
+        balancer: Balancer,
+        *,
+        channel_factory: Optional[ChannelFactory] = None,
+        key: Optional[KeyFunction] = None,
+        retries: int = 0,
+    ) -> None:
+        check_arguments(balancer, retries)
+        self._balancer = balancer
+        self._key = key
+        self._retries = retries
+        self._closing: Set["asyncio.Task[None]"] = set()
+        self._membership_waiters: List["asyncio.Future[None]"] = []
+        factory = channel_factory if channel_factory is not None else grpc.aio.insecure_channel
+        self._members = Members(balancer, factory, self._close_later)
+        self._members.add_listener(self._membership_changed)
+
+    @property
+    def balancer(self) -> Balancer:
+        return self._balancer
+
+    def update(self, endpoints: Iterable[Union[Endpoint, Invoker]]) -> None:
+        """As :meth:`polylb.grpc.BalancedChannel.update`; the channel of an id that left is
+        closed (grpc.aio's ``close()``, on the running loop) once its calls have ended."""
+        self._members.update(endpoints)
+
+    @property
+    def channels(self) -> Dict[int, Any]:
+        """The current endpoints' grpc.aio channels by invoker id (a copy)."""
+        return {member.id: member.channel for member in self._members.snapshot()}
+
+    def _close_later(self, channel: Any) -> None:
+        """Closes a drained channel without waiting for it: its close() is a coroutine, and the
+        bookkeeping that drains it runs in update() and in grpc.aio's done callbacks."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop runs (update() outside it): grpc.aio closes a dropped channel itself
+        task = loop.create_task(channel.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    def _membership_changed(self, joined: List[Member], left: List[Member]) -> None:
+        waiters, self._membership_waiters = self._membership_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: Optional[Callable[[bytes], Any]] = None,
+        _registered_method: Optional[bool] = False,
+    ) -> UnaryUnary:
+        return UnaryUnary(self, ("unary_unary", method, request_serializer, response_deserializer, bool(_registered_method)))
+
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: Optional[Callable[[bytes], Any]] = None,
+        _registered_method: Optional[bool] = False,
+    ) -> UnaryStream:
+        return UnaryStream(self, ("unary_stream", method, request_serializer, response_deserializer, bool(_registered_method)))
+
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: Optional[Callable[[bytes], Any]] = None,
+        _registered_method: Optional[bool] = False,
+    ) -> StreamUnary:
+        return StreamUnary(self, ("stream_unary", method, request_serializer, response_deserializer, bool(_registered_method)))
+
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Optional[Callable[[Any], bytes]] = None,
+        response_deserializer: Optional[Callable[[bytes], Any]] = None,
+        _registered_method: Optional[bool] = False,
+    ) -> StreamStream:
+        return StreamStream(self, ("stream_stream", method, request_serializer, response_deserializer, bool(_registered_method)))
+
+    def get_state(self, try_to_connect: bool = False) -> Any:
+        """The endpoints' states together, as the sync channel's ``subscribe`` gives them:
+        ``READY`` if any endpoint is, else ``CONNECTING``, else ``IDLE``, else
+        ``TRANSIENT_FAILURE`` (also with no endpoints); ``SHUTDOWN`` once closed."""
+        states = [member.channel.get_state(try_to_connect) for member in self._members.snapshot()]
+        return _aggregate(states, self._members.closed)
+
+    async def wait_for_state_change(self, last_observed_state: Any) -> None:
+        """Returns once ``get_state()`` differs from ``last_observed_state``: it waits for any
+        endpoint's channel to change, or for an update or close to change the endpoints."""
+        loop = asyncio.get_running_loop()
+        while self.get_state() == last_observed_state:
+            changed: "asyncio.Future[None]" = loop.create_future()
+            self._membership_waiters.append(changed)
+            watches = [
+                loop.create_task(member.channel.wait_for_state_change(member.channel.get_state()))
+                for member in self._members.snapshot()
+            ]
+            try:
+                await asyncio.wait([changed, *watches], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                changed.cancel()
+                for watch in watches:
+                    watch.cancel()
+                    if watch.done() and not watch.cancelled():
+                        watch.exception()  # a channel closed under its watch: only a wake-up
+
+    async def channel_ready(self) -> None:
+        """Returns once some endpoint's channel is ``READY`` (connecting them meanwhile)."""
+        state = self.get_state(try_to_connect=True)
+        while state != grpc.ChannelConnectivity.READY:
+            if state == grpc.ChannelConnectivity.SHUTDOWN:
+                raise grpc.aio.UsageError(CLOSED)
+            await self.wait_for_state_change(state)
+            state = self.get_state(try_to_connect=True)
+
+    async def close(self, grace: Optional[float] = None) -> None:
+        """Closes every endpoint's channel, as ``grpc.aio.Channel.close(grace)`` closes one:
+        calls still running after ``grace`` seconds (at once with None) are cancelled, and
+        reported as cancels; later calls raise ``grpc.aio.UsageError``. Idempotent."""
+        channels = self._members.shut()
+        await asyncio.gather(*(channel.close(grace) for channel in channels), *list(self._closing))
+
+    async def __aenter__(self) -> "BalancedChannel":
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<polylb.grpc.aio.BalancedChannel endpoints={sorted(self.channels)} retries={self._retries}>"
