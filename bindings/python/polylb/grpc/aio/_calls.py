@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any, AsyncIterator, Callable, Generator, List, Optional, Set, Tuple
+from typing import Any, AsyncIterator, Callable, Generator, Optional, Set, Tuple
 
 import grpc  # type: ignore[import-untyped, unused-ignore]
 import grpc.aio  # type: ignore[import-untyped, unused-ignore]
@@ -23,6 +23,8 @@ from ._errors import NoEndpointsError, Unsent
 #: grpc.aio's details of a CANCELLED this side caused: its cancel() (also what a cancelled
 #: awaiting task and the channel's close() use) and the collection of a dropped call.
 _OWN_CANCEL_DETAILS = (_AIO_LOCAL_CANCEL_DETAILS, "Cancelled upon garbage collection!")
+
+_OK = grpc.StatusCode.OK
 
 # Reports waiting for a status that could not be read at once (see _ended): kept referenced.
 _pending: Set["asyncio.Task[None]"] = set()
@@ -101,7 +103,12 @@ def _ended(call: Call, channel: BalancedChannel, member: Member, rpc: Any) -> No
         task.add_done_callback(_pending.discard)
         return
     try:
-        _report(call, code, _at_once(rpc.details())[1])
+        if code is _OK:
+            call.__exit__(None, None, None)  # the common end: a success, without reading details
+        else:
+            _report(call, code, _at_once(rpc.details())[1])
+    except Exception:
+        pass  # the balancer was closed meanwhile (as in _report)
     finally:
         channel._members.release(member, on_channel_thread=True)
 
