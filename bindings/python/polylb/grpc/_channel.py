@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, Optional, Type, Union
+from typing import Any, Callable, Optional, Type
 
 import grpc  # type: ignore[import-untyped, unused-ignore]
 
 from .._balancer import Balancer
-from .._invoker import Invoker
 from ._calls import StreamStream, StreamUnary, UnaryStream, UnaryUnary
+from ._balanced import Balanced
 from ._connectivity import ConnectivityWatch
-from ._members import ChannelFactory, Endpoint, KeyFunction, Members
+from ._members import ChannelFactory, KeyFunction
 
 
-def check_arguments(balancer: Balancer, retries: int) -> None:
-    """The constructor's checks, shared with polylb.grpc.aio's channel."""
-    if not isinstance(balancer, Balancer):
-        raise TypeError(f"balancer must be a polylb.Balancer, not {type(balancer).__name__}")
-    if retries.__class__ is not int or retries < 0:
-        raise ValueError(f"retries must be an int >= 0, not {retries!r}")
-
-
-class BalancedChannel(grpc.Channel):  # type: ignore[misc, unused-ignore]
+class BalancedChannel(Balanced[UnaryUnary, UnaryStream, StreamUnary, StreamStream], grpc.Channel):  # type: ignore[misc, unused-ignore]
     """A ``grpc.Channel`` that sends each call to an endpoint ``balancer`` picks, on that
     endpoint's own grpc channel, and reports how the call ended to the balancer.
 
@@ -42,64 +34,10 @@ class BalancedChannel(grpc.Channel):  # type: ignore[misc, unused-ignore]
         key: Optional[KeyFunction] = None,
         retries: int = 0,
     ) -> None:
-        check_arguments(balancer, retries)
-        self._balancer = balancer
-        self._key = key
-        self._retries = retries
-        self._members = Members(balancer, channel_factory if channel_factory is not None else grpc.insecure_channel)
+        factory = channel_factory if channel_factory is not None else grpc.insecure_channel
+        kinds = (UnaryUnary, UnaryStream, StreamUnary, StreamStream)
+        Balanced.__init__(self, balancer, factory, None, key, retries, kinds)
         self._connectivity = ConnectivityWatch(self._members)
-
-    @property
-    def balancer(self) -> Balancer:
-        return self._balancer
-
-    def update(self, endpoints: Iterable[Union[Endpoint, Invoker]]) -> None:
-        """Replaces the endpoints (an ``Invoker`` alone dials its address). Ids that stay keep
-        their channel (unless their target changed); the channels of ids that left close once
-        the calls running on them have ended. A set the balancer rejects raises its error and
-        changes nothing, channels included."""
-        self._members.update(endpoints)
-
-    @property
-    def channels(self) -> Dict[int, Any]:
-        """The current endpoints' grpc channels by invoker id (a copy)."""
-        return {member.id: member.channel for member in self._members.snapshot()}
-
-    def unary_unary(
-        self,
-        method: str,
-        request_serializer: Optional[Callable[[Any], bytes]] = None,
-        response_deserializer: Optional[Callable[[bytes], Any]] = None,
-        _registered_method: Optional[bool] = False,
-    ) -> UnaryUnary:
-        return UnaryUnary(self, ("unary_unary", method, request_serializer, response_deserializer, bool(_registered_method)))
-
-    def unary_stream(
-        self,
-        method: str,
-        request_serializer: Optional[Callable[[Any], bytes]] = None,
-        response_deserializer: Optional[Callable[[bytes], Any]] = None,
-        _registered_method: Optional[bool] = False,
-    ) -> UnaryStream:
-        return UnaryStream(self, ("unary_stream", method, request_serializer, response_deserializer, bool(_registered_method)))
-
-    def stream_unary(
-        self,
-        method: str,
-        request_serializer: Optional[Callable[[Any], bytes]] = None,
-        response_deserializer: Optional[Callable[[bytes], Any]] = None,
-        _registered_method: Optional[bool] = False,
-    ) -> StreamUnary:
-        return StreamUnary(self, ("stream_unary", method, request_serializer, response_deserializer, bool(_registered_method)))
-
-    def stream_stream(
-        self,
-        method: str,
-        request_serializer: Optional[Callable[[Any], bytes]] = None,
-        response_deserializer: Optional[Callable[[bytes], Any]] = None,
-        _registered_method: Optional[bool] = False,
-    ) -> StreamStream:
-        return StreamStream(self, ("stream_stream", method, request_serializer, response_deserializer, bool(_registered_method)))
 
     def subscribe(self, callback: Callable[[Any], None], try_to_connect: Optional[bool] = False) -> None:
         """Connectivity of the endpoints together, as round_robin aggregates it: ``READY`` if

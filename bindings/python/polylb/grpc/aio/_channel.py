@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Type, Union
+from typing import Any, Iterable, List, Optional, Set, Type, Union
 
 import grpc  # type: ignore[import-untyped, unused-ignore]
 import grpc.aio  # type: ignore[import-untyped, unused-ignore]
 
 from ..._balancer import Balancer
 from ..._invoker import Invoker
-from .._channel import check_arguments
+from .._balanced import Balanced
 from .._connectivity import _aggregate
 from .._errors import CLOSED
-from .._members import ChannelFactory, Endpoint, KeyFunction, Member, Members
+from .._members import ChannelFactory, Endpoint, KeyFunction, Member
 from ._calls import StreamStream, StreamUnary, UnaryStream, UnaryUnary
 
 
-class BalancedChannel(grpc.aio.Channel):  # type: ignore[misc, unused-ignore]
+class BalancedChannel(Balanced[UnaryUnary, UnaryStream, StreamUnary, StreamStream], grpc.aio.Channel):  # type: ignore[misc, unused-ignore]
     """A ``grpc.aio.Channel`` that sends each call to an endpoint ``balancer`` picks, on that
     endpoint's own grpc.aio channel, and reports how the call ended to the balancer.
 
@@ -36,29 +36,17 @@ class BalancedChannel(grpc.aio.Channel):  # type: ignore[misc, unused-ignore]
         key: Optional[KeyFunction] = None,
         retries: int = 0,
     ) -> None:
-        check_arguments(balancer, retries)
-        self._balancer = balancer
-        self._key = key
-        self._retries = retries
         self._closing: Set["asyncio.Task[None]"] = set()
         self._membership_waiters: List["asyncio.Future[None]"] = []
         factory = channel_factory if channel_factory is not None else grpc.aio.insecure_channel
-        self._members = Members(balancer, factory, self._close_later)
+        kinds = (UnaryUnary, UnaryStream, StreamUnary, StreamStream)
+        Balanced.__init__(self, balancer, factory, self._close_later, key, retries, kinds)
         self._members.add_listener(self._membership_changed)
-
-    @property
-    def balancer(self) -> Balancer:
-        return self._balancer
 
     def update(self, endpoints: Iterable[Union[Endpoint, Invoker]]) -> None:
         """As :meth:`polylb.grpc.BalancedChannel.update`; the channel of an id that left is
         closed (grpc.aio's ``close()``, on the running loop) once its calls have ended."""
         self._members.update(endpoints)
-
-    @property
-    def channels(self) -> Dict[int, Any]:
-        """The current endpoints' grpc.aio channels by invoker id (a copy)."""
-        return {member.id: member.channel for member in self._members.snapshot()}
 
     def _close_later(self, channel: Any) -> None:
         """Closes a drained channel without waiting for it: its close() is a coroutine, and the
@@ -76,42 +64,6 @@ class BalancedChannel(grpc.aio.Channel):  # type: ignore[misc, unused-ignore]
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
-
-    def unary_unary(
-        self,
-        method: str,
-        request_serializer: Optional[Callable[[Any], bytes]] = None,
-        response_deserializer: Optional[Callable[[bytes], Any]] = None,
-        _registered_method: Optional[bool] = False,
-    ) -> UnaryUnary:
-        return UnaryUnary(self, ("unary_unary", method, request_serializer, response_deserializer, bool(_registered_method)))
-
-    def unary_stream(
-        self,
-        method: str,
-        request_serializer: Optional[Callable[[Any], bytes]] = None,
-        response_deserializer: Optional[Callable[[bytes], Any]] = None,
-        _registered_method: Optional[bool] = False,
-    ) -> UnaryStream:
-        return UnaryStream(self, ("unary_stream", method, request_serializer, response_deserializer, bool(_registered_method)))
-
-    def stream_unary(
-        self,
-        method: str,
-        request_serializer: Optional[Callable[[Any], bytes]] = None,
-        response_deserializer: Optional[Callable[[bytes], Any]] = None,
-        _registered_method: Optional[bool] = False,
-    ) -> StreamUnary:
-        return StreamUnary(self, ("stream_unary", method, request_serializer, response_deserializer, bool(_registered_method)))
-
-    def stream_stream(
-        self,
-        method: str,
-        request_serializer: Optional[Callable[[Any], bytes]] = None,
-        response_deserializer: Optional[Callable[[bytes], Any]] = None,
-        _registered_method: Optional[bool] = False,
-    ) -> StreamStream:
-        return StreamStream(self, ("stream_stream", method, request_serializer, response_deserializer, bool(_registered_method)))
 
     def get_state(self, try_to_connect: bool = False) -> Any:
         """The endpoints' states together, as the sync channel's ``subscribe`` gives them:
