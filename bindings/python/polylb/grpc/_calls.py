@@ -207,6 +207,33 @@ class _MultiCallable(Picking):
             return error
         return future
 
+    def _blocking(self, with_call: bool, request: Any, key: Any, retry: Optional[Retry], timeout: Optional[float], **options: Any) -> Any:
+        """A blocking unary-response call (``with_call``: grpcio's ``with_call``) on a picked
+        endpoint; with ``retry``, an ``UNAVAILABLE`` one is tried again on another endpoint."""
+        channel = self._channel
+        exclude: Optional[List[int]] = None
+        failed: Optional[BaseException] = None
+        while True:
+            try:
+                call, member = _open(channel, self._method_id, key, exclude)
+            except (NoCandidateError, NoEndpointsError):
+                if failed is None:
+                    raise
+                raise failed from None  # every endpoint tried (or none left): the last error stands
+            try:
+                rpc = member.multicallable(self._shape)
+                send = rpc.with_call if with_call else rpc
+                result = send(request, timeout=timeout if retry is None else retry.timeout(), **options)
+            except BaseException as error:
+                _end(call, channel, member, error)
+                if retry is None or not retry.again(error, call.id):
+                    raise
+                failed = error
+                exclude = retry.tried
+                continue
+            _end(call, channel, member, None)
+            return result
+
 
 class UnaryUnary(_MultiCallable, grpc.UnaryUnaryMultiCallable):  # type: ignore[misc, unused-ignore]
     __slots__ = ()
@@ -220,7 +247,9 @@ class UnaryUnary(_MultiCallable, grpc.UnaryUnaryMultiCallable):  # type: ignore[
         wait_for_ready: Optional[bool] = None,
         compression: Any = None,
     ) -> Any:
-        return self._blocking(False, request, timeout, metadata, credentials, wait_for_ready, compression)
+        return self._unary(
+            False, request, timeout, metadata, credentials=credentials, wait_for_ready=wait_for_ready, compression=compression
+        )
 
     def with_call(
         self,
@@ -231,50 +260,14 @@ class UnaryUnary(_MultiCallable, grpc.UnaryUnaryMultiCallable):  # type: ignore[
         wait_for_ready: Optional[bool] = None,
         compression: Any = None,
     ) -> Any:
-        return self._blocking(True, request, timeout, metadata, credentials, wait_for_ready, compression)
+        return self._unary(
+            True, request, timeout, metadata, credentials=credentials, wait_for_ready=wait_for_ready, compression=compression
+        )
 
-    def _blocking(
-        self,
-        with_call: bool,
-        request: Any,
-        timeout: Optional[float],
-        metadata: Any,
-        credentials: Any,
-        wait_for_ready: Optional[bool],
-        compression: Any,
-    ) -> Any:
-        channel = self._channel
+    def _unary(self, with_call: bool, request: Any, timeout: Optional[float], metadata: Any, **options: Any) -> Any:
         key = self._key(request, metadata)
-        retry = Retry(channel._retries, timeout) if channel._retries else None
-        exclude: Optional[List[int]] = None
-        failed: Optional[BaseException] = None
-        while True:
-            try:
-                call, member = _open(channel, self._method_id, key, exclude)
-            except (NoCandidateError, NoEndpointsError):
-                if failed is None:
-                    raise
-                raise failed from None  # every endpoint tried (or none left): the last error stands
-            try:
-                rpc = member.multicallable(self._shape)
-                send = rpc.with_call if with_call else rpc
-                result = send(
-                    request,
-                    timeout=timeout if retry is None else retry.timeout(),
-                    metadata=metadata,
-                    credentials=credentials,
-                    wait_for_ready=wait_for_ready,
-                    compression=compression,
-                )
-            except BaseException as error:
-                _end(call, channel, member, error)
-                if retry is None or not retry.again(error, call.id):
-                    raise
-                failed = error
-                exclude = retry.tried
-                continue
-            _end(call, channel, member, None)
-            return result
+        retry = Retry(self._channel._retries, timeout) if self._channel._retries else None
+        return self._blocking(with_call, request, key, retry, timeout, metadata=metadata, **options)
 
     def future(
         self,
@@ -311,7 +304,9 @@ class StreamUnary(_MultiCallable, grpc.StreamUnaryMultiCallable):  # type: ignor
         wait_for_ready: Optional[bool] = None,
         compression: Any = None,
     ) -> Any:
-        return self._blocking(False, request_iterator, timeout, metadata, credentials, wait_for_ready, compression)
+        return self._stream(
+            False, request_iterator, timeout, metadata, credentials=credentials, wait_for_ready=wait_for_ready, compression=compression
+        )
 
     def with_call(
         self,
@@ -322,36 +317,13 @@ class StreamUnary(_MultiCallable, grpc.StreamUnaryMultiCallable):  # type: ignor
         wait_for_ready: Optional[bool] = None,
         compression: Any = None,
     ) -> Any:
-        return self._blocking(True, request_iterator, timeout, metadata, credentials, wait_for_ready, compression)
+        return self._stream(
+            True, request_iterator, timeout, metadata, credentials=credentials, wait_for_ready=wait_for_ready, compression=compression
+        )
 
-    def _blocking(
-        self,
-        with_call: bool,
-        request_iterator: Iterator[Any],
-        timeout: Optional[float],
-        metadata: Any,
-        credentials: Any,
-        wait_for_ready: Optional[bool],
-        compression: Any,
-    ) -> Any:
-        channel = self._channel
-        call, member = _open(channel, self._method_id, self._key(None, metadata), None)
-        try:
-            rpc = member.multicallable(self._shape)
-            send = rpc.with_call if with_call else rpc
-            result = send(
-                request_iterator,
-                timeout=timeout,
-                metadata=metadata,
-                credentials=credentials,
-                wait_for_ready=wait_for_ready,
-                compression=compression,
-            )
-        except BaseException as error:
-            _end(call, channel, member, error)
-            raise
-        _end(call, channel, member, None)
-        return result
+    def _stream(self, with_call: bool, requests: Iterator[Any], timeout: Optional[float], metadata: Any, **options: Any) -> Any:
+        key = self._key(None, metadata)
+        return self._blocking(with_call, requests, key, None, timeout, metadata=metadata, **options)
 
     def future(
         self,
