@@ -1,0 +1,65 @@
+package io.polylb.spring;
+
+import java.time.Duration;
+import org.springframework.boot.convert.DurationStyle;
+import org.springframework.core.env.Environment;
+
+/**
+ * A client's settings: {@code spring.cloud.loadbalancer.clients.<serviceId>.polylb.<key>} first,
+ * then {@code spring.cloud.loadbalancer.polylb.<key>}, then the default.
+ */
+record PolylbSettings(String config, String configSource, Duration leaseTimeout, String failureStatuses,
+        String timeoutStatuses) {
+    /**
+     * p2c needs nothing but the calls in flight that the lifecycle counts, honours the instances'
+     * weights, and with ejection after 5 failures in a row stops sending to an instance that
+     * fails hard, which in-flight counts alone cannot see (docs/strategies.md).
+     */
+    static final String DEFAULT_CONFIG = "loadbalance=p2c&outlier.consecutiveFailures=5";
+    static final Duration DEFAULT_LEASE_TIMEOUT = Duration.ofSeconds(60);
+    static final String PREFIX = "spring.cloud.loadbalancer.";
+
+    static PolylbSettings of(Environment env, String serviceId) {
+        String config = get(env, serviceId, "config", DEFAULT_CONFIG);
+        String source = own(env, serviceId, "config") != null ? PREFIX + "clients." + serviceId + ".polylb.config"
+                : env.getProperty(PREFIX + "polylb.config") != null ? PREFIX + "polylb.config" : "the default";
+        String zone = env.getProperty(PREFIX + "zone");
+        if (zone != null && !zone.isBlank() && !hasKey(config, "zone")) {
+            // The zone Spring Cloud's own zone preference uses, unless the config names one.
+            config = config + "&zone=" + zone.trim();
+            source = source + " and " + PREFIX + "zone";
+        }
+        Duration lease;
+        String leaseText = get(env, serviceId, "lease-timeout", null);
+        try {
+            lease = leaseText == null ? DEFAULT_LEASE_TIMEOUT : DurationStyle.detectAndParse(leaseText);
+        } catch (RuntimeException bad) {
+            lease = null;
+        }
+        if (lease == null || lease.isNegative() || lease.isZero()) {
+            throw new IllegalArgumentException(PREFIX + "polylb.lease-timeout: '" + leaseText
+                    + "' is not a positive duration (e.g. 60s, 500ms)");
+        }
+        return new PolylbSettings(config, source, lease,
+                get(env, serviceId, "failure-statuses", HttpOutcomes.DEFAULT_FAILURE_STATUSES),
+                get(env, serviceId, "timeout-statuses", HttpOutcomes.DEFAULT_TIMEOUT_STATUSES));
+    }
+
+    private static String get(Environment env, String serviceId, String key, String fallback) {
+        String own = own(env, serviceId, key);
+        return own != null ? own : env.getProperty(PREFIX + "polylb." + key, fallback);
+    }
+
+    private static String own(Environment env, String serviceId, String key) {
+        return serviceId == null ? null : env.getProperty(PREFIX + "clients." + serviceId + ".polylb." + key);
+    }
+
+    private static boolean hasKey(String config, String key) {
+        for (String pair : config.split("&")) {
+            if (pair.trim().startsWith(key + "=")) {
+                return true;
+            }
+        }
+        return false;
+    }
+}
