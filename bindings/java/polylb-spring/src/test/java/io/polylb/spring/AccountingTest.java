@@ -7,11 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.cloud.client.ServiceInstance;
 import org.springframework.cloud.client.loadbalancer.LoadBalancerClient;
@@ -22,28 +20,7 @@ import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
 /** Every request counted in flight is ended exactly once, whatever becomes of it. */
-class AccountingTest {
-    private final List<AutoCloseable> closing = new ArrayList<>();
-
-    @AfterEach
-    void close() throws Exception {
-        for (int i = closing.size() - 1; i >= 0; i--) {
-            closing.get(i).close();
-        }
-    }
-
-    private Backend backend(String name, int status, long delayMs) throws Exception {
-        Backend b = new Backend(name, status, delayMs);
-        closing.add(b);
-        return b;
-    }
-
-    private ConfigurableApplicationContext start(String... properties) {
-        ConfigurableApplicationContext context = TestApp.start(properties);
-        closing.add(context);
-        return context;
-    }
-
+class AccountingTest extends LocalServers {
     @Test
     void inFlightReturnsToZeroAfterConcurrentRequestsFailuresAndCancels() throws Exception {
         Backend ok = backend("ok", 200, 5);

@@ -10,35 +10,13 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.web.client.RestClient;
 import org.springframework.web.reactive.function.client.WebClient;
 
 /** Real Boot contexts, real HTTP clients, local servers: polylb places the requests and hears how they went. */
-class BalancingTest {
-    private final List<AutoCloseable> closing = new ArrayList<>();
-
-    @AfterEach
-    void close() throws Exception {
-        for (int i = closing.size() - 1; i >= 0; i--) {
-            closing.get(i).close();
-        }
-    }
-
-    private Backend backend(String name, int status, long delayMs) throws Exception {
-        Backend b = new Backend(name, status, delayMs);
-        closing.add(b);
-        return b;
-    }
-
-    private ConfigurableApplicationContext start(String... properties) {
-        ConfigurableApplicationContext context = TestApp.start(properties);
-        closing.add(context);
-        return context;
-    }
-
+class BalancingTest extends LocalServers {
     @Test
     void weightsFromMetadataShareTheRequests() throws Exception {
         Backend a = backend("a", 200, 0);
