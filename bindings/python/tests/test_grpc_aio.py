@@ -330,6 +330,33 @@ def test_a_dropped_stream_is_cancelled_and_reported_so(balancer_factory: Any) ->
     run(scenario, servers=1)
 
 
+@pytest.mark.parametrize("kind", ["unary_unary", "unary_stream", "stream_unary"])
+def test_a_call_grpc_aio_could_not_start_is_not_left_in_flight(balancer_factory: Any, kind: str) -> None:
+    # Metadata grpc.aio cannot encode (a value neither str nor bytes) makes awaiting or reading
+    # the call raise TypeError, and grpc.aio never ends that call: no status, no done callback.
+    # Nothing was sent: a cancel, and the call must not stay counted on its endpoint for good
+    # (nor keep the channel of an endpoint that left from closing).
+    async def scenario(servers: Dict[int, Server]) -> None:
+        lb = balancer_factory("roundrobin")
+        made = Recorder()
+        async with await opened(lb, servers, [1], channel_factory=made) as channel:
+            multicallable = getattr(channel, kind)(PATHS[kind])
+            bad = [("x-count", 1)]
+            if kind == "stream_unary":
+                call = multicallable(iter([b"hi"]), timeout=PATIENCE_S, metadata=bad)
+            else:
+                call = multicallable(b"hi", timeout=PATIENCE_S, metadata=bad)
+            with pytest.raises(TypeError):
+                await finish(call)
+            await settle()
+            assert counts(lb)[1] == CANCEL
+            channel.update(endpoints(servers, [2]))
+            await settle()
+            assert made.open_channels() == made.made[1:]  # endpoint 1's channel closed
+
+    run(scenario, servers=2)
+
+
 # -- membership ------------------------------------------------------------------------------
 
 

@@ -124,6 +124,19 @@ def _start(channel: BalancedChannel, shape: Shape, method_id: int, key: Any, sta
         return Unsent(NoEndpointsError(error.details())), -1
 
 
+def _end_unstarted(rpc: Any) -> None:
+    """Ends a grpc.aio call that raised a Python exception of this side's (metadata it could
+    not encode: ``TypeError``; one the core refused: ``ExecuteBatchError``) instead of an RPC's
+    error: grpc.aio leaves such a call undone for good (no status, no done callback), so it
+    would stay in flight on its endpoint and keep that endpoint's channel from closing. Nothing
+    was sent; ``cancel()`` ends it as this side's cancel, which reports it so."""
+    try:
+        if not rpc.done():
+            rpc.cancel()
+    except Exception:
+        pass  # the caller's own exception is the one to see
+
+
 class _Call:
     """What every call does: the grpc.aio call of its current attempt answers. (A call that is
     retried moves to its next attempt when it is awaited or read.)"""
@@ -188,17 +201,19 @@ class _Response(_Call):
     """A unary response: awaiting the call gives it (and retries an ``UNAVAILABLE`` attempt)."""
 
     def __await__(self) -> Generator[Any, None, Any]:
-        if self._retry is None:
-            return self._rpc.__await__()  # type: ignore[no-any-return]
-        return self._retrying()
+        return self._awaiting()
 
-    def _retrying(self) -> Generator[Any, None, Any]:
+    def _awaiting(self) -> Generator[Any, None, Any]:
         while True:
+            rpc = self._rpc
             try:
-                return (yield from self._rpc.__await__())
+                return (yield from rpc.__await__())
             except grpc.aio.AioRpcError as error:
                 if not self._next_attempt(error):
                     raise
+            except Exception:
+                _end_unstarted(rpc)
+                raise
 
 
 class _Stream(_Call):
@@ -213,12 +228,16 @@ class _Stream(_Call):
 
     async def read(self) -> Any:
         while True:
+            rpc = self._rpc
             try:
-                message = await self._rpc.read()
+                message = await rpc.read()
             except grpc.aio.AioRpcError as error:
                 if self._received or not self._next_attempt(error):
                     raise
                 continue
+            except Exception:
+                _end_unstarted(rpc)
+                raise
             self._received = True
             return message
 
