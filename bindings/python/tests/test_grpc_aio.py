@@ -303,6 +303,27 @@ def test_without_retries_unavailable_reaches_the_caller(balancer_factory: Any, k
     run(scenario, servers=2)
 
 
+@pytest.mark.parametrize("kind", ["unary_unary", "unary_stream"])
+def test_a_call_awaited_after_close_keeps_its_error_instead_of_retrying(balancer_factory: Any, kind: str) -> None:
+    # Its first attempt failed with UNAVAILABLE before close(); awaiting it afterwards must not
+    # try another endpoint of the closed channel, nor raise the channel's internal ValueError
+    # (grpc.aio's calls raise AioRpcError or CancelledError): the attempt's error stands.
+    async def scenario(servers: Dict[int, Server]) -> None:
+        lb = balancer_factory("roundrobin")
+        channel = await opened(lb, servers, [1, 2], retries=1)
+        servers[1].unavailable = True
+        call = start(channel, kind, b"hi")
+        assert await call.code() == grpc.StatusCode.UNAVAILABLE
+        await channel.close()
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await finish(call)
+        assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+        await settle()
+        assert counts(lb) == {1: FAILURE, 2: (0, 0, 0, 0, 0)}
+
+    run(scenario, servers=2)
+
+
 def test_a_deadline_is_not_retried(balancer_factory: Any) -> None:
     async def scenario(servers: Dict[int, Server]) -> None:
         lb = balancer_factory("roundrobin")

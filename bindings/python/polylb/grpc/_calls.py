@@ -171,6 +171,10 @@ def retrier(
             replacement, attempt[0] = _start_async(channel, shape, method_id, key, retry.tried, start, ended)
         except (NoCandidateError, NoEndpointsError):
             return None  # every endpoint tried: the first error stands
+        except ValueError:
+            if not channel._members.closed:
+                raise
+            return None  # the channel was closed since the attempt failed: its error stands
         return replacement
 
     return again
