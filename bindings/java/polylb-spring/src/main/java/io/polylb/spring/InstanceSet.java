@@ -74,6 +74,11 @@ final class InstanceSet {
             invokers.add(zone == null || zone.isEmpty() ? invoker : invoker.withZone(zone));
         }
         if (!invokers.equals(lastInvokers)) {
+            // A choice running concurrently may get an id of the old set until the update is in
+            // force and of the new one after: both must be found meanwhile (ids are never reused).
+            Map<Long, ServiceInstance> both = new HashMap<>(byId);
+            both.putAll(instances);
+            byId = both;
             balancer.update(invokers);
             lastInvokers = invokers;
         }

@@ -47,18 +47,28 @@ public final class PolylbLoadBalancer implements ReactorServiceInstanceLoadBalan
         }
         Map<Long, ServiceInstance> set = client.instances().sync(list);
         Balancer lb = client.balancer();
-        long id;
-        try {
-            id = lb.select(Balancer.SERVICE_METHOD);
-        } catch (PolylbException noProvider) {
-            return new EmptyResponse(); // e.g. every instance weighs 0
+        // Concurrent choices with other lists may replace the set between this sync and the pick,
+        // and again before the lookup: ids are never reused, so a pick whose instance cannot be
+        // found is of a set already gone, and picking again gets one of the set in force.
+        for (int attempt = 0; attempt < MAX_PICKS; attempt++) {
+            long id;
+            try {
+                id = lb.select(Balancer.SERVICE_METHOD);
+            } catch (PolylbException noProvider) {
+                return new EmptyResponse(); // e.g. every instance weighs 0
+            }
+            lb.report(Balancer.SERVICE_METHOD, id, 0, io.polylb.Outcome.CANCELLED);
+            ServiceInstance chosen = set.get(id);
+            if (chosen == null) {
+                chosen = client.instances().instance(id);
+            }
+            if (chosen != null) {
+                return new DefaultResponse(chosen);
+            }
         }
-        lb.report(Balancer.SERVICE_METHOD, id, 0, io.polylb.Outcome.CANCELLED);
-        // A concurrent update may have replaced the set since sync: ids are stable, so the newer map has it.
-        ServiceInstance chosen = set.get(id);
-        if (chosen == null) {
-            chosen = client.instances().instance(id);
-        }
-        return chosen == null ? new EmptyResponse() : new DefaultResponse(chosen);
+        return new EmptyResponse();
     }
+
+    /** Picks tried while concurrent updates keep replacing the set under them. */
+    private static final int MAX_PICKS = 8;
 }
