@@ -22,6 +22,11 @@ abstract class LocalServers {
         return b;
     }
 
+    <T extends AutoCloseable> T closeLater(T resource) {
+        closing.add(resource);
+        return resource;
+    }
+
     ConfigurableApplicationContext start(String... properties) {
         ConfigurableApplicationContext context = TestApp.start(properties);
         closing.add(context);
