@@ -3,6 +3,9 @@ package io.polylb.spring;
 import io.polylb.Outcome;
 import java.io.InterruptedIOException;
 import java.util.BitSet;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Set;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.TimeoutException;
 
@@ -33,7 +36,9 @@ final class HttpOutcomes {
 
     /** An exception that ended the exchange: a timeout, a cancel by this side, else a failure. */
     static Outcome ofError(Throwable error) {
-        for (Throwable t = error, seen = null; t != null && t != seen; seen = t, t = t.getCause()) {
+        // A chain may loop (A caused by B caused by A): each link is looked at once.
+        Set<Throwable> seen = Collections.newSetFromMap(new IdentityHashMap<>());
+        for (Throwable t = error; t != null && seen.add(t); t = t.getCause()) {
             if (t instanceof TimeoutException || t instanceof InterruptedIOException
                     || t.getClass().getName().endsWith("TimeoutException")) {
                 // java.util.concurrent's, SocketTimeoutException, HttpTimeoutException, and

@@ -2,11 +2,13 @@ package io.polylb.spring;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 
 import io.polylb.Outcome;
 import java.io.IOException;
 import java.net.ConnectException;
 import java.net.SocketTimeoutException;
+import java.time.Duration;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.TimeoutException;
 import org.junit.jupiter.api.Test;
@@ -49,6 +51,19 @@ class HttpOutcomesTest {
         assertEquals(Outcome.FAILURE, HttpOutcomes.ofError(new ResourceAccessException("x", new ConnectException())));
         assertEquals(Outcome.FAILURE, HttpOutcomes.ofError(new IOException("reset")));
         assertEquals(Outcome.FAILURE, HttpOutcomes.ofError(null));
+    }
+
+    @Test
+    void aCycleOfCausesEndsTheSearch() {
+        IOException outer = new IOException("outer");
+        RuntimeException inner = new RuntimeException("inner");
+        outer.initCause(inner);
+        inner.initCause(outer); // some libraries build such chains; printStackTrace guards against them
+        assertEquals(Outcome.FAILURE, assertTimeoutPreemptively(Duration.ofSeconds(5), () -> HttpOutcomes.ofError(outer)));
+        TimeoutException timeout = new TimeoutException("deep");
+        RuntimeException loop = new RuntimeException("loop", timeout);
+        timeout.initCause(loop);
+        assertEquals(Outcome.TIMEOUT, assertTimeoutPreemptively(Duration.ofSeconds(5), () -> HttpOutcomes.ofError(loop)));
     }
 
     /** Stands for Netty's, known to the mapping by its name only. */
