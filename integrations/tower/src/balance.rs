@@ -1,5 +1,6 @@
 //! [`Balance`]: the tower `Service` that sends each request to the endpoint polylb picks.
 
+use crate::body::{AtBodyEnd, AtResponse, ReportingBody};
 use crate::endpoints::{Describe, Endpoints};
 use crate::error::{BoxError, Error};
 use crate::future::{Classifier, ResponseFuture};
@@ -9,6 +10,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tower::discover::Discover;
@@ -44,6 +46,10 @@ pub(crate) type EndpointError<D, Req> = <<D as Discover>::Service as Service<Req
 /// - An endpoint stays ready from its `Ready(Ok)` until its next call: it is not polled again
 ///   in between.
 ///
+/// `At` says when a call is reported: [`AtResponse`] (the default) when its response future
+/// resolves; [`AtBodyEnd`] (from [`Builder::report_at_body_end`](crate::Builder::report_at_body_end),
+/// for `http::Response` endpoints) when the response's body ends.
+///
 /// # Example
 ///
 /// ```
@@ -66,7 +72,7 @@ pub(crate) type EndpointError<D, Req> = <<D as Discover>::Service as Service<Req
 /// # Ok(())
 /// # }
 /// ```
-pub struct Balance<D, Req>
+pub struct Balance<D, Req, At = AtResponse>
 where
     D: Discover,
     D::Service: Service<Req>,
@@ -83,9 +89,10 @@ where
     /// spares calls that lock.
     pub(crate) methods: HashMap<Box<str>, u32>,
     pub(crate) clock: Clock,
+    pub(crate) at: PhantomData<fn() -> At>,
 }
 
-impl<D, Req> Balance<D, Req>
+impl<D, Req, At> Balance<D, Req, At>
 where
     D: Discover,
     D::Service: Service<Req>,
@@ -112,7 +119,7 @@ where
     }
 }
 
-impl<D, Req> Balance<D, Req>
+impl<D, Req, At> Balance<D, Req, At>
 where
     D: Discover + Unpin,
     D::Key: Hash + Eq + Clone,
@@ -171,6 +178,44 @@ where
             self.balancer.select_among(method, key, ready, &[], 0)
         }
     }
+
+    /// `poll_ready` of either `Service` implementation.
+    fn poll_set(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.poll_discover(cx)?;
+        self.endpoints
+            .poll_pending::<Req>(cx, &self.balancer, self.clock)
+            .map_err(Error::Update)?;
+        if !self.endpoints.ready_ids().is_empty() {
+            Poll::Ready(Ok(()))
+        } else if self.endpoints.is_empty() && self.discover_ended {
+            Poll::Ready(Err(Error::NoEndpoints.into()))
+        } else {
+            // Woken by discovery (unless it ended) or by an endpoint becoming ready.
+            Poll::Pending
+        }
+    }
+
+    /// `call` of either `Service` implementation: the picked endpoint's response future and
+    /// the call's report, or why there is none.
+    #[inline]
+    fn start_call(
+        &mut self,
+        request: Req,
+    ) -> Result<(<D::Service as Service<Req>>::Future, Report), Error> {
+        if self.endpoints.ready_ids().is_empty() {
+            // Called without a ready endpoint: candidates would be empty, which polylb reads
+            // as the whole set.
+            return Err(Error::NotReady);
+        }
+        let method = self.method_id(&request)?;
+        let id = self.pick(method, &request).map_err(Error::Select)?;
+        let report = Report::start(&self.balancer, method, id, self.clock);
+        match self.endpoints.call(id, request) {
+            Some(response) => Ok((response, report)),
+            // Dropping `report` ends the pick as cancelled.
+            None => Err(Error::Select(Status::UnknownCandidate)),
+        }
+    }
 }
 
 impl<D, Req> Service<Req> for Balance<D, Req>
@@ -190,44 +235,54 @@ where
     >;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.poll_discover(cx)?;
-        self.endpoints
-            .poll_pending::<Req>(cx, &self.balancer, self.clock)
-            .map_err(Error::Update)?;
-        if !self.endpoints.ready_ids().is_empty() {
-            Poll::Ready(Ok(()))
-        } else if self.endpoints.is_empty() && self.discover_ended {
-            Poll::Ready(Err(Error::NoEndpoints.into()))
-        } else {
-            // Woken by discovery (unless it ended) or by an endpoint becoming ready.
-            Poll::Pending
-        }
+        self.poll_set(cx)
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        if self.endpoints.ready_ids().is_empty() {
-            // Called without a ready endpoint: candidates would be empty, which polylb reads
-            // as the whole set.
-            return ResponseFuture::refused(Error::NotReady);
-        }
-        let method = match self.method_id(&request) {
-            Ok(method) => method,
-            Err(e) => return ResponseFuture::refused(e),
-        };
-        let id = match self.pick(method, &request) {
-            Ok(id) => id,
-            Err(status) => return ResponseFuture::refused(Error::Select(status)),
-        };
-        let report = Report::start(&self.balancer, method, id, self.clock);
-        match self.endpoints.call(id, request) {
-            Some(response) => ResponseFuture::called(response, report, self.classify.clone()),
-            // Dropping `report` ends the pick as cancelled.
-            None => ResponseFuture::refused(Error::Select(Status::UnknownCandidate)),
+        match self.start_call(request) {
+            Ok((response, report)) => {
+                ResponseFuture::called(response, report, self.classify.clone())
+            }
+            Err(e) => ResponseFuture::refused(e),
         }
     }
 }
 
-impl<D, Req> fmt::Debug for Balance<D, Req>
+/// Reports each call when its response's body ends: see
+/// [`Builder::report_at_body_end`](crate::Builder::report_at_body_end).
+impl<D, Req, B> Service<Req> for Balance<D, Req, AtBodyEnd>
+where
+    D: Discover + Unpin,
+    D::Key: Hash + Eq + Clone,
+    D::Error: Into<BoxError>,
+    D::Service: Service<Req, Response = http::Response<B>>,
+    EndpointError<D, Req>: Into<BoxError>,
+    B: http_body::Body,
+{
+    type Response = http::Response<ReportingBody<B>>;
+    type Error = BoxError;
+    type Future = ResponseFuture<
+        <D::Service as Service<Req>>::Future,
+        http::Response<B>,
+        EndpointError<D, Req>,
+        AtBodyEnd,
+    >;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.poll_set(cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        match self.start_call(request) {
+            Ok((response, report)) => {
+                ResponseFuture::called(response, report, self.classify.clone())
+            }
+            Err(e) => ResponseFuture::refused(e),
+        }
+    }
+}
+
+impl<D, Req, At> fmt::Debug for Balance<D, Req, At>
 where
     D: Discover,
     D::Service: Service<Req>,

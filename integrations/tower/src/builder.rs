@@ -1,6 +1,7 @@
 //! [`Builder`]: configures a [`Balance`].
 
 use crate::balance::{Balance, EndpointError, KeyOf, MethodOf, Response};
+use crate::body::{AtBodyEnd, AtResponse};
 use crate::endpoints::{Describe, Endpoints};
 use crate::error::Error;
 use crate::future::Classifier;
@@ -9,6 +10,7 @@ use polylb::{Balancer, Invoker, Outcome};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
 use tower::discover::Discover;
@@ -59,7 +61,7 @@ use tower::Service;
 /// #         -> std::task::Poll<Option<I::Item>> { std::task::Poll::Ready(self.0.next()) }
 /// # }
 /// ```
-pub struct Builder<D, Req>
+pub struct Builder<D, Req, At = AtResponse>
 where
     D: Discover,
     D::Service: Service<Req>,
@@ -72,6 +74,7 @@ where
     key_of: Option<Box<KeyOf<Req>>>,
     classify: Option<Classifier<Response<D, Req>, EndpointError<D, Req>>>,
     clock: Clock,
+    at: PhantomData<fn() -> At>,
 }
 
 impl<D, Req> Balance<D, Req>
@@ -109,9 +112,16 @@ where
             key_of: None,
             classify: None,
             clock: Instant::now,
+            at: PhantomData,
         }
     }
+}
 
+impl<D, Req, At> Builder<D, Req, At>
+where
+    D: Discover,
+    D::Service: Service<Req>,
+{
     /// polylb's configuration string, e.g. `loadbalance=peakewma` (README's key table); checked
     /// by [`build`](Self::build).
     pub fn config(mut self, config: impl Into<String>) -> Self {
@@ -170,7 +180,9 @@ where
     /// statuses in `Ok` responses: pass [`grpc::classify`](crate::grpc::classify).
     ///
     /// It sees the result when the endpoint's future resolves: for an `http::Response`, at
-    /// its headers, before its body and trailers, which are not waited for.
+    /// its headers, before its body and trailers. By default the call is reported then; with
+    /// [`report_at_body_end`](Self::report_at_body_end) its verdict on a successful response
+    /// waits for the body's end, where a `grpc-status` in the trailers replaces it.
     pub fn classify<F>(mut self, classify: F) -> Self
     where
         F: Fn(&Result<Response<D, Req>, EndpointError<D, Req>>) -> Outcome + Send + Sync + 'static,
@@ -187,8 +199,80 @@ where
         self
     }
 
+    /// Reports each call when its response's **body** ends, not when the response future
+    /// resolves (at the headers): for endpoints answering `http::Response<B>` with an
+    /// [`http_body::Body`] `B` (tonic's `Channel`, hyper's client), so that a gRPC status in the
+    /// trailers is seen and a stream is one call, as polylb's gRPC adapters in other languages
+    /// report it (docs/outcomes.md, "Streams"). The [`Balance`] then answers
+    /// `http::Response<ReportingBody<B>>`: the same response, whose body
+    /// ([`ReportingBody`](crate::ReportingBody)) passes `B`'s frames and errors through.
+    ///
+    /// - The call stays in flight (for `leastactive`, `p2c`, `peakewma`) until the body ends;
+    ///   its latency is from the call to the body's end (a stream's life).
+    /// - At the end: the trailers' `grpc-status` if they have one, by
+    ///   [`grpc::outcome_of_code`](crate::grpc::outcome_of_code); else the classifier's
+    ///   verdict on the headers. An error from the body is a failure; a body dropped before
+    ///   its end, a cancel.
+    /// - Reported at once, at the headers, when they are final: an `Err`, a verdict other
+    ///   than success (an HTTP 503, a `grpc-status: 14` in the headers), any `grpc-status` in
+    ///   the headers (a "trailers-only" response: gRPC clients read no trailers after it), or
+    ///   a body that is empty ([`is_end_stream`](http_body::Body::is_end_stream)).
+    /// - The classifier defaults to [`grpc::classify`](crate::grpc::classify) here (a
+    ///   `grpc-status` in the headers, else the HTTP status); [`classify`](Self::classify)
+    ///   replaces it.
+    ///
+    /// Read the body to its end, or drop it: a body kept unread keeps its call in flight, as
+    /// a gRPC stream must be ended or cancelled. Bodies that tonic's generated clients read
+    /// (unary replies, streams read to their end) end with their trailers.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http_body_util::{BodyExt, Full};
+    /// use polylb_tower::Balance;
+    /// use tower::{discover::ServiceList, service_fn, Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// // A gRPC server answering UNAVAILABLE after a message: the status is in the trailers.
+    /// let server = service_fn(|_: http::Request<()>| async {
+    ///     let mut trailers = http::HeaderMap::new();
+    ///     trailers.insert("grpc-status", http::HeaderValue::from_static("14"));
+    ///     let body = Full::new(Bytes::from_static(b"\0\0\0\0\0")).with_trailers(async { Some(Ok(trailers)) });
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(body))
+    /// });
+    /// let mut balance = Balance::builder(ServiceList::new([server]))
+    ///     .config("loadbalance=p2c&outlier.consecutiveFailures=5")
+    ///     .report_at_body_end()
+    ///     .build()?;
+    /// let response = balance.ready().await?.call(http::Request::new(())).await?;
+    /// let stats = || balance.balancer().stats_json(0);
+    /// assert!(stats().contains("\"active\":1")); // in flight until the body ends
+    /// let trailers = response.into_body().collect().await?.trailers().cloned();
+    /// assert_eq!(trailers.unwrap()["grpc-status"], "14");
+    /// assert!(stats().contains("\"failures\":1") && stats().contains("\"active\":0"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn report_at_body_end<B>(self) -> Builder<D, Req, AtBodyEnd>
+    where
+        D::Service: Service<Req, Response = http::Response<B>>,
+        B: http_body::Body,
+    {
+        Builder {
+            discover: self.discover,
+            balancer: self.balancer,
+            config: self.config,
+            describe: self.describe,
+            method_of: self.method_of,
+            key_of: self.key_of,
+            classify: self.classify,
+            clock: self.clock,
+            at: PhantomData,
+        }
+    }
+
     /// The [`Balance`], or [`Error::Config`] if polylb refuses the configuration.
-    pub fn build(self) -> Result<Balance<D, Req>, Error> {
+    pub fn build(self) -> Result<Balance<D, Req, At>, Error> {
         let balancer = match self.balancer {
             Some(balancer) => balancer,
             None => Balancer::new(&self.config).map_err(Error::Config)?,
@@ -204,11 +288,12 @@ where
             classify: self.classify,
             methods: HashMap::new(),
             clock: self.clock,
+            at: PhantomData,
         })
     }
 }
 
-impl<D, Req> fmt::Debug for Builder<D, Req>
+impl<D, Req, At> fmt::Debug for Builder<D, Req, At>
 where
     D: Discover,
     D::Service: Service<Req>,

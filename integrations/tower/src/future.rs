@@ -1,10 +1,14 @@
 //! The future of one balanced call: the endpoint's response, reported to polylb when it ends.
 
+use crate::body::{AtBodyEnd, AtResponse, ReportingBody};
 use crate::error::{BoxError, Error};
+use crate::grpc;
 use crate::report::Report;
+use http_body::Body;
 use pin_project_lite::pin_project;
 use polylb::Outcome;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -17,9 +21,15 @@ pin_project! {
     /// builder's classifier: by default `Ok` a success, `Err` a failure) and the time since the
     /// call are reported to polylb; dropped before that, the call is reported
     /// [`Outcome::Cancelled`].
-    pub struct ResponseFuture<F, T, E> {
+    ///
+    /// With `At` = [`AtBodyEnd`] (a `Balance` built with
+    /// [`report_at_body_end`](crate::Builder::report_at_body_end)) it resolves with the
+    /// endpoint's `http::Response<B>` as an `http::Response<ReportingBody<B>>`, whose body
+    /// reports the call when it ends, unless the headers were final (see there).
+    pub struct ResponseFuture<F, T, E, At = AtResponse> {
         #[pin]
         state: State<F, T, E>,
+        at: PhantomData<fn() -> At>,
     }
 }
 
@@ -38,7 +48,7 @@ pin_project! {
     }
 }
 
-impl<F, T, E> ResponseFuture<F, T, E> {
+impl<F, T, E, At> ResponseFuture<F, T, E, At> {
     pub(crate) fn called(response: F, report: Report, classify: Option<Classifier<T, E>>) -> Self {
         ResponseFuture {
             state: State::Called {
@@ -46,12 +56,14 @@ impl<F, T, E> ResponseFuture<F, T, E> {
                 report: Some(report),
                 classify,
             },
+            at: PhantomData,
         }
     }
 
     pub(crate) fn refused(error: Error) -> Self {
         ResponseFuture {
             state: State::Refused { error: Some(error) },
+            at: PhantomData,
         }
     }
 }
@@ -81,15 +93,63 @@ where
                 }
                 Poll::Ready(result.map_err(Into::into))
             }
-            StateProj::Refused { error } => Poll::Ready(Err(match error.take() {
-                Some(e) => e.into(),
-                None => "ResponseFuture polled after it completed".into(),
-            })),
+            StateProj::Refused { error } => Poll::Ready(Err(refusal(error))),
         }
     }
 }
 
-impl<F, T, E> std::fmt::Debug for ResponseFuture<F, T, E> {
+impl<F, B, E> Future for ResponseFuture<F, http::Response<B>, E, AtBodyEnd>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+    E: Into<BoxError>,
+    B: Body,
+{
+    type Output = Result<http::Response<ReportingBody<B>>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Called {
+                response,
+                report,
+                classify,
+            } => {
+                let result = ready!(response.poll(cx));
+                let Some(report) = report.take() else {
+                    // Polled again after it resolved: the call has been reported.
+                    let response = result.map_err(Into::into)?;
+                    return Poll::Ready(Ok(response.map(ReportingBody::unreported)));
+                };
+                // The headers' verdict: final for an `Err` or a failure, else the outcome
+                // unless the trailers carry a `grpc-status`.
+                let verdict = match classify {
+                    Some(classify) => classify(&result),
+                    None => grpc::classify(&result),
+                };
+                match result {
+                    Ok(response) => {
+                        let (parts, body) = response.into_parts();
+                        let body = ReportingBody::new(body, &parts.headers, report, verdict);
+                        Poll::Ready(Ok(http::Response::from_parts(parts, body)))
+                    }
+                    Err(e) => {
+                        report.finish(verdict);
+                        Poll::Ready(Err(e.into()))
+                    }
+                }
+            }
+            StateProj::Refused { error } => Poll::Ready(Err(refusal(error))),
+        }
+    }
+}
+
+fn refusal(error: &mut Option<Error>) -> BoxError {
+    match error.take() {
+        Some(e) => e.into(),
+        None => "ResponseFuture polled after it completed".into(),
+    }
+}
+
+impl<F, T, E, At> std::fmt::Debug for ResponseFuture<F, T, E, At> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }

@@ -60,22 +60,43 @@ pub fn classify<B, E>(result: &Result<Response<B>, E>) -> Outcome {
 
 /// The outcome of a gRPC response by its HTTP status and headers: see [`classify`].
 pub fn outcome_of_headers(status: StatusCode, headers: &HeaderMap) -> Outcome {
-    if let Some(code) = headers.get("grpc-status") {
-        let message = headers
-            .get("grpc-message")
-            .and_then(|m| m.to_str().ok())
-            .unwrap_or("");
-        return match code.to_str().ok().and_then(|c| c.trim().parse().ok()) {
-            Some(code) => outcome_of_code(code, message),
-            // tonic reads a status it cannot parse as UNKNOWN.
-            None => Outcome::Failure,
-        };
+    if let Some(outcome) = outcome_of_trailers(headers) {
+        return outcome;
     }
     match status.as_u16() {
         504 => Outcome::Timeout,
         408 | 429 | 500..=599 => Outcome::Failure,
         _ => Outcome::Success,
     }
+}
+
+/// The outcome of the `grpc-status` in a response's trailers (or in its headers, for a
+/// trailers-only response), by [`outcome_of_code`] with the `grpc-message` beside it; a status
+/// that is not a number a failure (tonic reads it as `UNKNOWN`); `None` without a
+/// `grpc-status`.
+///
+/// ```
+/// use polylb::Outcome;
+/// use polylb_tower::grpc;
+///
+/// let mut trailers = http::HeaderMap::new();
+/// assert_eq!(grpc::outcome_of_trailers(&trailers), None);
+/// trailers.insert("grpc-status", http::HeaderValue::from_static("14"));
+/// assert_eq!(grpc::outcome_of_trailers(&trailers), Some(Outcome::Failure));
+/// ```
+pub fn outcome_of_trailers(trailers: &HeaderMap) -> Option<Outcome> {
+    let code = trailers.get("grpc-status")?;
+    let message = trailers
+        .get("grpc-message")
+        .and_then(|m| m.to_str().ok())
+        .unwrap_or("");
+    Some(
+        match code.to_str().ok().and_then(|c| c.trim().parse().ok()) {
+            Some(code) => outcome_of_code(code, message),
+            // tonic reads a status it cannot parse as UNKNOWN.
+            None => Outcome::Failure,
+        },
+    )
 }
 
 /// The outcome of a gRPC status code that the server sent (docs/outcomes.md): `OK` and the

@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod balance;
+mod body;
 mod builder;
 mod endpoints;
 mod error;
@@ -37,6 +38,7 @@ mod ids;
 mod report;
 
 pub use balance::{Balance, KeyOf, MethodOf};
+pub use body::{AtBodyEnd, AtResponse, ReportingBody};
 pub use builder::Builder;
 pub use endpoints::Describe;
 pub use error::{BoxError, Error};

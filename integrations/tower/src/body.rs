@@ -1,0 +1,133 @@
+//! Reporting an HTTP call when its response body ends: [`ReportingBody`], and the markers
+//! [`AtResponse`] and [`AtBodyEnd`] that say when a [`Balance`](crate::Balance) reports.
+
+use crate::grpc;
+use crate::report::Report;
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use polylb::Outcome;
+use std::fmt;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+/// A [`Balance`](crate::Balance) that reports each call when its response future resolves
+/// (the default): for an `http::Response`, at its headers.
+#[derive(Debug)]
+pub enum AtResponse {}
+
+/// A [`Balance`](crate::Balance) over `http::Response<B>` endpoints that reports each call
+/// when its response **body** ends, by the `grpc-status` of its trailers, as polylb's gRPC
+/// adapters in other languages report a stream: see
+/// [`Builder::report_at_body_end`](crate::Builder::report_at_body_end).
+#[derive(Debug)]
+pub enum AtBodyEnd {}
+
+pin_project! {
+    /// The body of a response from a [`Balance`](crate::Balance) built with
+    /// [`report_at_body_end`](crate::Builder::report_at_body_end): the endpoint's body `B`,
+    /// frame for frame, with the call kept in flight until it ends and reported then, once:
+    ///
+    /// - at its end (`poll_frame` returns `None`, a trailers frame, or a data frame after
+    ///   which [`is_end_stream`](Body::is_end_stream) is true): by the trailers' `grpc-status`
+    ///   if they have one ([`grpc::outcome_of_code`]), else by the classifier's verdict on the
+    ///   headers; the latency is from the call to the body's end;
+    /// - at an error from `B`: [`Outcome::Failure`];
+    /// - dropped before its end: [`Outcome::Cancelled`] (no verdict on the endpoint, as a
+    ///   dropped response future).
+    ///
+    /// A response that was reported at its headers (its headers were already final: see
+    /// [`report_at_body_end`](crate::Builder::report_at_body_end)) passes its body through
+    /// and reports nothing more. Its data and error types are `B`'s.
+    pub struct ReportingBody<B> {
+        #[pin]
+        body: B,
+        pending: Option<Pending>,
+    }
+}
+
+/// A call still in flight, and the outcome its headers gave it.
+struct Pending {
+    report: Report,
+    verdict: Outcome,
+}
+
+impl<B: Body> ReportingBody<B> {
+    /// Wraps the body of a response whose headers the classifier judged `verdict`: the call is
+    /// reported now if the headers are final, else when the body ends.
+    pub(crate) fn new(body: B, headers: &HeaderMap, report: Report, verdict: Outcome) -> Self {
+        // A failure at the headers, or a gRPC status in them ("trailers-only": the stream ends
+        // with them, and clients read no trailers after it), is final; so is an empty body.
+        if verdict != Outcome::Success
+            || headers.contains_key("grpc-status")
+            || body.is_end_stream()
+        {
+            report.finish(verdict);
+            return ReportingBody::unreported(body);
+        }
+        ReportingBody {
+            body,
+            pending: Some(Pending { report, verdict }),
+        }
+    }
+
+    /// A body whose call has been reported (or is reported by no one).
+    pub(crate) fn unreported(body: B) -> Self {
+        ReportingBody {
+            body,
+            pending: None,
+        }
+    }
+}
+
+impl<B: Body> Body for ReportingBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let mut this = self.project();
+        let frame = ready!(this.body.as_mut().poll_frame(cx));
+        if let Some(pending) = this.pending.as_ref() {
+            let ended = match &frame {
+                None => Some(pending.verdict),
+                Some(Err(_)) => Some(Outcome::Failure),
+                Some(Ok(frame)) => match frame.trailers_ref() {
+                    // Trailers are a body's last frame.
+                    Some(trailers) => {
+                        Some(grpc::outcome_of_trailers(trailers).unwrap_or(pending.verdict))
+                    }
+                    // A reader may stop at `is_end_stream` without polling for the `None`.
+                    None if this.body.is_end_stream() => Some(pending.verdict),
+                    None => None,
+                },
+            };
+            // Taken only at the end: until then the call stays in flight.
+            if let Some(outcome) = ended {
+                if let Some(pending) = this.pending.take() {
+                    pending.report.finish(outcome);
+                }
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl<B: fmt::Debug> fmt::Debug for ReportingBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReportingBody")
+            .field("body", &self.body)
+            .field("in_flight", &self.pending.is_some())
+            .finish()
+    }
+}
