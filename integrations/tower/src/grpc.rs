@@ -9,9 +9,13 @@
 //!
 //! The status is in the response's headers only when the server answered with no message
 //! ("trailers-only": what tonic, grpc-go and grpc-java send for a unary call that fails before
-//! answering). A status that comes in the trailers, after the headers and messages (a stream
-//! that fails midway, a server that sent its headers first), is not seen: the response has
-//! resolved, and has been reported, before the trailers arrive.
+//! answering). A status that comes in the trailers, after the headers and messages (every
+//! successful unary reply, a stream that fails midway, a server that sent its headers first),
+//! is seen only by a `Balance` built with
+//! [`report_at_body_end`](crate::Builder::report_at_body_end), which reports each call when
+//! its body ends, by [`outcome_of_trailers`], and uses [`classify`] for the headers by
+//! default. Reported at the headers (the default), the response has resolved, and has been
+//! reported, before the trailers arrive.
 
 use http::{HeaderMap, Response, StatusCode};
 use polylb::Outcome;

@@ -24,6 +24,26 @@
 //!
 //! See [`Balance`] for how readiness, discovery and failing endpoints are handled, and
 //! [`Builder`] for describing endpoints and requests to polylb.
+//!
+//! A call is reported when its response future resolves. For endpoints answering
+//! `http::Response`s (tonic's `Channel`, hyper's client), that is at the headers, before a gRPC
+//! status in the trailers and before a stream's end: [`Builder::report_at_body_end`] reports
+//! each call when its response body ends instead ([`ReportingBody`]), by the trailers'
+//! `grpc-status` ([`grpc`]), with the call in flight and timed until then:
+//!
+//! ```no_run
+//! # use polylb_tower::Balance;
+//! # use tower::discover::ServiceList;
+//! # fn channels() -> Vec<tower::util::BoxService<http::Request<()>, http::Response<http_body_util::Empty<bytes::Bytes>>, std::convert::Infallible>> { Vec::new() }
+//! # fn main() -> Result<(), polylb_tower::Error> {
+//! // `channels()`: services answering `http::Response<B>`, such as tonic `Channel`s.
+//! let balance = Balance::builder(ServiceList::new(channels()))
+//!     .config("loadbalance=peakewma&outlier.consecutiveFailures=5")
+//!     .report_at_body_end()
+//!     .build()?;
+//! # Ok(())
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 
