@@ -31,7 +31,9 @@ pin_project! {
     /// - at its end (`poll_frame` returns `None`, a trailers frame, or a data frame after
     ///   which [`is_end_stream`](Body::is_end_stream) is true): by the trailers' `grpc-status`
     ///   if they have one ([`grpc::outcome_of_code`]), else by the classifier's verdict on the
-    ///   headers; the latency is from the call to the body's end;
+    ///   headers, except that a gRPC response (`content-type: application/grpc`, `+proto`...,
+    ///   not gRPC-Web) ending with no `grpc-status` is a failure (cut short: tonic answers
+    ///   `UNKNOWN`); the latency is from the call to the body's end;
     /// - at an error from `B`: [`Outcome::Failure`];
     /// - dropped before its end: [`Outcome::Cancelled`] (no verdict on the endpoint, as a
     ///   dropped response future).
@@ -46,10 +48,23 @@ pin_project! {
     }
 }
 
-/// A call still in flight, and the outcome its headers gave it.
+/// A call still in flight, and its outcome if the body ends with no `grpc-status`.
 struct Pending {
     report: Report,
     verdict: Outcome,
+}
+
+/// Whether `headers` are a gRPC response's (`application/grpc`, `application/grpc+proto`,
+/// `application/grpc;...`), whose status must come in its trailers. gRPC-Web
+/// (`application/grpc-web...`) carries its trailers in the body, not as HTTP trailers.
+fn is_grpc(headers: &HeaderMap) -> bool {
+    let Some(content_type) = headers.get(http::header::CONTENT_TYPE) else {
+        return false;
+    };
+    let Some(rest) = content_type.as_bytes().strip_prefix(b"application/grpc") else {
+        return false;
+    };
+    matches!(rest.first(), None | Some(b'+') | Some(b';'))
 }
 
 impl<B: Body> ReportingBody<B> {
@@ -65,6 +80,14 @@ impl<B: Body> ReportingBody<B> {
             report.finish(verdict);
             return ReportingBody::unreported(body);
         }
+        // A gRPC response must end with a status in its trailers: one that ends without (a
+        // stream cut by an RST_STREAM(NO_ERROR), which hyper reads as its end, or by a
+        // truncating proxy) is a failure, which tonic answers as `UNKNOWN`.
+        let verdict = if is_grpc(headers) {
+            Outcome::Failure
+        } else {
+            verdict
+        };
         ReportingBody {
             body,
             pending: Some(Pending { report, verdict }),

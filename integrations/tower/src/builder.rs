@@ -211,7 +211,8 @@ where
     ///   its latency is from the call to the body's end (a stream's life).
     /// - At the end: the trailers' `grpc-status` if they have one, by
     ///   [`grpc::outcome_of_code`](crate::grpc::outcome_of_code); else the classifier's
-    ///   verdict on the headers. An error from the body is a failure; a body dropped before
+    ///   verdict on the headers, but a failure for a gRPC response (`content-type:
+    ///   application/grpc`, not gRPC-Web) cut short with no `grpc-status`. An error from the body is a failure; a body dropped before
     ///   its end, a cancel.
     /// - Reported at once, at the headers, when they are final: an `Err`, a verdict other
     ///   than success (an HTTP 503, a `grpc-status: 14` in the headers), any `grpc-status` in

@@ -505,3 +505,45 @@ async fn works_behind_tower_buffer() {
     shared.ready().await.unwrap();
     assert_eq!(counts(&balancer, "0"), [0, 0, 8, 0]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_grpc_body_ending_without_a_status_is_a_failure() {
+    // The same body (a message, then its end with no trailers) as a gRPC response, a
+    // gRPC-Web response (its trailers are in the body) and a plain HTTP response.
+    let cases = [
+        (Some("application/grpc"), [0, 0, 1, 0]),
+        (Some("application/grpc+proto"), [0, 0, 1, 0]),
+        (Some("application/grpc-web+proto"), [0, 1, 0, 0]),
+        (Some("text/plain"), [0, 1, 0, 0]),
+        (None, [0, 1, 0, 0]),
+    ];
+    for (content_type, expected) in cases {
+        let endpoint = service_fn(move |_: http::Request<()>| async move {
+            let mut response = http::Response::builder();
+            if let Some(content_type) = content_type {
+                response = response.header("content-type", content_type);
+            }
+            let (frames, body) = mpsc::unbounded_channel();
+            frames.send(data()).unwrap();
+            Ok::<_, Infallible>(response.body(ChannelBody(body)).unwrap())
+        });
+        let mut balance = Balance::builder(ServiceList::new([endpoint]))
+            .report_at_body_end()
+            .build()
+            .unwrap();
+        let response = balance
+            .ready()
+            .await
+            .unwrap()
+            .call(request())
+            .await
+            .unwrap();
+        let body = response.into_body().collect().await.unwrap();
+        assert!(body.trailers().is_none());
+        assert_eq!(
+            counts(balance.balancer(), "0"),
+            expected,
+            "{content_type:?}"
+        );
+    }
+}

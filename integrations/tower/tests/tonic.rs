@@ -92,7 +92,8 @@ fn status(code: &'static str) -> Frame<Bytes> {
 
 /// Answers as a gRPC server that sends its headers first: `/t.S/Unary` one message then
 /// `unary_status` in the trailers; `/t.S/Stream` three messages 100 ms apart then OK;
-/// `/t.S/StreamFails` one message then UNAVAILABLE.
+/// `/t.S/StreamFails` one message then UNAVAILABLE; `/t.S/StreamCut` one message, then the
+/// end of the stream with no status.
 async fn answer(
     request: http::Request<hyper::body::Incoming>,
     unary_status: &'static str,
@@ -113,6 +114,11 @@ async fn answer(
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 let _ = frames.send(status("0"));
+            }
+            // Cut after a message: the stream ends with no status, as a proxy's
+            // RST_STREAM(NO_ERROR) ends it for hyper.
+            "/t.S/StreamCut" => {
+                let _ = frames.send(message("part"));
             }
             _ => {
                 let _ = frames.send(message("part"));
@@ -273,4 +279,32 @@ async fn a_tonic_stream_is_one_call_from_its_pick_to_its_status() {
     assert_eq!(status.code(), Code::Unavailable);
     let (row, active) = method_row("/t.S/StreamFails");
     assert_eq!((active, row["failures"].as_i64()), (0, Some(1)), "{row}");
+}
+
+#[tokio::test]
+async fn a_tonic_stream_cut_without_a_status_is_a_failure() {
+    let address = server("0").await;
+    let balance = Balance::builder(ServiceList::new([channel(address)]))
+        .report_at_body_end()
+        .build()
+        .unwrap();
+    let balancer = balance.balancer().clone();
+    let mut client = tonic::client::Grpc::new(Buffer::new(balance, 64));
+    client.ready().await.unwrap();
+    let path = http::uri::PathAndQuery::from_static("/t.S/StreamCut");
+    let request = tonic::Request::new(Bytes::from_static(b"hi"));
+    let mut stream = client
+        .server_streaming(request, path, Raw)
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    // tonic reads a gRPC stream that ends with no status as UNKNOWN: a failure
+    // (docs/outcomes.md), as is a stream the server reset mid-call.
+    let status = stream.message().await.unwrap_err();
+    assert_eq!(status.code(), Code::Unknown, "{status:?}");
+    let endpoint = &stats(&balancer)["0"];
+    assert_eq!(endpoint["active"], 0, "{endpoint}");
+    assert_eq!(endpoint["succeeded"], 0, "{endpoint}");
+    assert_eq!(endpoint["failures"], 1, "{endpoint}");
 }
