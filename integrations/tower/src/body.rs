@@ -9,6 +9,7 @@ use pin_project_lite::pin_project;
 use polylb::Outcome;
 use std::fmt;
 use std::pin::Pin;
+use std::sync::Mutex;
 use std::task::{ready, Context, Poll};
 
 /// A [`Balance`](crate::Balance) that reports each call when its response future resolves
@@ -29,7 +30,8 @@ pin_project! {
     /// frame for frame, with the call kept in flight until it ends and reported then, once:
     ///
     /// - at its end (`poll_frame` returns `None`, a trailers frame, or a data frame after
-    ///   which [`is_end_stream`](Body::is_end_stream) is true): by the trailers' `grpc-status`
+    ///   which [`is_end_stream`](Body::is_end_stream) is true, or `is_end_stream` returns
+    ///   true, as it may between polls): by the trailers' `grpc-status`
     ///   if they have one ([`grpc::outcome_of_code`]), else by the classifier's verdict on the
     ///   headers, except that a gRPC response (`content-type: application/grpc`, `+proto`...,
     ///   not gRPC-Web) ending with no `grpc-status` is a failure (cut short: tonic answers
@@ -44,7 +46,9 @@ pin_project! {
     pub struct ReportingBody<B> {
         #[pin]
         body: B,
-        pending: Option<Pending>,
+        // A lock only for `is_end_stream`, which takes `&self`: `poll_frame` reaches it
+        // with `get_mut`, without locking.
+        pending: Mutex<Option<Pending>>,
     }
 }
 
@@ -90,7 +94,7 @@ impl<B: Body> ReportingBody<B> {
         };
         ReportingBody {
             body,
-            pending: Some(Pending { report, verdict }),
+            pending: Mutex::new(Some(Pending { report, verdict })),
         }
     }
 
@@ -98,7 +102,7 @@ impl<B: Body> ReportingBody<B> {
     pub(crate) fn unreported(body: B) -> Self {
         ReportingBody {
             body,
-            pending: None,
+            pending: Mutex::new(None),
         }
     }
 }
@@ -113,7 +117,8 @@ impl<B: Body> Body for ReportingBody<B> {
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let mut this = self.project();
         let frame = ready!(this.body.as_mut().poll_frame(cx));
-        if let Some(pending) = this.pending.as_ref() {
+        let slot = this.pending.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(pending) = slot.as_ref() {
             let ended = match &frame {
                 None => Some(pending.verdict),
                 Some(Err(_)) => Some(Outcome::Failure),
@@ -129,7 +134,7 @@ impl<B: Body> Body for ReportingBody<B> {
             };
             // Taken only at the end: until then the call stays in flight.
             if let Some(outcome) = ended {
-                if let Some(pending) = this.pending.take() {
+                if let Some(pending) = slot.take() {
                     pending.report.finish(outcome);
                 }
             }
@@ -138,7 +143,23 @@ impl<B: Body> Body for ReportingBody<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        let ended = self.body.is_end_stream();
+        if ended {
+            // The end can be learned between polls (hyper's HTTP/2 body, after its last data,
+            // by an END_STREAM or RST_STREAM(NO_ERROR) that arrives later), and a reader that
+            // sees it polls no more (hyper's own body writers, tonic's `Body::new`): the call
+            // ends here, or it would stay in flight until the body is dropped, then a cancel.
+            let pending = self
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(pending) = pending {
+                let outcome = pending.verdict;
+                pending.report.finish(outcome);
+            }
+        }
+        ended
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -150,7 +171,10 @@ impl<B: fmt::Debug> fmt::Debug for ReportingBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReportingBody")
             .field("body", &self.body)
-            .field("in_flight", &self.pending.is_some())
+            .field(
+                "in_flight",
+                &!matches!(self.pending.try_lock().as_deref(), Ok(None)),
+            )
             .finish()
     }
 }

@@ -13,6 +13,8 @@ use http_body_util::{BodyExt, Empty, Full};
 use polylb_tower::{grpc, Balance, BoxError};
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -546,4 +548,75 @@ async fn a_grpc_body_ending_without_a_status_is_a_failure() {
             "{content_type:?}"
         );
     }
+}
+
+/// A body whose end is learned after its last frame was returned, as hyper's HTTP/2 body learns
+/// it from an END_STREAM or RST_STREAM(NO_ERROR) that arrives after its last data:
+/// `is_end_stream` turns true without another poll.
+struct LateEnd {
+    sent: bool,
+    ended: Arc<AtomicBool>,
+}
+
+impl Body for LateEnd {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if !self.sent {
+            self.sent = true;
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(MESSAGE)))))
+        } else if self.ended.load(Ordering::SeqCst) {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.sent && self.ended.load(Ordering::SeqCst)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_whose_end_is_learned_between_polls_ends_the_call() {
+    let ended = Arc::new(AtomicBool::new(false));
+    let body_ended = ended.clone();
+    let endpoint = service_fn(move |_: http::Request<()>| {
+        let ended = body_ended.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok::<_, Infallible>(http::Response::new(LateEnd { sent: false, ended }))
+        }
+    });
+    let mut balance = Balance::builder(ServiceList::new([endpoint]))
+        .clock(tokio_clock)
+        .report_at_body_end()
+        .build()
+        .unwrap();
+    let response = balance
+        .ready()
+        .await
+        .unwrap()
+        .call(request())
+        .await
+        .unwrap();
+    let mut body = response.into_body();
+    assert!(body.frame().await.unwrap().unwrap().is_data());
+    assert!(!body.is_end_stream());
+    assert_eq!(counts(balance.balancer(), "0"), [1, 0, 0, 0]);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    ended.store(true, Ordering::SeqCst); // the end arrives
+                                         // A reader stopping at `is_end_stream` (hyper's body writers) polls no more: the call ends
+                                         // here, a success with the body's life, not a cancel when the body is dropped.
+    assert!(body.is_end_stream());
+    assert_eq!(counts(balance.balancer(), "0"), [0, 1, 0, 0]);
+    drop(body);
+    let endpoint = &stats(balance.balancer())["0"];
+    assert_eq!(endpoint["selected"], 1, "{endpoint}");
+    assert_eq!(endpoint["succeeded"], 1, "{endpoint}");
+    assert_eq!(endpoint["mean_success_us"], 500_000, "{endpoint}");
 }
