@@ -10,7 +10,7 @@ use common::*;
 use http_body::{Body, Frame};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
-use polylb_tower::{grpc, Balance, BoxError};
+use polylb_tower::{grpc, AtBodyEnd, Balance, BoxError};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -104,6 +104,32 @@ fn request() -> http::Request<()> {
     http::Request::new(())
 }
 
+type AtEnd = Balance<ServiceList<Vec<Endpoint>>, http::Request<()>, AtBodyEnd>;
+
+/// A `Balance` over `endpoints` that reports at the body's end.
+fn at_body_end(endpoints: Vec<Endpoint>, config: &str) -> AtEnd {
+    Balance::builder(ServiceList::new(endpoints))
+        .config(config)
+        .report_at_body_end()
+        .build()
+        .unwrap()
+}
+
+/// One call through `balance`, to its response's headers.
+async fn call<S>(balance: &mut S) -> S::Response
+where
+    S: Service<http::Request<()>>,
+    S::Error: std::fmt::Debug,
+{
+    balance
+        .ready()
+        .await
+        .unwrap()
+        .call(request())
+        .await
+        .unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_status_in_the_trailers_is_the_calls_outcome() {
     let endpoints = vec![
@@ -112,19 +138,9 @@ async fn a_status_in_the_trailers_is_the_calls_outcome() {
         unary("4", Duration::ZERO),
         unary("5", Duration::ZERO),
     ];
-    let mut balance = Balance::builder(ServiceList::new(endpoints))
-        .config("loadbalance=roundrobin")
-        .report_at_body_end()
-        .build()
-        .unwrap();
+    let mut balance = at_body_end(endpoints, "loadbalance=roundrobin");
     for _ in 0..4 {
-        let response = balance
-            .ready()
-            .await
-            .unwrap()
-            .call(request())
-            .await
-            .unwrap();
+        let response = call(&mut balance).await;
         let body = response.into_body().collect().await.unwrap();
         assert!(body.trailers().is_some(), "the trailers reach the caller");
     }
@@ -156,13 +172,7 @@ async fn a_stream_is_in_flight_for_its_life_and_reported_with_it() {
         .report_at_body_end()
         .build()
         .unwrap();
-    let response = balance
-        .ready()
-        .await
-        .unwrap()
-        .call(request())
-        .await
-        .unwrap();
+    let response = call(&mut balance).await;
     let frames = called.recv().await.unwrap();
     let server = tokio::spawn(async move {
         for _ in 0..4 {
@@ -192,21 +202,11 @@ async fn a_stream_is_in_flight_for_its_life_and_reported_with_it() {
 async fn leastactive_sees_an_open_stream() {
     let (stream, mut called) = streaming();
     let endpoints = vec![stream, unary("0", Duration::from_millis(1))];
-    let mut balance = Balance::builder(ServiceList::new(endpoints))
-        .config("loadbalance=leastactive")
-        .report_at_body_end()
-        .build()
-        .unwrap();
+    let mut balance = at_body_end(endpoints, "loadbalance=leastactive");
     // Until the streaming endpoint is picked, unary calls land anywhere.
     let mut open = None;
     while open.is_none() {
-        let response = balance
-            .ready()
-            .await
-            .unwrap()
-            .call(request())
-            .await
-            .unwrap();
+        let response = call(&mut balance).await;
         match called.try_recv() {
             Ok(frames) => open = Some((frames, response.into_body())),
             Err(_) => drop(response.into_body().collect().await.unwrap()),
@@ -214,13 +214,7 @@ async fn leastactive_sees_an_open_stream() {
     }
     let before = stats(balance.balancer())["1"]["selected"].as_i64().unwrap();
     for _ in 0..50 {
-        let response = balance
-            .ready()
-            .await
-            .unwrap()
-            .call(request())
-            .await
-            .unwrap();
+        let response = call(&mut balance).await;
         assert!(
             called.try_recv().is_err(),
             "a second stream to the busy endpoint"
@@ -244,13 +238,7 @@ async fn a_body_dropped_midway_is_a_cancel() {
         .report_at_body_end()
         .build()
         .unwrap();
-    let response = balance
-        .ready()
-        .await
-        .unwrap()
-        .call(request())
-        .await
-        .unwrap();
+    let response = call(&mut balance).await;
     let frames = called.recv().await.unwrap();
     frames.send(data()).unwrap();
     let mut body = response.into_body();
@@ -269,13 +257,7 @@ async fn a_body_error_is_a_failure() {
         .report_at_body_end()
         .build()
         .unwrap();
-    let response = balance
-        .ready()
-        .await
-        .unwrap()
-        .call(request())
-        .await
-        .unwrap();
+    let response = call(&mut balance).await;
     let frames = called.recv().await.unwrap();
     frames.send(data()).unwrap();
     frames.send(Err("stream reset".into())).unwrap();
@@ -295,13 +277,7 @@ async fn a_call_is_reported_once_however_often_its_body_is_polled() {
         .report_at_body_end()
         .build()
         .unwrap();
-    let response = balance
-        .ready()
-        .await
-        .unwrap()
-        .call(request())
-        .await
-        .unwrap();
+    let response = call(&mut balance).await;
     let frames = called.recv().await.unwrap();
     frames.send(Ok(Frame::trailers(trailers("14")))).unwrap();
     drop(frames);
@@ -330,13 +306,7 @@ async fn a_reader_stopping_at_is_end_stream_ends_the_call() {
         .report_at_body_end()
         .build()
         .unwrap();
-    let response = balance
-        .ready()
-        .await
-        .unwrap()
-        .call(request())
-        .await
-        .unwrap();
+    let response = call(&mut balance).await;
     let mut body = response.into_body();
     assert!(!body.is_end_stream());
     assert_eq!(counts(balance.balancer(), "0"), [1, 0, 0, 0]);
@@ -355,20 +325,10 @@ async fn final_headers_are_reported_at_once() {
         headers_only(200, Some("0")),  // trailers-only OK
         headers_only(200, None),       // an empty body
     ];
-    let mut balance = Balance::builder(ServiceList::new(endpoints))
-        .config("loadbalance=roundrobin")
-        .report_at_body_end()
-        .build()
-        .unwrap();
+    let mut balance = at_body_end(endpoints, "loadbalance=roundrobin");
     let mut bodies = Vec::new();
     for _ in 0..4 {
-        let response = balance
-            .ready()
-            .await
-            .unwrap()
-            .call(request())
-            .await
-            .unwrap();
+        let response = call(&mut balance).await;
         bodies.push(response.into_body());
     }
     // The bodies are not read, yet every call has ended, judged by grpc::classify (the
@@ -412,13 +372,7 @@ async fn an_endpoint_error_is_a_failure_and_the_classifier_can_be_replaced() {
     .build()
     .unwrap();
     for _ in 0..2 {
-        let response = balance
-            .ready()
-            .await
-            .unwrap()
-            .call(request())
-            .await
-            .unwrap();
+        let response = call(&mut balance).await;
         response.into_body().collect().await.unwrap();
     }
     assert_eq!(counts(balance.balancer(), "0"), [0, 1, 0, 0]);
@@ -432,19 +386,9 @@ async fn a_server_failing_in_its_trailers_is_ejected() {
         unary("14", Duration::ZERO),
         unary("0", Duration::ZERO),
     ];
-    let mut balance = Balance::builder(ServiceList::new(endpoints))
-        .config("loadbalance=p2c&outlier.consecutiveFailures=5")
-        .report_at_body_end()
-        .build()
-        .unwrap();
+    let mut balance = at_body_end(endpoints, "loadbalance=p2c&outlier.consecutiveFailures=5");
     for _ in 0..300 {
-        let response = balance
-            .ready()
-            .await
-            .unwrap()
-            .call(request())
-            .await
-            .unwrap();
+        let response = call(&mut balance).await;
         response.into_body().collect().await.unwrap();
     }
     let unavailable = &stats(balance.balancer())["1"];
@@ -470,13 +414,7 @@ async fn peakewma_avoids_a_server_failing_fast_in_its_trailers() {
         .unwrap();
     let calls = 300;
     for _ in 0..calls {
-        let response = balance
-            .ready()
-            .await
-            .unwrap()
-            .call(request())
-            .await
-            .unwrap();
+        let response = call(&mut balance).await;
         response.into_body().collect().await.unwrap();
     }
     let unavailable = &stats(balance.balancer())["2"];
@@ -533,13 +471,7 @@ async fn a_grpc_body_ending_without_a_status_is_a_failure() {
             .report_at_body_end()
             .build()
             .unwrap();
-        let response = balance
-            .ready()
-            .await
-            .unwrap()
-            .call(request())
-            .await
-            .unwrap();
+        let response = call(&mut balance).await;
         let body = response.into_body().collect().await.unwrap();
         assert!(body.trailers().is_none());
         assert_eq!(
@@ -597,13 +529,7 @@ async fn a_body_whose_end_is_learned_between_polls_ends_the_call() {
         .report_at_body_end()
         .build()
         .unwrap();
-    let response = balance
-        .ready()
-        .await
-        .unwrap()
-        .call(request())
-        .await
-        .unwrap();
+    let response = call(&mut balance).await;
     let mut body = response.into_body();
     assert!(body.frame().await.unwrap().unwrap().is_data());
     assert!(!body.is_end_stream());
