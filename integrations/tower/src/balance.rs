@@ -239,12 +239,7 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        match self.start_call(request) {
-            Ok((response, report)) => {
-                ResponseFuture::called(response, report, self.classify.clone())
-            }
-            Err(e) => ResponseFuture::refused(e),
-        }
+        ResponseFuture::of(self.start_call(request), self.classify.clone())
     }
 }
 
@@ -273,12 +268,7 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        match self.start_call(request) {
-            Ok((response, report)) => {
-                ResponseFuture::called(response, report, self.classify.clone())
-            }
-            Err(e) => ResponseFuture::refused(e),
-        }
+        ResponseFuture::of(self.start_call(request), self.classify.clone())
     }
 }
 

@@ -49,7 +49,19 @@ pin_project! {
 }
 
 impl<F, T, E, At> ResponseFuture<F, T, E, At> {
-    pub(crate) fn called(response: F, report: Report, classify: Option<Classifier<T, E>>) -> Self {
+    /// The future of a call `start` began (the endpoint's response future and the call's
+    /// report), or of one polylb refused.
+    pub(crate) fn of(
+        start: Result<(F, Report), Error>,
+        classify: Option<Classifier<T, E>>,
+    ) -> Self {
+        match start {
+            Ok((response, report)) => ResponseFuture::called(response, report, classify),
+            Err(e) => ResponseFuture::refused(e),
+        }
+    }
+
+    fn called(response: F, report: Report, classify: Option<Classifier<T, E>>) -> Self {
         ResponseFuture {
             state: State::Called {
                 response,
@@ -60,7 +72,7 @@ impl<F, T, E, At> ResponseFuture<F, T, E, At> {
         }
     }
 
-    pub(crate) fn refused(error: Error) -> Self {
+    fn refused(error: Error) -> Self {
         ResponseFuture {
             state: State::Refused { error: Some(error) },
             at: PhantomData,
