@@ -13,6 +13,7 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tower::discover::Discover;
 use tower::Service;
 
@@ -89,6 +90,7 @@ where
     /// spares calls that lock.
     pub(crate) methods: HashMap<Box<str>, u32>,
     pub(crate) clock: Clock,
+    pub(crate) timeout: Option<Duration>,
     pub(crate) at: PhantomData<fn() -> At>,
 }
 
@@ -239,7 +241,11 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        ResponseFuture::of(self.start_call(request), self.classify.clone())
+        ResponseFuture::of(
+            self.start_call(request),
+            self.classify.clone(),
+            self.timeout,
+        )
     }
 }
 
@@ -268,7 +274,11 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        ResponseFuture::of(self.start_call(request), self.classify.clone())
+        ResponseFuture::of(
+            self.start_call(request),
+            self.classify.clone(),
+            self.timeout,
+        )
     }
 }
 

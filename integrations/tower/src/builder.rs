@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tower::discover::Discover;
 use tower::Service;
 
@@ -74,6 +74,7 @@ where
     key_of: Option<Box<KeyOf<Req>>>,
     classify: Option<Classifier<Response<D, Req>, EndpointError<D, Req>>>,
     clock: Clock,
+    timeout: Option<Duration>,
     at: PhantomData<fn() -> At>,
 }
 
@@ -112,6 +113,7 @@ where
             key_of: None,
             classify: None,
             clock: Instant::now,
+            timeout: None,
             at: PhantomData,
         }
     }
@@ -199,6 +201,49 @@ where
         self
     }
 
+    /// Gives each call `limit` to answer, from `call` until its response future resolves (for
+    /// an `http::Response`, its headers): past it, the call is reported
+    /// [`Outcome::Timeout`], its endpoint's future is dropped (which cancels the request) and
+    /// the response future fails with [`Error::Timeout`]. Default: no limit.
+    ///
+    /// Put the deadline here rather than in a tower `Timeout` around the `Balance`: one around
+    /// it drops the response future, which reads as this side giving up (a cancel, the
+    /// endpoint's slowness unseen), so an endpoint that has stalled keeps its share. One
+    /// around each endpoint answers an `Err`, a failure to the default classifier. This one is
+    /// a timeout, which `peakewma` and `adaptive` weigh and outlier ejection counts, whatever
+    /// the classifier. Needs a tokio runtime with its timer enabled, as tower's `Timeout` does;
+    /// each call's timer is a heap allocation (a `Balance` without a limit carries none).
+    /// With [`report_at_body_end`](Self::report_at_body_end) the limit is for the headers
+    /// too: a deadline for a whole stream is the server's to enforce (`grpc-timeout`), and its
+    /// answer of `DEADLINE_EXCEEDED` is a timeout as well.
+    ///
+    /// ```
+    /// use polylb_tower::{Balance, Error};
+    /// use std::time::Duration;
+    /// use tower::{discover::ServiceList, service_fn, Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let stalled = service_fn(|_: ()| async {
+    ///     tokio::time::sleep(Duration::from_secs(10)).await;
+    ///     Ok::<_, std::convert::Infallible>("late")
+    /// });
+    /// let mut balance = Balance::builder(ServiceList::new([stalled]))
+    ///     .config("loadbalance=peakewma")
+    ///     .timeout(Duration::from_millis(250))
+    ///     .build()?;
+    /// let error = balance.ready().await?.call(()).await.unwrap_err();
+    /// assert!(matches!(error.downcast_ref(), Some(Error::Timeout(_))));
+    /// let stats = balance.balancer().stats_json(0);
+    /// assert!(stats.contains("\"timeouts\":1") && stats.contains("\"active\":0"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = Some(limit);
+        self
+    }
+
     /// Reports each call when its response's **body** ends, not when the response future
     /// resolves (at the headers): for endpoints answering `http::Response<B>` with an
     /// [`http_body::Body`] `B` (tonic's `Channel`, hyper's client), so that a gRPC status in the
@@ -268,6 +313,7 @@ where
             key_of: self.key_of,
             classify: self.classify,
             clock: self.clock,
+            timeout: self.timeout,
             at: PhantomData,
         }
     }
@@ -289,6 +335,7 @@ where
             classify: self.classify,
             methods: HashMap::new(),
             clock: self.clock,
+            timeout: self.timeout,
             at: PhantomData,
         })
     }
@@ -303,6 +350,7 @@ where
         f.debug_struct("Builder")
             .field("config", &self.config)
             .field("balancer", &self.balancer)
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }

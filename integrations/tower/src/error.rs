@@ -1,6 +1,7 @@
 //! The errors the balancer itself raises; endpoints' and discovery's errors pass through boxed.
 
 use std::fmt;
+use std::time::Duration;
 
 /// The error type of [`Balance`](crate::Balance)'s `Service` implementation: an endpoint's
 /// or the discovery's own error, boxed as tower's balancers box theirs, or an [`Error`] of
@@ -26,6 +27,9 @@ pub enum Error {
     Select(polylb::Status),
     /// Discovery ended while the set was empty: no endpoint can ever become ready.
     NoEndpoints,
+    /// The endpoint did not answer within the [`timeout`](crate::Builder::timeout): the call
+    /// was reported [`polylb::Outcome::Timeout`] and its response future dropped.
+    Timeout(Duration),
 }
 
 impl fmt::Display for Error {
@@ -41,6 +45,7 @@ impl fmt::Display for Error {
             Error::NotReady => f.write_str("called before poll_ready returned Ready(Ok)"),
             Error::Select(s) => write!(f, "no endpoint selected: {s}"),
             Error::NoEndpoints => f.write_str("discovery ended with no endpoints"),
+            Error::Timeout(limit) => write!(f, "no response from the endpoint within {limit:?}"),
         }
     }
 }
@@ -50,7 +55,7 @@ impl std::error::Error for Error {
         match self {
             Error::Config(e) | Error::Update(e) | Error::Method(e) => Some(e),
             Error::Select(s) => Some(s),
-            Error::NotReady | Error::NoEndpoints => None,
+            Error::NotReady | Error::NoEndpoints | Error::Timeout(_) => None,
         }
     }
 }

@@ -12,6 +12,7 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 /// Judges an endpoint's result for polylb: see [`Builder::classify`](crate::Builder::classify).
 pub type Classifier<T, E> = Arc<dyn Fn(&Result<T, E>) -> Outcome + Send + Sync>;
@@ -19,8 +20,9 @@ pub type Classifier<T, E> = Arc<dyn Fn(&Result<T, E>) -> Outcome + Send + Sync>;
 pin_project! {
     /// The response of the endpoint a call went to. When it resolves, its outcome (by the
     /// builder's classifier: by default `Ok` a success, `Err` a failure) and the time since the
-    /// call are reported to polylb; dropped before that, the call is reported
-    /// [`Outcome::Cancelled`].
+    /// call are reported to polylb; past the builder's [`timeout`](crate::Builder::timeout)
+    /// first, [`Outcome::Timeout`] (and it fails with [`Error::Timeout`]); dropped before
+    /// either, the call is reported [`Outcome::Cancelled`].
     ///
     /// With `At` = [`AtBodyEnd`] (a `Balance` built with
     /// [`report_at_body_end`](crate::Builder::report_at_body_end)) it resolves with the
@@ -39,6 +41,7 @@ pin_project! {
         Called {
             #[pin]
             response: F,
+            deadline: Option<Pin<Box<Deadline>>>,
             report: Option<Report>,
             classify: Option<Classifier<T, E>>,
         },
@@ -48,23 +51,54 @@ pin_project! {
     }
 }
 
+pin_project! {
+    /// When a call gives up waiting for its endpoint: see
+    /// [`Builder::timeout`](crate::Builder::timeout). Boxed, so that a call without one
+    /// carries a null pointer, not tokio's timer entry, through its response future's moves.
+    struct Deadline {
+        #[pin]
+        sleep: tokio::time::Sleep,
+        limit: Duration,
+    }
+}
+
+impl Deadline {
+    // Out of line: the timer's setup would otherwise be inlined into every `call`.
+    #[inline(never)]
+    fn after(limit: Duration) -> Pin<Box<Self>> {
+        Box::pin(Deadline {
+            sleep: tokio::time::sleep(limit),
+            limit,
+        })
+    }
+}
+
 impl<F, T, E, At> ResponseFuture<F, T, E, At> {
     /// The future of a call `start` began (the endpoint's response future and the call's
     /// report), or of one polylb refused.
+    #[inline]
     pub(crate) fn of(
         start: Result<(F, Report), Error>,
         classify: Option<Classifier<T, E>>,
+        timeout: Option<Duration>,
     ) -> Self {
         match start {
-            Ok((response, report)) => ResponseFuture::called(response, report, classify),
+            Ok((response, report)) => ResponseFuture::called(response, report, classify, timeout),
             Err(e) => ResponseFuture::refused(e),
         }
     }
 
-    fn called(response: F, report: Report, classify: Option<Classifier<T, E>>) -> Self {
+    #[inline]
+    fn called(
+        response: F,
+        report: Report,
+        classify: Option<Classifier<T, E>>,
+        timeout: Option<Duration>,
+    ) -> Self {
         ResponseFuture {
             state: State::Called {
                 response,
+                deadline: timeout.map(Deadline::after),
                 report: Some(report),
                 classify,
             },
@@ -88,13 +122,18 @@ where
     type Output = Result<T, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
+        let mut state = self.project().state;
+        let limit = match state.as_mut().project() {
             StateProj::Called {
                 response,
+                deadline,
                 report,
                 classify,
-            } => {
-                let result = ready!(response.poll(cx));
+            } => 'called: {
+                let result = match response.poll(cx) {
+                    Poll::Ready(result) => result,
+                    Poll::Pending => break 'called ready!(timed_out(deadline, report, cx)),
+                };
                 if let Some(report) = report.take() {
                     let outcome = match classify {
                         Some(classify) => classify(&result),
@@ -103,10 +142,11 @@ where
                     };
                     report.finish(outcome);
                 }
-                Poll::Ready(result.map_err(Into::into))
+                return Poll::Ready(result.map_err(Into::into));
             }
-            StateProj::Refused { error } => Poll::Ready(Err(refusal(error))),
-        }
+            StateProj::Refused { error } => return Poll::Ready(Err(refusal(error))),
+        };
+        Poll::Ready(Err(give_up(state, limit)))
     }
 }
 
@@ -119,13 +159,18 @@ where
     type Output = Result<http::Response<ReportingBody<B>>, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
+        let mut state = self.project().state;
+        let limit = match state.as_mut().project() {
             StateProj::Called {
                 response,
+                deadline,
                 report,
                 classify,
-            } => {
-                let result = ready!(response.poll(cx));
+            } => 'called: {
+                let result = match response.poll(cx) {
+                    Poll::Ready(result) => result,
+                    Poll::Pending => break 'called ready!(timed_out(deadline, report, cx)),
+                };
                 let Some(report) = report.take() else {
                     // Polled again after it resolved: the call has been reported.
                     let response = result.map_err(Into::into)?;
@@ -137,7 +182,7 @@ where
                     Some(classify) => classify(&result),
                     None => grpc::classify(&result),
                 };
-                match result {
+                return match result {
                     Ok(response) => {
                         let (parts, body) = response.into_parts();
                         let body = ReportingBody::new(body, &parts.headers, report, verdict);
@@ -147,11 +192,38 @@ where
                         report.finish(verdict);
                         Poll::Ready(Err(e.into()))
                     }
-                }
+                };
             }
-            StateProj::Refused { error } => Poll::Ready(Err(refusal(error))),
-        }
+            StateProj::Refused { error } => return Poll::Ready(Err(refusal(error))),
+        };
+        Poll::Ready(Err(give_up(state, limit)))
     }
+}
+
+/// Pending while the deadline, if any, has not passed; once it has, ready with the limit, the
+/// call reported a timeout.
+fn timed_out(
+    deadline: &mut Option<Pin<Box<Deadline>>>,
+    report: &mut Option<Report>,
+    cx: &mut Context<'_>,
+) -> Poll<Duration> {
+    let Some(deadline) = deadline else {
+        return Poll::Pending;
+    };
+    let deadline = deadline.as_mut().project();
+    ready!(deadline.sleep.poll(cx));
+    let limit = *deadline.limit;
+    if let Some(report) = report.take() {
+        report.finish(Outcome::Timeout);
+    }
+    Poll::Ready(limit)
+}
+
+/// Ends a call whose deadline has passed: its endpoint's future is dropped now, which cancels
+/// the request, rather than whenever the caller drops this one.
+fn give_up<F, T, E>(mut state: Pin<&mut State<F, T, E>>, limit: Duration) -> BoxError {
+    state.set(State::Refused { error: None });
+    Error::Timeout(limit).into()
 }
 
 fn refusal(error: &mut Option<Error>) -> BoxError {

@@ -546,3 +546,59 @@ async fn a_body_whose_end_is_learned_between_polls_ends_the_call() {
     assert_eq!(endpoint["succeeded"], 1, "{endpoint}");
     assert_eq!(endpoint["mean_success_us"], 500_000, "{endpoint}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_timeout_is_for_the_headers_and_the_body_may_take_longer() {
+    let endpoints = vec![unary("0", Duration::from_millis(500)), slow_trailers()];
+    let mut balance = Balance::builder(ServiceList::new(endpoints))
+        .config("loadbalance=roundrobin")
+        .clock(tokio_clock)
+        .timeout(Duration::from_millis(100))
+        .report_at_body_end()
+        .build()
+        .unwrap();
+    let balancer = balance.balancer().clone();
+    let mut late = 0;
+    let mut streams = 0;
+    for _ in 0..2 {
+        match balance.ready().await.unwrap().call(request()).await {
+            // The unary server's headers come after 500 ms.
+            Err(error) => {
+                assert!(matches!(
+                    error.downcast_ref(),
+                    Some(polylb_tower::Error::Timeout(_))
+                ));
+                late += 1;
+            }
+            // The stream's headers come at once, its trailers 1 s later: not a timeout.
+            Ok(response) => {
+                assert_eq!(counts(&balancer, "1")[0], 1, "in flight");
+                let trailers = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .unwrap()
+                    .trailers()
+                    .cloned();
+                assert_eq!(trailers.unwrap()["grpc-status"], "0");
+                streams += 1;
+            }
+        }
+    }
+    assert_eq!((late, streams), (1, 1));
+    assert_eq!(counts(&balancer, "0"), [0, 0, 1, 1]);
+    assert_eq!(counts(&balancer, "1"), [0, 1, 0, 0]);
+}
+
+/// Headers and a message at once, `grpc-status: 0` in the trailers 1 s later.
+fn slow_trailers() -> Endpoint {
+    BoxService::new(service_fn(|_: http::Request<()>| async {
+        let body = Full::new(Bytes::from_static(MESSAGE))
+            .map_err(|e| match e {})
+            .with_trailers(async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Some(Ok(trailers("0")))
+            });
+        Ok::<_, Infallible>(http::Response::new(body.boxed_unsync()))
+    }))
+}
