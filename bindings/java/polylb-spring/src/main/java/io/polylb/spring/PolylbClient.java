@@ -14,6 +14,7 @@ public final class PolylbClient implements AutoCloseable {
     private final InstanceSet instances;
     private final InFlight inFlight;
     private final HttpOutcomes outcomes;
+    private final HashKey hashKey;
 
     PolylbClient(String serviceId, PolylbSettings settings) {
         this.serviceId = serviceId;
@@ -21,6 +22,7 @@ public final class PolylbClient implements AutoCloseable {
         this.instances = new InstanceSet(balancer);
         this.inFlight = new InFlight(balancer, settings.leaseTimeout().toNanos());
         this.outcomes = new HttpOutcomes(settings.failureStatuses(), settings.timeoutStatuses());
+        this.hashKey = settings.hashKey();
     }
 
     private static Balancer open(String serviceId, PolylbSettings settings) {
@@ -61,6 +63,11 @@ public final class PolylbClient implements AutoCloseable {
 
     InFlight inFlight() {
         return inFlight;
+    }
+
+    /** The key's bytes for a request to a hashing strategy; null (no key) for the other strategies. */
+    byte[] hashKeyOf(org.springframework.cloud.client.loadbalancer.Request<?> request) {
+        return hashKey == null ? null : hashKey.of(request);
     }
 
     HttpOutcomes outcomes() {

@@ -47,15 +47,18 @@ public final class PolylbLoadBalancer implements ReactorServiceInstanceLoadBalan
         // ids, counts and ejections of its instances, is the service's list, get().
         return supplier.get(request).next().flatMap(candidates -> supplier.get().next()
                 .defaultIfEmpty(candidates)
-                .map(all -> choose(all, candidates)));
+                .map(all -> choose(all, candidates, client.hashKeyOf(request))));
     }
 
     Response<ServiceInstance> choose(List<ServiceInstance> list) {
-        return choose(list, list);
+        return choose(list, list, null);
     }
 
-    /** Picks among {@code candidates}, keeping polylb's set {@code all} (and any candidate not in it). */
-    Response<ServiceInstance> choose(List<ServiceInstance> all, List<ServiceInstance> candidates) {
+    /**
+     * Picks among {@code candidates} by {@code key} (the hashing strategies' key, else null),
+     * keeping polylb's set {@code all} (and any candidate not in it).
+     */
+    Response<ServiceInstance> choose(List<ServiceInstance> all, List<ServiceInstance> candidates, byte[] key) {
         client.inFlight().sweepIfDue();
         if (candidates.isEmpty()) {
             return new EmptyResponse();
@@ -71,8 +74,8 @@ public final class PolylbLoadBalancer implements ReactorServiceInstanceLoadBalan
         for (int attempt = 0; attempt < MAX_PICKS; attempt++) {
             long id;
             try {
-                id = among == null ? lb.select(Balancer.SERVICE_METHOD)
-                        : lb.selectAmong(Balancer.SERVICE_METHOD, null, among, null);
+                id = among == null ? lb.select(Balancer.SERVICE_METHOD, key)
+                        : lb.selectAmong(Balancer.SERVICE_METHOD, key, among, null);
             } catch (PolylbException noProvider) {
                 if (among == null) {
                     return new EmptyResponse(); // e.g. every instance weighs 0

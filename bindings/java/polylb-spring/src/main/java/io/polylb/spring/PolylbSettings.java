@@ -9,7 +9,7 @@ import org.springframework.core.env.Environment;
  * then {@code spring.cloud.loadbalancer.polylb.<key>}, then the default.
  */
 record PolylbSettings(String config, String configSource, Duration leaseTimeout, String failureStatuses,
-        String timeoutStatuses) {
+        String timeoutStatuses, HashKey hashKey) {
     /**
      * p2c needs nothing but the calls in flight that the lifecycle counts, honours the instances'
      * weights, and with ejection after 5 failures in a row stops sending to an instance that
@@ -42,7 +42,39 @@ record PolylbSettings(String config, String configSource, Duration leaseTimeout,
         }
         return new PolylbSettings(config, source, lease,
                 get(env, serviceId, "failure-statuses", HttpOutcomes.DEFAULT_FAILURE_STATUSES),
-                get(env, serviceId, "timeout-statuses", HttpOutcomes.DEFAULT_TIMEOUT_STATUSES));
+                get(env, serviceId, "timeout-statuses", HttpOutcomes.DEFAULT_TIMEOUT_STATUSES),
+                hashKey(env, serviceId, config, source));
+    }
+
+    /**
+     * The client's hash key: required by a hashing strategy (without one every request would
+     * hash alike), refused by another when set for that client alone (it would do nothing); the
+     * shared {@code polylb.hash-key} serves the clients that hash and is ignored by the others.
+     */
+    private static HashKey hashKey(Environment env, String serviceId, String config, String configSource) {
+        String ownProperty = PREFIX + "clients." + serviceId + ".polylb.hash-key";
+        String own = own(env, serviceId, "hash-key");
+        String shared = env.getProperty(PREFIX + "polylb.hash-key");
+        String strategy = HashKey.strategyOf(config);
+        boolean hashing = HashKey.HASHING_STRATEGIES.contains(strategy);
+        if (own != null && !hashing) {
+            throw new IllegalArgumentException(ownProperty + ": '" + own + "' is set, but load-balanced client '"
+                    + serviceId + "' uses loadbalance=" + strategy + " (from " + configSource
+                    + "), which hashes no key; the hashing strategies are " + String.join(", ", HashKey.HASHING_STRATEGIES.stream().sorted().toList()));
+        }
+        if (!hashing) {
+            if (shared != null) {
+                HashKey.parse(shared, PREFIX + "polylb.hash-key"); // a malformed value fails anyway
+            }
+            return null;
+        }
+        if (own == null && shared == null) {
+            String client = serviceId == null ? "every client" : "load-balanced client '" + serviceId + "'";
+            throw new IllegalArgumentException(client + " uses loadbalance=" + strategy + " (from " + configSource
+                    + ") but has no hash key: set " + (serviceId == null ? "" : ownProperty + " or ")
+                    + PREFIX + "polylb.hash-key to header:<Name>, cookie:<name> or query:<param>");
+        }
+        return own != null ? HashKey.parse(own, ownProperty) : HashKey.parse(shared, PREFIX + "polylb.hash-key");
     }
 
     private static String get(Environment env, String serviceId, String key, String fallback) {

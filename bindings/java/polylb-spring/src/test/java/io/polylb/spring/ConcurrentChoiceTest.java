@@ -15,7 +15,7 @@ class ConcurrentChoiceTest {
     @Test
     void aChoiceRacingAnUpdateNeverComesBackEmpty() throws Exception {
         try (PolylbClient client = new PolylbClient("race", new PolylbSettings("loadbalance=random", "test",
-                Duration.ofSeconds(60), HttpOutcomes.DEFAULT_FAILURE_STATUSES, HttpOutcomes.DEFAULT_TIMEOUT_STATUSES))) {
+                Duration.ofSeconds(60), HttpOutcomes.DEFAULT_FAILURE_STATUSES, HttpOutcomes.DEFAULT_TIMEOUT_STATUSES, null))) {
             PolylbLoadBalancer lb = new PolylbLoadBalancer(null, client);
             ServiceInstance a = new DefaultServiceInstance("a", "race", "10.0.0.1", 80, false);
             ServiceInstance b = new DefaultServiceInstance("b", "race", "10.0.0.2", 80, false);
