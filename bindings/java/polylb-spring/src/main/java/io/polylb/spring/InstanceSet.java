@@ -70,8 +70,8 @@ final class InstanceSet {
             instances.put(id, instance);
             Invoker invoker = Invoker.of(id, instance.getHost() + ":" + instance.getPort())
                     .withWeight(weightOf(instance));
-            String zone = instance.getMetadata() == null ? null : instance.getMetadata().get(ZONE_KEY);
-            invokers.add(zone == null || zone.isEmpty() ? invoker : invoker.withZone(zone));
+            String zone = PolylbSettings.zoneKey(instance.getMetadata() == null ? null : instance.getMetadata().get(ZONE_KEY));
+            invokers.add(zone == null ? invoker : invoker.withZone(zone));
         }
         if (!invokers.equals(lastInvokers)) {
             // A choice running concurrently may get an id of the old set until the update is in

@@ -1,6 +1,7 @@
 package io.polylb.spring;
 
 import java.time.Duration;
+import java.util.Locale;
 import org.springframework.boot.convert.DurationStyle;
 import org.springframework.core.env.Environment;
 
@@ -29,6 +30,7 @@ record PolylbSettings(String config, String configSource, Duration leaseTimeout,
             config = config + "&zone=" + zone.trim();
             source = source + " and " + PREFIX + "zone";
         }
+        config = lowerCaseZone(config);
         Duration lease;
         String leaseText = get(env, serviceId, "lease-timeout", null);
         try {
@@ -75,6 +77,26 @@ record PolylbSettings(String config, String configSource, Duration leaseTimeout,
                     + PREFIX + "polylb.hash-key to header:<Name>, cookie:<name> or query:<param>");
         }
         return own != null ? HashKey.parse(own, ownProperty) : HashKey.parse(shared, PREFIX + "polylb.hash-key");
+    }
+
+    /**
+     * The config with its zone lower-cased: Spring's zone preference compares zones ignoring
+     * case, polylb exactly, and the instances' zones are lower-cased alike (InstanceSet).
+     */
+    static String lowerCaseZone(String config) {
+        String[] pairs = config.split("&", -1);
+        for (int i = 0; i < pairs.length; i++) {
+            int eq = pairs[i].indexOf('=');
+            if (eq > 0 && pairs[i].substring(0, eq).trim().equals("zone")) {
+                pairs[i] = pairs[i].substring(0, eq + 1) + pairs[i].substring(eq + 1).toLowerCase(Locale.ROOT);
+            }
+        }
+        return String.join("&", pairs);
+    }
+
+    /** An instance's zone as polylb compares it; null for none. */
+    static String zoneKey(String zone) {
+        return zone == null || zone.isEmpty() ? null : zone.toLowerCase(Locale.ROOT);
     }
 
     private static String get(Environment env, String serviceId, String key, String fallback) {
