@@ -50,7 +50,9 @@ public class ClientsApp {
     static ConfigurableApplicationContext start(String... properties) {
         return new SpringApplicationBuilder(ClientsApp.class)
                 .web(WebApplicationType.NONE)
-                .properties("spring.main.banner-mode=off", "spring.cloud.loadbalancer.cache.enabled=false")
+                .properties("spring.main.banner-mode=off", "spring.cloud.loadbalancer.cache.enabled=false",
+                        // GatewayTest puts the Gateway on the classpath; it needs a reactive web server
+                        GatewayTest.OFF)
                 .properties(properties)
                 .run();
     }

@@ -39,7 +39,7 @@ class SpringRetryTest extends LocalServers {
         Backend bad = backend("bad", 503, 0);
         ConfigurableApplicationContext context = new SpringApplicationBuilder(DiscoveryApp.class)
                 .web(WebApplicationType.NONE)
-                .properties("spring.main.banner-mode=off",
+                .properties("spring.main.banner-mode=off", GatewayTest.OFF,
                         "spring.cloud.discovery.client.simple.instances.flaky[0].uri=http://" + good.address(),
                         "spring.cloud.discovery.client.simple.instances.flaky[0].instance-id=good",
                         "spring.cloud.discovery.client.simple.instances.flaky[1].uri=http://" + bad.address(),

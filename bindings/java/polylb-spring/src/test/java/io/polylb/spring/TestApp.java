@@ -39,7 +39,9 @@ public class TestApp {
     static ConfigurableApplicationContext start(String... properties) {
         return new SpringApplicationBuilder(TestApp.class)
                 .web(WebApplicationType.NONE)
-                .properties("spring.main.banner-mode=off", "spring.cloud.loadbalancer.cache.enabled=false")
+                .properties("spring.main.banner-mode=off", "spring.cloud.loadbalancer.cache.enabled=false",
+                        // GatewayTest puts the Gateway on the classpath; it needs a reactive web server
+                        GatewayTest.OFF)
                 .properties(properties)
                 .run();
     }
