@@ -210,8 +210,16 @@ fn timed_out(
     let Some(deadline) = deadline else {
         return Poll::Pending;
     };
-    let deadline = deadline.as_mut().project();
-    ready!(deadline.sleep.poll(cx));
+    let mut deadline = deadline.as_mut().project();
+    if deadline.sleep.as_mut().poll(cx).is_pending() {
+        // tokio's `Sleep` answers Pending without looking at its deadline once the task's
+        // coop budget is spent, as it is on every poll by an endpoint that works on this task's
+        // time (one that yields as tokio asks): the clock says whether the deadline has passed.
+        // Pending for want of budget, the `Sleep` has woken the task to be polled again.
+        if tokio::time::Instant::now() < deadline.sleep.deadline() {
+            return Poll::Pending;
+        }
+    }
     let limit = *deadline.limit;
     if let Some(report) = report.take() {
         report.finish(Outcome::Timeout);

@@ -182,3 +182,35 @@ async fn a_stalled_endpoint_loses_its_share_to_the_balancers_own_timeout_only() 
         );
     }
 }
+
+/// An endpoint that keeps the task busy (it yields whenever tokio's budget runs out, as a
+/// cooperative one does) still fails at its limit: the deadline is not left to a `Sleep` polled
+/// with the budget spent, which is Pending whatever the time. Real time: a busy task never lets
+/// paused time advance.
+#[tokio::test(flavor = "current_thread")]
+async fn the_deadline_passes_for_an_endpoint_that_spends_the_tasks_budget() {
+    let busy = service_fn(|()| async {
+        loop {
+            tokio::task::consume_budget().await;
+        }
+        #[allow(unreachable_code)]
+        Ok::<usize, Infallible>(0)
+    });
+    let mut balance = Balance::builder(ServiceList::new([busy]))
+        .config("loadbalance=leastactive")
+        .timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let response = balance.ready().await.unwrap().call(());
+    // A guard: before the fix, the call never ended.
+    let error = tokio::time::timeout(Duration::from_secs(5), response)
+        .await
+        .expect("the 50 ms deadline passed unseen")
+        .unwrap_err();
+    assert!(
+        matches!(error.downcast_ref(), Some(Error::Timeout(_))),
+        "{error}"
+    );
+    assert_eq!(of(balance.balancer(), 0, "timeouts"), 1);
+    assert_eq!(of(balance.balancer(), 0, "active"), 0);
+}
