@@ -165,8 +165,8 @@ async fn calls_to_a_stalled_endpoint(config: &str, inside: bool) -> usize {
 #[tokio::test(start_paused = true)]
 async fn a_stalled_endpoint_loses_its_share_to_the_balancers_own_timeout_only() {
     for config in [
-        "loadbalance=peakewma",
-        "loadbalance=random&outlier.consecutiveFailures=3",
+        "loadbalance=peakewma&seed=7",
+        "loadbalance=random&outlier.consecutiveFailures=3&seed=7",
     ] {
         let inside = calls_to_a_stalled_endpoint(config, true).await;
         let outside = calls_to_a_stalled_endpoint(config, false).await;
