@@ -1,7 +1,10 @@
 package io.polylb.spring;
 
+import java.io.ByteArrayOutputStream;
 import java.net.URI;
-import java.net.URLDecoder;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Locale;
@@ -117,11 +120,43 @@ final class HashKey {
         return null;
     }
 
-    private static String decode(String s) {
+    /**
+     * The form-decoded text ({@code +} a space, {@code %XX} a byte, the bytes read as UTF-8), or
+     * {@code s} as written when it is not well-formed: a malformed escape, or escaped bytes that
+     * are not UTF-8 (a Latin-1 {@code %E9}). URLDecoder would turn every such byte into U+FFFD,
+     * making {@code %E9} and {@code %FC} one key and sending all of them to one instance.
+     */
+    static String decode(String s) {
+        if (s.indexOf('%') < 0 && s.indexOf('+') < 0) {
+            return s;
+        }
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream(s.length());
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (c == '+') {
+                bytes.write(' ');
+            } else if (c == '%') {
+                int hi = i + 2 < s.length() ? Character.digit(s.charAt(i + 1), 16) : -1;
+                int lo = hi < 0 ? -1 : Character.digit(s.charAt(i + 2), 16);
+                if (lo < 0) {
+                    return s;
+                }
+                bytes.write(hi << 4 | lo);
+                i += 2;
+            } else {
+                int end = Character.isHighSurrogate(c) && i + 1 < s.length() ? i + 2 : i + 1;
+                bytes.writeBytes(s.substring(i, end).getBytes(StandardCharsets.UTF_8));
+                i = end - 1;
+            }
+        }
         try {
-            return URLDecoder.decode(s, StandardCharsets.UTF_8);
-        } catch (IllegalArgumentException badEscape) {
-            return s; // a malformed escape is still a stable key as written
+            return StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(bytes.toByteArray()))
+                    .toString();
+        } catch (CharacterCodingException notUtf8) {
+            return s;
         }
     }
 
