@@ -110,7 +110,9 @@ record PolylbSettings(String config, String configSource, Duration leaseTimeout,
 
     private static boolean hasKey(String config, String key) {
         for (String pair : config.split("&")) {
-            if (pair.trim().startsWith(key + "=")) {
+            int eq = pair.indexOf('=');
+            // keys are trimmed, as polylb reads them: "zone =a" names a zone
+            if (eq > 0 && pair.substring(0, eq).trim().equals(key)) {
                 return true;
             }
         }
