@@ -18,19 +18,20 @@ public final class PolylbClient implements AutoCloseable {
 
     PolylbClient(String serviceId, PolylbSettings settings) {
         this.serviceId = serviceId;
-        this.balancer = open(serviceId, settings);
+        this.balancer = open(serviceId, settings.config(), settings.configSource());
         this.instances = new InstanceSet(balancer);
         this.inFlight = new InFlight(balancer, settings.leaseTimeout().toNanos());
         this.outcomes = new HttpOutcomes(settings.failureStatuses(), settings.timeoutStatuses());
         this.hashKey = settings.hashKey();
     }
 
-    private static Balancer open(String serviceId, PolylbSettings settings) {
+    /** A balancer of {@code config}, or the error naming the client, the config and where it came from. */
+    static Balancer open(String serviceId, String config, String configSource) {
         try {
-            return new Balancer(settings.config());
+            return new Balancer(config);
         } catch (PolylbException bad) {
-            throw new IllegalArgumentException("polylb config '" + settings.config() + "' of load-balanced client '"
-                    + serviceId + "' (from " + settings.configSource() + ") is invalid: " + bad.getMessage(), bad);
+            throw new IllegalArgumentException("polylb config '" + config + "' of load-balanced client '"
+                    + serviceId + "' (from " + configSource + ") is invalid: " + bad.getMessage(), bad);
         }
     }
 

@@ -60,6 +60,9 @@ record PolylbSettings(String config, String configSource, Duration leaseTimeout,
         String strategy = HashKey.strategyOf(config);
         boolean hashing = HashKey.HASHING_STRATEGIES.contains(strategy);
         if (own != null && !hashing) {
+            // A misspelt strategy (rendezvouz, Rendezvous) hashes nothing either: the config's
+            // own error names the mistake, where blaming the hash key would not.
+            PolylbClient.open(serviceId, config, configSource).close();
             throw new IllegalArgumentException(ownProperty + ": '" + own + "' is set, but load-balanced client '"
                     + serviceId + "' uses loadbalance=" + strategy + " (from " + configSource
                     + "), which hashes no key; the hashing strategies are " + String.join(", ", HashKey.HASHING_STRATEGIES.stream().sorted().toList()));

@@ -1,6 +1,8 @@
 package io.polylb.spring;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.HashMap;
 import java.util.Map;
@@ -18,6 +20,25 @@ class PolylbSettingsTest {
         StandardEnvironment env = new StandardEnvironment();
         env.getPropertySources().addFirst(new MapPropertySource("test", map));
         return env;
+    }
+
+    private static String startupError(String... keysAndValues) {
+        return assertThrows(IllegalArgumentException.class,
+                () -> PolylbSettingsValidator.validate(env(keysAndValues))).getMessage();
+    }
+
+    @Test
+    void aMisspeltHashingStrategyIsReportedAsSuchNotAsAUselessHashKey() {
+        for (String strategy : new String[] {"rendezvouz", "Rendezvous"}) {
+            String message = startupError("spring.cloud.loadbalancer.clients.h.polylb.config", "loadbalance=" + strategy,
+                    "spring.cloud.loadbalancer.clients.h.polylb.hash-key", "header:X-User");
+            assertTrue(message.contains("spring.cloud.loadbalancer.clients.h.polylb.config")
+                    && message.contains("did you mean 'rendezvous'"), message);
+        }
+        // a valid strategy that hashes nothing still blames the key
+        String message = startupError("spring.cloud.loadbalancer.clients.h.polylb.config", "loadbalance=p2c",
+                "spring.cloud.loadbalancer.clients.h.polylb.hash-key", "header:X-User");
+        assertTrue(message.startsWith("spring.cloud.loadbalancer.clients.h.polylb.hash-key"), message);
     }
 
     @Test
