@@ -5,6 +5,7 @@ import org.springframework.cloud.client.ServiceInstance;
 import org.springframework.cloud.client.loadbalancer.CompletionContext;
 import org.springframework.cloud.client.loadbalancer.LoadBalancerLifecycle;
 import org.springframework.cloud.client.loadbalancer.Request;
+import org.springframework.cloud.client.loadbalancer.RequestDataContext;
 import org.springframework.cloud.client.loadbalancer.Response;
 import org.springframework.cloud.client.loadbalancer.ResponseData;
 import org.springframework.http.HttpStatusCode;
@@ -40,8 +41,13 @@ public final class PolylbLifecycle implements LoadBalancerLifecycle<Object, Obje
             return;
         }
         Long id = client.instances().idOf(instance);
-        if (id != null) {
-            client.inFlight().start(request, InstanceSet.keyOf(instance), id);
+        String key = InstanceSet.keyOf(instance);
+        if (id != null && client.inFlight().start(request, key, id)
+                && request.getContext() instanceof RequestDataContext context && context.getClientRequest() != null
+                && context.getClientRequest().getAttributes() != null
+                && context.getClientRequest().getAttributes().get(CancelHooks.ATTRIBUTE) instanceof CancelHooks hooks) {
+            // a Gateway exchange: Spring completes nothing if it is cancelled (PolylbGatewayConfiguration)
+            hooks.add(() -> client.inFlight().complete(request, key, Outcome.CANCELLED));
         }
     }
 

@@ -3,6 +3,7 @@ package io.polylb.spring;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -86,5 +87,37 @@ class GatewayTest extends LocalServers {
         assertEquals(0, Stats.number(stats, deadAddress, "timeouts"), stats);
         assertEquals(0, client.requestsInFlight(), stats);
         assertEquals(0, Stats.active(stats), stats);
+    }
+
+    @Test
+    void aClientThatDisconnectsMidProxyIsNotLeftInFlight() throws Exception {
+        Backend slow = backend("slow", 200, 1000);
+        TestApp.DISCOVERY.put("edge", List.of(slow.instance("edge")));
+        ConfigurableApplicationContext context = closeLater(new SpringApplicationBuilder(GatewayApp.class)
+                .web(WebApplicationType.REACTIVE)
+                .properties("spring.main.banner-mode=off", "spring.cloud.loadbalancer.cache.enabled=false",
+                        "server.port=0",
+                        "spring.cloud.gateway.server.webflux.routes[0].id=edge",
+                        "spring.cloud.gateway.server.webflux.routes[0].uri=lb://edge",
+                        "spring.cloud.gateway.server.webflux.routes[0].predicates[0]=Path=/**",
+                        "spring.cloud.loadbalancer.clients.edge.polylb.config=loadbalance=leastactive")
+                .run());
+        WebClient direct = WebClient.create("http://127.0.0.1:" + context.getEnvironment().getProperty("local.server.port"));
+        for (int i = 0; i < 5; i++) {
+            // the caller gives up after 200 ms: its connection to the gateway is closed mid-proxy
+            direct.get().uri("/").retrieve().bodyToMono(String.class).timeout(Duration.ofMillis(200))
+                    .onErrorReturn("gave up").block();
+        }
+        PolylbClient client = TestApp.client(context, "edge");
+        long deadline = System.nanoTime() + Duration.ofSeconds(5).toNanos();
+        while (client.requestsInFlight() > 0 && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        String stats = client.statsJson();
+        // the lease timeout is 60 s: only the cancels can have ended them
+        assertEquals(0, client.requestsInFlight(), stats);
+        assertEquals(0, Stats.active(stats), stats);
+        // a client's disconnect is no verdict on the instance
+        assertEquals(0, Stats.number(stats, slow.address(), "failures"), stats);
     }
 }
