@@ -1,0 +1,107 @@
+"""Response bodies that end their exchange: the report waits for the body, as the latency
+strategies need the time to the last byte and the in-flight strategies the body's life."""
+
+from __future__ import annotations
+
+from time import perf_counter_ns
+from typing import AsyncIterator, Iterator
+
+import httpx
+
+from .._balancer import Balancer
+from .._errors import BalancerClosedError
+from .._ffi import Outcome
+from ._outcomes import error_outcome
+
+_CANCELLED = Outcome.CANCELLED
+
+
+class Report:
+    """The one report of an exchange, however many ways it ends (an error while reading, then
+    ``close()``, then garbage collection): the first decides, later ones do nothing."""
+
+    __slots__ = ("_balancer", "_id", "_method", "_started_ns", "_done")
+
+    def __init__(self, balancer: Balancer, id: int, method: int) -> None:
+        self._balancer = balancer
+        self._id = id
+        self._method = method
+        self._done = False
+        self._started_ns = perf_counter_ns()
+
+    def __call__(self, outcome: Outcome) -> None:
+        if self._done:
+            return
+        self._done = True
+        elapsed_us = (perf_counter_ns() - self._started_ns) // 1000
+        try:
+            self._balancer.report(self._id, elapsed_us, outcome, self._method)
+        except BalancerClosedError:
+            pass  # closed during the exchange: nowhere to report, and the response is still the caller's
+
+
+class ReportingStream(httpx.SyncByteStream):
+    """A response body that reports its exchange when it ends: read to the end, ``verdict``
+    (the status's); an error while reading, by the error; closed (or dropped) before the end, a
+    cancel."""
+
+    def __init__(self, inner: httpx.SyncByteStream, report: Report, verdict: Outcome) -> None:
+        self._inner = inner
+        self._report = report
+        self._verdict = verdict
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for chunk in self._inner:
+                yield chunk
+        except GeneratorExit:
+            raise  # the reader stopped early: close() reports the cancel
+        except BaseException as error:
+            self._report(error_outcome(error))
+            raise
+        self._report(self._verdict)
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._report(_CANCELLED)  # nothing if the body was read to its end
+
+    def __del__(self) -> None:
+        # A response dropped unclosed must not stay counted in flight for good.
+        try:
+            self._report(_CANCELLED)
+        except Exception:
+            pass  # at interpreter exit the library may be gone
+
+
+class AsyncReportingStream(httpx.AsyncByteStream):
+    """:class:`ReportingStream` for the asyncio transport."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, report: Report, verdict: Outcome) -> None:
+        self._inner = inner
+        self._report = report
+        self._verdict = verdict
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except GeneratorExit:
+            raise
+        except BaseException as error:  # asyncio.CancelledError too: a cancel
+            self._report(error_outcome(error))
+            raise
+        self._report(self._verdict)
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            self._report(_CANCELLED)
+
+    def __del__(self) -> None:
+        try:
+            self._report(_CANCELLED)
+        except Exception:
+            pass
