@@ -5,6 +5,8 @@
 #   POLYLB_SKIP_MYPY=1                                 to skip installing mypy (its test then skips)
 #   POLYLB_SKIP_GRPC=1                                 to skip installing grpcio (the gRPC end-to-end
 #                                                      tests then skip; the binding never needs it)
+#   POLYLB_SKIP_HTTPX=1                                to skip installing httpx (tests/test_httpx.py
+#                                                      then skips; only polylb.httpx needs it)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,9 +37,15 @@ if [ -z "${POLYLB_SKIP_GRPC:-}" ]; then
         || echo "run-tests.sh: could not install grpcio; the gRPC end-to-end tests will be skipped" >&2
 fi
 
+# Only for tests/test_httpx.py: polylb.httpx's transports (the `httpx` extra of pyproject.toml).
+if [ -z "${POLYLB_SKIP_HTTPX:-}" ]; then
+    "$python" -c "import httpx" 2>/dev/null || "$python" -m pip install --quiet --root-user-action=ignore "httpx>=0.28" \
+        || echo "run-tests.sh: could not install httpx; the httpx transport tests will be skipped" >&2
+fi
+
 # --force-reinstall: same version number, new library; --no-deps: there are none at run time.
 "$python" -m pip install --quiet --root-user-action=ignore --force-reinstall --no-deps ./bindings/python
 
 # From the repository root, so the tests import the installed package, not the source tree.
-# -rs: the reason of every skipped test is printed (mypy or grpcio missing).
+# -rs: the reason of every skipped test is printed (mypy, grpcio or httpx missing).
 "$python" -m pytest bindings/python/tests -q -rs "$@"

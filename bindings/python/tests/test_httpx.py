@@ -480,29 +480,32 @@ def test_in_flight_is_back_to_zero_after_a_mix(make: Callable[..., BalancedTrans
     transport = make("loadbalance=leastactive&seed=3", [servers[1].url, servers[2].url, refused])
     kinds = ["ok", "503", "404", "stream-early", "stream-full", "timeout", "cut", "head"]
 
+    http = client(transport)  # one client for all threads: closing a client closes its transport
+    expected_errors = (httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError)
+
     def work(index: int) -> None:
         chooser = random.Random(index)
-        with httpx.Client(transport=transport, base_url="http://orders", timeout=PATIENCE_S) as http:
-            for _ in range(30):
-                kind = chooser.choice(kinds)
-                with contextlib.suppress(httpx.HTTPError):
-                    if kind == "ok":
-                        http.get("/who")
-                    elif kind in ("503", "404"):
-                        http.get("/who", params={"status": kind})
-                    elif kind == "timeout":
-                        http.get("/who", params={"sleep": 300}, timeout=0.05)
-                    elif kind == "cut":
-                        http.get("/cut")
-                    elif kind == "head":
-                        http.head("/who")
-                    else:
-                        with http.stream("GET", "/stream", params={"chunks": 5}) as response:
-                            for _ in response.iter_bytes():
-                                if kind == "stream-early":
-                                    break
+        for _ in range(30):
+            kind = chooser.choice(kinds)
+            with contextlib.suppress(*expected_errors):
+                if kind == "ok":
+                    http.get("/who")
+                elif kind in ("503", "404"):
+                    http.get("/who", params={"status": kind})
+                elif kind == "timeout":
+                    http.get("/who", params={"sleep": 300}, timeout=0.05)
+                elif kind == "cut":
+                    http.get("/cut")
+                elif kind == "head":
+                    http.head("/who")
+                else:
+                    with http.stream("GET", "/stream", params={"chunks": 5}) as response:
+                        for _ in response.iter_bytes():
+                            if kind == "stream-early":
+                                break
 
     _run_threads(6, work)
+    http.close()
     table = rows(transport)
     assert sum(row["selected"] for row in table.values()) == 6 * 30
     assert [row["active"] for row in table.values()] == [0, 0, 0]
@@ -572,22 +575,26 @@ def test_updates_while_requests_run(make: Callable[..., BalancedTransport], serv
     stop = threading.Event()
     seen: List[str] = []
 
+    http = client(transport)  # one client for all threads: closing a client closes its transport
+
     def work(_: int) -> None:
-        with client(transport) as http:
-            while not stop.is_set():
-                response = http.get("/who", params={"sleep": 2})
-                assert response.status_code == 200
-                seen.append(response.extensions["polylb.endpoint"])
+        while not stop.is_set():
+            response = http.get("/who", params={"sleep": 2})
+            assert response.status_code == 200
+            seen.append(response.extensions["polylb.endpoint"])
 
     threads = [threading.Thread(target=lambda: _run_threads(4, work))]
     threads[0].start()
-    for round in range(30):
-        transport.update(sets[round % 3])
-        for url, id in transport.ids.items():
-            assert ids.setdefault(url, id) == id  # a URL keeps its id across updates
-        time.sleep(0.01)
-    stop.set()
-    threads[0].join(PATIENCE_S)
+    try:
+        for round in range(30):
+            transport.update(sets[round % 3])
+            for url, id in transport.ids.items():
+                assert ids.setdefault(url, id) == id  # a URL keeps its id across updates
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        threads[0].join(PATIENCE_S)
+    http.close()
     assert set(seen) == {servers[i].url for i in (1, 2, 3, 4)}
     for url in transport.ids:
         assert row_of(transport, url)["active"] == 0
@@ -632,3 +639,20 @@ def test_readme_example_runs() -> None:
     blocks = re.findall(r"```python\n(.*?)```", section.group(1), flags=re.S)
     assert len(blocks) == 1 and "BalancedTransport(" in blocks[0]
     exec(compile(blocks[0], "README.md:balanced-transport", "exec"), {"__name__": "readme"})
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["parts-swapped", "copy_with"])
+def test_a_routed_url_is_what_copy_with_gives(fast: bool, monkeypatch: Any) -> None:
+    from polylb.httpx import _routing
+
+    assert _routing.routed_url is _routing._fast_url  # this httpx has the parts the fast path swaps
+    monkeypatch.setattr(_routing, "routed_url", _routing._fast_url if fast else _routing._slow_url)
+    for endpoint in ("http://10.0.0.1:8080", "http://10.0.0.1:80", "https://Bücher.example:8443", "http://[::1]:81/"):
+        target = _routing.target_of(endpoint)
+        for raw in ("http://svc/a%20b/c?x=1&y=%C3%A9", "https://user:pw@svc:8443/", "http://svc", "http://svc/?"):
+            request = httpx.Request("GET", raw, headers={"x-k": "v"})
+            routed = _routing.route(request, target)
+            expected = request.url.copy_with(scheme=target.scheme, host=target.host, port=target.port)
+            assert (routed.url, str(routed.url), routed.url.raw_path) == (expected, str(expected), expected.raw_path)
+            assert routed.headers["host"] == target.authority and routed.headers["x-k"] == "v"
+            assert request.url == httpx.URL(raw)  # the caller's request is left as it was

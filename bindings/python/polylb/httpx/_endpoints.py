@@ -6,9 +6,8 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-import httpx
-
 from .._invoker import Invoker
+from ._routing import Target, target_of
 
 
 @dataclass(frozen=True)
@@ -22,31 +21,6 @@ class Endpoint:
     zone: Optional[str] = None
     start_time_ms: int = 0
     warmup_ms: int = -1
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a picked id sends its requests: the parts of the request URL it replaces, and the
-    ``Host`` header a request sent straight to it would carry."""
-
-    url: str
-    scheme: str
-    host: str
-    port: Optional[int]
-    authority: str
-
-
-def _target(url: str) -> Target:
-    if not isinstance(url, str):
-        raise TypeError(f"an endpoint's url must be a str, not {type(url).__name__}")
-    parsed = httpx.URL(url)
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ValueError(f"endpoint {url!r} is not an absolute http or https URL")
-    if parsed.path not in ("", "/") or parsed.query or parsed.fragment or parsed.userinfo:
-        # The request keeps its own path and query; a prefix here would be silently dropped.
-        raise ValueError(f"endpoint {url!r} must be an origin (scheme://host[:port]) with no path, query or credentials")
-    authority = parsed.netloc.decode("ascii")
-    return Target(f"{parsed.scheme}://{authority}", parsed.scheme, parsed.host, parsed.port, authority)
 
 
 class Endpoints:
@@ -72,7 +46,7 @@ class Endpoints:
             endpoint = Endpoint(endpoint) if isinstance(endpoint, str) else endpoint
             if not isinstance(endpoint, Endpoint):
                 raise TypeError(f"an endpoint is an Endpoint or a URL string, not {type(endpoint).__name__}")
-            parsed.append((endpoint, _target(endpoint.url)))
+            parsed.append((endpoint, target_of(endpoint.url)))
         invokers = []
         with self._lock:
             for endpoint, target in parsed:

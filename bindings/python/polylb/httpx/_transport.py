@@ -10,8 +10,9 @@ import httpx
 from .._balancer import Balancer
 from .._errors import NoCandidateError, NoProviderError
 from .._ffi import Outcome
-from ._endpoints import Endpoint, Endpoints, Target
+from ._endpoints import Endpoint, Endpoints
 from ._outcomes import Classifier, error_outcome, has_no_body, status_outcome
+from ._routing import Target, route
 from ._streams import AsyncReportingStream, Report, ReportingStream
 
 _SUCCESS, _CANCELLED = Outcome.SUCCESS, Outcome.CANCELLED
@@ -116,15 +117,6 @@ class _Balanced:
                 raise
         raise last_error  # outside the handler: the error keeps its own context
 
-    def _route(self, request: httpx.Request, target: Target) -> httpx.Request:
-        """The request as sent to ``target``: its scheme, host and port, and a Host header that
-        names it (a virtual host or TLS server expects its own name), path, query, headers and
-        body the caller's. A new request: the caller's stays as it was, for httpx's redirects."""
-        url = request.url.copy_with(scheme=target.scheme, host=target.host, port=target.port)
-        headers = request.headers.copy()
-        headers["Host"] = target.authority
-        return httpx.Request(request.method, url, headers=headers, stream=request.stream, extensions=request.extensions)
-
     def _verdict(self, response: httpx.Response) -> Outcome:
         if self._classify is not None:
             verdict = self._classify(response)
@@ -194,7 +186,7 @@ class BalancedTransport(_Balanced, httpx.BaseTransport):
             target = self._endpoints.target(id)
             report = Report(self._balancer, id, method)
             try:
-                response = self._transport.handle_request(self._route(request, target))
+                response = self._transport.handle_request(route(request, target))
             except BaseException as error:
                 report(error_outcome(error))
                 if self._retry(error, id, tried):
@@ -255,7 +247,7 @@ class AsyncBalancedTransport(_Balanced, httpx.AsyncBaseTransport):
             target = self._endpoints.target(id)
             report = Report(self._balancer, id, method)
             try:
-                response = await self._transport.handle_async_request(self._route(request, target))
+                response = await self._transport.handle_async_request(route(request, target))
             except BaseException as error:
                 report(error_outcome(error))
                 if self._retry(error, id, tried):
