@@ -10,7 +10,10 @@ request over the rounds:
   ``BalancedTransport`` (``roundrobin``) over it to the same server;
 - the transport's own work: the same two over a stand-in, ``httpx.MockTransport``, that answers
   at once with a 2-byte body (what is left is httpx's client and the adapter: pick, routed
-  request, wrapped body, report); the same for ``httpx.AsyncClient`` with async transports.
+  request, wrapped body, report); the same for ``httpx.AsyncClient`` with async transports;
+- the transports alone, without a client: ``handle_request`` of a built request and reading
+  its body, a plain MockTransport against a BalancedTransport over one (the least noisy
+  measure of the adapter's own work).
 
 The difference of each pair is what balancing adds per request.
 """
@@ -71,6 +74,20 @@ def async_row(client: httpx.AsyncClient, n: int, loop: asyncio.AbstractEventLoop
     return run
 
 
+def transport_row(transport: httpx.BaseTransport, n: int) -> Callable[[], float]:
+    request = httpx.Request("GET", "http://svc/x?a=1", headers={"accept": "*/*"})
+
+    def run() -> float:
+        started = time.perf_counter()
+        for _ in range(n):
+            response = transport.handle_request(request)
+            response.read()
+            response.close()
+        return (time.perf_counter() - started) / n
+
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=2000)
@@ -100,6 +117,9 @@ def main() -> None:
     }
     rows: Dict[str, Callable[[], float]] = {name: sync_row(c, args.requests) for name, c in clients.items()}
     rows.update({name: async_row(c, args.requests, loop) for name, c in async_clients.items()})
+    balanced_alone = BalancedTransport("roundrobin", [url], transport=httpx.MockTransport(answer))
+    rows["transport alone: MockTransport"] = transport_row(httpx.MockTransport(answer), args.requests)
+    rows["transport alone: BalancedTransport"] = transport_row(balanced_alone, args.requests)
     for run in rows.values():
         run()  # warm up: connections, caches
     times: Dict[str, List[float]] = {name: [] for name in rows}
@@ -113,12 +133,14 @@ def main() -> None:
         ("server: plain HTTPTransport", "server: BalancedTransport"),
         ("stand-in: plain MockTransport", "stand-in: BalancedTransport"),
         ("async stand-in: plain MockTransport", "async stand-in: AsyncBalancedTransport"),
+        ("transport alone: MockTransport", "transport alone: BalancedTransport"),
     ]:
         print(f"{balanced} - {plain}: {median[balanced] - median[plain]:+.1f} µs per request")
     for client in clients.values():
         client.close()
     for async_client in async_clients.values():
         loop.run_until_complete(async_client.aclose())
+    balanced_alone.close()
     server.shutdown()
 
 
