@@ -222,6 +222,10 @@ def test_the_path_and_query_stay_and_the_host_is_the_endpoints(make: Callable[..
     assert str(response.request.url) == "http://orders/echo?q=a+b&n=1"  # the caller's request is unchanged
 
 
+#: The slow endpoint's delay: 30 to 100 times a local request's latency, even on a loaded machine.
+SLOW_S = 0.3
+
+
 def _run_threads(count: int, work: Callable[[int], None]) -> None:
     errors: List[BaseException] = []
 
@@ -243,22 +247,26 @@ def _run_threads(count: int, work: Callable[[int], None]) -> None:
 def test_a_slow_endpoint_is_avoided_under_concurrency(
     strategy: str, make: Callable[..., BalancedTransport], servers: Dict[int, Server]
 ) -> None:
-    servers[3].delay_s = 0.1
+    servers[3].delay_s = SLOW_S
     transport = make(strategy, [servers[i].url for i in (1, 2, 3)])
     threads, each = 8, 40
     with client(transport) as http:
         _run_threads(threads, lambda _: [http.get("/who") for _ in range(each)] and None)
     n = threads * each
     slow = row_of(transport, servers[3].url)["selected"]
-    # A uniform pick would send n/3 there; the strategy must be far below (5 sigma under it),
-    # and in fact sends it a small fraction.
+    # A uniform pick would send n/3 there; the strategy must be far below (5 sigma under it).
     assert slow < n / 3 - five_sigma(n, 1 / 3), slow
-    assert slow <= n / 10, slow
+    if strategy.startswith("loadbalance=peakewma"):
+        # peakewma weighs latencies: the slow endpoint, 30 to 100 times slower, is picked only
+        # when both fast ones hold many requests (4 to 7 of 320 in runs here). leastactive evens
+        # out the requests in flight, so the slow one keeps a share that grows with the fast
+        # ones' latency, that is with the machine's load (10 to 20 here): the 5 sigma bound only.
+        assert slow <= n / 10, slow
     assert all(row["active"] == 0 for row in rows(transport).values())
 
 
 def test_a_slow_endpoint_is_avoided_by_tasks(make_async: Callable[..., AsyncBalancedTransport], servers: Dict[int, Server]) -> None:
-    servers[3].delay_s = 0.1
+    servers[3].delay_s = SLOW_S
     transport = make_async("loadbalance=peakewma&seed=5", [servers[i].url for i in (1, 2, 3)])
     tasks, each = 16, 20
 
@@ -656,3 +664,52 @@ def test_a_routed_url_is_what_copy_with_gives(fast: bool, monkeypatch: Any) -> N
             assert (routed.url, str(routed.url), routed.url.raw_path) == (expected, str(expected), expected.raw_path)
             assert routed.headers["host"] == target.authority and routed.headers["x-k"] == "v"
             assert request.url == httpx.URL(raw)  # the caller's request is left as it was
+
+
+def test_a_pool_timeout_sent_nothing_and_is_a_cancel(balancer_factory: Any, servers: Dict[int, Server]) -> None:
+    # One connection in the client's pool, held by an open stream: the next request cannot
+    # get one. That says nothing about the provider.
+    inner = httpx.HTTPTransport(limits=httpx.Limits(max_connections=1))
+    transport = BalancedTransport(balancer_factory("random"), [servers[1].url], transport=inner)
+    with httpx.Client(transport=transport, base_url="http://orders", timeout=httpx.Timeout(PATIENCE_S, pool=0.1)) as http:
+        with http.stream("GET", "/stream", params={"chunks": 0, "gap": 10}) as holding:
+            with pytest.raises(httpx.PoolTimeout):
+                http.get("/who")
+            row = row_of(transport, servers[1].url)
+            assert (row["selected"], row["active"], row["failures"]) == (2, 1, 0)  # only the stream left
+            assert next(holding.iter_bytes()) == b"1"
+    assert outcome_counts(row_of(transport, servers[1].url)) == {"selected": 2, "active": 0, "succeeded": 0, "failures": 0, "timeouts": 0}
+
+
+def test_endpoints_carry_their_zone(make: Callable[..., BalancedTransport], servers: Dict[int, Server]) -> None:
+    transport = make(
+        "loadbalance=random&zone=eu&seed=4",
+        [Endpoint(servers[1].url, zone="us"), Endpoint(servers[2].url, zone="eu"), Endpoint(servers[3].url, zone="us")],
+    )
+    with client(transport) as http:
+        assert {http.get("/who").text for _ in range(30)} == {"2"}  # the consumer's own zone only
+
+
+def test_async_retries_errors_and_no_endpoints(make_async: Callable[..., AsyncBalancedTransport], servers: Dict[int, Server]) -> None:
+    refused = refused_url()
+    transport = make_async("roundrobin", [refused, servers[1].url], retries=1)
+    empty = make_async("random", [])
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=transport, base_url="http://orders", timeout=0.3) as http:
+            assert [(await http.get("/who")).text for _ in range(6)] == ["1"] * 6
+            with pytest.raises(httpx.ReadTimeout):
+                await http.get("/who", params={"sleep": 1000})
+            with pytest.raises(httpx.RemoteProtocolError):
+                await http.get("/cut")
+        async with httpx.AsyncClient(transport=empty, base_url="http://orders") as http:
+            with pytest.raises(NoEndpointsError):
+                await http.get("/who")
+
+    asyncio.run(main())
+    down = outcome_counts(row_of(transport, refused))
+    assert down["selected"] == down["failures"] >= 1 and down["active"] == 0  # each refusal a failure
+    live = outcome_counts(row_of(transport, servers[1].url))
+    # Every request reached it once: the refused attempts were resent there, the read timeout
+    # and the cut body were not (they had reached the provider).
+    assert live == {"selected": 8, "active": 0, "succeeded": 6, "failures": 2, "timeouts": 1}
