@@ -542,6 +542,13 @@ def test_retries_stop_when_every_endpoint_was_tried(make: Callable[..., Balanced
     assert [row["selected"] for row in rows(transport).values()] == [1, 1]
 
 
+def test_retries_are_capped(make: Callable[..., BalancedTransport]) -> None:
+    transport = make("random", [refused_url() for _ in range(3)], retries=1)
+    with client(transport) as http, pytest.raises(httpx.ConnectError):
+        http.get("/who")
+    assert sorted(row["selected"] for row in rows(transport).values()) == [0, 1, 1]  # two attempts
+
+
 def test_without_retries_and_for_other_errors_nothing_is_sent_again(make: Callable[..., BalancedTransport], servers: Dict[int, Server]) -> None:
     refused = refused_url()
     transport = make("roundrobin", [refused, servers[1].url])

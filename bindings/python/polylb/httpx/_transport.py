@@ -3,6 +3,7 @@ each request to the endpoint polylb picks, over an inner transport, and report h
 
 from __future__ import annotations
 
+import threading
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import httpx
@@ -51,6 +52,7 @@ class _Balanced:
         self._hash_key = hash_key
         self._classify = classify
         self._retries = retries
+        self._updating = threading.Lock()
         try:
             self.update(endpoints)
         except BaseException:
@@ -82,10 +84,11 @@ class _Balanced:
         if isinstance(endpoints, (str, bytes)):
             raise TypeError("update() takes a sequence of endpoints (Endpoint or URL strings), not one string")
         given = tuple(Endpoint(e) if isinstance(e, str) else e for e in endpoints)
-        invokers = self._endpoints.invokers(given)
-        self._balancer.update(invokers)
-        self._current = given
-        self._ids = {endpoint.url: invoker.id for endpoint, invoker in zip(given, invokers)}
+        with self._updating:  # the balancer's set and these two always from the same update
+            invokers = self._endpoints.invokers(given)
+            self._balancer.update(invokers)
+            self._current = given
+            self._ids = {endpoint.url: invoker.id for endpoint, invoker in zip(given, invokers)}
 
     def _key_and_method(self, request: httpx.Request) -> Tuple[Union[bytes, str, None], int]:
         key = self._hash_key(request) if self._hash_key is not None else None
@@ -127,10 +130,10 @@ class _Balanced:
     def _retry(self, error: BaseException, id: int, tried: List[int]) -> bool:
         """Whether to send again, elsewhere: only a request that never reached the provider
         (its connection could not be made), so no request is ever applied twice."""
-        if len(tried) > self._retries or not isinstance(error, httpx.ConnectError):
+        if len(tried) >= self._retries or not isinstance(error, httpx.ConnectError):
             return False
         tried.append(id)
-        return len(tried) <= self._retries
+        return True
 
     def _close_balancer(self) -> None:
         if self._owns_balancer:
@@ -186,7 +189,12 @@ class BalancedTransport(_Balanced, httpx.BaseTransport):
             target = self._endpoints.target(id)
             report = Report(self._balancer, id, method)
             try:
-                response = self._transport.handle_request(route(request, target))
+                routed = route(request, target)
+            except BaseException:
+                report(_CANCELLED)  # never sent
+                raise
+            try:
+                response = self._transport.handle_request(routed)
             except BaseException as error:
                 report(error_outcome(error))
                 if self._retry(error, id, tried):
@@ -247,7 +255,12 @@ class AsyncBalancedTransport(_Balanced, httpx.AsyncBaseTransport):
             target = self._endpoints.target(id)
             report = Report(self._balancer, id, method)
             try:
-                response = await self._transport.handle_async_request(route(request, target))
+                routed = route(request, target)
+            except BaseException:
+                report(_CANCELLED)  # never sent
+                raise
+            try:
+                response = await self._transport.handle_async_request(routed)
             except BaseException as error:
                 report(error_outcome(error))
                 if self._retry(error, id, tried):
