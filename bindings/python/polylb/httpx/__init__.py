@@ -5,7 +5,7 @@ Needs httpx (``pip install polylb[httpx]``); ``import polylb`` itself never impo
 """
 
 try:
-    import httpx as _httpx  # noqa: F401 (the hint below if missing)
+    import httpx as _httpx  # type: ignore[import-not-found, unused-ignore]  # noqa: F401 (the hint below if missing)
 except ImportError as error:  # pragma: no cover - exercised by a subprocess test
     raise ImportError("polylb.httpx needs httpx: pip install 'polylb[httpx]' (or pip install httpx)") from error
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-import httpx
+import httpx  # type: ignore[import-not-found, unused-ignore]  # optional: mypy without httpx too
 
 from .._ffi import Outcome
 from .._outcomes import _outcome_of

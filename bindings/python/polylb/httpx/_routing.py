@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-import httpx
+import httpx  # type: ignore[import-not-found, unused-ignore]  # optional: mypy without httpx too
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from time import perf_counter_ns
 from typing import AsyncIterator, Iterator
 
-import httpx
+import httpx  # type: ignore[import-not-found, unused-ignore]  # optional: mypy without httpx too
 
 from .._balancer import Balancer
 from .._errors import BalancerClosedError
@@ -40,7 +40,7 @@ class Report:
             pass  # closed during the exchange: nowhere to report, and the response is still the caller's
 
 
-class ReportingStream(httpx.SyncByteStream):
+class ReportingStream(httpx.SyncByteStream):  # type: ignore[misc, unused-ignore]
     """A response body that reports its exchange when it ends: read to the end, ``verdict``
     (the status's); an error while reading, by the error; closed (or dropped) before the end, a
     cancel."""
@@ -75,7 +75,7 @@ class ReportingStream(httpx.SyncByteStream):
             pass  # at interpreter exit the library may be gone
 
 
-class AsyncReportingStream(httpx.AsyncByteStream):
+class AsyncReportingStream(httpx.AsyncByteStream):  # type: ignore[misc, unused-ignore]
     """:class:`ReportingStream` for the asyncio transport."""
 
     def __init__(self, inner: httpx.AsyncByteStream, report: Report, verdict: Outcome) -> None:

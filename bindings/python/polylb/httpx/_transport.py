@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-import httpx
+import httpx  # type: ignore[import-not-found, unused-ignore]  # optional: mypy without httpx too
 
 from .._balancer import Balancer
 from .._errors import NoCandidateError, NoProviderError
@@ -22,7 +22,7 @@ _SUCCESS, _CANCELLED = Outcome.SUCCESS, Outcome.CANCELLED
 ENDPOINT_EXTENSION = "polylb.endpoint"
 
 
-class NoEndpointsError(httpx.ConnectError):
+class NoEndpointsError(httpx.ConnectError):  # type: ignore[misc, unused-ignore]
     """The transport has no endpoint to send the request to (none given, or all removed).
 
     An ``httpx.ConnectError``, as for a host that cannot be reached, so code that handles those
@@ -143,7 +143,7 @@ class _Balanced:
         return f"<polylb.httpx.{type(self).__name__} endpoints={[e.url for e in self._current]} retries={self._retries}>"
 
 
-class BalancedTransport(_Balanced, httpx.BaseTransport):
+class BalancedTransport(_Balanced, httpx.BaseTransport):  # type: ignore[misc, unused-ignore]
     """An ``httpx.BaseTransport`` that sends each request to an endpoint picked by polylb,
     through ``transport`` (``httpx.HTTPTransport()`` by default), and reports how it ended::
 
@@ -226,7 +226,7 @@ class BalancedTransport(_Balanced, httpx.BaseTransport):
             self._close_balancer()
 
 
-class AsyncBalancedTransport(_Balanced, httpx.AsyncBaseTransport):
+class AsyncBalancedTransport(_Balanced, httpx.AsyncBaseTransport):  # type: ignore[misc, unused-ignore]
     """:class:`BalancedTransport` for ``httpx.AsyncClient``: the inner ``transport`` is an
     ``httpx.AsyncBaseTransport`` (``httpx.AsyncHTTPTransport()`` by default), and a request
     whose task is cancelled (``asyncio.CancelledError``, also from ``asyncio.timeout()`` around
