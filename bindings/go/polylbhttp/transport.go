@@ -1,0 +1,221 @@
+// Package polylbhttp balances net/http requests over a set of HTTP endpoints
+// with polylb: Transport is an http.RoundTripper that picks an endpoint for
+// each request, sends it there through an inner RoundTripper, and reports the
+// request's outcome and latency to polylb. See README.md.
+package polylbhttp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	polylb "github.com/polylb/polylb/bindings/go"
+)
+
+// Transport is an http.RoundTripper that balances requests over endpoints.
+// A request's URL host is only a name (a logical service name, say): it is
+// replaced by the chosen endpoint's scheme and host; path and query are
+// kept. Use it as an http.Client's Transport. It is safe for concurrent use,
+// Update included.
+//
+// When a request is over: a response with a Success verdict (a 2xx, 3xx or
+// 4xx but 408 and 429, by default) is reported when its body ends — read to
+// io.EOF: a Success; a read error: judged as a transport error; closed
+// before io.EOF: Cancelled (the caller gave it up). Until then the request
+// counts as in flight, and its latency is to the body's end. Any other
+// verdict (a 5xx, 408, 429, 504) is reported when the headers arrive, as is a
+// response without a body. So close every response body, as net/http asks: a
+// body never closed stays in flight on its endpoint for good.
+type Transport struct {
+	lb         *polylb.Balancer
+	inner      http.RoundTripper
+	methodName func(*http.Request) string
+	hashKey    func(*http.Request) []byte
+	classify   func(*http.Response) polylb.Outcome
+	atHeaders  bool
+
+	methodsMu sync.RWMutex
+	methods   map[string]polylb.Method
+
+	set atomic.Pointer[endpointSet]
+
+	updateMu sync.Mutex // serializes Update; guards ids and lastID
+	ids      map[string]uint64
+	lastID   uint64
+}
+
+// New makes a Transport balancing over endpoints with a polylb balancer of
+// config (polylb.New's config string, e.g. "loadbalance=peakewma").
+func New(config string, endpoints []Endpoint, opts ...Option) (*Transport, error) {
+	lb, err := polylb.New(config)
+	if err != nil {
+		return nil, err
+	}
+	t := &Transport{
+		lb:       lb,
+		inner:    http.DefaultTransport,
+		classify: defaultClassifier,
+		methods:  map[string]polylb.Method{},
+		ids:      map[string]uint64{},
+	}
+	t.set.Store(&endpointSet{})
+	for _, opt := range opts {
+		opt(t)
+	}
+	if err := t.Update(endpoints); err != nil {
+		lb.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// Update replaces the set of endpoints. An endpoint whose URL was in the
+// previous set keeps its state; requests in flight to one that left end as
+// usual. A set that is refused (a bad URL, a URL listed twice, a negative
+// weight, or polylb's own refusal) changes nothing.
+func (t *Transport) Update(endpoints []Endpoint) error {
+	t.updateMu.Lock()
+	defer t.updateMu.Unlock()
+	next, err := plan(endpoints, t.ids, t.lastID)
+	if err != nil {
+		return err
+	}
+	old := t.set.Load()
+	// Selects made while the balancer switches may return an id of either
+	// set: publish both first, so that the new ids are found at once.
+	t.set.Store(union(old, next.byID))
+	if err := t.lb.Update(next.invokers); err != nil {
+		t.set.Store(old)
+		return fmt.Errorf("polylbhttp: update: %w", err)
+	}
+	t.set.Store(&endpointSet{byID: next.byID})
+	t.ids, t.lastID = next.ids, next.nextID
+	return nil
+}
+
+// Balancer is the polylb balancer underneath, for its Stats (the invokers'
+// addresses are the endpoints' URLs). Selecting or reporting on it directly
+// is not needed and would skew its counts.
+func (t *Transport) Balancer() *polylb.Balancer {
+	return t.lb
+}
+
+// Close closes the balancer: later requests fail with polylb.ErrClosed.
+// Requests in flight end normally. It does not close the inner transport's
+// connections (see CloseIdleConnections).
+func (t *Transport) Close() error {
+	return t.lb.Close()
+}
+
+// CloseIdleConnections closes the inner transport's idle connections, if it
+// has that method (http.Client.CloseIdleConnections calls this).
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.inner.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// errSetChanging: the selects kept returning ids of sets replaced since.
+var errSetChanging = errors.New("polylbhttp: the endpoint set changed under every select")
+
+// RoundTrip sends req to an endpoint polylb picks and reports how it went
+// (see Transport for when). Errors of the inner transport are returned as
+// they are; a failed pick (no endpoint, a closed Transport) is returned
+// wrapped, and req's body is closed, as RoundTrip must.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	x := &exchange{ctx: req.Context()}
+	tgt, err := t.pick(req, x)
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	resp, err := t.inner.RoundTrip(redirect(req, tgt))
+	if err != nil {
+		x.call.Finish(errorOutcome(req.Context(), err))
+		return nil, err
+	}
+	outcome := t.classify(resp)
+	// A 101's body is the upgraded connection, which callers type-assert to
+	// io.ReadWriteCloser: it is not wrapped, and the exchange is over.
+	if t.atHeaders || outcome != polylb.Success || resp.Body == nil || resp.Body == http.NoBody ||
+		resp.StatusCode == http.StatusSwitchingProtocols {
+		x.call.Finish(outcome)
+		return resp, nil
+	}
+	x.body = resp.Body
+	resp.Body = x
+	return resp, nil
+}
+
+// pick selects an endpoint for req into x.call and returns its target.
+func (t *Transport) pick(req *http.Request, x *exchange) (target, error) {
+	method, err := t.method(req)
+	if err != nil {
+		return target{}, err
+	}
+	var key []byte
+	if t.hashKey != nil {
+		if key = t.hashKey(req); len(key) == 0 {
+			binary.LittleEndian.PutUint64(x.key[:], rand.Uint64())
+			key = x.key[:]
+		}
+	}
+	for range 3 {
+		if x.call, err = t.lb.Call(method, key); err != nil {
+			return target{}, fmt.Errorf("polylbhttp: %w", err)
+		}
+		if tgt, ok := t.set.Load().byID[x.call.ID()]; ok {
+			return tgt, nil
+		}
+		// Selected in a set that an Update has replaced since: no verdict,
+		// select again in the new one.
+		x.call.Finish(polylb.Cancelled)
+	}
+	return target{}, errSetChanging
+}
+
+// method is req's interned method (WithMethod), ServiceLevel by default.
+func (t *Transport) method(req *http.Request) (polylb.Method, error) {
+	if t.methodName == nil {
+		return polylb.ServiceLevel, nil
+	}
+	name := t.methodName(req)
+	t.methodsMu.RLock()
+	m, ok := t.methods[name]
+	t.methodsMu.RUnlock()
+	if ok {
+		return m, nil
+	}
+	m, err := t.lb.Method(name)
+	if err != nil {
+		return 0, fmt.Errorf("polylbhttp: method %q: %w", name, err)
+	}
+	t.methodsMu.Lock()
+	t.methods[name] = m
+	t.methodsMu.Unlock()
+	return m, nil
+}
+
+// redirect is req sent to tgt. A RoundTripper must not modify its request,
+// so the request and its URL are copied (shallowly: the body and headers are
+// the caller's, as they would be without the balancer).
+func redirect(req *http.Request, tgt target) *http.Request {
+	out := new(http.Request)
+	*out = *req
+	u := *req.URL
+	u.Scheme, u.Host = tgt.scheme, tgt.host
+	out.URL = &u
+	// http.NewRequest sets Host to the URL's host, here the logical name:
+	// the endpoint gets its own host:port instead. A Host the caller set to
+	// something else is theirs to keep (a virtual host behind the endpoint).
+	if req.Host == req.URL.Host {
+		out.Host = ""
+	}
+	return out
+}
