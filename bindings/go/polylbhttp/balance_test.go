@@ -48,14 +48,16 @@ func TestSlowEndpointIsAvoided(t *testing.T) {
 			const goroutines, each = 6, 100
 			var wg sync.WaitGroup
 			for range goroutines {
-				wg.Go(func() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
 					for range each {
 						if _, err := get(context.Background(), client, "/"); err != nil {
 							t.Error(err)
 							return
 						}
 					}
-				})
+				}()
 			}
 			wg.Wait()
 			// A uniform pick would give it n/3; 5σ below that is the bound.

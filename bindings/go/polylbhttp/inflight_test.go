@@ -75,11 +75,13 @@ func TestInFlightBackToZeroAfterAMix(t *testing.T) {
 	const goroutines, each = 6, 50
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for i := range each {
 				kinds[(g+i)%len(kinds)](i)
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	var selected uint64

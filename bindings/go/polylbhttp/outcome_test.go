@@ -104,6 +104,7 @@ func TestOutcomesInTheStats(t *testing.T) {
 			<-r.Context().Done()
 		}, want: counts{}, send: func(client *http.Client) error {
 			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://svc/", nil)
 			resp, err := client.Do(req)
 			if err != nil {

@@ -50,14 +50,16 @@ func TestUpdateWhileSending(t *testing.T) {
 	}()
 	var wg sync.WaitGroup
 	for range 6 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for range 200 {
 				if code, err := get(context.Background(), client, "/"); err != nil || code != http.StatusOK {
 					t.Errorf("status %d, %v", code, err)
 					return
 				}
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	stop.Store(true)
