@@ -11,11 +11,12 @@ import (
 // exchange is one request's call, and the response body that ends it when
 // the verdict waits for the body (see Transport).
 type exchange struct {
-	call  polylb.Call
-	ended atomic.Bool // Read and Close may race (Close to unblock a Read)
-	body  io.ReadCloser
-	ctx   context.Context
-	key   [8]byte // a random hash key, for a request without one
+	call   polylb.Call
+	ended  atomic.Bool // Read and Close may race (Close to unblock a Read)
+	body   io.ReadCloser
+	ctx    context.Context
+	cancel <-chan struct{} // the request's Cancel (http.Client.Timeout closes it)
+	key    [8]byte         // a random hash key, for a request without one
 }
 
 func (x *exchange) Read(p []byte) (int, error) {
@@ -24,7 +25,7 @@ func (x *exchange) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		x.finish(polylb.Success)
 	case err != nil:
-		x.finish(errorOutcome(x.ctx, err))
+		x.finish(errorOutcome(x.ctx, x.cancel, err))
 	}
 	return n, err
 }

@@ -2,8 +2,8 @@ package polylbhttp
 
 import (
 	"context"
-	"errors"
 	"net/http"
+	"time"
 
 	polylb "github.com/polylb/polylb/bindings/go"
 )
@@ -28,18 +28,32 @@ func defaultClassifier(resp *http.Response) polylb.Outcome {
 }
 
 // errorOutcome judges a request that ended with err, before or while its
-// response was read. The request's context says who ended it when it is done:
-// the transport's error for it is not always the context's (a read cut by the
-// cancel fails with the closed connection's error), and a caller's cancel must
-// not count against the endpoint. Otherwise polylb.OutcomeOf decides: a
-// timeout error a Timeout, anything else (a refused or reset connection, a
-// body cut short) a Failure.
-func errorOutcome(ctx context.Context, err error) polylb.Outcome {
-	switch ctxErr := ctx.Err(); {
-	case errors.Is(ctxErr, context.DeadlineExceeded):
+// response was read; cancel is the request's (deprecated) Cancel channel.
+// Who ended the request is asked first: the transport's error for it is not
+// always the context's (a read cut by the cancel fails with the closed
+// connection's error), and a caller's cancel must not count against the
+// endpoint. A deadline is read from the clock, not from ctx.Err():
+// http.Client.Timeout closes the request's Cancel channel as the context's
+// deadline passes, and the transport may return "request canceled" for the
+// channel before the context says it expired. Otherwise polylb.OutcomeOf
+// decides: a timeout error a Timeout, anything else (a refused or reset
+// connection, a body cut short) a Failure.
+func errorOutcome(ctx context.Context, cancel <-chan struct{}, err error) polylb.Outcome {
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
 		return polylb.Timeout
-	case ctxErr != nil && polylb.OutcomeOf(err) != polylb.Timeout:
+	}
+	outcome := polylb.OutcomeOf(err)
+	if outcome != polylb.Timeout && (ctx.Err() != nil || closed(cancel)) {
 		return polylb.Cancelled
 	}
-	return polylb.OutcomeOf(err)
+	return outcome
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }

@@ -127,7 +127,7 @@ var errSetChanging = errors.New("polylbhttp: the endpoint set changed under ever
 // they are; a failed pick (no endpoint, a closed Transport) is returned
 // wrapped, and req's body is closed, as RoundTrip must.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	x := &exchange{ctx: req.Context()}
+	x := &exchange{ctx: req.Context(), cancel: req.Cancel}
 	tgt, err := t.pick(req, x)
 	if err != nil {
 		if req.Body != nil {
@@ -137,7 +137,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.inner.RoundTrip(redirect(req, tgt))
 	if err != nil {
-		x.call.Finish(errorOutcome(req.Context(), err))
+		x.call.Finish(errorOutcome(req.Context(), req.Cancel, err))
 		return nil, err
 	}
 	outcome := t.classify(resp)
