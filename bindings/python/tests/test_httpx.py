@@ -720,3 +720,66 @@ def test_async_retries_errors_and_no_endpoints(make_async: Callable[..., AsyncBa
     # Every request reached it once: the refused attempts were resent there, the read timeout
     # and the cut body were not (they had reached the provider).
     assert live == {"selected": 8, "active": 0, "succeeded": 6, "failures": 2, "timeouts": 1}
+
+
+def test_requests_in_flight_when_the_transport_closes_are_cancels(
+    make: Callable[..., BalancedTransport], make_async: Callable[..., AsyncBalancedTransport], servers: Dict[int, Server]
+) -> None:
+    # Closing the client (so the transport and its connections) under requests still waiting
+    # for their headers or reading their bodies is this side's doing: it says nothing of the
+    # provider, which must not be counted failing (nor ejected) for it.
+    url = servers[1].url
+    transport = make("random", [url])
+    http = client(transport)
+    errors: List[BaseException] = []
+
+    def waiting() -> None:
+        try:
+            http.get("/who", params={"sleep": 1000})
+        except httpx.TransportError as error:
+            errors.append(error)
+
+    def reading() -> None:
+        try:
+            with http.stream("GET", "/stream", params={"chunks": 0, "gap": 10}) as response:
+                for _ in response.iter_bytes():
+                    pass
+        except httpx.TransportError as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for work in (waiting, waiting, reading)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + PATIENCE_S
+    while row_of(transport, url)["active"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)  # the stream's body is being read
+    http.close()
+    for thread in threads:
+        thread.join(PATIENCE_S)
+    assert len(errors) == 3, errors
+    assert outcome_counts(row_of(transport, url)) == {"selected": 3, "active": 0, "succeeded": 0, "failures": 0, "timeouts": 0}
+
+    async_transport = make_async("random", [url])
+
+    async def main() -> List[Any]:
+        http = httpx.AsyncClient(transport=async_transport, base_url="http://orders", timeout=PATIENCE_S)
+
+        async def waiting() -> None:
+            await http.get("/who", params={"sleep": 1000})
+
+        async def reading() -> None:
+            async with http.stream("GET", "/stream", params={"chunks": 0, "gap": 10}) as response:
+                async for _ in response.aiter_bytes():
+                    pass
+
+        tasks = [asyncio.ensure_future(work()) for work in (waiting, waiting, reading)]
+        while row_of(async_transport, url)["active"] < 3:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        await http.aclose()
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    ended = asyncio.run(main())
+    assert all(isinstance(error, httpx.TransportError) for error in ended), ended
+    assert outcome_counts(row_of(async_transport, url)) == {"selected": 3, "active": 0, "succeeded": 0, "failures": 0, "timeouts": 0}

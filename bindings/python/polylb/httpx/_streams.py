@@ -16,18 +16,34 @@ from ._outcomes import error_outcome
 _CANCELLED = Outcome.CANCELLED
 
 
+class Lifetime:
+    """Whether the transport is closing: a request in flight that its close() ends (its
+    connection closed under it) was ended by this side, a cancel, not by its provider."""
+
+    __slots__ = ("closing",)
+
+    def __init__(self) -> None:
+        self.closing = False
+
+
 class Report:
     """The one report of an exchange, however many ways it ends (an error while reading, then
     ``close()``, then garbage collection): the first decides, later ones do nothing."""
 
-    __slots__ = ("_balancer", "_id", "_method", "_started_ns", "_done")
+    __slots__ = ("_balancer", "_id", "_method", "_started_ns", "_done", "_lifetime")
 
-    def __init__(self, balancer: Balancer, id: int, method: int) -> None:
+    def __init__(self, balancer: Balancer, id: int, method: int, lifetime: Lifetime) -> None:
         self._balancer = balancer
         self._id = id
         self._method = method
+        self._lifetime = lifetime
         self._done = False
         self._started_ns = perf_counter_ns()
+
+    def error(self, error: BaseException) -> None:
+        """Reports the exchange ended by ``error``: by :func:`error_outcome`, or a cancel once
+        the transport is closing (the error is then most likely of the close's making)."""
+        self(_CANCELLED if self._lifetime.closing else error_outcome(error))
 
     def __call__(self, outcome: Outcome) -> None:
         if self._done:
@@ -57,7 +73,7 @@ class ReportingStream(httpx.SyncByteStream):  # type: ignore[misc, unused-ignore
         except GeneratorExit:
             raise  # the reader stopped early: close() reports the cancel
         except BaseException as error:
-            self._report(error_outcome(error))
+            self._report.error(error)
             raise
         self._report(self._verdict)
 
@@ -90,7 +106,7 @@ class AsyncReportingStream(httpx.AsyncByteStream):  # type: ignore[misc, unused-
         except GeneratorExit:
             raise
         except BaseException as error:  # asyncio.CancelledError too: a cancel
-            self._report(error_outcome(error))
+            self._report.error(error)
             raise
         self._report(self._verdict)
 

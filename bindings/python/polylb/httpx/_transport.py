@@ -12,9 +12,9 @@ from .._balancer import Balancer
 from .._errors import NoCandidateError, NoProviderError
 from .._ffi import Outcome
 from ._endpoints import Endpoint, Endpoints
-from ._outcomes import Classifier, error_outcome, has_no_body, status_outcome
+from ._outcomes import Classifier, has_no_body, status_outcome
 from ._routing import Target, route
-from ._streams import AsyncReportingStream, Report, ReportingStream
+from ._streams import AsyncReportingStream, Lifetime, Report, ReportingStream
 
 _SUCCESS, _CANCELLED = Outcome.SUCCESS, Outcome.CANCELLED
 
@@ -53,6 +53,7 @@ class _Balanced:
         self._classify = classify
         self._retries = retries
         self._updating = threading.Lock()
+        self._lifetime = Lifetime()
         try:
             self.update(endpoints)
         except BaseException:
@@ -130,7 +131,7 @@ class _Balanced:
     def _retry(self, error: BaseException, id: int, tried: List[int]) -> bool:
         """Whether to send again, elsewhere: only a request that never reached the provider
         (its connection could not be made), so no request is ever applied twice."""
-        if len(tried) >= self._retries or not isinstance(error, httpx.ConnectError):
+        if len(tried) >= self._retries or not isinstance(error, httpx.ConnectError) or self._lifetime.closing:
             return False
         tried.append(id)
         return True
@@ -187,7 +188,7 @@ class BalancedTransport(_Balanced, httpx.BaseTransport):  # type: ignore[misc, u
         while True:
             id = self._next(request, key, method, tried, last_error)
             target = self._endpoints.target(id)
-            report = Report(self._balancer, id, method)
+            report = Report(self._balancer, id, method, self._lifetime)
             try:
                 routed = route(request, target)
             except BaseException:
@@ -196,7 +197,7 @@ class BalancedTransport(_Balanced, httpx.BaseTransport):  # type: ignore[misc, u
             try:
                 response = self._transport.handle_request(routed)
             except BaseException as error:
-                report(error_outcome(error))
+                report.error(error)
                 if self._retry(error, id, tried):
                     last_error = error
                     continue
@@ -219,7 +220,9 @@ class BalancedTransport(_Balanced, httpx.BaseTransport):  # type: ignore[misc, u
         return response
 
     def close(self) -> None:
-        """Closes the inner transport, and the balancer if the transport made it."""
+        """Closes the inner transport, and the balancer if the transport made it. Requests it
+        ends in flight (their connections closed under them) are reported as cancels."""
+        self._lifetime.closing = True
         try:
             self._transport.close()
         finally:
@@ -253,7 +256,7 @@ class AsyncBalancedTransport(_Balanced, httpx.AsyncBaseTransport):  # type: igno
         while True:
             id = self._next(request, key, method, tried, last_error)
             target = self._endpoints.target(id)
-            report = Report(self._balancer, id, method)
+            report = Report(self._balancer, id, method, self._lifetime)
             try:
                 routed = route(request, target)
             except BaseException:
@@ -262,7 +265,7 @@ class AsyncBalancedTransport(_Balanced, httpx.AsyncBaseTransport):  # type: igno
             try:
                 response = await self._transport.handle_async_request(routed)
             except BaseException as error:
-                report(error_outcome(error))
+                report.error(error)
                 if self._retry(error, id, tried):
                     last_error = error
                     continue
@@ -285,7 +288,9 @@ class AsyncBalancedTransport(_Balanced, httpx.AsyncBaseTransport):  # type: igno
         return response
 
     async def aclose(self) -> None:
-        """Closes the inner transport, and the balancer if the transport made it."""
+        """Closes the inner transport, and the balancer if the transport made it. Requests it
+        ends in flight (their connections closed under them) are reported as cancels."""
+        self._lifetime.closing = True
         try:
             await self._transport.aclose()
         finally:
