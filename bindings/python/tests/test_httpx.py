@@ -4,7 +4,7 @@
 Each server answers its own id as the body, or as the request asks: ``?status=N`` that status,
 ``?sleep=MS`` after a pause, ``/stream?chunks=N&gap=MS`` a chunked body of N chunks MS apart
 (``chunks=0``: until the client goes), ``/cut`` a body shorter than its Content-Length (the
-connection then closes), ``/echo`` the path, query and Host header it got. A server's own
+connection then closes), ``/badgzip`` a body that says it is gzip and is not, ``/echo`` the path, query and Host header it got. A server's own
 ``status`` and ``delay_s`` apply to every request it gets.
 """
 
@@ -94,6 +94,13 @@ def _handler(server: Server) -> type:
                     self.wfile.write(b"0\r\n\r\n")
                 except OSError:
                     self.close_connection = True  # the client went
+            elif parts.path == "/badgzip":
+                body = b"this is not gzip"
+                self.send_response(200)
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
             elif parts.path == "/cut":
                 self.send_response(200)
                 self.send_header("Content-Length", "100")
@@ -783,3 +790,32 @@ def test_requests_in_flight_when_the_transport_closes_are_cancels(
     ended = asyncio.run(main())
     assert all(isinstance(error, httpx.TransportError) for error in ended), ended
     assert outcome_counts(row_of(async_transport, url)) == {"selected": 3, "active": 0, "succeeded": 0, "failures": 0, "timeouts": 0}
+
+
+def test_a_body_that_cannot_be_decoded_is_a_failure(
+    make: Callable[..., BalancedTransport], make_async: Callable[..., AsyncBalancedTransport], servers: Dict[int, Server]
+) -> None:
+    # httpx decodes the body (Content-Encoding) above the transport: the provider sent a
+    # broken body, an error while reading it, not a body the caller gave up on.
+    url = servers[1].url
+    transport = make("random", [url])
+    with client(transport) as http:
+        with pytest.raises(httpx.DecodingError):
+            http.get("/badgzip")
+        with pytest.raises(httpx.DecodingError), http.stream("GET", "/badgzip") as response:
+            response.read()
+        with http.stream("GET", "/stream", params={"chunks": 0, "gap": 10}) as response:
+            with contextlib.suppress(httpx.DecodingError):
+                next(response.iter_bytes())
+                raise httpx.DecodingError("another response's, not this one's")
+    assert outcome_counts(row_of(transport, url)) == {"selected": 3, "active": 0, "succeeded": 0, "failures": 2, "timeouts": 0}
+
+    async_transport = make_async("random", [url])
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=async_transport, base_url="http://orders", timeout=PATIENCE_S) as http:
+            with pytest.raises(httpx.DecodingError):
+                await http.get("/badgzip")
+
+    asyncio.run(main())
+    assert outcome_counts(row_of(async_transport, url)) == {"selected": 1, "active": 0, "succeeded": 0, "failures": 1, "timeouts": 0}

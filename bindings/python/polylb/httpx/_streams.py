@@ -3,8 +3,9 @@ strategies need the time to the last byte and the in-flight strategies the body'
 
 from __future__ import annotations
 
+import sys
 from time import perf_counter_ns
-from typing import AsyncIterator, Iterator
+from typing import AsyncIterator, Iterator, Optional
 
 import httpx  # type: ignore[import-not-found, unused-ignore]  # optional: mypy without httpx too
 
@@ -45,6 +46,15 @@ class Report:
         the transport is closing (the error is then most likely of the close's making)."""
         self(_CANCELLED if self._lifetime.closing else error_outcome(error))
 
+    def closed(self, request: httpx.Request, handling: Optional[BaseException]) -> None:
+        """Reports a body closed before its end: a cancel, unless httpx closes it while handling
+        an error decoding this very body (its Content-Encoding, undone above the transport):
+        the provider sent a broken body, reported by the error as one that broke off."""
+        if isinstance(handling, httpx.DecodingError) and _request_of(handling) is request:
+            self.error(handling)
+        else:
+            self(_CANCELLED)
+
     def __call__(self, outcome: Outcome) -> None:
         if self._done:
             return
@@ -56,13 +66,22 @@ class Report:
             pass  # closed during the exchange: nowhere to report, and the response is still the caller's
 
 
+def _request_of(error: httpx.DecodingError) -> Optional[httpx.Request]:
+    try:
+        return error.request  # type: ignore[no-any-return, unused-ignore]
+    except RuntimeError:  # raised without one
+        return None
+
+
 class ReportingStream(httpx.SyncByteStream):  # type: ignore[misc, unused-ignore]
     """A response body that reports its exchange when it ends: read to the end, ``verdict``
-    (the status's); an error while reading, by the error; closed (or dropped) before the end, a
-    cancel."""
+    (the status's); an error while reading, by the error (also one decoding the body, which
+    httpx raises above the transport and then closes the body); closed (or dropped) before the
+    end, a cancel."""
 
-    def __init__(self, inner: httpx.SyncByteStream, report: Report, verdict: Outcome) -> None:
+    def __init__(self, inner: httpx.SyncByteStream, report: Report, verdict: Outcome, request: httpx.Request) -> None:
         self._inner = inner
+        self._request = request
         self._report = report
         self._verdict = verdict
 
@@ -78,10 +97,11 @@ class ReportingStream(httpx.SyncByteStream):  # type: ignore[misc, unused-ignore
         self._report(self._verdict)
 
     def close(self) -> None:
+        handling = sys.exc_info()[1]  # httpx closes a response in the handler of what ended it
         try:
             self._inner.close()
         finally:
-            self._report(_CANCELLED)  # nothing if the body was read to its end
+            self._report.closed(self._request, handling)  # nothing if the body was read to its end
 
     def __del__(self) -> None:
         # A response dropped unclosed must not stay counted in flight for good.
@@ -94,8 +114,9 @@ class ReportingStream(httpx.SyncByteStream):  # type: ignore[misc, unused-ignore
 class AsyncReportingStream(httpx.AsyncByteStream):  # type: ignore[misc, unused-ignore]
     """:class:`ReportingStream` for the asyncio transport."""
 
-    def __init__(self, inner: httpx.AsyncByteStream, report: Report, verdict: Outcome) -> None:
+    def __init__(self, inner: httpx.AsyncByteStream, report: Report, verdict: Outcome, request: httpx.Request) -> None:
         self._inner = inner
+        self._request = request
         self._report = report
         self._verdict = verdict
 
@@ -111,10 +132,11 @@ class AsyncReportingStream(httpx.AsyncByteStream):  # type: ignore[misc, unused-
         self._report(self._verdict)
 
     async def aclose(self) -> None:
+        handling = sys.exc_info()[1]
         try:
             await self._inner.aclose()
         finally:
-            self._report(_CANCELLED)
+            self._report.closed(self._request, handling)
 
     def __del__(self) -> None:
         try:

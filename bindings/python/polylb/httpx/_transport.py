@@ -216,7 +216,7 @@ class BalancedTransport(_Balanced, httpx.BaseTransport):  # type: ignore[misc, u
         if verdict is not _SUCCESS or has_no_body(request, response) or not isinstance(stream, httpx.SyncByteStream):
             report(verdict)  # nothing left that could change it
         else:
-            response.stream = ReportingStream(stream, report, verdict)
+            response.stream = ReportingStream(stream, report, verdict, request)
         return response
 
     def close(self) -> None:
@@ -284,7 +284,7 @@ class AsyncBalancedTransport(_Balanced, httpx.AsyncBaseTransport):  # type: igno
         if verdict is not _SUCCESS or has_no_body(request, response) or not isinstance(stream, httpx.AsyncByteStream):
             report(verdict)
         else:
-            response.stream = AsyncReportingStream(stream, report, verdict)
+            response.stream = AsyncReportingStream(stream, report, verdict, request)
         return response
 
     async def aclose(self) -> None:
