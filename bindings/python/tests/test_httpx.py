@@ -4,7 +4,8 @@
 Each server answers its own id as the body, or as the request asks: ``?status=N`` that status,
 ``?sleep=MS`` after a pause, ``/stream?chunks=N&gap=MS`` a chunked body of N chunks MS apart
 (``chunks=0``: until the client goes), ``/cut`` a body shorter than its Content-Length (the
-connection then closes), ``/badgzip`` a body that says it is gzip and is not, ``/echo`` the path, query and Host header it got. A server's own
+connection then closes), ``/badgzip`` a body that says it is gzip and is not, ``/redirect`` a redirect to
+``http://<its Host header>/auth`` (which answers the Authorization header it got), ``/echo`` the path, query and Host header it got. A server's own
 ``status`` and ``delay_s`` apply to every request it gets.
 """
 
@@ -94,6 +95,13 @@ def _handler(server: Server) -> type:
                     self.wfile.write(b"0\r\n\r\n")
                 except OSError:
                     self.close_connection = True  # the client went
+            elif parts.path == "/redirect":  # as frameworks build it: from the Host header
+                self.send_response(int(query.get("status", 302)))
+                self.send_header("Location", f"http://{self.headers['Host']}/auth?from={server.id}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif parts.path == "/auth":
+                self._send(200, f"{server.id} {self.headers.get('Authorization')}".encode())
             elif parts.path == "/badgzip":
                 body = b"this is not gzip"
                 self.send_response(200)
@@ -819,3 +827,35 @@ def test_a_body_that_cannot_be_decoded_is_a_failure(
 
     asyncio.run(main())
     assert outcome_counts(row_of(async_transport, url)) == {"selected": 1, "active": 0, "succeeded": 0, "failures": 1, "timeouts": 0}
+
+
+def test_a_redirect_to_the_endpoint_itself_stays_on_the_callers_origin(
+    make: Callable[..., BalancedTransport], make_async: Callable[..., AsyncBalancedTransport], servers: Dict[int, Server]
+) -> None:
+    # The provider sees its own name in Host, so an absolute redirect of its (a trailing-slash
+    # redirect of Starlette or Werkzeug) names the endpoint: to httpx another origin, for which
+    # it drops the Authorization header and which the caller never asked for.
+    urls = [servers[1].url, servers[2].url]
+    transport = make("roundrobin", urls)
+    with client(transport, headers={"Authorization": "Bearer t"}, follow_redirects=True) as http:
+        for _ in range(4):
+            response = http.get("/redirect")
+            assert response.text.split()[1:] == ["Bearer", "t"], response.text
+            assert response.url.host == "orders" and response.url.path == "/auth"
+            assert [r.status_code for r in response.history] == [302]
+        unfollowed = http.get("/redirect", params={"status": 307}, follow_redirects=False)
+        assert re.fullmatch(r"http://orders/auth\?from=[12]", unfollowed.headers["location"]), unfollowed.headers
+        assert unfollowed.next_request is not None and unfollowed.next_request.url.host == "orders"
+    # Each hop a request of its own, picked and reported once.
+    assert [(row["selected"], row["succeeded"], row["active"]) for row in rows(transport).values()] == [(5, 5, 0), (4, 4, 0)]
+
+    async_transport = make_async("random", [servers[3].url])
+
+    async def main() -> httpx.Response:
+        async with httpx.AsyncClient(
+            transport=async_transport, base_url="http://orders", headers={"Authorization": "Bearer t"}, follow_redirects=True
+        ) as http:
+            return await http.get("/redirect")
+
+    response = asyncio.run(main())
+    assert response.text == "3 Bearer t" and str(response.url) == "http://orders/auth?from=3"

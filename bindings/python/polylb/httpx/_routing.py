@@ -85,3 +85,24 @@ def route(request: httpx.Request, target: Target) -> httpx.Request:
     return httpx.Request(
         request.method, routed_url(request.url, target), headers=headers, stream=request.stream, extensions=request.extensions
     )
+
+
+def unroute_location(request: httpx.Request, response: httpx.Response, target: Target) -> None:
+    """A redirect to the endpoint itself made a redirect to the request's own origin. The
+    provider saw the endpoint's name in ``Host`` (route's), and frameworks build an absolute
+    redirect from it (a trailing-slash one of Starlette's or Werkzeug's): left as it is, httpx
+    would take it for another origin, drop the ``Authorization`` header and send the next
+    request to an endpoint the balancer did not pick (it is routed again, anywhere). As a
+    reverse proxy renames its upstream's redirects, the caller sees only its own origin."""
+    if not 300 <= response.status_code < 400 or not request.url.host:
+        return
+    location = response.headers.get("location")
+    if location is None:
+        return
+    try:
+        url = httpx.URL(location)
+    except httpx.InvalidURL:
+        return  # httpx's redirect handling says what is wrong with it
+    if url.scheme == target.scheme and url.netloc.decode("ascii") == target.authority:
+        origin = request.url
+        response.headers["Location"] = str(url.copy_with(scheme=origin.scheme, host=origin.host, port=origin.port))

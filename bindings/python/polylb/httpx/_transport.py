@@ -13,7 +13,7 @@ from .._errors import NoCandidateError, NoProviderError
 from .._ffi import Outcome
 from ._endpoints import Endpoint, Endpoints
 from ._outcomes import Classifier, has_no_body, status_outcome
-from ._routing import Target, route
+from ._routing import Target, route, unroute_location
 from ._streams import AsyncReportingStream, Lifetime, Report, ReportingStream
 
 _SUCCESS, _CANCELLED = Outcome.SUCCESS, Outcome.CANCELLED
@@ -206,6 +206,7 @@ class BalancedTransport(_Balanced, httpx.BaseTransport):  # type: ignore[misc, u
 
     def _respond(self, request: httpx.Request, response: httpx.Response, report: Report, target: Target) -> httpx.Response:
         try:
+            unroute_location(request, response, target)
             verdict = self._verdict(response)
         except BaseException:
             report(_CANCELLED)  # the classifier's own error: nothing is known of the provider
@@ -274,6 +275,7 @@ class AsyncBalancedTransport(_Balanced, httpx.AsyncBaseTransport):  # type: igno
 
     async def _respond(self, request: httpx.Request, response: httpx.Response, report: Report, target: Target) -> httpx.Response:
         try:
+            unroute_location(request, response, target)
             verdict = self._verdict(response)
         except BaseException:
             report(_CANCELLED)
