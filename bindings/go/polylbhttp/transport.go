@@ -143,7 +143,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	outcome := t.classify(resp)
 	// A 101's body is the upgraded connection, which callers type-assert to
 	// io.ReadWriteCloser: it is not wrapped, and the exchange is over.
-	if t.atHeaders || outcome != polylb.Success || resp.Body == nil || resp.Body == http.NoBody ||
+	if t.atHeaders || outcome != polylb.Success || noBody(req, resp) ||
 		resp.StatusCode == http.StatusSwitchingProtocols {
 		x.call.Finish(outcome)
 		return resp, nil
@@ -218,4 +218,14 @@ func redirect(req *http.Request, tgt target) *http.Request {
 		out.Host = ""
 	}
 	return out
+}
+
+// noBody tells a response that has no body to wait for. HTTP/1 gives such a
+// response http.NoBody, but HTTP/2 gives its own empty body (to a HEAD, and
+// to a response whose headers end the stream: a 204, a 304, a length of 0),
+// which callers need not read nor, for a HEAD, close.
+func noBody(req *http.Request, resp *http.Response) bool {
+	return resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 ||
+		req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
+		resp.StatusCode == http.StatusNotModified
 }
