@@ -57,3 +57,12 @@ func closed(c <-chan struct{}) bool {
 		return false
 	}
 }
+
+// over tells a request whose context is done, its deadline passed (by the
+// clock, as errorOutcome reads it) or its Cancel channel closed.
+func over(ctx context.Context, cancel <-chan struct{}) bool {
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
+		return true
+	}
+	return ctx.Err() != nil || closed(cancel)
+}

@@ -135,9 +135,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
+	// A request whose context was over before it was sent (a deadline
+	// inherited already spent) is refused by the inner transport unsent: no
+	// verdict on the endpoint (docs/outcomes.md), whatever its error says.
+	overBefore := over(x.ctx, x.cancel)
 	resp, err := t.inner.RoundTrip(redirect(req, tgt))
 	if err != nil {
-		x.call.Finish(errorOutcome(req.Context(), req.Cancel, err))
+		if overBefore {
+			x.call.Finish(polylb.Cancelled)
+		} else {
+			x.call.Finish(errorOutcome(x.ctx, x.cancel, err))
+		}
 		return nil, err
 	}
 	outcome := t.classify(resp)
