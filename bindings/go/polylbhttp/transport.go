@@ -139,7 +139,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// inherited already spent) is refused by the inner transport unsent: no
 	// verdict on the endpoint (docs/outcomes.md), whatever its error says.
 	overBefore := over(x.ctx, x.cancel)
-	resp, err := t.inner.RoundTrip(redirect(req, tgt))
+	var resp *http.Response
+	reported := false
+	defer func() {
+		// A panic of the inner transport or of the classifier (user code):
+		// the call still ends, with no verdict, and the response no one will
+		// get is closed; the panic goes on.
+		if !reported {
+			x.call.Finish(polylb.Cancelled)
+			if resp != nil && resp.Body != nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	resp, err = t.inner.RoundTrip(redirect(req, tgt))
+	reported = err != nil
 	if err != nil {
 		if overBefore {
 			x.call.Finish(polylb.Cancelled)
@@ -149,6 +163,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	outcome := t.classify(resp)
+	reported = true
 	// A 101's body is the upgraded connection, which callers type-assert to
 	// io.ReadWriteCloser: it is not wrapped, and the exchange is over.
 	if t.atHeaders || outcome != polylb.Success || noBody(req, resp) ||
