@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -162,6 +164,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
+	renameLocation(req, resp, tgt)
 	outcome := t.classify(resp)
 	reported = true
 	// A 101's body is the upgraded connection, which callers type-assert to
@@ -251,4 +254,26 @@ func noBody(req *http.Request, resp *http.Response) bool {
 	return resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 ||
 		req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
 		resp.StatusCode == http.StatusNotModified
+}
+
+// renameLocation makes a redirect to the endpoint itself a redirect to the
+// request's own scheme and host, as a reverse proxy renames its upstream's
+// redirects. The endpoint saw its own name in Host, and servers build an
+// absolute Location from it: left as it is, http.Client would take it for
+// another host and drop the Authorization and Cookie headers (the next
+// request is balanced again either way: every host is a name here).
+func renameLocation(req *http.Request, resp *http.Response, tgt target) {
+	if resp.StatusCode < 300 || resp.StatusCode > 399 {
+		return
+	}
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return
+	}
+	u, err := url.Parse(loc)
+	if err != nil || u.Scheme != tgt.scheme || !strings.EqualFold(u.Host, tgt.host) {
+		return
+	}
+	u.Scheme, u.Host = req.URL.Scheme, req.URL.Host
+	resp.Header.Set("Location", u.String())
 }
