@@ -128,6 +128,30 @@ class _Balanced:
                 return verdict
         return status_outcome(response.status_code)
 
+    def _attempt(
+        self,
+        request: httpx.Request,
+        key: Union[bytes, str, None],
+        method: int,
+        tried: List[int],
+        last_error: Optional[BaseException],
+    ) -> Tuple[int, Target, Report, httpx.Request]:
+        """One attempt's endpoint, its report and the request routed to it."""
+        id = self._next(request, key, method, tried, last_error)
+        target = self._endpoints.target(id)
+        report = Report(self._balancer, id, method, self._lifetime)
+        try:
+            routed = route(request, target)
+        except BaseException:
+            report(_CANCELLED)  # never sent
+            raise
+        return id, target, report, routed
+
+    def _failed(self, error: BaseException, report: Report, id: int, tried: List[int]) -> bool:
+        """Reports an attempt that raised ``error``; whether to send the request again."""
+        report.error(error)
+        return self._retry(error, id, tried)
+
     def _retry(self, error: BaseException, id: int, tried: List[int]) -> bool:
         """Whether to send again, elsewhere: only a request that never reached the provider
         (its connection could not be made), so no request is ever applied twice."""
@@ -186,19 +210,11 @@ class BalancedTransport(_Balanced, httpx.BaseTransport):  # type: ignore[misc, u
         tried: List[int] = []
         last_error: Optional[BaseException] = None
         while True:
-            id = self._next(request, key, method, tried, last_error)
-            target = self._endpoints.target(id)
-            report = Report(self._balancer, id, method, self._lifetime)
-            try:
-                routed = route(request, target)
-            except BaseException:
-                report(_CANCELLED)  # never sent
-                raise
+            id, target, report, routed = self._attempt(request, key, method, tried, last_error)
             try:
                 response = self._transport.handle_request(routed)
             except BaseException as error:
-                report.error(error)
-                if self._retry(error, id, tried):
+                if self._failed(error, report, id, tried):
                     last_error = error
                     continue
                 raise
@@ -255,19 +271,11 @@ class AsyncBalancedTransport(_Balanced, httpx.AsyncBaseTransport):  # type: igno
         tried: List[int] = []
         last_error: Optional[BaseException] = None
         while True:
-            id = self._next(request, key, method, tried, last_error)
-            target = self._endpoints.target(id)
-            report = Report(self._balancer, id, method, self._lifetime)
-            try:
-                routed = route(request, target)
-            except BaseException:
-                report(_CANCELLED)  # never sent
-                raise
+            id, target, report, routed = self._attempt(request, key, method, tried, last_error)
             try:
                 response = await self._transport.handle_async_request(routed)
             except BaseException as error:
-                report.error(error)
-                if self._retry(error, id, tried):
+                if self._failed(error, report, id, tried):
                     last_error = error
                     continue
                 raise
