@@ -57,6 +57,19 @@ func WithClassifier(classify func(*http.Response) polylb.Outcome) Option {
 	return func(t *Transport) { t.classify = classify }
 }
 
+// WithRetries sends a request whose connection could not be made (refused,
+// no route, a name that does not resolve: it never reached an endpoint, so
+// no request is applied twice) again, to an endpoint not tried yet, up to n
+// more times (default 0). Each attempt is reported on its own (a refused
+// connection is a failure of its endpoint). A request with a body is sent
+// again only if it has GetBody (http.NewRequest sets it for in-memory
+// bodies); a dial that timed out, a request whose context is over and every
+// other error are returned at once. When every endpoint has been tried, the
+// last attempt's error is returned.
+func WithRetries(n int) Option {
+	return func(t *Transport) { t.retries = n }
+}
+
 // ReportAtHeaders reports every request when its response headers arrive,
 // instead of when its body ends: for long streams (server-sent events, long
 // polling) that should not count as in flight, nor their life as latency,

@@ -8,7 +8,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -39,6 +41,7 @@ type Transport struct {
 	hashKey    func(*http.Request) []byte
 	classify   func(*http.Response) polylb.Outcome
 	atHeaders  bool
+	retries    int
 
 	methodsMu sync.RWMutex
 	methods   map[string]polylb.Method
@@ -127,21 +130,47 @@ var errSetChanging = errors.New("polylbhttp: the endpoint set changed under ever
 // RoundTrip sends req to an endpoint polylb picks and reports how it went
 // (see Transport for when). Errors of the inner transport are returned as
 // they are; a failed pick (no endpoint, a closed Transport) is returned
-// wrapped, and req's body is closed, as RoundTrip must.
+// wrapped, and req's body is closed, as RoundTrip must. With WithRetries, a
+// request whose connection could not be made is sent again to an endpoint
+// not tried yet; when none is left, the last attempt's error is returned.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	x := &exchange{ctx: req.Context(), cancel: req.Cancel}
-	tgt, err := t.pick(req, x)
-	if err != nil {
-		if req.Body != nil {
-			req.Body.Close()
+	var tried []uint64
+	var lastErr error
+	body := req.Body
+	for {
+		x := &exchange{ctx: req.Context(), cancel: req.Cancel}
+		tgt, err := t.pick(req, x, tried)
+		if err != nil {
+			if body != nil {
+				body.Close()
+			}
+			if lastErr != nil && errors.Is(err, polylb.ErrNoCandidate) {
+				return nil, lastErr // every endpoint tried
+			}
+			return nil, err
 		}
-		return nil, err
+		resp, err := t.send(req, body, x, tgt)
+		if err == nil || len(tried) >= t.retries || !neverSent(err) || over(x.ctx, x.cancel) {
+			return resp, err
+		}
+		// The inner transport has closed the body it was given: another
+		// attempt needs a new one, which only GetBody can make.
+		next, replayErr := replay(req)
+		if replayErr != nil {
+			return nil, err // it cannot be sent again: the attempt's own error
+		}
+		body, tried, lastErr = next, append(tried, x.call.ID()), err
 	}
+}
+
+// send is one attempt: req with body, to tgt, reported through x.
+func (t *Transport) send(req *http.Request, body io.ReadCloser, x *exchange, tgt target) (*http.Response, error) {
 	// A request whose context was over before it was sent (a deadline
 	// inherited already spent) is refused by the inner transport unsent: no
 	// verdict on the endpoint (docs/outcomes.md), whatever its error says.
 	overBefore := over(x.ctx, x.cancel)
 	var resp *http.Response
+	var err error
 	reported := false
 	defer func() {
 		// A panic of the inner transport or of the classifier (user code):
@@ -154,7 +183,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}()
-	resp, err = t.inner.RoundTrip(redirect(req, tgt))
+	resp, err = t.inner.RoundTrip(redirect(req, body, tgt))
 	reported = err != nil
 	if err != nil {
 		if overBefore {
@@ -179,8 +208,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// pick selects an endpoint for req into x.call and returns its target.
-func (t *Transport) pick(req *http.Request, x *exchange) (target, error) {
+// pick selects an endpoint for req, other than those tried, into x.call and
+// returns its target.
+func (t *Transport) pick(req *http.Request, x *exchange, tried []uint64) (target, error) {
 	method, err := t.method(req)
 	if err != nil {
 		return target{}, err
@@ -193,7 +223,12 @@ func (t *Transport) pick(req *http.Request, x *exchange) (target, error) {
 		}
 	}
 	for range 3 {
-		if x.call, err = t.lb.Call(method, key); err != nil {
+		if len(tried) == 0 {
+			x.call, err = t.lb.Call(method, key)
+		} else {
+			x.call, err = t.lb.CallAmong(method, key, nil, tried)
+		}
+		if err != nil {
 			return target{}, fmt.Errorf("polylbhttp: %w", err)
 		}
 		if tgt, ok := t.set.Load().byID[x.call.ID()]; ok {
@@ -228,12 +263,14 @@ func (t *Transport) method(req *http.Request) (polylb.Method, error) {
 	return m, nil
 }
 
-// redirect is req sent to tgt. A RoundTripper must not modify its request,
-// so the request and its URL are copied (shallowly: the body and headers are
-// the caller's, as they would be without the balancer).
-func redirect(req *http.Request, tgt target) *http.Request {
+// redirect is req sent to tgt with body. A RoundTripper must not modify its
+// request, so the request and its URL are copied (shallowly: the headers are
+// the caller's, as they would be without the balancer; the body is the
+// caller's, or GetBody's for a retry).
+func redirect(req *http.Request, body io.ReadCloser, tgt target) *http.Request {
 	out := new(http.Request)
 	*out = *req
+	out.Body = body
 	u := *req.URL
 	u.Scheme, u.Host = tgt.scheme, tgt.host
 	out.URL = &u
@@ -276,4 +313,26 @@ func renameLocation(req *http.Request, resp *http.Response, tgt target) {
 	}
 	u.Scheme, u.Host = req.URL.Scheme, req.URL.Host
 	resp.Header.Set("Location", u.String())
+}
+
+// neverSent tells an error of a request that never reached its endpoint: its
+// connection could not be made (refused, no route, a name that does not
+// resolve). A dial that timed out is not one: the endpoint may be slow, and
+// the time is spent.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && !op.Timeout()
+}
+
+// replay is a new body for another attempt of req: none for a request
+// without one, else GetBody's (an error when req has none: it cannot be sent
+// again).
+func replay(req *http.Request) (io.ReadCloser, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return req.Body, nil
+	}
+	if req.GetBody == nil {
+		return nil, errors.New("polylbhttp: the request's body cannot be sent again (no GetBody)")
+	}
+	return req.GetBody()
 }
