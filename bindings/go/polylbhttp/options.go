@@ -64,8 +64,9 @@ func WithClassifier(classify func(*http.Response) polylb.Outcome) Option {
 // connection is a failure of its endpoint). A request with a body is sent
 // again only if it has GetBody (http.NewRequest sets it for in-memory
 // bodies); a dial that timed out, a request whose context is over and every
-// other error are returned at once. When every endpoint has been tried, the
-// last attempt's error is returned.
+// other error are returned at once. When no endpoint is left to try (every
+// one tried, the set emptied, the Transport closed meanwhile), the last
+// attempt's error is returned.
 func WithRetries(n int) Option {
 	return func(t *Transport) { t.retries = n }
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -147,5 +148,69 @@ func TestWhenEveryEndpointRefusesTheLastErrorIsReturned(t *testing.T) {
 		if s := stats(t, tr)[ep.URL]; s.Selected != 20 || s.Failures != 20 || s.Active != 0 {
 			t.Fatalf("%s: %+v", ep.URL, s)
 		}
+	}
+}
+
+// hookTransport runs hook before its first request, then sends every
+// request through an http.Transport of its own.
+type hookTransport struct {
+	hook  func()
+	once  sync.Once
+	inner http.Transport
+}
+
+func (h *hookTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	h.once.Do(h.hook)
+	return h.inner.RoundTrip(req)
+}
+
+// closeCounter is a request body that counts its Close calls.
+type closeCounter struct {
+	io.Reader
+	closes *atomic.Int64
+}
+
+func (c closeCounter) Close() error {
+	c.closes.Add(1)
+	return nil
+}
+
+// A retry that cannot be picked (the Transport closed, or every endpoint
+// removed, while the refused attempt was in flight) ends the request with
+// that attempt's error, as when every endpoint has been tried; each body is
+// closed once.
+func TestAnUnpickableRetryReturnsTheAttemptsError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hook func(*polylbhttp.Transport)
+	}{
+		{"Close", func(tr *polylbhttp.Transport) { tr.Close() }},
+		{"Update to no endpoint", func(tr *polylbhttp.Transport) {
+			if err := tr.Update(nil); err != nil {
+				t.Error(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr *polylbhttp.Transport
+			inner := &hookTransport{hook: func() { tc.hook(tr) }}
+			defer inner.inner.CloseIdleConnections()
+			tr = newTransport(t, "loadbalance=roundrobin", refusedEndpoints(t, 2),
+				polylbhttp.WithRetries(1), polylbhttp.WithTransport(inner))
+			var first, again atomic.Int64
+			req, _ := http.NewRequest(http.MethodPost, "http://svc/", nil)
+			req.Body = closeCounter{strings.NewReader("x"), &first}
+			req.ContentLength = 1
+			req.GetBody = func() (io.ReadCloser, error) {
+				return closeCounter{strings.NewReader("x"), &again}, nil
+			}
+			_, err := (&http.Client{Transport: tr}).Do(req)
+			if !isRefused(err) || errors.Is(err, polylb.ErrClosed) || errors.Is(err, polylb.ErrNoProvider) {
+				t.Errorf("got %v, want the refused connection's error", err)
+			}
+			if first.Load() != 1 || again.Load() != 1 {
+				t.Errorf("bodies closed %d and %d times, want once each", first.Load(), again.Load())
+			}
+		})
 	}
 }

@@ -132,7 +132,8 @@ var errSetChanging = errors.New("polylbhttp: the endpoint set changed under ever
 // they are; a failed pick (no endpoint, a closed Transport) is returned
 // wrapped, and req's body is closed, as RoundTrip must. With WithRetries, a
 // request whose connection could not be made is sent again to an endpoint
-// not tried yet; when none is left, the last attempt's error is returned.
+// not tried yet; when none can be picked, the last attempt's error is
+// returned.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var tried []uint64
 	var lastErr error
@@ -144,8 +145,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if body != nil {
 				body.Close()
 			}
-			if lastErr != nil && errors.Is(err, polylb.ErrNoCandidate) {
-				return nil, lastErr // every endpoint tried
+			if lastErr != nil {
+				// A retry that cannot be made (every endpoint tried, or the
+				// set emptied or the Transport closed while this request was
+				// in flight) leaves the request its own error.
+				return nil, lastErr
 			}
 			return nil, err
 		}
