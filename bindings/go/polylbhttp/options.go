@@ -2,6 +2,7 @@ package polylbhttp
 
 import (
 	"net/http"
+	"strings"
 
 	polylb "github.com/polylb/polylb/bindings/go"
 )
@@ -69,6 +70,21 @@ func WithClassifier(classify func(*http.Response) polylb.Outcome) Option {
 // attempt's error is returned.
 func WithRetries(n int) Option {
 	return func(t *Transport) { t.retries = n }
+}
+
+// WithHosts balances only the requests whose URL host (host or host:port,
+// compared ignoring case) is one of names — the logical names the service is
+// called by, such as "orders" for http://orders/... — and sends every other
+// request straight through the inner transport, unbalanced and unreported.
+// Without it every request is balanced, a redirect to another host too:
+// with it, a provider's redirect to another site goes there.
+func WithHosts(names ...string) Option {
+	return func(t *Transport) {
+		t.hosts = make(map[string]bool, len(names))
+		for _, name := range names {
+			t.hosts[strings.ToLower(name)] = true
+		}
+	}
 }
 
 // ReportAtHeaders reports every request when its response headers arrive,

@@ -42,6 +42,7 @@ type Transport struct {
 	classify   func(*http.Response) polylb.Outcome
 	atHeaders  bool
 	retries    int
+	hosts      map[string]bool // nil: every request is balanced
 
 	methodsMu sync.RWMutex
 	methods   map[string]polylb.Method
@@ -135,6 +136,9 @@ var errSetChanging = errors.New("polylbhttp: the endpoint set changed under ever
 // not tried yet; when none can be picked, the last attempt's error is
 // returned.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.hosts != nil && !t.hosts[strings.ToLower(req.URL.Host)] {
+		return t.inner.RoundTrip(req) // not a balanced service (WithHosts)
+	}
 	var tried []uint64
 	var lastErr error
 	body := req.Body
