@@ -36,13 +36,25 @@ func TestWithHostsOnlyTheServiceIsBalanced(t *testing.T) {
 	for range 20 {
 		mustGet(t, client, "/") // http://svc/: balanced, whatever the case of the name
 	}
+	other := newTransport(t, "loadbalance=random&seed=3", endpoints(a, b), polylbhttp.WithHosts("svc:80"))
+	for _, u := range []string{"http://svc/", "http://svc:80/"} {
+		resp, err := (&http.Client{Transport: other}).Get(u) // the default port is the same name
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if selected(t, other) != 2 {
+		t.Fatalf("svc:80 balanced %d of 2 requests to svc and svc:80", selected(t, other))
+	}
 	resp, err := client.Get(elsewhere.URL + "/direct")
 	if err != nil {
 		t.Fatal(err)
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if a.hits.Load()+b.hits.Load() != 20 || elsewhere.hits.Load() != 1 || selected(t, tr) != 20 {
+	if a.hits.Load()+b.hits.Load() != 22 || elsewhere.hits.Load() != 1 || selected(t, tr) != 20 {
 		t.Fatalf("endpoints %d+%d, elsewhere %d, selected %d", a.hits.Load(), b.hits.Load(),
 			elsewhere.hits.Load(), selected(t, tr))
 	}

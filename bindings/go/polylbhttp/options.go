@@ -72,8 +72,9 @@ func WithRetries(n int) Option {
 	return func(t *Transport) { t.retries = n }
 }
 
-// WithHosts balances only the requests whose URL host (host or host:port,
-// compared ignoring case) is one of names — the logical names the service is
+// WithHosts balances only the requests whose URL host is one of names (a
+// host, which matches any port, or host:port, the scheme's default port
+// when the URL has none; compared ignoring case) — the logical names the service is
 // called by, such as "orders" for http://orders/... — and sends every other
 // request straight through the inner transport, unbalanced and unreported.
 // Without it every request is balanced, a redirect to another host too:

@@ -136,7 +136,7 @@ var errSetChanging = errors.New("polylbhttp: the endpoint set changed under ever
 // not tried yet; when none can be picked, the last attempt's error is
 // returned.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.hosts != nil && !t.hosts[strings.ToLower(req.URL.Host)] {
+	if t.hosts != nil && !t.balances(req.URL) {
 		return t.inner.RoundTrip(req) // not a balanced service (WithHosts)
 	}
 	var tried []uint64
@@ -343,4 +343,15 @@ func replay(req *http.Request) (io.ReadCloser, error) {
 		return nil, errors.New("polylbhttp: the request's body cannot be sent again (no GetBody)")
 	}
 	return req.GetBody()
+}
+
+// balances tells whether u is to one of the names of WithHosts: its host
+// alone, or host:port with the scheme's default port when u has none (so
+// "orders:80" names http://orders too).
+func (t *Transport) balances(u *url.URL) bool {
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return t.hosts[host] || t.hosts[net.JoinHostPort(host, port)]
 }

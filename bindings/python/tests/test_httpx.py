@@ -859,3 +859,35 @@ def test_a_redirect_to_the_endpoint_itself_stays_on_the_callers_origin(
 
     response = asyncio.run(main())
     assert response.text == "3 Bearer t" and str(response.url) == "http://orders/auth?from=3"
+
+
+def test_with_hosts_only_requests_to_the_service_are_balanced(
+    make: Callable[..., BalancedTransport], make_async: Callable[..., AsyncBalancedTransport], servers: Dict[int, Server]
+) -> None:
+    # A request to another site (a provider's redirect there, say) goes there with `hosts`,
+    # unbalanced and unreported; without it every request is balanced, that one too.
+    urls, elsewhere = [servers[1].url, servers[2].url], servers[3]
+    for hosts in (None, ["ORDERS"]):
+        transport = make("loadbalance=random&seed=3", urls, hosts=hosts)
+        elsewhere.hits = 0
+        with client(transport) as http:
+            assert [http.get("/").status_code for _ in range(6)] == [200] * 6
+            answer = http.get(f"{elsewhere.url}/direct")
+        selected = sum(row["selected"] for row in rows(transport).values())
+        if hosts is None:
+            assert (answer.text in ("1", "2"), elsewhere.hits, selected) == (True, 0, 7)
+        else:
+            assert (answer.text, elsewhere.hits, selected) == ("3", 1, 6)
+            assert "polylb.endpoint" not in answer.extensions
+
+    async_transport = make_async("random", urls, hosts=["orders:80"])
+
+    async def main() -> List[str]:
+        async with httpx.AsyncClient(transport=async_transport, base_url="http://orders:80") as http:
+            return [(await http.get(url)).text for url in ("/", f"{elsewhere.url}/")]
+
+    elsewhere.hits = 0
+    balanced, direct = asyncio.run(main())
+    assert balanced in ("1", "2") and direct == "3" and elsewhere.hits == 1
+    with pytest.raises(TypeError, match="not one string"):
+        make("random", urls, hosts="orders")

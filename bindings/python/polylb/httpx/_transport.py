@@ -4,7 +4,7 @@ each request to the endpoint polylb picks, over an inner transport, and report h
 from __future__ import annotations
 
 import threading
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import httpx  # type: ignore[import-not-found, unused-ignore]  # optional: mypy without httpx too
 
@@ -40,9 +40,13 @@ class _Balanced:
         hash_key: Optional[Callable[[httpx.Request], Union[bytes, str, None]]],
         classify: Optional[Classifier],
         retries: int,
+        hosts: Optional[Iterable[str]],
     ) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries must be an int >= 0, not {retries!r}")
+        if isinstance(hosts, (str, bytes)):
+            raise TypeError("hosts takes a collection of names (e.g. ['orders']), not one string")
+        self._hosts = None if hosts is None else frozenset(host.lower() for host in hosts)
         self._owns_balancer = not isinstance(config, Balancer)
         self._balancer = config if isinstance(config, Balancer) else Balancer(config)
         self._endpoints = Endpoints()
@@ -90,6 +94,16 @@ class _Balanced:
             self._balancer.update(invokers)
             self._current = given
             self._ids = {endpoint.url: invoker.id for endpoint, invoker in zip(given, invokers)}
+
+    def _balances(self, request: httpx.Request) -> bool:
+        """Whether the request is to the service (``hosts``): by default every request is."""
+        if self._hosts is None:
+            return True
+        url = request.url
+        host = url.host.lower()
+        # httpx drops a scheme's default port from its URLs: "orders:80" names http://orders too.
+        port = url.port if url.port is not None else {"http": 80, "https": 443}.get(url.scheme)
+        return host in self._hosts or f"{host}:{port}" in self._hosts
 
     def _key_and_method(self, request: httpx.Request) -> Tuple[Union[bytes, str, None], int]:
         key = self._hash_key(request) if self._hash_key is not None else None
@@ -183,7 +197,10 @@ class BalancedTransport(_Balanced, httpx.BaseTransport):  # type: ignore[misc, u
     method for per-method statistics; ``hash_key(request)`` gives the key of the hashing
     strategies; ``classify(response)`` judges a response (``None``: by its status, see
     :func:`status_outcome`). ``retries``: how many other endpoints a request whose connection
-    could not be made (``httpx.ConnectError``) is sent to; 0 by default.
+    could not be made (``httpx.ConnectError``) is sent to; 0 by default. ``hosts``: the names
+    the service is called by (``["orders"]``; a host or ``host:port``, ignoring case): only
+    requests to them are balanced, the others (a provider's redirect to another site) go
+    straight through the inner transport, unreported; by default every request is balanced.
 
     The exchange is reported when it ends: a failure or timeout status at its headers, any
     other response when its body ends (read to the end: by its status; an error while reading:
@@ -201,11 +218,14 @@ class BalancedTransport(_Balanced, httpx.BaseTransport):  # type: ignore[misc, u
         hash_key: Optional[Callable[[httpx.Request], Union[bytes, str, None]]] = None,
         classify: Optional[Classifier] = None,
         retries: int = 0,
+        hosts: Optional[Iterable[str]] = None,
     ) -> None:
-        _Balanced.__init__(self, config, endpoints, method, hash_key, classify, retries)
+        _Balanced.__init__(self, config, endpoints, method, hash_key, classify, retries, hosts)
         self._transport = transport if transport is not None else httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if not self._balances(request):
+            return self._transport.handle_request(request)
         key, method = self._key_and_method(request)
         tried: List[int] = []
         last_error: Optional[BaseException] = None
@@ -262,11 +282,14 @@ class AsyncBalancedTransport(_Balanced, httpx.AsyncBaseTransport):  # type: igno
         hash_key: Optional[Callable[[httpx.Request], Union[bytes, str, None]]] = None,
         classify: Optional[Classifier] = None,
         retries: int = 0,
+        hosts: Optional[Iterable[str]] = None,
     ) -> None:
-        _Balanced.__init__(self, config, endpoints, method, hash_key, classify, retries)
+        _Balanced.__init__(self, config, endpoints, method, hash_key, classify, retries, hosts)
         self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if not self._balances(request):
+            return await self._transport.handle_async_request(request)
         key, method = self._key_and_method(request)
         tried: List[int] = []
         last_error: Optional[BaseException] = None
