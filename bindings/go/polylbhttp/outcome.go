@@ -12,12 +12,14 @@ import (
 // by docs/outcomes.md: 504 (a gateway's timeout) a Timeout; 408, 429 and
 // the other 5xx a Failure (the endpoint gave up, is overloaded or broken);
 // every other status, 4xx included, a Success: the endpoint answered, and a
-// request that is wrong would be refused by any endpoint.
+// request that is wrong would be refused by any endpoint. A code past 599
+// (net/http takes any three digits) is no 5xx: a Success, as polylb-spring,
+// polylb-tower and polylb.httpx read it.
 func StatusOutcome(code int) polylb.Outcome {
 	switch {
 	case code == http.StatusGatewayTimeout:
 		return polylb.Timeout
-	case code >= 500, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
+	case code >= 500 && code <= 599, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
 		return polylb.Failure
 	}
 	return polylb.Success

@@ -22,6 +22,8 @@ func TestStatusOutcome(t *testing.T) {
 		408: polylb.Failure, 429: polylb.Failure,
 		500: polylb.Failure, 502: polylb.Failure, 503: polylb.Failure, 599: polylb.Failure,
 		504: polylb.Timeout,
+		// not 5xx: what every adapter calls a success (docs/outcomes.md)
+		600: polylb.Success, 999: polylb.Success, 101: polylb.Success,
 	} {
 		if got := polylbhttp.StatusOutcome(code); got != want {
 			t.Errorf("StatusOutcome(%d) = %v, want %v", code, got, want)
