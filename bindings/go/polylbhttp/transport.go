@@ -316,11 +316,27 @@ func renameLocation(req *http.Request, resp *http.Response, tgt target) {
 		return
 	}
 	u, err := url.Parse(loc)
-	if err != nil || u.Scheme != tgt.scheme || !strings.EqualFold(u.Host, tgt.host) {
+	if err != nil || u.Scheme != tgt.scheme || !sameHost(u, tgt) {
 		return
 	}
 	u.Scheme, u.Host = req.URL.Scheme, req.URL.Host
 	resp.Header.Set("Location", u.String())
+}
+
+// sameHost tells whether u's host is tgt's, ignoring case, a port that is
+// the scheme's default written or not ("http://10.0.0.1:80" and
+// "http://10.0.0.1" are one origin, as polylb.httpx compares them).
+func sameHost(u *url.URL, tgt target) bool {
+	t := url.URL{Scheme: tgt.scheme, Host: tgt.host}
+	return strings.EqualFold(u.Hostname(), t.Hostname()) && portOf(u) == portOf(&t)
+}
+
+// portOf is u's port, the scheme's default when it has none.
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	return map[string]string{"http": "80", "https": "443"}[u.Scheme]
 }
 
 // neverSent tells an error of a request that never reached its endpoint: its
