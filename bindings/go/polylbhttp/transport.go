@@ -194,7 +194,10 @@ func (t *Transport) send(req *http.Request, body io.ReadCloser, x *exchange, tgt
 	resp, err = t.inner.RoundTrip(redirect(req, body, tgt))
 	reported = err != nil
 	if err != nil {
-		if overBefore {
+		if overBefore || malformed(req) {
+			// Never sent (an inherited deadline spent, or a request net/http
+			// refuses to write: an invalid method, header name or value):
+			// nothing is known of the endpoint.
 			x.call.Finish(polylb.Cancelled)
 		} else {
 			x.call.Finish(errorOutcome(x.ctx, x.cancel, err))
@@ -337,6 +340,44 @@ func portOf(u *url.URL) string {
 		return p
 	}
 	return map[string]string{"http": "80", "https": "443"}[u.Scheme]
+}
+
+// malformed tells a request net/http refuses to send, as it checks before
+// taking a connection: a method that is not a token, a header name that is
+// not one, a header value with a control character other than a tab. Such
+// a request could not be encoded: no verdict on the endpoint, as polylb.httpx
+// reads h11's LocalProtocolError. Only asked after the inner transport failed.
+func malformed(req *http.Request) bool {
+	if req.Method != "" && !isToken(req.Method) {
+		return true
+	}
+	for name, values := range req.Header {
+		if !isToken(name) {
+			return true
+		}
+		for _, v := range values {
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// isToken tells an RFC 9110 token.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // neverSent tells an error of a request that never reached its endpoint: its
