@@ -891,3 +891,14 @@ def test_with_hosts_only_requests_to_the_service_are_balanced(
     assert balanced in ("1", "2") and direct == "3" and elsewhere.hits == 1
     with pytest.raises(TypeError, match="not one string"):
         make("random", urls, hosts="orders")
+
+
+def test_a_status_past_599_is_no_5xx() -> None:
+    # Every adapter reads a code past 599 (h11 and net/http take any three digits) as an
+    # answer: polylb-spring's and polylb-tower's rules stop at 599.
+    from polylb import Outcome
+    from polylb.httpx import status_outcome
+
+    assert status_outcome(599) is Outcome.FAILURE
+    assert status_outcome(600) is Outcome.SUCCESS
+    assert status_outcome(999) is Outcome.SUCCESS

@@ -20,10 +20,10 @@ def status_outcome(status_code: int) -> Outcome:
     """The verdict of an HTTP status: 504 (a gateway's timeout in front of the provider) a
     timeout; 408 (the provider gave up reading the request), 429 (it sheds load) and the other
     5xx a failure; every other status an answer, a success (a 404 would be the same on any
-    provider)."""
+    provider; a code past 599, which h11 takes, is no 5xx)."""
     if status_code == 504:
         return _TIMEOUT
-    if status_code >= 500 or status_code in (408, 429):
+    if 500 <= status_code <= 599 or status_code in (408, 429):
         return _FAILURE
     return _SUCCESS
 
