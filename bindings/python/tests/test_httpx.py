@@ -902,3 +902,21 @@ def test_a_status_past_599_is_no_5xx() -> None:
     assert status_outcome(599) is Outcome.FAILURE
     assert status_outcome(600) is Outcome.SUCCESS
     assert status_outcome(999) is Outcome.SUCCESS
+
+
+@pytest.mark.parametrize("missing", [None, "", b""])
+def test_requests_without_a_key_spread(missing: Any, make: Callable[..., BalancedTransport]) -> None:
+    # As polylbhttp's WithHashKey and polylb-spring: a request whose key function gives no key
+    # is placed by a random key, not all on the empty key's endpoint.
+    hosts: Counter = Counter()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        hosts[request.url.host] += 1
+        return httpx.Response(200)
+
+    urls = [f"http://10.0.0.{i}:8080" for i in range(1, 5)]
+    transport = make("consistenthash", urls, transport=httpx.MockTransport(answer), hash_key=lambda request: missing)
+    with client(transport) as http:
+        for _ in range(200):
+            http.get("/who")
+    assert len(hosts) == 4 and min(hosts.values()) >= 20, hosts

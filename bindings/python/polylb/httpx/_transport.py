@@ -3,6 +3,7 @@ each request to the endpoint polylb picks, over an inner transport, and report h
 
 from __future__ import annotations
 
+import random as _random
 import threading
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -107,6 +108,11 @@ class _Balanced:
 
     def _key_and_method(self, request: httpx.Request) -> Tuple[Union[bytes, str, None], int]:
         key = self._hash_key(request) if self._hash_key is not None else None
+        if self._hash_key is not None and not key:
+            # A request without a key (None or empty) gets a random one, so that keyless
+            # requests spread over the endpoints instead of all hashing the empty key to one,
+            # as polylbhttp's WithHashKey and polylb-spring do.
+            key = _random.getrandbits(64).to_bytes(8, "little")
         method = self._balancer.method(self._method(request)) if self._method is not None else 0
         return key, method
 
