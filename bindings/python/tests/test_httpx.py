@@ -920,3 +920,20 @@ def test_requests_without_a_key_spread(missing: Any, make: Callable[..., Balance
         for _ in range(200):
             http.get("/who")
     assert len(hosts) == 4 and min(hosts.values()) >= 20, hosts
+
+
+def test_a_host_the_caller_set_is_kept(make: Callable[..., BalancedTransport]) -> None:
+    # As polylbhttp: the Host httpx sets (the URL's host) becomes the endpoint's; one the caller
+    # set to another name (a virtual host behind the endpoint) is the caller's to keep.
+    sent: List[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request.headers["host"])
+        return httpx.Response(200)
+
+    transport = make("random", ["http://10.0.0.1:8080"], transport=httpx.MockTransport(answer))
+    with client(transport) as http:
+        http.get("/who")
+        http.get("/who", headers={"Host": "vhost.example"})
+        http.get("http://Orders:80/who")
+    assert sent == ["10.0.0.1:8080", "vhost.example", "10.0.0.1:8080"]

@@ -77,11 +77,15 @@ routed_url = _fast_url if _fast_path_agrees() else _slow_url
 
 def route(request: httpx.Request, target: Target) -> httpx.Request:
     """The request as sent to ``target``: its scheme, host and port, and a Host header that
-    names it (a virtual host or TLS server expects its own name); path, query, headers and body
+    names it (a virtual host or TLS server expects its own name) when the request's names its
+    URL's host (what httpx sets); a Host the caller set to something else is theirs to keep (a
+    virtual host behind the endpoint), as polylbhttp keeps it. Path, query, headers and body
     the caller's. A new request: the caller's stays as it was, for httpx's redirects and the
     response's ``request``."""
     headers = request.headers.copy()
-    headers["Host"] = target.authority
+    host = headers.get("Host")
+    if host is None or host.encode("ascii", "replace").lower() == request.url.netloc.lower():
+        headers["Host"] = target.authority
     return httpx.Request(
         request.method, routed_url(request.url, target), headers=headers, stream=request.stream, extensions=request.extensions
     )
