@@ -937,3 +937,20 @@ def test_a_host_the_caller_set_is_kept(make: Callable[..., BalancedTransport]) -
         http.get("/who", headers={"Host": "vhost.example"})
         http.get("http://Orders:80/who")
     assert sent == ["10.0.0.1:8080", "vhost.example", "10.0.0.1:8080"]
+
+
+def test_a_retry_that_cannot_be_picked_raises_the_refused_attempts_error(make: Callable[..., BalancedTransport]) -> None:
+    # As polylbhttp's WithRetries: the set emptied while the refused attempt was in flight
+    # leaves the request its own error, not NoEndpointsError (nothing more could be tried).
+    holder: Dict[str, BalancedTransport] = {}
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        holder["transport"].update([])
+        raise httpx.ConnectError("connection refused", request=request)
+
+    transport = make("random", ["http://10.0.0.1:8080", "http://10.0.0.2:8080"], transport=httpx.MockTransport(refuse), retries=1)
+    holder["transport"] = transport
+    with client(transport) as http, pytest.raises(httpx.ConnectError) as info:
+        http.get("/who")
+    assert not isinstance(info.value, NoEndpointsError)
+    assert str(info.value) == "connection refused"

@@ -10,7 +10,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Un
 import httpx  # type: ignore[import-not-found, unused-ignore]  # optional: mypy without httpx too
 
 from .._balancer import Balancer
-from .._errors import NoCandidateError, NoProviderError
+from .._errors import BalancerClosedError, NoCandidateError, NoProviderError
 from .._ffi import Outcome
 from ._endpoints import Endpoint, Endpoints
 from ._outcomes import Classifier, has_no_body, status_outcome
@@ -132,11 +132,12 @@ class _Balanced:
         tried: List[int],
         last_error: Optional[BaseException],
     ) -> int:
-        """The endpoint of the next attempt; when a retry finds every endpoint tried, the last
-        attempt's error is raised, as if there had been no retry left."""
+        """The endpoint of the next attempt; when a retry cannot be picked (every endpoint
+        tried, the set emptied or the balancer closed meanwhile), the last attempt's error is
+        raised, as if there had been no retry left (as polylbhttp's WithRetries does)."""
         try:
             return self._select(request, key, method, tried or None)
-        except NoCandidateError:
+        except (NoCandidateError, NoEndpointsError, BalancerClosedError):
             if last_error is None:
                 raise
         raise last_error  # outside the handler: the error keeps its own context
