@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,4 +136,26 @@ func TestConsistentHashByHeader(t *testing.T) {
 	if len(keyless) != len(servers) {
 		t.Errorf("100 requests without a key reached %d of %d servers", len(keyless), len(servers))
 	}
+}
+
+// A hashing strategy without WithHashKey would send every request to one
+// endpoint: New refuses it, naming the option.
+func TestAHashingStrategyWithoutAKeyIsRefused(t *testing.T) {
+	eps := endpoints(startServer(t, ok), startServer(t, ok))
+	for _, strategy := range []string{"consistenthash", "boundedhash", "maglev", "rendezvous"} {
+		_, err := polylbhttp.New("loadbalance="+strategy, eps)
+		if err == nil || !strings.Contains(err.Error(), "WithHashKey") || !strings.Contains(err.Error(), strategy) {
+			t.Fatalf("%s without a key: %v", strategy, err)
+		}
+		tr, err := polylbhttp.New("loadbalance="+strategy, eps, polylbhttp.WithHashKey(polylbhttp.HeaderKey("X-Key")))
+		if err != nil {
+			t.Fatalf("%s with a key: %v", strategy, err)
+		}
+		tr.Close()
+	}
+	tr, err := polylbhttp.New("loadbalance=random", eps) // needs no key
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
 }

@@ -34,7 +34,8 @@ func WithMethod(name func(*http.Request) string) Option {
 // (consistenthash, boundedhash, maglev, rendezvous); the others ignore it.
 // A request whose key is empty is given a random one, so that requests
 // without a key spread over the endpoints instead of all hashing the empty
-// key to one (as polylb-spring and Envoy do). HeaderKey reads a header.
+// key to one (as polylb-spring and Envoy do). HeaderKey reads a header. The
+// hashing strategies need it: New refuses them without it.
 func WithHashKey(key func(*http.Request) []byte) Option {
 	return func(t *Transport) { t.hashKey = key }
 }

@@ -72,6 +72,10 @@ func New(config string, endpoints []Endpoint, opts ...Option) (*Transport, error
 	for _, opt := range opts {
 		opt(t)
 	}
+	if err := t.checkHashKey(); err != nil {
+		lb.Close()
+		return nil, err
+	}
 	if err := t.Update(endpoints); err != nil {
 		lb.Close()
 		return nil, err
@@ -411,4 +415,26 @@ func (t *Transport) balances(u *url.URL) bool {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
 	return t.hosts[host] || t.hosts[net.JoinHostPort(host, port)]
+}
+
+// hashingStrategies place each request by its key (docs/strategies.md).
+var hashingStrategies = map[string]bool{"consistenthash": true, "boundedhash": true, "maglev": true, "rendezvous": true}
+
+// checkHashKey refuses a hashing strategy without WithHashKey: every request
+// would hash the empty key and go to one endpoint (polylb-spring refuses it
+// at startup too).
+func (t *Transport) checkHashKey() error {
+	if t.hashKey != nil {
+		return nil
+	}
+	stats, err := t.lb.Stats()
+	if err != nil {
+		return fmt.Errorf("polylbhttp: %w", err)
+	}
+	if hashingStrategies[stats.Strategy] {
+		return fmt.Errorf("polylbhttp: loadbalance=%s places each request by its key, but no WithHashKey "+
+			"gives one (e.g. WithHashKey(HeaderKey(\"X-User-Id\"))): every request would go to one endpoint",
+			stats.Strategy)
+	}
+	return nil
 }
