@@ -954,3 +954,19 @@ def test_a_retry_that_cannot_be_picked_raises_the_refused_attempts_error(make: C
         http.get("/who")
     assert not isinstance(info.value, NoEndpointsError)
     assert str(info.value) == "connection refused"
+
+
+@pytest.mark.parametrize("strategy", ["consistenthash", "boundedhash", "maglev", "rendezvous"])
+def test_a_hashing_strategy_without_a_key_is_refused(strategy: str, servers: Dict[int, Server]) -> None:
+    # Every request would hash the empty key to one endpoint: refused, as polylbhttp and
+    # polylb-spring refuse it; a balancer of yours is left open.
+    urls = [servers[1].url, servers[2].url]
+    for factory in (BalancedTransport, AsyncBalancedTransport):
+        with pytest.raises(ValueError, match=f"loadbalance={strategy} .* no hash_key"):
+            factory(strategy, urls)
+        with Balancer(strategy) as mine:
+            with pytest.raises(ValueError, match="no hash_key"):
+                factory(mine, urls)
+            assert mine.stats()["strategy"] == strategy  # still open
+    BalancedTransport(strategy, urls, hash_key=lambda request: None).close()
+    BalancedTransport("random", urls).close()  # needs no key

@@ -30,6 +30,10 @@ class NoEndpointsError(httpx.ConnectError):  # type: ignore[misc, unused-ignore]
     handles this one; nothing was sent, so nothing is reported to the balancer."""
 
 
+#: polylb's strategies that place each request by its key (docs/strategies.md).
+_HASHING_STRATEGIES = frozenset({"consistenthash", "boundedhash", "maglev", "rendezvous"})
+
+
 class _Balanced:
     """What both transports share: the balancer, the endpoints, the pick and the routing."""
 
@@ -50,6 +54,17 @@ class _Balanced:
         self._hosts = None if hosts is None else frozenset(host.lower() for host in hosts)
         self._owns_balancer = not isinstance(config, Balancer)
         self._balancer = config if isinstance(config, Balancer) else Balancer(config)
+        strategy = self._balancer.stats()["strategy"]
+        if hash_key is None and strategy in _HASHING_STRATEGIES:
+            if self._owns_balancer:
+                self._balancer.close()
+            # Every request would hash the empty key to one endpoint; polylb-spring refuses a
+            # hashing strategy without a hash-key at startup, polylbhttp without WithHashKey.
+            raise ValueError(
+                f"loadbalance={strategy} places each request by its key, but no hash_key gives one "
+                "(e.g. hash_key=lambda request: request.headers.get('x-user-id')): every request "
+                "would go to one endpoint"
+            )
         self._endpoints = Endpoints()
         self._current: Tuple[Endpoint, ...] = ()
         self._ids: Dict[str, int] = {}
