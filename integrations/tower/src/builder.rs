@@ -165,8 +165,9 @@ where
     }
 
     /// The key a hashing strategy (`consistenthash`, `boundedhash`, `maglev`, `rendezvous`)
-    /// places a request by: the same key goes to the same endpoint while it is ready. Default:
-    /// empty.
+    /// places a request by: the same key goes to the same endpoint while it is ready. Those
+    /// strategies need it ([`build`](Self::build) refuses them without it); the others ignore
+    /// it.
     pub fn hash_key<F>(mut self, key_of: F) -> Self
     where
         F: for<'r> Fn(&'r Req) -> Cow<'r, [u8]> + Send + Sync + 'static,
@@ -318,12 +319,19 @@ where
         }
     }
 
-    /// The [`Balance`], or [`Error::Config`] if polylb refuses the configuration.
+    /// The [`Balance`]; [`Error::Config`] if polylb refuses the configuration, or
+    /// [`Error::NoHashKey`] for a strategy that places requests by their key
+    /// (`consistenthash`, `boundedhash`, `maglev`, `rendezvous`) without a
+    /// [`hash_key`](Self::hash_key).
     pub fn build(self) -> Result<Balance<D, Req, At>, Error> {
         let balancer = match self.balancer {
             Some(balancer) => balancer,
             None => Balancer::new(&self.config).map_err(Error::Config)?,
         };
+        let strategy = balancer.strategy_name();
+        if self.key_of.is_none() && HASHING_STRATEGIES.contains(&strategy) {
+            return Err(Error::NoHashKey(strategy));
+        }
         Ok(Balance {
             discover: self.discover,
             discover_ended: false,
@@ -340,6 +348,10 @@ where
         })
     }
 }
+
+/// polylb's strategies that place each request by its key (docs/strategies.md): without a key
+/// every request would hash alike, to one endpoint.
+const HASHING_STRATEGIES: [&str; 4] = ["consistenthash", "boundedhash", "maglev", "rendezvous"];
 
 impl<D, Req, At> fmt::Debug for Builder<D, Req, At>
 where

@@ -27,6 +27,10 @@ pub enum Error {
     Select(polylb::Status),
     /// Discovery ended while the set was empty: no endpoint can ever become ready.
     NoEndpoints,
+    /// The strategy (named) places each request by its key, and no
+    /// [`hash_key`](crate::Builder::hash_key) gives one: every request would go to one
+    /// endpoint. Refused by [`build`](crate::Builder::build).
+    NoHashKey(&'static str),
     /// The endpoint did not answer within the [`timeout`](crate::Builder::timeout): the call
     /// was reported [`polylb::Outcome::Timeout`] and its response future dropped.
     Timeout(Duration),
@@ -45,6 +49,11 @@ impl fmt::Display for Error {
             Error::NotReady => f.write_str("called before poll_ready returned Ready(Ok)"),
             Error::Select(s) => write!(f, "no endpoint selected: {s}"),
             Error::NoEndpoints => f.write_str("discovery ended with no endpoints"),
+            Error::NoHashKey(strategy) => write!(
+                f,
+                "loadbalance={strategy} places each request by its key, but no hash_key gives \
+                 one: every request would go to one endpoint"
+            ),
             Error::Timeout(limit) => write!(f, "no response from the endpoint within {limit:?}"),
         }
     }
@@ -55,7 +64,7 @@ impl std::error::Error for Error {
         match self {
             Error::Config(e) | Error::Update(e) | Error::Method(e) => Some(e),
             Error::Select(s) => Some(s),
-            Error::NotReady | Error::NoEndpoints | Error::Timeout(_) => None,
+            Error::NotReady | Error::NoEndpoints | Error::NoHashKey(_) | Error::Timeout(_) => None,
         }
     }
 }

@@ -69,3 +69,18 @@ async fn a_key_keeps_its_endpoint_and_a_leaving_endpoint_moves_only_its_keys() {
         }
     }
 }
+
+#[test]
+fn a_hashing_strategy_without_a_hash_key_is_refused() {
+    for strategy in ["consistenthash", "boundedhash", "maglev", "rendezvous"] {
+        let built = Balance::builder(tower::discover::ServiceList::new(Vec::<
+            tower::util::BoxService<String, String, std::convert::Infallible>,
+        >::new()))
+        .config(format!("loadbalance={strategy}"))
+        .build();
+        match built {
+            Err(polylb_tower::Error::NoHashKey(named)) => assert_eq!(named, strategy),
+            other => panic!("{strategy} without a key: {other:?}"),
+        }
+    }
+}
