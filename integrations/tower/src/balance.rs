@@ -26,6 +26,13 @@ pub type KeyOf<Req> = dyn for<'r> Fn(&'r Req) -> Cow<'r, [u8]> + Send + Sync;
 pub(crate) type Response<D, Req> = <<D as Discover>::Service as Service<Req>>::Response;
 /// The error type of `D`'s endpoints for `Req`.
 pub(crate) type EndpointError<D, Req> = <<D as Discover>::Service as Service<Req>>::Error;
+/// The future of a `call` of a `Balance<D, Req, At>`.
+pub(crate) type CallFuture<D, Req, At> = ResponseFuture<
+    <<D as Discover>::Service as Service<Req>>::Future,
+    Response<D, Req>,
+    EndpointError<D, Req>,
+    At,
+>;
 
 /// A tower [`Service`] that balances requests over the endpoints a [`Discover`] yields, by
 /// any polylb strategy. Build one with [`Balance::builder`] (keys that are `Display`) or
@@ -197,7 +204,17 @@ where
         }
     }
 
-    /// `call` of either `Service` implementation: the picked endpoint's response future and
+    /// `call` of either `Service` implementation.
+    #[inline]
+    fn respond(&mut self, request: Req) -> CallFuture<D, Req, At> {
+        ResponseFuture::of(
+            self.start_call(request),
+            self.classify.clone(),
+            self.timeout,
+        )
+    }
+
+    /// The picked endpoint's response future and
     /// the call's report, or why there is none.
     #[inline]
     fn start_call(
@@ -230,22 +247,14 @@ where
 {
     type Response = Response<D, Req>;
     type Error = BoxError;
-    type Future = ResponseFuture<
-        <D::Service as Service<Req>>::Future,
-        Response<D, Req>,
-        EndpointError<D, Req>,
-    >;
+    type Future = CallFuture<D, Req, AtResponse>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.poll_set(cx)
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        ResponseFuture::of(
-            self.start_call(request),
-            self.classify.clone(),
-            self.timeout,
-        )
+        self.respond(request)
     }
 }
 
@@ -262,23 +271,14 @@ where
 {
     type Response = http::Response<ReportingBody<B>>;
     type Error = BoxError;
-    type Future = ResponseFuture<
-        <D::Service as Service<Req>>::Future,
-        http::Response<B>,
-        EndpointError<D, Req>,
-        AtBodyEnd,
-    >;
+    type Future = CallFuture<D, Req, AtBodyEnd>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.poll_set(cx)
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        ResponseFuture::of(
-            self.start_call(request),
-            self.classify.clone(),
-            self.timeout,
-        )
+        self.respond(request)
     }
 }
 
