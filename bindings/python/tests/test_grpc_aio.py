@@ -578,3 +578,41 @@ def test_readme_example_runs() -> None:
     blocks = re.findall(r"```python\n(.*?)```", section.group(1), flags=re.S)
     assert len(blocks) == 1 and "BalancedChannel(" in blocks[0]
     exec(compile(blocks[0], "README.md:grpc-aio", "exec"), {"__name__": "readme"})
+
+
+class _ReadyAfterTwoLooks:
+    """A stand-in grpc.aio channel that turns READY just after its state was read twice: what
+    a real channel does when its connection completes between two reads."""
+
+    def __init__(self) -> None:
+        self.looks = 0
+        self.state = grpc.ChannelConnectivity.CONNECTING
+
+    def get_state(self, try_to_connect: bool = False) -> Any:
+        seen = self.state
+        self.looks += 1
+        if self.looks == 2:
+            self.state = grpc.ChannelConnectivity.READY
+        return seen
+
+    async def wait_for_state_change(self, last_observed_state: Any) -> None:
+        while self.state == last_observed_state:  # a change of state that never comes
+            await asyncio.sleep(3600)
+
+    async def close(self, grace: Optional[float] = None) -> None:
+        pass
+
+
+def test_a_state_change_between_two_reads_is_not_waited_past(balancer_factory: Any) -> None:
+    # The balanced channel read each endpoint's state twice, once for the aggregate and once
+    # for the watch: a change between the two (CONNECTING, then READY) was taken for no change
+    # by the first read and waited past by the second, so channel_ready() hung.
+    async def main() -> None:
+        endpoint = _ReadyAfterTwoLooks()
+        channel = BalancedChannel(balancer_factory("random"), channel_factory=lambda target: endpoint)
+        channel.update([Endpoint(Invoker(1, "server-1"), target="stand-in")])
+        await asyncio.wait_for(channel.channel_ready(), 5)
+        assert channel.get_state() == grpc.ChannelConnectivity.READY
+        await channel.close()
+
+    asyncio.run(main())

@@ -76,17 +76,27 @@ class BalancedChannel(Balanced[UnaryUnary, UnaryStream, StreamUnary, StreamStrea
         """Returns once ``get_state()`` differs from ``last_observed_state``: it waits for any
         endpoint's channel to change, or for an update or close to change the endpoints."""
         loop = asyncio.get_running_loop()
-        while self.get_state() == last_observed_state:
+        while True:
+            # Each endpoint's state is read once, for the aggregate and for its watch: read
+            # twice, a change between the two reads (CONNECTING, then READY) would be judged no
+            # change by the first and waited past by the second, for good.
+            members = self._members.snapshot()
+            states = [member.channel.get_state() for member in members]
+            if _aggregate(states, self._members.closed) != last_observed_state:
+                return
+            # Registered with no await since the snapshot: no update can fall in between.
             changed: "asyncio.Future[None]" = loop.create_future()
             self._membership_waiters.append(changed)
             watches = [
-                loop.create_task(member.channel.wait_for_state_change(member.channel.get_state()))
-                for member in self._members.snapshot()
+                loop.create_task(member.channel.wait_for_state_change(state))
+                for member, state in zip(members, states)
             ]
             try:
                 await asyncio.wait([changed, *watches], return_when=asyncio.FIRST_COMPLETED)
             finally:
                 changed.cancel()
+                if changed in self._membership_waiters:
+                    self._membership_waiters.remove(changed)
                 for watch in watches:
                     watch.cancel()
                     if watch.done() and not watch.cancelled():
